@@ -1,0 +1,175 @@
+"""EngineConfig: the per-concern configs together, -O presets, TOML files and CLI overrides."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from graphbench.config.hashing import hash_factors
+from graphbench.config.modes import (
+    DEFAULT_OPTIMIZATION_LEVEL,
+    O3_MAX_COMPILE_SIZE,
+    OPTIMIZATION_PRESETS,
+    CompileMode,
+    CUDAGraphMode,
+)
+from graphbench.config.parts import (
+    CacheConfig,
+    CompilationConfig,
+    ModelConfig,
+    ParallelConfig,
+    SchedulerConfig,
+    SpeculativeConfig,
+)
+from graphbench.config.tomlio import read_toml
+from graphbench.config.validate import suggest
+from graphbench.errors import GraphbenchError
+
+SECTIONS: dict[str, type] = {
+    "model": ModelConfig,
+    "scheduler": SchedulerConfig,
+    "cache": CacheConfig,
+    "compilation": CompilationConfig,
+    "speculative": SpeculativeConfig,
+    "parallel": ParallelConfig,
+}
+
+
+@dataclass(slots=True)
+class EngineConfig:
+    """Everything the engine needs. `resolve()` applies the -O preset and builds the ladder."""
+
+    optimization_level: int | None = None
+    model: ModelConfig = field(default_factory=ModelConfig)
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    compilation: CompilationConfig = field(default_factory=CompilationConfig)
+    speculative: SpeculativeConfig = field(default_factory=SpeculativeConfig)
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
+
+    def __post_init__(self) -> None:
+        level = self.optimization_level
+        if level is not None and (isinstance(level, bool) or level not in OPTIMIZATION_PRESETS):
+            raise GraphbenchError(f"optimization level must be 0, 1, 2 or 3, got {level!r}")
+        sched = self.scheduler
+        if sched.max_num_batched_tokens < sched.max_num_seqs:
+            raise GraphbenchError(
+                f"max_num_batched_tokens ({sched.max_num_batched_tokens}) must be >= max_num_seqs "
+                f"({sched.max_num_seqs})"
+            )
+        comp = self.compilation
+        if comp.cudagraph_mode == CUDAGraphMode.PIECEWISE and comp.mode == CompileMode.NONE:
+            raise GraphbenchError("cudagraph mode PIECEWISE needs compilation (the compiler splits the graph)")
+
+    @property
+    def decode_query_len(self) -> int:
+        return self.speculative.decode_query_len
+
+    def resolve(self, *, blackwell: bool = False) -> "EngineConfig":
+        """Return a copy with the -O preset applied to unset fields and the capture ladder resolved."""
+        from graphbench.ladders.sizes import capture_sizes  # pure Python
+
+        cfg = copy.deepcopy(self)
+        level = DEFAULT_OPTIMIZATION_LEVEL if cfg.optimization_level is None else cfg.optimization_level
+        cfg.optimization_level = level
+        comp = cfg.compilation
+        for name, value in OPTIMIZATION_PRESETS[level].items():
+            if getattr(comp, name) is None:
+                setattr(comp, name, copy.deepcopy(value))
+        if comp.mode == CompileMode.NONE and comp.cudagraph_mode.mixed_mode() == CUDAGraphMode.PIECEWISE:
+            raise GraphbenchError(
+                f"cudagraph mode {comp.cudagraph_mode.value} needs compilation for its piecewise graphs; "
+                "use FULL or FULL_DECODE_ONLY without compilation, or -O1 and above"
+            )
+        ladder = capture_sizes(
+            cfg.scheduler.max_num_seqs,
+            performance_mode=comp.performance_mode,
+            num_speculative_tokens=cfg.speculative.num_speculative_tokens,
+            max_num_batched_tokens=cfg.scheduler.max_num_batched_tokens,
+            blackwell=blackwell,
+            user_sizes=comp.cudagraph_capture_sizes,
+            max_capture_size=comp.max_cudagraph_capture_size,
+        )
+        comp.cudagraph_capture_sizes = list(ladder.sizes)
+        comp.max_cudagraph_capture_size = ladder.max_capture_size
+        if comp.compile_sizes == "decode<=8":
+            comp.compile_sizes = [s for s in ladder.sizes if s <= O3_MAX_COMPILE_SIZE]
+        if comp.mode == CompileMode.NONE:
+            comp.compile_sizes = []
+        return cfg
+
+    def compute_hash(self) -> str:
+        """Hash of every factor that changes the compiled code (see docs/CONFIG.md)."""
+        return hash_factors([getattr(self, name).compute_hash() for name in SECTIONS])
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON/TOML-able dict (enums as their names)."""
+        return _plain(dataclasses.asdict(self))
+
+    def summary(self) -> str:
+        """One line for tables and logs."""
+        comp = self.compilation
+        mode = comp.cudagraph_mode.value if comp.cudagraph_mode else "?"
+        return (
+            f"{self.model.model} -O{self.optimization_level} {mode} "
+            f"seqs={self.scheduler.max_num_seqs} ladder={len(comp.cudagraph_capture_sizes or [])}"
+        )
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, enum.Enum):
+        return value.value
+    return value
+
+
+def config_from_dict(data: dict[str, Any], *, source: str = "config") -> EngineConfig:
+    """Build an EngineConfig from nested sections; unknown keys fail with the closest valid name."""
+    unknown = [k for k in data if k not in SECTIONS and k != "optimization_level"]
+    if unknown:
+        key = unknown[0]
+        raise GraphbenchError(
+            f"{source}: unknown section {key!r}{suggest(key, [*SECTIONS, 'optimization_level'])}"
+        )
+    parts: dict[str, Any] = {}
+    for name, cls in SECTIONS.items():
+        section = data.get(name, {})
+        if not isinstance(section, dict):
+            raise GraphbenchError(f"{source}: [{name}] must be a table, got {section!r}")
+        valid = [f.name for f in dataclasses.fields(cls)]
+        for key in section:
+            if key not in valid:
+                raise GraphbenchError(f"{source}: unknown key {name}.{key}{suggest(key, valid)}")
+        try:
+            parts[name] = cls(**section)
+        except TypeError as exc:  # pragma: no cover - guarded by the key check above
+            raise GraphbenchError(f"{source}: {exc}") from None
+    return EngineConfig(optimization_level=data.get("optimization_level"), **parts)
+
+
+def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set data['section']['key'] = value from 'section.key' (or top-level 'optimization_level')."""
+    if "." not in dotted:
+        data[dotted] = value
+        return
+    section, key = dotted.split(".", 1)
+    data.setdefault(section, {})[key] = value
+
+
+def load_engine_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> EngineConfig:
+    """Read a TOML config (optional) and apply CLI overrides given as {'section.key': value}.
+
+    Overrides whose value is None are ignored (the flag was not given)."""
+    data: dict[str, Any] = read_toml(path) if path is not None else {}
+    source = str(path) if path is not None else "config"
+    for dotted, value in (overrides or {}).items():
+        if value is not None:
+            set_dotted(data, dotted, value)
+    return config_from_dict(data, source=source)

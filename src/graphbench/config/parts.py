@@ -1,0 +1,188 @@
+"""The config dataclasses, one per concern. Each validates itself and hashes what changes code.
+
+Whenever a field is added that changes the generated code or a buffer size baked into it,
+add it to that class's ``compute_hash`` factors (see docs/CONFIG.md for the list).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from graphbench.config.hashing import hash_factors
+from graphbench.config.modes import CompileMode, CUDAGraphMode
+from graphbench.config.validate import (
+    require_choice,
+    require_int,
+    require_int_list,
+    require_positive,
+)
+from graphbench.errors import GraphbenchError
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+LOAD_FORMATS = ("auto", "dummy", "safetensors")
+DEVICES = ("auto", "cuda", "cpu")
+ATTENTION_BACKENDS = ("auto", "reference", "triton")
+PERFORMANCE_MODES = ("default", "interactivity")
+DEFAULT_SPLITTING_OPS = ("graphbench::attention",)
+
+
+@dataclass(slots=True)
+class ModelConfig:
+    """Which model, in which precision, on which device, with which attention backend."""
+
+    model: str = "tiny-llama"  # built-in preset name or a checkpoint folder (HF layout)
+    dtype: str = "auto"  # auto: bfloat16 on CUDA, float32 on the CPU
+    load_format: str = "auto"  # auto: dummy weights for presets, safetensors for folders
+    seed: int = 0
+    device: str = "auto"
+    attention_backend: str = "auto"  # auto: triton on CUDA, reference on the CPU
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise GraphbenchError("model must be a preset name or a checkpoint folder")
+        require_choice("dtype", self.dtype, DTYPES)
+        require_choice("load format", self.load_format, LOAD_FORMATS)
+        require_choice("device", self.device, DEVICES)
+        require_choice("attention backend", self.attention_backend, ATTENTION_BACKENDS)
+        require_int("seed", self.seed)
+
+    def compute_hash(self) -> str:
+        """Architecture and dtype change the code; the path, seed and load format do not."""
+        from graphbench.config.arch import load_arch  # local: reads a file
+
+        arch = load_arch(self.model)
+        return hash_factors([arch.code_factors(), self.dtype, self.device, self.attention_backend])
+
+
+@dataclass(slots=True)
+class SchedulerConfig:
+    """Batch limits: they size the engine's static buffers, so they are hashed."""
+
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 2048
+    max_model_len: int | None = None  # None: the model's max_position_embeddings
+    enable_chunked_prefill: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("max_num_seqs", "max_num_batched_tokens", "max_model_len"):
+            require_int(name, getattr(self, name))
+            require_positive(name, getattr(self, name))
+
+    def compute_hash(self) -> str:
+        return hash_factors([self.max_num_seqs, self.max_num_batched_tokens])
+
+
+@dataclass(slots=True)
+class CacheConfig:
+    """Paged KV cache: block size and how much memory it may take."""
+
+    block_size: int = 16
+    gpu_memory_utilization: float = 0.9  # fraction of device memory for weights + activations + KV
+    num_blocks: int | None = None  # explicit block count; overrides the memory budget
+
+    def __post_init__(self) -> None:
+        require_int("block_size", self.block_size)
+        require_positive("block_size", self.block_size)
+        if self.block_size & (self.block_size - 1):
+            raise GraphbenchError(f"block_size must be a power of two, got {self.block_size}")
+        if not isinstance(self.gpu_memory_utilization, (int, float)) or not 0 < self.gpu_memory_utilization <= 1:
+            raise GraphbenchError(
+                f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization!r}"
+            )
+        require_int("num_blocks", self.num_blocks)
+        require_positive("num_blocks", self.num_blocks)
+
+    def compute_hash(self) -> str:
+        return hash_factors([self.block_size])
+
+
+@dataclass(slots=True)
+class SpeculativeConfig:
+    """Speculative decoding: only its shape matters here (decode_query_len = 1 + k)."""
+
+    num_speculative_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        require_int("num_speculative_tokens", self.num_speculative_tokens)
+        if self.num_speculative_tokens < 0:
+            raise GraphbenchError(f"num_speculative_tokens must be >= 0, got {self.num_speculative_tokens}")
+
+    @property
+    def decode_query_len(self) -> int:
+        return 1 + self.num_speculative_tokens
+
+    def compute_hash(self) -> str:
+        return hash_factors([self.num_speculative_tokens])
+
+
+@dataclass(slots=True)
+class ParallelConfig:
+    """Tensor parallelism (one process per device)."""
+
+    tensor_parallel_size: int = 1
+
+    def __post_init__(self) -> None:
+        require_int("tensor_parallel_size", self.tensor_parallel_size)
+        require_positive("tensor_parallel_size", self.tensor_parallel_size)
+
+    def compute_hash(self) -> str:
+        return hash_factors([self.tensor_parallel_size])
+
+
+@dataclass(slots=True)
+class CompilationConfig:
+    """torch.compile and CUDA-graph settings. None means "unset": the -O preset fills it."""
+
+    mode: CompileMode | None = None
+    cudagraph_mode: CUDAGraphMode | None = None
+    cudagraph_capture_sizes: list[int] | None = None
+    max_cudagraph_capture_size: int | None = None
+    performance_mode: str = "default"
+    compile_sizes: list[int] | str | None = None  # or "decode<=8" (the O3 preset)
+    splitting_ops: list[str] | None = None  # None: split at attention; [] = no split
+    max_autotune: bool = True  # autotune the compile_sizes variants
+
+    def __post_init__(self) -> None:
+        if self.mode is not None:
+            self.mode = CompileMode.parse(self.mode)
+        if self.cudagraph_mode is not None:
+            self.cudagraph_mode = CUDAGraphMode.parse(self.cudagraph_mode)
+        require_choice("performance mode", self.performance_mode, PERFORMANCE_MODES)
+        require_int_list("cudagraph_capture_sizes", self.cudagraph_capture_sizes)
+        require_int("max_cudagraph_capture_size", self.max_cudagraph_capture_size)
+        require_positive("max_cudagraph_capture_size", self.max_cudagraph_capture_size)
+        if isinstance(self.compile_sizes, str):
+            if self.compile_sizes != "decode<=8":
+                raise GraphbenchError(
+                    f"compile_sizes must be a list of sizes or 'decode<=8', got {self.compile_sizes!r}"
+                )
+        else:
+            require_int_list("compile_sizes", self.compile_sizes)
+        if self.splitting_ops is not None:
+            if not isinstance(self.splitting_ops, (list, tuple)) or not all(
+                isinstance(op, str) and op for op in self.splitting_ops
+            ):
+                raise GraphbenchError(f"splitting_ops must be a list of op names, got {self.splitting_ops!r}")
+            self.splitting_ops = list(self.splitting_ops)
+
+    @property
+    def effective_splitting_ops(self) -> list[str]:
+        return list(DEFAULT_SPLITTING_OPS) if self.splitting_ops is None else list(self.splitting_ops)
+
+    def splits_at_attention(self) -> bool:
+        return any(op in self.effective_splitting_ops for op in DEFAULT_SPLITTING_OPS)
+
+    def compute_hash(self) -> str:
+        """Compilation on/off, where the graph is split, which sizes get their own code."""
+        mode = self.mode.value if self.mode else None
+        return hash_factors([mode, self.effective_splitting_ops, self.compile_sizes, self.max_autotune])
+
+
+__all__ = [
+    "ModelConfig",
+    "SchedulerConfig",
+    "CacheConfig",
+    "SpeculativeConfig",
+    "ParallelConfig",
+    "CompilationConfig",
+]

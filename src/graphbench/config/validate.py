@@ -1,0 +1,46 @@
+"""Small validation helpers shared by the config dataclasses; each raises GraphbenchError."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Iterable
+
+from graphbench.errors import GraphbenchError
+
+
+def require_positive(name: str, value: int | float | None) -> None:
+    """Fail unless value is None (unset) or > 0."""
+    if value is not None and value <= 0:
+        raise GraphbenchError(f"{name} must be positive, got {value}")
+
+
+def require_int(name: str, value: object) -> None:
+    """Fail unless value is None or an int (bools are not ints here)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise GraphbenchError(f"{name} must be an integer, got {value!r}")
+
+
+def require_choice(name: str, value: str | None, choices: Iterable[str]) -> None:
+    """Fail unless value is None or one of choices; suggest the closest choice."""
+    choices = list(choices)
+    if value is None or value in choices:
+        return
+    raise GraphbenchError(f"unknown {name} {value!r}{suggest(str(value), choices)}; choose from {', '.join(choices)}")
+
+
+def suggest(word: str, choices: Iterable[str]) -> str:
+    """Return ' (did you mean X?)' for the closest choice, or ''."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def require_int_list(name: str, values: list[int] | None) -> None:
+    """Fail unless values is None or a list of positive ints."""
+    if values is None:
+        return
+    if not isinstance(values, (list, tuple)):
+        raise GraphbenchError(f"{name} must be a list of integers, got {values!r}")
+    for v in values:
+        require_int(name, v)
+        if v <= 0:
+            raise GraphbenchError(f"{name} must hold positive sizes, got {v}")
