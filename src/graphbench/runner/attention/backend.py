@@ -1,0 +1,91 @@
+"""Attention backends: metadata layout, declared CUDA-graph support, registry. No torch import here."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+from graphbench.errors import GraphbenchError
+
+if TYPE_CHECKING:
+    import torch
+
+
+class CudagraphSupport(enum.IntEnum):
+    """What a backend can record in a CUDA graph (SPEC §1.4); larger is more."""
+
+    NEVER = 0
+    UNIFORM_SINGLE_TOKEN_DECODE = 1
+    UNIFORM_BATCH = 2
+    ALWAYS = 3
+
+
+@dataclass
+class AttentionMetadata:
+    """Per-step attention inputs. All tensors are views of static buffers (fixed addresses).
+
+    Padded layout: rows past the real tokens have slot -1; requests past the real ones have
+    0 query tokens (query_start_loc repeats its last value) and seq_len 0.
+    """
+
+    slot_mapping: "torch.Tensor"  # [T] int64, -1 = padding row
+    query_start_loc: "torch.Tensor"  # [R + 1] int32
+    seq_lens: "torch.Tensor"  # [R] int32, context incl. the new tokens
+    block_tables: "torch.Tensor"  # [R, max_blocks_per_seq] int32
+    num_reqs: int  # real requests (host-side, for backends that may sync)
+    num_tokens: int  # real tokens
+    # host copies for the reference backend (no device sync needed to read them)
+    query_start_loc_host: list[int] | None = None
+    seq_lens_host: list[int] | None = None
+
+
+class AttentionBackend:
+    """Base class: write this step's K/V into the paged cache, then attend."""
+
+    name = "base"
+    cudagraph_support = CudagraphSupport.NEVER
+
+    def forward(
+        self,
+        q: "torch.Tensor",  # [T, num_heads, head_dim]
+        k: "torch.Tensor",  # [T, num_kv_heads, head_dim]
+        v: "torch.Tensor",  # [T, num_kv_heads, head_dim]
+        k_cache: "torch.Tensor",  # [num_blocks, block_size, num_kv_heads, head_dim]
+        v_cache: "torch.Tensor",
+        meta: AttentionMetadata,
+        scale: float,
+    ) -> "torch.Tensor":  # [T, num_heads, head_dim]
+        raise NotImplementedError
+
+
+_BACKENDS: dict[str, Callable[[], AttentionBackend]] = {}
+
+
+def register_backend(name: str) -> Callable[[Callable[[], AttentionBackend]], Callable[[], AttentionBackend]]:
+    """Class decorator: make a backend selectable by name."""
+
+    def wrap(factory: Callable[[], AttentionBackend]) -> Callable[[], AttentionBackend]:
+        _BACKENDS[name] = factory
+        return factory
+
+    return wrap
+
+
+def create_backend(name: str, device_type: str) -> AttentionBackend:
+    """Instantiate a backend; 'auto' is triton on CUDA and reference on the CPU."""
+    from graphbench.runner.attention import reference  # noqa: F401  (registers)
+
+    if name == "auto":
+        name = "triton" if device_type == "cuda" else "reference"
+    if name == "triton":
+        if device_type != "cuda":
+            raise GraphbenchError("the triton attention backend needs a CUDA device; use --attention-backend reference")
+        from graphbench.runner.attention import triton_backend  # noqa: F401
+    if name not in _BACKENDS:
+        raise GraphbenchError(f"unknown attention backend {name!r}; choose from {', '.join(sorted(_BACKENDS))}")
+    return _BACKENDS[name]()
+
+
+def backend_info(backend: AttentionBackend) -> dict[str, Any]:
+    return {"name": backend.name, "cudagraph_support": backend.cudagraph_support.name}

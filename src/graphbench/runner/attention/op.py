@@ -1,0 +1,54 @@
+"""The attention custom op: the one place the model calls attention, and the compiler's split point.
+
+`graphbench::attention(q, k, v, layer_idx)` is opaque to torch.compile; it reads this step's
+metadata, KV cache and backend from the forward context the engine sets around each forward.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator
+
+import torch
+
+from graphbench.runner.attention.backend import AttentionBackend, AttentionMetadata
+
+OP_NAME = "graphbench::attention"
+
+
+@dataclass
+class ForwardContext:
+    meta: AttentionMetadata
+    kv_caches: list[tuple[torch.Tensor, torch.Tensor]]  # per layer: (k_cache, v_cache)
+    backend: AttentionBackend
+    scale: float
+
+
+_context: ForwardContext | None = None
+
+
+@contextmanager
+def forward_context(ctx: ForwardContext) -> Iterator[None]:
+    """Make ctx visible to the attention op for the duration of one forward (or a capture)."""
+    global _context
+    previous, _context = _context, ctx
+    try:
+        yield
+    finally:
+        _context = previous
+
+
+@torch.library.custom_op(OP_NAME, mutates_args=())
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_idx: int) -> torch.Tensor:
+    """q[T, h, hd], k/v[T, kvh, hd] -> out[T, h, hd]; writes k/v into layer_idx's paged cache."""
+    ctx = _context
+    if ctx is None:
+        raise RuntimeError("graphbench::attention called outside a forward context")
+    k_cache, v_cache = ctx.kv_caches[layer_idx]
+    return ctx.backend.forward(q, k, v, k_cache, v_cache, ctx.meta, ctx.scale)
+
+
+@attention.register_fake
+def _attention_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_idx: int) -> torch.Tensor:
+    return torch.empty_like(q)

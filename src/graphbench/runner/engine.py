@@ -1,0 +1,215 @@
+"""The engine: startup (weights, KV cache), continuous-batching steps, generate().
+
+    engine = Engine(load_engine_config(overrides={"model.model": "tiny-llama"}))
+    outputs = engine.generate([[1, 2, 3]], SamplingParams(max_tokens=16))
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from graphbench.config import EngineConfig, load_arch
+from graphbench.errors import GraphbenchError
+from graphbench.runner.attention.backend import create_backend
+from graphbench.runner.device import device_info, dtype_name, free_memory, resolve_device, resolve_dtype
+from graphbench.runner.inputs import StepInputs
+from graphbench.runner.kv_cache import CPU_KV_CACHE_BYTES, BlockAllocator, KVCache, bytes_per_block
+from graphbench.runner.loader import build_model, fill_dummy_weights, load_checkpoint
+from graphbench.runner.model_runner import ModelRunner
+from graphbench.runner.request import Request, SamplingParams
+from graphbench.runner.scheduler import BatchDescriptor, Scheduler
+
+log = logging.getLogger("graphbench.engine")
+
+
+@dataclass
+class StepRecord:
+    """What one step was and how long it took (host wall time, synchronised by the sampled tokens)."""
+
+    descriptor: BatchDescriptor
+    seconds: float
+    runtime_mode: str = "NONE"
+    padded_tokens: int = 0
+
+
+@dataclass
+class StartupReport:
+    """Seconds per startup phase, and the KV cache it ended with."""
+
+    load_seconds: float = 0.0
+    kv_cache_seconds: float = 0.0
+    total_seconds: float = 0.0
+    num_kv_blocks: int = 0
+    num_kv_tokens: int = 0
+    kv_cache_bytes: int = 0
+    weights_bytes: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+class Engine:
+    def __init__(self, config: EngineConfig):
+        started = time.perf_counter()
+        self.device = resolve_device(config.model.device)
+        self.dtype = resolve_dtype(config.model.dtype, self.device)
+        self.device_info = device_info(self.device)
+        self.config = config.resolve(blackwell=self.device_info.is_blackwell_datacenter)
+        self.config.model.device, self.config.model.dtype = self.device.type, dtype_name(self.dtype)
+        self.arch = load_arch(self.config.model.model)
+        sched = self.config.scheduler
+        self.max_model_len = sched.max_model_len or self.arch.max_position_embeddings
+        self.report = StartupReport()
+
+        t0 = time.perf_counter()
+        self.model = build_model(self.arch, self.max_model_len, self.dtype, self.device)
+        self._load_weights()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        self.report.load_seconds = time.perf_counter() - t0
+        self.report.weights_bytes = sum(p.numel() * p.element_size() for p in self.model.parameters())
+
+        t0 = time.perf_counter()
+        self.backend = create_backend(self.config.model.attention_backend, self.device.type)
+        block_size = self.config.cache.block_size
+        num_blocks = self._num_kv_blocks(block_size)
+        self.kv_cache = KVCache.allocate(self.arch, num_blocks, block_size, self.dtype, self.device)
+        self.report.kv_cache_seconds = time.perf_counter() - t0
+        self.report.num_kv_blocks, self.report.num_kv_tokens = num_blocks, num_blocks * block_size
+        self.report.kv_cache_bytes = num_blocks * bytes_per_block(self.arch, block_size, self.dtype)
+
+        self.allocator = BlockAllocator(num_blocks)
+        self.scheduler = Scheduler(
+            self.allocator, block_size, sched.max_num_seqs, sched.max_num_batched_tokens,
+            self.config.decode_query_len, sched.enable_chunked_prefill)
+        max_blocks_per_seq = -(-self.max_model_len // block_size)
+        self.inputs = StepInputs(sched.max_num_batched_tokens, sched.max_num_seqs, max_blocks_per_seq,
+                                 block_size, self.device)
+        self.runner = ModelRunner(self.model, self.kv_cache, self.backend, self.inputs, self.config.model.seed)
+        self.records: list[StepRecord] = []
+        self._ids = itertools.count()
+        self.report.total_seconds = time.perf_counter() - started
+        log.info("KV cache: %d blocks of %d = %d tokens", num_blocks, block_size, num_blocks * block_size)
+
+    # -- startup ---------------------------------------------------------------------------
+
+    def _load_weights(self) -> None:
+        fmt = self.config.model.load_format
+        folder = Path(self.config.model.model).expanduser()
+        if fmt == "auto":
+            fmt = "safetensors" if folder.is_dir() else "dummy"
+        if fmt == "dummy":
+            fill_dummy_weights(self.model, self.config.model.seed)
+        elif not folder.is_dir():
+            raise GraphbenchError(
+                f"--load-format safetensors needs a checkpoint folder; {self.config.model.model!r} is a preset "
+                "(presets have no weights here: use --load-format dummy)")
+        else:
+            load_checkpoint(self.model, folder)
+
+    def _num_kv_blocks(self, block_size: int) -> int:
+        if self.config.cache.num_blocks is not None:
+            return self.config.cache.num_blocks
+        per_block = bytes_per_block(self.arch, block_size, self.dtype)
+        if self.device.type != "cuda":
+            sched = self.config.scheduler
+            enough = sched.max_num_seqs * -(-self.max_model_len // block_size)
+            return max(1, min(CPU_KV_CACHE_BYTES // per_block, enough))
+        # Budget: utilisation x total, minus what is in use now, minus the activations of the
+        # largest step (measured with a dry forward-sized allocation estimate).
+        total = self.device_info.total_memory or 0
+        in_use = total - free_memory(self.device)
+        activation_reserve = self._activation_bytes()
+        budget = int(total * self.config.cache.gpu_memory_utilization) - in_use - activation_reserve
+        if budget < per_block:
+            raise GraphbenchError(
+                f"no memory left for the KV cache (budget {budget / 2**30:.2f} GiB after weights): "
+                "raise --gpu-memory-utilization or use a smaller model")
+        return budget // per_block
+
+    def _activation_bytes(self) -> int:
+        """A generous estimate of one step's peak activations at max_num_batched_tokens."""
+        a = self.arch
+        tokens = self.config.scheduler.max_num_batched_tokens
+        element = torch.empty((), dtype=self.dtype).element_size()
+        per_token = (4 * a.hidden_size + 2 * a.intermediate_size * 2 + (a.num_attention_heads + 2 * a.num_key_value_heads) * a.head_dim * 2) * element
+        logits = self.config.scheduler.max_num_seqs * a.vocab_size * 4 * 3
+        return tokens * per_token + logits + (512 << 20)
+
+    # -- requests and steps ------------------------------------------------------------------
+
+    def add_request(self, prompt_token_ids: list[int], sampling: SamplingParams | None = None) -> Request:
+        """Queue a request; reject prompts that can never run."""
+        sampling = sampling or SamplingParams()
+        if not prompt_token_ids:
+            raise GraphbenchError("a prompt needs at least one token")
+        bad = [t for t in prompt_token_ids if not isinstance(t, int) or not 0 <= t < self.arch.vocab_size]
+        if bad:
+            raise GraphbenchError(f"prompt token {bad[0]!r} is outside the vocabulary (0..{self.arch.vocab_size - 1})")
+        total = len(prompt_token_ids) + sampling.max_tokens
+        if total > self.max_model_len:
+            raise GraphbenchError(
+                f"prompt of {len(prompt_token_ids)} tokens + max_tokens {sampling.max_tokens} = {total} exceeds "
+                f"max_model_len {self.max_model_len}")
+        blocks = -(-total // self.kv_cache.block_size)
+        if blocks > self.kv_cache.num_blocks:
+            raise GraphbenchError(
+                f"a request of {total} tokens needs {blocks} KV blocks but the cache holds only "
+                f"{self.kv_cache.num_blocks} ({self.kv_cache.num_tokens} tokens)")
+        request = Request(next(self._ids), list(prompt_token_ids), sampling, arrival_time=time.perf_counter())
+        self.scheduler.add(request)
+        return request
+
+    def has_unfinished(self) -> bool:
+        return self.scheduler.has_unfinished()
+
+    def step(self) -> list[Request]:
+        """Run one scheduled batch; return the requests that finished in it."""
+        batch = self.scheduler.schedule()
+        if batch is None:
+            if self.scheduler.has_unfinished():
+                raise GraphbenchError("the scheduler cannot make progress: the KV cache is too small for any waiting request")
+            return []
+        t0 = time.perf_counter()
+        tokens = self.runner.execute(batch)
+        now = time.perf_counter()
+        self.records.append(StepRecord(batch.descriptor, now - t0, "NONE", batch.num_tokens))
+        self.scheduler.update(batch)
+        finished = []
+        for request, token in zip(batch.requests, tokens):
+            if request.num_computed_tokens < request.num_tokens:
+                continue  # partial prefill chunk: nothing sampled yet
+            request.output_token_ids.append(token)
+            request.token_times.append(now)
+            if request.first_token_time is None:
+                request.first_token_time = now
+            eos = not request.sampling.ignore_eos and token == request.sampling.eos_token_id
+            if len(request.output_token_ids) >= request.sampling.max_tokens or eos:
+                request.finish_time = now
+                self.scheduler.finish(request)
+                finished.append(request)
+        return finished
+
+    @torch.inference_mode()
+    def prompt_logits(self, prompts: list[list[int]]) -> list[torch.Tensor]:
+        """Logits[len(p), V] (float32) at every prompt position, all prompts in one flat batch."""
+        requests = [self.add_request(p, SamplingParams(max_tokens=1)) for p in prompts]
+        batch = self.scheduler.schedule()
+        if batch is None or batch.requests != requests or batch.num_tokens != sum(map(len, prompts)):
+            raise GraphbenchError("prompt_logits needs all prompts to fit in one batch (max_num_batched_tokens)")
+        meta = self.inputs.prepare(batch)
+        logits = self.model.compute_logits(self.runner.forward(batch.num_tokens, meta))
+        for request in requests:
+            self.scheduler.finish(request)
+        return list(logits.split([len(p) for p in prompts]))
+
+    def generate(self, prompts: list[list[int]], sampling: SamplingParams | None = None) -> list[list[int]]:
+        """Generate for every prompt (continuous batching); returns output token ids in prompt order."""
+        requests = [self.add_request(p, sampling) for p in prompts]
+        while self.has_unfinished():
+            self.step()
+        return [r.output_token_ids for r in requests]

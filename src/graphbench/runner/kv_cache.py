@@ -1,0 +1,65 @@
+"""Paged KV cache: the per-layer block tensors and a free-list block allocator."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from graphbench.config.arch import ArchConfig
+from graphbench.errors import GraphbenchError
+
+CPU_KV_CACHE_BYTES = 256 << 20  # CPU runs: at most 256 MiB of KV cache unless num_blocks is given
+
+
+def bytes_per_block(arch: ArchConfig, block_size: int, dtype: torch.dtype) -> int:
+    """K and V for one block, all layers."""
+    element = torch.empty((), dtype=dtype).element_size()
+    return 2 * arch.num_hidden_layers * block_size * arch.num_key_value_heads * arch.head_dim * element
+
+
+@dataclass
+class KVCache:
+    """Per layer (k_cache, v_cache), each [num_blocks, block_size, num_kv_heads, head_dim]."""
+
+    layers: list[tuple[torch.Tensor, torch.Tensor]]
+    num_blocks: int
+    block_size: int
+
+    @property
+    def num_tokens(self) -> int:
+        return self.num_blocks * self.block_size
+
+    @classmethod
+    def allocate(cls, arch: ArchConfig, num_blocks: int, block_size: int, dtype, device) -> "KVCache":
+        shape = (num_blocks, block_size, arch.num_key_value_heads, arch.head_dim)
+        layers = [
+            (torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype, device=device))
+            for _ in range(arch.num_hidden_layers)
+        ]
+        return cls(layers, num_blocks, block_size)
+
+
+class BlockAllocator:
+    """Hands out KV blocks; block 0.. num_blocks-1. Freed blocks are reused LIFO (warm in cache)."""
+
+    def __init__(self, num_blocks: int):
+        if num_blocks <= 0:
+            raise GraphbenchError("the KV cache has no blocks: lower the model size or raise the memory budget")
+        self.num_blocks = num_blocks
+        self._free = list(range(num_blocks - 1, -1, -1))
+
+    @property
+    def num_free(self) -> int:
+        return len(self._free)
+
+    def allocate(self, count: int) -> list[int] | None:
+        """count blocks, or None (and nothing taken) when not enough are free."""
+        if count > len(self._free):
+            return None
+        taken = self._free[-count:] if count else []
+        del self._free[len(self._free) - count:]
+        return taken[::-1]
+
+    def free(self, blocks: list[int]) -> None:
+        self._free.extend(reversed(blocks))

@@ -1,0 +1,118 @@
+"""Building the model and filling its weights: seeded dummy weights or an HF safetensors checkpoint."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from graphbench.config.arch import ArchConfig
+from graphbench.errors import GraphbenchError
+from graphbench.runner.model import CausalLM
+
+DUMMY_STD = 0.02  # HF initializer_range
+
+
+def build_model(arch: ArchConfig, max_positions: int, dtype: torch.dtype, device: torch.device) -> CausalLM:
+    """Construct the model directly on the device in the target dtype (RoPE tables stay float32)."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            model = CausalLM(arch, max_positions)
+    finally:
+        torch.set_default_dtype(previous)
+    return model.eval().requires_grad_(False)
+
+
+def fill_dummy_weights(model: CausalLM, seed: int) -> None:
+    """Seeded random weights: normal(0, 0.02) for matrices and biases, ones for norms."""
+    device = next(model.parameters()).device
+    generator = torch.Generator(device=device).manual_seed(seed)
+    for name, param in model.named_parameters():
+        if name.endswith("layernorm.weight") or name == "norm.weight":
+            param.fill_(1.0)
+        else:
+            param.normal_(0.0, DUMMY_STD, generator=generator)
+
+
+def _stacked_target(name: str, arch: ArchConfig) -> tuple[str, int, int] | None:
+    """Map an HF per-projection name to (fused param name, row start, row count)."""
+    q = arch.num_attention_heads * arch.head_dim
+    kv = arch.num_key_value_heads * arch.head_dim
+    inter = arch.intermediate_size
+    table = {
+        "self_attn.q_proj": ("self_attn.qkv_proj", 0, q),
+        "self_attn.k_proj": ("self_attn.qkv_proj", q, kv),
+        "self_attn.v_proj": ("self_attn.qkv_proj", q + kv, kv),
+        "mlp.gate_proj": ("mlp.gate_up_proj", 0, inter),
+        "mlp.up_proj": ("mlp.gate_up_proj", inter, inter),
+    }
+    for hf, (ours, start, rows) in table.items():
+        if f".{hf}." in name:
+            return name.replace(hf, ours), start, rows
+    return None
+
+
+def checkpoint_files(folder: Path) -> list[Path]:
+    """The safetensors files of a checkpoint, from its index when sharded."""
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text())["weight_map"]
+        except (json.JSONDecodeError, KeyError) as exc:
+            raise GraphbenchError(f"{index} is not a valid safetensors index: {exc}") from None
+        files = sorted({folder / f for f in weight_map.values()})
+        missing = [f.name for f in files if not f.is_file()]
+        if missing:
+            raise GraphbenchError(f"checkpoint {folder} is missing shard(s): {', '.join(missing)}")
+        return files
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        raise GraphbenchError(f"checkpoint {folder} has no *.safetensors weights (only safetensors are supported)")
+    return files
+
+
+def load_checkpoint(model: CausalLM, folder: Path) -> None:
+    """Copy an HF Llama/Qwen2 checkpoint into the fused model; every parameter must be found."""
+    from safetensors import SafetensorError, safe_open
+
+    params = dict(model.named_parameters())
+    device = next(model.parameters()).device
+    loaded: set[str] = set()
+    for file in checkpoint_files(folder):
+        try:
+            with safe_open(str(file), framework="pt", device="cpu") as f:
+                for hf_name in f.keys():
+                    _load_one(model.arch, params, loaded, hf_name, f.get_tensor(hf_name), device)
+        except SafetensorError as exc:
+            raise GraphbenchError(f"cannot read {file}: {exc} (corrupt or truncated safetensors file?)") from None
+        except OSError as exc:
+            raise GraphbenchError(f"cannot read {file}: {exc}") from None
+    expected = {n for n in params if not (model.arch.tie_word_embeddings and n == "lm_head.weight")}
+    missing = sorted(expected - loaded)
+    if missing:
+        raise GraphbenchError(
+            f"checkpoint {folder} lacks {len(missing)} weight(s), e.g. {', '.join(missing[:3])}"
+        )
+
+
+def _load_one(arch, params, loaded, hf_name, tensor, device) -> None:
+    name = hf_name.removeprefix("model.")
+    if "rotary_emb" in name:
+        return
+    if name == "lm_head.weight" and arch.tie_word_embeddings:
+        return
+    stacked = _stacked_target(name, arch)
+    target_name, start, rows = stacked if stacked else (name, 0, None)
+    param = params.get(target_name)
+    if param is None:
+        raise GraphbenchError(f"checkpoint weight {hf_name!r} has no place in a {arch.architecture} model")
+    target = param if rows is None else param.narrow(0, start, rows)
+    if tuple(target.shape) != tuple(tensor.shape):
+        raise GraphbenchError(
+            f"checkpoint weight {hf_name} has shape {tuple(tensor.shape)}, expected {tuple(target.shape)}"
+        )
+    target.copy_(tensor.to(device=device, dtype=param.dtype))
+    loaded.add(target_name)

@@ -1,0 +1,27 @@
+"""Token sampling: greedy, or temperature + top-p, per request, without host synchronisation."""
+
+from __future__ import annotations
+
+import torch
+
+
+def sample(
+    logits: torch.Tensor,  # [R, V] float32
+    temperatures: torch.Tensor,  # [R] float32, 0 = greedy
+    top_ps: torch.Tensor,  # [R] float32
+    generator: torch.Generator | None,
+    all_greedy: bool,
+) -> torch.Tensor:  # [R] int64
+    greedy = logits.argmax(dim=-1)
+    if all_greedy:
+        return greedy
+    safe_temp = torch.where(temperatures > 0, temperatures, torch.ones_like(temperatures))
+    probs = (logits / safe_temp[:, None]).softmax(dim=-1)
+    sorted_probs, sorted_ids = probs.sort(dim=-1, descending=True)
+    cumulative = sorted_probs.cumsum(dim=-1)
+    # keep the smallest prefix whose mass reaches top_p (the first token always stays)
+    drop = (cumulative - sorted_probs) >= top_ps[:, None]
+    sorted_probs = sorted_probs.masked_fill(drop, 0.0)
+    choice = torch.multinomial(sorted_probs, 1, generator=generator).squeeze(-1)
+    sampled = sorted_ids.gather(-1, choice[:, None]).squeeze(-1)
+    return torch.where(temperatures > 0, sampled, greedy)

@@ -1,0 +1,142 @@
+"""Continuous batching with chunked prefill, decodes first (pure Python).
+
+Each step picks, within max_num_seqs and max_num_batched_tokens, how many new tokens every
+running request computes; KV blocks are allocated as needed. When blocks run out, the most
+recently admitted request is preempted (its blocks freed, recomputed later); a waiting request
+that does not fit simply waits.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from graphbench.runner.kv_cache import BlockAllocator
+from graphbench.runner.request import Request, RequestStatus
+
+
+@dataclass(frozen=True, slots=True)
+class BatchDescriptor:
+    """The dispatcher's key for a step (SPEC §1.2)."""
+
+    num_tokens: int
+    num_reqs: int | None
+    uniform: bool = False
+    has_lora: bool = False
+
+
+@dataclass(slots=True)
+class ScheduledBatch:
+    """One step: requests in flat-batch order and the number of new tokens of each."""
+
+    requests: list[Request]
+    num_new_tokens: list[int]
+    descriptor: BatchDescriptor
+
+    @property
+    def num_tokens(self) -> int:
+        return self.descriptor.num_tokens
+
+
+class Scheduler:
+    def __init__(
+        self,
+        allocator: BlockAllocator,
+        block_size: int,
+        max_num_seqs: int,
+        max_num_batched_tokens: int,
+        decode_query_len: int = 1,
+        enable_chunked_prefill: bool = True,
+    ):
+        self.allocator = allocator
+        self.block_size = block_size
+        self.max_num_seqs = max_num_seqs
+        self.max_num_batched_tokens = max_num_batched_tokens
+        self.decode_query_len = decode_query_len
+        self.enable_chunked_prefill = enable_chunked_prefill
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+
+    def add(self, request: Request) -> None:
+        request.status = RequestStatus.WAITING
+        self.waiting.append(request)
+
+    def has_unfinished(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def schedule(self) -> ScheduledBatch | None:
+        """Pick this step's batch, or None when nothing can run."""
+        budget = self.max_num_batched_tokens
+        scheduled: list[Request] = []
+        counts: list[int] = []
+        # Decodes first, then requests still in their (chunked) prefill, in admission order.
+        for request in sorted(self.running, key=lambda r: r.num_uncomputed_tokens > 1):
+            if request not in self.running or budget == 0:
+                continue  # preempted below while making room
+            num_new = min(request.num_uncomputed_tokens, budget)
+            if not self._reserve(request, num_new, scheduled):
+                continue
+            scheduled.append(request)
+            counts.append(num_new)
+            budget -= num_new
+        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+            request = self.waiting[0]
+            num_new = request.num_uncomputed_tokens
+            if num_new > budget:
+                if not self.enable_chunked_prefill:
+                    break
+                num_new = budget
+            if not self._allocate(request, num_new):
+                break  # waits until blocks are freed
+            self.waiting.popleft()
+            request.status = RequestStatus.RUNNING
+            self.running.append(request)
+            scheduled.append(request)
+            counts.append(num_new)
+            budget -= num_new
+        if not scheduled:
+            return None
+        num_tokens = sum(counts)
+        uniform = all(n == self.decode_query_len for n in counts)
+        return ScheduledBatch(scheduled, counts, BatchDescriptor(num_tokens, len(scheduled), uniform))
+
+    def _blocks_needed(self, request: Request, num_new: int) -> int:
+        total = -(-(request.num_computed_tokens + num_new) // self.block_size)
+        return max(0, total - len(request.block_ids))
+
+    def _allocate(self, request: Request, num_new: int) -> bool:
+        blocks = self.allocator.allocate(self._blocks_needed(request, num_new))
+        if blocks is None:
+            return False
+        request.block_ids.extend(blocks)
+        return True
+
+    def _reserve(self, request: Request, num_new: int, scheduled: list[Request]) -> bool:
+        """Allocate for a running request, preempting the newest others when out of blocks."""
+        while not self._allocate(request, num_new):
+            victims = [r for r in reversed(self.running) if r is not request and r not in scheduled]
+            if not victims:
+                self._preempt(request)
+                return False
+            self._preempt(victims[0])
+        return True
+
+    def _preempt(self, request: Request) -> None:
+        self.running.remove(request)
+        self.allocator.free(request.block_ids)
+        request.block_ids = []
+        request.num_computed_tokens = 0
+        request.num_preemptions += 1
+        request.status = RequestStatus.WAITING
+        self.waiting.appendleft(request)
+
+    def update(self, batch: ScheduledBatch) -> None:
+        """Advance computed counts after the step ran (sampled tokens are appended by the engine)."""
+        for request, num_new in zip(batch.requests, batch.num_new_tokens):
+            request.num_computed_tokens += num_new
+
+    def finish(self, request: Request) -> None:
+        request.status = RequestStatus.FINISHED
+        self.running.remove(request)
+        self.allocator.free(request.block_ids)
+        request.block_ids = []

@@ -1,0 +1,40 @@
+"""Tiny random transformers checkpoints saved with save_pretrained (no hub access needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+
+def save_tiny_checkpoint(folder: Path, kind: str = "llama", seed: int = 0, **overrides) -> Path:
+    """Write a tiny Llama or Qwen2 checkpoint (config.json + model.safetensors) and return the folder."""
+    import transformers
+
+    common = dict(
+        vocab_size=256, hidden_size=64, intermediate_size=112, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+    )
+    common.update(overrides)
+    torch.manual_seed(seed)
+    if kind == "llama":
+        config = transformers.LlamaConfig(**common)
+        model = transformers.LlamaForCausalLM(config)
+    elif kind == "qwen2":
+        config = transformers.Qwen2Config(**{"tie_word_embeddings": True, **common})
+        model = transformers.Qwen2ForCausalLM(config)
+    else:
+        raise ValueError(kind)
+    # Make the norms non-trivial so the test sees them.
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.uniform_(0.5, 1.5)
+    model.save_pretrained(folder, safe_serialization=True)
+    return folder
+
+
+def load_hf(folder: Path):
+    import transformers
+
+    return transformers.AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32).eval()
