@@ -73,16 +73,26 @@ def capture_sizes(
     """Resolve the capture ladder exactly as SPEC §1.5 describes.
 
     A user list is de-duplicated, sorted and filtered to <= max_num_batched_tokens (with a
-    warning when it was truncated); its largest rung becomes the max capture size. Otherwise the
+    warning when it was truncated); its largest rung becomes the max capture size (a max_capture_size
+    given with it must equal its largest size, as in vLLM). Otherwise the
     default top is used (or max_capture_size when given). With speculative decoding every size
     is rounded up to a multiple of 1 + num_speculative_tokens and sizes above the cap are dropped.
     """
+    _require_positive("max_num_seqs", max_num_seqs)
+    if isinstance(num_speculative_tokens, bool) or not isinstance(num_speculative_tokens, int):
+        raise GraphbenchError(f"num_speculative_tokens must be an integer, got {num_speculative_tokens!r}")
     if num_speculative_tokens < 0:
         raise GraphbenchError(f"num_speculative_tokens must be >= 0, got {num_speculative_tokens}")
+    if performance_mode not in PERFORMANCE_MODES:
+        raise GraphbenchError(
+            f"unknown performance mode {performance_mode!r}; choose from {', '.join(PERFORMANCE_MODES)}"
+        )
     decode_query_len = 1 + num_speculative_tokens
     warnings: list[str] = []
     if user_sizes is not None:
-        return _user_ladder(user_sizes, max_num_batched_tokens, decode_query_len)
+        if isinstance(user_sizes, (str, bytes)) or not hasattr(user_sizes, "__iter__"):
+            raise GraphbenchError(f"capture sizes must be a list of positive integers, got {user_sizes!r}")
+        return _user_ladder(list(user_sizes), max_num_batched_tokens, decode_query_len, max_capture_size)
     top = default_max_capture_size(
         max_num_seqs,
         decode_query_len=decode_query_len,
@@ -100,13 +110,33 @@ def capture_sizes(
     sizes = ladder_for_top(top, performance_mode=performance_mode)
     if decode_query_len > 1:
         sizes = _round_to_multiple(sizes, decode_query_len, top)
+        if not sizes:
+            warnings.append(
+                f"no capture size is a multiple of {decode_query_len} (1 + speculative tokens) within the "
+                f"max capture size {top}; every batch runs eager"
+            )
     return Ladder(tuple(sizes), max(sizes, default=0), tuple(warnings))
 
 
-def _user_ladder(user_sizes: list[int], max_num_batched_tokens: int | None, decode_query_len: int) -> Ladder:
+def _user_ladder(
+    user_sizes: list[int],
+    max_num_batched_tokens: int | None,
+    decode_query_len: int,
+    max_capture_size: int | None = None,
+) -> Ladder:
+    if not user_sizes:
+        raise GraphbenchError("the capture size list is empty; give at least one size")
     for s in user_sizes:
         if isinstance(s, bool) or not isinstance(s, int) or s <= 0:
             raise GraphbenchError(f"capture sizes must be positive integers, got {s!r}")
+    if max_capture_size is not None:
+        # As vLLM: when both are given they must agree; the list's largest rung is the top.
+        _require_positive("max_capture_size", max_capture_size)
+        if max_capture_size != max(user_sizes):
+            raise GraphbenchError(
+                f"max_capture_size {max_capture_size} must equal the largest capture size "
+                f"{max(user_sizes)} when both are given"
+            )
     sizes = sorted(set(user_sizes))
     warnings: list[str] = []
     if len(sizes) < len(user_sizes):
@@ -126,12 +156,16 @@ def _user_ladder(user_sizes: list[int], max_num_batched_tokens: int | None, deco
                 f"{', '.join(map(str, dropped))}"
             )
     if decode_query_len > 1:
-        rounded = _round_to_multiple(sizes, decode_query_len, max_num_batched_tokens)
+        # Rounded sizes above the list's own top (already <= max_num_batched_tokens) are dropped.
+        rounded = _round_to_multiple(sizes, decode_query_len, max(sizes))
         if rounded != sizes:
             warnings.append(f"capture sizes rounded up to multiples of {decode_query_len} (1 + speculative tokens)")
         sizes = rounded
         if not sizes:
-            raise GraphbenchError("no capture size remains after rounding to the speculative multiple")
+            raise GraphbenchError(
+                f"no capture size remains after rounding up to a multiple of {decode_query_len} "
+                "(1 + speculative tokens) without exceeding the largest given size"
+            )
     return Ladder(tuple(sizes), max(sizes), tuple(warnings))
 
 
