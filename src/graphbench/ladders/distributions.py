@@ -1,0 +1,256 @@
+"""How often each batch size occurs: a normalised distribution, built from a range or a file.
+
+Pure Python, no torch import. Supported files (chosen by suffix, sniffed when the suffix says
+nothing):
+
+- ``.json``: an object ``{"<size>": count, ...}`` (or an array of batch sizes);
+- ``.jsonl`` / ``.ndjson``: a trace, one JSON object a line with ``batch_size`` (or ``num_tokens``);
+- anything else (``.csv``, ``.txt``, ...): a CSV with a header naming ``batch_size`` (or
+  ``num_tokens``) and optionally ``count``, or a plain list of batch sizes, one per line.
+
+Blank lines and lines starting with ``#`` are ignored in the line-based formats.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+
+from graphbench.errors import GraphbenchError
+
+SIZE_COLUMNS = ("batch_size", "num_tokens")
+COUNT_COLUMNS = ("count", "weight", "frequency")
+
+
+class BatchSizeDistribution(Mapping[int, float]):
+    """Batch size -> probability (weights normalised to sum to 1), in ascending size order."""
+
+    __slots__ = ("_probs", "source")
+
+    def __init__(self, weights: Mapping[int, float] | Iterable[tuple[int, float]], *, source: str = "") -> None:
+        items = weights.items() if isinstance(weights, Mapping) else weights
+        clean: dict[int, float] = {}
+        for size, weight in items:
+            _check_size(size, source)
+            _check_weight(weight, size, source)
+            if weight > 0:
+                clean[size] = clean.get(size, 0.0) + float(weight)
+        total = math.fsum(clean.values())
+        if not clean or total <= 0:
+            where = f"{source}: " if source else ""
+            raise GraphbenchError(f"{where}the batch-size distribution is empty (no size with a positive count)")
+        self._probs: dict[int, float] = {s: clean[s] / total for s in sorted(clean)}
+        self.source = source
+
+    @classmethod
+    def uniform(cls, max_size: int, min_size: int = 1) -> "BatchSizeDistribution":
+        """Every batch size in min_size..max_size equally likely."""
+        _check_size(min_size, "", what="min_size")
+        _check_size(max_size, "", what="max_size")
+        if max_size < min_size:
+            raise GraphbenchError(f"max_size {max_size} is below min_size {min_size}")
+        return cls({n: 1.0 for n in range(min_size, max_size + 1)}, source=f"uniform {min_size}..{max_size}")
+
+    @classmethod
+    def from_samples(cls, sizes: Iterable[int], *, source: str = "") -> "BatchSizeDistribution":
+        """The empirical distribution of observed batch sizes."""
+        sizes = list(sizes)
+        for size in sizes:
+            _check_size(size, source)
+        return cls(Counter(sizes), source=source)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> "BatchSizeDistribution":
+        """Load a histogram, a list of sizes or a JSONL trace (see the module docstring)."""
+        return load_distribution(path)
+
+    def __getitem__(self, size: int) -> float:
+        return self._probs[size]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._probs)
+
+    def __len__(self) -> int:
+        return len(self._probs)
+
+    def __repr__(self) -> str:
+        return f"BatchSizeDistribution({len(self)} sizes, {self.min_size}..{self.max_size}, source={self.source!r})"
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """The sizes with a positive probability, ascending."""
+        return tuple(self._probs)
+
+    @property
+    def min_size(self) -> int:
+        return next(iter(self._probs))
+
+    @property
+    def max_size(self) -> int:
+        return next(reversed(self._probs))
+
+    def mean(self) -> float:
+        """Expected batch size."""
+        return math.fsum(s * p for s, p in self._probs.items())
+
+
+def as_distribution(distribution: Mapping[int, float] | None, default_max: int | None) -> BatchSizeDistribution:
+    """A BatchSizeDistribution from a mapping, or uniform over 1..default_max when None."""
+    if isinstance(distribution, BatchSizeDistribution):
+        return distribution
+    if distribution is not None:
+        return BatchSizeDistribution(distribution)
+    if default_max is None or default_max <= 0:
+        raise GraphbenchError("an empty ladder needs max_size or a distribution to average over")
+    return BatchSizeDistribution.uniform(default_max)
+
+
+def load_distribution(path: str | Path) -> BatchSizeDistribution:
+    """Read a batch-size distribution file; GraphbenchError on a missing file or a bad row."""
+    p = Path(path)
+    if not p.exists():
+        raise GraphbenchError(f"distribution file not found: {p}")
+    if not p.is_file():
+        raise GraphbenchError(f"distribution path is not a file: {p}")
+    try:
+        text = p.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise GraphbenchError(f"cannot read distribution file {p}: {exc}") from None
+    suffix = p.suffix.lower()
+    name = str(p)
+    if suffix == ".json":
+        return BatchSizeDistribution(_parse_json(text, name), source=name)
+    if suffix in (".jsonl", ".ndjson"):
+        return BatchSizeDistribution(_parse_jsonl(text, name), source=name)
+    if text.lstrip().startswith(("{", "[")):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            return BatchSizeDistribution(_parse_jsonl(text, name), source=name)
+        return BatchSizeDistribution(_json_counts(data, name), source=name)
+    return BatchSizeDistribution(_parse_text(text, name), source=name)
+
+
+def _parse_json(text: str, name: str) -> Counter[int]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise GraphbenchError(f"{name}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    return _json_counts(data, name)
+
+
+def _json_counts(data: object, name: str) -> Counter[int]:
+    counts: Counter[int] = Counter()
+    if isinstance(data, dict):
+        for key, count in data.items():
+            size = _int_field(key, f"{name}: key {key!r}")
+            _check_weight(count, size, name)
+            counts[size] += count
+    elif isinstance(data, list):
+        for i, item in enumerate(data):
+            counts[_int_field(item, f"{name}: item {i}")] += 1
+    else:
+        raise GraphbenchError(f"{name}: expected a JSON object {{\"size\": count}} or an array of batch sizes")
+    return counts
+
+
+def _parse_jsonl(text: str, name: str) -> Counter[int]:
+    counts: Counter[int] = Counter()
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise GraphbenchError(f"{name}:{lineno}: invalid JSON: {exc.msg}") from None
+        if not isinstance(record, dict):
+            raise GraphbenchError(f"{name}:{lineno}: expected a JSON object with batch_size or num_tokens")
+        key = next((k for k in SIZE_COLUMNS if k in record), None)
+        if key is None:
+            raise GraphbenchError(f"{name}:{lineno}: record has neither batch_size nor num_tokens")
+        counts[_int_field(record[key], f"{name}:{lineno}: {key}")] += 1
+    return counts
+
+
+def _parse_text(text: str, name: str) -> Counter[int]:
+    lines = [(n, line.strip()) for n, line in enumerate(text.splitlines(), start=1)]
+    lines = [(n, line) for n, line in lines if line and not line.startswith("#")]
+    if not lines:
+        return Counter()
+    first_no, first = lines[0]
+    if _is_int(first):
+        return _parse_size_list(lines, name)
+    header = [h.strip().lower() for h in next(csv.reader([first]))]
+    size_col = next((header.index(c) for c in SIZE_COLUMNS if c in header), None)
+    if size_col is None:
+        raise GraphbenchError(
+            f"{name}:{first_no}: expected a header naming batch_size (e.g. `batch_size,count`) "
+            f"or one batch size per line, got {first!r}"
+        )
+    count_col = next((header.index(c) for c in COUNT_COLUMNS if c in header), None)
+    counts: Counter[int] = Counter()
+    for lineno, line in lines[1:]:
+        row = [cell.strip() for cell in next(csv.reader([line]))]
+        if len(row) != len(header):
+            raise GraphbenchError(f"{name}:{lineno}: expected {len(header)} columns, got {len(row)}: {line!r}")
+        size = _int_field(row[size_col], f"{name}:{lineno}: {header[size_col]}")
+        count: float = 1
+        if count_col is not None:
+            count = _number_field(row[count_col], f"{name}:{lineno}: {header[count_col]}")
+        counts[size] += count
+    return counts
+
+
+def _parse_size_list(lines: list[tuple[int, str]], name: str) -> Counter[int]:
+    counts: Counter[int] = Counter()
+    for lineno, line in lines:
+        counts[_int_field(line, f"{name}:{lineno}")] += 1
+    return counts
+
+
+def _is_int(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _int_field(value: object, where: str) -> int:
+    """A positive integer batch size from a JSON value or a text cell."""
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise GraphbenchError(f"{where}: batch size must be a positive integer, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise GraphbenchError(f"{where}: batch size must be a positive integer, got {value!r}")
+    return value
+
+
+def _number_field(value: str, where: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise GraphbenchError(f"{where}: count must be a number, got {value!r}") from None
+    if not math.isfinite(number) or number < 0:
+        raise GraphbenchError(f"{where}: count must be a non-negative number, got {value!r}")
+    return number
+
+
+def _check_size(size: object, source: str, *, what: str = "batch size") -> None:
+    if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+        where = f"{source}: " if source else ""
+        raise GraphbenchError(f"{where}{what} must be a positive integer, got {size!r}")
+
+
+def _check_weight(weight: object, size: int, source: str) -> None:
+    ok = isinstance(weight, (int, float)) and not isinstance(weight, bool)
+    if not ok or not math.isfinite(weight) or weight < 0:  # type: ignore[arg-type]
+        where = f"{source}: " if source else ""
+        raise GraphbenchError(f"{where}count of batch size {size} must be a non-negative number, got {weight!r}")
