@@ -1,0 +1,58 @@
+"""Plot padding waste against batch size, one curve per ladder (matplotlib, imported lazily)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from graphbench.errors import GraphbenchError
+from graphbench.ladders.compare import LadderComparison
+from graphbench.ladders.padding import waste
+
+PLOT_FORMATS = (".png", ".svg", ".pdf")
+
+
+def plot_waste(comparison: LadderComparison, path: str | Path) -> Path:
+    """Write waste % vs batch size (1..max(top rung, largest tabulated batch)) to path; return it.
+
+    Batches above a ladder's top rung run eager and leave a gap in its curve; a dotted line marks
+    each top rung.
+    """
+    out = Path(path)
+    if out.suffix.lower() not in PLOT_FORMATS:
+        raise GraphbenchError(f"plot file must end in {', '.join(PLOT_FORMATS)}, got {out.name!r}")
+    if not out.parent.is_dir():
+        raise GraphbenchError(f"plot directory does not exist: {out.parent}")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # lazy: only when a plot is asked for
+    from matplotlib.figure import Figure
+
+    tops = [s.ladder.max_capture_size for s in comparison.ladders]
+    batches = [r.batch for s in comparison.ladders for r in s.rows]
+    span = max([*tops, *batches, 1])
+    xs = list(range(1, span + 1))
+    fig = Figure(figsize=(9, 5), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    styles = ("-", "--", "-.", ":")
+    for i, summary in enumerate(comparison.ladders):
+        ys = [float("nan") if (w := waste(summary.sizes, n)) is None else 100 * w for n in xs]
+        label = f"{summary.name} ({len(summary.sizes)} sizes, avg {100 * summary.average_waste:.2f}%)"
+        if summary.selected:
+            label += " [selected]"
+        (line,) = ax.plot(xs, ys, label=label, linewidth=1.2, linestyle=styles[i % len(styles)])
+        if summary.ladder.max_capture_size:
+            ax.axvline(summary.ladder.max_capture_size, color=line.get_color(), linestyle=":", linewidth=1)
+    ax.set_xlabel("batch size (tokens per step)")
+    ax.set_ylabel("padding waste (% of the padded batch)")
+    ax.set_title(
+        f"CUDA-graph capture ladder padding, max_num_seqs={comparison.max_num_seqs}\n"
+        f"(max capture size {comparison.max_capture_size}; eager above the dotted line)"
+    )
+    ax.set_xlim(1, span)
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    try:
+        fig.savefig(out, dpi=100)
+    except OSError as exc:
+        raise GraphbenchError(f"cannot write plot {out}: {exc}") from None
+    return out
