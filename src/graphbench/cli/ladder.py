@@ -1,0 +1,197 @@
+"""`graphbench ladder`: the capture ladders, the padding they cause and the graphs they cost.
+
+Always shows the default and the interactivity ladder side by side (plus a "custom" ladder for
+--capture-sizes); --performance-mode only marks which one is selected, i.e. which one vLLM would
+use (a custom list, when given, is always the selected one). No torch import.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from graphbench.cli.main import app
+from graphbench.errors import GraphbenchError
+from graphbench.ladders.compare import DEFAULT_BATCHES, LadderComparison, LadderSummary, compare_ladders
+from graphbench.ladders.distributions import load_distribution
+
+FORMATS = ("table", "json", "csv")
+
+
+def _csv(values: tuple[int, ...]) -> str:
+    return ",".join(map(str, values))
+
+
+@app.command("ladder")
+def ladder_command(
+    max_num_seqs: Annotated[
+        int, typer.Option("--max-num-seqs", help="Most requests per step; sets the top rung (2x, capped at 512).")
+    ] = 256,
+    performance_mode: Annotated[
+        str,
+        typer.Option(
+            "--performance-mode",
+            help="default|interactivity: which ladder is marked selected. Both are always shown.",
+        ),
+    ] = "default",
+    num_speculative_tokens: Annotated[
+        int,
+        typer.Option(
+            "--num-speculative-tokens", help="Speculative tokens k: sizes become multiples of 1+k, top scales by 1+k."
+        ),
+    ] = 0,
+    max_num_batched_tokens: Annotated[
+        Optional[int],
+        typer.Option("--max-num-batched-tokens", help="Token budget per step; no rung may exceed it."),
+    ] = None,
+    capture_sizes: Annotated[
+        Optional[str],
+        typer.Option(
+            "--capture-sizes",
+            help="A custom ladder, e.g. 1,2,4,8: de-duplicated, sorted, capped; shown as 'custom' and selected.",
+        ),
+    ] = None,
+    max_capture_size: Annotated[
+        Optional[int],
+        typer.Option("--max-capture-size", help="Override the top rung of the default and interactivity ladders."),
+    ] = None,
+    blackwell: Annotated[
+        bool, typer.Option("--blackwell", help="Data-centre Blackwell GPU: the default top cap is 1024, not 512.")
+    ] = False,
+    batches: Annotated[
+        Optional[str],
+        typer.Option(
+            "--batches",
+            help=f"Batch sizes (tokens per step) to tabulate, comma-separated (default: {_csv(DEFAULT_BATCHES)}).",
+        ),
+    ] = None,
+    distribution: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--distribution",
+            help="Batch-size distribution file (batch_size,count CSV; JSON {size: count}; one size per line; "
+            "JSONL trace with batch_size or num_tokens). Averages and the eager fraction use it "
+            "instead of sizes 1..top equally likely.",
+        ),
+    ] = None,
+    output_format: Annotated[str, typer.Option("--format", help="Output format: table, json or csv.")] = "table",
+    plot: Annotated[
+        Optional[Path],
+        typer.Option("--plot", help="Also write waste % vs batch size, one curve per ladder, to this .png file."),
+    ] = None,
+) -> None:
+    """Show the CUDA-graph capture ladders, padding waste per batch size and graphs to capture per mode."""
+    if output_format not in FORMATS:
+        raise GraphbenchError(f"unknown format {output_format!r}; choose from {', '.join(FORMATS)}")
+    comparison = compare_ladders(
+        max_num_seqs,
+        performance_mode=performance_mode,
+        num_speculative_tokens=num_speculative_tokens,
+        max_num_batched_tokens=max_num_batched_tokens,
+        max_capture_size=max_capture_size,
+        blackwell=blackwell,
+        user_sizes=None if capture_sizes is None else _parse_ints("--capture-sizes", capture_sizes),
+        batches=DEFAULT_BATCHES if batches is None else _parse_ints("--batches", batches),
+        distribution=None if distribution is None else load_distribution(distribution),
+    )
+    for warning in comparison.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    if output_format == "json":
+        typer.echo(json.dumps(comparison.to_dict()))
+    elif output_format == "csv":
+        _write_csv(comparison)
+    else:
+        _print_table(comparison, with_distribution=distribution is not None)
+    if plot is not None:
+        from graphbench.ladders.plot import plot_waste  # matplotlib only when asked for
+
+        written = plot_waste(comparison, plot)
+        typer.echo(f"wrote {written}", err=output_format != "table")
+
+
+def _parse_ints(option: str, text: str) -> list[int]:
+    """'1,2, 4' -> [1, 2, 4]; anything else is a one-line GraphbenchError."""
+    parts = [p.strip() for p in text.split(",")]
+    values = []
+    for part in parts:
+        try:
+            values.append(int(part))
+        except ValueError:
+            raise GraphbenchError(
+                f"{option} must be comma-separated integers like 1,2,4; {part!r} is not an integer"
+            ) from None
+    return values
+
+
+def _write_csv(comparison: LadderComparison) -> None:
+    writer = csv.DictWriter(sys.stdout, fieldnames=["ladder", "batch", "padded", "waste_pct"], lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(comparison.csv_rows())
+
+
+def _sizes_preview(sizes: tuple[int, ...]) -> str:
+    """'51 sizes: [1 2 4 8 16 24 32 40] ... [480 496 512]' as in the seed (all sizes when <= 11)."""
+    words = " ".join
+    if len(sizes) <= 11:
+        body = f"[{words(map(str, sizes))}]"
+    else:
+        body = f"[{words(map(str, sizes[:8]))}] ... [{words(map(str, sizes[-3:]))}]"
+    return f"{len(sizes)} sizes: {body}"
+
+
+def _title(summary: LadderSummary) -> str:
+    return f"{summary.name}*" if summary.selected else summary.name
+
+
+def _print_table(comparison: LadderComparison, *, with_distribution: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False, soft_wrap=True)
+    say = lambda text="": console.print(text, markup=False)  # noqa: E731 - sizes are in [brackets]
+    say(
+        f"max_num_seqs={comparison.max_num_seqs} -> max capture size {comparison.max_capture_size}"
+        + (f" (decode_query_len {comparison.decode_query_len})" if comparison.decode_query_len > 1 else "")
+    )
+    labels = [f"{s.name} ladder{' (selected)' if s.selected else ''}:" for s in comparison.ladders]
+    width = max(map(len, labels))
+    for label, s in zip(labels, comparison.ladders):
+        top = f", top {s.ladder.max_capture_size}" if s.ladder.max_capture_size != comparison.max_capture_size else ""
+        say(f"{label:<{width}}  {_sizes_preview(s.sizes)}{top}")
+    say()
+
+    graphs = Table(title="graphs to capture per cudagraph mode", title_justify="left")
+    graphs.add_column("cudagraph mode")
+    for s in comparison.ladders:
+        graphs.add_column(_title(s), justify="right")
+    for mode in comparison.ladders[0].num_graphs:
+        graphs.add_row(mode, *(str(s.num_graphs[mode]) for s in comparison.ladders))
+    console.print(graphs)
+
+    padding = Table(title="padding per batch size (* = selected ladder)", title_justify="left")
+    padding.add_column("batch", justify="right")
+    for s in comparison.ladders:
+        padding.add_column(_title(s), justify="right")
+        padding.add_column("waste", justify="right")
+    for i, batch in enumerate(r.batch for r in comparison.ladders[0].rows):
+        cells = [str(batch)]
+        for s in comparison.ladders:
+            row = s.rows[i]
+            cells += ["eager", "-"] if row.padded is None else [str(row.padded), f"{100 * row.waste:.2f}%"]
+        padding.add_row(*cells)
+    console.print(padding)
+
+    averages = Table(title=f"averages over {comparison.averaged_over} (eager = no padding)", title_justify="left")
+    averages.add_column("")
+    for s in comparison.ladders:
+        averages.add_column(_title(s), justify="right")
+    averages.add_row("average padding", *(f"{100 * s.average_waste:.2f}%" for s in comparison.ladders))
+    if with_distribution or any(s.eager_fraction > 0 for s in comparison.ladders):
+        averages.add_row("eager batches", *(f"{100 * s.eager_fraction:.2f}%" for s in comparison.ladders))
+    averages.add_row("padded / real tokens", *(f"{s.padding_overhead:.4f}" for s in comparison.ladders))
+    console.print(averages)
