@@ -82,21 +82,24 @@ def list_presets() -> list[str]:
     return sorted(p.stem for p in PRESET_DIR.glob("*.toml"))
 
 
-@lru_cache(maxsize=64)
 def load_arch(model: str) -> ArchConfig:
-    """Resolve a preset name or a checkpoint folder to its architecture."""
+    """Resolve a preset name or a checkpoint folder to its architecture (folders are read afresh)."""
     path = Path(model).expanduser()
     if path.is_dir():
         return _arch_from_hf_dir(path)
-    preset = PRESET_DIR / f"{model}.toml"
-    if preset.is_file():
-        return _arch_from_dict(read_toml(preset), source=model)
+    if (PRESET_DIR / f"{model}.toml").is_file():
+        return _load_preset(model)
     if path.exists() or "/" in model:
         raise GraphbenchError(f"model {model!r} is not a checkpoint folder (expected a folder with config.json)")
     raise GraphbenchError(
         f"unknown model {model!r}{suggest(model, list_presets())}; built-in presets: {', '.join(list_presets())}, "
         "or pass a checkpoint folder"
     )
+
+
+@lru_cache(maxsize=None)
+def _load_preset(name: str) -> ArchConfig:
+    return _arch_from_dict(read_toml(PRESET_DIR / f"{name}.toml"), source=name)
 
 
 def _arch_from_hf_dir(path: Path) -> ArchConfig:

@@ -1,0 +1,5 @@
+"""`python -m graphbench` = the `graphbench` command."""
+
+from graphbench.cli.main import main
+
+main()

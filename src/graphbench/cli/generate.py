@@ -1,0 +1,47 @@
+"""`graphbench generate`: a smoke test of a model through the engine."""
+
+import json
+from typing import Annotated, Optional
+
+import typer
+
+from graphbench.cli.engine_options import parse_int_list, with_engine_options
+from graphbench.cli.main import app
+from graphbench.config import EngineConfig
+
+
+@app.command()
+@with_engine_options
+def generate(
+    engine_config: EngineConfig,
+    prompt_token_ids: Annotated[
+        Optional[list[str]],
+        typer.Option("--prompt-token-ids", "-p", help="Comma-separated token ids; repeat for more prompts."),
+    ] = None,
+    max_tokens: Annotated[int, typer.Option(help="Tokens to generate per prompt.")] = 16,
+    temperature: Annotated[float, typer.Option(help="0 = greedy.")] = 0.0,
+    top_p: Annotated[float, typer.Option(help="Nucleus sampling mass.")] = 1.0,
+    output_format: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+) -> None:
+    """Generate tokens for one or more prompts (token ids) and print them."""
+    from graphbench.errors import GraphbenchError
+    from graphbench.runner.generate import run_generate  # imports torch
+
+    if output_format not in ("table", "json"):
+        raise GraphbenchError(f"--format must be table or json, got {output_format!r}")
+    prompts = [parse_int_list(p, "--prompt-token-ids") for p in (prompt_token_ids or ["1,2,3"])]
+    result = run_generate(engine_config, prompts, max_tokens=max_tokens, temperature=temperature, top_p=top_p)
+    if output_format == "json":
+        typer.echo(json.dumps({"outputs": result.outputs}))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(f"[bold]{result.summary}[/bold]")
+    table = Table("prompt", "generated token ids")
+    for item in result.outputs:
+        table.add_row(",".join(map(str, item["prompt_token_ids"])), ",".join(map(str, item["token_ids"])))
+    console.print(table)
+    for line in result.notes:
+        console.print(f"[dim]{line}[/dim]")

@@ -1,0 +1,29 @@
+"""Triton paged attention: prefill, decode and mixed batches in one launch, no host synchronisation.
+
+The launch grid depends only on buffer shapes, so a step can be recorded in a CUDA graph for any
+batch content: capability ALWAYS.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from graphbench.runner.attention.backend import (
+    AttentionBackend,
+    AttentionMetadata,
+    CudagraphSupport,
+    register_backend,
+)
+from graphbench.runner.attention.triton_kernels import paged_attention, write_kv_cache
+
+
+@register_backend("triton")
+class TritonBackend(AttentionBackend):
+    name = "triton"
+    cudagraph_support = CudagraphSupport.ALWAYS
+
+    def forward(self, q, k, v, k_cache, v_cache, meta: AttentionMetadata, scale: float) -> torch.Tensor:
+        write_kv_cache(k, v, k_cache, v_cache, meta.slot_mapping)
+        out = torch.empty_like(q)
+        paged_attention(q, k_cache, v_cache, out, meta.query_start_loc, meta.seq_lens, meta.block_tables, scale)
+        return out
