@@ -19,6 +19,7 @@ from graphbench.cli.main import app
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.compare import DEFAULT_BATCHES, LadderComparison, LadderSummary, compare_ladders
 from graphbench.ladders.distributions import load_distribution
+from graphbench.ladders.plot import check_plot_path
 
 FORMATS = ("table", "json", "csv")
 
@@ -88,6 +89,8 @@ def ladder_command(
     """Show the CUDA-graph capture ladders, padding waste per batch size and graphs to capture per mode."""
     if output_format not in FORMATS:
         raise GraphbenchError(f"unknown format {output_format!r}; choose from {', '.join(FORMATS)}")
+    if plot is not None:
+        check_plot_path(plot)  # fail before printing anything
     comparison = compare_ladders(
         max_num_seqs,
         performance_mode=performance_mode,

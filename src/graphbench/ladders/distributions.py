@@ -147,12 +147,12 @@ def _json_counts(data: object, name: str) -> Counter[int]:
     counts: Counter[int] = Counter()
     if isinstance(data, dict):
         for key, count in data.items():
-            size = _int_field(key, f"{name}: key {key!r}")
+            size = _int_field(key, name, f"key {key!r}")
             _check_weight(count, size, name)
             counts[size] += count
     elif isinstance(data, list):
         for i, item in enumerate(data):
-            counts[_int_field(item, f"{name}: item {i}")] += 1
+            counts[_int_field(item, name, f"item {i}")] += 1
     else:
         raise GraphbenchError(f"{name}: expected a JSON object {{\"size\": count}} or an array of batch sizes")
     return counts
@@ -173,7 +173,7 @@ def _parse_jsonl(text: str, name: str) -> Counter[int]:
         key = next((k for k in SIZE_COLUMNS if k in record), None)
         if key is None:
             raise GraphbenchError(f"{name}:{lineno}: record has neither batch_size nor num_tokens")
-        counts[_int_field(record[key], f"{name}:{lineno}: {key}")] += 1
+        counts[_int_field(record[key], f"{name}:{lineno}", key)] += 1
     return counts
 
 
@@ -198,10 +198,10 @@ def _parse_text(text: str, name: str) -> Counter[int]:
         row = [cell.strip() for cell in next(csv.reader([line]))]
         if len(row) != len(header):
             raise GraphbenchError(f"{name}:{lineno}: expected {len(header)} columns, got {len(row)}: {line!r}")
-        size = _int_field(row[size_col], f"{name}:{lineno}: {header[size_col]}")
+        size = _int_field(row[size_col], f"{name}:{lineno}", header[size_col])
         count: float = 1
         if count_col is not None:
-            count = _number_field(row[count_col], f"{name}:{lineno}: {header[count_col]}")
+            count = _number_field(row[count_col], f"{name}:{lineno}", header[count_col])
         counts[size] += count
     return counts
 
@@ -221,25 +221,25 @@ def _is_int(text: str) -> bool:
     return True
 
 
-def _int_field(value: object, where: str) -> int:
+def _int_field(value: object, where: str, what: str = "batch size") -> int:
     """A positive integer batch size from a JSON value or a text cell."""
     if isinstance(value, str):
         try:
             value = int(value.strip())
         except ValueError:
-            raise GraphbenchError(f"{where}: batch size must be a positive integer, got {value!r}") from None
+            raise GraphbenchError(f"{where}: {what} must be a positive integer, got {value!r}") from None
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise GraphbenchError(f"{where}: batch size must be a positive integer, got {value!r}")
+        raise GraphbenchError(f"{where}: {what} must be a positive integer, got {value!r}")
     return value
 
 
-def _number_field(value: str, where: str) -> float:
+def _number_field(value: str, where: str, what: str = "count") -> float:
     try:
         number = float(value)
     except ValueError:
-        raise GraphbenchError(f"{where}: count must be a number, got {value!r}") from None
+        raise GraphbenchError(f"{where}: {what} must be a number, got {value!r}") from None
     if not math.isfinite(number) or number < 0:
-        raise GraphbenchError(f"{where}: count must be a non-negative number, got {value!r}")
+        raise GraphbenchError(f"{where}: {what} must be a non-negative number, got {value!r}")
     return number
 
 

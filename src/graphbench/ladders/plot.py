@@ -11,17 +11,23 @@ from graphbench.ladders.padding import waste
 PLOT_FORMATS = (".png", ".svg", ".pdf")
 
 
+def check_plot_path(path: str | Path) -> Path:
+    """The plot path, if its suffix is a supported format and its directory exists."""
+    out = Path(path)
+    if out.suffix.lower() not in PLOT_FORMATS:
+        raise GraphbenchError(f"plot file must end in {', '.join(PLOT_FORMATS)}, got {out.name!r}")
+    if not out.parent.is_dir():
+        raise GraphbenchError(f"plot directory does not exist: {out.parent}")
+    return out
+
+
 def plot_waste(comparison: LadderComparison, path: str | Path) -> Path:
     """Write waste % vs batch size (1..max(top rung, largest tabulated batch)) to path; return it.
 
     Batches above a ladder's top rung run eager and leave a gap in its curve; a dotted line marks
     each top rung.
     """
-    out = Path(path)
-    if out.suffix.lower() not in PLOT_FORMATS:
-        raise GraphbenchError(f"plot file must end in {', '.join(PLOT_FORMATS)}, got {out.name!r}")
-    if not out.parent.is_dir():
-        raise GraphbenchError(f"plot directory does not exist: {out.parent}")
+    out = check_plot_path(path)
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # lazy: only when a plot is asked for
     from matplotlib.figure import Figure
 
