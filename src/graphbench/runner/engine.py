@@ -14,9 +14,13 @@ from pathlib import Path
 
 import torch
 
-from graphbench.config import EngineConfig, load_arch
+from graphbench.config import CompileMode, CUDAGraphMode, EngineConfig, load_arch
 from graphbench.errors import GraphbenchError
 from graphbench.runner.attention.backend import create_backend
+from graphbench.runner.compile.cache import COMPLETE_MARKER, compile_hash, rank_dir, write_meta
+from graphbench.runner.compile.backend import SplittingBackend
+from graphbench.runner.compile.compiler import CompiledForward, use_cache_dir
+from graphbench.runner.dispatcher import CudagraphDispatcher, resolve_cudagraph_mode
 from graphbench.runner.device import device_info, dtype_name, free_memory, resolve_device, resolve_dtype
 from graphbench.runner.inputs import StepInputs
 from graphbench.runner.kv_cache import CPU_KV_CACHE_BYTES, BlockAllocator, KVCache, bytes_per_block
@@ -40,16 +44,30 @@ class StepRecord:
 
 @dataclass
 class StartupReport:
-    """Seconds per startup phase, and the KV cache it ended with."""
+    """Seconds per start-up phase, graph memory, and the KV cache it ended with."""
 
     load_seconds: float = 0.0
     kv_cache_seconds: float = 0.0
+    dynamo_seconds: float = 0.0
+    inductor_seconds: float = 0.0
+    compile_sizes_seconds: float = 0.0
+    compile_from_cache: bool = False
+    compile_cache_dir: str | None = None
+    capture_seconds: float = 0.0
+    graph_memory_bytes: int = 0
+    num_graphs: dict = field(default_factory=dict)  # dispatcher keys per runtime mode
+    num_recordings: dict = field(default_factory=dict)  # CUDA graphs recorded (piecewise: per piece)
+    cudagraph_mode: dict = field(default_factory=dict)  # requested, resolved, reason
     total_seconds: float = 0.0
     num_kv_blocks: int = 0
     num_kv_tokens: int = 0
     kv_cache_bytes: int = 0
     weights_bytes: int = 0
     extra: dict = field(default_factory=dict)
+
+    @property
+    def compile_seconds(self) -> float:
+        return self.dynamo_seconds + self.inductor_seconds + self.compile_sizes_seconds
 
 
 class Engine:
@@ -82,6 +100,7 @@ class Engine:
         self.report.num_kv_blocks, self.report.num_kv_tokens = num_blocks, num_blocks * block_size
         self.report.kv_cache_bytes = num_blocks * bytes_per_block(self.arch, block_size, self.dtype)
 
+        self.dispatcher = self._make_dispatcher()
         self.allocator = BlockAllocator(num_blocks)
         self.scheduler = Scheduler(
             self.allocator, block_size, sched.max_num_seqs, sched.max_num_batched_tokens,
@@ -89,13 +108,74 @@ class Engine:
         max_blocks_per_seq = -(-self.max_model_len // block_size)
         self.inputs = StepInputs(sched.max_num_batched_tokens, sched.max_num_seqs, max_blocks_per_seq,
                                  block_size, self.device)
-        self.runner = ModelRunner(self.model, self.kv_cache, self.backend, self.inputs, self.config.model.seed)
+        self.compiled = self._make_compiled_forward()
+        self.runner = ModelRunner(self.model, self.kv_cache, self.backend, self.inputs, self.config.model.seed,
+                                  self.dispatcher, self.compiled)
+        if self.compiled is not None:
+            self._compile()
+        if self.dispatcher.mode != CUDAGraphMode.NONE:
+            self._capture()
         self.records: list[StepRecord] = []
         self._ids = itertools.count()
         self.report.total_seconds = time.perf_counter() - started
         log.info("KV cache: %d blocks of %d = %d tokens", num_blocks, block_size, num_blocks * block_size)
 
     # -- startup ---------------------------------------------------------------------------
+
+    def _make_dispatcher(self) -> CudagraphDispatcher:
+        comp = self.config.compilation
+        resolution = resolve_cudagraph_mode(
+            comp.cudagraph_mode, self.backend.cudagraph_support,
+            compiling=comp.mode == CompileMode.COMPILE, attention_split=comp.splits_at_attention(),
+            decode_query_len=self.config.decode_query_len, device_type=self.device.type,
+            backend_name=self.backend.name)
+        if resolution.reason:
+            log.warning("cudagraph mode %s -> %s: %s", resolution.requested.value, resolution.resolved.value,
+                        resolution.reason)
+        self.mode_resolution = resolution
+        self.report.cudagraph_mode = resolution.to_dict()
+        dispatcher = CudagraphDispatcher(resolution.resolved, comp.cudagraph_capture_sizes,
+                                         self.config.scheduler.max_num_seqs, self.config.decode_query_len)
+        self.report.num_graphs = dispatcher.num_graphs()
+        return dispatcher
+
+    def _make_compiled_forward(self) -> CompiledForward | None:
+        comp = self.config.compilation
+        if comp.mode != CompileMode.COMPILE:
+            return None
+        hash_ = compile_hash(self.config.compute_hash(), torch.__version__)
+        directory = rank_dir(hash_)
+        self.report.compile_from_cache = (directory / COMPLETE_MARKER).is_file()
+        use_cache_dir(directory)
+        write_meta(directory, self.config.summary(), {"config": self.config.to_dict()})
+        self.report.compile_cache_dir = str(directory)
+        log.info("Using cache directory: %s for torch.compile", directory)
+        backend = SplittingBackend(comp.effective_splitting_ops, list(comp.compile_sizes or []), comp.max_autotune,
+                                   self.dispatcher.mode.has_piecewise_graphs(), directory / "graphbench")
+        return CompiledForward(self.model.forward, backend)
+
+    def _compile(self) -> None:
+        """Trace and compile once (largest step), then each compile_sizes variant: all before any request."""
+        sched = self.config.scheduler
+        num_tokens = sched.max_num_batched_tokens
+        self.runner.dummy_run(num_tokens, min(num_tokens, sched.max_num_seqs))
+        for size in self.config.compilation.compile_sizes or []:
+            self.runner.dummy_run(size, min(size, sched.max_num_seqs))
+        self.compiled.finish_startup()
+        (Path(self.report.compile_cache_dir) / COMPLETE_MARKER).write_text("ok\n")
+        times = self.compiled.times
+        self.report.dynamo_seconds = times.dynamo_seconds
+        self.report.inductor_seconds = times.inductor_seconds
+        self.report.compile_sizes_seconds = times.static_inductor_seconds
+        log.info("torch.compile took %.2f s (Dynamo %.2f s, Inductor %.2f s%s)", self.report.compile_seconds,
+                 times.dynamo_seconds, times.inductor_seconds, ", from cache" if self.report.compile_from_cache else "")
+
+    def _capture(self) -> None:
+        report = self.runner.capture(lambda: free_memory(self.device))
+        self.report.capture_seconds = report.seconds
+        self.report.graph_memory_bytes = report.memory_bytes
+        self.report.num_recordings = report.num_graphs
+        log.info("Graph capturing finished in %.0f secs, took %.2f GiB", report.seconds, report.memory_bytes / 2**30)
 
     def _load_weights(self) -> None:
         fmt = self.config.model.load_format
@@ -175,9 +255,10 @@ class Engine:
                 raise GraphbenchError("the scheduler cannot make progress: the KV cache is too small for any waiting request")
             return []
         t0 = time.perf_counter()
-        tokens = self.runner.execute(batch)
+        result = self.runner.execute(batch)
+        tokens = result.tokens
         now = time.perf_counter()
-        self.records.append(StepRecord(batch.descriptor, now - t0, "NONE", batch.num_tokens))
+        self.records.append(StepRecord(batch.descriptor, now - t0, result.runtime_mode.value, result.padded_tokens))
         self.scheduler.update(batch)
         finished = []
         for request, token in zip(batch.requests, tokens):

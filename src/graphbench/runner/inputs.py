@@ -35,6 +35,23 @@ class StepInputs:
         self.num_tokens = 0
         self.num_reqs = 0
 
+    def prepare_dummy(self, num_tokens: int, num_reqs: int, num_kv_blocks: int) -> AttentionMetadata:
+        """A batch for warm-up and capture: num_reqs requests sharing num_tokens, writing no KV (slot -1)."""
+        per_req = [num_tokens // num_reqs + (1 if r < num_tokens % num_reqs else 0) for r in range(num_reqs)]
+        starts = self._qsl_np
+        starts[0] = 0
+        starts[1:num_reqs + 1] = np.cumsum(per_req)
+        starts[num_reqs + 1:] = num_tokens
+        self._lens_np[:num_reqs] = per_req
+        self._lens_np[num_reqs:] = 0
+        max_blocks = -(-max(per_req) // self.block_size)
+        self._bt_np[:num_reqs, :max_blocks] = np.arange(max_blocks) % num_kv_blocks
+        self._ids_np[:num_tokens] = 0
+        self._pos_np[:num_tokens] = np.concatenate([np.arange(n) for n in per_req])
+        self._slot_np[:num_tokens] = -1
+        self._li_np[:num_reqs] = starts[1:num_reqs + 1] - 1
+        return self._upload(num_tokens, num_tokens, num_reqs, max_blocks)
+
     def prepare(self, batch: ScheduledBatch, num_padded_tokens: int | None = None) -> AttentionMetadata:
         """Fill the buffers for this batch; rows [T, num_padded_tokens) get padding values."""
         num_tokens, num_reqs = batch.num_tokens, len(batch.requests)
@@ -63,7 +80,10 @@ class StepInputs:
         slots[num_tokens:padded] = -1
         ids[num_tokens:padded] = 0
         self._li_np[:num_reqs] = starts[1:num_reqs + 1] - 1
+        return self._upload(num_tokens, padded, num_reqs, max_blocks_used)
 
+    def _upload(self, num_tokens: int, padded: int, num_reqs: int, max_blocks_used: int) -> AttentionMetadata:
+        starts, lens = self._qsl_np, self._lens_np
         nb = True
         self.input_ids[:padded].copy_(self._ids_cpu[:padded], non_blocking=nb)
         self.positions[:padded].copy_(self._pos_cpu[:padded], non_blocking=nb)

@@ -50,12 +50,15 @@ class Attention(nn.Module):
         qkv = self.qkv_proj(x)  # [T, q + 2kv]
         q, k, v = qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
         q, k = self.rotary(positions, q, k)
-        out = attention(
-            q.view(num_tokens, self.num_heads, self.head_dim),
+        q = q.view(num_tokens, self.num_heads, self.head_dim)
+        out = torch.empty_like(q)  # [T, h, hd], filled by the attention op
+        attention(
+            q,
             k.view(num_tokens, self.num_kv_heads, self.head_dim),
             v.contiguous().view(num_tokens, self.num_kv_heads, self.head_dim),
+            out,
             self.layer_idx,
-        )  # [T, h, hd]
+        )
         return self.o_proj(out.view(num_tokens, self.q_size))
 
 

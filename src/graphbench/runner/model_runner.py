@@ -1,21 +1,47 @@
-"""Runs one scheduled batch through the model: inputs into static buffers, forward, logits, sampling."""
+"""Runs one scheduled batch: dispatch to a recording or eager, fill static buffers, forward, sample.
+
+Start-up order (Engine): compile (first call traces + compiles), warm up the compile_sizes,
+then capture every dispatcher key largest first.
+"""
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass, field
+
 import torch
 
+from graphbench.config.modes import CUDAGraphMode
 from graphbench.runner.attention.backend import AttentionBackend
 from graphbench.runner.attention.op import ForwardContext, forward_context
+from graphbench.runner.cudagraph import CUDAGraphWrapper, capture_session, graph_runtime, runtime
+from graphbench.runner.dispatcher import CudagraphDispatcher
 from graphbench.runner.inputs import StepInputs
 from graphbench.runner.kv_cache import KVCache
 from graphbench.runner.model import CausalLM
 from graphbench.runner.sampler import sample
-from graphbench.runner.scheduler import ScheduledBatch
+from graphbench.runner.scheduler import BatchDescriptor, ScheduledBatch
+
+NONE, FULL = CUDAGraphMode.NONE, CUDAGraphMode.FULL
+
+
+@dataclass
+class StepResult:
+    tokens: list[int]
+    runtime_mode: CUDAGraphMode
+    padded_tokens: int
+
+
+@dataclass
+class CaptureReport:
+    seconds: float = 0.0
+    memory_bytes: int = 0
+    num_graphs: dict[str, int] = field(default_factory=dict)
 
 
 class ModelRunner:
     def __init__(self, model: CausalLM, kv_cache: KVCache, backend: AttentionBackend, inputs: StepInputs,
-                 seed: int):
+                 seed: int, dispatcher: CudagraphDispatcher, forward_fn=None):
         self.model = model
         self.kv_cache = kv_cache
         self.backend = backend
@@ -23,21 +49,33 @@ class ModelRunner:
         self.device = inputs.device
         self.scale = model.arch.head_dim ** -0.5
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
+        self.dispatcher = dispatcher
+        self.forward_fn = forward_fn or model  # compiled forward, or the eager module
+        self.full_graph = CUDAGraphWrapper(self._call_forward, FULL, "full") if dispatcher.keys[FULL] else None
         max_reqs = inputs.max_num_reqs
         self._temperatures = torch.zeros(max_reqs, dtype=torch.float32, device=self.device)
         self._top_ps = torch.ones(max_reqs, dtype=torch.float32, device=self.device)
 
-    def forward(self, num_tokens: int, meta) -> torch.Tensor:
-        """Eager forward over the first num_tokens rows of the static buffers -> hidden[T, H]."""
+    def _call_forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        return self.forward_fn(input_ids, positions)
+
+    def forward(self, num_tokens: int, meta, mode: CUDAGraphMode = NONE,
+                descriptor: BatchDescriptor | None = None, capturing: bool = False) -> torch.Tensor:
+        """Forward over the first num_tokens rows of the static buffers -> hidden[num_tokens, H]."""
         ctx = ForwardContext(meta, self.kv_cache.layers, self.backend, self.scale)
-        with forward_context(ctx):
-            return self.model(self.inputs.input_ids[:num_tokens], self.inputs.positions[:num_tokens])
+        ids, pos = self.inputs.input_ids[:num_tokens], self.inputs.positions[:num_tokens]
+        with forward_context(ctx), graph_runtime(mode, descriptor, capturing):
+            if mode == FULL:
+                return self.full_graph(ids, pos)
+            return self.forward_fn(ids, pos)
 
     @torch.inference_mode()
-    def execute(self, batch: ScheduledBatch) -> list[int]:
+    def execute(self, batch: ScheduledBatch) -> StepResult:
         """Run one step; return one sampled token per request (ignored for partial prefills)."""
-        meta = self.inputs.prepare(batch)
-        hidden = self.forward(batch.num_tokens, meta)
+        mode, padded = self.dispatcher.dispatch(batch.descriptor)
+        num_padded = padded.num_tokens if mode != NONE else batch.num_tokens
+        meta = self.inputs.prepare(batch, num_padded)
+        hidden = self.forward(num_padded, meta, mode, padded)
         num_reqs = len(batch.requests)
         logits = self.model.compute_logits(hidden[self.inputs.logits_indices[:num_reqs]])
         temps = [r.sampling.temperature for r in batch.requests]
@@ -46,4 +84,31 @@ class ModelRunner:
             self._temperatures[:num_reqs].copy_(torch.tensor(temps, dtype=torch.float32))
             self._top_ps[:num_reqs].copy_(torch.tensor([r.sampling.top_p for r in batch.requests]))
         tokens = sample(logits, self._temperatures[:num_reqs], self._top_ps[:num_reqs], self.generator, all_greedy)
-        return tokens.tolist()
+        return StepResult(tokens.tolist(), mode, num_padded)
+
+    @torch.inference_mode()
+    def dummy_run(self, num_tokens: int, num_reqs: int, mode: CUDAGraphMode = NONE,
+                  descriptor: BatchDescriptor | None = None, capturing: bool = False) -> torch.Tensor:
+        meta = self.inputs.prepare_dummy(num_tokens, num_reqs, self.kv_cache.num_blocks)
+        return self.forward(num_tokens, meta, mode, descriptor, capturing)
+
+    def capture(self, free_memory) -> CaptureReport:
+        """Record every dispatcher key, largest first, in one pool (SPEC §1.7)."""
+        keys = self.dispatcher.capture_list()
+        report = CaptureReport()
+        if not keys:
+            return report
+        max_reqs = self.inputs.max_num_reqs
+        runtime.num_captured = {"FULL": 0, "PIECEWISE": 0}
+        free_before = free_memory()
+        started = time.perf_counter()
+        with capture_session(self.device):
+            for mode, desc in keys:
+                num_reqs = desc.num_reqs if desc.num_reqs is not None else min(desc.num_tokens, max_reqs)
+                self.dummy_run(desc.num_tokens, num_reqs)  # warm-up, eager
+                self.dummy_run(desc.num_tokens, num_reqs, mode, desc, capturing=True)
+        torch.cuda.synchronize(self.device)
+        report.seconds = time.perf_counter() - started
+        report.memory_bytes = free_before - free_memory()
+        report.num_graphs = dict(runtime.num_captured)
+        return report

@@ -55,7 +55,8 @@ class AttentionBackend:
         v_cache: "torch.Tensor",
         meta: AttentionMetadata,
         scale: float,
-    ) -> "torch.Tensor":  # [T, num_heads, head_dim]
+        out: "torch.Tensor",  # [T, num_heads, head_dim], written in place (padding rows: 0)
+    ) -> None:
         raise NotImplementedError
 
 

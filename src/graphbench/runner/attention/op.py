@@ -39,16 +39,20 @@ def forward_context(ctx: ForwardContext) -> Iterator[None]:
         _context = previous
 
 
-@torch.library.custom_op(OP_NAME, mutates_args=())
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_idx: int) -> torch.Tensor:
-    """q[T, h, hd], k/v[T, kvh, hd] -> out[T, h, hd]; writes k/v into layer_idx's paged cache."""
+@torch.library.custom_op(OP_NAME, mutates_args=("out",))
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, layer_idx: int) -> None:
+    """Writes attention of q[T, h, hd] over the paged cache into out[T, h, hd].
+
+    Also writes k/v[T, kvh, hd] into layer_idx's cache. `out` is allocated by the caller, inside
+    the compiled piece before the split, so under piecewise CUDA graphs its address is static.
+    """
     ctx = _context
     if ctx is None:
         raise RuntimeError("graphbench::attention called outside a forward context")
     k_cache, v_cache = ctx.kv_caches[layer_idx]
-    return ctx.backend.forward(q, k, v, k_cache, v_cache, ctx.meta, ctx.scale)
+    ctx.backend.forward(q, k, v, k_cache, v_cache, ctx.meta, ctx.scale, out)
 
 
 @attention.register_fake
-def _attention_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_idx: int) -> torch.Tensor:
-    return torch.empty_like(q)
+def _attention_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, layer_idx: int) -> None:
+    return None

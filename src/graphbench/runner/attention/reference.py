@@ -20,13 +20,13 @@ class ReferenceBackend(AttentionBackend):
     name = "reference"
     cudagraph_support = CudagraphSupport.NEVER
 
-    def forward(self, q, k, v, k_cache, v_cache, meta: AttentionMetadata, scale: float) -> torch.Tensor:
+    def forward(self, q, k, v, k_cache, v_cache, meta: AttentionMetadata, scale: float, out) -> None:
         num_blocks, block_size, num_kv_heads, head_dim = k_cache.shape
         slots = meta.slot_mapping[: meta.num_tokens]
         k_cache.view(-1, num_kv_heads, head_dim)[slots] = k[: meta.num_tokens]
         v_cache.view(-1, num_kv_heads, head_dim)[slots] = v[: meta.num_tokens]
 
-        out = torch.zeros_like(q)  # padding rows stay 0
+        out[meta.num_tokens:] = 0  # padding rows
         starts = meta.query_start_loc_host or meta.query_start_loc[: meta.num_reqs + 1].tolist()
         seq_lens = meta.seq_lens_host or meta.seq_lens[: meta.num_reqs].tolist()
         group = q.shape[1] // num_kv_heads
@@ -45,4 +45,3 @@ class ReferenceBackend(AttentionBackend):
             scores = scores.masked_fill(~causal, float("-inf"))
             probs = scores.softmax(dim=-1)
             out[start:end] = torch.einsum("hqs,shd->qhd", probs, values).to(q.dtype)
-        return out

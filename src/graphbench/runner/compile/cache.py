@@ -1,0 +1,112 @@
+"""The on-disk compile cache: <root>/torch_compile_cache/<hash>/rank_<r>_<dp>/ (SPEC §1.6).
+
+No torch import at module level: `graphbench cache list|clear` must start fast.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from graphbench import __version__
+from graphbench.config.hashing import hash_factors
+from graphbench.errors import GraphbenchError
+
+CACHE_SUBDIR = "torch_compile_cache"
+META_FILE = "graphbench_meta.json"
+COMPLETE_MARKER = "compiled.ok"  # written once a start-up finished compiling into the directory
+# The source that defines the traced forward: a change here changes the generated code.
+MODEL_SOURCES = ("model.py", "rotary.py", "attention/op.py", "compile/backend.py", "compile/split.py")
+
+
+def cache_root() -> Path:
+    """GRAPHBENCH_CACHE_ROOT, default ~/.cache/graphbench."""
+    return Path(os.environ.get("GRAPHBENCH_CACHE_ROOT", "~/.cache/graphbench")).expanduser()
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
+def source_hash() -> str:
+    runner = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for rel in MODEL_SOURCES:
+        digest.update((runner / rel).read_bytes())
+    return digest.hexdigest()[:10]
+
+
+def environment_factors(torch_version: str) -> dict[str, str]:
+    return {"torch": torch_version, "triton": _version("triton"), "graphbench": __version__,
+            "model_source": source_hash()}
+
+
+def compile_hash(config_hash: str, torch_version: str) -> str:
+    """Config factors + torch/triton/graphbench versions + model source."""
+    return hash_factors([config_hash, environment_factors(torch_version)])
+
+
+def rank_dir(hash_: str, rank: int = 0, dp_rank: int = 0) -> Path:
+    return cache_root() / CACHE_SUBDIR / hash_ / f"rank_{rank}_{dp_rank}"
+
+
+def write_meta(directory: Path, summary: str, factors: dict[str, Any]) -> None:
+    meta = directory.parent / META_FILE
+    if not meta.exists():
+        meta.write_text(json.dumps({"created": time.time(), "summary": summary, "factors": factors}, indent=1))
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    hash: str
+    path: Path
+    size_bytes: int
+    created: float | None
+    summary: str
+
+
+def _size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def list_entries() -> list[CacheEntry]:
+    """Every compile-cache entry under the cache root, newest first."""
+    base = cache_root() / CACHE_SUBDIR
+    entries = []
+    for path in sorted(base.glob("*")) if base.is_dir() else []:
+        if not path.is_dir():
+            continue
+        created, summary = None, "?"
+        meta = path / META_FILE
+        if meta.is_file():
+            try:
+                data = json.loads(meta.read_text())
+                created, summary = data.get("created"), data.get("summary", "?")
+            except (json.JSONDecodeError, OSError):
+                summary = "(unreadable metadata)"
+        entries.append(CacheEntry(path.name, path, _size(path), created, summary))
+    return sorted(entries, key=lambda e: -(e.created or 0))
+
+
+def clear_entries(hashes: list[str] | None = None) -> list[CacheEntry]:
+    """Remove the given entries (all when None); return what was removed."""
+    entries = list_entries()
+    if hashes:
+        known = {e.hash for e in entries}
+        unknown = [h for h in hashes if h not in known]
+        if unknown:
+            raise GraphbenchError(f"no compile-cache entry {unknown[0]!r} under {cache_root() / CACHE_SUBDIR}")
+        entries = [e for e in entries if e.hash in hashes]
+    for entry in entries:
+        shutil.rmtree(entry.path, ignore_errors=True)
+    return entries

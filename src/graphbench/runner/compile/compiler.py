@@ -1,0 +1,91 @@
+"""torch.compile of the model forward at start-up: token dimension dynamic, no guards, no recompiles."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import torch
+
+from graphbench.runner.compile.backend import CompileStats, SplittingBackend
+
+log = logging.getLogger("graphbench.compile")
+
+
+@dataclass
+class CompileTimes:
+    dynamo_seconds: float = 0.0
+    inductor_seconds: float = 0.0
+    static_inductor_seconds: float = 0.0
+    from_cache: bool = False
+
+
+def use_cache_dir(directory: Path) -> None:
+    """Point Inductor's and Triton's caches into this config's compile-cache directory."""
+    directory.mkdir(parents=True, exist_ok=True)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(directory / "inductor")
+    os.environ["TRITON_CACHE_DIR"] = str(directory / "triton")
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+
+    inductor_config.fx_graph_cache = True
+    if hasattr(functorch_config, "enable_autograd_cache"):
+        functorch_config.enable_autograd_cache = True
+
+
+@contextmanager
+def _no_zero_one_specialisation() -> Iterator[None]:
+    """Trace so that the code is valid for every token count, 1 included."""
+    import torch.fx.experimental._config as fx_config
+
+    if not hasattr(fx_config, "backed_size_oblivious"):
+        yield
+        return
+    previous = fx_config.backed_size_oblivious
+    fx_config.backed_size_oblivious = True
+    try:
+        yield
+    finally:
+        fx_config.backed_size_oblivious = previous
+
+
+class CompiledForward:
+    """The compiled model forward. The first call traces and compiles; later calls never recompile."""
+
+    def __init__(self, forward: Callable, backend: SplittingBackend):
+        self.backend = backend
+        options = {"guard_filter_fn": lambda entries: [False for _ in entries]}
+        self._compiled = torch.compile(forward, fullgraph=True, dynamic=False, backend=backend, options=options)
+        self.times = CompileTimes()
+        self.compiled = False
+
+    @property
+    def stats(self) -> CompileStats:
+        return self.backend.stats
+
+    def __call__(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        if not self.compiled:
+            return self._first_call(input_ids, positions)
+        with torch.compiler.set_stance("fail_on_recompile"):
+            return self._compiled(input_ids, positions)
+
+    def _first_call(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        torch._dynamo.mark_dynamic(input_ids, 0)
+        torch._dynamo.mark_dynamic(positions, 0)
+        started = time.perf_counter()
+        with _no_zero_one_specialisation():
+            out = self._compiled(input_ids, positions)
+        total = time.perf_counter() - started
+        self.compiled = True
+        self.times.inductor_seconds = self.stats.inductor_seconds
+        self.times.dynamo_seconds = max(0.0, total - self.stats.inductor_seconds)
+        return out
+
+    def finish_startup(self) -> None:
+        self.times.static_inductor_seconds = self.stats.static_inductor_seconds
+        self.backend.finish_startup()
