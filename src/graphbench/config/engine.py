@@ -15,7 +15,6 @@ from graphbench.config.modes import (
     O3_MAX_COMPILE_SIZE,
     OPTIMIZATION_PRESETS,
     CompileMode,
-    CUDAGraphMode,
 )
 from graphbench.config.parts import (
     CacheConfig,
@@ -61,9 +60,6 @@ class EngineConfig:
                 f"max_num_batched_tokens ({sched.max_num_batched_tokens}) must be >= max_num_seqs "
                 f"({sched.max_num_seqs})"
             )
-        comp = self.compilation
-        if comp.cudagraph_mode == CUDAGraphMode.PIECEWISE and comp.mode == CompileMode.NONE:
-            raise GraphbenchError("cudagraph mode PIECEWISE needs compilation (the compiler splits the graph)")
 
     @property
     def decode_query_len(self) -> int:
@@ -80,11 +76,6 @@ class EngineConfig:
         for name, value in OPTIMIZATION_PRESETS[level].items():
             if getattr(comp, name) is None:
                 setattr(comp, name, copy.deepcopy(value))
-        if comp.mode == CompileMode.NONE and comp.cudagraph_mode.mixed_mode() == CUDAGraphMode.PIECEWISE:
-            raise GraphbenchError(
-                f"cudagraph mode {comp.cudagraph_mode.value} needs compilation for its piecewise graphs; "
-                "use FULL or FULL_DECODE_ONLY without compilation, or -O1 and above"
-            )
         ladder = capture_sizes(
             cfg.scheduler.max_num_seqs,
             performance_mode=comp.performance_mode,

@@ -6,7 +6,6 @@ batch content: capability ALWAYS.
 
 from __future__ import annotations
 
-import torch
 
 from graphbench.runner.attention.backend import (
     AttentionBackend,

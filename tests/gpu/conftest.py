@@ -1,0 +1,13 @@
+"""GPU tests: skipped without CUDA. Run on the H200 with `pytest -m gpu`."""
+
+import pytest
+import torch
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

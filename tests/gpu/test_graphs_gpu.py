@@ -1,0 +1,121 @@
+"""Compilation and CUDA graphs on the GPU (issue 4 acceptance): every mode x -O level against -O0."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from graphbench.config import CUDAGraphMode, load_engine_config
+from graphbench.runner.engine import Engine
+from graphbench.runner.request import SamplingParams
+
+pytestmark = pytest.mark.gpu
+
+MODES = [m.value for m in CUDAGraphMode]
+BASE = {"model.model": "llama-3.2-1b", "model.device": "cuda", "model.dtype": "bfloat16",
+        "scheduler.max_num_seqs": 16, "scheduler.max_num_batched_tokens": 1024, "scheduler.max_model_len": 1024,
+        "cache.num_blocks": 2048}
+# A mixed workload: prompts of different lengths join at different steps (see run_workload).
+PROMPTS = [list(range(11 + 7 * i, 11 + 7 * i + n)) for i, n in enumerate((5, 33, 1, 70, 12, 140, 3, 9))]
+
+
+def make_engine(level: int, mode: str | None, **extra) -> Engine:
+    values = dict(BASE, optimization_level=level, **extra)
+    if mode is not None:
+        values["compilation.cudagraph_mode"] = mode
+    return Engine(load_engine_config(overrides=values))
+
+
+def run_workload(engine: Engine, steps: int = 32):
+    """Staggered arrivals: half the requests start, the rest join after 3 steps. Returns tokens and logits."""
+    params = SamplingParams(max_tokens=steps)
+    requests = [engine.add_request(p, params) for p in PROMPTS[:4]]
+    for _ in range(3):
+        engine.step()
+    requests += [engine.add_request(p, params) for p in PROMPTS[4:]]
+    while engine.has_unfinished():
+        engine.step()
+    logits = engine.prompt_logits([p[:40] for p in PROMPTS])
+    return [r.output_token_ids for r in requests], logits
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return run_workload(make_engine(0, "NONE"))
+
+
+@pytest.mark.parametrize("level", [0, 1, 2, 3])
+@pytest.mark.parametrize("mode", MODES)
+def test_mode_and_level_match_O0(reference, level, mode):
+    engine = make_engine(level, mode)
+    tokens, logits = run_workload(engine)
+    ref_tokens, ref_logits = reference
+    total = sum(map(len, ref_tokens))
+    same = sum(a == b for x, y in zip(tokens, ref_tokens) for a, b in zip(x, y))
+    assert same / total >= 0.99, (engine.report.cudagraph_mode, same, total)
+    for x, y in zip(logits, ref_logits):
+        assert ((x - y).norm() / y.norm()).item() < 2e-2
+    resolved = engine.report.cudagraph_mode["resolved"]
+    modes_run = {r.runtime_mode for r in engine.records}
+    if resolved == "NONE":
+        assert modes_run == {"NONE"}
+    elif resolved in ("FULL", "FULL_AND_PIECEWISE", "FULL_DECODE_ONLY"):
+        assert "FULL" in modes_run
+    if resolved in ("PIECEWISE", "FULL_AND_PIECEWISE"):
+        assert "PIECEWISE" in modes_run
+    # a downgrade is always explained
+    assert (engine.report.cudagraph_mode["reason"] != "") == (resolved != engine.report.cudagraph_mode["requested"])
+
+
+def _random_dummy(engine: Engine, num_tokens: int, num_reqs: int, seed: int):
+    meta = engine.inputs.prepare_dummy(num_tokens, num_reqs, engine.kv_cache.num_blocks)
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    engine.inputs.input_ids[:num_tokens].copy_(
+        torch.randint(0, engine.arch.vocab_size, (num_tokens,), device="cuda", generator=g))
+    return meta
+
+
+@pytest.mark.parametrize("mode", ["FULL", "PIECEWISE"])
+def test_replay_equals_uncaptured_compiled_run_bit_for_bit(mode):
+    from graphbench.runner.scheduler import BatchDescriptor
+
+    engine = make_engine(2, "FULL_AND_PIECEWISE" if mode == "PIECEWISE" else "FULL")
+    for size in (1, 8, 24):
+        desc = BatchDescriptor(size, None, False, False)
+        with torch.inference_mode():
+            meta = _random_dummy(engine, size, 1, seed=size)
+            eager = engine.runner.forward(size, meta).clone()
+            replay = engine.runner.forward(size, meta, CUDAGraphMode(mode), desc).clone()
+        assert torch.equal(eager, replay)
+
+
+def test_no_recompilation_after_startup_any_size():
+    """Every size 1..max_capture_size+50, uniform and mixed, under fail_on_recompile."""
+    from graphbench.runner.scheduler import BatchDescriptor
+
+    engine = make_engine(2, "FULL_AND_PIECEWISE")
+    top = engine.dispatcher.max_capture_size
+    with torch.compiler.set_stance("fail_on_recompile"):
+        for n in range(1, top + 51):
+            for num_reqs in {min(n, 16), 1}:
+                desc = BatchDescriptor(n, num_reqs, num_reqs == n)
+                mode, padded = engine.dispatcher.dispatch(desc)
+                size = padded.num_tokens
+                with torch.inference_mode():
+                    meta = _random_dummy(engine, size, num_reqs if mode == CUDAGraphMode.NONE else
+                                         (padded.num_reqs or num_reqs), seed=n)
+                    engine.runner.forward(size, meta, mode, padded)
+    torch.cuda.synchronize()
+
+
+def test_startup_report_and_graph_counts():
+    engine = make_engine(2, None)
+    report = engine.report
+    assert report.cudagraph_mode["resolved"] == "FULL_AND_PIECEWISE"
+    # ladder 1, 2, 4, 8, 16, 24, 32: uniform FULL keys for sizes <= max_num_seqs (16), PIECEWISE for all
+    assert report.num_graphs == {"FULL": 5, "PIECEWISE": 7}
+    num_pieces = engine.compiled.stats.num_compiled_pieces
+    assert num_pieces == engine.arch.num_hidden_layers + 1
+    assert report.num_recordings == {"FULL": 5, "PIECEWISE": 7 * num_pieces}
+    assert report.capture_seconds > 0 and report.graph_memory_bytes > 0
+    assert report.dynamo_seconds > 0 and report.compile_cache_dir

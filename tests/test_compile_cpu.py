@@ -1,0 +1,100 @@
+"""torch.compile on the CPU (tiny model): split at attention, no recompiles, compile cache, compile_sizes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from graphbench.config import load_engine_config
+from graphbench.runner.engine import Engine
+from graphbench.runner.request import SamplingParams
+
+pytestmark = pytest.mark.slow
+
+BASE = {"model.device": "cpu", "model.dtype": "float32", "scheduler.max_num_seqs": 8,
+        "scheduler.max_num_batched_tokens": 128, "compilation.max_autotune": False}
+PROMPTS = [[1, 2, 3], list(range(10, 40)), [7]]
+
+
+@pytest.fixture(scope="module")
+def cache_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("compile_cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GRAPHBENCH_CACHE_ROOT", str(root))
+        yield root
+
+
+def engine(**overrides) -> Engine:
+    return Engine(load_engine_config(overrides=dict(BASE, **overrides)))
+
+
+@pytest.fixture(scope="module")
+def compiled(cache_root):
+    return engine(optimization_level=2, **{"compilation.compile_sizes": [8]})
+
+
+def test_cpu_graph_modes_resolve_to_none_with_reason(compiled):
+    assert compiled.report.cudagraph_mode == {
+        "requested": "FULL_AND_PIECEWISE", "resolved": "NONE",
+        "reason": "CUDA graphs need a CUDA device; running on cpu"}
+    assert {r.runtime_mode for r in compiled.records} <= {"NONE"}
+
+
+def test_graph_is_split_at_every_attention(compiled):
+    stats = compiled.compiled.stats
+    layers = compiled.arch.num_hidden_layers
+    assert stats.num_pieces == 2 * layers + 1  # L attention pieces between L + 1 compiled pieces
+    assert stats.num_compiled_pieces == layers + 1
+    split_code = (compiled.compiled.backend.artefact_dir / "split_graph.py").read_text()
+    assert split_code.count("splitting op") == layers
+
+
+def test_compiled_matches_eager(compiled, cache_root):
+    eager = engine(optimization_level=0)
+    for a, b in zip(compiled.prompt_logits(PROMPTS), eager.prompt_logits(PROMPTS)):
+        assert (a - b).abs().max().item() < 1e-4
+    assert compiled.generate(PROMPTS, SamplingParams(max_tokens=10)) == eager.generate(
+        PROMPTS, SamplingParams(max_tokens=10))
+
+
+def test_no_recompilation_for_any_size(compiled):
+    """Sizes 1..max_capture_size+50, uniform and mixed: the fail_on_recompile stance never fires."""
+    top = compiled.config.compilation.max_cudagraph_capture_size
+    assert top == 16
+    with torch.compiler.set_stance("fail_on_recompile"):
+        for n in range(1, top + 51):
+            for num_reqs in {min(n, 8), 1}:
+                out = compiled.runner.dummy_run(n, num_reqs)
+                assert out.shape == (n, compiled.arch.hidden_size)
+
+
+def test_compile_sizes_variant_built_at_startup_only(compiled):
+    runners = compiled.compiled.backend.runners
+    assert all(set(r.static_fns) == {8} for r in runners)
+    assert compiled.report.compile_sizes_seconds > 0
+    runner = runners[0]
+    runner.compile_sizes.add(5)  # a size that was not compiled at start-up
+    try:
+        with pytest.raises(RuntimeError, match="not compiled at start-up"):
+            compiled.runner.dummy_run(5, 1)
+    finally:
+        runner.compile_sizes.discard(5)
+
+
+def test_warm_start_uses_the_cache_and_factors_change_the_directory(compiled, cache_root):
+    assert not compiled.report.compile_from_cache
+    again = engine(optimization_level=2, **{"compilation.compile_sizes": [8]})
+    assert again.report.compile_from_cache
+    assert again.report.compile_cache_dir == compiled.report.compile_cache_dir
+    assert again.report.compile_cache_dir.startswith(str(cache_root))
+    assert again.report.compile_cache_dir.endswith("rank_0_0")
+    other = engine(optimization_level=2, **{"compilation.compile_sizes": [8], "scheduler.max_num_seqs": 4})
+    assert other.report.compile_cache_dir != compiled.report.compile_cache_dir
+    assert not other.report.compile_from_cache
+
+
+def test_no_split_compiles_one_piece(cache_root):
+    e = engine(optimization_level=1, **{"compilation.splitting_ops": []})
+    assert (e.compiled.stats.num_pieces, e.compiled.stats.num_compiled_pieces) == (1, 1)
+    assert e.generate([[1, 2, 3]], SamplingParams(max_tokens=4)) == engine(optimization_level=0).generate(
+        [[1, 2, 3]], SamplingParams(max_tokens=4))
