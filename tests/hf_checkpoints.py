@@ -37,4 +37,4 @@ def save_tiny_checkpoint(folder: Path, kind: str = "llama", seed: int = 0, **ove
 def load_hf(folder: Path):
     import transformers
 
-    return transformers.AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32).eval()
+    return transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()

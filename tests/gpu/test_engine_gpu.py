@@ -32,7 +32,7 @@ def test_bf16_logits_match_transformers(tmp_path, kind):
     prompts = [[5, 17, 99, 3], [200], list(range(1, 40))]
     engine = gpu_engine(**{"model.model": str(folder)})
     ours = engine.prompt_logits(prompts)
-    hf = transformers.AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.bfloat16).cuda().eval()
+    hf = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16).cuda().eval()
     with torch.no_grad():
         for prompt, logits in zip(prompts, ours):
             expected = hf(torch.tensor([prompt], device="cuda")).logits[0]

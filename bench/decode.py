@@ -1,0 +1,121 @@
+"""Decode step time: graphbench at each -O level vs transformers eager and static-cache+compile.
+
+    python bench/decode.py --model llama-3.2-1b --batches 1,16,64,256 --levels 0,1,2,3 \
+        --peers hf-eager,hf-compile --out decode.json
+
+Every system runs in its own process (fresh CUDA context, fresh compile state). Prints one
+table with step time, tokens/s, the fraction of the weight-bandwidth floor and ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+
+def worker(args: argparse.Namespace) -> None:
+    import torch
+
+    from graphbench.bench.decode_timing import (
+        build_hf_model, copy_bandwidth_gbs, measure_engine_decode, measure_hf_decode)
+    from graphbench.config import load_arch, load_engine_config
+
+    batches = [int(b) for b in args.batches.split(",")]
+    out: dict = {"system": args.system, "model": args.model, "results": []}
+    if args.system == "bandwidth":
+        out["copy_gbs"] = copy_bandwidth_gbs()
+    elif args.system.startswith("graphbench"):
+        from graphbench.runner.engine import Engine
+
+        level = int(args.system.split("-O")[1])
+        overrides = {"model.model": args.model, "optimization_level": level,
+                     "scheduler.max_num_seqs": max(batches), "scheduler.max_num_batched_tokens": 8192,
+                     "scheduler.max_model_len": 4096}
+        if args.cudagraph_mode:
+            overrides["compilation.cudagraph_mode"] = args.cudagraph_mode
+        started = time.perf_counter()
+        engine = Engine(load_engine_config(overrides=overrides))
+        out["startup_seconds"] = time.perf_counter() - started
+        out["startup"] = {k: v for k, v in vars(engine.report).items()}
+        for b in batches:
+            out["results"].append(measure_engine_decode(engine, b, args.prompt_len))
+    else:
+        arch = load_arch(args.model)
+        model = build_hf_model(arch, torch.bfloat16, "cuda")
+        for b in batches:
+            out["results"].append(measure_hf_decode(model, b, args.prompt_len, static_cache=args.system == "hf-compile"))
+    out["weights_bytes"] = 2 * load_arch(args.model).num_params()
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="llama-3.2-1b")
+    p.add_argument("--batches", default="1,16,64,256")
+    p.add_argument("--levels", default="0,1,2,3")
+    p.add_argument("--peers", default="hf-eager,hf-compile")
+    p.add_argument("--prompt-len", type=int, default=128)
+    p.add_argument("--cudagraph-mode", default=None)
+    p.add_argument("--out", default=None)
+    p.add_argument("--timeout", type=int, default=600)
+    p.add_argument("--worker", dest="system", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.system:
+        worker(args)
+        return
+    systems = ["bandwidth"] + [f"graphbench-O{lvl}" for lvl in args.levels.split(",") if lvl] + [
+        s for s in args.peers.split(",") if s]
+    results = []
+    for system in systems:
+        cmd = [sys.executable, __file__, "--worker", system, "--model", args.model, "--batches", args.batches,
+               "--prompt-len", str(args.prompt_len)]
+        if args.cudagraph_mode:
+            cmd += ["--cudagraph-mode", args.cudagraph_mode]
+        started = time.perf_counter()
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=os.environ)
+        except subprocess.TimeoutExpired:
+            print(f"{system}: timed out after {args.timeout} s", flush=True)
+            continue
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+        if proc.returncode or not lines:
+            print(f"{system}: failed (exit {proc.returncode})\n{proc.stderr[-3000:]}", flush=True)
+            continue
+        result = json.loads(lines[-1][len("RESULT "):])
+        result["wall_seconds"] = time.perf_counter() - started
+        results.append(result)
+        print(f"{system}: done in {result['wall_seconds']:.0f} s", flush=True)
+    report(results, args)
+
+
+def report(results: list[dict], args: argparse.Namespace) -> None:
+    bandwidth = next((r["copy_gbs"] for r in results if r["system"] == "bandwidth"), None)
+    rows = [r for r in results if r["system"] != "bandwidth"]
+    by_system = {r["system"]: {x["batch"]: x for x in r["results"]} for r in rows}
+    weights = rows[0]["weights_bytes"] if rows else 0
+    floor_ms = weights / (bandwidth * 1e9) * 1e3 if bandwidth else None
+    print(f"\nmodel {args.model}, prompt {args.prompt_len}; weights {weights / 1e9:.2f} GB; copy bandwidth "
+          f"{bandwidth or 0:.0f} GB/s; floor {floor_ms or 0:.3f} ms/step")
+    header = f"{'system':<16}{'batch':>6}{'step ms':>10}{'tok/s':>11}{'floor %':>9}{'vs hf-eager':>12}{'vs hf-compile':>14}"
+    print(header)
+    for system, per_batch in by_system.items():
+        for batch, x in sorted(per_batch.items()):
+            ratios = []
+            for peer in ("hf-eager", "hf-compile"):
+                other = by_system.get(peer, {}).get(batch)
+                ratios.append(f"{other['step_ms'] / x['step_ms']:.2f}x" if other else "-")
+            floor = f"{100 * floor_ms / x['step_ms']:.0f}%" if floor_ms else "-"
+            print(f"{system:<16}{batch:>6}{x['step_ms']:>10.3f}{x['tokens_per_s']:>11.0f}{floor:>9}"
+                  f"{ratios[0]:>12}{ratios[1]:>14}")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"model": args.model, "copy_gbs": bandwidth, "floor_ms": floor_ms, "results": results}, f,
+                      indent=1)
+
+
+if __name__ == "__main__":
+    main()

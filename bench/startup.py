@@ -1,0 +1,87 @@
+"""Start-up cost: cold vs warm compile, and capture time / graph memory per cudagraph mode.
+
+    python bench/startup.py --model llama-3.2-1b --max-num-seqs 256 --out startup.json
+
+Each start is a fresh process. The compile cache root is a fresh folder, so the first -O2
+start is cold and the second warm; a changed factor (max_num_seqs) must get a new directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def worker(args: argparse.Namespace) -> None:
+    from graphbench.config import load_engine_config
+    from graphbench.runner.engine import Engine
+
+    overrides = {"model.model": args.model, "optimization_level": args.level,
+                 "scheduler.max_num_seqs": args.max_num_seqs, "scheduler.max_num_batched_tokens": 8192,
+                 "scheduler.max_model_len": 4096, "cache.gpu_memory_utilization": 0.5}
+    if args.mode:
+        overrides["compilation.cudagraph_mode"] = args.mode
+    started = time.perf_counter()
+    engine = Engine(load_engine_config(overrides=overrides))
+    report = dict(vars(engine.report), wall_seconds=time.perf_counter() - started)
+    print("RESULT " + json.dumps(report), flush=True)
+
+
+def start(args, label: str, level: int, mode: str | None, max_num_seqs: int, env: dict) -> dict | None:
+    cmd = [sys.executable, __file__, "--worker", "--model", args.model, "--level", str(level),
+           "--max-num-seqs", str(max_num_seqs)] + (["--mode", mode] if mode else [])
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if proc.returncode or not lines:
+        print(f"{label}: failed (exit {proc.returncode})\n{proc.stderr[-3000:]}", flush=True)
+        return None
+    report = json.loads(lines[-1][7:])
+    report.update(label=label, level=level, requested_mode=mode, max_num_seqs=max_num_seqs)
+    c = report
+    print(f"{label:<28} wall {c['wall_seconds']:6.1f} s  dynamo {c['dynamo_seconds']:5.1f}  inductor "
+          f"{c['inductor_seconds']:6.1f}  sizes {c['compile_sizes_seconds']:5.1f}  capture {c['capture_seconds']:5.2f} s  "
+          f"graph mem {c['graph_memory_bytes'] / 2**30:.3f} GiB  graphs {c['num_graphs']}  "
+          f"cache {'warm' if c['compile_from_cache'] else 'cold'}", flush=True)
+    return report
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="llama-3.2-1b")
+    p.add_argument("--max-num-seqs", type=int, default=256)
+    p.add_argument("--level", type=int, default=2)
+    p.add_argument("--mode", default=None)
+    p.add_argument("--modes", default="PIECEWISE,FULL,FULL_AND_PIECEWISE")
+    p.add_argument("--out", default=None)
+    p.add_argument("--timeout", type=int, default=600)
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        worker(args)
+        return
+    env = dict(os.environ, GRAPHBENCH_CACHE_ROOT=tempfile.mkdtemp(prefix="graphbench-cache-"))
+    n = args.max_num_seqs
+    runs = [start(args, "O2 cold", 2, None, n, env), start(args, "O2 warm", 2, None, n, env),
+            start(args, f"O2 max_num_seqs {n // 2} (new hash)", 2, None, n // 2, env)]
+    for mode in args.modes.split(","):
+        runs.append(start(args, f"O2 {mode}", 2, mode, n, env))
+    for level in (0, 1, 3):
+        runs.append(start(args, f"O{level}", level, None, n, env))
+    cold, warm, other = runs[0], runs[1], runs[2]
+    if cold and warm:
+        ratio = (warm["dynamo_seconds"] + warm["inductor_seconds"]) / max(1e-9, cold["dynamo_seconds"] + cold["inductor_seconds"])
+        print(f"\nwarm/cold compile time: {ratio:.2%}; same directory: {cold['compile_cache_dir'] == warm['compile_cache_dir']}")
+    if cold and other:
+        print(f"changed max_num_seqs -> new directory: {cold['compile_cache_dir'] != other['compile_cache_dir']}")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump([r for r in runs if r], f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Measurement: timing of engine steps and of peers, one benchmark point per process."""

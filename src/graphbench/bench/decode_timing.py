@@ -1,0 +1,138 @@
+"""Steady-state decode step time: graphbench's engine and Hugging Face transformers peers.
+
+A decode step is timed on the host around a whole engine step (schedule, inputs, forward,
+sampling, the sampled tokens back on the host), so it is what a server would see. Inputs are
+seeded random prompts (never zeros).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+import torch
+
+from graphbench.config.arch import ArchConfig
+
+
+def random_prompts(num: int, length: int, vocab_size: int, seed: int) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(1, vocab_size, (num, length), generator=g).tolist()
+
+
+def _summary(samples_s: list[float], batch: int) -> dict[str, Any]:
+    ms = sorted(s * 1e3 for s in samples_s)
+    median = statistics.median(ms)
+    return {
+        "batch": batch,
+        "step_ms": median,
+        "step_ms_p10": ms[len(ms) // 10],
+        "step_ms_p90": ms[(len(ms) * 9) // 10],
+        "tokens_per_s": batch / (median / 1e3),
+        "num_samples": len(ms),
+    }
+
+
+def measure_engine_decode(engine, batch: int, prompt_len: int = 128, warmup_steps: int = 8,
+                          timed_steps: int = 64, seed: int = 0) -> dict[str, Any]:
+    """Median wall time of pure-decode steps of `batch` requests after prefill and warm-up."""
+    from graphbench.runner.request import SamplingParams
+
+    prompts = random_prompts(batch, prompt_len, engine.arch.vocab_size, seed)
+    params = SamplingParams(max_tokens=warmup_steps + timed_steps + 1)
+    requests = [engine.add_request(p, params) for p in prompts]
+    while any(not r.output_token_ids for r in requests):  # prefill (possibly chunked)
+        engine.step()
+    for _ in range(warmup_steps):
+        engine.step()
+    first = len(engine.records)
+    samples = []
+    for _ in range(timed_steps):
+        started = time.perf_counter()
+        engine.step()
+        samples.append(time.perf_counter() - started)
+    records = engine.records[first:]
+    while engine.has_unfinished():
+        engine.step()
+    result = _summary(samples, batch)
+    result["runtime_modes"] = sorted({r.runtime_mode for r in records})
+    result["uniform"] = all(r.descriptor.uniform and r.descriptor.num_reqs == batch for r in records)
+    return result
+
+
+def hf_config(arch: ArchConfig):
+    """A transformers config with the same shapes as a graphbench architecture."""
+    import transformers
+
+    common = dict(
+        vocab_size=arch.vocab_size, hidden_size=arch.hidden_size, intermediate_size=arch.intermediate_size,
+        num_hidden_layers=arch.num_hidden_layers, num_attention_heads=arch.num_attention_heads,
+        num_key_value_heads=arch.num_key_value_heads, head_dim=arch.head_dim,
+        max_position_embeddings=arch.max_position_embeddings, rms_norm_eps=arch.rms_norm_eps,
+        tie_word_embeddings=arch.tie_word_embeddings,
+    )
+    rope = {"rope_type": "default", "rope_theta": arch.rope_theta}
+    if arch.rope_scaling:
+        rope = dict(arch.rope_scaling, rope_theta=arch.rope_theta)
+    if arch.architecture == "Qwen2ForCausalLM":
+        return transformers.Qwen2Config(**common, rope_parameters=rope)
+    return transformers.LlamaConfig(**common, rope_parameters=rope, attention_bias=arch.attention_bias)
+
+
+def build_hf_model(arch: ArchConfig, dtype: torch.dtype, device: str, seed: int = 0):
+    """transformers' model for the architecture, seeded random weights, eval mode."""
+    import transformers
+
+    torch.manual_seed(seed)
+    config = hf_config(arch)
+    with torch.device(device):
+        model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
+    return model.eval().requires_grad_(False)
+
+
+def measure_hf_decode(model, batch: int, prompt_len: int = 128, short: int = 8, long: int = 72,
+                      repeats: int = 3, static_cache: bool = False, seed: int = 0) -> dict[str, Any]:
+    """Decode step time of model.generate: (time(long) - time(short)) / (long - short), median of repeats.
+
+    static_cache=True is transformers' static cache, which makes generate compile the forward
+    (its auto-compile on CUDA); the first call compiles and is reported as compile_seconds.
+    """
+    device = next(model.parameters()).device
+    ids = torch.tensor(random_prompts(batch, prompt_len, model.config.vocab_size, seed), device=device)
+    mask = torch.ones_like(ids)
+    extra = {"cache_implementation": "static"} if static_cache else {}
+
+    def run(n: int) -> float:
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        with torch.inference_mode():
+            model.generate(ids, attention_mask=mask, max_new_tokens=n, min_new_tokens=n, do_sample=False,
+                           pad_token_id=0, **extra)
+        torch.cuda.synchronize()
+        return time.perf_counter() - started
+
+    first = run(long)  # warm-up (compiles with the static cache)
+    steps = []
+    for _ in range(repeats):
+        steps.append((run(long) - run(short)) / (long - short))
+    result = _summary(steps, batch)
+    result["first_call_seconds"] = first
+    return result
+
+
+def copy_bandwidth_gbs(device: str = "cuda", num_bytes: int = 2 << 30, repeats: int = 20) -> float:
+    """Device-to-device copy bandwidth (bytes read + written per second), median of CUDA-event timings."""
+    src = torch.randn(num_bytes // 4, device=device)
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        dst.copy_(src)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return 2 * num_bytes / statistics.median(times) / 1e9
