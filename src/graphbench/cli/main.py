@@ -53,3 +53,4 @@ def main() -> None:
 # Each module adds its commands to `app`. Keep their top-level imports light: no torch.
 from graphbench.cli import ladder  # noqa: E402,F401
 from graphbench.cli import generate  # noqa: E402,F401
+from graphbench.cli import cache  # noqa: E402,F401

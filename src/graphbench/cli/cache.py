@@ -1,0 +1,164 @@
+"""`graphbench cache list|clear`: the on-disk torch.compile cache (SPEC §1.6).
+
+Entries live under <cache_root>/torch_compile_cache/<hash>/ (cache root: GRAPHBENCH_CACHE_ROOT,
+default ~/.cache/graphbench). No torch import: listing and clearing must start fast.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated
+
+import typer
+
+from graphbench.cli.main import app
+from graphbench.errors import GraphbenchError
+from graphbench.runner.compile.cache import (
+    CACHE_SUBDIR,
+    CacheEntry,
+    cache_root,
+    clear_entries,
+    list_entries,
+)
+
+FORMATS = ("table", "json")
+
+cache_app = typer.Typer(
+    name="cache",
+    help="List or clear the on-disk torch.compile cache.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(
+    cache_app,
+    name="cache",
+    help="List or clear the on-disk torch.compile cache (GRAPHBENCH_CACHE_ROOT, default ~/.cache/graphbench).",
+)
+
+
+def human_size(num_bytes: int) -> str:
+    """1023 -> '1023 B', 1536 -> '1.5 KiB', 5 * 2**20 -> '5.0 MiB'."""
+    if num_bytes < 1024:
+        return f"{num_bytes} B"
+    value = float(num_bytes)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if value < 1024 or unit == "TiB":
+            return f"{value:.1f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def local_time(epoch: float | None) -> str:
+    """Creation time as local time, '?' when the entry has no (readable) metadata."""
+    if epoch is None:
+        return "?"
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(epoch)))
+    except (TypeError, ValueError, OverflowError, OSError):
+        return "?"
+
+
+def _plural(n: int) -> str:
+    return f"{n} entr{'y' if n == 1 else 'ies'}"
+
+
+def _entry_dict(entry: CacheEntry) -> dict[str, object]:
+    return {
+        "hash": entry.hash,
+        "path": str(entry.path),
+        "size_bytes": entry.size_bytes,
+        "size": human_size(entry.size_bytes),
+        "created": entry.created,
+        "created_local": local_time(entry.created),
+        "summary": entry.summary,
+    }
+
+
+@cache_app.command("list")
+def list_command(
+    output_format: Annotated[str, typer.Option("--format", help="table|json.")] = "table",
+) -> None:
+    """Every compile-cache entry: hash, size, creation time and the config it was compiled for."""
+    if output_format not in FORMATS:
+        raise GraphbenchError(f"unknown format {output_format!r}; choose from {', '.join(FORMATS)}")
+    entries = list_entries()
+    base = cache_root() / CACHE_SUBDIR
+    total = sum(e.size_bytes for e in entries)
+    if output_format == "json":
+        typer.echo(json.dumps({"root": str(base), "entries": [_entry_dict(e) for e in entries],
+                               "total_bytes": total}))
+        return
+    if not entries:
+        typer.echo(f"compile cache is empty: no entries under {base}")
+        return
+
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console(highlight=False, soft_wrap=False)
+    table = Table(title=f"compile cache: {base}", title_justify="left")
+    table.add_column("hash", no_wrap=True)
+    table.add_column("size", justify="right", no_wrap=True)
+    table.add_column("created", no_wrap=True)
+    table.add_column("config", overflow="fold")
+    for e in entries:
+        table.add_row(Text(e.hash), human_size(e.size_bytes), local_time(e.created), Text(e.summary))
+    console.print(table)
+    typer.echo(f"total: {_plural(len(entries))}, {human_size(total)} ({total} bytes)")
+
+
+def _select(hashes: list[str]) -> list[CacheEntry]:
+    """The entries named (all when none is named); an unknown hash is an error, before anything is removed."""
+    entries = list_entries()
+    if not hashes:
+        return entries
+    by_hash = {e.hash: e for e in entries}
+    wanted = list(dict.fromkeys(hashes))
+    unknown = [h for h in wanted if h not in by_hash]
+    if unknown:
+        known = ", ".join(sorted(by_hash)) or "none"
+        raise GraphbenchError(
+            f"no compile-cache entry {unknown[0]!r} under {cache_root() / CACHE_SUBDIR} (entries: {known})")
+    return [by_hash[h] for h in wanted]
+
+
+@cache_app.command("clear")
+def clear_command(
+    hashes: Annotated[
+        list[str] | None, typer.Argument(help="Entries to remove (see `graphbench cache list`); none: all.")
+    ] = None,
+    all_entries: Annotated[
+        bool, typer.Option("--all", help="Remove every entry (the default when no hash is given).")
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Remove compile-cache entries. Asks first unless --yes; a declined confirmation exits 1."""
+    hashes = list(hashes or [])
+    if hashes and all_entries:
+        raise GraphbenchError("give entry hashes or --all, not both")
+    selected = _select(hashes)
+    base = cache_root() / CACHE_SUBDIR
+    if not selected:
+        typer.echo(f"compile cache is empty: nothing to remove under {base}")
+        return
+    total = sum(e.size_bytes for e in selected)
+    if not yes:
+        typer.echo(f"will remove {_plural(len(selected))} from {base}:")
+        for e in selected:
+            typer.echo(f"  {e.hash}  {human_size(e.size_bytes)}  {e.summary}")
+        if not typer.confirm(f"remove {_plural(len(selected))}, {human_size(total)}?", default=False):
+            typer.echo("aborted: nothing removed")
+            raise typer.Exit(1)
+    removed = clear_entries([e.hash for e in selected])
+    left = [e for e in removed if e.path.exists()]
+    for e in removed:
+        if e not in left:
+            typer.echo(f"removed {e.hash} ({human_size(e.size_bytes)})")
+    freed = sum(e.size_bytes for e in removed if e not in left)
+    typer.echo(f"freed {human_size(freed)} ({freed} bytes) from {_plural(len(removed) - len(left))}")
+    if left:
+        raise GraphbenchError(f"could not remove {', '.join(str(e.path) for e in left)}")

@@ -1,0 +1,285 @@
+"""`graphbench cache list|clear` on fake compile-cache entries under a temporary cache root."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import graphbench
+from graphbench.cli.cache import human_size
+from graphbench.cli.main import app
+
+runner = CliRunner()
+T0 = 1_700_000_000.0  # 2023-11-14 22:13:20 UTC
+DAY = 86_400.0
+
+# hash -> (created or None for "no metadata", summary, total bytes of the entry directory)
+FAKE = {
+    "aaaa111111": (T0, "llama-tiny bf16 FULL_AND_PIECEWISE mns=256 [dyn]", 1536),
+    "bbbb222222": (T0 + DAY, "qwen-tiny fp16 PIECEWISE mns=64", 5 * 2**20),
+    "cccc333333": (None, "?", 10),
+}
+NEWEST_FIRST = ["bbbb222222", "aaaa111111", "cccc333333"]
+
+
+@pytest.fixture
+def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """An empty cache root in tmp_path, local time = UTC."""
+    monkeypatch.setenv("GRAPHBENCH_CACHE_ROOT", str(tmp_path / "cache"))
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield tmp_path / "cache"
+    monkeypatch.undo()
+    time.tzset()
+
+
+def make_entry(root: Path, hash_: str, created: float | None, summary: str, total: int) -> Path:
+    """<root>/torch_compile_cache/<hash>/ with metadata and rank_0_0 files adding up to `total` bytes."""
+    entry = root / "torch_compile_cache" / hash_
+    rank = entry / "rank_0_0"
+    (rank / "inductor").mkdir(parents=True)
+    used = 0
+    if created is not None:
+        meta = json.dumps({"created": created, "summary": summary, "factors": {"dtype": "bf16"}})
+        (entry / "graphbench_meta.json").write_text(meta)
+        used += len(meta.encode())
+    (rank / "compiled.ok").write_bytes(b"ok")
+    used += 2
+    with open(rank / "inductor" / "code.bin", "wb") as f:
+        f.truncate(total - used)  # sparse, but st_size counts
+    return entry
+
+
+@pytest.fixture
+def entries(root: Path) -> Path:
+    for h, (created, summary, total) in FAKE.items():
+        make_entry(root, h, created, summary, total)
+    (root / "torch_compile_cache" / "stray.txt").write_text("not an entry")
+    return root
+
+
+def invoke(*args: str, input: str | None = None):
+    return runner.invoke(app, ["cache", *args], input=input, env={"COLUMNS": "200"})
+
+
+def table_rows(out: str) -> list[list[str]]:
+    rows = []
+    for line in out.splitlines():
+        if line.startswith(("│", "┃")):
+            rows.append([cell.strip() for cell in line.replace("┃", "│").strip("│").split("│")])
+    return rows
+
+
+def existing(root: Path) -> set[str]:
+    base = root / "torch_compile_cache"
+    return {p.name for p in base.iterdir() if p.is_dir()} if base.is_dir() else set()
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+
+def test_human_size() -> None:
+    assert human_size(0) == "0 B"
+    assert human_size(1023) == "1023 B"
+    assert human_size(1024) == "1.0 KiB"
+    assert human_size(1536) == "1.5 KiB"
+    assert human_size(5 * 2**20) == "5.0 MiB"
+    assert human_size(3 * 2**30 + 2**29) == "3.5 GiB"
+    assert human_size(2**50) == "1024.0 TiB"
+
+
+# --- list -----------------------------------------------------------------------------------
+
+
+def test_list_table(entries: Path) -> None:
+    result = invoke("list")
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+    out = result.stdout
+    assert f"compile cache: {entries / 'torch_compile_cache'}" in out
+    assert table_rows(out) == [
+        ["hash", "size", "created", "config"],
+        ["bbbb222222", "5.0 MiB", "2023-11-15 22:13:20", "qwen-tiny fp16 PIECEWISE mns=64"],
+        ["aaaa111111", "1.5 KiB", "2023-11-14 22:13:20", "llama-tiny bf16 FULL_AND_PIECEWISE mns=256 [dyn]"],
+        ["cccc333333", "10 B", "?", "?"],
+    ]
+    total = 1536 + 5 * 2**20 + 10
+    assert out.rstrip().splitlines()[-1] == f"total: 3 entries, 5.0 MiB ({total} bytes)"
+    assert "stray" not in out
+
+
+def test_list_json(entries: Path) -> None:
+    result = invoke("list", "--format", "json")
+    assert result.exit_code == 0, result.output
+    base = entries / "torch_compile_cache"
+    data = json.loads(result.stdout)
+    assert data == {
+        "root": str(base),
+        "entries": [
+            {"hash": "bbbb222222", "path": str(base / "bbbb222222"), "size_bytes": 5 * 2**20, "size": "5.0 MiB",
+             "created": T0 + DAY, "created_local": "2023-11-15 22:13:20", "summary": "qwen-tiny fp16 PIECEWISE mns=64"},
+            {"hash": "aaaa111111", "path": str(base / "aaaa111111"), "size_bytes": 1536, "size": "1.5 KiB",
+             "created": T0, "created_local": "2023-11-14 22:13:20",
+             "summary": "llama-tiny bf16 FULL_AND_PIECEWISE mns=256 [dyn]"},
+            {"hash": "cccc333333", "path": str(base / "cccc333333"), "size_bytes": 10, "size": "10 B",
+             "created": None, "created_local": "?", "summary": "?"},
+        ],
+        "total_bytes": 1536 + 5 * 2**20 + 10,
+    }
+
+
+@pytest.mark.parametrize("make_base", [False, True], ids=["no-root", "empty-root"])
+def test_list_empty_is_friendly(root: Path, make_base: bool) -> None:
+    if make_base:
+        (root / "torch_compile_cache").mkdir(parents=True)
+    result = invoke("list")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == f"compile cache is empty: no entries under {root / 'torch_compile_cache'}"
+    result = invoke("list", "--format", "json")
+    assert json.loads(result.stdout) == {"root": str(root / "torch_compile_cache"), "entries": [], "total_bytes": 0}
+
+
+def test_list_bad_format(entries: Path) -> None:
+    result = invoke("list", "--format", "yaml")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.strip().splitlines() == ["error: unknown format 'yaml'; choose from table, json"]
+
+
+# --- clear ----------------------------------------------------------------------------------
+
+
+def test_clear_one_hash_with_yes(entries: Path) -> None:
+    result = invoke("clear", "bbbb222222", "--yes")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        "removed bbbb222222 (5.0 MiB)",
+        f"freed 5.0 MiB ({5 * 2**20} bytes) from 1 entry",
+    ]
+    assert existing(entries) == {"aaaa111111", "cccc333333"}
+    assert (entries / "torch_compile_cache" / "stray.txt").exists()
+
+
+def test_clear_one_hash_confirmed(entries: Path) -> None:
+    result = invoke("clear", "aaaa111111", input="y\n")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert f"will remove 1 entry from {entries / 'torch_compile_cache'}:" in out
+    assert "aaaa111111  1.5 KiB  llama-tiny bf16 FULL_AND_PIECEWISE mns=256 [dyn]" in out
+    assert "remove 1 entry, 1.5 KiB? [y/N]" in out
+    assert "removed aaaa111111 (1.5 KiB)" in out and "freed 1.5 KiB (1536 bytes) from 1 entry" in out
+    assert existing(entries) == {"bbbb222222", "cccc333333"}
+
+
+def test_clear_several_hashes_dedupes(entries: Path) -> None:
+    result = invoke("clear", "cccc333333", "aaaa111111", "cccc333333", "-y")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [  # newest first, as listed
+        "removed aaaa111111 (1.5 KiB)",
+        "removed cccc333333 (10 B)",
+        "freed 1.5 KiB (1546 bytes) from 2 entries",
+    ]
+    assert existing(entries) == {"bbbb222222"}
+
+
+@pytest.mark.parametrize("extra", [[], ["--all"]], ids=["implied", "explicit"])
+def test_clear_all_with_yes(entries: Path, extra: list[str]) -> None:
+    result = invoke("clear", *extra, "--yes")
+    assert result.exit_code == 0, result.output
+    total = 1536 + 5 * 2**20 + 10
+    assert result.stdout.splitlines() == [
+        "removed bbbb222222 (5.0 MiB)",
+        "removed aaaa111111 (1.5 KiB)",
+        "removed cccc333333 (10 B)",
+        f"freed 5.0 MiB ({total} bytes) from 3 entries",
+    ]
+    assert existing(entries) == set()
+    assert invoke("list").stdout.startswith("compile cache is empty")
+
+
+def test_clear_all_confirmation_shows_everything_and_total(entries: Path) -> None:
+    result = invoke("clear", input="n\n")
+    out = result.stdout
+    assert f"will remove 3 entries from {entries / 'torch_compile_cache'}:" in out
+    for h in FAKE:
+        assert f"  {h}  " in out
+    assert "remove 3 entries, 5.0 MiB? [y/N]" in out
+
+
+@pytest.mark.parametrize("answer", ["n\n", "\n", ""], ids=["no", "default", "eof"])
+def test_declined_confirmation_removes_nothing(entries: Path, answer: str) -> None:
+    before = existing(entries)
+    result = invoke("clear", input=answer)
+    assert result.exit_code == 1, result.output
+    assert "removed " not in result.stdout and "freed" not in result.stdout
+    assert existing(entries) == before == set(FAKE)
+    result = invoke("clear", "aaaa111111", input=answer)
+    assert result.exit_code == 1
+    assert existing(entries) == set(FAKE)
+
+
+@pytest.mark.parametrize("args", [["zzzz999999"], ["aaaa111111", "zzzz999999"], ["zzzz999999", "--yes"]])
+def test_unknown_hash_is_one_line_exit_2_and_removes_nothing(entries: Path, args: list[str]) -> None:
+    result = invoke("clear", *args, input="y\n")
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    assert "Traceback" not in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith(f"error: no compile-cache entry 'zzzz999999' under {entries / 'torch_compile_cache'}")
+    assert "aaaa111111" in lines[0]  # the known entries are listed
+    assert existing(entries) == set(FAKE)
+
+
+def test_hashes_and_all_conflict(entries: Path) -> None:
+    result = invoke("clear", "aaaa111111", "--all", "--yes")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "error: give entry hashes or --all, not both"
+    assert existing(entries) == set(FAKE)
+
+
+def test_clear_empty_cache(root: Path) -> None:
+    result = invoke("clear")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == f"compile cache is empty: nothing to remove under {root / 'torch_compile_cache'}"
+    result = invoke("clear", "aaaa111111", "--yes")
+    assert result.exit_code == 2 and result.stderr.startswith("error: no compile-cache entry 'aaaa111111'")
+
+
+# --- wiring ---------------------------------------------------------------------------------
+
+
+def test_help() -> None:
+    result = runner.invoke(app, ["--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0 and "cache" in result.stdout
+    result = runner.invoke(app, ["cache", "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0 and "list" in result.stdout and "clear" in result.stdout
+    result = runner.invoke(app, ["cache", "clear", "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    for option in ("--yes", "--all"):
+        assert option in result.stdout
+
+
+def test_cache_cli_never_imports_torch(tmp_path: Path) -> None:
+    src = str(Path(graphbench.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]),
+           "GRAPHBENCH_CACHE_ROOT": str(tmp_path)}
+    code = (
+        "import sys\n"
+        "import graphbench.cli.main, graphbench.cli.cache\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+        "from typer.testing import CliRunner\n"
+        "r = CliRunner().invoke(graphbench.cli.main.app, ['cache', 'list'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "r = CliRunner().invoke(graphbench.cli.main.app, ['cache', 'clear', '--yes'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "assert 'torch' not in sys.modules, 'torch was imported by a command'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=60)
