@@ -1,0 +1,111 @@
+"""Triton paged-attention kernels on CUDA (bf16/fp16, llama-sized heads), and CUDA-graph capture."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+    pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton"),
+]
+
+_spec = importlib.util.spec_from_file_location(
+    "_triton_kernels_cpu_helpers", Path(__file__).resolve().parents[1] / "test_triton_kernels.py")
+helpers = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(helpers)
+
+MODELS = {"llama-3.2-1b": (32, 8, 64), "llama-3.1-8b": (32, 8, 128)}
+_rng = random.Random(0)
+SCENARIOS = {
+    "decode_b1": ([(1, 3000)], {}),
+    "decode_b3": ([(1, 100), (1, 1500), (1, 4000)], {}),
+    "decode_b64_padded": ([(1, _rng.randint(100, 4000)) for _ in range(50)], {"max_reqs": 64, "num_tokens": 64}),
+    "prefill": ([(1, 1), (300, 300), (513, 513), (17, 17)], {}),
+    "mixed_padded": ([(1, 2000), (1, 37), (256, 1024), (100, 100), (1, 4000)],
+                     {"max_reqs": 8, "num_tokens": 384, "strided_inputs": True}),
+}
+
+
+@pytest.mark.parametrize("splits", [None, 1])
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("model", list(MODELS))
+def test_paged_attention_cuda(model, dtype, scenario, splits):
+    reqs, kwargs = SCENARIOS[scenario]
+    case = helpers.make_case(reqs, *MODELS[model], dtype=dtype, device="cuda", seed=7, **kwargs)
+    helpers.check_case(case, num_splits=splits, rel_err=2e-2)
+
+
+def test_paged_attention_float32_cuda():
+    case = helpers.make_case([(1, 700), (33, 90), (64, 64)], 32, 8, 128, device="cuda", max_reqs=4, num_tokens=128)
+    helpers.check_case(case, rtol=1e-4, atol=1e-4)
+
+
+def _copy_into(static: dict, case: dict) -> None:
+    for name, value in static.items():
+        if isinstance(value, torch.Tensor):
+            value.copy_(case[name])
+
+
+@pytest.mark.parametrize("explicit_workspace", [False, True])
+@pytest.mark.parametrize("shape", ["mixed", "decode"])
+@pytest.mark.parametrize("model", list(MODELS))
+def test_cuda_graph_replay_with_new_inputs(model, shape, explicit_workspace):
+    """Capture write + attention once; new request layouts in the same buffers replay correctly."""
+    from graphbench.runner.attention.triton_kernels import (
+        attention_config, make_workspace, paged_attention, write_kv_cache)
+
+    heads, kv_heads, head_dim = MODELS[model]
+    if shape == "mixed":
+        static_sizes = dict(max_reqs=8, num_tokens=96, num_blocks=700, max_blocks_per_seq=256)
+        layouts = [[(1, 900), (40, 40), (1, 3), (30, 2000)], [(1, 4000), (1, 1), (1, 77), (64, 64), (17, 300), (1, 16)]]
+    else:  # decode graph: few tokens -> split-KV path
+        static_sizes = dict(max_reqs=4, num_tokens=4, num_blocks=700, max_blocks_per_seq=256)
+        layouts = [[(1, 100), (1, 2500)], [(1, 4000), (1, 1), (1, 333), (1, 3999)]]
+    dtype = torch.bfloat16
+    a, b = (helpers.make_case(layout, heads, kv_heads, head_dim, dtype=dtype, device="cuda", seed=i, **static_sizes)
+            for i, layout in enumerate(layouts))
+    static = {name: value.clone() for name, value in a.items() if isinstance(value, torch.Tensor)}
+    out = torch.zeros_like(static["q"])
+    scale = 1.0 / math.sqrt(head_dim)
+    workspace = None
+    if explicit_workspace:
+        cfg = attention_config(static_sizes["num_tokens"], static_sizes["max_reqs"], heads, kv_heads, head_dim,
+                               dtype, torch.cuda.get_device_properties(0).multi_processor_count)
+        if cfg["NUM_SPLITS"] > 1:
+            workspace = make_workspace(static_sizes["num_tokens"], heads, head_dim, cfg["NUM_SPLITS"], "cuda")
+
+    def step():
+        write_kv_cache(static["k"], static["v"], static["k_cache"], static["v_cache"], static["slot_mapping"])
+        paged_attention(static["q"], static["k_cache"], static["v_cache"], out, static["query_start_loc"],
+                        static["seq_lens"], static["block_tables"], scale, workspace=workspace)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()  # compile + warm up outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    for case in (b, a):
+        _copy_into(static, case)
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        want_kc, want_vc = helpers.expected_cache(case)
+        assert torch.equal(static["k_cache"].nan_to_num(0.0), want_kc.nan_to_num(0.0))
+        assert torch.equal(static["v_cache"].isnan(), want_vc.isnan())
+        n = case["num_real_tokens"]
+        ref = helpers.reference_attention(case["q"], want_kc, want_vc, case["query_start_loc"], case["seq_lens"],
+                                          case["block_tables"], case["num_reqs"], scale)
+        assert torch.isfinite(out).all() and (out[n:] == 0).all()
+        err = ((out[:n].double() - ref).norm() / ref.norm()).item()
+        assert err < 2e-2, f"relative error {err:.3g} after replay"

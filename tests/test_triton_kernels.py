@@ -1,0 +1,212 @@
+"""Triton paged-attention kernels against a naive float64 reference, on the CPU (Triton interpreter).
+
+The interpreter must be switched on (TRITON_INTERPRET=1) before the kernels are defined, and must not
+leak into other tests (a GPU run of the same session would run interpreted), so the checks run in one
+subprocess: `python tests/test_triton_kernels.py CASE...` prints a JSON verdict per case, and each
+pytest case reads its verdict. The helpers `make_case`, `reference_attention` and `check_case` are
+also used by tests/gpu/test_triton_kernels_gpu.py.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def make_case(reqs, num_heads, num_kv_heads, head_dim, *, block_size=16, max_reqs=None, num_tokens=None,
+              num_blocks=None, max_blocks_per_seq=None, dtype=torch.float32, device="cpu", seed=0,
+              strided_inputs=False):
+    """A flat batch: reqs = [(q_len, seq_len)], padded to static sizes; the cache holds the context
+    (positions < seq_len - q_len) of each request, every other slot holds NaN (a sentinel)."""
+    g = torch.Generator().manual_seed(seed)
+    max_reqs = max_reqs or len(reqs)
+    real = sum(q for q, _ in reqs)
+    num_tokens = num_tokens or real
+    blocks_per_req = [-(-s // block_size) for _, s in reqs]
+    max_blocks_per_seq = max_blocks_per_seq or max(blocks_per_req + [1])
+    num_blocks = num_blocks or sum(blocks_per_req) + 3
+    assert len(reqs) <= max_reqs and real <= num_tokens and sum(blocks_per_req) <= num_blocks
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=g) * 0.7 + 0.1  # random, never zero, not centred
+
+    perm = torch.randperm(num_blocks, generator=g).tolist()  # shuffled, non-contiguous blocks
+    block_tables = torch.randint(10**6, 10**7, (max_reqs, max_blocks_per_seq), generator=g, dtype=torch.int32)
+    qsl, seq_lens, slots = [0], [], []
+    cache_shape = (num_blocks, block_size, num_kv_heads, head_dim)
+    k_cache = torch.full(cache_shape, float("nan"))
+    v_cache = torch.full(cache_shape, float("nan"))
+    for r, (q_len, seq_len) in enumerate(reqs):
+        assert 1 <= q_len <= seq_len
+        ids = [perm.pop() for _ in range(blocks_per_req[r])]
+        block_tables[r, : len(ids)] = torch.tensor(ids, dtype=torch.int32)
+        pos = torch.arange(seq_len)
+        req_slots = torch.tensor(ids)[pos // block_size] * block_size + pos % block_size
+        context = seq_len - q_len  # positions already in the cache
+        k_cache.view(-1, num_kv_heads, head_dim)[req_slots[:context]] = rand(context, num_kv_heads, head_dim)
+        v_cache.view(-1, num_kv_heads, head_dim)[req_slots[:context]] = rand(context, num_kv_heads, head_dim)
+        slots += req_slots[context:].tolist()
+        qsl.append(qsl[-1] + q_len)
+        seq_lens.append(seq_len)
+    qsl += [qsl[-1]] * (max_reqs - len(reqs))
+    seq_lens += [0] * (max_reqs - len(reqs))
+    slots += [-1] * (num_tokens - real)
+    width = num_heads + 2 * num_kv_heads
+    if strided_inputs:  # q, k, v as views of one fused qkv projection output
+        qkv = rand(num_tokens, width * head_dim)
+        q = qkv[:, : num_heads * head_dim].view(num_tokens, num_heads, head_dim)
+        k = qkv[:, num_heads * head_dim : (num_heads + num_kv_heads) * head_dim].view(num_tokens, num_kv_heads, head_dim)
+        v = qkv[:, (num_heads + num_kv_heads) * head_dim :].view(num_tokens, num_kv_heads, head_dim)
+    else:
+        q, k, v = rand(num_tokens, num_heads, head_dim), rand(num_tokens, num_kv_heads, head_dim), rand(num_tokens, num_kv_heads, head_dim)
+    to = dict(device=device)
+    return dict(
+        q=q.to(dtype=dtype, **to), k=k.to(dtype=dtype, **to), v=v.to(dtype=dtype, **to),
+        k_cache=k_cache.to(dtype=dtype, **to), v_cache=v_cache.to(dtype=dtype, **to),
+        slot_mapping=torch.tensor(slots, dtype=torch.int64, device=device),
+        query_start_loc=torch.tensor(qsl, dtype=torch.int32, device=device),
+        seq_lens=torch.tensor(seq_lens, dtype=torch.int32, device=device),
+        block_tables=block_tables.to(device), num_real_tokens=real, num_reqs=len(reqs),
+    )
+
+
+def expected_cache(case):
+    """The caches after write_kv_cache, computed in torch."""
+    kc, vc = case["k_cache"].clone(), case["v_cache"].clone()
+    n, slots = case["num_real_tokens"], case["slot_mapping"]
+    _, _, kvh, hd = kc.shape
+    kc.view(-1, kvh, hd)[slots[:n]] = case["k"][:n]
+    vc.view(-1, kvh, hd)[slots[:n]] = case["v"][:n]
+    return kc, vc
+
+
+def reference_attention(q, k_cache, v_cache, query_start_loc, seq_lens, block_tables, num_reqs, scale):
+    """Per request: gather its keys through the block table, causal softmax, in float64. Real rows only."""
+    block_size, kvh, hd = k_cache.shape[1:]
+    group = q.shape[1] // kvh
+    qsl, lens = query_start_loc.tolist(), seq_lens.tolist()
+    outs = []
+    for r in range(num_reqs):
+        start, end, seq_len = qsl[r], qsl[r + 1], lens[r]
+        blocks = block_tables[r, : -(-seq_len // block_size)].long()
+        keys = k_cache[blocks].reshape(-1, kvh, hd)[:seq_len].double().repeat_interleave(group, 1)
+        values = v_cache[blocks].reshape(-1, kvh, hd)[:seq_len].double().repeat_interleave(group, 1)
+        scores = torch.einsum("qhd,shd->hqs", q[start:end].double(), keys) * scale
+        pos = torch.arange(seq_len - (end - start), seq_len, device=q.device)
+        visible = torch.arange(seq_len, device=q.device)[None, :] <= pos[:, None]
+        probs = scores.masked_fill(~visible, float("-inf")).softmax(-1)
+        outs.append(torch.einsum("hqs,shd->qhd", probs, values))
+    return torch.cat(outs) if outs else q.new_zeros((0,) + q.shape[1:], dtype=torch.float64)
+
+
+def check_case(case, *, num_splits=None, rtol=1e-5, atol=2e-5, rel_err=None):
+    """Run both kernels on case (in place), compare cache and output; raises AssertionError."""
+    from graphbench.runner.attention.triton_kernels import paged_attention, write_kv_cache
+
+    want_kc, want_vc = expected_cache(case)
+    write_kv_cache(case["k"], case["v"], case["k_cache"], case["v_cache"], case["slot_mapping"])
+    for got, want in ((case["k_cache"], want_kc), (case["v_cache"], want_vc)):
+        assert torch.equal(got.isnan(), want.isnan()), "cache written outside the real rows' slots"
+        assert torch.equal(got.nan_to_num(0.0), want.nan_to_num(0.0)), "cache contents differ"
+    q = case["q"]
+    out = torch.full_like(q, float("nan"))
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    meta = [case[n] for n in ("query_start_loc", "seq_lens", "block_tables")]
+    paged_attention(q, case["k_cache"], case["v_cache"], out, *meta, scale, num_splits=num_splits)
+    n = case["num_real_tokens"]
+    ref = reference_attention(q, want_kc, want_vc, *meta, case["num_reqs"], scale)
+    assert torch.isfinite(out).all(), "non-finite output (padding rows or masking)"
+    assert (out[n:] == 0).all(), "padding rows must be zero"
+    got = out[:n].double()
+    if rel_err is None:
+        torch.testing.assert_close(got, ref, rtol=rtol, atol=atol)
+    else:
+        err = ((got - ref).norm() / ref.norm()).item()
+        max_err = ((got - ref).abs().max() / ref.abs().max()).item()
+        assert err < rel_err and max_err < 2 * rel_err, f"relative error {err:.3g} (max {max_err:.3g})"
+
+
+# name -> (make_case args, make_case kwargs, num_splits). Small: the interpreter is slow.
+CASES = {
+    "decode_r1_g2_d64": (([(1, 37)], 4, 2, 64), {}, None),
+    "decode_r3_g4_d64": (([(1, 5), (1, 16), (1, 33)], 4, 1, 64), {}, None),
+    "decode_r7_g1_d16": (([(1, s) for s in (1, 9, 17, 30, 2, 16, 48)], 2, 2, 16), {"block_size": 8}, None),
+    "decode_r7_g2_split4": (([(1, s) for s in (3, 70, 17, 1, 64, 33, 99)], 4, 2, 64), {}, 4),
+    "decode_padded_g4_d128": (([(1, 20), (1, 3), (1, 50)], 4, 1, 128), {"max_reqs": 6, "num_tokens": 6}, None),
+    "prefill_ragged_g2_d64": (([(1, 1), (17, 17), (40, 40), (33, 33)], 4, 2, 64), {}, None),  # BLOCK_M 128
+    "prefill_g7_d16_bs8": (([(5, 5), (19, 19), (1, 1)], 7, 1, 16), {"block_size": 8}, None),
+    "mixed_g4_d128": (([(1, 20), (1, 45), (12, 40), (20, 20), (1, 3)], 8, 2, 128), {"strided_inputs": True}, None),
+    "mixed_padded_g7_d64": (([(3, 30), (1, 9), (9, 9), (1, 26)], 14, 2, 64),
+                            {"max_reqs": 7, "num_tokens": 19, "block_size": 4}, None),
+    "mixed_padded_g2_split2": (([(1, 40), (10, 31), (1, 5)], 4, 2, 64), {"max_reqs": 5, "num_tokens": 16}, 2),
+    "prefill_padded_g4_split4_bs32": (([(33, 70), (1, 1), (40, 40)], 4, 1, 16),
+                                      {"max_reqs": 4, "num_tokens": 80, "block_size": 32}, 4),
+    "mixed_bf16_g4_d64": (([(1, 50), (20, 35), (1, 2)], 8, 2, 64), {"dtype": torch.bfloat16}, None),
+    "mixed_fp16_g2_split2": (([(1, 50), (20, 35), (1, 2)], 4, 2, 64), {"dtype": torch.float16}, 2),
+    "all_padding": (([], 4, 2, 16), {"max_reqs": 2, "num_tokens": 5, "num_blocks": 4, "max_blocks_per_seq": 2}, None),
+}
+
+
+def _run_cases(names):
+    results = {}
+    for name in names:
+        args, kwargs, splits = CASES[name]
+        start = time.perf_counter()
+        try:
+            low_precision = kwargs.get("dtype", torch.float32) != torch.float32
+            check_case(make_case(*args, seed=len(results) + 1, **kwargs), num_splits=splits,
+                       rel_err=2e-2 if low_precision else None)
+            verdict = "ok"
+        except Exception as exc:  # noqa: BLE001  (reported back to the parent test)
+            verdict = f"{type(exc).__name__}: {exc}"
+        results[name] = {"verdict": verdict, "seconds": round(time.perf_counter() - start, 2)}
+    return results
+
+
+@pytest.fixture(scope="module")
+def interpreter_results():
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("triton is not installed")
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    proc = subprocess.run([sys.executable, __file__, *CASES], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=900)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        pytest.fail(f"interpreter subprocess failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    return results
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_triton_kernels_interpreted(name, interpreter_results):
+    assert interpreter_results[name]["verdict"] == "ok", interpreter_results[name]["verdict"]
+
+
+def test_attention_config_is_shape_only():
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("triton is not installed")
+    code = (
+        "import torch; from graphbench.runner.attention.triton_kernels import attention_config as c;"
+        "print(c(1, 1, 32, 8, 128, torch.bfloat16, 132)['NUM_SPLITS'], c(256, 256, 32, 8, 64, torch.bfloat16, 132)"
+        "['NUM_SPLITS'], c(2048, 8, 32, 8, 64, torch.bfloat16, 132)['BLOCK_M'], c(1, 1, 32, 8, 64, torch.float16)['NUM_SPLITS'])"
+    )
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT / "src"))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["32", "1", "128", "1"]
+
+
+if __name__ == "__main__":
+    assert os.environ.get("TRITON_INTERPRET") == "1", "run with TRITON_INTERPRET=1"
+    print(json.dumps(_run_cases(sys.argv[1:] or list(CASES))))
