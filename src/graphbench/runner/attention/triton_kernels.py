@@ -26,9 +26,6 @@ from graphbench.runner.attention.triton_cache_write import write_kv_cache
 
 __all__ = ["write_kv_cache", "paged_attention", "attention_config", "make_workspace"]
 
-LOG2E = 1.4426950408889634
-
-
 @triton.jit
 def _find_request(qsl_ptr, tile, max_reqs, BLOCK_Q: tl.constexpr):
     """Largest r in [0, max_reqs] with qsl[r] // BLOCK_Q + r <= tile (keys strictly increase in r)."""
