@@ -57,6 +57,7 @@ def main() -> None:
     p.add_argument("--level", type=int, default=2)
     p.add_argument("--mode", default=None)
     p.add_argument("--modes", default="PIECEWISE,FULL,FULL_AND_PIECEWISE")
+    p.add_argument("--levels", default="0,1,3", help="other -O levels to start once each")
     p.add_argument("--out", default=None)
     p.add_argument("--timeout", type=int, default=600)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -70,7 +71,7 @@ def main() -> None:
             start(args, f"O2 max_num_seqs {n // 2} (new hash)", 2, None, n // 2, env)]
     for mode in args.modes.split(","):
         runs.append(start(args, f"O2 {mode}", 2, mode, n, env))
-    for level in (0, 1, 3):
+    for level in [int(x) for x in args.levels.split(",") if x]:
         runs.append(start(args, f"O{level}", level, None, n, env))
     cold, warm, other = runs[0], runs[1], runs[2]
     if cold and warm:

@@ -98,3 +98,15 @@ def test_no_split_compiles_one_piece(cache_root):
     assert (e.compiled.stats.num_pieces, e.compiled.stats.num_compiled_pieces) == (1, 1)
     assert e.generate([[1, 2, 3]], SamplingParams(max_tokens=4)) == engine(optimization_level=0).generate(
         [[1, 2, 3]], SamplingParams(max_tokens=4))
+
+
+def test_engines_in_one_process_keep_their_own_compiled_code(cache_root, monkeypatch):
+    """Compiled entries drop their guards: a second engine must never run the first one's code."""
+    import torch._dynamo
+
+    monkeypatch.setattr(torch._dynamo.config, "cache_size_limit", 2)  # the limit must not bite either
+    for seed in (1, 2, 3):
+        compiled = engine(optimization_level=1, **{"model.seed": seed})
+        eager = engine(optimization_level=0, **{"model.seed": seed})
+        assert compiled.generate([[1, 2, 3]], SamplingParams(max_tokens=4)) == eager.generate(
+            [[1, 2, 3]], SamplingParams(max_tokens=4))

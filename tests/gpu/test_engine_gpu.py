@@ -42,13 +42,18 @@ def test_bf16_logits_match_transformers(tmp_path, kind):
 def test_triton_backend_matches_reference_on_llama_1b():
     prompts = [list(range(3, 3 + n)) for n in (1, 17, 64, 130)]
     params = SamplingParams(max_tokens=24)
+    # float32: the two backends compute the same function (16 layers of it) up to tf32/fp32 rounding
+    fp32 = {"model.model": "llama-3.2-1b", "model.dtype": "float32"}
+    a = gpu_engine(**fp32, **{"model.attention_backend": "triton"}).prompt_logits(prompts)
+    b = gpu_engine(**fp32, **{"model.attention_backend": "reference"}).prompt_logits(prompts)
+    for x, y in zip(a, b):
+        assert rel_err(x, y) < 2e-3
+    # bfloat16: rounding differs between the backends and compounds over 16 layers; tokens agree
     common = {"model.model": "llama-3.2-1b"}
     triton_engine = gpu_engine(**common, **{"model.attention_backend": "triton"})
     ref_engine = gpu_engine(**common, **{"model.attention_backend": "reference"})
-    a = triton_engine.prompt_logits(prompts)
-    b = ref_engine.prompt_logits(prompts)
-    for x, y in zip(a, b):
-        assert rel_err(x, y) < 2e-2
+    for x, y in zip(triton_engine.prompt_logits(prompts), ref_engine.prompt_logits(prompts)):
+        assert rel_err(x, y) < 5e-2
     out_a = triton_engine.generate(prompts, params)
     out_b = ref_engine.generate(prompts, params)
     same = sum(x == y for p, q in zip(out_a, out_b) for x, y in zip(p, q))

@@ -46,10 +46,9 @@ def graph_runtime(mode: CUDAGraphMode, descriptor: BatchDescriptor | None, captu
 
 
 @contextmanager
-def capture_session(device: torch.device) -> Iterator[None]:
-    """One pool and side stream for all recordings; gc frozen; no per-graph gc/empty_cache."""
-    runtime.pool = runtime.pool or torch.cuda.graph_pool_handle()
-    runtime.stream = runtime.stream or torch.cuda.Stream(device=device)
+def capture_session(pool: Any, stream: torch.cuda.Stream) -> Iterator[None]:
+    """Record into one pool on one side stream (both owned by the engine); gc frozen meanwhile."""
+    runtime.pool, runtime.stream = pool, stream
     gc.collect()
     gc.freeze()
     with ExitStack() as stack:
@@ -61,6 +60,7 @@ def capture_session(device: torch.device) -> Iterator[None]:
             yield
         finally:
             gc.unfreeze()
+            runtime.pool = runtime.stream = None
 
 
 def weak_ref(value: Any) -> Any:

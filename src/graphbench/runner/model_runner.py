@@ -102,7 +102,10 @@ class ModelRunner:
         runtime.num_captured = {"FULL": 0, "PIECEWISE": 0}
         free_before = free_memory()
         started = time.perf_counter()
-        with capture_session(self.device):
+        # One pool per engine: a pool shared across engines dies with the first engine's graphs.
+        self.graph_pool = torch.cuda.graph_pool_handle()
+        self.capture_stream = torch.cuda.Stream(device=self.device)
+        with capture_session(self.graph_pool, self.capture_stream):
             for mode, desc in keys:
                 num_reqs = desc.num_reqs if desc.num_reqs is not None else min(desc.num_tokens, max_reqs)
                 self.dummy_run(desc.num_tokens, num_reqs)  # warm-up, eager

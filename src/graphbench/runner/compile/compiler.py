@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import time
@@ -60,7 +61,12 @@ class CompiledForward:
     def __init__(self, forward: Callable, backend: SplittingBackend):
         self.backend = backend
         options = {"guard_filter_fn": lambda entries: [False for _ in entries]}
-        self._compiled = torch.compile(forward, fullgraph=True, dynamic=False, backend=backend, options=options)
+        extra = {}
+        if "isolate_recompiles" in inspect.signature(torch.compile).parameters:
+            # Several engines in one process compile the same code object: keep their entries apart.
+            extra["isolate_recompiles"] = True
+        self._compiled = torch.compile(forward, fullgraph=True, dynamic=False, backend=backend, options=options,
+                                       **extra)
         self.times = CompileTimes()
         self.compiled = False
 
@@ -78,7 +84,8 @@ class CompiledForward:
         torch._dynamo.mark_dynamic(input_ids, 0)
         torch._dynamo.mark_dynamic(positions, 0)
         started = time.perf_counter()
-        with _no_zero_one_specialisation():
+        # Each engine adds one entry for CausalLM.forward; the default limit (8) is per code object.
+        with _no_zero_one_specialisation(), torch._dynamo.config.patch(cache_size_limit=1024):
             out = self._compiled(input_ids, positions)
         total = time.perf_counter() - started
         self.compiled = True
