@@ -82,15 +82,46 @@ def test_compile_sizes_variant_built_at_startup_only(compiled):
 
 
 def test_warm_start_uses_the_cache_and_factors_change_the_directory(compiled, cache_root):
-    assert not compiled.report.compile_from_cache
+    assert not compiled.report.compile_from_cache and not compiled.report.compile_loaded
     again = engine(optimization_level=2, **{"compilation.compile_sizes": [8]})
     assert again.report.compile_from_cache
+    # the warm start loads the saved split graph and pieces: no Dynamo trace, no Inductor
+    assert again.report.compile_loaded
+    assert again.report.dynamo_seconds == 0 and again.report.inductor_seconds == 0
+    assert again.compiled.stats.num_distinct_pieces == compiled.compiled.stats.num_distinct_pieces
+    assert all(set(r.static_fns) == {8} for r in again.compiled.backend.runners)
+    for a, b in zip(again.prompt_logits(PROMPTS), compiled.prompt_logits(PROMPTS)):
+        assert torch.equal(a, b)
+    eight = [[1, 2, 3], [4, 5, 6, 7, 8]]  # 8 tokens: the compile_sizes variant, warm and cold
+    for a, b in zip(again.prompt_logits(eight), compiled.prompt_logits(eight)):
+        assert torch.equal(a, b)
     assert again.report.compile_cache_dir == compiled.report.compile_cache_dir
     assert again.report.compile_cache_dir.startswith(str(cache_root))
     assert again.report.compile_cache_dir.endswith("rank_0_0")
     other = engine(optimization_level=2, **{"compilation.compile_sizes": [8], "scheduler.max_num_seqs": 4})
     assert other.report.compile_cache_dir != compiled.report.compile_cache_dir
     assert not other.report.compile_from_cache
+
+
+def test_corrupt_saved_forward_falls_back_to_compiling(compiled, cache_root):
+    from pathlib import Path
+
+    aot = Path(compiled.report.compile_cache_dir) / "graphbench_aot"
+    pieces = sorted(aot.glob("piece-*.bin"))
+    assert pieces and (aot / "split_graph.pkl").is_file()
+    pieces[0].write_bytes(b"not a compiled artefact")
+    rebuilt = engine(optimization_level=2, **{"compilation.compile_sizes": [8]})
+    assert not rebuilt.report.compile_loaded and rebuilt.report.dynamo_seconds > 0
+    assert rebuilt.generate(PROMPTS, SamplingParams(max_tokens=5)) == engine(optimization_level=0).generate(
+        PROMPTS, SamplingParams(max_tokens=5))
+    # the rebuild wrote a good entry again
+    assert engine(optimization_level=2, **{"compilation.compile_sizes": [8]}).report.compile_loaded
+
+
+def test_identical_layers_compile_once(compiled):
+    stats = compiled.compiled.stats
+    # first piece (embedding + layer 0 up to attention), middle layer bodies, last piece (+ final norm)
+    assert stats.num_distinct_pieces == min(3, stats.num_compiled_pieces)
 
 
 def test_no_split_compiles_one_piece(cache_root):

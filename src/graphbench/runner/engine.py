@@ -18,6 +18,7 @@ from graphbench.config import CompileMode, CUDAGraphMode, EngineConfig, load_arc
 from graphbench.errors import GraphbenchError
 from graphbench.runner.attention.backend import create_backend
 from graphbench.runner.compile.cache import COMPLETE_MARKER, compile_hash, rank_dir, write_meta
+from graphbench.runner.compile.aot_store import AotStore, standalone_available
 from graphbench.runner.compile.backend import SplittingBackend
 from graphbench.runner.compile.compiler import CompiledForward, use_cache_dir
 from graphbench.runner.dispatcher import CudagraphDispatcher, resolve_cudagraph_mode
@@ -52,6 +53,8 @@ class StartupReport:
     inductor_seconds: float = 0.0
     compile_sizes_seconds: float = 0.0
     compile_from_cache: bool = False
+    compile_loaded: bool = False  # warm start loaded the saved compiled forward (no Dynamo trace)
+    compile_loaded_seconds: float = 0.0
     compile_cache_dir: str | None = None
     capture_seconds: float = 0.0
     graph_memory_bytes: int = 0
@@ -67,7 +70,7 @@ class StartupReport:
 
     @property
     def compile_seconds(self) -> float:
-        return self.dynamo_seconds + self.inductor_seconds + self.compile_sizes_seconds
+        return self.dynamo_seconds + self.inductor_seconds + self.compile_sizes_seconds + self.compile_loaded_seconds
 
 
 class Engine:
@@ -151,7 +154,8 @@ class Engine:
         self.report.compile_cache_dir = str(directory)
         log.info("Using cache directory: %s for torch.compile", directory)
         backend = SplittingBackend(comp.effective_splitting_ops, list(comp.compile_sizes or []), comp.max_autotune,
-                                   self.dispatcher.mode.has_piecewise_graphs(), directory / "graphbench")
+                                   self.dispatcher.mode.has_piecewise_graphs(), directory / "graphbench",
+                                   model=self.model, aot=AotStore(directory) if standalone_available() else None)
         return CompiledForward(self.model.forward, backend)
 
     def _compile(self) -> None:
@@ -167,8 +171,15 @@ class Engine:
         self.report.dynamo_seconds = times.dynamo_seconds
         self.report.inductor_seconds = times.inductor_seconds
         self.report.compile_sizes_seconds = times.static_inductor_seconds
-        log.info("torch.compile took %.2f s (Dynamo %.2f s, Inductor %.2f s%s)", self.report.compile_seconds,
-                 times.dynamo_seconds, times.inductor_seconds, ", from cache" if self.report.compile_from_cache else "")
+        self.report.compile_loaded_seconds = times.loaded_seconds
+        self.report.compile_loaded = times.loaded
+        if times.loaded:
+            log.info("torch.compile: loaded the compiled forward from %s in %.2f s (no Dynamo, no Inductor)",
+                     self.report.compile_cache_dir, times.loaded_seconds)
+        else:
+            log.info("torch.compile took %.2f s (Dynamo %.2f s, Inductor %.2f s%s)", self.report.compile_seconds,
+                     times.dynamo_seconds, times.inductor_seconds,
+                     ", from cache" if self.report.compile_from_cache else "")
 
     def _capture(self) -> None:
         report = self.runner.capture(lambda: free_memory(self.device))

@@ -48,8 +48,8 @@ class Attention(nn.Module):
     def forward(self, positions: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         num_tokens = x.shape[0]
         qkv = self.qkv_proj(x)  # [T, q + 2kv]
-        q, k, v = qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
-        q, k = self.rotary(positions, q, k)
+        qk, v = qkv.split([self.q_size + self.kv_size, self.kv_size], dim=-1)
+        q, k = self.rotary(positions, qk).split([self.q_size, self.kv_size], dim=-1)  # RoPE on q and k heads at once
         q = q.view(num_tokens, self.num_heads, self.head_dim)
         out = torch.empty_like(q)  # [T, h, hd], filled by the attention op
         attention(

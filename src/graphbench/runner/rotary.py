@@ -39,25 +39,20 @@ def _llama3_scaled(inv_freq: torch.Tensor, scaling: dict[str, Any]) -> torch.Ten
 
 
 class RotaryEmbedding(torch.nn.Module):
-    """Applies RoPE to flat q[T, heads*hd] and k[T, kv_heads*hd] at positions[T]."""
+    """Applies RoPE to the q and k heads of a flat batch at once: qk[T, (heads + kv_heads) * hd]."""
 
     def __init__(self, head_dim: int, max_positions: int, theta: float, scaling: dict[str, Any] | None):
         super().__init__()
         self.head_dim = head_dim
         inv_freq = inverse_frequencies(head_dim, theta, scaling)
         freqs = torch.outer(torch.arange(max_positions, dtype=torch.float32), inv_freq)
-        # [max_positions, head_dim]: cos of each half, then sin of each half
-        self.register_buffer("cos_sin", torch.cat([freqs.cos(), freqs.sin()], dim=-1), persistent=False)
+        # [max_positions, 1, head_dim]: cos of each half, then sin of each half. Computed in float32
+        # and stored in the model dtype, as transformers does before applying it.
+        cos_sin = torch.cat([freqs.cos(), freqs.sin()], dim=-1).unsqueeze(1)
+        self.register_buffer("cos_sin", cos_sin.to(torch.get_default_dtype()), persistent=False)
 
-    def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        cos, sin = self.cos_sin[positions].chunk(2, dim=-1)  # [T, hd/2] each, float32
-        return _rotate(q, cos, sin, self.head_dim), _rotate(k, cos, sin, self.head_dim)
-
-
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, head_dim: int) -> torch.Tensor:
-    num_tokens, dtype = x.shape[0], x.dtype
-    x = x.view(num_tokens, -1, head_dim).float()  # [T, heads, hd]
-    x1, x2 = x.chunk(2, dim=-1)
-    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-    out = torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
-    return out.flatten(1).to(dtype)
+    def forward(self, positions: torch.Tensor, qk: torch.Tensor) -> torch.Tensor:
+        num_tokens = qk.shape[0]
+        cos, sin = self.cos_sin[positions].chunk(2, dim=-1)  # [T, 1, hd/2] each
+        x1, x2 = qk.view(num_tokens, -1, self.head_dim).chunk(2, dim=-1)  # [T, heads, hd/2] each
+        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).flatten(1)

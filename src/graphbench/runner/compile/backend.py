@@ -1,15 +1,17 @@
 """graphbench's torch.compile backend: split the FX graph at attention, compile each piece with Inductor.
 
 Dynamo hands the backend one graph with the token dimension symbolic. The backend splits it at
-every splitting op, runs the split graph once on fake inputs to learn each piece's inputs, and
-compiles every piece that is not a splitting op with Inductor for a dynamic token count. Pieces
-also get concrete-shape variants (autotuned) for `compile_sizes`, compiled during start-up.
+every splitting op and compiles each distinct piece that is not a splitting op with Inductor for
+a dynamic token count (identical layer bodies share one compilation). Pieces also get
+concrete-shape variants (autotuned) for `compile_sizes`, compiled during start-up. Everything
+is saved (aot_store) so that a warm start needs neither Dynamo nor Inductor.
 """
 
 from __future__ import annotations
 
+import copy
+import logging
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -17,119 +19,86 @@ import torch
 import torch.fx as fx
 
 from graphbench.config.modes import CUDAGraphMode
+from graphbench.runner.compile.aot_store import AotStore, ArgPlan
+from graphbench.runner.compile.pieces import (
+    CompileStats,
+    PieceRunner,
+    _fake_args_from_meta,
+    _inductor_compile,
+    _PieceCompiler,
+    _size_getter,
+    piece_key,
+    size_spec,
+)
 from graphbench.runner.compile.split import Piece, split_graph
 from graphbench.runner.cudagraph import CUDAGraphWrapper
 
-
-@dataclass
-class CompileStats:
-    """Where compile time went (seconds) and what was compiled."""
-
-    inductor_seconds: float = 0.0
-    static_inductor_seconds: float = 0.0
-    num_pieces: int = 0
-    num_compiled_pieces: int = 0
-    num_static_variants: int = 0
-    piece_names: list[str] = field(default_factory=list)
-
-
-def _size_getter(fake_args: list[Any]) -> Callable[[tuple], int] | None:
-    """How to read the runtime token count from a piece's arguments."""
-    for i, arg in enumerate(fake_args):
-        if isinstance(arg, torch.SymInt):
-            return lambda args, i=i: int(args[i])
-    for i, arg in enumerate(fake_args):
-        if isinstance(arg, torch.Tensor) and arg.dim() > 0 and isinstance(arg.shape[0], torch.SymInt):
-            return lambda args, i=i: args[i].shape[0]
-    return None
-
-
-def _inductor_compile(graph: fx.GraphModule, example_args: list[Any], patches: dict[str, Any]) -> Callable:
-    """Inductor-compile one piece; the callable returns exactly what the piece's graph returns."""
-    import copy
-
-    from torch._inductor.compile_fx import compile_fx
-
-    output = next(n for n in graph.graph.nodes if n.op == "output")
-    returns_tuple = isinstance(output.args[0], (tuple, list))
-    # compile_fx may rewrite the graph it is given; the piece is compiled again for compile_sizes.
-    compiled = compile_fx(copy.deepcopy(graph), example_args, config_patches=patches)
-    if returns_tuple:
-        return compiled
-
-    def single_output(*args: Any) -> Any:
-        # Inductor may box a single output in a list/tuple, depending on how it was called.
-        out = compiled(*args)
-        return out[0] if isinstance(out, (tuple, list)) else out
-
-    return single_output
-
-
-class PieceRunner:
-    """Runs one compiled piece: the concrete-size variant when there is one, else the dynamic code."""
-
-    def __init__(self, name: str, graph: fx.GraphModule, dynamic_fn: Callable, size_of: Callable | None,
-                 compile_sizes: list[int], autotune: bool, stats: CompileStats):
-        self.name, self.graph, self.dynamic_fn, self.size_of = name, graph, dynamic_fn, size_of
-        self.compile_sizes = set(compile_sizes) if size_of is not None else set()
-        self.autotune, self.stats = autotune, stats
-        self.static_fns: dict[int, Callable] = {}
-        self.allow_compile = True  # switched off once start-up is over
-
-    def __call__(self, *args: Any) -> Any:
-        if self.compile_sizes:
-            size = self.size_of(args)
-            if size in self.compile_sizes:
-                fn = self.static_fns.get(size)
-                if fn is None:
-                    fn = self._compile_static(size, args)
-                return fn(*args)
-        return self.dynamic_fn(*args)
-
-    def _compile_static(self, size: int, args: tuple) -> Callable:
-        if not self.allow_compile:
-            raise RuntimeError(f"{self.name}: size {size} was not compiled at start-up")
-        started = time.perf_counter()
-        patches = {"max_autotune": True, "coordinate_descent_tuning": True} if self.autotune else {}
-        fn = _inductor_compile(self.graph, list(args), patches)
-        self.static_fns[size] = fn
-        self.stats.static_inductor_seconds += time.perf_counter() - started
-        self.stats.num_static_variants += 1
-        return fn
+__all__ = ["CompileStats", "SplittingBackend"]
+log = logging.getLogger("graphbench.compile")
 
 
 class SplittingBackend:
-    """The callable handed to torch.compile(backend=...)."""
+    """The callable handed to torch.compile(backend=...); also restores a saved split graph."""
 
     def __init__(self, splitting_ops: list[str], compile_sizes: list[int], autotune: bool,
-                 piecewise_graphs: bool, artefact_dir: Path | None):
+                 piecewise_graphs: bool, artefact_dir: Path | None, model: torch.nn.Module | None = None,
+                 aot: AotStore | None = None):
         self.splitting_ops = splitting_ops
         self.compile_sizes = compile_sizes
         self.autotune = autotune
         self.piecewise_graphs = piecewise_graphs
         self.artefact_dir = artefact_dir
+        self.model, self.aot = model, aot
         self.stats = CompileStats()
         self.runners: list[PieceRunner] = []
         self.wrappers: list[CUDAGraphWrapper] = []
+        self.dynamic_by_key: dict[str, Callable] = {}
+        self.static_by_key: dict[tuple[str, int], Callable] = {}
         self.split_module: fx.GraphModule | None = None
+        self.current_inputs: tuple[torch.Tensor, ...] = ()  # set by the caller around the first call
+
+    # -- cold: called by Dynamo with the traced graph -----------------------------------------
 
     def __call__(self, gm: fx.GraphModule, example_inputs: list[Any]) -> Callable:
         split, pieces = split_graph(gm, self.splitting_ops)
+        pristine = copy.deepcopy(split) if self.aot is not None else None
         self.split_module = split
         self.stats.num_pieces = len(pieces)
         self.stats.piece_names = [p.name for p in pieces]
-        to_compile = {p.name for p in pieces if not p.is_splitting_op}
-        _PieceCompiler(split, to_compile, self).run(*example_inputs)
-        self._save_artefacts(gm, split, pieces)
-        return split
+        to_compile = [p.name for p in pieces if not p.is_splitting_op]
+        infos: dict[str, dict] = {}
+        fake_args = _fake_args_from_meta(gm, split, to_compile)
+        if fake_args is None:  # fall back: propagate fake tensors through the split graph
+            _PieceCompiler(split, set(to_compile), self).run(*example_inputs)
+            pristine = None  # piece identities unknown to the saver
+        else:
+            for name in to_compile:
+                infos[name] = self.install(split, name, getattr(split, name), fake_args[name])
+        self._save_readable(gm, split, pieces)
+        if pristine is None:
+            return split
+        return _SaveOnFirstCall(split, pristine, infos, self)
 
-    def install(self, split: fx.GraphModule, name: str, graph: fx.GraphModule, fake_args: list[Any]) -> None:
-        started = time.perf_counter()
-        dynamic_fn = _inductor_compile(graph, fake_args, {})
-        self.stats.inductor_seconds += time.perf_counter() - started
+    def install(self, split: fx.GraphModule, name: str, graph: fx.GraphModule, fake_args: list[Any]) -> dict:
+        key = piece_key(graph, fake_args)
+        dynamic_fn = self.dynamic_by_key.get(key) if key else None
+        if dynamic_fn is None:
+            started = time.perf_counter()
+            dynamic_fn, artifact = _inductor_compile(graph, fake_args, {}, dynamic=True)
+            self.stats.inductor_seconds += time.perf_counter() - started
+            self.stats.num_distinct_pieces += 1
+            if key:
+                self.dynamic_by_key[key] = dynamic_fn
+                if self.aot is not None:
+                    self.aot.save_piece(artifact, key)
+        spec = size_spec(fake_args)
+        self._add_runner(split, name, graph, dynamic_fn, spec, key)
+        return {"key": key, "size": spec}
+
+    def _add_runner(self, split: fx.GraphModule, name: str, graph: fx.GraphModule, dynamic_fn: Callable,
+                    spec: list | None, key: str | None) -> PieceRunner:
         self.stats.num_compiled_pieces += 1
-        runner = PieceRunner(name, graph, dynamic_fn, _size_getter(fake_args), self.compile_sizes,
-                             self.autotune, self.stats)
+        runner = PieceRunner(name, graph, dynamic_fn, _size_getter(spec), self, key)
         self.runners.append(runner)
         target: Callable = runner
         if self.piecewise_graphs:
@@ -137,13 +106,51 @@ class SplittingBackend:
             self.wrappers.append(wrapper)
             target = wrapper
         split.__dict__[name] = target  # shadows the submodule: the split graph's code calls it
+        return runner
+
+    # -- warm: no Dynamo, no Inductor -------------------------------------------------------------
+
+    def restore(self) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None:
+        """Load the saved split graph and compiled pieces; None when a cold start is needed."""
+        if self.aot is None or self.model is None:
+            return None
+        loaded = self.aot.load_graph()
+        if loaded is None:
+            return None
+        split, infos, plan, saved_sizes = loaded
+        if sorted(saved_sizes) != sorted(self.compile_sizes):
+            return None
+        started = time.perf_counter()
+        graph_of = {info["key"]: getattr(split, name) for name, info in infos.items()}
+        try:
+            for key, graph in graph_of.items():
+                self.dynamic_by_key[key] = _unbox_for(graph, self.aot.load_piece(key))
+                for size in self.compile_sizes:
+                    if self.aot.has_static(key, size):
+                        self.static_by_key[(key, size)] = _unbox_for(graph, self.aot.load_piece(key, size))
+        except Exception as exc:  # unreadable artefact: compile afresh
+            log.warning("compiled pieces in %s could not be loaded (%s); compiling afresh", self.aot.directory, exc)
+            self.dynamic_by_key.clear()
+            self.static_by_key.clear()
+            return None
+        for name, info in infos.items():
+            key = info["key"]
+            runner = self._add_runner(split, name, getattr(split, name), self.dynamic_by_key[key], info["size"], key)
+            for size in self.compile_sizes:
+                if (key, size) in self.static_by_key:
+                    runner.static_fns[size] = self.static_by_key[(key, size)]
+        self.stats.load_seconds = time.perf_counter() - started
+        self.stats.num_pieces = len(list(split.named_children()))
+        self.stats.num_distinct_pieces = len(self.dynamic_by_key)
+        self.split_module = split
+        return _SavedForward(split, plan, self.model)
 
     def finish_startup(self) -> None:
         """No compilation after start-up: a missing variant is then an error, not a stall."""
         for runner in self.runners:
             runner.allow_compile = False
 
-    def _save_artefacts(self, gm: fx.GraphModule, split: fx.GraphModule, pieces: list[Piece]) -> None:
+    def _save_readable(self, gm: fx.GraphModule, split: fx.GraphModule, pieces: list[Piece]) -> None:
         if self.artefact_dir is None:
             return
         self.artefact_dir.mkdir(parents=True, exist_ok=True)
@@ -152,23 +159,38 @@ class SplittingBackend:
         (self.artefact_dir / "split_graph.py").write_text("\n".join(lines) + "\n\n" + split.code)
 
 
-class _PieceCompiler(torch.fx.Interpreter):
-    """Runs the split graph on fake inputs; compiles each piece with the fake arguments it receives."""
+def _unbox_for(graph: fx.GraphModule, compiled: Callable) -> Callable:
+    from graphbench.runner.compile.pieces import _returns_single, _unbox
 
-    def __init__(self, split: fx.GraphModule, to_compile: set[str], backend: SplittingBackend):
-        super().__init__(split)
-        self.split, self.to_compile, self.backend = split, to_compile, backend
-        self.fake_mode = torch._guards.detect_fake_mode()
+    return _unbox(compiled, _returns_single(graph))
 
-    def run(self, *args: Any) -> Any:
-        from torch._dispatch.python import enable_python_dispatcher
 
-        fake_args = [self.fake_mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args]
-        with self.fake_mode, enable_python_dispatcher():
-            return super().run(*fake_args)
+class _SaveOnFirstCall:
+    """Runs the split graph; at its first real call, records the argument plan and saves it all."""
 
-    def call_module(self, target: str, args: Any, kwargs: Any) -> Any:
-        output = super().call_module(target, args, kwargs)
-        if target in self.to_compile:
-            self.backend.install(self.split, target, self.fetch_attr(target), list(args))
-        return output
+    def __init__(self, split: fx.GraphModule, pristine: fx.GraphModule, infos: dict, backend: SplittingBackend):
+        self.split, self.pristine, self.infos, self.backend = split, pristine, infos, backend
+
+    def __call__(self, *args: Any) -> Any:
+        if self.pristine is not None:
+            backend, self.pristine, pristine = self.backend, None, self.pristine
+            plan = ArgPlan.record(args, backend.model, backend.current_inputs) if backend.model is not None else None
+            if plan is not None:
+                backend.aot.save_graph(pristine, self.infos, plan, list(backend.compile_sizes))
+        return self.split(*args)
+
+
+class _SavedForward:
+    """forward(input_ids, positions) over a restored split graph, arguments placed by the plan."""
+
+    def __init__(self, split: fx.GraphModule, plan: ArgPlan, model: torch.nn.Module):
+        self.split, self.plan = split, plan
+        self.args = plan.bind(model)
+        self.dynamic = [(i, kind, index) for i, (kind, index) in enumerate(plan.entries) if kind in ("input", "size")]
+
+    def __call__(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        inputs = (input_ids, positions)
+        args = list(self.args)
+        for i, kind, index in self.dynamic:
+            args[i] = inputs[index] if kind == "input" else inputs[index].shape[0]
+        return self.split(*args)[0]

@@ -1,0 +1,191 @@
+"""Compiled pieces: Inductor compilation of one piece, its runner, and how pieces are told apart."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+import torch
+import torch.fx as fx
+
+from graphbench.runner.compile.aot_store import standalone_available
+
+if TYPE_CHECKING:
+    from graphbench.runner.compile.backend import SplittingBackend
+
+
+@dataclass
+class CompileStats:
+    """Where compile time went (seconds) and what was compiled."""
+
+    inductor_seconds: float = 0.0
+    static_inductor_seconds: float = 0.0
+    num_pieces: int = 0
+    num_compiled_pieces: int = 0
+    num_distinct_pieces: int = 0  # compiled by Inductor; identical layer bodies share one
+    load_seconds: float = 0.0  # warm start: loading the saved split graph and pieces
+    num_static_variants: int = 0
+    piece_names: list[str] = field(default_factory=list)
+
+
+def size_spec(fake_args: list[Any]) -> list | None:
+    """Where a piece's runtime token count is: ["symint", i] or ["dim0", i] (JSON-able), or None."""
+    for i, arg in enumerate(fake_args):
+        if isinstance(arg, torch.SymInt):
+            return ["symint", i]
+    for i, arg in enumerate(fake_args):
+        if isinstance(arg, torch.Tensor) and arg.dim() > 0 and isinstance(arg.shape[0], torch.SymInt):
+            return ["dim0", i]
+    return None
+
+
+def _size_getter(spec: list | None) -> Callable[[tuple], int] | None:
+    if spec is None:
+        return None
+    kind, i = spec
+    return (lambda args: int(args[i])) if kind == "symint" else (lambda args: args[i].shape[0])
+
+
+def _returns_single(graph: fx.GraphModule) -> bool:
+    output = next(n for n in graph.graph.nodes if n.op == "output")
+    return not isinstance(output.args[0], (tuple, list))
+
+
+def _unbox(compiled: Callable, single: bool) -> Callable:
+    """Make the callable return exactly what the piece's graph returns (Inductor may box one output)."""
+    if not single:
+        return compiled
+
+    def single_output(*args: Any) -> Any:
+        out = compiled(*args)
+        return out[0] if isinstance(out, (tuple, list)) else out
+
+    return single_output
+
+
+def _inductor_compile(graph: fx.GraphModule, example_args: list[Any], patches: dict[str, Any],
+                      dynamic: bool) -> tuple[Callable, Any]:
+    """Inductor-compile one piece -> (callable, saveable artefact or None).
+
+    dynamic: symbolic token count from the ambient trace; else specialised to example_args.
+    """
+    import copy
+
+    single = _returns_single(graph)
+    graph = copy.deepcopy(graph)  # compilation may rewrite it; the piece is compiled again for compile_sizes
+    if standalone_available():
+        artifact = torch._inductor.standalone_compile(
+            graph, example_args, dynamic_shapes="from_tracing_context" if dynamic else "from_example_inputs",
+            options={"config_patches": patches})
+        return _unbox(artifact, single), artifact
+    from torch._inductor.compile_fx import compile_fx
+
+    return _unbox(compile_fx(graph, example_args, config_patches=patches), single), None
+
+
+def piece_key(graph: fx.GraphModule, fake_args: list[Any]) -> str | None:
+    """Structural identity of a piece: same ops on same-shaped inputs compile to the same code.
+
+    The layer bodies of a decoder are identical pieces (weights are inputs, not constants), so
+    each distinct piece is compiled once. None when the piece holds constants (not shareable).
+    """
+    index: dict[fx.Node, int] = {}
+    parts = []
+    for i, node in enumerate(graph.graph.nodes):
+        if node.op == "get_attr":
+            return None
+        index[node] = i
+        args = fx.node.map_arg((node.args, node.kwargs), lambda n: f"%{index[n]}")
+        parts.append(f"{node.op}|{node.target if node.op != 'placeholder' else ''}|{args}")
+    for arg in fake_args:
+        if isinstance(arg, torch.Tensor):
+            parts.append(f"T{tuple(map(str, arg.shape))}{tuple(map(str, arg.stride()))}{arg.dtype}{arg.device}")
+        else:
+            parts.append(f"{type(arg).__name__}:{arg}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+class PieceRunner:
+    """Runs one compiled piece: the concrete-size variant when there is one, else the dynamic code."""
+
+    def __init__(self, name: str, graph: fx.GraphModule, dynamic_fn: Callable, size_of: Callable | None,
+                 backend: "SplittingBackend", key: str | None):
+        self.name, self.graph, self.dynamic_fn, self.size_of = name, graph, dynamic_fn, size_of
+        self.compile_sizes = set(backend.compile_sizes) if size_of is not None else set()
+        self.backend, self.key = backend, key
+        self.static_fns: dict[int, Callable] = {}
+        self.allow_compile = True  # switched off once start-up is over
+
+    def __call__(self, *args: Any) -> Any:
+        if self.compile_sizes:
+            size = self.size_of(args)
+            if size in self.compile_sizes:
+                fn = self.static_fns.get(size)
+                if fn is None:
+                    fn = self._compile_static(size, args)
+                return fn(*args)
+        return self.dynamic_fn(*args)
+
+    def _compile_static(self, size: int, args: tuple) -> Callable:
+        if not self.allow_compile:
+            raise RuntimeError(f"{self.name}: size {size} was not compiled at start-up")
+        backend = self.backend
+        shared = backend.static_by_key.get((self.key, size)) if self.key else None
+        if shared is not None:
+            self.static_fns[size] = shared
+            return shared
+        started = time.perf_counter()
+        patches = {"max_autotune": True, "coordinate_descent_tuning": True} if backend.autotune else {}
+        fn, artifact = _inductor_compile(self.graph, list(args), patches, dynamic=False)
+        self.static_fns[size] = fn
+        if self.key:
+            backend.static_by_key[(self.key, size)] = fn
+            if backend.aot is not None:
+                backend.aot.save_piece(artifact, self.key, size)
+        backend.stats.static_inductor_seconds += time.perf_counter() - started
+        backend.stats.num_static_variants += 1
+        return fn
+
+
+def _fake_args_from_meta(gm: fx.GraphModule, split: fx.GraphModule, names: list[str]) -> dict[str, list] | None:
+    """Each piece's fake inputs, read from the traced graph's node metadata (no re-propagation).
+
+    split_module names a piece's placeholders after the traced nodes they stand for. None if
+    any input cannot be found (the caller then propagates fake tensors instead).
+    """
+    values = {}
+    for node in gm.graph.nodes:
+        value = node.meta.get("example_value", node.meta.get("val"))
+        if value is not None:
+            values[node.name] = value
+    result = {}
+    for name in names:
+        placeholders = [n.name for n in getattr(split, name).graph.nodes if n.op == "placeholder"]
+        if any(p not in values for p in placeholders):
+            return None
+        result[name] = [values[p] for p in placeholders]
+    return result
+
+
+class _PieceCompiler(torch.fx.Interpreter):
+    """Runs the split graph on fake inputs; compiles each piece with the fake arguments it receives."""
+
+    def __init__(self, split: fx.GraphModule, to_compile: set[str], backend: "SplittingBackend"):
+        super().__init__(split)
+        self.split, self.to_compile, self.backend = split, to_compile, backend
+        self.fake_mode = torch._guards.detect_fake_mode()
+
+    def run(self, *args: Any) -> Any:
+        from torch._dispatch.python import enable_python_dispatcher
+
+        fake_args = [self.fake_mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args]
+        with self.fake_mode, enable_python_dispatcher():
+            return super().run(*fake_args)
+
+    def call_module(self, target: str, args: Any, kwargs: Any) -> Any:
+        output = super().call_module(target, args, kwargs)
+        if target in self.to_compile:
+            self.backend.install(self.split, target, self.fetch_attr(target), list(args))
+        return output
