@@ -54,3 +54,6 @@ def main() -> None:
 from graphbench.cli import ladder  # noqa: E402,F401
 from graphbench.cli import generate  # noqa: E402,F401
 from graphbench.cli import cache  # noqa: E402,F401
+from graphbench.cli import run  # noqa: E402,F401
+from graphbench.cli import sweep  # noqa: E402,F401
+from graphbench.cli import compare_gate  # noqa: E402,F401

@@ -1,0 +1,77 @@
+"""Drives a workload through graphbench's engine and measures one repeat."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any
+
+from graphbench.bench.decode_timing import random_prompts
+from graphbench.bench.metrics import request_metrics, step_metrics
+from graphbench.bench.workloads import RequestSpec, Workload
+
+
+def _prompt(spec: RequestSpec, vocab_size: int, seed: int) -> list[int]:
+    return random_prompts(1, spec.prompt_len, vocab_size, seed)[0]
+
+
+def run_engine_workload(engine, workload: Workload, specs: list[RequestSpec] | None = None,
+                        seed_offset: int = 0) -> dict[str, Any]:
+    """Run every request of the workload to completion; return this repeat's metrics."""
+    import torch
+
+    from graphbench.runner.request import SamplingParams
+
+    specs = specs if specs is not None else workload.requests()
+    vocab = engine.arch.vocab_size
+    prompts = [_prompt(s, vocab, workload.seed * 100003 + seed_offset * 7919 + i) for i, s in enumerate(specs)]
+    cuda = engine.device.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    first_record = len(engine.records)
+    pending = deque(zip(specs, prompts))
+    finished: list[Any] = []
+    in_flight = 0
+    start = time.perf_counter()
+    while pending or engine.has_unfinished():
+        now = time.perf_counter()
+        if workload.kind == "closed":
+            while pending and in_flight < workload.concurrency:
+                spec, prompt = pending.popleft()
+                engine.add_request(prompt, SamplingParams(max_tokens=spec.output_len))
+                in_flight += 1
+        else:
+            while pending and start + pending[0][0].arrival_s <= now:
+                spec, prompt = pending.popleft()
+                request = engine.add_request(prompt, SamplingParams(max_tokens=spec.output_len))
+                request.arrival_time = start + spec.arrival_s  # latency counts from the scheduled arrival
+            if not engine.has_unfinished() and pending:
+                time.sleep(max(0.0, start + pending[0][0].arrival_s - time.perf_counter()))
+                continue
+        done = engine.step()
+        finished += done
+        in_flight -= len(done)
+    duration = time.perf_counter() - start
+    output_tokens = sum(len(r.output_token_ids) for r in finished)
+    prompt_tokens = sum(len(r.prompt_token_ids) for r in finished)
+    result: dict[str, Any] = {
+        "output_tokens_per_s": output_tokens / duration,
+        "total_tokens_per_s": (output_tokens + prompt_tokens) / duration,
+        "requests_per_s": len(finished) / duration,
+        "duration_s": duration,
+        "num_requests": len(finished),
+    }
+    result.update(request_metrics(finished))
+    result.update(step_metrics(engine.records[first_record:]))
+    result["peak_memory_bytes"] = torch.cuda.max_memory_allocated() if cuda else None
+    del engine.records[first_record:]  # keep memory flat over long sweeps
+    return result
+
+
+def warm_up(engine, workload: Workload) -> None:
+    """A short run of the same shape (concurrency, prompt length), outside the measurement."""
+    specs = workload.requests()[: max(1, workload.concurrency)]
+    short = [RequestSpec(None, s.prompt_len, min(8, s.output_len)) for s in specs]
+    closed = Workload(kind="closed", concurrency=max(1, workload.concurrency), seed=workload.seed + 1)
+    run_engine_workload(engine, closed, short, seed_offset=999)

@@ -1,0 +1,84 @@
+"""Serving metrics from request timestamps and step records (pure Python)."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from typing import Any, Iterable
+
+SUMMARY_PERCENTILES = {"tpot_ms": ("p50", "p99"), "ttft_ms": ("p50", "p99"), "itl_ms": ("p99",),
+                       "e2e_ms": ("p99",), "step_ms": ("p50",)}
+
+
+def quantile(values: list[float], q: float) -> float:
+    """Linear-interpolation quantile (numpy's default)."""
+    data = sorted(values)
+    if not data:
+        return float("nan")
+    pos = (len(data) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(data) - 1)
+    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+
+
+def distribution(values: list[float]) -> dict[str, float]:
+    """mean, p50, p90, p99 of a list (NaN when empty)."""
+    if not values:
+        nan = float("nan")
+        return {"mean": nan, "p50": nan, "p90": nan, "p99": nan}
+    return {"mean": statistics.fmean(values), "p50": quantile(values, 0.5), "p90": quantile(values, 0.9),
+            "p99": quantile(values, 0.99)}
+
+
+def request_metrics(requests: Iterable[Any]) -> dict[str, Any]:
+    """TTFT, TPOT, ITL and end-to-end latency (ms) from finished requests' timestamps."""
+    ttft, tpot, itl, e2e = [], [], [], []
+    for r in requests:
+        ttft.append((r.first_token_time - r.arrival_time) * 1e3)
+        e2e.append((r.finish_time - r.arrival_time) * 1e3)
+        n = len(r.token_times)
+        if n > 1:
+            tpot.append((r.finish_time - r.first_token_time) / (n - 1) * 1e3)
+            itl += [(b - a) * 1e3 for a, b in zip(r.token_times, r.token_times[1:])]
+    return {"ttft_ms": distribution(ttft), "tpot_ms": distribution(tpot), "itl_ms": distribution(itl),
+            "e2e_ms": distribution(e2e)}
+
+
+def step_metrics(records: list[Any]) -> dict[str, Any]:
+    """Step time, padding actually paid, eager fraction, batch-size histogram from step records."""
+    if not records:
+        return {"num_steps": 0}
+    real = [r.descriptor.num_tokens for r in records]
+    padded = [r.padded_tokens for r in records]
+    modes = Counter(r.runtime_mode for r in records)
+    return {
+        "num_steps": len(records),
+        "step_ms": distribution([r.seconds * 1e3 for r in records]),
+        # the ladder's definition: (padded - n) / padded per batch, eager batches count 0
+        "padding_waste_pct": 100 * statistics.fmean((p - n) / p for p, n in zip(padded, real)),
+        "padding_overhead": sum(padded) / sum(real) - 1,
+        "eager_fraction": modes.get("NONE", 0) / len(records),
+        "runtime_modes": dict(sorted(modes.items())),
+        "batch_size_histogram": {str(k): v for k, v in sorted(Counter(real).items())},
+    }
+
+
+def summarize(repeats: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """median, IQR, min, max, spread % and n over repeats for every scalar metric (and key percentiles)."""
+    flat: dict[str, list[float]] = {}
+    for rep in repeats:
+        for key, value in rep.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                flat.setdefault(key, []).append(float(value))
+        for key, pcts in SUMMARY_PERCENTILES.items():
+            for p in pcts:
+                if key in rep:
+                    flat.setdefault(f"{key[:-3]}_{p}_ms", []).append(rep[key][p])
+    summary = {}
+    for key, values in flat.items():
+        median = statistics.median(values)
+        summary[key] = {
+            "median": median, "iqr": quantile(values, 0.75) - quantile(values, 0.25),
+            "min": min(values), "max": max(values),
+            "spread_pct": 100 * (max(values) - min(values)) / median if median else 0.0, "n": len(values)}
+    return summary

@@ -1,0 +1,143 @@
+"""Peers in the same sweep: transformers' model on the same architecture and seeded weights.
+
+hf-eager: `generate` with its dynamic cache. hf-compile: `generate` with its static cache, which
+makes transformers compile the forward on CUDA. transformers has no continuous batching, so a
+closed-loop workload of concurrency C runs as successive batches of C requests (left-padded);
+a streamer timestamps every generated step, giving TTFT, TPOT, ITL and E2E like the engine's.
+Open-loop workloads do not apply to a static batcher and are skipped (recorded as such).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from graphbench.bench.decode_timing import build_hf_model, random_prompts
+from graphbench.bench.environment import environment, machine_name, utc_now
+from graphbench.bench.metrics import request_metrics, summarize
+from graphbench.bench.workloads import Workload
+from graphbench.config import load_arch
+from graphbench.reports.store import write_result
+
+
+@dataclass
+class _Timed:
+    arrival_time: float
+    output_len: int
+    prompt_len: int
+    token_times: list[float] = field(default_factory=list)
+    first_token_time: float = 0.0
+    finish_time: float = 0.0
+
+
+class _StepClock:
+    """A generate() streamer that records when each step's tokens come out (the first put is the prompt)."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self._prompt_seen = False
+
+    def put(self, value: Any) -> None:
+        if not self._prompt_seen:
+            self._prompt_seen = True
+            return
+        self.times.append(time.perf_counter())
+
+    def end(self) -> None:
+        pass
+
+
+def _run_wave(model, prompts: list[list[int]], output_lens: list[int], static: bool) -> list[_Timed]:
+    import torch
+
+    device = next(model.parameters()).device
+    width = max(map(len, prompts))
+    ids = torch.zeros(len(prompts), width, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, p in enumerate(prompts):  # left padding
+        ids[i, width - len(p):] = torch.tensor(p)
+        mask[i, width - len(p):] = 1
+    clock = _StepClock()
+    steps = max(output_lens)
+    extra = {"cache_implementation": "static"} if static else {}
+    start = time.perf_counter()
+    with torch.inference_mode():
+        model.generate(ids.to(device), attention_mask=mask.to(device), max_new_tokens=steps, min_new_tokens=steps,
+                       do_sample=False, pad_token_id=0, streamer=clock, **extra)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    timed = []
+    for p, n in zip(prompts, output_lens):
+        t = _Timed(start, n, len(p), token_times=clock.times[:n])
+        t.first_token_time, t.finish_time = t.token_times[0], t.token_times[-1]
+        timed.append(t)
+    return timed
+
+
+def run_peer_workload(model, workload: Workload, static: bool, vocab_size: int, seed_offset: int) -> dict[str, Any]:
+    import torch
+
+    specs = workload.requests()
+    prompts = [random_prompts(1, s.prompt_len, vocab_size, workload.seed * 100003 + seed_offset * 7919 + i)[0]
+               for i, s in enumerate(specs)]
+    cuda = next(model.parameters()).device.type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    finished: list[_Timed] = []
+    for i in range(0, len(specs), workload.concurrency):
+        wave = slice(i, i + workload.concurrency)
+        finished += _run_wave(model, prompts[wave], [s.output_len for s in specs[wave]], static)
+    duration = time.perf_counter() - start
+    out = sum(t.output_len for t in finished)
+    result = {"output_tokens_per_s": out / duration, "total_tokens_per_s": (out + sum(t.prompt_len for t in finished)) / duration,
+              "requests_per_s": len(finished) / duration, "duration_s": duration, "num_requests": len(finished),
+              "num_steps": 0, "peak_memory_bytes": torch.cuda.max_memory_allocated() if cuda else None}
+    result.update(request_metrics(finished))
+    return result
+
+
+def run_peer_point(system: str, model_name: str, dtype_name: str, device: str, workloads: list[Workload], repeats: int,
+                   label: str, results_dir, seed: int = 0, progress=lambda message: None):
+    """Measure a transformers peer on the workloads and write its result file."""
+    import torch
+
+    from graphbench.runner.device import DTYPES, resolve_device, resolve_dtype
+
+    device_obj = resolve_device(device)
+    dtype = resolve_dtype(dtype_name, device_obj) if dtype_name == "auto" else DTYPES[dtype_name]
+    arch = load_arch(model_name)
+    progress("loading model")
+    started = time.perf_counter()
+    model = build_hf_model(arch, dtype, device_obj.type, seed)
+    load_s = time.perf_counter() - started
+    static = system == "hf-compile"
+    measured, first_call_s = [], 0.0
+    for workload in workloads:
+        if workload.kind != "closed":
+            progress(f"{workload.name}: skipped (static batching has no open loop)")
+            continue
+        progress(f"{workload.name}: warm-up")
+        t0 = time.perf_counter()
+        warm = Workload(kind="closed", concurrency=workload.concurrency, num_requests=workload.concurrency,
+                        prompt_len=workload.prompt_len, output_len=workload.output_len, seed=workload.seed + 1)
+        run_peer_workload(model, warm, static, arch.vocab_size, 999)
+        first_call_s = max(first_call_s, time.perf_counter() - t0)
+        repeats_out = []
+        for i in range(repeats):
+            progress(f"{workload.name}: repeat {i + 1}/{repeats}")
+            repeats_out.append(run_peer_workload(model, workload, static, arch.vocab_size, i))
+        measured.append(dict(workload.to_dict(), repeats=repeats_out, summary=summarize(repeats_out)))
+    env = environment(device_obj.type)
+    startup = {"cold": True, "total_s": load_s, "load_s": load_s, "first_call_s": first_call_s, "dynamo_s": 0.0,
+               "inductor_s": 0.0, "compile_sizes_s": 0.0, "loaded_s": 0.0, "capture_s": 0.0, "graph_memory_bytes": 0,
+               "num_graphs": {}, "cudagraph_mode": {}, "capture_sizes": []}
+    result = {"label": label, "system": system, "status": "ok", "failure": None, "created_utc": utc_now(),
+              "environment": env, "model": model_name,
+              "config": {"model": {"model": model_name, "dtype": str(dtype).removeprefix("torch."), "device": device_obj.type}},
+              "config_hash": None, "sweep": {}, "startup": startup, "startups": [startup], "workloads": measured}
+    del model
+    if device_obj.type == "cuda":
+        torch.cuda.empty_cache()
+    return write_result(results_dir, machine_name(env), label, result)

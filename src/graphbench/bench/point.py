@@ -1,0 +1,123 @@
+"""One benchmark point: start the engine (cold, then warm), run every workload with repeats, write a result.
+
+`graphbench run` calls `run_point` in its own process; `graphbench sweep` starts one such
+process per point.
+"""
+
+from __future__ import annotations
+
+import gc
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from graphbench.bench.environment import environment, machine_name, utc_now
+from graphbench.bench.metrics import summarize
+from graphbench.bench.workloads import Workload
+from graphbench.config import EngineConfig
+from graphbench.reports.store import write_result
+
+
+@dataclass
+class PointSpec:
+    config: EngineConfig
+    workloads: list[Workload]
+    label: str
+    repeats: int = 3
+    startups: tuple[str, ...] = ("warm",)  # "cold" clears this config's compile cache first
+    system: str = "graphbench"
+    sweep: dict[str, Any] = field(default_factory=dict)
+
+
+def startup_dict(engine, cold: bool, wall_s: float) -> dict[str, Any]:
+    r = engine.report
+    return {
+        "cold": cold, "total_s": wall_s, "load_s": r.load_seconds, "kv_cache_s": r.kv_cache_seconds,
+        "dynamo_s": r.dynamo_seconds, "inductor_s": r.inductor_seconds, "compile_sizes_s": r.compile_sizes_seconds,
+        "loaded_s": r.compile_loaded_seconds, "compile_loaded": r.compile_loaded, "capture_s": r.capture_seconds,
+        "graph_memory_bytes": r.graph_memory_bytes, "num_graphs": r.num_graphs, "num_recordings": r.num_recordings,
+        "cudagraph_mode": r.cudagraph_mode, "kv_cache_tokens": r.num_kv_tokens, "weights_bytes": r.weights_bytes,
+        "compile_cache_dir": r.compile_cache_dir,
+        "capture_sizes": list(engine.dispatcher.capture_sizes),
+    }
+
+
+def _clear_compile_cache(engine_dir: str | None) -> None:
+    if engine_dir:
+        shutil.rmtree(Path(engine_dir).parent, ignore_errors=True)
+
+
+def _start(config: EngineConfig, cold: bool, previous_dir: str | None):
+    import torch
+
+    from graphbench.runner.engine import Engine
+
+    if cold:
+        _clear_compile_cache(previous_dir or _cache_dir_for(config))
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    started = time.perf_counter()
+    engine = Engine(config)
+    return engine, startup_dict(engine, cold, time.perf_counter() - started)
+
+
+def _cache_dir_for(config: EngineConfig) -> str | None:
+    """This config's compile-cache directory, as the engine will compute it."""
+    import torch
+
+    from graphbench.config import CompileMode
+    from graphbench.runner.compile.cache import compile_hash, rank_dir
+    from graphbench.runner.device import dtype_name, resolve_device, resolve_dtype
+
+    resolved = config.resolve()
+    if resolved.compilation.mode != CompileMode.COMPILE:
+        return None
+    device = resolve_device(resolved.model.device)
+    resolved.model.device, resolved.model.dtype = device.type, dtype_name(resolve_dtype(resolved.model.dtype, device))
+    return str(rank_dir(compile_hash(resolved.compute_hash(), torch.__version__)))
+
+
+def run_point(spec: PointSpec, results_dir: str | Path,
+              progress: Callable[[str], None] = lambda message: None) -> Path:
+    """Measure one point and write its result file; return the file."""
+    from graphbench.bench.driver import run_engine_workload, warm_up
+
+    startups, engine = [], None
+    for kind in spec.startups:
+        if engine is not None:
+            previous = engine.report.compile_cache_dir
+            del engine
+            gc.collect()
+        else:
+            previous = None
+        progress(f"{kind} start")
+        engine, startup = _start(spec.config, kind == "cold", previous)
+        startups.append(startup)
+    env = environment(engine.device.type)
+    workloads = []
+    for workload in spec.workloads:
+        progress(f"{workload.name}: warm-up")
+        warm_up(engine, workload)
+        repeats = []
+        for i in range(spec.repeats):
+            progress(f"{workload.name}: repeat {i + 1}/{spec.repeats}")
+            repeats.append(run_engine_workload(engine, workload, seed_offset=i))
+        workloads.append(dict(workload.to_dict(), repeats=repeats, summary=summarize(repeats)))
+    result = {
+        "label": spec.label, "system": spec.system, "status": "ok", "failure": None, "created_utc": utc_now(),
+        "environment": env, "model": spec.config.model.model, "config": engine.config.to_dict(),
+        "config_hash": engine.config.compute_hash(), "sweep": spec.sweep,
+        "startup": startups[-1], "startups": startups, "workloads": workloads,
+    }
+    return write_result(results_dir, machine_name(env), spec.label, result)
+
+
+def failed_result(label: str, system: str, config: dict[str, Any] | None, reason: str, stderr_tail: str,
+                  sweep: dict[str, Any] | None = None, env: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The record of a point that crashed, ran out of memory or timed out."""
+    return {"label": label, "system": system, "status": "failed",
+            "failure": {"reason": reason, "stderr_tail": stderr_tail[-4000:]}, "created_utc": utc_now(),
+            "environment": env or {}, "model": (config or {}).get("model", {}).get("model"), "config": config or {},
+            "config_hash": None, "sweep": sweep or {}, "startup": None, "startups": [], "workloads": []}

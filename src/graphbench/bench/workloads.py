@@ -1,0 +1,148 @@
+"""Workloads: closed-loop concurrency, Poisson open-loop at a rate, trace replay. Seeded, reproducible.
+
+A workload expands to a list of RequestSpec(arrival_s, prompt_len, output_len); closed-loop
+workloads have no arrival times (a request starts when one of the C in flight finishes).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from graphbench.errors import GraphbenchError
+
+KINDS = ("closed", "poisson", "trace")
+
+
+@dataclass(frozen=True)
+class LengthDist:
+    """fixed:N | uniform:A-B | normal:MEAN,STD (clipped to >= 1)."""
+
+    dist: str = "fixed"
+    a: float = 128
+    b: float = 0
+
+    @classmethod
+    def parse(cls, text: str | int, what: str) -> "LengthDist":
+        text = str(text).strip()
+        try:
+            if ":" not in text:
+                return cls._checked("fixed", int(text), 0, what)
+            kind, spec = text.split(":", 1)
+            if kind == "fixed":
+                return cls._checked("fixed", int(spec), 0, what)
+            if kind == "uniform":
+                lo, hi = (int(x) for x in spec.split("-"))
+                if hi < lo:
+                    raise ValueError
+                return cls._checked("uniform", lo, hi, what)
+            if kind == "normal":
+                mean, std = (float(x) for x in spec.split(","))
+                return cls._checked("normal", mean, std, what)
+        except ValueError:
+            pass
+        raise GraphbenchError(f"{what} must look like 128, fixed:128, uniform:64-256 or normal:128,32; got {text!r}")
+
+    @classmethod
+    def _checked(cls, dist: str, a: float, b: float, what: str) -> "LengthDist":
+        if a < 1 or b < 0:
+            raise GraphbenchError(f"{what} must be positive, got {dist}:{a},{b}")
+        return cls(dist, a, b)
+
+    def sample(self, rng: random.Random) -> int:
+        if self.dist == "fixed":
+            return int(self.a)
+        if self.dist == "uniform":
+            return rng.randint(int(self.a), int(self.b))
+        return max(1, round(rng.gauss(self.a, self.b)))
+
+    def max(self) -> int:
+        return int(self.a) if self.dist == "fixed" else int(self.b) if self.dist == "uniform" else int(self.a + 4 * self.b)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dist": self.dist, "value": int(self.a)} if self.dist == "fixed" else asdict(self)
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    arrival_s: float | None
+    prompt_len: int
+    output_len: int
+
+
+@dataclass
+class Workload:
+    kind: str = "closed"
+    concurrency: int = 1
+    num_requests: int | None = None  # default: 4 x concurrency (closed) or 32 (open loop)
+    request_rate: float | None = None  # requests/s for poisson
+    prompt_len: LengthDist = field(default_factory=lambda: LengthDist("fixed", 128))
+    output_len: LengthDist = field(default_factory=lambda: LengthDist("fixed", 64))
+    trace: str | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise GraphbenchError(f"unknown workload kind {self.kind!r}; choose from {', '.join(KINDS)}")
+        if self.kind == "closed" and self.concurrency < 1:
+            raise GraphbenchError(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.kind == "poisson" and not (self.request_rate and self.request_rate > 0):
+            raise GraphbenchError("a poisson workload needs --request-rate > 0")
+        if self.kind == "trace" and not self.trace:
+            raise GraphbenchError("a trace workload needs --trace FILE.jsonl")
+        if self.num_requests is not None and self.num_requests < 1:
+            raise GraphbenchError(f"num_requests must be >= 1, got {self.num_requests}")
+
+    @property
+    def name(self) -> str:
+        if self.kind == "closed":
+            return f"closed-c{self.concurrency}"
+        if self.kind == "poisson":
+            return f"poisson-r{self.request_rate:g}"
+        return f"trace-{Path(self.trace).stem}"
+
+    def requests(self) -> list[RequestSpec]:
+        """The seeded request list (same seed, same requests, on any machine)."""
+        if self.kind == "trace":
+            return load_trace(self.trace)
+        rng = random.Random(self.seed)
+        count = self.num_requests or (4 * self.concurrency if self.kind == "closed" else 32)
+        specs, clock = [], 0.0
+        for _ in range(count):
+            arrival = None
+            if self.kind == "poisson":
+                clock += rng.expovariate(self.request_rate)
+                arrival = clock
+            specs.append(RequestSpec(arrival, self.prompt_len.sample(rng), self.output_len.sample(rng)))
+        return specs
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "concurrency": self.concurrency if self.kind == "closed" else None,
+                "request_rate": self.request_rate, "prompt_len": self.prompt_len.to_dict(),
+                "output_len": self.output_len.to_dict(), "num_requests": len(self.requests()), "seed": self.seed,
+                "trace": self.trace}
+
+
+def load_trace(path: str | Path) -> list[RequestSpec]:
+    """JSONL lines {"arrival_s": float, "prompt_len": int, "output_len": int}, sorted by arrival."""
+    path = Path(path)
+    if not path.is_file():
+        raise GraphbenchError(f"trace file not found: {path}")
+    specs = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            spec = RequestSpec(float(row["arrival_s"]), int(row["prompt_len"]), int(row["output_len"]))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise GraphbenchError(f"{path}:{number}: expected arrival_s, prompt_len, output_len ({exc})") from None
+        if spec.arrival_s < 0 or spec.prompt_len < 1 or spec.output_len < 1:
+            raise GraphbenchError(f"{path}:{number}: arrival_s must be >= 0 and lengths >= 1")
+        specs.append(spec)
+    if not specs:
+        raise GraphbenchError(f"trace {path} holds no requests")
+    return sorted(specs, key=lambda s: s.arrival_s)

@@ -1,0 +1,106 @@
+"""`graphbench run`: one configuration, one fresh process, one result file."""
+
+from typing import Annotated, Optional
+
+import typer
+
+from graphbench.cli.engine_options import parse_int_list, with_engine_options
+from graphbench.cli.main import app
+from graphbench.config import EngineConfig
+from graphbench.errors import GraphbenchError
+
+WORKLOAD = "Workload options"
+
+
+def build_workloads(concurrency: Optional[str], request_rate: Optional[str], trace: Optional[str], prompt_len: str,
+                    output_len: str, num_requests: Optional[int], seed: int) -> list:
+    """The workloads a run measures: closed-loop levels, Poisson rates, a trace."""
+    from graphbench.bench.workloads import LengthDist, Workload
+
+    prompt, output = LengthDist.parse(prompt_len, "--prompt-len"), LengthDist.parse(output_len, "--output-len")
+    common = dict(prompt_len=prompt, output_len=output, num_requests=num_requests, seed=seed)
+    workloads = [Workload(kind="closed", concurrency=c, **common) for c in parse_int_list(concurrency, "--concurrency") or []]
+    for text in (request_rate or "").split(","):
+        if text.strip():
+            try:
+                rate = float(text)
+            except ValueError:
+                raise GraphbenchError(f"--request-rate must be numbers like 2,8.5; got {text!r}") from None
+            workloads.append(Workload(kind="poisson", request_rate=rate, **common))
+    if trace:
+        workloads.append(Workload(kind="trace", trace=trace, seed=seed))
+    if not workloads:
+        raise GraphbenchError("no workload: give --concurrency, --request-rate or --trace")
+    return workloads
+
+
+@app.command()
+@with_engine_options
+def run(
+    engine_config: EngineConfig,
+    concurrency: Annotated[Optional[str], typer.Option(help="Closed-loop concurrency levels.", rich_help_panel=WORKLOAD)] = "1,4,16,64",
+    request_rate: Annotated[Optional[str], typer.Option(help="Poisson open-loop rates (requests/s), e.g. 2,8.", rich_help_panel=WORKLOAD)] = None,
+    trace: Annotated[Optional[str], typer.Option(help="Replay a JSONL trace (arrival_s, prompt_len, output_len).", rich_help_panel=WORKLOAD)] = None,
+    prompt_len: Annotated[str, typer.Option(help="128, uniform:64-256 or normal:128,32.", rich_help_panel=WORKLOAD)] = "128",
+    output_len: Annotated[str, typer.Option(help="Output tokens per request (same forms).", rich_help_panel=WORKLOAD)] = "64",
+    num_requests: Annotated[Optional[int], typer.Option(help="Requests per workload (default 4 x concurrency).", rich_help_panel=WORKLOAD)] = None,
+    workload_seed: Annotated[int, typer.Option(help="Seed of the request lengths and prompts.", rich_help_panel=WORKLOAD)] = 0,
+    repeats: Annotated[int, typer.Option(help="Measured repeats per workload, after a warm-up.")] = 3,
+    cold: Annotated[bool, typer.Option("--cold/--warm", help="--cold: clear this config's compile cache, start cold, then start again warm.")] = False,
+    results: Annotated[str, typer.Option(help="Results folder.")] = "results",
+    label: Annotated[Optional[str], typer.Option(help="Point label (default from the config).")] = None,
+    system: Annotated[str, typer.Option(help="graphbench, or a peer: hf-eager, hf-compile.")] = "graphbench",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
+) -> None:
+    """Measure one configuration: start-up (cold and/or warm), then each workload with repeats."""
+    from rich.console import Console
+
+    from graphbench.bench.point import PointSpec, run_point
+
+    if repeats < 1:
+        raise GraphbenchError(f"--repeats must be >= 1, got {repeats}")
+    workloads = build_workloads(concurrency, request_rate, trace, prompt_len, output_len, num_requests, workload_seed)
+    resolved = engine_config.resolve()
+    console = Console(stderr=True, quiet=quiet)
+    if system in ("hf-eager", "hf-compile"):
+        from graphbench.bench.peers import run_peer_point
+
+        label = label or system
+        model = resolved.model
+        path = run_peer_point(system, model.model, model.dtype, model.device, workloads, repeats, label, results,
+                              model.seed, progress=lambda message: console.print(f"[dim]{label}: {message}[/dim]"))
+        _print_summary(path)
+        return
+    if system != "graphbench":
+        raise GraphbenchError(f"unknown --system {system!r}; choose from graphbench, hf-eager, hf-compile")
+    label = label or f"O{resolved.optimization_level}-{resolved.compilation.performance_mode}"
+    spec = PointSpec(engine_config, workloads, label, repeats, ("cold", "warm") if cold else ("warm",))
+    path = run_point(spec, results, progress=lambda message: console.print(f"[dim]{label}: {message}[/dim]"))
+    _print_summary(path)
+
+
+def _print_summary(path) -> None:
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    data = json.loads(path.read_text())
+    console = Console()
+    s = data["startup"]
+    console.print(f"[bold]{data['label']}[/bold] ({data['system']}) {data['model']} on "
+                  f"{data['environment'].get('gpu') or 'cpu'}: start-up {s['total_s']:.1f} s (compile "
+                  f"{s['dynamo_s'] + s['inductor_s'] + s['loaded_s']:.1f} s, capture {s['capture_s']:.1f} s, "
+                  f"graph memory {s['graph_memory_bytes'] / 2**30:.2f} GiB), mode {s['cudagraph_mode'].get('resolved', '-')}")
+    table = Table("workload", "output tok/s", "spread", "TTFT p50 ms", "TPOT p50 ms", "TPOT p99 ms", "padding %", "eager")
+
+    def cell(m, key, fmt):
+        return format(m[key]["median"], fmt) if key in m else "-"
+
+    for w in data["workloads"]:
+        m = w["summary"]
+        table.add_row(w["name"], cell(m, "output_tokens_per_s", ".0f"), f"{m['output_tokens_per_s']['spread_pct']:.1f}%",
+                      cell(m, "ttft_p50_ms", ".1f"), cell(m, "tpot_p50_ms", ".2f"), cell(m, "tpot_p99_ms", ".2f"),
+                      cell(m, "padding_waste_pct", ".1f"), cell(m, "eager_fraction", ".0%"))
+    console.print(table)
+    console.print(f"[dim]result: {path}[/dim]")

@@ -1,0 +1,176 @@
+"""`graphbench sweep`: a grid of configurations (and peers), each point in its own process."""
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from graphbench.cli.main import app
+from graphbench.errors import GraphbenchError
+
+GRID = "Grid"
+
+
+def _parse_values(text: str) -> list:
+    values = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            values.append(int(part))
+        except ValueError:
+            try:
+                values.append(float(part))
+            except ValueError:
+                values.append(part)
+    return values
+
+
+@app.command()
+def sweep(
+    model: Annotated[str, typer.Option("--model", "-m", help="Preset or checkpoint folder.")] = "tiny-llama",
+    levels: Annotated[str, typer.Option(help="-O levels to sweep.", rich_help_panel=GRID)] = "0,1,2,3",
+    ladders: Annotated[str, typer.Option(help="Capture ladders: default, interactivity.", rich_help_panel=GRID)] = "default,interactivity",
+    grid: Annotated[Optional[list[str]], typer.Option("--grid", "-g", help="More axes: FIELD=v1,v2 (e.g. max_num_seqs=64,256).", rich_help_panel=GRID)] = None,
+    sweep_file: Annotated[Optional[Path], typer.Option("--sweep-file", help="TOML with [base], [grid], [workload], peers.", rich_help_panel=GRID)] = None,
+    peers: Annotated[Optional[str], typer.Option(help="hf-eager,hf-compile (default on the GPU; 'none' to skip).")] = None,
+    device: Annotated[str, typer.Option(help="auto, cuda or cpu.")] = "auto",
+    concurrency: Annotated[Optional[str], typer.Option(help="Closed-loop levels (default 1,4,16,64; CPU 1,4,16).")] = None,
+    prompt_len: Annotated[Optional[str], typer.Option(help="Prompt length (default 128; CPU 64).")] = None,
+    output_len: Annotated[Optional[str], typer.Option(help="Output length (default 64; CPU 32).")] = None,
+    num_requests: Annotated[Optional[int], typer.Option(help="Requests per workload (default 4 x concurrency).")] = None,
+    repeats: Annotated[int, typer.Option(help="Repeats per workload.")] = 3,
+    max_num_seqs: Annotated[Optional[int], typer.Option(help="Engine max_num_seqs (default 256; CPU 64).")] = None,
+    results: Annotated[Path, typer.Option(help="Results folder.")] = Path("results"),
+    report: Annotated[Optional[Path], typer.Option("--report", "-o", help="Report folder (default RESULTS/report).")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds per point before it is stopped and recorded as failed.")] = 1200,
+    resume: Annotated[bool, typer.Option(help="Skip points that already have an ok result.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List the points and exit.")] = False,
+) -> None:
+    """Sweep -O levels x capture ladders (x any config field) with peers; write results and a report."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.table import Table
+
+    from graphbench.bench.sweep import build_grid, load_sweep_file, run_sweep
+
+    gpu = _has_gpu(device)
+    base: dict = {"model.model": model, "model.device": device}
+    axes: dict[str, list] = {"level": _parse_values(levels), "ladder": _parse_values(ladders)}
+    workload: dict = {}
+    if sweep_file is not None:
+        file_base, file_grid, workload = load_sweep_file(sweep_file)
+        base.update(file_base)
+        axes = dict(file_grid) or axes
+    for item in grid or []:
+        if "=" not in item:
+            raise GraphbenchError(f"--grid must look like FIELD=v1,v2; got {item!r}")
+        name, values = item.split("=", 1)
+        axes[name.strip()] = _parse_values(values)
+    base.setdefault("scheduler.max_num_seqs", max_num_seqs or (256 if gpu else 64))
+    if max_num_seqs:
+        base["scheduler.max_num_seqs"] = max_num_seqs
+    peer_list = _parse_peers(peers if peers is not None else workload.pop("peers", None), gpu)
+    points = build_grid(base, {k: v for k, v in axes.items() if v}, peer_list)
+    run_args = _run_args(workload, concurrency, prompt_len, output_len, num_requests, repeats, gpu)
+
+    console = Console()
+    if dry_run:
+        table = Table("#", "label", "system", "settings", "start")
+        for i, p in enumerate(points, 1):
+            table.add_row(str(i), p.label, p.system, p.describe(), "cold+warm" if p.cold else "warm")
+        console.print(table)
+        console.print(f"[dim]{len(points)} points; each runs: graphbench run {' '.join(run_args)}[/dim]")
+        return
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("ETA"), TimeRemainingColumn()]
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task("sweep", total=len(points))
+
+        def started(point):
+            progress.update(task, description=f"{point.label} ({point.system})")
+
+        def done(outcome):
+            progress.advance(task)
+            style = {"ok": "green", "failed": "red", "skipped": "dim"}[outcome.status]
+            progress.console.print(f"[{style}]{outcome.status:>7}[/{style}] {outcome.point.label}"
+                                   f"{f'  {outcome.seconds:.0f} s' if outcome.seconds else ''}"
+                                   f"{f'  {outcome.reason}' if outcome.reason else ''}")
+
+        result = run_sweep(points, results, run_args, timeout_s=timeout, resume=resume, on_start=started, on_done=done)
+    _summary(console, results)
+    _write_report(console, results, report or results / "report")
+    if result.num_failed:
+        console.print(f"[red]{result.num_failed} point(s) failed; see the report's Failures section[/red]")
+
+
+def _has_gpu(device: str) -> bool:
+    if device == "cpu":
+        return False
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def _parse_peers(text, gpu: bool) -> list[str]:
+    if text is None:
+        return ["hf-eager", "hf-compile"] if gpu else []
+    if isinstance(text, list):
+        return text
+    return [] if text.strip().lower() in ("", "none") else [p.strip() for p in text.split(",") if p.strip()]
+
+
+def _run_args(workload: dict, concurrency, prompt_len, output_len, num_requests, repeats: int, gpu: bool) -> list[str]:
+    values = {
+        "concurrency": concurrency or workload.get("concurrency") or ("1,4,16,64" if gpu else "1,4,16"),
+        "prompt-len": prompt_len or workload.get("prompt_len") or ("128" if gpu else "64"),
+        "output-len": output_len or workload.get("output_len") or ("64" if gpu else "32"),
+        "repeats": str(workload.get("repeats", repeats)),
+    }
+    if isinstance(values["concurrency"], list):
+        values["concurrency"] = ",".join(map(str, values["concurrency"]))
+    if num_requests or workload.get("num_requests"):
+        values["num-requests"] = str(num_requests or workload["num_requests"])
+    if workload.get("request_rate"):
+        values["request-rate"] = str(workload["request_rate"])
+    args = []
+    for key, value in values.items():
+        args += [f"--{key}", str(value)]
+    return args
+
+
+def _summary(console, results: Path) -> None:
+    from rich.table import Table
+
+    from graphbench.reports.store import load_results
+
+    loaded = load_results([results])
+    table = Table("point", "system", "status", "start-up s", "graph MiB", "workload", "output tok/s", "TPOT p50 ms", "padding %")
+    for r in sorted(loaded.results, key=lambda r: (r["status"] != "ok", r["label"])):
+        if r["status"] != "ok":
+            table.add_row(r["label"], r["system"], "[red]failed[/red]", "", "", "", "", "", (r.get("failure") or {}).get("reason", "")[:40])
+            continue
+        s = r["startup"] or {}
+        for i, w in enumerate(r["workloads"]):
+            m = w["summary"]
+            table.add_row(r["label"] if i == 0 else "", r["system"] if i == 0 else "", "ok" if i == 0 else "",
+                          f"{s.get('total_s', 0):.1f}" if i == 0 else "",
+                          f"{s.get('graph_memory_bytes', 0) / 2**20:.0f}" if i == 0 else "", w["name"],
+                          f"{m['output_tokens_per_s']['median']:.0f}", f"{m.get('tpot_p50_ms', {}).get('median', float('nan')):.2f}",
+                          f"{m.get('padding_waste_pct', {}).get('median', 0):.1f}")
+    console.print(table)
+    for path, why in loaded.skipped:
+        console.print(f"[yellow]skipped malformed result {path}: {why}[/yellow]")
+
+
+def _write_report(console, results: Path, out: Path) -> None:
+    try:
+        from graphbench.reports.report import write_report
+    except ImportError:
+        console.print("[dim]report module not available; results are in the folder above[/dim]")
+        return
+    written = write_report([results], out)
+    console.print(f"report: {getattr(written, 'html', out)}")

@@ -1,0 +1,94 @@
+"""The results store: self-describing, versioned JSON result files, written atomically, never overwritten.
+
+Layout: <results>/<machine>/<NNNN>_<label>.json. No torch import: reports, compare, gate and plan
+run without torch installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from graphbench.errors import GraphbenchError
+
+SCHEMA_VERSION = 1
+KIND = "graphbench-result"
+_NAME = re.compile(r"^(\d{4})_(.+)\.json$")
+
+
+def safe_label(label: str) -> str:
+    """A file-name-safe version of a point label."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-")[:80] or "point"
+
+
+def machine_dir(results_dir: Path, machine: str) -> Path:
+    return Path(results_dir) / safe_label(machine)
+
+
+def write_result(results_dir: str | Path, machine: str, label: str, result: dict[str, Any]) -> Path:
+    """Write result as the next <NNNN>_<label>.json under results/machine, atomically; never overwrite."""
+    directory = machine_dir(Path(results_dir), machine)
+    directory.mkdir(parents=True, exist_ok=True)
+    payload = json.dumps(dict(result, schema_version=SCHEMA_VERSION, kind=KIND), indent=1, sort_keys=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=directory)
+    with os.fdopen(fd, "w") as f:
+        f.write(payload)
+        f.flush()
+        os.fsync(f.fileno())
+    while True:
+        numbers = [int(m.group(1)) for p in directory.iterdir() if (m := _NAME.match(p.name))]
+        target = directory / f"{max(numbers, default=0) + 1:04d}_{safe_label(label)}.json"
+        try:
+            os.link(tmp, target)  # fails if the name exists: never overwrite, safe against races
+        except FileExistsError:
+            continue
+        os.unlink(tmp)
+        return target
+
+
+@dataclass
+class LoadedResults:
+    results: list[dict[str, Any]]
+    skipped: list[tuple[Path, str]]  # (file, why) for malformed files
+
+
+def migrate(result: dict[str, Any]) -> dict[str, Any]:
+    """Bring an older schema_version up to the current one (v1 is the first)."""
+    version = result.get("schema_version")
+    if version == SCHEMA_VERSION:
+        return result
+    raise ValueError(f"unknown schema_version {version!r}")
+
+
+def iter_result_files(paths: Iterable[str | Path]) -> list[Path]:
+    """Result files under the given files or folders (recursively), sorted."""
+    files: list[Path] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            files += sorted(p for p in path.rglob("*.json") if not p.name.startswith(".tmp-"))
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise GraphbenchError(f"no such result file or folder: {path}")
+    return files
+
+
+def load_results(paths: Iterable[str | Path]) -> LoadedResults:
+    """Load every result file; malformed ones are reported by name and skipped."""
+    results, skipped = [], []
+    for file in iter_result_files(paths):
+        try:
+            data = json.loads(file.read_text())
+            if not isinstance(data, dict) or data.get("kind") != KIND:
+                raise ValueError("not a graphbench result")
+            data = migrate(data)
+            data["_path"] = str(file)
+            results.append(data)
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            skipped.append((file, str(exc)))
+    return LoadedResults(results, skipped)

@@ -1,0 +1,127 @@
+"""Measurement on the CPU: workloads, metrics, padding accounting, `graphbench run`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from graphbench.bench.metrics import distribution, quantile, step_metrics, summarize
+from graphbench.bench.workloads import LengthDist, Workload, load_trace
+from graphbench.cli.main import app
+from graphbench.errors import GraphbenchError
+from graphbench.reports.store import load_results
+
+runner = CliRunner()
+
+
+def test_workloads_are_seeded_and_reproducible():
+    w = Workload(kind="closed", concurrency=4, prompt_len=LengthDist.parse("uniform:10-20", "p"),
+                 output_len=LengthDist.parse("normal:8,2", "o"), seed=5)
+    a, b = w.requests(), w.requests()
+    assert a == b and len(a) == 16
+    assert all(10 <= s.prompt_len <= 20 and s.output_len >= 1 and s.arrival_s is None for s in a)
+    assert Workload(kind="closed", concurrency=4, seed=6).requests() == Workload(kind="closed", concurrency=4, seed=6).requests()
+    p = Workload(kind="poisson", request_rate=10.0, num_requests=200, seed=1).requests()
+    arrivals = [s.arrival_s for s in p]
+    assert arrivals == sorted(arrivals) and 10 < arrivals[-1] < 30  # mean gap 0.1 s
+
+
+@pytest.mark.parametrize("text", ["0", "uniform:5-2", "normal:x", "weird:3", "-4"])
+def test_bad_lengths(text):
+    with pytest.raises(GraphbenchError):
+        LengthDist.parse(text, "--prompt-len")
+
+
+def test_trace(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"arrival_s": 0.5, "prompt_len": 10, "output_len": 4}\n\n{"arrival_s": 0.1, "prompt_len": 3, "output_len": 2}\n')
+    specs = load_trace(path)
+    assert [(s.arrival_s, s.prompt_len, s.output_len) for s in specs] == [(0.1, 3, 2), (0.5, 10, 4)]
+    path.write_text('{"arrival_s": 0.5, "prompt_len": 10}\n')
+    with pytest.raises(GraphbenchError, match="t.jsonl:1"):
+        load_trace(path)
+
+
+def test_quantiles_and_summary_exact():
+    assert quantile([1, 2, 3, 4], 0.5) == 2.5
+    assert quantile([10, 20, 30, 40, 50], 0.9) == 46.0
+    assert distribution([2.0, 4.0]) == {"mean": 3.0, "p50": 3.0, "p90": 3.8, "p99": 3.98}
+    s = summarize([{"output_tokens_per_s": 100.0, "tpot_ms": {"p50": 1.0, "p99": 2.0}},
+                   {"output_tokens_per_s": 110.0, "tpot_ms": {"p50": 1.2, "p99": 2.2}},
+                   {"output_tokens_per_s": 90.0, "tpot_ms": {"p50": 0.8, "p99": 1.8}}])
+    assert s["output_tokens_per_s"] == {"median": 100.0, "iqr": 10.0, "min": 90.0, "max": 110.0,
+                                        "spread_pct": 20.0, "n": 3}
+    assert s["tpot_p99_ms"]["median"] == 2.0
+
+
+class _Rec:
+    def __init__(self, n, padded, mode, seconds=0.001):
+        from graphbench.runner.scheduler import BatchDescriptor
+
+        self.descriptor, self.padded_tokens, self.runtime_mode, self.seconds = BatchDescriptor(n, n, True), padded, mode, seconds
+
+
+def test_step_metrics_padding_definitions():
+    m = step_metrics([_Rec(9, 16, "FULL"), _Rec(16, 16, "FULL"), _Rec(600, 600, "NONE")])
+    assert m["padding_waste_pct"] == pytest.approx(100 * (7 / 16) / 3)
+    assert m["padding_overhead"] == pytest.approx((16 + 16 + 600) / (9 + 16 + 600) - 1)
+    assert m["eager_fraction"] == pytest.approx(1 / 3)
+    assert m["batch_size_histogram"] == {"9": 1, "16": 1, "600": 1}
+    assert m["runtime_modes"] == {"FULL": 2, "NONE": 1}
+
+
+def test_measured_padding_matches_the_ladder_prediction():
+    """A uniform-decode workload through a dispatcher with a (simulated, CPU) ladder pads as `graphbench ladder` predicts."""
+    from graphbench.bench.driver import run_engine_workload
+    from graphbench.config import CUDAGraphMode, load_engine_config
+    from graphbench.ladders import capture_sizes, waste
+    from graphbench.runner.dispatcher import CudagraphDispatcher
+    from graphbench.runner.engine import Engine
+
+    engine = Engine(load_engine_config(overrides={"model.device": "cpu", "optimization_level": 0,
+                                                  "scheduler.max_num_seqs": 16, "scheduler.max_num_batched_tokens": 256}))
+    sizes = list(capture_sizes(16).sizes)
+    # On the CPU nothing is recorded: PIECEWISE keys make the eager forward run at the padded size.
+    engine.runner.dispatcher = CudagraphDispatcher(CUDAGraphMode.PIECEWISE, sizes, 16)
+    workload = Workload(kind="closed", concurrency=11, num_requests=11,
+                        prompt_len=LengthDist("fixed", 8), output_len=LengthDist("uniform", 4, 24), seed=3)
+    rep = run_engine_workload(engine, workload)
+    hist = {int(k): v for k, v in rep["batch_size_histogram"].items()}
+    predicted = 100 * sum(v * (waste(sizes, n) or 0.0) for n, v in hist.items()) / sum(hist.values())
+    assert abs(rep["padding_waste_pct"] - predicted) < 0.5
+    assert rep["padding_waste_pct"] > 0  # decode batches of 11..1 requests were padded
+    assert set(rep["runtime_modes"]) <= {"PIECEWISE", "NONE"}
+
+
+def test_graphbench_run_writes_a_result(tmp_path):
+    result = runner.invoke(app, ["run", "--device", "cpu", "-O0", "--max-num-seqs", "8", "--max-num-batched-tokens", "256",
+                                 "--concurrency", "1,2", "--prompt-len", "16", "--output-len", "6", "--repeats", "2",
+                                 "--results", str(tmp_path), "--label", "tiny", "-q"])
+    assert result.exit_code == 0, result.output
+    loaded = load_results([tmp_path])
+    assert not loaded.skipped and len(loaded.results) == 1
+    r = loaded.results[0]
+    assert (r["schema_version"], r["kind"], r["label"], r["status"], r["system"]) == (1, "graphbench-result", "tiny", "ok", "graphbench")
+    assert r["environment"]["torch"] and r["environment"]["device"] == "cpu" and r["config_hash"]
+    assert r["config"]["optimization_level"] == 0
+    assert [w["name"] for w in r["workloads"]] == ["closed-c1", "closed-c2"]
+    w = r["workloads"][1]
+    assert len(w["repeats"]) == 2 and w["repeats"][0]["num_requests"] == 8
+    assert w["summary"]["output_tokens_per_s"]["n"] == 2
+    assert r["startup"]["cudagraph_mode"]["resolved"] == "NONE"
+    assert r["_path"].endswith("0001_tiny.json")
+    # never overwritten: a second run gets the next number
+    runner.invoke(app, ["run", "--device", "cpu", "-O0", "--concurrency", "1", "--output-len", "2", "--prompt-len", "4",
+                        "--repeats", "1", "--results", str(tmp_path), "--label", "tiny", "-q"])
+    names = sorted(p.name for p in tmp_path.rglob("*.json"))
+    assert names == ["0001_tiny.json", "0002_tiny.json"]
+
+
+def test_run_bad_workload_is_exit_2(tmp_path):
+    for args in (["--concurrency", "0"], ["--prompt-len", "x"], ["--request-rate", "fast"], ["--repeats", "0"],
+                 ["--trace", str(tmp_path / "missing.jsonl"), "--concurrency", ""]):
+        result = runner.invoke(app, ["run", "--device", "cpu", "-O0", "--results", str(tmp_path), *args])
+        assert result.exit_code == 2, (args, result.output)
+        assert "Traceback" not in result.output
