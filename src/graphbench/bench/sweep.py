@@ -78,6 +78,9 @@ def _all_keys() -> list[str]:
 def canonical_axis(name: str) -> str:
     """A config field as 'section.key' (or an alias such as 'level', 'ladder', 'max_num_seqs')."""
     key = AXIS_ALIASES.get(name, name)
+    unique = [k for k in _all_keys() if k.split(".")[-1] == key]
+    if "." not in key and len(unique) == 1:  # a field name that only one section has
+        key = unique[0]
     if key not in _all_keys():
         raise GraphbenchError(f"unknown sweep axis {name!r}{suggest(name, list(AXIS_ALIASES) + _all_keys())}")
     return key

@@ -1,0 +1,79 @@
+"""`graphbench sweep` on the CPU: grid, dry run, failures recorded, resume."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from graphbench.bench.sweep import build_grid, load_sweep_file
+from graphbench.cli.main import app
+from graphbench.errors import GraphbenchError
+from graphbench.reports.store import load_results
+
+runner = CliRunner()
+FAST = ["--device", "cpu", "--ladders", "default", "--concurrency", "1,2", "--prompt-len", "16", "--output-len", "4",
+        "--repeats", "1", "--max-num-seqs", "8", "--peers", "none"]
+
+
+def test_default_grid_is_levels_by_ladders():
+    points = build_grid({"model.model": "tiny-llama"}, {"level": [0, 1, 2, 3], "ladder": ["default", "interactivity"]}, [])
+    assert [p.label for p in points] == [f"O{lvl}_{ladder}" for lvl in range(4) for ladder in ("default", "interactivity")]
+    assert [p.cold for p in points] == [True, False] * 4  # cold + warm start-up once per -O level
+    with_peers = build_grid({"model.model": "tiny-llama"}, {"level": [2]}, ["hf-eager", "hf-compile"])
+    assert [(p.label, p.system) for p in with_peers] == [("O2", "graphbench"), ("hf-eager", "hf-eager"),
+                                                         ("hf-compile", "hf-compile")]
+
+
+def test_grid_errors():
+    with pytest.raises(GraphbenchError, match="unknown sweep axis 'max_num_seq'.*max_num_seqs"):
+        build_grid({}, {"max_num_seq": [1]}, [])
+    with pytest.raises(GraphbenchError, match="unknown peer"):
+        build_grid({}, {"level": [0]}, ["vllm"])
+    with pytest.raises(GraphbenchError, match="optimization level"):
+        build_grid({}, {"level": [7]}, [])
+
+
+def test_sweep_file(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text('peers = ["hf-eager"]\n[base]\nmax_num_seqs = 32\n[grid]\nlevel = [0, 2]\n'
+                    'cudagraph_mode = ["FULL", "PIECEWISE"]\n[workload]\nconcurrency = [1, 8]\n')
+    base, grid, workload = load_sweep_file(path)
+    assert base == {"scheduler.max_num_seqs": 32}
+    assert grid == {"level": [0, 2], "cudagraph_mode": ["FULL", "PIECEWISE"]}
+    assert workload == {"concurrency": [1, 8], "peers": ["hf-eager"]}
+    points = build_grid(base, grid, workload["peers"])
+    assert len(points) == 5 and points[0].label == "O0_cudagraph_mode=FULL"
+
+
+def test_dry_run_lists_points():
+    result = runner.invoke(app, ["sweep", *FAST, "--levels", "0,1", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "O0_default" in result.stdout and "O1_default" in result.stdout and "2 points" in result.stdout
+
+
+def test_failed_point_is_recorded_and_resume_completes(tmp_path):
+    results = tmp_path / "results"
+    # the second point cannot hold a single request in its KV cache: it fails, the sweep goes on
+    result = runner.invoke(app, ["sweep", *FAST, "--levels", "0", "--grid", "num_blocks=64,1",
+                                 "--results", str(results)])
+    assert result.exit_code == 0, result.output
+    loaded = load_results([results])
+    by_label = {r["label"]: r for r in loaded.results}
+    assert by_label["O0_default_num_blocks=64"]["status"] == "ok"
+    failed = by_label["O0_default_num_blocks=1"]
+    assert failed["status"] == "failed" and "exit code 2" in failed["failure"]["reason"]
+    assert "KV blocks" in failed["failure"]["stderr_tail"]
+    # --resume measures only what is missing (the failed point again), never the finished one
+    again = runner.invoke(app, ["sweep", *FAST, "--levels", "0", "--grid", "num_blocks=64,1", "--results", str(results),
+                                "--resume"])
+    assert again.exit_code == 0
+    assert "skipped O0_default_num_blocks=64" in " ".join(again.stdout.split())
+    labels = [r["label"] for r in load_results([results]).results if r["status"] == "ok"]
+    assert labels.count("O0_default_num_blocks=64") == 1
+
+
+def test_timeout_is_a_failed_point(tmp_path):
+    result = runner.invoke(app, ["sweep", *FAST, "--levels", "0", "--results", str(tmp_path), "--timeout", "0.5"])
+    assert result.exit_code == 0
+    (r,) = load_results([tmp_path]).results
+    assert r["status"] == "failed" and r["failure"]["reason"] == "timed out after 0.5 s"
