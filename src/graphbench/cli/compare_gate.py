@@ -1,0 +1,225 @@
+"""`graphbench compare A B` and `graphbench gate --baseline B --current C`: no torch import.
+
+compare: every matched (point, workload, metric) with both medians, ratio, change, p-value and
+significance. gate: the CI regression gate (graphbench.reports.gate); exit code 0 pass,
+1 regression, 2 unusable input (GraphbenchError, turned into `error: ...` by the CLI group).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from graphbench.cli.main import app
+from graphbench.errors import GraphbenchError
+from graphbench.reports.compare import (
+    DEFAULT_ALPHA,
+    Comparison,
+    compare_sets,
+    format_change,
+    format_p,
+    format_value,
+    load_side,
+)
+from graphbench.reports.gate import (
+    DEFAULT_THRESHOLDS,
+    GateReport,
+    error_junit,
+    error_markdown,
+    run_gate,
+    thresholds_from_specs,
+)
+from graphbench.reports.metrics import METRICS
+
+FORMATS = ("table", "json", "csv")
+ALPHA_HELP = "Significance level of the two-sided Mann-Whitney U test."
+CSV_FIELDS = ("label", "system", "workload", "metric", "unit", "baseline_median", "current_median", "ratio",
+              "change_pct", "p_value", "significant", "verdict", "n_baseline", "n_current", "ratio_ci_low",
+              "ratio_ci_high", "note")
+
+
+def _console():
+    from rich.console import Console
+
+    # tables take their natural width (no wrapping or truncation), also when stdout is not a terminal
+    return Console(highlight=False, soft_wrap=False, width=1000)
+
+
+def _yes_no(value: bool | None) -> str:
+    return "—" if value is None else ("yes" if value else "no")
+
+
+def _ratio(c: Comparison) -> str:
+    return "—" if c.ratio is None else f"{c.ratio:.3f}"
+
+
+def _csv_row(c: Comparison) -> dict[str, object]:
+    d = c.to_dict()
+    low, high = c.ratio_ci if c.ratio_ci else (None, None)
+    row = {k: d.get(k) for k in CSV_FIELDS}
+    row.update(ratio_ci_low=low, ratio_ci_high=high, workload=c.workload or "")
+    return row
+
+
+@app.command("compare")
+def compare_command(
+    baseline: Annotated[Path, typer.Argument(help="Baseline result file or folder (A).")],
+    current: Annotated[Path, typer.Argument(help="Current result file or folder (B), compared against A.")],
+    output_format: Annotated[str, typer.Option("--format", help="table|json|csv.")] = "table",
+    metric: Annotated[
+        list[str] | None, typer.Option("--metric", "-m", help="Only this metric (repeatable; default all).")
+    ] = None,
+    alpha: Annotated[float, typer.Option("--alpha", help=ALPHA_HELP)] = DEFAULT_ALPHA,
+    allow_mismatch: Annotated[
+        bool, typer.Option("--allow-mismatch", help="Compare points even if their model or config hash differ.")
+    ] = False,
+    bootstrap: Annotated[
+        int, typer.Option("--bootstrap", help="Bootstrap resamples for a CI of the ratio of medians (0: off).")
+    ] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap.")] = 0,
+) -> None:
+    """Compare result sets A and B: per metric, both medians, ratio, change, p-value and significance."""
+    if output_format not in FORMATS:
+        raise GraphbenchError(f"unknown format {output_format!r}; choose from {', '.join(FORMATS)}")
+    base, bwarn = load_side(baseline, "baseline")
+    cur, cwarn = load_side(current, "current")
+    result = compare_sets(base, cur, metrics=metric or None, alpha=alpha, allow_mismatch=allow_mismatch,
+                          bootstrap=bootstrap, seed=seed)
+    warnings = bwarn + cwarn + result.warnings
+    if not result.matching.pairs:
+        raise GraphbenchError(f"no benchmark point (label, system) is in both {baseline} and {current}")
+    for w in warnings:
+        typer.echo(f"warning: {w}", err=True)
+    comparisons = result.comparisons
+    if output_format == "json":
+        typer.echo(json.dumps({"alpha": alpha, "baseline": str(baseline), "current": str(current),
+                               "comparisons": [c.to_dict() for c in comparisons], "warnings": warnings}, indent=1))
+        return
+    if output_format == "csv":
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
+        writer.writeheader()
+        for c in comparisons:
+            writer.writerow(_csv_row(c))
+        typer.echo(buf.getvalue(), nl=False)
+        return
+    if not comparisons:
+        typer.echo("no metric in common between the matched points")
+        return
+
+    from rich.table import Table
+    from rich.text import Text
+
+    console = _console()
+    by_metric: dict[str, list[Comparison]] = {}
+    for c in comparisons:
+        by_metric.setdefault(c.metric, []).append(c)
+    for name, rows in by_metric.items():
+        m = METRICS[name]
+        table = Table(title=f"{name} ({m.unit}, {m.direction})", title_justify="left")
+        for col, justify in (("point", "left"), ("workload", "left"), ("baseline", "right"), ("current", "right"),
+                             ("ratio", "right"), ("change", "right"), ("p", "right"), ("n", "right"),
+                             ("significant", "left"), ("verdict", "left")):
+            table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+        if bootstrap:
+            table.add_column(f"ratio CI 95% ({bootstrap} resamples)", justify="right", no_wrap=True)
+        for c in rows:
+            cells = [Text(c.point), Text(c.workload or "—"), format_value(c.baseline_median, c.unit),
+                     format_value(c.current_median, c.unit), _ratio(c), format_change(c.change_pct),
+                     format_p(c.p_value), f"{c.n_baseline}/{c.n_current}", _yes_no(c.significant),
+                     c.verdict + (f" ({c.note})" if c.note.startswith("missing") else "")]
+            if bootstrap:
+                cells.append(f"{c.ratio_ci[0]:.3f}–{c.ratio_ci[1]:.3f}" if c.ratio_ci else "—")
+            table.add_row(*cells)
+        console.print(table)
+
+
+def _print_report(report: GateReport) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    console = _console()
+    console.print(Text(f"gate: {report.headline()}", style="bold green" if report.passed else "bold red"))
+    table = Table(title_justify="left")
+    for col, justify in (("status", "left"), ("point", "left"), ("workload", "left"), ("metric", "left"),
+                         ("baseline", "right"), ("current", "right"), ("change", "right"), ("p", "right"),
+                         ("n", "right"), ("threshold", "right"), ("rule", "left")):
+        table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    styles = {"regressed": "bold red", "improved": "green", "pass": "", "untestable": "yellow"}
+    for r in report.checks:
+        c = r.comparison
+        table.add_row(Text(r.status.upper() if r.status == "regressed" else r.status, style=styles[r.status]),
+                      Text(c.point), Text(c.workload or "—"), c.metric, format_value(c.baseline_median, c.unit),
+                      format_value(c.current_median, c.unit), format_change(c.change_pct), format_p(c.p_value),
+                      f"{c.n_baseline}/{c.n_current}", f"{r.threshold_pct:+g}%", r.rule)
+    console.print(table)
+    for r in report.regressions:
+        typer.echo(f"REGRESSED {r.comparison.where} {r.metric}: {r.reason}")
+    for w in report.warnings:
+        typer.echo(f"warning: {w}", err=True)
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    except OSError as exc:
+        raise GraphbenchError(f"cannot write {path}: {exc}") from None
+
+
+@app.command("gate")
+def gate_command(
+    baseline: Annotated[
+        list[Path], typer.Option("--baseline", "-b", help="Baseline result file or folder (repeatable).")
+    ],
+    current: Annotated[
+        list[Path], typer.Option("--current", "-c", help="Current result file or folder (repeatable).")
+    ],
+    threshold: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--threshold", "-t",
+            help="METRIC:PCT, signed in the bad direction (output_tokens_per_s:-5, tpot_p99_ms:10), or METRIC:off; "
+            "repeatable; overrides the defaults "
+            + ", ".join(f"{k}:{v:+g}" for k, v in DEFAULT_THRESHOLDS.items()) + ".",
+        ),
+    ] = None,
+    alpha: Annotated[float, typer.Option("--alpha", help=ALPHA_HELP)] = DEFAULT_ALPHA,
+    allow_mismatch: Annotated[
+        bool, typer.Option("--allow-mismatch", help="Gate points even if their model or config hash differ.")
+    ] = False,
+    markdown: Annotated[
+        Path | None, typer.Option("--markdown", help="Write the report as Markdown (e.g. $GITHUB_STEP_SUMMARY).")
+    ] = None,
+    junit: Annotated[Path | None, typer.Option("--junit", help="Write a JUnit XML report.")] = None,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON.")] = None,
+) -> None:
+    """CI regression gate: exit 0 pass, 1 regression, 2 unusable input.
+
+    A metric regresses only when its change is beyond its threshold in the bad direction AND
+    significant over the repeats (two-sided Mann-Whitney U, p < alpha; needs >= 4 repeats per
+    side). Per-point metrics (startup_s, capture_s, graph_memory_bytes) have a single value per
+    point and are checked against the threshold only.
+    """
+    try:
+        limits = thresholds_from_specs(threshold or [])
+        report = run_gate(baseline, current, limits, alpha=alpha, allow_mismatch=allow_mismatch)
+    except GraphbenchError as exc:
+        if markdown is not None:
+            _write(markdown, error_markdown(str(exc)))
+        if junit is not None:
+            _write(junit, error_junit(str(exc)))
+        raise
+    if markdown is not None:
+        _write(markdown, report.to_markdown())
+    if junit is not None:
+        _write(junit, report.to_junit())
+    if json_path is not None:
+        _write(json_path, json.dumps(report.to_dict(), indent=1))
+    _print_report(report)
+    raise typer.Exit(report.exit_code)

@@ -1,0 +1,405 @@
+"""The CI regression gate (SPEC §4: like asv, a change counts only when it is both statistically
+significant and beyond a factor). No torch.
+
+Rules, per matched (point, workload, gated metric):
+- Per-repeat metrics (tokens/s, TPOT p99, ...): REGRESSED when the two-sided Mann-Whitney U test over
+  the repeats gives p < alpha AND the change of the medians is beyond the metric's threshold in
+  the bad direction. With < 2 repeats on a side the check is "untestable" (a warning, not a
+  failure). When the repeats are too few for any p to reach alpha (3 vs 3: smallest p 0.1) the
+  report warns that such a check can never fail: use >= 4 repeats per side (5 recommended).
+- Per-point metrics (startup_s, capture_s, graph_memory_bytes: one value per point) cannot be
+  tested for significance: they are "threshold-only": REGRESSED when the change (of the single
+  values, or of the medians over re-runs pooled from several files) is beyond the threshold.
+  Their default thresholds are wide (startup +20 %, graph memory +10 %) for that reason. Only
+  when re-runs give each side enough values for the exact test to reach alpha (e.g. 4 vs 4) do
+  they get the same significance+threshold rule as per-repeat metrics.
+- A change beyond the threshold in the good direction (and significant, for per-repeat metrics)
+  is "improved"; everything else passes.
+
+Thresholds are signed percentages in the bad direction: negative for higher-is-better metrics
+(output_tokens_per_s: -5 means "a drop of more than 5 %"), positive for lower-is-better ones.
+
+Unusable input raises GraphbenchError: nothing loaded, failed points, a gated metric present on
+one side only, matched points with different model or config hash (unless allow_mismatch), no
+point in common, nothing to gate.
+"""
+
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from graphbench.errors import GraphbenchError
+from graphbench.reports.compare import (
+    DEFAULT_ALPHA,
+    Comparison,
+    compare_sets,
+    format_change,
+    format_p,
+    format_value,
+    json_number,
+    load_side,
+)
+from graphbench.reports.metrics import POINT, Metric, resolve_metric
+from graphbench.reports.stats import min_two_sided_p
+
+DEFAULT_THRESHOLDS: dict[str, float] = {
+    "output_tokens_per_s": -5.0,
+    "tpot_p99_ms": 10.0,
+    "startup_s": 20.0,
+    "graph_memory_bytes": 10.0,
+}
+RULE_TEST = "significance+threshold"
+RULE_THRESHOLD_ONLY = "threshold-only"
+STATUSES = ("regressed", "improved", "pass", "untestable")
+OFF = ("off", "none", "disable", "disabled")
+
+
+def normalize_thresholds(thresholds: Mapping[str, float]) -> dict[str, float]:
+    """Resolve names/aliases to catalogue names; check each sign against the metric's direction."""
+    out: dict[str, float] = {}
+    for name, value in thresholds.items():
+        metric = resolve_metric(name)
+        try:
+            pct = float(value)
+        except (TypeError, ValueError):
+            raise GraphbenchError(f"threshold for {metric.name} is not a number: {value!r}") from None
+        if not math.isfinite(pct):
+            raise GraphbenchError(f"threshold for {metric.name} must be finite, got {value!r}")
+        if metric.higher_is_better and pct > 0:
+            raise GraphbenchError(
+                f"threshold for {metric.name} must be <= 0: it is higher-is-better, so the bad direction "
+                f"is a drop (e.g. {metric.name}:-{pct:g})")
+        if not metric.higher_is_better and pct < 0:
+            raise GraphbenchError(
+                f"threshold for {metric.name} must be >= 0: it is lower-is-better, so the bad direction "
+                f"is a rise (e.g. {metric.name}:{-pct:g})")
+        out[metric.name] = pct
+    return out
+
+
+def parse_threshold(spec: str) -> tuple[str, float | None]:
+    """'tokens_per_s:-5' -> ('output_tokens_per_s', -5.0); 'startup:off' -> ('startup_s', None)."""
+    name, sep, value = spec.partition(":")
+    if not sep or not name.strip() or not value.strip():
+        raise GraphbenchError(f"bad threshold {spec!r}: expected METRIC:PCT, e.g. output_tokens_per_s:-5")
+    metric = resolve_metric(name)
+    text = value.strip().rstrip("%").strip()
+    if text.lower() in OFF:
+        return metric.name, None
+    try:
+        pct = float(text)
+    except ValueError:
+        raise GraphbenchError(f"bad threshold {spec!r}: {value!r} is not a percentage (or 'off')") from None
+    return metric.name, normalize_thresholds({metric.name: pct})[metric.name]
+
+
+def thresholds_from_specs(specs: Iterable[str], base: Mapping[str, float] | None = None) -> dict[str, float]:
+    """The default thresholds (or base) updated by METRIC:PCT specs; METRIC:off drops a metric."""
+    out = dict(DEFAULT_THRESHOLDS if base is None else base)
+    for spec in specs:
+        name, pct = parse_threshold(spec)
+        if pct is None:
+            out.pop(name, None)
+        else:
+            out[name] = pct
+    return out
+
+
+def repeats_needed(alpha: float) -> int:
+    """Smallest n such that n vs n samples can reach p < alpha with the exact two-sided test."""
+    n = 1
+    while min_two_sided_p(n, n) >= alpha:
+        n += 1
+    return n
+
+
+def _beyond(change: float | None, threshold: float, metric: Metric) -> tuple[bool, bool]:
+    """(beyond in the bad direction, beyond in the good direction) of a change in % vs a threshold."""
+    if change is None or math.isnan(change):
+        return False, False
+    if metric.higher_is_better:  # threshold <= 0
+        return change < threshold, change > -threshold
+    return change > threshold, change < -threshold
+
+
+@dataclass(frozen=True)
+class GateCheck:
+    comparison: Comparison
+    threshold_pct: float
+    rule: str  # RULE_TEST or RULE_THRESHOLD_ONLY
+    status: str  # regressed | improved | pass | untestable
+    reason: str
+
+    @property
+    def metric(self) -> str:
+        return self.comparison.metric
+
+    @property
+    def testcase_name(self) -> str:
+        c = self.comparison
+        return f"{c.workload}/{c.metric}" if c.workload is not None else c.metric
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.comparison
+        return {
+            "label": c.label, "system": c.system, "workload": c.workload, "metric": c.metric, "unit": c.unit,
+            "baseline_median": json_number(c.baseline_median), "current_median": json_number(c.current_median),
+            "change_pct": json_number(c.change_pct), "p_value": c.p_value, "n_baseline": c.n_baseline,
+            "n_current": c.n_current, "threshold_pct": self.threshold_pct, "rule": self.rule,
+            "status": self.status, "reason": self.reason,
+        }
+
+
+def _threshold_text(pct: float) -> str:
+    return f"{pct:+g}%"
+
+
+def _check(c: Comparison, metric: Metric, threshold: float, alpha: float) -> GateCheck:
+    bad, good = _beyond(c.change_pct, threshold, metric)
+    change, thr = format_change(c.change_pct), _threshold_text(threshold)
+    testable = c.p_value is not None and min_two_sided_p(c.n_baseline, c.n_current) < alpha
+    if metric.scope == POINT and not testable:
+        if bad:
+            return GateCheck(c, threshold, RULE_THRESHOLD_ONLY, "regressed",
+                             f"change {change} beyond threshold {thr} (threshold only: {c.n_baseline} vs "
+                             f"{c.n_current} value(s) per point, too few for a significance test)")
+        if good:
+            return GateCheck(c, threshold, RULE_THRESHOLD_ONLY, "improved",
+                             f"change {change} beyond {thr} for the better")
+        return GateCheck(c, threshold, RULE_THRESHOLD_ONLY, "pass", f"change {change} within threshold {thr}")
+    if c.p_value is None:
+        return GateCheck(c, threshold, RULE_TEST, "untestable",
+                         f"{c.n_baseline} vs {c.n_current} repeat(s): need >= 2 per side for the significance test")
+    p = format_p(c.p_value)
+    if c.p_value < alpha and bad:
+        return GateCheck(c, threshold, RULE_TEST, "regressed",
+                         f"change {change} beyond threshold {thr} and significant (p={p} < {alpha:g})")
+    if c.p_value < alpha and good:
+        return GateCheck(c, threshold, RULE_TEST, "improved", f"change {change} beyond {thr} for the better, p={p}")
+    if bad:
+        return GateCheck(c, threshold, RULE_TEST, "pass",
+                         f"change {change} beyond threshold {thr} but not significant (p={p} >= {alpha:g})")
+    if c.p_value < alpha:
+        return GateCheck(c, threshold, RULE_TEST, "pass", f"significant (p={p}) but change {change} within {thr}")
+    return GateCheck(c, threshold, RULE_TEST, "pass", f"change {change} within threshold {thr}, p={p}")
+
+
+def _md(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+@dataclass
+class GateReport:
+    checks: list[GateCheck]
+    warnings: list[str]
+    thresholds: dict[str, float]
+    alpha: float
+    baseline_paths: list[str] = field(default_factory=list)
+    current_paths: list[str] = field(default_factory=list)
+    allow_mismatch: bool = False
+    points: int = 0
+
+    @property
+    def regressions(self) -> list[GateCheck]:
+        return [c for c in self.checks if c.status == "regressed"]
+
+    @property
+    def passed(self) -> bool:
+        return not self.regressions
+
+    @property
+    def verdict(self) -> str:
+        return "pass" if self.passed else "fail"
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.passed else 1
+
+    def counts(self) -> dict[str, int]:
+        return {s: sum(c.status == s for c in self.checks) for s in STATUSES}
+
+    def headline(self) -> str:
+        n = self.counts()
+        if self.passed:
+            head = "PASS"
+        else:
+            head = f"FAIL: {n['regressed']} regression{'s' if n['regressed'] != 1 else ''}"
+        parts = ", ".join(f"{n[s]} {s}" for s in STATUSES if n[s])
+        return (f"{head} ({len(self.checks)} checks on {self.points} point{'s' if self.points != 1 else ''}: "
+                f"{parts}; alpha {self.alpha:g})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict, "alpha": self.alpha, "thresholds": self.thresholds,
+            "allow_mismatch": self.allow_mismatch, "points": self.points, "counts": self.counts(),
+            "baseline": self.baseline_paths, "current": self.current_paths, "warnings": self.warnings,
+            "checks": [c.to_dict() for c in self.checks],
+        }
+
+    def to_markdown(self) -> str:
+        """A CI job summary: the verdict first, regressions, warnings, then a table of every check."""
+        icon = "✅" if self.passed else "❌"
+        lines = [f"## {icon} graphbench gate: {self.headline()}", ""]
+        lines.append(
+            f"Baseline: `{', '.join(self.baseline_paths)}` · current: `{', '.join(self.current_paths)}`. "
+            f"A metric regresses only when its change is beyond its threshold in the bad direction **and** "
+            f"statistically significant over the repeats (two-sided Mann–Whitney U, p < {self.alpha:g}); "
+            f"per-point metrics (one value per point: start-up, capture, graph memory) are "
+            f"**threshold-only**.")
+        lines.append("")
+        if self.regressions:
+            lines.append("### Regressions")
+            lines.append("")
+            for r in self.regressions:
+                c = r.comparison
+                lines.append(
+                    f"- **{_md(c.where)}** `{c.metric}`: {format_value(c.baseline_median, c.unit)} → "
+                    f"{format_value(c.current_median, c.unit)}: {r.reason}")
+            lines.append("")
+        if self.warnings:
+            lines.append("### Warnings")
+            lines.append("")
+            lines += [f"- ⚠️ {_md(w)}" for w in self.warnings]
+            lines.append("")
+        lines.append("| status | point | workload | metric | baseline | current | change | p | n | threshold | rule |")
+        lines.append("|---|---|---|---|---:|---:|---:|---:|---:|---:|---|")
+        icons = {"regressed": "❌ regressed", "improved": "🟢 improved", "pass": "✅ pass",
+                 "untestable": "⚠️ untestable"}
+        for r in self.checks:
+            c = r.comparison
+            lines.append(
+                f"| {icons[r.status]} | {_md(c.point)} | {_md(c.workload or '—')} | `{c.metric}` | "
+                f"{format_value(c.baseline_median, c.unit)} | {format_value(c.current_median, c.unit)} | "
+                f"{format_change(c.change_pct)} | {format_p(c.p_value)} | {c.n_baseline}/{c.n_current} | "
+                f"{_threshold_text(r.threshold_pct)} | {r.rule} |")
+        lines.append("")
+        return "\n".join(lines)
+
+    def to_junit(self) -> str:
+        """JUnit XML: one testcase per check; regressions are failures, untestable checks are skipped."""
+        n = self.counts()
+        suites = ET.Element("testsuites", name="graphbench-gate", tests=str(len(self.checks)),
+                            failures=str(n["regressed"]), errors="0", skipped=str(n["untestable"]))
+        suite = ET.SubElement(suites, "testsuite", name="graphbench-gate", tests=str(len(self.checks)),
+                              failures=str(n["regressed"]), errors="0", skipped=str(n["untestable"]), time="0")
+        props = ET.SubElement(suite, "properties")
+        for name, value in (("verdict", self.verdict), ("alpha", f"{self.alpha:g}"),
+                            ("allow_mismatch", str(self.allow_mismatch).lower()),
+                            *((f"threshold.{k}", _threshold_text(v)) for k, v in self.thresholds.items())):
+            ET.SubElement(props, "property", name=name, value=value)
+        for r in self.checks:
+            c = r.comparison
+            case = ET.SubElement(suite, "testcase", classname=f"graphbench.gate.{c.label}.{c.system}",
+                                 name=r.testcase_name, time="0")
+            detail = (f"{c.where} {c.metric}: baseline {format_value(c.baseline_median, c.unit)} "
+                      f"(n={c.n_baseline}), current {format_value(c.current_median, c.unit)} (n={c.n_current}), "
+                      f"change {format_change(c.change_pct)}, p={format_p(c.p_value)}, "
+                      f"threshold {_threshold_text(r.threshold_pct)}, rule {r.rule}: {r.reason}")
+            if r.status == "regressed":
+                failure = ET.SubElement(case, "failure", message=f"regressed: {r.reason}", type="regression")
+                failure.text = detail
+            else:
+                if r.status == "untestable":
+                    ET.SubElement(case, "skipped", message=r.reason)
+                ET.SubElement(case, "system-out").text = detail
+        if self.warnings:
+            ET.SubElement(suite, "system-err").text = "\n".join(self.warnings)
+        ET.indent(suites)
+        return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def gate_comparisons(
+    comparisons: list[Comparison], thresholds: Mapping[str, float], alpha: float
+) -> tuple[list[GateCheck], list[str]]:
+    """Checks for the gated metrics among comparisons, plus warnings. Raises on one-sided metrics."""
+    checks: list[GateCheck] = []
+    warnings: list[str] = []
+    by_metric: dict[str, list[Comparison]] = {}
+    for c in comparisons:
+        by_metric.setdefault(c.metric, []).append(c)
+    for name, threshold in thresholds.items():
+        metric = resolve_metric(name)
+        found = by_metric.get(metric.name, [])
+        if not found:
+            warnings.append(f"gated metric {metric.name} is in neither result set: not checked")
+            continue
+        for c in found:
+            if not c.baseline_samples or not c.current_samples:
+                side, other = ("current", "baseline") if not c.current_samples else ("baseline", "current")
+                raise GraphbenchError(
+                    f"metric {metric.name} is missing in the {side} results for {c.where} "
+                    f"(present in the {other}): cannot gate it")
+            checks.append(_check(c, metric, threshold, alpha))
+    few: dict[str, set[tuple[int, int]]] = {}
+    for r in checks:
+        c = r.comparison
+        if r.rule == RULE_TEST and r.status != "untestable" and min_two_sided_p(c.n_baseline, c.n_current) >= alpha:
+            few.setdefault(c.metric, set()).add((c.n_baseline, c.n_current))
+    need = repeats_needed(alpha)
+    for name, sizes in few.items():
+        shown = ", ".join(f"{b} vs {k}" for b, k in sorted(sizes))
+        smallest = max(min_two_sided_p(b, k) for b, k in sizes)
+        warnings.append(
+            f"too few repeats for {name} ({shown}): the smallest possible p is {smallest:.2g} >= alpha {alpha:g}, "
+            f"so it can never be flagged; run >= {need} repeats per side (5 recommended)")
+    untestable = [r for r in checks if r.status == "untestable"]
+    if untestable:
+        metrics = ", ".join(sorted({r.metric for r in untestable}))
+        warnings.append(f"{len(untestable)} check(s) untestable with < 2 repeats on a side ({metrics})")
+    return checks, warnings
+
+
+def run_gate(
+    baseline_paths: str | Path | Iterable[str | Path],
+    current_paths: str | Path | Iterable[str | Path],
+    thresholds: Mapping[str, float] | None = None,
+    alpha: float = DEFAULT_ALPHA,
+    allow_mismatch: bool = False,
+) -> GateReport:
+    """Load both sides, compare every matched point and gate the metrics named in thresholds.
+
+    thresholds: metric name (or alias) -> signed percentage in the bad direction; None means
+    DEFAULT_THRESHOLDS (output_tokens_per_s -5, tpot_p99_ms +10, startup_s +20,
+    graph_memory_bytes +10). Only these metrics are gated.
+    """
+    if not 0.0 < alpha < 1.0:
+        raise GraphbenchError(f"alpha must be in (0, 1), got {alpha}")
+    limits = normalize_thresholds(DEFAULT_THRESHOLDS if thresholds is None else thresholds)
+    if not limits:
+        raise GraphbenchError("no metric to gate: give at least one threshold")
+    bpaths = [baseline_paths] if isinstance(baseline_paths, (str, Path)) else list(baseline_paths)
+    cpaths = [current_paths] if isinstance(current_paths, (str, Path)) else list(current_paths)
+    baseline, bwarn = load_side(bpaths, "baseline")
+    current, cwarn = load_side(cpaths, "current")
+    result = compare_sets(baseline, current, metrics=list(limits), alpha=alpha, allow_mismatch=allow_mismatch)
+    if result.matching.failed:
+        more = f" (and {len(result.matching.failed) - 1} more)" if len(result.matching.failed) > 1 else ""
+        raise GraphbenchError(f"failed benchmark point: {result.matching.failed[0]}{more}")
+    if not result.matching.pairs:
+        raise GraphbenchError("no benchmark point (label, system) is in both the baseline and the current results")
+    checks, gwarn = gate_comparisons(result.comparisons, limits, alpha)
+    if not checks:
+        raise GraphbenchError(f"nothing to gate: none of {', '.join(limits)} is in the matched results")
+    return GateReport(checks, bwarn + cwarn + result.warnings + gwarn, limits, alpha,
+                      [str(p) for p in bpaths], [str(p) for p in cpaths], allow_mismatch,
+                      len(result.matching.pairs))
+
+
+def error_markdown(message: str) -> str:
+    """The job summary written when the gate cannot run (exit code 2)."""
+    return f"## ⚠️ graphbench gate: ERROR (unusable input)\n\n{_md(message)}\n"
+
+
+def error_junit(message: str) -> str:
+    suites = ET.Element("testsuites", name="graphbench-gate", tests="1", failures="0", errors="1")
+    suite = ET.SubElement(suites, "testsuite", name="graphbench-gate", tests="1", failures="0", errors="1",
+                          skipped="0", time="0")
+    case = ET.SubElement(suite, "testcase", classname="graphbench.gate", name="input", time="0")
+    ET.SubElement(case, "error", message=message, type="unusable-input").text = message
+    ET.indent(suites)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
