@@ -49,3 +49,25 @@ __all__ = [
     "uniform_decode_sizes",
     "waste",
 ]
+
+# Ladder tuning (graphbench tune): exact DP over a batch-size distribution; numpy, no torch.
+from graphbench.ladders.tune import ParetoPoint, TunedLadder, evaluate_ladder, knee, pareto_curve, tune_ladder  # noqa: E402
+from graphbench.ladders.tune_sources import (  # noqa: E402
+    MemoryModel,
+    distribution_from_results,
+    fit_memory_model,
+    model_distribution,
+)
+
+__all__ += [
+    "MemoryModel",
+    "ParetoPoint",
+    "TunedLadder",
+    "distribution_from_results",
+    "evaluate_ladder",
+    "fit_memory_model",
+    "knee",
+    "model_distribution",
+    "pareto_curve",
+    "tune_ladder",
+]

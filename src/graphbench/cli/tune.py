@@ -1,0 +1,290 @@
+"""`graphbench tune`: the capture ladder of at most N sizes with the least expected padding.
+
+The distribution comes from measured runs (--from), a file (--distribution) or a model (--model).
+Prints the tuned ladder next to the default and interactivity ladders on the same distribution,
+the Pareto curve (best ladder per number of graphs) with its knee, and the flags that apply the
+ladder. No torch import; matplotlib only for --plot.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from graphbench.cli.main import app
+from graphbench.errors import GraphbenchError
+from graphbench.ladders.distributions import BatchSizeDistribution, load_distribution
+from graphbench.ladders.plot import check_plot_path
+from graphbench.ladders.sizes import PERFORMANCE_MODES, capture_sizes
+from graphbench.ladders.tune import (
+    OBJECTIVES,
+    ParetoPoint,
+    TunedLadder,
+    evaluate_ladder,
+    knee,
+    pareto_curve,
+)
+from graphbench.ladders.tune_sources import (
+    MODEL_FORMS,
+    MemoryModel,
+    distribution_from_results,
+    fit_memory_model,
+    load_run_results,
+    model_distribution,
+)
+
+FORMATS = ("table", "json")
+MIB = 2**20
+
+
+def _o(flag: str, help: str):  # noqa: A002 - typer's name
+    return typer.Option(flag, help=help)
+
+
+@app.command("tune")
+def tune_command(
+    from_results: Annotated[Optional[list[Path]], _o("--from", "Result files or folders of measured runs "
+                                                   "(repeatable); their batch-size histograms are summed.")] = None,
+    workload: Annotated[Optional[list[str]], _o("--workload", "With --from: only these workloads "
+                                                "(repeatable; default all).")] = None,
+    distribution: Annotated[Optional[Path], _o("--distribution", "Batch-size file: JSONL trace (batch_size or "
+                                               "num_tokens), CSV (batch_size[,count]), JSON {size: count} or one "
+                                               "size per line.")] = None,
+    model: Annotated[Optional[str], _o("--model", f"Parametric distribution: {MODEL_FORMS} (closed: weight W, "
+                                       "default 0.9, on C, the rest uniform over 1..C-1).")] = None,
+    max_graphs: Annotated[int, _o("--max-graphs", "Most sizes in the tuned ladder.")] = ...,  # type: ignore[assignment]
+    objective: Annotated[str, _o("--objective", "tokens: expected padding tokens per step; "
+                                 "waste: expected padding fraction.")] = "tokens",
+    max_num_seqs: Annotated[int, _o("--max-num-seqs", "For the default/interactivity ladders and the "
+                                    "default top.")] = 256,
+    top: Annotated[Optional[int], _o("--top", "Largest size, always kept (default: the default ladder's top, "
+                                     "so no batch loses its graph).")] = None,
+    multiple_of: Annotated[int, _o("--multiple-of", "Sizes must be multiples of K (speculative decoding: "
+                                   "K = 1 + num_speculative_tokens).")] = 1,
+    require: Annotated[Optional[str], _o("--require", "Sizes that must be in the ladder, e.g. 1,2,4.")] = None,
+    candidates: Annotated[Optional[str], _o("--candidates", "Restrict the sizes to this comma list, or to "
+                                            "the 'default' or 'interactivity' ladder's sizes.")] = None,
+    memory_budget_mib: Annotated[Optional[float], _o("--memory-budget-mib", "Graph-memory budget in MiB under "
+                                                     "the fitted memory model.")] = None,
+    memory_from: Annotated[Optional[list[Path]], _o("--memory-from", "Results to fit graph memory "
+                                                    "~ a + b*size per size (default: --from).")] = None,
+    plot: Annotated[Optional[Path], _o("--plot", "Write the Pareto curve, default/interactivity ladders "
+                                       "marked, to this .png.")] = None,
+    output_format: Annotated[str, _o("--format", "table or json.")] = "table",
+) -> None:
+    """Tune the CUDA-graph capture ladder to a batch-size distribution (exact dynamic programming)."""
+    if output_format not in FORMATS:
+        raise GraphbenchError(f"unknown format {output_format!r}; choose from {', '.join(FORMATS)}")
+    if objective not in OBJECTIVES:
+        raise GraphbenchError(f"unknown objective {objective!r}; choose from {', '.join(OBJECTIVES)}")
+    if multiple_of <= 0:
+        raise GraphbenchError(f"--multiple-of must be a positive integer, got {multiple_of}")
+    if plot is not None:
+        check_plot_path(plot)
+    warnings: list[str] = []
+    dist = _distribution(from_results, workload, distribution, model, multiple_of, warnings)
+    comparisons = {
+        mode: capture_sizes(max_num_seqs, performance_mode=mode, num_speculative_tokens=multiple_of - 1)
+        for mode in PERFORMANCE_MODES
+    }
+    if top is None:
+        top = comparisons["default"].max_capture_size
+        if top == 0:
+            raise GraphbenchError(f"no default ladder size is a multiple of {multiple_of}; give --top")
+    memory_model = _memory_model(memory_from, from_results, memory_budget_mib, warnings)
+    options: dict[str, Any] = dict(
+        objective=objective,
+        top=top,
+        multiple_of=multiple_of,
+        required=_ints("--require", require) if require else (),
+        candidates=_candidates(candidates, comparisons),
+        memory_model=memory_model,
+        memory_budget_bytes=None if memory_budget_mib is None else memory_budget_mib * MIB,
+    )
+    curve = pareto_curve(dist, max_graphs, **options)
+    tuned = evaluate_ladder(curve[-1].sizes, dist, objective=objective, memory_model=memory_model)
+    ladders = {"tuned": tuned} | {
+        mode: evaluate_ladder(ladder.sizes, dist, objective=objective, memory_model=memory_model)
+        for mode, ladder in comparisons.items()
+    }
+    if tuned.eager_pct > 0:
+        warnings.append(f"{tuned.eager_pct:.2f}% of batches are above the top {top} and run eager")
+    for warning in warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    points = [(p, evaluate_ladder(p.sizes, dist, objective=objective)) for p in curve]
+    bend = knee(curve)
+    doc = _document(dist, options, max_graphs, ladders, points, bend, memory_model)
+    if output_format == "json":
+        typer.echo(json.dumps(doc))
+    else:
+        _print_table(doc)
+    if plot is not None:
+        written = plot_pareto(curve, ladders, bend, objective, plot)
+        typer.echo(f"wrote {written}", err=output_format != "table")
+
+
+def _distribution(from_results, workloads, path, model, multiple_of, warnings) -> BatchSizeDistribution:
+    given = [name for name, v in (("--from", from_results), ("--distribution", path), ("--model", model)) if v]
+    if len(given) != 1:
+        raise GraphbenchError(
+            "give exactly one of --from, --distribution or --model" + (f" (got {', '.join(given)})" if given else "")
+        )
+    if workloads and not from_results:
+        raise GraphbenchError("--workload filters the workloads of --from results; give --from")
+    if from_results:
+        results, skipped = load_run_results(from_results)
+        warnings += skipped
+        return distribution_from_results(results, workloads or None)
+    if path is not None:
+        return load_distribution(path)
+    return model_distribution(model, tokens_per_request=multiple_of)
+
+
+def _memory_model(memory_from, from_results, budget_mib, warnings) -> MemoryModel | None:
+    """The fitted memory model: from --memory-from, else from --from (optional unless there is a budget)."""
+    if budget_mib is not None and not budget_mib > 0:
+        raise GraphbenchError(f"--memory-budget-mib must be positive, got {budget_mib}")
+    paths = memory_from or from_results
+    if not paths:
+        if budget_mib is not None:
+            raise GraphbenchError("--memory-budget-mib needs measured results to fit graph memory: give --memory-from")
+        return None
+    results, skipped = load_run_results(paths)
+    if memory_from:
+        warnings += skipped
+    try:
+        return fit_memory_model(results)
+    except GraphbenchError:
+        if memory_from or budget_mib is not None:
+            raise
+        return None  # --from runs without graph memory: just no memory column
+
+
+def _ints(option: str, text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise GraphbenchError(f"{option} must be comma-separated integers like 1,2,4, got {text!r}") from None
+
+
+def _candidates(text: str | None, comparisons) -> list[int] | None:
+    if text is None:
+        return None
+    if text.strip() in comparisons:
+        return list(comparisons[text.strip()].sizes)
+    return _ints("--candidates", text)
+
+
+def _ladder_row(name: str, ladder: TunedLadder) -> dict[str, Any]:
+    return {"name": name, **ladder.to_dict()}
+
+
+def _document(dist, options, max_graphs, ladders, points, bend: ParetoPoint, memory_model) -> dict[str, Any]:
+    sizes = list(ladders["tuned"].sizes)
+    budget = options["memory_budget_bytes"]
+    return {
+        "distribution": {
+            "source": dist.source,
+            "num_sizes": len(dist),
+            "min_size": dist.min_size,
+            "max_size": dist.max_size,
+            "mean": dist.mean(),
+        },
+        "objective": options["objective"],
+        "max_graphs": max_graphs,
+        "top": options["top"],
+        "multiple_of": options["multiple_of"],
+        "required": sorted(set(options["required"])),
+        "memory_budget_bytes": budget,
+        "memory_model": None if memory_model is None else memory_model.to_dict(),
+        "tuned": ladders["tuned"].to_dict(),
+        "ladders": [_ladder_row(name, ladder) for name, ladder in ladders.items()],
+        "pareto": [
+            {
+                "num_graphs": p.num_graphs,
+                "value": p.value,
+                "expected_padded_tokens": e.expected_padded_tokens,
+                "expected_waste_pct": e.expected_waste_pct,
+                "sizes": list(p.sizes),
+            }
+            for p, e in points
+        ],
+        "knee": bend.num_graphs,
+        "apply": {
+            "graphbench": "--capture-sizes " + ",".join(map(str, sizes)),
+            "vllm": "--compilation-config " + f"'{json.dumps({'cudagraph_capture_sizes': sizes})}'",
+        },
+    }
+
+
+def _print_table(doc: dict[str, Any]) -> None:
+    say = typer.echo
+    d = doc["distribution"]
+    say(f"distribution: {d['source']} ({d['num_sizes']} sizes in {d['min_size']}..{d['max_size']}, "
+        f"mean {d['mean']:.2f})")
+    unit = "padding tokens per step" if doc["objective"] == "tokens" else "padding waste %"
+    extra = [f"multiple of {doc['multiple_of']}"] if doc["multiple_of"] > 1 else []
+    extra += [f"required {','.join(map(str, doc['required']))}"] if doc["required"] else []
+    if doc["memory_budget_bytes"] is not None:
+        extra.append(f"graph memory <= {doc['memory_budget_bytes'] / MIB:.1f} MiB")
+    say(f"objective: {doc['objective']} ({unit}); at most {doc['max_graphs']} graphs; top {doc['top']}"
+        + "".join(f"; {e}" for e in extra))
+    if (mm := doc["memory_model"]) is not None:
+        say(f"graph memory model: {mm['per_graph_bytes'] / MIB:.3f} MiB per size + "
+            f"{mm['per_token_bytes'] / 1024:.3f} KiB per token of size (fit over {mm['num_points']} result(s), "
+            f"rms error {mm['rms_error_bytes'] / MIB:.3f} MiB{'; ' + mm['note'] if mm['note'] else ''})")
+    say(f"tuned ladder ({doc['tuned']['num_sizes']} sizes): {' '.join(map(str, doc['tuned']['sizes']))}")
+    say("")
+    with_memory = doc["memory_model"] is not None
+    head = f"{'ladder':<14}{'graphs':>7}{'pad tokens/step':>17}{'waste':>9}{'eager':>9}"
+    say(head + (f"{'graph MiB':>11}" if with_memory else ""))
+    for row in doc["ladders"]:
+        line = (f"{row['name']:<14}{row['num_sizes']:>7}{row['expected_padded_tokens']:>17.4f}"
+                f"{row['expected_waste_pct']:>8.2f}%{row['eager_pct']:>8.2f}%")
+        say(line + (f"{row['predicted_graph_memory_bytes'] / MIB:>11.1f}" if with_memory else ""))
+    say("")
+    say("Pareto curve: best ladder with at most n graphs (* = knee)")
+    say(f"{'graphs':>7}{'pad tokens/step':>17}{'waste':>9}  sizes")
+    for p in doc["pareto"]:
+        mark = "*" if p["num_graphs"] == doc["knee"] else " "
+        say(f"{p['num_graphs']:>6}{mark}{p['expected_padded_tokens']:>17.4f}{p['expected_waste_pct']:>8.2f}%  "
+            + " ".join(map(str, p["sizes"])))
+    k = next(p for p in doc["pareto"] if p["num_graphs"] == doc["knee"])
+    say(f"knee: {doc['knee']} graphs ({k['expected_padded_tokens']:.4f} padding tokens per step, "
+        f"{k['expected_waste_pct']:.2f}% waste); more graphs buy less beyond it")
+    say("")
+    say("apply the tuned ladder:")
+    say(f"  graphbench: {doc['apply']['graphbench']}")
+    say(f"  vLLM:       {doc['apply']['vllm']}")
+
+
+def plot_pareto(
+    curve: list[ParetoPoint], ladders: dict[str, TunedLadder], bend: ParetoPoint, objective: str, path: Path
+) -> Path:
+    """Objective vs number of graphs: the Pareto curve, the knee, and the other ladders as points."""
+    out = check_plot_path(path)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # lazy: only when a plot is asked for
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9, 5), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    xs, ys = [p.num_graphs for p in curve], [p.value for p in curve]
+    ax.step(xs, ys, where="post", marker=".", label="tuned (Pareto curve)")
+    ax.plot([bend.num_graphs], [bend.value], "o", mfc="none", ms=12, label=f"knee ({bend.num_graphs} graphs)")
+    for marker, (name, ladder) in zip("sD^", ladders.items()):
+        ax.plot([ladder.num_sizes], [ladder.objective_value], marker, label=f"{name} ({ladder.num_sizes} sizes)")
+    ax.set_xlabel("number of graphs (ladder sizes)")
+    ax.set_ylabel("expected padding tokens per step" if objective == "tokens" else "expected padding waste (%)")
+    ax.set_title("Capture ladder: expected padding vs number of graphs")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    try:
+        fig.savefig(out, dpi=100)
+    except OSError as exc:
+        raise GraphbenchError(f"cannot write plot {out}: {exc}") from None
+    return out

@@ -1,0 +1,336 @@
+"""Tune the capture ladder: the at most N sizes that minimise the expected padding of a workload.
+
+A ladder L (ascending, top T = max L) pads a batch n <= T to pad(n) = min{s in L : s >= n};
+batches above T run eager and cost nothing (as in `average_waste`). Over a batch-size
+distribution p(n) two objectives are offered:
+
+- ``tokens``: E[pad(n) - n], the padding tokens computed per step;
+- ``waste``:  E[(pad(n) - n) / pad(n)], the mean fraction of a padded batch that is padding.
+
+Solved exactly by dynamic programming over the candidate sizes c_1 < ... < c_K = T. A rung c_j
+serves the batches in (c_i, c_j], c_i the rung below it (c_0 = 0), so with prefix sums P
+(probability) and S (probability x size) that run costs c_j (P_j - P_i) - (S_j - S_i) (tokens) or
+(P_j - P_i) - (S_j - S_i) / c_j (waste), and f[k][j] = min_i f[k-1][i] + cost(i, j): O(K^2 N).
+Restricting the candidates to the distribution's own sizes loses nothing: lowering a rung to the
+largest batch size it serves never increases either cost.
+
+Constraints: the top is always a rung (no batch that had a graph loses it); ``multiple_of`` m
+(speculative decoding, m = 1 + k) makes every rung a multiple of m (candidates are rounded up to
+multiples, so batches pad to them); ``required`` sizes are always rungs (no transition may jump
+over one); a graph-memory budget under a fitted model memory = sum over rungs of (a + b * size)
+adds a third DP dimension, the sum of the rung sizes in units of their gcd -- still exact. Ties
+prefer fewer sizes. Pure Python and numpy; no torch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from graphbench.errors import GraphbenchError
+from graphbench.ladders.distributions import BatchSizeDistribution
+from graphbench.ladders.padding import average_waste, eager_fraction, pad_to
+from graphbench.ladders.tune_sources import MemoryModel
+
+OBJECTIVES = ("tokens", "waste")
+_MAX_BUDGET_WORK = 4e8  # numpy element operations of the memory-budget DP
+_MAX_BUDGET_CELLS = 6e7  # back-pointers it stores
+_REL_TIE = 1e-12
+
+
+@dataclass(frozen=True, slots=True)
+class TunedLadder:
+    """A ladder and its expected padding over a distribution (eager batches count zero)."""
+
+    sizes: tuple[int, ...]
+    expected_padded_tokens: float  # E[pad(n) - n] per step
+    expected_waste_pct: float  # 100 * E[(pad(n) - n) / pad(n)]
+    num_sizes: int
+    predicted_graph_memory_bytes: float | None = None
+    objective: str = "tokens"
+    eager_pct: float = 0.0  # % of batches above the top rung
+
+    @property
+    def objective_value(self) -> float:
+        return self.expected_padded_tokens if self.objective == "tokens" else self.expected_waste_pct
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "sizes": list(self.sizes)}
+
+
+class ParetoPoint(NamedTuple):
+    """The best ladder with at most num_graphs sizes and its objective value (tokens, or waste %)."""
+
+    num_graphs: int
+    value: float
+    sizes: tuple[int, ...]
+
+
+def evaluate_ladder(
+    sizes: Iterable[int],
+    distribution: Mapping[int, float],
+    *,
+    objective: str = "tokens",
+    memory_model: MemoryModel | None = None,
+) -> TunedLadder:
+    """Expected padding tokens, waste % and eager % of any ladder over a distribution."""
+    rungs = tuple(sorted(set(sizes)))
+    dist = _as_dist(distribution)
+    _check_objective(objective)
+    tokens = math.fsum(p * (padded - n) for n, p in dist.items() if (padded := pad_to(rungs, n)) is not None)
+    return TunedLadder(
+        rungs,
+        tokens,
+        100 * average_waste(rungs, dist),
+        len(rungs),
+        None if memory_model is None else memory_model.predict(rungs),
+        objective,
+        100 * eager_fraction(rungs, dist),
+    )
+
+
+def tune_ladder(distribution: Mapping[int, float], max_graphs: int, **options: Any) -> TunedLadder:
+    """The exact best ladder of at most max_graphs sizes; options as `pareto_curve`."""
+    memory_model = options.get("memory_model")
+    point = pareto_curve(distribution, max_graphs, **options)[-1]
+    return evaluate_ladder(
+        point.sizes, distribution, objective=options.get("objective", "tokens"), memory_model=memory_model
+    )
+
+
+def pareto_curve(
+    distribution: Mapping[int, float],
+    max_graphs: int,
+    *,
+    objective: str = "tokens",
+    top: int | None = None,
+    multiple_of: int = 1,
+    required: Iterable[int] = (),
+    candidates: Iterable[int] | None = None,
+    memory_model: MemoryModel | None = None,
+    memory_budget_bytes: float | None = None,
+) -> list[ParetoPoint]:
+    """(n, objective value, sizes) of the best ladder with at most n sizes, n = fewest possible..max_graphs.
+
+    The fewest possible is the number of forced rungs (the top and the required sizes); the values
+    never increase with n. top defaults to the distribution's largest size (rounded up to a
+    multiple of multiple_of); candidates, when given, restrict the sizes the ladder may use (the
+    top and the required sizes are always allowed). With memory_budget_bytes only ladders whose
+    memory_model prediction fits are considered (n values with no fitting ladder are left out).
+    """
+    _check_int("max_graphs", max_graphs)
+    prob = _Problem(_as_dist(distribution), objective, top, multiple_of, required, candidates)
+    if max_graphs < prob.forced:
+        raise GraphbenchError(
+            f"max graphs {max_graphs} is fewer than the {prob.forced} sizes that must be in the ladder "
+            f"(top {prob.top}{', required ' + ','.join(map(str, prob.required)) if prob.required else ''})"
+        )
+    limit = min(max_graphs, prob.K)
+    if memory_budget_bytes is not None:
+        if memory_model is None:
+            raise GraphbenchError("a graph-memory budget needs a memory model (fit one from measured results)")
+        if not memory_budget_bytes > 0:
+            raise GraphbenchError(f"the memory budget must be positive, got {memory_budget_bytes!r}")
+        if memory_model.per_graph_bytes < 0 or memory_model.per_token_bytes < 0:
+            raise GraphbenchError("the memory model's coefficients must be non-negative")
+    values, paths = prob.solve(limit)
+    budget = memory_budget_bytes
+    if budget is not None and any(p is not None and memory_model.predict(p) > budget * (1 + 1e-9) for p in paths):
+        a, b = memory_model.per_graph_bytes, memory_model.per_token_bytes
+        if b == 0:
+            cap = limit if a == 0 else min(limit, math.floor(budget / a * (1 + 1e-9)))
+            values, paths = values[: cap + 1], paths[: cap + 1]
+        else:
+            values, paths = prob.solve_budget(limit, a, b, budget)
+    curve: list[ParetoPoint] = []
+    best_k, last = None, None
+    for n in range(prob.forced, max_graphs + 1):
+        ks = [k for k in range(prob.forced, min(n, len(values) - 1) + 1) if math.isfinite(values[k])]
+        if not ks:
+            continue
+        low = min(values[k] for k in ks)
+        best_k = next(k for k in ks if values[k] <= low + _REL_TIE * max(abs(low), abs(values[ks[0]])))
+        ladder = evaluate_ladder(paths[best_k], prob.dist, objective=objective)
+        point = ParetoPoint(n, ladder.objective_value, ladder.sizes)
+        if last is not None and point.value > last.value:  # float noise between equal optima
+            point = ParetoPoint(n, last.value, last.sizes)
+        curve.append(point)
+        last = point
+    if not curve:
+        need = memory_model.predict(prob.forced_sizes)
+        raise GraphbenchError(
+            f"no ladder fits the graph-memory budget of {budget / 2**20:.1f} MiB: the forced sizes "
+            f"({','.join(map(str, prob.forced_sizes))}) alone are predicted to need {need / 2**20:.1f} MiB"
+        )
+    return curve
+
+
+def knee(curve: Sequence[ParetoPoint]) -> ParetoPoint:
+    """Where adding graphs stops paying: the point farthest below the chord from first to last point.
+
+    Both axes are scaled to [0, 1] first; a flat curve (or fewer than 3 points) gives the first point
+    that reaches the final value.
+    """
+    if not curve:
+        raise GraphbenchError("the Pareto curve is empty")
+    first, final = curve[0], curve[-1]
+    span_y = first.value - final.value
+    if len(curve) < 3 or span_y <= 0:
+        return next(p for p in curve if p.value <= final.value)
+    span_x = final.num_graphs - first.num_graphs
+
+    def below_chord(p: ParetoPoint) -> float:
+        x = (p.num_graphs - first.num_graphs) / span_x
+        return (1 - x) - (p.value - final.value) / span_y
+
+    return max(curve, key=below_chord)  # max keeps the first of equals
+
+
+class _Problem:
+    """Candidates, forced rungs and the run-cost matrix of one tuning problem."""
+
+    def __init__(self, dist, objective, top, multiple_of, required, candidates) -> None:
+        _check_objective(objective)
+        m = _check_int("multiple_of", multiple_of)
+        if top is None:
+            top = _ceil(dist.max_size, m)
+        elif _check_int("top", top) % m:
+            raise GraphbenchError(f"top {top} is not a multiple of {m}")
+        req = sorted({_check_int("required size", s) for s in required})
+        for s in req:
+            if s % m or s > top:
+                why = f"is not a multiple of {m}" if s % m else f"is above the top {top}"
+                raise GraphbenchError(f"required size {s} {why}")
+        base = dist.sizes if candidates is None else [_check_int("candidate size", s) for s in candidates]
+        cand = sorted({c for c in (_ceil(s, m) for s in base) if c <= top} | set(req) | {top})
+        self.dist, self.objective, self.top, self.required = dist, objective, top, tuple(req)
+        self.cand, self.K = cand, len(cand)
+        self.forced_sizes = tuple(sorted(set(req) | {top}))
+        self.forced = len(self.forced_sizes)
+        sizes, probs = list(dist.sizes), [dist[s] for s in dist.sizes]
+        P, S, i, acc_p, acc_s = [0.0], [0.0], 0, [], []
+        for c in cand:
+            while i < len(sizes) and sizes[i] <= c:
+                acc_p.append(probs[i])
+                acc_s.append(probs[i] * sizes[i])
+                i += 1
+            P.append(math.fsum(acc_p))
+            S.append(math.fsum(acc_s))
+        P_, S_ = np.array(P), np.array(S)
+        c = np.array([0, *cand], dtype=float)
+        mass = P_[None, :] - P_[:, None]
+        msum = S_[None, :] - S_[:, None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cost = c[None, :] * mass - msum if objective == "tokens" else mass - msum / c[None, :]
+        cost = np.maximum(cost, 0.0)
+        # A transition i -> j is allowed when i < j and no forced rung lies strictly between them.
+        forced_idx = {cand.index(s) + 1 for s in self.forced_sizes}
+        next_forced = np.empty(self.K + 1, dtype=int)
+        nxt = self.K
+        for i in range(self.K, -1, -1):
+            next_forced[i] = nxt
+            if i in forced_idx:
+                nxt = i
+        idx = np.arange(self.K + 1)
+        allowed = (idx[None, :] > idx[:, None]) & (idx[None, :] <= next_forced[:, None])
+        self.cost = np.where(allowed, cost, np.inf)
+
+    def solve(self, limit: int) -> tuple[list[float], list[tuple[int, ...] | None]]:
+        """Best cost and sizes of a ladder with exactly k rungs ending at the top, k = 0..limit."""
+        K = self.K
+        f = np.full(K + 1, np.inf)
+        f[0] = 0.0
+        back = []
+        values, paths = [math.inf], [None]
+        for _ in range(limit):
+            total = f[:, None] + self.cost
+            arg = total.argmin(axis=0)
+            f = total[arg, np.arange(K + 1)]
+            back.append(arg)
+            values.append(float(f[K]))
+            paths.append(self._path(back, K) if math.isfinite(f[K]) else None)
+        return values, paths
+
+    def _path(self, back: list[np.ndarray], j: int) -> tuple[int, ...]:
+        sizes = []
+        for arg in reversed(back):
+            sizes.append(self.cand[j - 1])
+            j = int(arg[j])
+        return tuple(reversed(sizes))
+
+    def solve_budget(
+        self, limit: int, a: float, b: float, budget: float
+    ) -> tuple[list[float], list[tuple[int, ...] | None]]:
+        """As `solve`, but only ladders with a*k + b*sum(sizes) <= budget (sum tracked exactly)."""
+        K, g = self.K, math.gcd(*self.cand)
+        units = [0, *(c // g for c in self.cand)]
+        smax = math.floor((budget - a * self.forced) / (b * g) * (1 + 1e-12) + 1e-9)
+        smax = min(smax, sum(sorted(units)[-limit:]))
+        if smax < 0:
+            return [math.inf] * (limit + 1), [None] * (limit + 1)
+        work, cells = limit * K * K * (smax + 1) / 2, limit * (K + 1) * (smax + 1)
+        if work > _MAX_BUDGET_WORK or cells > _MAX_BUDGET_CELLS:
+            raise GraphbenchError(
+                f"the exact memory-budget search is too large ({K} candidate sizes, sums up to {smax * g} "
+                f"tokens, {limit} graphs); narrow it with fewer --max-graphs, --candidates or --multiple-of"
+            )
+        F = np.full((K + 1, smax + 1), np.inf)
+        F[0, 0] = 0.0
+        back: list[np.ndarray] = []
+        values, paths = [math.inf], [None]
+        cols = np.arange(smax + 1)
+        for k in range(1, limit + 1):
+            new = np.full_like(F, np.inf)
+            arg = np.zeros((K + 1, smax + 1), dtype=np.int32)
+            for j in range(1, K + 1):
+                u = units[j]
+                src = np.nonzero(np.isfinite(self.cost[:j, j]))[0]
+                if u > smax or not len(src):
+                    continue
+                total = F[src, : smax + 1 - u] + self.cost[src, j][:, None]
+                best = total.argmin(axis=0)
+                new[j, u:] = total[best, cols[: smax + 1 - u]]
+                arg[j, u:] = src[best]
+            F = new
+            back.append(arg)
+            bound = min(smax, math.floor((budget - a * k) / (b * g) * (1 + 1e-12) + 1e-9))
+            row = F[K, : bound + 1] if bound >= 0 else np.array([])
+            if not len(row) or not np.isfinite(row).any():
+                values.append(math.inf)
+                paths.append(None)
+                continue
+            s = int(row.argmin())
+            values.append(float(row[s]))
+            sizes, j = [], K
+            for step in reversed(back):
+                sizes.append(self.cand[j - 1])
+                j, s = int(step[j, s]), s - units[j]
+            paths.append(tuple(reversed(sizes)))
+        return values, paths
+
+
+def _as_dist(distribution: Mapping[int, float]) -> BatchSizeDistribution:
+    if isinstance(distribution, BatchSizeDistribution):
+        return distribution
+    if not isinstance(distribution, Mapping):
+        raise GraphbenchError(f"a batch-size distribution must be a mapping size -> weight, got {distribution!r}")
+    return BatchSizeDistribution(distribution)
+
+
+def _check_objective(objective: str) -> None:
+    if objective not in OBJECTIVES:
+        raise GraphbenchError(f"unknown objective {objective!r}; choose from {', '.join(OBJECTIVES)}")
+
+
+def _check_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise GraphbenchError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _ceil(n: int, m: int) -> int:
+    return -(-n // m) * m
