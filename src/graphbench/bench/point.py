@@ -7,7 +7,6 @@ process per point.
 from __future__ import annotations
 
 import gc
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,39 +43,16 @@ def startup_dict(engine, cold: bool, wall_s: float) -> dict[str, Any]:
     }
 
 
-def _clear_compile_cache(engine_dir: str | None) -> None:
-    if engine_dir:
-        shutil.rmtree(Path(engine_dir).parent, ignore_errors=True)
-
-
-def _start(config: EngineConfig, cold: bool, previous_dir: str | None):
+def _start(config: EngineConfig, cold: bool):
     import torch
 
     from graphbench.runner.engine import Engine
 
-    if cold:
-        _clear_compile_cache(previous_dir or _cache_dir_for(config))
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
     started = time.perf_counter()
-    engine = Engine(config)
+    engine = Engine(config, fresh_compile=cold)
     return engine, startup_dict(engine, cold, time.perf_counter() - started)
-
-
-def _cache_dir_for(config: EngineConfig) -> str | None:
-    """This config's compile-cache directory, as the engine will compute it."""
-    import torch
-
-    from graphbench.config import CompileMode
-    from graphbench.runner.compile.cache import compile_hash, rank_dir
-    from graphbench.runner.device import dtype_name, resolve_device, resolve_dtype
-
-    resolved = config.resolve()
-    if resolved.compilation.mode != CompileMode.COMPILE:
-        return None
-    device = resolve_device(resolved.model.device)
-    resolved.model.device, resolved.model.dtype = device.type, dtype_name(resolve_dtype(resolved.model.dtype, device))
-    return str(rank_dir(compile_hash(resolved.compute_hash(), torch.__version__)))
 
 
 def run_point(spec: PointSpec, results_dir: str | Path,
@@ -87,13 +63,10 @@ def run_point(spec: PointSpec, results_dir: str | Path,
     startups, engine = [], None
     for kind in spec.startups:
         if engine is not None:
-            previous = engine.report.compile_cache_dir
-            del engine
+            del engine  # free its memory (graphs, KV cache) before the next start
             gc.collect()
-        else:
-            previous = None
         progress(f"{kind} start")
-        engine, startup = _start(spec.config, kind == "cold", previous)
+        engine, startup = _start(spec.config, kind == "cold")
         startups.append(startup)
     env = environment(engine.device.type)
     workloads = []

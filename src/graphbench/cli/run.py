@@ -13,13 +13,16 @@ WORKLOAD = "Workload options"
 
 
 def build_workloads(concurrency: Optional[str], request_rate: Optional[str], trace: Optional[str], prompt_len: str,
-                    output_len: str, num_requests: Optional[int], seed: int) -> list:
+                    output_len: str, num_requests: Optional[int], seed: int, per_concurrency: int = 4) -> list:
     """The workloads a run measures: closed-loop levels, Poisson rates, a trace."""
     from graphbench.bench.workloads import LengthDist, Workload
 
     prompt, output = LengthDist.parse(prompt_len, "--prompt-len"), LengthDist.parse(output_len, "--output-len")
     common = dict(prompt_len=prompt, output_len=output, num_requests=num_requests, seed=seed)
-    workloads = [Workload(kind="closed", concurrency=c, **common) for c in parse_int_list(concurrency, "--concurrency") or []]
+    if per_concurrency < 1:
+        raise GraphbenchError(f"--num-requests-per-concurrency must be >= 1, got {per_concurrency}")
+    workloads = [Workload(kind="closed", concurrency=c, **dict(common, num_requests=num_requests or per_concurrency * c))
+                 for c in parse_int_list(concurrency, "--concurrency") or []]
     for text in (request_rate or "").split(","):
         if text.strip():
             try:
@@ -44,6 +47,7 @@ def run(
     prompt_len: Annotated[str, typer.Option(help="128, uniform:64-256 or normal:128,32.", rich_help_panel=WORKLOAD)] = "128",
     output_len: Annotated[str, typer.Option(help="Output tokens per request (same forms).", rich_help_panel=WORKLOAD)] = "64",
     num_requests: Annotated[Optional[int], typer.Option(help="Requests per workload (default 4 x concurrency).", rich_help_panel=WORKLOAD)] = None,
+    num_requests_per_concurrency: Annotated[int, typer.Option(help="Closed loop: requests = this x concurrency, unless --num-requests.", rich_help_panel=WORKLOAD)] = 4,
     workload_seed: Annotated[int, typer.Option(help="Seed of the request lengths and prompts.", rich_help_panel=WORKLOAD)] = 0,
     repeats: Annotated[int, typer.Option(help="Measured repeats per workload, after a warm-up.")] = 3,
     cold: Annotated[bool, typer.Option("--cold/--warm", help="--cold: clear this config's compile cache, start cold, then start again warm.")] = False,
@@ -59,7 +63,8 @@ def run(
 
     if repeats < 1:
         raise GraphbenchError(f"--repeats must be >= 1, got {repeats}")
-    workloads = build_workloads(concurrency, request_rate, trace, prompt_len, output_len, num_requests, workload_seed)
+    workloads = build_workloads(concurrency, request_rate, trace, prompt_len, output_len, num_requests, workload_seed,
+                                num_requests_per_concurrency)
     resolved = engine_config.resolve()
     console = Console(stderr=True, quiet=quiet)
     if system in ("hf-eager", "hf-compile"):

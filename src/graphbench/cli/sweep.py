@@ -134,6 +134,8 @@ def _run_args(workload: dict, concurrency, prompt_len, output_len, num_requests,
         values["concurrency"] = ",".join(map(str, values["concurrency"]))
     if num_requests or workload.get("num_requests"):
         values["num-requests"] = str(num_requests or workload["num_requests"])
+    elif not gpu:  # CPU default: 2 x concurrency requests per workload keeps the default sweep short
+        values["num-requests-per-concurrency"] = "2"
     if workload.get("request_rate"):
         values["request-rate"] = str(workload["request_rate"])
     args = []

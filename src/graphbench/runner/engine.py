@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import itertools
+import shutil
 import logging
 import time
 from dataclasses import dataclass, field
@@ -74,13 +75,19 @@ class StartupReport:
 
 
 class Engine:
-    def __init__(self, config: EngineConfig):
+    def __init__(self, config: EngineConfig, *, fresh_compile: bool = False):
+        """Start the engine. fresh_compile: clear this config's compile cache first (a cold start)."""
         started = time.perf_counter()
+        self._fresh_compile = fresh_compile
         self.device = resolve_device(config.model.device)
         self.dtype = resolve_dtype(config.model.dtype, self.device)
         self.device_info = device_info(self.device)
         self.config = config.resolve(blackwell=self.device_info.is_blackwell_datacenter)
         self.config.model.device, self.config.model.dtype = self.device.type, dtype_name(self.dtype)
+        if self.device.type != "cuda" and self.config.compilation.max_autotune:
+            # Inductor's autotuning targets GPU kernels; on the CPU it costs minutes and buys little.
+            self.config.compilation.max_autotune = False
+            log.info("max_autotune is off on the CPU")
         self.arch = load_arch(self.config.model.model)
         sched = self.config.scheduler
         self.max_model_len = sched.max_model_len or self.arch.max_position_embeddings
@@ -148,6 +155,8 @@ class Engine:
             return None
         hash_ = compile_hash(self.config.compute_hash(), torch.__version__)
         directory = rank_dir(hash_)
+        if self._fresh_compile:
+            shutil.rmtree(directory.parent, ignore_errors=True)
         self.report.compile_from_cache = (directory / COMPLETE_MARKER).is_file()
         use_cache_dir(directory)
         write_meta(directory, self.config.summary(), {"config": self.config.to_dict()})
