@@ -77,3 +77,36 @@ def test_timeout_is_a_failed_point(tmp_path):
     assert result.exit_code == 0
     (r,) = load_results([tmp_path]).results
     assert r["status"] == "failed" and r["failure"]["reason"] == "timed out after 0.5 s"
+
+
+def test_tuned_ladder_point_is_tuned_from_the_measured_batch_sizes(tmp_path):
+    points = build_grid({"model.model": "tiny-llama"}, {"level": [0], "ladder": ["default", "tuned:3"]}, [])
+    assert [(p.label, p.tuned_graphs) for p in points] == [("O0_default", None), ("O0_tuned3", 3)]
+    result = runner.invoke(app, ["sweep", "--device", "cpu", "--levels", "0", "--ladders", "default,tuned:3",
+                                 "--concurrency", "1,3", "--prompt-len", "16", "--output-len", "6", "--repeats", "1",
+                                 "--max-num-seqs", "8", "--peers", "none", "--results", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    by_label = {r["label"]: r for r in load_results([tmp_path]).results}
+    tuned = by_label["O0_tuned3"]
+    assert tuned["status"] == "ok"
+    sizes = tuned["config"]["compilation"]["cudagraph_capture_sizes"]
+    assert len(sizes) <= 3 and sizes[-1] == 16  # the default top (2 x max_num_seqs) is kept
+    assert 1 in sizes and 3 in sizes  # the measured decode batch sizes of concurrency 1 and 3
+
+
+def test_tuned_first_is_a_failed_point(tmp_path):
+    result = runner.invoke(app, ["sweep", *FAST, "--levels", "0", "--ladders", "tuned:2", "--results", str(tmp_path)])
+    assert result.exit_code == 0
+    (r,) = load_results([tmp_path]).results
+    assert r["status"] == "failed" and "no measured batch sizes" in r["failure"]["reason"]
+
+
+def test_sample_sweep_files_build():
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parent.parent / "src" / "graphbench" / "sample_configs" / "sweeps"
+    files = sorted(folder.glob("*.toml"))
+    assert files
+    for path in files:
+        base, grid, workload = load_sweep_file(path)
+        assert build_grid(base, grid, workload["peers"])

@@ -43,6 +43,7 @@ class SweepPoint:
     overrides: dict[str, Any]  # dotted config keys
     system: str = "graphbench"
     cold: bool = False
+    tuned_graphs: int | None = None  # ladder "tuned:N": tuned from the batch sizes measured earlier in the sweep
 
     def describe(self) -> str:
         parts = [f"{k.split('.')[-1]}={v}" for k, v in self.overrides.items() if k != "model.model"]
@@ -118,17 +119,52 @@ def build_grid(base: dict[str, Any], axes: dict[str, list[Any]], peers: list[str
     points, seen_levels = [], set()
     for values in itertools.product(*axes.values()) if axes else [()]:
         overrides = dict(base, **dict(zip(keys, values)))
+        tuned = _tuned_graphs(overrides.get("compilation.performance_mode"))
+        label = point_label(overrides, keys)
+        if tuned is not None:
+            overrides["compilation.performance_mode"] = "default"
         config_from_dict(_nest(overrides), source="sweep point").resolve()  # validate before running anything
         level = overrides.get("optimization_level")
-        cold = level not in seen_levels
+        cold = level not in seen_levels and tuned is None
         seen_levels.add(level)
-        points.append(SweepPoint(point_label(overrides, keys), overrides, cold=cold))
+        points.append(SweepPoint(label.replace("tuned:", "tuned"), overrides, cold=cold, tuned_graphs=tuned))
     for peer in peers:
         points.append(SweepPoint(peer, {k: v for k, v in base.items() if k.startswith("model.")}, system=peer))
     labels = [p.label for p in points]
     if len(set(labels)) != len(labels):
         raise GraphbenchError("sweep points must have distinct labels (two axes give the same label)")
     return points
+
+
+def _tuned_graphs(ladder: Any) -> int | None:
+    if not (isinstance(ladder, str) and ladder.startswith("tuned:")):
+        return None
+    try:
+        count = int(ladder.split(":", 1)[1])
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise GraphbenchError(f"ladder {ladder!r}: use tuned:N with N >= 1 graphs")
+    return count
+
+
+def tune_point(point: SweepPoint, results_dir: Path) -> None:
+    """Give a tuned:N point its capture sizes: the exact best N-size ladder for the batch sizes
+    measured so far in this results folder (same top as the default ladder)."""
+    from graphbench.ladders import capture_sizes
+    from graphbench.ladders.tune import tune_ladder
+    from graphbench.ladders.tune_sources import distribution_from_results
+
+    measured = [r for r in load_results([results_dir]).results
+                if r.get("status") == "ok" and r.get("system") == "graphbench"] if results_dir.exists() else []
+    if not measured:
+        raise GraphbenchError("no measured batch sizes yet: put tuned:N after a default or interactivity ladder")
+    config = config_from_dict(_nest(point.overrides)).resolve()
+    top = capture_sizes(config.scheduler.max_num_seqs, max_num_batched_tokens=config.scheduler.max_num_batched_tokens,
+                        num_speculative_tokens=config.speculative.num_speculative_tokens).max_capture_size
+    tuned = tune_ladder(distribution_from_results(measured), point.tuned_graphs, top=top,
+                        multiple_of=config.decode_query_len)
+    point.overrides["compilation.cudagraph_capture_sizes"] = list(tuned.sizes)
 
 
 def load_sweep_file(path: str | Path) -> tuple[dict[str, Any], dict[str, list[Any]], dict[str, Any]]:
@@ -188,7 +224,13 @@ def run_sweep(points: list[SweepPoint], results_dir: str | Path, run_args: list[
             outcome = SweepOutcome(point, "skipped", reason="already measured (--resume)")
         else:
             on_start(point)
-            outcome = _run_point(point, results_dir, run_args, timeout_s)
+            try:
+                if point.tuned_graphs is not None:
+                    tune_point(point, results_dir)
+            except GraphbenchError as exc:
+                outcome = _record_failure(point, results_dir, f"cannot tune the ladder: {exc}", "", 0.0)
+            else:
+                outcome = _run_point(point, results_dir, run_args, timeout_s)
         result.outcomes.append(outcome)
         on_done(outcome)
     return result
@@ -217,6 +259,10 @@ def _run_point(point: SweepPoint, results_dir: Path, run_args: list[str], timeou
         reason = "the point exited without writing a result"
     if not reason:
         return SweepOutcome(point, "ok", seconds=seconds)
+    return _record_failure(point, results_dir, reason, stderr, seconds)
+
+
+def _record_failure(point: SweepPoint, results_dir: Path, reason: str, stderr: str, seconds: float) -> SweepOutcome:
     from graphbench.bench.point import failed_result
 
     record = failed_result(point.label, point.system, _nest(point.overrides), reason, stderr,
