@@ -7,6 +7,7 @@ the tail of its stderr; the sweep goes on. `resume` skips points that already ha
 from __future__ import annotations
 
 import itertools
+from contextlib import contextmanager
 import json
 import os
 import subprocess
@@ -14,7 +15,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from graphbench.config.engine import config_from_dict, set_dotted
 from graphbench.config.tomlio import read_toml
@@ -217,6 +218,49 @@ def run_sweep(points: list[SweepPoint], results_dir: str | Path, run_args: list[
               on_done: Callable[[SweepOutcome], None] = lambda o: None) -> SweepResult:
     """Run each point as `graphbench run` in its own process; record failures; go on."""
     results_dir = Path(results_dir)
+    with sweep_lock(results_dir):
+        return _run_points(points, results_dir, run_args, timeout_s, resume, on_start, on_done)
+
+
+@contextmanager
+def sweep_lock(results_dir: Path) -> Iterator[None]:
+    """One sweep per results folder at a time; a lock left by a dead sweep is taken over."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    lock = results_dir / ".sweep.lock"
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            try:
+                pid = int(lock.read_text().strip() or 0)
+            except (OSError, ValueError):
+                pid = 0
+            if pid and _alive(pid):
+                raise GraphbenchError(
+                    f"another sweep (pid {pid}) is writing to {results_dir}; wait for it, or use another --results "
+                    f"(remove {lock} if that process is gone)") from None
+            lock.unlink(missing_ok=True)  # stale: its sweep died
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(str(os.getpid()))
+        break
+    try:
+        yield
+    finally:
+        lock.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _run_points(points, results_dir: Path, run_args, timeout_s, resume, on_start, on_done) -> SweepResult:
     done = completed_labels(results_dir) if resume else set()
     result = SweepResult()
     for point in points:
