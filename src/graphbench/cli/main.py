@@ -2,22 +2,53 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
 from typer.core import TyperGroup
+
+try:  # recent typer vendors its own click
+    from typer._click import exceptions as click_exceptions
+except ImportError:  # pragma: no cover - older typer on plain click
+    from click import exceptions as click_exceptions
 
 from graphbench import __version__
 from graphbench.errors import GraphbenchError
 
 
+_NO_ARGS_IS_HELP = getattr(click_exceptions, "NoArgsIsHelpError", ())  # click >= 8.2
+_ABORT = getattr(click_exceptions, "Abort", KeyboardInterrupt)
+
+
 class _ErrorHandlingGroup(TyperGroup):
-    """Turns GraphbenchError into `error: <message>` on stderr and exit code 2, never a traceback."""
+    """Bad input, ours (GraphbenchError) or the parser's, becomes one `error: ...` line and exit code 2."""
 
     def invoke(self, ctx):  # type: ignore[override]
         try:
             return super().invoke(ctx)
         except GraphbenchError as exc:
-            typer.echo(f"error: {exc}", err=True)
+            typer.echo(f"error: {' '.join(str(exc).split())}", err=True)
             raise typer.Exit(2) from None
+
+    def main(self, *args, standalone_mode: bool = True, **kwargs):  # type: ignore[override]
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except _NO_ARGS_IS_HELP as exc:
+            typer.echo(exc.ctx.get_help())
+            code = 0
+        except click_exceptions.UsageError as exc:
+            hint = f" (see {exc.ctx.command_path} --help)" if exc.ctx is not None else ""
+            typer.echo(f"error: {' '.join(exc.format_message().split())}{hint}", err=True)
+            code = 2
+        except click_exceptions.ClickException as exc:
+            typer.echo(f"error: {' '.join(exc.format_message().split())}", err=True)
+            code = exc.exit_code
+        except _ABORT:
+            typer.echo("aborted", err=True)
+            code = 1
+        if not standalone_mode:
+            return code
+        sys.exit(code if isinstance(code, int) else 0)
 
 
 app = typer.Typer(
