@@ -88,4 +88,5 @@ from graphbench.cli import cache  # noqa: E402,F401
 from graphbench.cli import run  # noqa: E402,F401
 from graphbench.cli import sweep  # noqa: E402,F401
 from graphbench.cli import compare_gate  # noqa: E402,F401
+from graphbench.cli import report_plan  # noqa: E402,F401
 from graphbench.cli import tune  # noqa: E402,F401

@@ -1,0 +1,130 @@
+"""Startup breakdown (stacked, cold vs warm) and graph memory / capture time vs captured sizes."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from graphbench.reports.charts import NoData, ReportData, new_figure, save_figure
+from graphbench.reports.frame import GRAPHBENCH, STARTUP_PARTS, flag_is
+
+PART_NAMES = {
+    "load_s": "load weights",
+    "kv_cache_s": "KV cache",
+    "dynamo_s": "Dynamo",
+    "inductor_s": "Inductor",
+    "compile_sizes_s": "compile_sizes",
+    "loaded_s": "load from cache",
+    "capture_s": "graph capture",
+    "first_call_s": "first call (peer warm-up / compile)",
+}
+PART_COLORS = ["#4e79a7", "#9c755f", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#bab0ac"]
+MIB = 2**20
+
+
+def startup_rows(points: pd.DataFrame) -> pd.DataFrame:
+    """Points with a startup total, ordered by label, cold before warm, with an 'other' column."""
+    rows = points[points["startup_s"].notna()].copy()
+    if rows.empty:
+        return rows
+    parts = rows[list(STARTUP_PARTS)].fillna(0.0)
+    rows["other_s"] = (rows["startup_s"] - parts.sum(axis=1)).clip(lower=0.0)
+    rows["_warm"] = [not flag_is(cold, True) for cold in rows["startup_cold"]]
+    return rows.sort_values(["system", "label", "_warm"], key=_system_first, kind="stable")
+
+
+def _system_first(column: pd.Series) -> pd.Series:
+    return column.map(lambda s: s != GRAPHBENCH) if column.name == "system" else column
+
+
+def _kind(cold: object) -> str:
+    return "cold" if flag_is(cold, True) else "warm" if flag_is(cold, False) else "start"
+
+
+def startup_chart(data: ReportData, path: Path) -> None:
+    rows = startup_rows(data.points)
+    if rows.empty:
+        raise NoData("no point recorded startup times")
+    from matplotlib.patches import Patch
+
+    fig, ax = new_figure(figsize=(max(8.0, 0.75 * len(rows) + 3), 6))
+    xs = np.arange(len(rows))
+    bottom = np.zeros(len(rows))
+    colors = dict(zip([*STARTUP_PARTS, "other_s"], PART_COLORS))
+    hatches = ["//" if warm else "" for warm in rows["_warm"]]
+    handles, labels = [], []
+    for part in [*STARTUP_PARTS, "other_s"]:
+        heights = rows[part].fillna(0.0).to_numpy(dtype=float)
+        if not heights.any():
+            continue
+        bars = ax.bar(xs, heights, 0.7, bottom=bottom, color=colors[part], edgecolor="white", linewidth=0.5)
+        for bar, hatch in zip(bars, hatches):
+            bar.set_hatch(hatch)
+        bottom += heights
+        handles.append(Patch(facecolor=colors[part], edgecolor="white"))
+        labels.append(PART_NAMES.get(part, "other (warm-up, ...)"))
+    for x, total, top in zip(xs, rows["startup_s"], bottom):
+        ax.annotate(f"{total:.1f}", (x, max(total, top)), ha="center", va="bottom", fontsize=7,
+                    xytext=(0, 2), textcoords="offset points")  # fmt: skip
+    ticks = [f"{label}\n{_kind(cold)}" for label, cold in zip(rows["label"], rows["startup_cold"])]
+    ax.set_xticks(xs, ticks, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("startup time (s; label: total)")
+    ax.set_xlabel("point (hatched: warm start, compiled artefacts loaded from the cache)")
+    handles.append(Patch(facecolor="white", edgecolor="0.3", hatch="//"))
+    labels.append("warm start")
+    ax.legend(handles, labels, fontsize=8)
+    ax.grid(True, axis="y", alpha=0.3)
+    save_figure(fig, path, "Startup time breakdown, cold vs warm", data.environment)
+
+
+def graph_rows(points: pd.DataFrame) -> pd.DataFrame:
+    """graphbench points that captured graphs, with their size count, memory (MiB) and capture time."""
+    mask = (
+        (points["system"] == GRAPHBENCH)
+        & points["num_capture_sizes"].notna()
+        & ~points["cudagraph_mode_resolved"].isin(["", "NONE"])
+    )
+    rows = points[mask].copy()
+    rows["num_capture_sizes"] = rows["num_capture_sizes"].astype(float)
+    rows["graph_memory_mib"] = rows["graph_memory_bytes"] / MIB
+    return rows[rows["graph_memory_mib"].notna() | rows["capture_s"].notna()]
+
+
+def graph_memory_chart(data: ReportData, path: Path) -> None:
+    rows = graph_rows(data.points)
+    if rows.empty:
+        raise NoData("no graphbench point captured CUDA graphs")
+    from matplotlib import colormaps
+
+    modes = sorted(set(rows["cudagraph_mode_resolved"]))
+    cmap = colormaps["Set1"]
+    fig, axes = new_figure(1, 2, figsize=(13, 5.5))
+    panels = (("graph_memory_mib", "graph memory (MiB)"), ("capture_s", "capture time (s)"))
+    for ax, (column, ylabel) in zip(axes, panels):
+        for i, mode in enumerate(modes):
+            sub = rows[(rows["cudagraph_mode_resolved"] == mode) & rows[column].notna()]
+            if sub.empty:
+                continue
+            color = cmap(i % cmap.N)
+            for cold, marker in ((True, "o"), (False, "s")):
+                pts = sub[[flag_is(c, cold) if cold else not flag_is(c, True) for c in sub["startup_cold"]]]
+                if not pts.empty:
+                    ax.scatter(pts["num_capture_sizes"], pts[column], color=color, marker=marker,
+                               facecolors=color if cold else "none", zorder=3)  # fmt: skip
+            line = sub[[not flag_is(c, False) for c in sub["startup_cold"]]].groupby("num_capture_sizes")[column].median()
+            ax.plot(line.index, line.to_numpy(), "-", color=color, label=f"{mode}")
+            spots = sub.groupby(["num_capture_sizes", column])["label"].agg(lambda s: ", ".join(sorted(set(s))))
+            for (x, y), names in spots.items():
+                ax.annotate(names, (x, y), fontsize=6, xytext=(4, 3), textcoords="offset points")
+        ax.set_xlabel("captured sizes (number of ladder rungs)")
+        ax.set_ylabel(ylabel)
+        ax.set_ylim(bottom=0)
+        top = rows["num_capture_sizes"].max()
+        ax.set_xlim(0, math.ceil(top * 1.1) + 1)
+        ax.grid(True, alpha=0.3)
+    axes[0].legend(title="resolved cudagraph mode (lines: cold starts; hollow squares: warm)", fontsize=8,
+                   title_fontsize=8)  # fmt: skip
+    save_figure(fig, path, "Graph memory and capture time vs number of captured sizes", data.environment)

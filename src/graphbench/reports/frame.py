@@ -1,0 +1,239 @@
+"""Result dicts (docs/RESULTS_SCHEMA.md) -> pandas DataFrames for tables, charts and plans.
+
+`results_frame`: one row per point x workload (a point without workloads keeps one row with empty
+workload columns, so its startup still shows). `points_frame`: one row per successful point with
+the startup breakdown. `failures_frame`: the failed points. Metric values are the medians over
+repeats: the result's ``summary[metric]["median"]`` where present, else the median of the repeats.
+No torch import.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+# Latency metrics by name: (repeat field, statistic). Names follow the summary's aliases.
+LATENCY_BASES = ("ttft", "tpot", "itl", "e2e", "step")
+LATENCY_STATS = ("mean", "p50", "p90", "p99")
+LATENCY_METRICS: dict[str, tuple[str, str]] = {
+    f"{base}_{stat}_ms": (f"{base}_ms", stat) for base in LATENCY_BASES for stat in LATENCY_STATS
+}
+STARTUP_PARTS = ("load_s", "kv_cache_s", "dynamo_s", "inductor_s", "compile_sizes_s", "loaded_s", "capture_s",
+                 "first_call_s")  # fmt: skip
+PEER_PREFIX = "hf-"
+GRAPHBENCH = "graphbench"
+
+# summary.csv columns, in order (RESULTS_SCHEMA units: s, ms, bytes, per second).
+SUMMARY_COLUMNS = [
+    "label", "system", "model", "optimization_level", "cudagraph_mode_requested", "cudagraph_mode_resolved",
+    "performance_mode", "num_capture_sizes", "workload", "workload_kind", "concurrency", "request_rate",
+    "output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "ttft_p50_ms", "ttft_p99_ms",
+    "tpot_p50_ms", "tpot_p99_ms", "padding_waste_pct", "eager_fraction", "startup_cold", "startup_s",
+    "startup_cold_s", "startup_warm_s", "graph_memory_bytes",
+]  # fmt: skip
+
+
+def _get(data: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(data, Mapping):
+            return None
+        data = data.get(key)
+    return data
+
+
+def _num(value: Any) -> float:
+    """A finite-or-not float for numbers, NaN for anything else (None, strings, bools)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return math.nan
+    return float(value)
+
+
+def _median(values: Iterable[Any]) -> float:
+    nums = [v for v in map(_num, values) if not math.isnan(v)]
+    return statistics.median(nums) if nums else math.nan
+
+
+def _repeat_value(repeat: Mapping[str, Any], metric: str, workload: Mapping[str, Any]) -> Any:
+    if metric in LATENCY_METRICS:
+        field, stat = LATENCY_METRICS[metric]
+        return _get(repeat, field, stat)
+    if metric == "requests_per_s" and "requests_per_s" not in repeat:
+        n, duration = _num(workload.get("num_requests")), _num(repeat.get("duration_s"))
+        return n / duration if duration > 0 else None
+    return repeat.get(metric)
+
+
+def metric_median(workload: Mapping[str, Any], metric: str) -> float:
+    """Median of a workload metric over repeats: summary median when recorded, else from the repeats."""
+    median = _num(_get(workload, "summary", metric, "median"))
+    if not math.isnan(median):
+        return median
+    repeats = workload.get("repeats")
+    if not isinstance(repeats, list):
+        return math.nan
+    return _median(_repeat_value(r, metric, workload) for r in repeats if isinstance(r, Mapping))
+
+
+def _shape(workload: Mapping[str, Any]) -> str:
+    def one(desc: Any) -> str:
+        if not isinstance(desc, Mapping):
+            return "?" if desc is None else str(desc)
+        if desc.get("dist") == "fixed" and "value" in desc:
+            return str(desc["value"])
+        rest = ",".join(f"{k}={v}" for k, v in sorted(desc.items()) if k != "dist")
+        return f"{desc.get('dist', '?')}({rest})"
+
+    return f"in {one(workload.get('prompt_len'))} / out {one(workload.get('output_len'))}"
+
+
+def capture_sizes_of(result: Mapping[str, Any]) -> list[int] | None:
+    """The ladder the point captured: startup.capture_sizes, else the resolved config's list."""
+    sizes = _get(result, "startup", "capture_sizes")
+    if sizes is None:
+        sizes = _get(result, "config", "compilation", "cudagraph_capture_sizes")
+    if not isinstance(sizes, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in sizes):
+        return None
+    return sorted(set(sizes))
+
+
+def flag_is(value: Any, flag: bool) -> bool:
+    """True when a startup_cold cell (bool, numpy bool, NA) is exactly flag."""
+    return type(value).__name__ in ("bool", "bool_") and bool(value) is flag
+
+
+def is_peer(system: str) -> bool:
+    return system != GRAPHBENCH
+
+
+def startups_of(result: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Every start-up a point measured: its `startups` list (cold then warm), else its one `startup`."""
+    starts = result.get("startups")
+    if isinstance(starts, list) and any(isinstance(s, Mapping) for s in starts):
+        return [s for s in starts if isinstance(s, Mapping)]
+    return [result["startup"]] if isinstance(result.get("startup"), Mapping) else []
+
+
+def _start_total(result: Mapping[str, Any], cold: bool) -> float:
+    return _median(s.get("total_s") for s in startups_of(result) if s.get("cold") is cold)
+
+
+def _point_fields(result: Mapping[str, Any]) -> dict[str, Any]:
+    startup = result.get("startup") if isinstance(result.get("startup"), Mapping) else {}
+    mode = startup.get("cudagraph_mode") if isinstance(startup.get("cudagraph_mode"), Mapping) else {}
+    sizes = capture_sizes_of(result)
+    level = _get(result, "config", "optimization_level")
+    requested = mode.get("requested") or _get(result, "config", "compilation", "cudagraph_mode")
+    cold = startup.get("cold")
+    tp = _get(result, "config", "parallel", "tensor_parallel_size")
+    return {
+        "label": str(result.get("label") or Path(str(result.get("_path", "point"))).stem),
+        "system": str(result.get("system") or "?"),
+        "model": str(result.get("model") or _get(result, "config", "model", "model") or "?"),
+        "optimization_level": level if isinstance(level, int) and not isinstance(level, bool) else pd.NA,
+        "cudagraph_mode_requested": requested if isinstance(requested, str) else "",
+        "cudagraph_mode_resolved": mode.get("resolved") if isinstance(mode.get("resolved"), str) else "",
+        "performance_mode": str(_get(result, "config", "compilation", "performance_mode") or ""),
+        "num_capture_sizes": len(sizes) if sizes is not None else pd.NA,
+        "tensor_parallel_size": tp if isinstance(tp, int) and not isinstance(tp, bool) and tp > 0 else 1,
+        "startup_cold": bool(cold) if isinstance(cold, bool) else pd.NA,
+        "startup_s": _num(startup.get("total_s")),
+        "startup_cold_s": _start_total(result, True),
+        "startup_warm_s": _start_total(result, False),
+        "graph_memory_bytes": _num(startup.get("graph_memory_bytes")),
+        "gpu": str(_get(result, "environment", "gpu") or ""),
+        "path": str(result.get("_path", "")),
+    }
+
+
+def ok_results(results: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [r for r in results if r.get("status", "ok") == "ok"]
+
+
+BASE_METRICS = ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "padding_waste_pct",
+                "eager_fraction", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms")  # fmt: skip
+
+
+def results_frame(results: Iterable[Mapping[str, Any]], extra_metrics: Iterable[str] = ()) -> pd.DataFrame:
+    """One row per successful point x workload with the medians of the headline metrics.
+
+    Extra columns beyond SUMMARY_COLUMNS: tensor_parallel_size, gpu, path, shape (prompt/output
+    lengths) and series (the label, plus the shape when the results mix several shapes).
+    """
+    metrics = list(dict.fromkeys([*BASE_METRICS, *extra_metrics]))
+    rows = []
+    for result in ok_results(results):
+        point = _point_fields(result)
+        workloads = [w for w in result.get("workloads") or [] if isinstance(w, Mapping)]
+        if not workloads:
+            rows.append(dict(point, workload="", workload_kind="", shape=""))
+        for w in workloads:
+            row = dict(point, workload=str(w.get("name") or ""), workload_kind=str(w.get("kind") or ""))
+            row["concurrency"] = _num(w.get("concurrency"))
+            row["request_rate"] = _num(w.get("request_rate"))
+            row["shape"] = _shape(w)
+            for metric in metrics:
+                row[metric] = metric_median(w, metric)
+            rows.append(row)
+    extra = [m for m in metrics if m not in SUMMARY_COLUMNS]
+    frame = pd.DataFrame(rows, columns=[*SUMMARY_COLUMNS, *extra, "tensor_parallel_size", "gpu", "path", "shape"])
+    shapes = set(frame.loc[frame["workload"] != "", "shape"])
+    many = len(shapes) > 1
+    frame["series"] = [f"{lbl} [{shp}]" if many and shp else lbl for lbl, shp in zip(frame["label"], frame["shape"])]
+    return frame
+
+
+def points_frame(results: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per start-up of each successful point (a point may hold a cold and a warm start):
+    point identity, then that start's cold flag, total and breakdown (s), graph memory and capture."""
+    rows = []
+    for result in ok_results(results):
+        point = _point_fields(result)
+        for start in startups_of(result) or [{}]:
+            row = dict(point, startup_cold=start.get("cold") if isinstance(start.get("cold"), bool) else pd.NA,
+                       startup_s=_num(start.get("total_s")), graph_memory_bytes=_num(start.get("graph_memory_bytes")))
+            for part in STARTUP_PARTS:
+                row[part] = _num(start.get(part))
+            rows.append(row)
+    columns = [*_point_fields({}).keys(), *STARTUP_PARTS]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def failures_frame(results: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """Failed points: label, system, model, reason, stderr tail, file."""
+    rows = []
+    for result in results:
+        if result.get("status", "ok") == "ok":
+            continue
+        failure = result.get("failure") if isinstance(result.get("failure"), Mapping) else {}
+        rows.append(
+            {
+                "label": str(result.get("label") or "?"),
+                "system": str(result.get("system") or "?"),
+                "model": str(result.get("model") or "?"),
+                "status": str(result.get("status")),
+                "reason": str(failure.get("reason") or "(no reason recorded)"),
+                "stderr_tail": str(failure.get("stderr_tail") or ""),
+                "path": str(result.get("_path", "")),
+            }
+        )
+    return pd.DataFrame(rows, columns=["label", "system", "model", "status", "reason", "stderr_tail", "path"])
+
+
+def environment_line(results: Iterable[Mapping[str, Any]]) -> str:
+    """'GPU NVIDIA H200 (driver 580) | graphbench 0.1.0 | torch 2.11.0 | ...' over the given results."""
+    keys = (("gpu", "GPU"), ("gpu_driver", "driver"), ("graphbench", "graphbench"), ("torch", "torch"),
+            ("triton", "triton"), ("cuda", "CUDA"), ("transformers", "transformers"))  # fmt: skip
+    parts = []
+    results = list(results)
+    if not any(_get(r, "environment", "gpu") for r in results):
+        keys = (("device", "device"), *keys[1:])
+    for key, name in keys:
+        values = sorted({str(v) for r in results if (v := _get(r, "environment", key)) not in (None, "")})
+        if values:
+            parts.append(f"{name} {' / '.join(values)}")
+    return " | ".join(parts) if parts else "environment not recorded"

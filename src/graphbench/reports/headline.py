@@ -1,0 +1,64 @@
+"""The headline table: per concurrency, the best graphbench configuration and the best peer.
+
+Best = highest median output tokens/s at that concurrency (ties: the name first in sort order).
+The cost of the best configuration is its startup (median total over its cold starts, and over
+its warm starts, reports.frame.points_frame) and its graph memory (the largest over its starts).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from graphbench.reports.frame import GRAPHBENCH, flag_is
+
+HEADLINE_COLUMNS = [
+    "shape", "concurrency", "best", "output_tokens_per_s", "startup_cold_s", "startup_warm_s", "graph_memory_bytes",
+    "best_peer", "peer_output_tokens_per_s", "speedup_vs_peer",
+]  # fmt: skip
+
+
+def _best(table: pd.DataFrame) -> tuple[str, float] | None:
+    if table.empty:
+        return None
+    ordered = table.sort_values(["output_tokens_per_s", "series"], ascending=[False, True], kind="stable")
+    top = ordered.iloc[0]
+    return str(top["series"]), float(top["output_tokens_per_s"])
+
+
+def _startup(points: pd.DataFrame, label: str, cold: bool) -> float:
+    mask = (points["label"] == label) & (points["system"] == GRAPHBENCH)
+    mask &= points["startup_cold"].map(lambda v: flag_is(v, cold))
+    values = points.loc[mask, "startup_s"].dropna()
+    return float(values.median()) if not values.empty else math.nan
+
+
+def headline_table(frame: pd.DataFrame, points: pd.DataFrame) -> pd.DataFrame:
+    """One row per measured (workload shape, concurrency), ascending; see HEADLINE_COLUMNS.
+
+    Configurations are only compared on the same prompt/output shape. NaN / '' where absent."""
+    rows = frame[frame["concurrency"].notna() & frame["output_tokens_per_s"].notna()]
+    keys = ["series", "label", "system", "shape", "concurrency"]
+    table = rows.groupby(keys, as_index=False)["output_tokens_per_s"].median()
+    out = []
+    for shape, conc in sorted(set(zip(table["shape"], table["concurrency"]))):
+        at = table[(table["shape"] == shape) & (table["concurrency"] == conc)]
+        best = _best(at[at["system"] == GRAPHBENCH])
+        peer = _best(at[at["system"] != GRAPHBENCH])
+        row = {"shape": shape, "concurrency": conc, "best": "", "output_tokens_per_s": math.nan, "startup_cold_s": math.nan,
+               "startup_warm_s": math.nan, "graph_memory_bytes": math.nan, "best_peer": "",
+               "peer_output_tokens_per_s": math.nan, "speedup_vs_peer": math.nan}  # fmt: skip
+        if best is not None:
+            series, tps = best
+            label = at.loc[at["series"] == series, "label"].iloc[0]
+            memory = points.loc[(points["label"] == label) & (points["system"] == GRAPHBENCH), "graph_memory_bytes"]
+            row.update(best=series, output_tokens_per_s=tps, startup_cold_s=_startup(points, label, True),
+                       startup_warm_s=_startup(points, label, False),
+                       graph_memory_bytes=float(memory.max()) if memory.notna().any() else math.nan)  # fmt: skip
+        if peer is not None:
+            row.update(best_peer=peer[0], peer_output_tokens_per_s=peer[1])
+            if best is not None and peer[1] > 0:
+                row["speedup_vs_peer"] = best[1] / peer[1]
+        out.append(row)
+    return pd.DataFrame(out, columns=HEADLINE_COLUMNS)

@@ -1,0 +1,251 @@
+"""`graphbench plan`: the highest load each configuration serves within latency SLOs, and GPUs needed.
+
+For each configuration (series: the point label, plus the prompt/output shape when results mix
+shapes) the closed-loop workloads give, per measured concurrency, the median of each SLO metric.
+Each SLO's limit is crossed where the metric first goes above it: linearly interpolated between the
+last measured concurrency that meets it and the next one. The configuration's max load is the
+smallest crossing over the SLOs; 0 when the lowest concurrency already violates one; the highest
+measured concurrency, flagged "at least", when no SLO is crossed. Throughput at that load (output
+tokens/s, requests/s) is interpolated the same way. Per GPU divides by the tensor-parallel size.
+GPUs needed = tp x ceil(target / capacity of one replica), for a target in requests/s or users.
+
+    plan = plan_capacity(["results/"], parse_slos(["tpot_p99_ms=50"]), target_rps=100)
+
+No torch import; matplotlib only inside the charts (reports/charts_plan.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from graphbench.config.validate import suggest
+from graphbench.errors import GraphbenchError
+from graphbench.reports.frame import LATENCY_METRICS, environment_line, ok_results, results_frame
+from graphbench.reports.report import load, skipped_warnings
+from graphbench.reports.store import LoadedResults
+
+SLO_METRICS = tuple(LATENCY_METRICS)
+TARGET_KINDS = {"requests_per_s": "requests/s", "users": "concurrent users"}
+_INTEGER_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class Slo:
+    """An upper limit on a latency metric (ms), e.g. tpot_p99_ms <= 50."""
+
+    metric: str
+    limit: float
+
+    def __str__(self) -> str:
+        return f"{self.metric}<={self.limit:g}"
+
+
+def parse_slo(text: str) -> Slo:
+    """'tpot_p99_ms=50' -> Slo('tpot_p99_ms', 50.0); GraphbenchError with a suggestion otherwise."""
+    name, sep, value = str(text).partition("=")
+    name, value = name.strip().rstrip("<").strip(), value.strip()
+    if not sep or not name or not value:
+        raise GraphbenchError(f"bad SLO {text!r}: expected metric=value, e.g. tpot_p99_ms=50")
+    if name not in SLO_METRICS:
+        raise GraphbenchError(
+            f"unknown SLO metric {name!r}{suggest(name, SLO_METRICS)}; choose from {', '.join(SLO_METRICS)}"
+        )
+    try:
+        limit = float(value)
+    except ValueError:
+        raise GraphbenchError(f"SLO {name}: limit must be a number in ms, got {value!r}") from None
+    if not math.isfinite(limit) or limit <= 0:
+        raise GraphbenchError(f"SLO {name}: limit must be a positive number of ms, got {value!r}")
+    return Slo(name, limit)
+
+
+def parse_slos(texts: Iterable[str]) -> list[Slo]:
+    """Every --slo (each may hold several, comma-separated); at least one, each metric once."""
+    slos = [parse_slo(part) for text in texts for part in str(text).split(",") if part.strip()]
+    if not slos:
+        raise GraphbenchError("give at least one SLO, e.g. --slo tpot_p99_ms=50")
+    seen = set()
+    for slo in slos:
+        if slo.metric in seen:
+            raise GraphbenchError(f"SLO metric {slo.metric} given twice")
+        seen.add(slo.metric)
+    return slos
+
+
+def crossing(concurrency: list[float], values: list[float], limit: float) -> tuple[float, bool]:
+    """(highest load meeting value <= limit, whether the limit was crossed) on a measured curve.
+
+    Points must be sorted by concurrency, without NaN. The load is 0 when the first point violates,
+    the highest concurrency (not crossed) when none does, else the linear crossing point between
+    the last point that meets the limit and the first that does not.
+    """
+    if values[0] > limit:
+        return 0.0, True
+    for (c0, v0), (c1, v1) in zip(zip(concurrency, values), zip(concurrency[1:], values[1:])):
+        if v1 > limit:
+            return c0 + (limit - v0) * (c1 - c0) / (v1 - v0), True
+    return concurrency[-1], False
+
+
+def interpolate(concurrency: list[float], values: list[float], load: float) -> float:
+    """values at load, linear between measured concurrencies (0 at load 0)."""
+    if load <= 0 or not concurrency:
+        return 0.0
+    return float(np.interp(load, concurrency, values))
+
+
+def ceil_tolerant(x: float) -> int:
+    """ceil that treats x within a relative 1e-9 of an integer as that integer (float noise)."""
+    nearest = round(x)
+    return int(nearest) if abs(x - nearest) <= _INTEGER_TOLERANCE * max(1.0, abs(x)) else math.ceil(x)
+
+
+@dataclass
+class Capacity:
+    """One configuration's capacity under the SLOs (per replica = one point's tensor-parallel GPUs)."""
+
+    series: str
+    label: str
+    system: str
+    model: str
+    tensor_parallel_size: int
+    concurrencies: list[float]
+    max_concurrency: float
+    at_least: bool  # no SLO crossed up to the highest measured concurrency
+    limiting_slo: str  # the SLO that sets max_concurrency; '' when at_least
+    crossings: dict[str, float | None]  # metric -> crossing load (None: not crossed)
+    output_tokens_per_s: float
+    requests_per_s: float
+    output_tokens_per_s_per_gpu: float
+    requests_per_s_per_gpu: float
+    max_concurrency_per_gpu: float
+    tokens_per_s_per_user: float
+    gpus_needed: int | None = None  # None without a target, or when nothing meets the SLOs
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()}
+
+
+@dataclass
+class Plan:
+    slos: list[Slo]
+    target_kind: str | None  # 'requests_per_s', 'users' or None
+    target: float | None
+    capacities: list[Capacity]  # sorted by GPUs needed (or by output tokens/s per GPU)
+    measured: pd.DataFrame  # per (series, concurrency): medians, for the Pareto chart
+    warnings: list[str] = field(default_factory=list)
+    environment: str = ""  # GPU and versions of the results (reports.frame.environment_line)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "slos": [{"metric": s.metric, "limit": s.limit} for s in self.slos],
+            "target": None if self.target_kind is None else {"kind": self.target_kind, "value": self.target},
+            "configurations": [c.to_dict() for c in self.capacities],
+            "warnings": list(self.warnings),
+            "environment": self.environment,
+        }
+
+
+def _target(target_rps: float | None, target_users: float | None) -> tuple[str | None, float | None]:
+    if target_rps is not None and target_users is not None:
+        raise GraphbenchError("give one target: --target-rps or --target-users, not both")
+    for kind, value in (("requests_per_s", target_rps), ("users", target_users)):
+        if value is not None:
+            if isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+                raise GraphbenchError(f"target {TARGET_KINDS[kind]} must be a positive number, got {value!r}")
+            return kind, float(value)
+    return None, None
+
+
+def closed_loop(frame: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
+    """Closed-loop rows (a concurrency, no request rate), medians per series and concurrency."""
+    kind = frame["workload_kind"]
+    mask = frame["concurrency"].notna() & ((kind == "closed") | ((kind == "") & frame["request_rate"].isna()))
+    keys = ["series", "label", "system", "model", "tensor_parallel_size", "concurrency"]
+    return frame[mask].groupby(keys, as_index=False)[metrics].median().sort_values(["series", "concurrency"])
+
+
+def _capacity(rows: pd.DataFrame, slos: list[Slo]) -> Capacity | str:
+    """Capacity of one series, or a warning text when an SLO metric was never measured."""
+    first = rows.iloc[0]
+    crossings: dict[str, float | None] = {}
+    loads = []
+    for slo in slos:
+        curve = rows[["concurrency", slo.metric]].dropna()
+        if curve.empty:
+            return f"{first['series']}: no {slo.metric} measured; left out of the plan"
+        load, crossed = crossing(list(curve["concurrency"]), list(curve[slo.metric]), slo.limit)
+        crossings[slo.metric] = load if crossed else None
+        loads.append((load, not crossed, str(slo)))
+    load, at_least, limiting = min(loads, key=lambda t: (t[0], t[1]))
+    at_least = all(not_crossed for _, not_crossed, _ in loads)
+
+    def at(metric: str) -> float:
+        curve = rows[["concurrency", metric]].dropna()
+        return interpolate(list(curve["concurrency"]), list(curve[metric]), load) if not curve.empty else math.nan
+
+    tp = int(first["tensor_parallel_size"])
+    out, rps = at("output_tokens_per_s"), at("requests_per_s")
+    return Capacity(
+        series=str(first["series"]), label=str(first["label"]), system=str(first["system"]),
+        model=str(first["model"]), tensor_parallel_size=tp, concurrencies=[float(c) for c in rows["concurrency"]],
+        max_concurrency=float(load), at_least=at_least, limiting_slo="" if at_least else limiting,
+        crossings=crossings, output_tokens_per_s=out, requests_per_s=rps, output_tokens_per_s_per_gpu=out / tp,
+        requests_per_s_per_gpu=rps / tp, max_concurrency_per_gpu=float(load) / tp,
+        tokens_per_s_per_user=out / load if load > 0 else math.nan,
+    )  # fmt: skip
+
+
+def gpus_needed(capacity: Capacity, target_kind: str, target: float) -> int | None:
+    """tp x ceil(target / one replica's capacity); None when the configuration serves nothing."""
+    per_replica = capacity.requests_per_s if target_kind == "requests_per_s" else capacity.max_concurrency
+    if not per_replica > 0:  # also NaN
+        return None
+    return capacity.tensor_parallel_size * max(1, ceil_tolerant(target / per_replica))
+
+
+def plan_capacity(
+    inputs: Iterable[str | Path] | LoadedResults,
+    slos: list[Slo],
+    *,
+    target_rps: float | None = None,
+    target_users: float | None = None,
+) -> Plan:
+    """The plan for the results under inputs (files, folders or LoadedResults); see the module doc."""
+    if not slos:
+        raise GraphbenchError("give at least one SLO, e.g. --slo tpot_p99_ms=50")
+    target_kind, target = _target(target_rps, target_users)
+    loaded = load(inputs)
+    metrics = sorted({"output_tokens_per_s", "requests_per_s", *(s.metric for s in slos)})
+    frame = results_frame(loaded.results, extra_metrics=[s.metric for s in slos])
+    measured = closed_loop(frame, metrics)
+    if measured.empty:
+        raise GraphbenchError("no closed-loop workload with a concurrency in these results: nothing to plan")
+    warnings = skipped_warnings(loaded)
+    capacities = []
+    for _series, rows in measured.groupby("series", sort=True):
+        result = _capacity(rows, slos)
+        if isinstance(result, str):
+            warnings.append(result)
+            continue
+        if target_kind is not None:
+            result.gpus_needed = gpus_needed(result, target_kind, target)
+        capacities.append(result)
+    if not capacities:
+        raise GraphbenchError("no configuration measured every SLO metric: nothing to plan")
+
+    def order(c: Capacity) -> tuple:
+        per_gpu = c.output_tokens_per_s_per_gpu if not math.isnan(c.output_tokens_per_s_per_gpu) else 0.0
+        gpus = c.gpus_needed if c.gpus_needed is not None else math.inf
+        return (gpus if target_kind else 0, -per_gpu, c.series)
+
+    capacities.sort(key=order)
+    return Plan(slos, target_kind, target, capacities, measured, warnings, environment_line(ok_results(loaded.results)))
+

@@ -1,0 +1,144 @@
+"""`graphbench report`: result files -> report.md, self-contained report.html, summary.csv and PNG charts.
+
+    report = write_report(["results/"], "graphbench-report")
+    report.files     # every file written
+    report.warnings  # skipped malformed result files, one line each
+
+No torch import; matplotlib only while drawing (Agg canvas). Bad input raises GraphbenchError; the
+library never prints (pass progress= to hear about each chart).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from graphbench.errors import GraphbenchError
+from graphbench.reports.charts import ChartOutcome, ReportData, palette, render_charts
+from graphbench.reports.frame import (
+    SUMMARY_COLUMNS,
+    environment_line,
+    failures_frame,
+    ok_results,
+    points_frame,
+    results_frame,
+)
+from graphbench.reports.headline import headline_table
+from graphbench.reports.render import ReportContext, render_html, render_markdown
+from graphbench.reports.store import LoadedResults, load_results
+
+REPORT_MD, REPORT_HTML, SUMMARY_CSV = "report.md", "report.html", "summary.csv"
+Progress = Callable[[int, int, ChartOutcome], None]
+
+
+@dataclass
+class Report:
+    out_dir: Path
+    files: list[Path]
+    charts: list[ChartOutcome]
+    warnings: list[str]
+    headline: pd.DataFrame
+    summary: pd.DataFrame
+    failures: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+
+def load(inputs: Iterable[str | Path] | LoadedResults) -> LoadedResults:
+    """Load result files and folders (or pass LoadedResults through); fail when nothing readable is left."""
+    if isinstance(inputs, LoadedResults):
+        loaded = inputs
+    else:
+        paths = list(inputs)
+        if not paths:
+            raise GraphbenchError("give at least one result file or folder")
+        loaded = load_results(paths)
+    if not loaded.results:
+        detail = f" ({len(loaded.skipped)} malformed files skipped)" if loaded.skipped else ""
+        raise GraphbenchError(f"no graphbench result files found{detail}")
+    return loaded
+
+
+def skipped_warnings(loaded: LoadedResults) -> list[str]:
+    return [f"skipped {file}: {why}" for file, why in loaded.skipped]
+
+
+INTEGER_COLUMNS = ("optimization_level", "num_capture_sizes", "concurrency", "graph_memory_bytes")
+
+
+def summary_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of summary.csv (SUMMARY_COLUMNS) from results_frame: counts written as integers."""
+    summary = frame[SUMMARY_COLUMNS].copy()
+    for column in INTEGER_COLUMNS:
+        values = pd.to_numeric(summary[column], errors="coerce")
+        if (values.dropna() % 1 == 0).all():
+            summary[column] = values.astype("Int64")
+    return summary
+
+
+def report_data(results: list[Mapping[str, Any]]) -> ReportData:
+    ok = ok_results(results)
+    frame, points = results_frame(ok), points_frame(ok)
+    data = ReportData(ok, frame, points, environment_line(ok))
+    data.colors = palette([*frame["series"], *points["label"]])
+    return data
+
+
+def _out_dir(out_dir: str | Path) -> Path:
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise GraphbenchError(f"output path exists and is not a folder: {out}")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise GraphbenchError(f"cannot create output folder {out}: {exc}") from None
+    return out
+
+
+def _write(path: Path, text: str) -> Path:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise GraphbenchError(f"cannot write {path}: {exc}") from None
+    return path
+
+
+def write_report(
+    inputs: Iterable[str | Path] | LoadedResults,
+    out_dir: str | Path,
+    *,
+    title: str = "graphbench report",
+    progress: Progress | None = None,
+) -> Report:
+    """Write report.md, report.html, summary.csv and the charts into out_dir; return what was written."""
+    loaded = load(inputs)
+    out = _out_dir(out_dir)
+    data = report_data(loaded.results)
+    failures = failures_frame(loaded.results)
+    charts = render_charts(data, out, progress)
+    summary = summary_frame(data.frame)
+    try:
+        summary.to_csv(out / SUMMARY_CSV, index=False)
+    except OSError as exc:
+        raise GraphbenchError(f"cannot write {out / SUMMARY_CSV}: {exc}") from None
+    headline = headline_table(data.frame, data.points)
+    n_ok = len(data.results)
+    counts = f"{n_ok} points ok, {len(failures)} failed"
+    if loaded.skipped:
+        counts += f"; {len(loaded.skipped)} malformed files skipped"
+    context = ReportContext(
+        title=title,
+        environment=data.environment,
+        counts=counts,
+        headline=headline,
+        charts=charts,
+        failures=failures,
+        skipped=[(str(file), why) for file, why in loaded.skipped],
+        summary=summary,
+        summary_file=SUMMARY_CSV,
+    )
+    files = [_write(out / REPORT_MD, render_markdown(context)), _write(out / REPORT_HTML, render_html(context))]
+    files += [out / SUMMARY_CSV] + [c.path for c in charts if c.path is not None]
+    return Report(out, files, charts, skipped_warnings(loaded), headline, summary, failures)
