@@ -38,7 +38,7 @@ def sweep(
     device: Annotated[str, typer.Option(help="auto, cuda or cpu.")] = "auto",
     concurrency: Annotated[Optional[str], typer.Option(help="Closed-loop levels (default 1,4,16,64; CPU 1,4,16).")] = None,
     prompt_len: Annotated[Optional[str], typer.Option(help="Prompt length (default 128; CPU 64).")] = None,
-    output_len: Annotated[Optional[str], typer.Option(help="Output length (default 64; CPU 32).")] = None,
+    output_len: Annotated[Optional[str], typer.Option(help="Output length (default 64; CPU 16).")] = None,
     num_requests: Annotated[Optional[int], typer.Option(help="Requests per workload (default 4 x concurrency).")] = None,
     repeats: Annotated[int, typer.Option(help="Repeats per workload.")] = 3,
     max_num_seqs: Annotated[Optional[int], typer.Option(help="Engine max_num_seqs (default 256; CPU 64).")] = None,
@@ -127,7 +127,7 @@ def _run_args(workload: dict, concurrency, prompt_len, output_len, num_requests,
     values = {
         "concurrency": concurrency or workload.get("concurrency") or ("1,4,16,64" if gpu else "1,4,16"),
         "prompt-len": prompt_len or workload.get("prompt_len") or ("128" if gpu else "64"),
-        "output-len": output_len or workload.get("output_len") or ("64" if gpu else "32"),
+        "output-len": output_len or workload.get("output_len") or ("64" if gpu else "16"),
         "repeats": str(workload.get("repeats", repeats)),
     }
     if isinstance(values["concurrency"], list):
