@@ -18,7 +18,15 @@ import torch
 from graphbench.config import CompileMode, CUDAGraphMode, EngineConfig, load_arch
 from graphbench.errors import GraphbenchError
 from graphbench.runner.attention.backend import create_backend
-from graphbench.runner.compile.cache import COMPLETE_MARKER, compile_hash, rank_dir, write_meta
+from graphbench.runner.compile.cache import (
+    COMPLETE_MARKER,
+    cache_lock,
+    compile_hash,
+    rank_dir,
+    verify_manifest,
+    write_manifest,
+    write_meta,
+)
 from graphbench.runner.compile.aot_store import AotStore, standalone_available
 from graphbench.runner.compile.backend import SplittingBackend
 from graphbench.runner.compile.compiler import CompiledForward, use_cache_dir
@@ -56,6 +64,7 @@ class StartupReport:
     compile_from_cache: bool = False
     compile_loaded: bool = False  # warm start loaded the saved compiled forward (no Dynamo trace)
     compile_loaded_seconds: float = 0.0
+    compile_cache_rebuilt: bool = False  # the cache entry was unreadable and was compiled afresh
     compile_cache_dir: str | None = None
     capture_seconds: float = 0.0
     graph_memory_bytes: int = 0
@@ -118,11 +127,11 @@ class Engine:
         max_blocks_per_seq = -(-self.max_model_len // block_size)
         self.inputs = StepInputs(sched.max_num_batched_tokens, sched.max_num_seqs, max_blocks_per_seq,
                                  block_size, self.device)
-        self.compiled = self._make_compiled_forward()
         self.runner = ModelRunner(self.model, self.kv_cache, self.backend, self.inputs, self.config.model.seed,
-                                  self.dispatcher, self.compiled)
-        if self.compiled is not None:
-            self._compile()
+                                  self.dispatcher)
+        self.compiled: CompiledForward | None = None
+        if self.config.compilation.mode == CompileMode.COMPILE:
+            self._start_compiled()
         if self.dispatcher.mode != CUDAGraphMode.NONE:
             self._capture()
         self.records: list[StepRecord] = []
@@ -149,23 +158,44 @@ class Engine:
         self.report.num_graphs = dispatcher.num_graphs()
         return dispatcher
 
-    def _make_compiled_forward(self) -> CompiledForward | None:
-        comp = self.config.compilation
-        if comp.mode != CompileMode.COMPILE:
-            return None
+    def _start_compiled(self) -> None:
+        """Compile, or load from the cache, under the cache directory's lock; a corrupt entry is rebuilt once."""
         hash_ = compile_hash(self.config.compute_hash(), torch.__version__)
         directory = rank_dir(hash_)
         if self._fresh_compile:
             shutil.rmtree(directory.parent, ignore_errors=True)
+        self.report.compile_cache_dir = str(directory)
+        log.info("Using cache directory: %s for torch.compile", directory)
+        with cache_lock(directory):  # concurrent starts of one config: one compiles, the others then load
+            problem = verify_manifest(directory) if (directory / COMPLETE_MARKER).is_file() else None
+            if problem:
+                log.warning("compile cache entry %s is damaged (%s); rebuilding it", directory, problem)
+                shutil.rmtree(directory, ignore_errors=True)
+                self.report.compile_cache_rebuilt = True
+            try:
+                self._compile_into(directory)
+            except GraphbenchError:
+                raise
+            except Exception as exc:
+                if not self.report.compile_from_cache:
+                    raise
+                log.warning("compile cache entry %s looks corrupt (%s: %s); rebuilding it", directory,
+                            type(exc).__name__, exc)
+                shutil.rmtree(directory, ignore_errors=True)
+                self.report.compile_cache_rebuilt = True
+                self._compile_into(directory)
+
+    def _compile_into(self, directory: Path) -> None:
+        comp = self.config.compilation
         self.report.compile_from_cache = (directory / COMPLETE_MARKER).is_file()
         use_cache_dir(directory)
         write_meta(directory, self.config.summary(), {"config": self.config.to_dict()})
-        self.report.compile_cache_dir = str(directory)
-        log.info("Using cache directory: %s for torch.compile", directory)
         backend = SplittingBackend(comp.effective_splitting_ops, list(comp.compile_sizes or []), comp.max_autotune,
                                    self.dispatcher.mode.has_piecewise_graphs(), directory / "graphbench",
                                    model=self.model, aot=AotStore(directory) if standalone_available() else None)
-        return CompiledForward(self.model.forward, backend)
+        self.compiled = CompiledForward(self.model.forward, backend)
+        self.runner.forward_fn = self.compiled
+        self._compile()
 
     def _compile(self) -> None:
         """Trace and compile once (largest step), then each compile_sizes variant: all before any request."""
@@ -176,6 +206,7 @@ class Engine:
             self.runner.dummy_run(size, min(size, sched.max_num_seqs))
         self.compiled.finish_startup()
         (Path(self.report.compile_cache_dir) / COMPLETE_MARKER).write_text("ok\n")
+        write_manifest(Path(self.report.compile_cache_dir))
         times = self.compiled.times
         self.report.dynamo_seconds = times.dynamo_seconds
         self.report.inductor_seconds = times.inductor_seconds

@@ -50,7 +50,7 @@ class ModelRunner:
         self.scale = model.arch.head_dim ** -0.5
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.dispatcher = dispatcher
-        self.forward_fn = forward_fn or model  # compiled forward, or the eager module
+        self.forward_fn = forward_fn or model  # the eager module, or the compiled forward once started
         self.full_graph = CUDAGraphWrapper(self._call_forward, FULL, "full") if dispatcher.keys[FULL] else None
         max_reqs = inputs.max_num_reqs
         self._temperatures = torch.zeros(max_reqs, dtype=torch.float32, device=self.device)
