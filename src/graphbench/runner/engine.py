@@ -10,7 +10,6 @@ import itertools
 import shutil
 import logging
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -33,54 +32,14 @@ from graphbench.runner.compile.compiler import CompiledForward, use_cache_dir
 from graphbench.runner.dispatcher import CudagraphDispatcher, resolve_cudagraph_mode
 from graphbench.runner.device import device_info, dtype_name, free_memory, resolve_device, resolve_dtype
 from graphbench.runner.inputs import StepInputs
-from graphbench.runner.kv_cache import CPU_KV_CACHE_BYTES, BlockAllocator, KVCache, bytes_per_block
+from graphbench.runner.kv_cache import BlockAllocator, KVCache, bytes_per_block, num_kv_blocks
 from graphbench.runner.loader import build_model, fill_dummy_weights, load_checkpoint
 from graphbench.runner.model_runner import ModelRunner
 from graphbench.runner.request import Request, SamplingParams
-from graphbench.runner.scheduler import BatchDescriptor, Scheduler
+from graphbench.runner.records import StartupReport, StepRecord
+from graphbench.runner.scheduler import Scheduler
 
 log = logging.getLogger("graphbench.engine")
-
-
-@dataclass
-class StepRecord:
-    """What one step was and how long it took (host wall time, synchronised by the sampled tokens)."""
-
-    descriptor: BatchDescriptor
-    seconds: float
-    runtime_mode: str = "NONE"
-    padded_tokens: int = 0
-
-
-@dataclass
-class StartupReport:
-    """Seconds per start-up phase, graph memory, and the KV cache it ended with."""
-
-    load_seconds: float = 0.0
-    kv_cache_seconds: float = 0.0
-    dynamo_seconds: float = 0.0
-    inductor_seconds: float = 0.0
-    compile_sizes_seconds: float = 0.0
-    compile_from_cache: bool = False
-    compile_loaded: bool = False  # warm start loaded the saved compiled forward (no Dynamo trace)
-    compile_loaded_seconds: float = 0.0
-    compile_cache_rebuilt: bool = False  # the cache entry was unreadable and was compiled afresh
-    compile_cache_dir: str | None = None
-    capture_seconds: float = 0.0
-    graph_memory_bytes: int = 0
-    num_graphs: dict = field(default_factory=dict)  # dispatcher keys per runtime mode
-    num_recordings: dict = field(default_factory=dict)  # CUDA graphs recorded (piecewise: per piece)
-    cudagraph_mode: dict = field(default_factory=dict)  # requested, resolved, reason
-    total_seconds: float = 0.0
-    num_kv_blocks: int = 0
-    num_kv_tokens: int = 0
-    kv_cache_bytes: int = 0
-    weights_bytes: int = 0
-    extra: dict = field(default_factory=dict)
-
-    @property
-    def compile_seconds(self) -> float:
-        return self.dynamo_seconds + self.inductor_seconds + self.compile_sizes_seconds + self.compile_loaded_seconds
 
 
 class Engine:
@@ -243,33 +202,9 @@ class Engine:
             load_checkpoint(self.model, folder)
 
     def _num_kv_blocks(self, block_size: int) -> int:
-        if self.config.cache.num_blocks is not None:
-            return self.config.cache.num_blocks
-        per_block = bytes_per_block(self.arch, block_size, self.dtype)
-        if self.device.type != "cuda":
-            sched = self.config.scheduler
-            enough = sched.max_num_seqs * -(-self.max_model_len // block_size)
-            return max(1, min(CPU_KV_CACHE_BYTES // per_block, enough))
-        # Budget: utilisation x total, minus what is in use now, minus the activations of the
-        # largest step (measured with a dry forward-sized allocation estimate).
-        total = self.device_info.total_memory or 0
-        in_use = total - free_memory(self.device)
-        activation_reserve = self._activation_bytes()
-        budget = int(total * self.config.cache.gpu_memory_utilization) - in_use - activation_reserve
-        if budget < per_block:
-            raise GraphbenchError(
-                f"no memory left for the KV cache (budget {budget / 2**30:.2f} GiB after weights): "
-                "raise --gpu-memory-utilization or use a smaller model")
-        return budget // per_block
-
-    def _activation_bytes(self) -> int:
-        """A generous estimate of one step's peak activations at max_num_batched_tokens."""
-        a = self.arch
-        tokens = self.config.scheduler.max_num_batched_tokens
-        element = torch.empty((), dtype=self.dtype).element_size()
-        per_token = (4 * a.hidden_size + 2 * a.intermediate_size * 2 + (a.num_attention_heads + 2 * a.num_key_value_heads) * a.head_dim * 2) * element
-        logits = self.config.scheduler.max_num_seqs * a.vocab_size * 4 * 3
-        return tokens * per_token + logits + (512 << 20)
+        free = free_memory(self.device) if self.device.type == "cuda" else None
+        return num_kv_blocks(self.arch, self.config, self.dtype, block_size, self.max_model_len,
+                             self.device_info.total_memory, free)
 
     # -- requests and steps ------------------------------------------------------------------
 

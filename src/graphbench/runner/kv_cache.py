@@ -63,3 +63,33 @@ class BlockAllocator:
 
     def free(self, blocks: list[int]) -> None:
         self._free.extend(reversed(blocks))
+
+
+def activation_bytes(arch: ArchConfig, max_num_batched_tokens: int, max_num_seqs: int, dtype) -> int:
+    """A generous estimate of one step's peak activations at max_num_batched_tokens."""
+    element = torch.empty((), dtype=dtype).element_size()
+    per_token = (4 * arch.hidden_size + 4 * arch.intermediate_size
+                 + 2 * (arch.num_attention_heads + 2 * arch.num_key_value_heads) * arch.head_dim) * element
+    logits = max_num_seqs * arch.vocab_size * 4 * 3
+    return max_num_batched_tokens * per_token + logits + (512 << 20)
+
+
+def num_kv_blocks(arch: ArchConfig, config, dtype, block_size: int, max_model_len: int,
+                  total_memory: int | None, free_memory: int | None) -> int:
+    """KV blocks: explicit count; on the CPU enough for max_num_seqs full sequences (<= 256 MiB);
+    on a GPU utilisation x total memory, minus what is in use, minus one step's activations."""
+    if config.cache.num_blocks is not None:
+        return config.cache.num_blocks
+    per_block = bytes_per_block(arch, block_size, dtype)
+    sched = config.scheduler
+    if free_memory is None:
+        enough = sched.max_num_seqs * -(-max_model_len // block_size)
+        return max(1, min(CPU_KV_CACHE_BYTES // per_block, enough))
+    in_use = (total_memory or 0) - free_memory
+    reserve = activation_bytes(arch, sched.max_num_batched_tokens, sched.max_num_seqs, dtype)
+    budget = int((total_memory or 0) * config.cache.gpu_memory_utilization) - in_use - reserve
+    if budget < per_block:
+        raise GraphbenchError(
+            f"no memory left for the KV cache (budget {budget / 2**30:.2f} GiB after weights): "
+            "raise --gpu-memory-utilization or use a smaller model")
+    return budget // per_block

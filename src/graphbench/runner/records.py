@@ -1,0 +1,48 @@
+"""What the engine records: per-step records and the start-up report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from graphbench.runner.scheduler import BatchDescriptor
+
+
+@dataclass
+class StepRecord:
+    """What one step was and how long it took (host wall time, synchronised by the sampled tokens)."""
+
+    descriptor: BatchDescriptor
+    seconds: float
+    runtime_mode: str = "NONE"
+    padded_tokens: int = 0
+
+
+@dataclass
+class StartupReport:
+    """Seconds per start-up phase, graph memory, and the KV cache it ended with."""
+
+    load_seconds: float = 0.0
+    kv_cache_seconds: float = 0.0
+    dynamo_seconds: float = 0.0
+    inductor_seconds: float = 0.0
+    compile_sizes_seconds: float = 0.0
+    compile_from_cache: bool = False
+    compile_loaded: bool = False  # warm start loaded the saved compiled forward (no Dynamo trace)
+    compile_loaded_seconds: float = 0.0
+    compile_cache_rebuilt: bool = False  # the cache entry was unreadable and was compiled afresh
+    compile_cache_dir: str | None = None
+    capture_seconds: float = 0.0
+    graph_memory_bytes: int = 0
+    num_graphs: dict = field(default_factory=dict)  # dispatcher keys per runtime mode
+    num_recordings: dict = field(default_factory=dict)  # CUDA graphs recorded (piecewise: per piece)
+    cudagraph_mode: dict = field(default_factory=dict)  # requested, resolved, reason
+    total_seconds: float = 0.0
+    num_kv_blocks: int = 0
+    num_kv_tokens: int = 0
+    kv_cache_bytes: int = 0
+    weights_bytes: int = 0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def compile_seconds(self) -> float:
+        return self.dynamo_seconds + self.inductor_seconds + self.compile_sizes_seconds + self.compile_loaded_seconds
