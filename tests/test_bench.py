@@ -103,7 +103,7 @@ def test_graphbench_run_writes_a_result(tmp_path):
     loaded = load_results([tmp_path])
     assert not loaded.skipped and len(loaded.results) == 1
     r = loaded.results[0]
-    assert (r["schema_version"], r["kind"], r["label"], r["status"], r["system"]) == (1, "graphbench-result", "tiny", "ok", "graphbench")
+    assert (r["schema_version"], r["kind"], r["label"], r["status"], r["system"]) == (2, "graphbench-result", "tiny", "ok", "graphbench")
     assert r["environment"]["torch"] and r["environment"]["device"] == "cpu" and r["config_hash"]
     assert r["config"]["optimization_level"] == 0
     assert [w["name"] for w in r["workloads"]] == ["closed-c1", "closed-c2"]
@@ -125,3 +125,19 @@ def test_run_bad_workload_is_exit_2(tmp_path):
         result = runner.invoke(app, ["run", "--device", "cpu", "-O0", "--results", str(tmp_path), *args])
         assert result.exit_code == 2, (args, result.output)
         assert "Traceback" not in result.output
+
+
+def test_a_schema_v1_result_is_migrated(tmp_path):
+    import json as _json
+
+    v1 = {"schema_version": 1, "kind": "graphbench-result", "label": "old", "system": "graphbench", "status": "ok",
+          "startup": {"cold": True, "total_s": 3.0, "dynamo_s": 1.0, "inductor_s": 1.5, "capture_s": 0.2},
+          "workloads": []}
+    (tmp_path / "0001_old.json").write_text(_json.dumps(v1))
+    (tmp_path / "0002_bad.json").write_text("{not json")
+    loaded = load_results([tmp_path])
+    (r,) = loaded.results
+    assert r["schema_version"] == 2
+    assert r["startups"] == [r["startup"]] and r["startup"]["cache_cleared"] is True
+    assert r["startup"]["compile_loaded"] is False and r["startup"]["loaded_s"] == 0.0
+    assert [p.name for p, _ in loaded.skipped] == ["0002_bad.json"]

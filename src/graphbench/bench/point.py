@@ -7,6 +7,8 @@ process per point.
 from __future__ import annotations
 
 import gc
+import os
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,11 +59,31 @@ def _start(config: EngineConfig, cold: bool):
     return engine, startup_dict(engine, cold, time.perf_counter() - started)
 
 
+FAULT_ENV = "GRAPHBENCH_INJECT_FAULT"  # "label:kind[,label:kind]": kill | oom | compile-error | hang
+
+
+def inject_fault(label: str) -> None:
+    """Fault injection for tests of the sweep's failure handling (faults a GPU would produce)."""
+    faults = dict(item.split(":", 1) for item in os.environ.get(FAULT_ENV, "").split(",") if ":" in item)
+    kind = faults.get(label)
+    if kind == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif kind == "oom":
+        import torch
+
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB (injected fault)")
+    elif kind == "compile-error":
+        raise RuntimeError("Inductor compilation failed: injected fault")
+    elif kind == "hang":
+        time.sleep(3600)
+
+
 def run_point(spec: PointSpec, results_dir: str | Path,
               progress: Callable[[str], None] = lambda message: None) -> Path:
     """Measure one point and write its result file; return the file."""
     from graphbench.bench.driver import run_engine_workload, warm_up
 
+    inject_fault(spec.label)
     startups, engine = [], None
     for kind in spec.startups:
         if engine is not None:

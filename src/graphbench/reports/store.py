@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 from graphbench.errors import GraphbenchError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 KIND = "graphbench-result"
 _NAME = re.compile(r"^(\d{4})_(.+)\.json$")
 
@@ -57,12 +57,33 @@ class LoadedResults:
     skipped: list[tuple[Path, str]]  # (file, why) for malformed files
 
 
+def _v1_to_v2(result: dict[str, Any]) -> dict[str, Any]:
+    """v2 added `startups` (every start of the point, cold then warm) and, per start, whether the
+    cache was cleared and whether the compiled forward was loaded (no Dynamo, no Inductor)."""
+    startup = result.get("startup")
+    if isinstance(startup, dict):
+        startup = dict(startup)
+        startup.setdefault("cache_cleared", bool(startup.get("cold")))
+        startup.setdefault("compile_loaded", False)
+        startup.setdefault("loaded_s", 0.0)
+    result = dict(result, startup=startup, schema_version=2)
+    result.setdefault("startups", [startup] if startup else [])
+    return result
+
+
+MIGRATIONS = {1: _v1_to_v2}  # version -> function producing version + 1
+
+
 def migrate(result: dict[str, Any]) -> dict[str, Any]:
-    """Bring an older schema_version up to the current one (v1 is the first)."""
+    """Bring an older schema_version up to the current one, step by step."""
     version = result.get("schema_version")
-    if version == SCHEMA_VERSION:
-        return result
-    raise ValueError(f"unknown schema_version {version!r}")
+    while version != SCHEMA_VERSION:
+        step = MIGRATIONS.get(version) if isinstance(version, int) else None
+        if step is None:
+            raise ValueError(f"unknown schema_version {version!r} (this graphbench reads 1..{SCHEMA_VERSION})")
+        result = step(result)
+        version = result["schema_version"]
+    return result
 
 
 def iter_result_files(paths: Iterable[str | Path]) -> list[Path]:
