@@ -17,7 +17,7 @@ import typer
 from graphbench.cli.main import app
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.distributions import BatchSizeDistribution, load_distribution
-from graphbench.ladders.plot import check_plot_path
+from graphbench.ladders.plot import check_plot_path, plot_pareto
 from graphbench.ladders.sizes import PERFORMANCE_MODES, capture_sizes
 from graphbench.ladders.tune import (
     OBJECTIVES,
@@ -259,32 +259,3 @@ def _print_table(doc: dict[str, Any]) -> None:
     say("apply the tuned ladder:")
     say(f"  graphbench: {doc['apply']['graphbench']}")
     say(f"  vLLM:       {doc['apply']['vllm']}")
-
-
-def plot_pareto(
-    curve: list[ParetoPoint], ladders: dict[str, TunedLadder], bend: ParetoPoint, objective: str, path: Path
-) -> Path:
-    """Objective vs number of graphs: the Pareto curve, the knee, and the other ladders as points."""
-    out = check_plot_path(path)
-    from matplotlib.backends.backend_agg import FigureCanvasAgg  # lazy: only when a plot is asked for
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(9, 5), layout="constrained")
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    xs, ys = [p.num_graphs for p in curve], [p.value for p in curve]
-    ax.step(xs, ys, where="post", marker=".", label="tuned (Pareto curve)")
-    ax.plot([bend.num_graphs], [bend.value], "o", mfc="none", ms=12, label=f"knee ({bend.num_graphs} graphs)")
-    for marker, (name, ladder) in zip("sD^", ladders.items()):
-        ax.plot([ladder.num_sizes], [ladder.objective_value], marker, label=f"{name} ({ladder.num_sizes} sizes)")
-    ax.set_xlabel("number of graphs (ladder sizes)")
-    ax.set_ylabel("expected padding tokens per step" if objective == "tokens" else "expected padding waste (%)")
-    ax.set_title("Capture ladder: expected padding vs number of graphs")
-    ax.set_ylim(bottom=0)
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    try:
-        fig.savefig(out, dpi=100)
-    except OSError as exc:
-        raise GraphbenchError(f"cannot write plot {out}: {exc}") from None
-    return out

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.compare import LadderComparison
 from graphbench.ladders.padding import waste
+
+if TYPE_CHECKING:
+    from graphbench.ladders.tune import ParetoPoint, TunedLadder
 
 PLOT_FORMATS = (".png", ".svg", ".pdf")
 
@@ -18,6 +22,15 @@ def check_plot_path(path: str | Path) -> Path:
         raise GraphbenchError(f"plot file must end in {', '.join(PLOT_FORMATS)}, got {out.name!r}")
     if not out.parent.is_dir():
         raise GraphbenchError(f"plot directory does not exist: {out.parent}")
+    return out
+
+
+def save_figure(fig, out: Path) -> Path:
+    """Write a matplotlib figure; a write failure is a one-line GraphbenchError."""
+    try:
+        fig.savefig(out, dpi=100)
+    except OSError as exc:
+        raise GraphbenchError(f"cannot write plot {out}: {exc}") from None
     return out
 
 
@@ -57,8 +70,29 @@ def plot_waste(comparison: LadderComparison, path: str | Path) -> Path:
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax.legend()
-    try:
-        fig.savefig(out, dpi=100)
-    except OSError as exc:
-        raise GraphbenchError(f"cannot write plot {out}: {exc}") from None
-    return out
+    return save_figure(fig, out)
+
+
+def plot_pareto(
+    curve: list["ParetoPoint"], ladders: dict[str, "TunedLadder"], bend: "ParetoPoint", objective: str, path: Path
+) -> Path:
+    """Objective vs number of graphs: the Pareto curve, the knee, and the other ladders as points."""
+    out = check_plot_path(path)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # lazy: only when a plot is asked for
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9, 5), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    xs, ys = [p.num_graphs for p in curve], [p.value for p in curve]
+    ax.step(xs, ys, where="post", marker=".", label="tuned (Pareto curve)")
+    ax.plot([bend.num_graphs], [bend.value], "o", mfc="none", ms=12, label=f"knee ({bend.num_graphs} graphs)")
+    for marker, (name, ladder) in zip("sD^", ladders.items()):
+        ax.plot([ladder.num_sizes], [ladder.objective_value], marker, label=f"{name} ({ladder.num_sizes} sizes)")
+    ax.set_xlabel("number of graphs (ladder sizes)")
+    ax.set_ylabel("expected padding tokens per step" if objective == "tokens" else "expected padding waste (%)")
+    ax.set_title("Capture ladder: expected padding vs number of graphs")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    return save_figure(fig, out)
