@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The GPU checks the open issues wait for, grouped so that each group fits one device call (< 10 min).
+#   bash bench/gpu_checks.sh tests     # pytest -m gpu tests/gpu (kernels, parity, modes x levels, faults)
+#   bash bench/gpu_checks.sh startup   # cold/warm compile, capture time and graph memory per mode (issue 4)
+#   bash bench/gpu_checks.sh decode    # step time per -O level and peers, batch 1 and 64 (issues 3, 4, 7)
+#   bash bench/gpu_checks.sh sweep     # default llama-3.2-1b sweep with peers (issue 5) + tuned ladder (issue 10)
+# Logs and JSON go to $OUT (the device tool brings them back); copy figures into bench/RESULTS.md.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONPATH="$PWD/src:$PWD" PYTHONUNBUFFERED=1 GRAPHBENCH_CACHE_ROOT="${GRAPHBENCH_CACHE_ROOT:-/tmp/gbc}"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+OUT="${OUT:-/tmp/gpu-checks}"; mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/env.txt"
+python3 -c "import torch, triton, transformers; print(torch.__version__, triton.__version__, transformers.__version__)" >> "$OUT/env.txt"
+git rev-parse --short HEAD >> "$OUT/env.txt" 2>/dev/null
+case "${1:-}" in
+  tests)
+    timeout 560 python3 -m pytest -m gpu -q -p no:logging --durations=15 tests/gpu 2>&1 | tee "$OUT/gpu-tests.log" | tail -40 ;;
+  startup)
+    timeout 560 python3 bench/startup.py --model llama-3.2-1b --max-num-seqs 256 --levels 0,1,3 --out "$OUT/startup.json" 2>&1 \
+      | grep -v "^DEBUG" | tee "$OUT/startup.log" | tail -20 ;;
+  decode)
+    timeout 560 python3 bench/decode.py --model llama-3.2-1b --batches 1,64 --levels 0,1,2,3 --peers hf-eager,hf-compile \
+      --out "$OUT/decode.json" --timeout 240 2>&1 | grep -v "^DEBUG" | tee "$OUT/decode.log" | tail -25 ;;
+  sweep)
+    timeout 580 python3 -m graphbench sweep --model llama-3.2-1b --results "$OUT/sweep" --report "$OUT/sweep-report" \
+      --ladders default,interactivity,tuned:25 2>&1 | tee "$OUT/sweep.log" | tail -40
+    tar czf "$OUT/sweep.tgz" -C "$OUT" sweep sweep-report 2>/dev/null ;;
+  *) echo "usage: bash bench/gpu_checks.sh tests|startup|decode|sweep" >&2; exit 2 ;;
+esac
