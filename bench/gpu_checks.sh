@@ -3,7 +3,8 @@
 #   bash bench/gpu_checks.sh tests     # pytest -m gpu tests/gpu (kernels, parity, modes x levels, faults)
 #   bash bench/gpu_checks.sh startup   # cold/warm compile, capture time and graph memory per mode (issue 4)
 #   bash bench/gpu_checks.sh decode    # step time per -O level and peers, batch 1 and 64 (issues 3, 4, 7)
-#   bash bench/gpu_checks.sh sweep     # default llama-3.2-1b sweep with peers (issue 5) + tuned ladder (issue 10)
+#   bash bench/gpu_checks.sh sweep     # the default llama-3.2-1b sweep with peers (issue 5: < 10 min)
+#   bash bench/gpu_checks.sh tune      # default vs a tuned ladder with half the graphs (issue 10)
 # Logs and JSON go to $OUT (the device tool brings them back); copy figures into bench/RESULTS.md.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +25,13 @@ case "${1:-}" in
       --out "$OUT/decode.json" --timeout 240 2>&1 | grep -v "^DEBUG" | tee "$OUT/decode.log" | tail -25 ;;
   sweep)
     timeout 580 python3 -m graphbench sweep --model llama-3.2-1b --results "$OUT/sweep" --report "$OUT/sweep-report" \
-      --ladders default,interactivity,tuned:25 2>&1 | tee "$OUT/sweep.log" | tail -40
+      2>&1 | tee "$OUT/sweep.log" | tail -40
     tar czf "$OUT/sweep.tgz" -C "$OUT" sweep sweep-report 2>/dev/null ;;
-  *) echo "usage: bash bench/gpu_checks.sh tests|startup|decode|sweep" >&2; exit 2 ;;
+  tune)
+    # the default ladder for 256 sequences has 51 sizes: tuned:25 is about half the graphs
+    timeout 580 python3 -m graphbench sweep --model llama-3.2-1b --levels 2 --ladders default,tuned:25 --peers none \
+      --concurrency 3,11,24,45 --prompt-len uniform:64-256 --output-len uniform:32-128 --repeats 3 \
+      --results "$OUT/tune" --report "$OUT/tune-report" 2>&1 | tee "$OUT/tune.log" | tail -30
+    tar czf "$OUT/tune.tgz" -C "$OUT" tune tune-report 2>/dev/null ;;
+  *) echo "usage: bash bench/gpu_checks.sh tests|startup|decode|sweep|tune" >&2; exit 2 ;;
 esac
