@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
@@ -14,6 +15,8 @@ from graphbench.runner.compile.aot_store import standalone_available
 
 if TYPE_CHECKING:
     from graphbench.runner.compile.backend import SplittingBackend
+
+log = logging.getLogger("graphbench.compile")
 
 
 @dataclass
@@ -73,16 +76,24 @@ def _inductor_compile(graph: fx.GraphModule, example_args: list[Any], patches: d
     """
     import copy
 
+    global _standalone_failed
     single = _returns_single(graph)
-    graph = copy.deepcopy(graph)  # compilation may rewrite it; the piece is compiled again for compile_sizes
-    if standalone_available():
-        artifact = torch._inductor.standalone_compile(
-            graph, example_args, dynamic_shapes="from_tracing_context" if dynamic else "from_example_inputs",
-            options={"config_patches": patches})
-        return _unbox(artifact, single), artifact
+    if standalone_available() and not _standalone_failed:
+        try:
+            artifact = torch._inductor.standalone_compile(
+                copy.deepcopy(graph), example_args,  # it may rewrite the graph; the piece is compiled again
+                dynamic_shapes="from_tracing_context" if dynamic else "from_example_inputs",
+                options={"config_patches": patches})
+            return _unbox(artifact, single), artifact
+        except Exception as exc:  # a torch without a working standalone path: compile without saving
+            _standalone_failed = True
+            log.warning("saving compiled pieces is off (standalone_compile failed: %s: %s)", type(exc).__name__, exc)
     from torch._inductor.compile_fx import compile_fx
 
-    return _unbox(compile_fx(graph, example_args, config_patches=patches), single), None
+    return _unbox(compile_fx(copy.deepcopy(graph), example_args, config_patches=patches), single), None
+
+
+_standalone_failed = False
 
 
 def piece_key(graph: fx.GraphModule, fake_args: list[Any]) -> str | None:
