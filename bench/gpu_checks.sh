@@ -16,7 +16,7 @@ python3 -c "import torch, triton, transformers; print(torch.__version__, triton.
 git rev-parse --short HEAD >> "$OUT/env.txt" 2>/dev/null
 case "${1:-}" in
   tests)
-    timeout 560 python3 -m pytest -m gpu -q -p no:logging --durations=15 tests/gpu 2>&1 | tee "$OUT/gpu-tests.log" | tail -40 ;;
+    timeout ${GPU_TESTS_TIMEOUT:-560} python3 -m pytest -m gpu -q -p no:logging --durations=15 tests/gpu 2>&1 | tee "$OUT/gpu-tests.log" | tail -40 ;;
   startup)
     timeout 560 python3 bench/startup.py --model llama-3.2-1b --max-num-seqs 256 --levels 0,1,3 --out "$OUT/startup.json" 2>&1 \
       | grep -v "^DEBUG" | tee "$OUT/startup.log" | tail -20 ;;

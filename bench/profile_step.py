@@ -1,0 +1,127 @@
+"""Where a decode step's time goes: host phases vs GPU time of the forward, and the top kernels.
+
+    python bench/profile_step.py --model llama-3.2-1b --level 2 --batches 1,64 --out profile.json
+
+For each batch size, after prefill and warm-up, times (host wall, median of N steps):
+schedule, prepare (static buffers + uploads), forward launch, logits + sampling launch,
+the sync that brings tokens back, scheduler update; and the GPU time of the forward alone
+(CUDA events around back-to-back forwards). Then one step under torch.profiler: the kernels
+with the most CUDA time. Prints a table and writes JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+
+def profile_batch(engine, batch: int, prompt_len: int, num_steps: int) -> dict:
+    import torch
+
+    from graphbench.bench.decode_timing import random_prompts
+    from graphbench.runner.request import SamplingParams
+
+    prompts = random_prompts(batch, prompt_len, engine.arch.vocab_size, seed=batch)
+    params = SamplingParams(max_tokens=3 * num_steps + 20)
+    requests = [engine.add_request(p, params) for p in prompts]
+    while any(not r.output_token_ids for r in requests):
+        engine.step()
+    for _ in range(8):
+        engine.step()
+    runner, phases = engine.runner, {k: [] for k in
+                                     ("schedule", "prepare", "forward", "sample", "sync", "update", "step")}
+    for _ in range(num_steps):
+        t0 = time.perf_counter()
+        sched = engine.scheduler.schedule()
+        t1 = time.perf_counter()
+        mode, padded = runner.dispatcher.dispatch(sched.descriptor)
+        num_padded = padded.num_tokens if mode.value != "NONE" else sched.num_tokens
+        with torch.inference_mode():
+            meta = runner.inputs.prepare(sched, num_padded)
+            t2 = time.perf_counter()
+            hidden = runner.forward(num_padded, meta, mode, padded)
+            t3 = time.perf_counter()
+            logits = engine.model.compute_logits(hidden[runner.inputs.logits_indices[:batch]])
+            tokens = logits.argmax(-1)
+            t4 = time.perf_counter()
+            token_list = tokens.tolist()
+        t5 = time.perf_counter()
+        engine.scheduler.update(sched)
+        for request, token in zip(sched.requests, token_list):
+            request.output_token_ids.append(token)
+        t6 = time.perf_counter()
+        for key, (a, b) in zip(phases, [(t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5), (t5, t6), (t0, t6)]):
+            phases[key].append((b - a) * 1e3)
+    # GPU time of the forward alone: back-to-back forwards of the last batch, CUDA events
+    with torch.inference_mode():
+        meta = runner.inputs.prepare(sched, num_padded)
+        for _ in range(5):
+            runner.forward(num_padded, meta, mode, padded)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(num_steps):
+            runner.forward(num_padded, meta, mode, padded)
+        end.record()
+        end.synchronize()
+        forward_gpu_ms = start.elapsed_time(end) / num_steps
+        start.record()
+        for _ in range(num_steps):
+            engine.model.compute_logits(hidden[runner.inputs.logits_indices[:batch]]).argmax(-1)
+        end.record()
+        end.synchronize()
+        logits_gpu_ms = start.elapsed_time(end) / num_steps
+    # full engine steps, timed as bench/decode.py does
+    steps = []
+    for _ in range(num_steps):
+        t0 = time.perf_counter()
+        engine.step()
+        steps.append((time.perf_counter() - t0) * 1e3)
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(3):
+            engine.step()
+        torch.cuda.synchronize()
+    table = prof.key_averages().table(sort_by="cuda_time_total", row_limit=25)
+    for r in requests:
+        engine.scheduler.finish(r) if not r.finish_time else None
+    return {
+        "batch": batch, "runtime_mode": mode.value, "padded": num_padded,
+        "phases_ms": {k: statistics.median(v) for k, v in phases.items()},
+        "forward_gpu_ms": forward_gpu_ms, "logits_sample_gpu_ms": logits_gpu_ms,
+        "engine_step_ms": statistics.median(steps), "profile_table": table,
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="llama-3.2-1b")
+    p.add_argument("--level", type=int, default=2)
+    p.add_argument("--batches", default="1,64")
+    p.add_argument("--prompt-len", type=int, default=128)
+    p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--out", default=None)
+    args = p.parse_args()
+    from graphbench.config import load_engine_config
+    from graphbench.runner.engine import Engine
+
+    batches = [int(b) for b in args.batches.split(",")]
+    engine = Engine(load_engine_config(overrides={
+        "model.model": args.model, "optimization_level": args.level, "scheduler.max_num_seqs": max(batches),
+        "scheduler.max_num_batched_tokens": 8192, "scheduler.max_model_len": 4096}))
+    results = [profile_batch(engine, b, args.prompt_len, args.steps) for b in batches]
+    for r in results:
+        ph = r["phases_ms"]
+        print(f"\nbatch {r['batch']} ({r['runtime_mode']}, padded {r['padded']}): engine step {r['engine_step_ms']:.3f} ms;"
+              f" forward GPU {r['forward_gpu_ms']:.3f} ms, logits+argmax GPU {r['logits_sample_gpu_ms']:.3f} ms")
+        print("  host phases (ms): " + ", ".join(f"{k} {v:.3f}" for k, v in ph.items()))
+        print(r["profile_table"])
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
