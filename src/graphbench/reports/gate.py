@@ -22,12 +22,14 @@ Thresholds are signed percentages in the bad direction: negative for higher-is-b
 Unusable input raises GraphbenchError: nothing loaded, failed points, a gated metric present on
 one side only, matched points with different model or config hash (unless allow_mismatch), no
 point in common, nothing to gate.
+
+Thresholds (defaults, METRIC:PCT specs) are in gate_thresholds, the Markdown and JUnit output in
+gate_render; both are re-exported here.
 """
 
 from __future__ import annotations
 
 import math
-import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,74 +42,47 @@ from graphbench.reports.compare import (
     compare_sets,
     format_change,
     format_p,
-    format_value,
     json_number,
     load_side,
+)
+from graphbench.reports.gate_render import (
+    error_junit,
+    error_markdown,
+    gate_junit,
+    gate_markdown,
+)
+from graphbench.reports.gate_thresholds import (
+    DEFAULT_THRESHOLDS,
+    OFF,
+    normalize_thresholds,
+    parse_threshold,
+    threshold_text,
+    thresholds_from_specs,
 )
 from graphbench.reports.metrics import POINT, Metric, resolve_metric
 from graphbench.reports.stats import min_two_sided_p
 
-DEFAULT_THRESHOLDS: dict[str, float] = {
-    "output_tokens_per_s": -5.0,
-    "tpot_p99_ms": 10.0,
-    "startup_s": 20.0,
-    "graph_memory_bytes": 10.0,
-}
+__all__ = [
+    "DEFAULT_THRESHOLDS",
+    "OFF",
+    "RULE_TEST",
+    "RULE_THRESHOLD_ONLY",
+    "STATUSES",
+    "GateCheck",
+    "GateReport",
+    "error_junit",
+    "error_markdown",
+    "gate_comparisons",
+    "normalize_thresholds",
+    "parse_threshold",
+    "repeats_needed",
+    "run_gate",
+    "thresholds_from_specs",
+]
+
 RULE_TEST = "significance+threshold"
 RULE_THRESHOLD_ONLY = "threshold-only"
 STATUSES = ("regressed", "improved", "pass", "untestable")
-OFF = ("off", "none", "disable", "disabled")
-
-
-def normalize_thresholds(thresholds: Mapping[str, float]) -> dict[str, float]:
-    """Resolve names/aliases to catalogue names; check each sign against the metric's direction."""
-    out: dict[str, float] = {}
-    for name, value in thresholds.items():
-        metric = resolve_metric(name)
-        try:
-            pct = float(value)
-        except (TypeError, ValueError):
-            raise GraphbenchError(f"threshold for {metric.name} is not a number: {value!r}") from None
-        if not math.isfinite(pct):
-            raise GraphbenchError(f"threshold for {metric.name} must be finite, got {value!r}")
-        if metric.higher_is_better and pct > 0:
-            raise GraphbenchError(
-                f"threshold for {metric.name} must be <= 0: it is higher-is-better, so the bad direction "
-                f"is a drop (e.g. {metric.name}:-{pct:g})")
-        if not metric.higher_is_better and pct < 0:
-            raise GraphbenchError(
-                f"threshold for {metric.name} must be >= 0: it is lower-is-better, so the bad direction "
-                f"is a rise (e.g. {metric.name}:{-pct:g})")
-        out[metric.name] = pct
-    return out
-
-
-def parse_threshold(spec: str) -> tuple[str, float | None]:
-    """'tokens_per_s:-5' -> ('output_tokens_per_s', -5.0); 'startup:off' -> ('startup_s', None)."""
-    name, sep, value = spec.partition(":")
-    if not sep or not name.strip() or not value.strip():
-        raise GraphbenchError(f"bad threshold {spec!r}: expected METRIC:PCT, e.g. output_tokens_per_s:-5")
-    metric = resolve_metric(name)
-    text = value.strip().rstrip("%").strip()
-    if text.lower() in OFF:
-        return metric.name, None
-    try:
-        pct = float(text)
-    except ValueError:
-        raise GraphbenchError(f"bad threshold {spec!r}: {value!r} is not a percentage (or 'off')") from None
-    return metric.name, normalize_thresholds({metric.name: pct})[metric.name]
-
-
-def thresholds_from_specs(specs: Iterable[str], base: Mapping[str, float] | None = None) -> dict[str, float]:
-    """The default thresholds (or base) updated by METRIC:PCT specs; METRIC:off drops a metric."""
-    out = dict(DEFAULT_THRESHOLDS if base is None else base)
-    for spec in specs:
-        name, pct = parse_threshold(spec)
-        if pct is None:
-            out.pop(name, None)
-        else:
-            out[name] = pct
-    return out
 
 
 def repeats_needed(alpha: float) -> int:
@@ -155,13 +130,9 @@ class GateCheck:
         }
 
 
-def _threshold_text(pct: float) -> str:
-    return f"{pct:+g}%"
-
-
 def _check(c: Comparison, metric: Metric, threshold: float, alpha: float) -> GateCheck:
     bad, good = _beyond(c.change_pct, threshold, metric)
-    change, thr = format_change(c.change_pct), _threshold_text(threshold)
+    change, thr = format_change(c.change_pct), threshold_text(threshold)
     testable = c.p_value is not None and min_two_sided_p(c.n_baseline, c.n_current) < alpha
     if metric.scope == POINT and not testable:
         if bad:
@@ -187,10 +158,6 @@ def _check(c: Comparison, metric: Metric, threshold: float, alpha: float) -> Gat
     if c.p_value < alpha:
         return GateCheck(c, threshold, RULE_TEST, "pass", f"significant (p={p}) but change {change} within {thr}")
     return GateCheck(c, threshold, RULE_TEST, "pass", f"change {change} within threshold {thr}, p={p}")
-
-
-def _md(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 @dataclass
@@ -243,74 +210,11 @@ class GateReport:
 
     def to_markdown(self) -> str:
         """A CI job summary: the verdict first, regressions, warnings, then a table of every check."""
-        icon = "✅" if self.passed else "❌"
-        lines = [f"## {icon} graphbench gate: {self.headline()}", ""]
-        lines.append(
-            f"Baseline: `{', '.join(self.baseline_paths)}` · current: `{', '.join(self.current_paths)}`. "
-            f"A metric regresses only when its change is beyond its threshold in the bad direction **and** "
-            f"statistically significant over the repeats (two-sided Mann–Whitney U, p < {self.alpha:g}); "
-            f"per-point metrics (one value per point: start-up, capture, graph memory) are "
-            f"**threshold-only**.")
-        lines.append("")
-        if self.regressions:
-            lines.append("### Regressions")
-            lines.append("")
-            for r in self.regressions:
-                c = r.comparison
-                lines.append(
-                    f"- **{_md(c.where)}** `{c.metric}`: {format_value(c.baseline_median, c.unit)} → "
-                    f"{format_value(c.current_median, c.unit)}: {r.reason}")
-            lines.append("")
-        if self.warnings:
-            lines.append("### Warnings")
-            lines.append("")
-            lines += [f"- ⚠️ {_md(w)}" for w in self.warnings]
-            lines.append("")
-        lines.append("| status | point | workload | metric | baseline | current | change | p | n | threshold | rule |")
-        lines.append("|---|---|---|---|---:|---:|---:|---:|---:|---:|---|")
-        icons = {"regressed": "❌ regressed", "improved": "🟢 improved", "pass": "✅ pass",
-                 "untestable": "⚠️ untestable"}
-        for r in self.checks:
-            c = r.comparison
-            lines.append(
-                f"| {icons[r.status]} | {_md(c.point)} | {_md(c.workload or '—')} | `{c.metric}` | "
-                f"{format_value(c.baseline_median, c.unit)} | {format_value(c.current_median, c.unit)} | "
-                f"{format_change(c.change_pct)} | {format_p(c.p_value)} | {c.n_baseline}/{c.n_current} | "
-                f"{_threshold_text(r.threshold_pct)} | {r.rule} |")
-        lines.append("")
-        return "\n".join(lines)
+        return gate_markdown(self)
 
     def to_junit(self) -> str:
         """JUnit XML: one testcase per check; regressions are failures, untestable checks are skipped."""
-        n = self.counts()
-        suites = ET.Element("testsuites", name="graphbench-gate", tests=str(len(self.checks)),
-                            failures=str(n["regressed"]), errors="0", skipped=str(n["untestable"]))
-        suite = ET.SubElement(suites, "testsuite", name="graphbench-gate", tests=str(len(self.checks)),
-                              failures=str(n["regressed"]), errors="0", skipped=str(n["untestable"]), time="0")
-        props = ET.SubElement(suite, "properties")
-        for name, value in (("verdict", self.verdict), ("alpha", f"{self.alpha:g}"),
-                            ("allow_mismatch", str(self.allow_mismatch).lower()),
-                            *((f"threshold.{k}", _threshold_text(v)) for k, v in self.thresholds.items())):
-            ET.SubElement(props, "property", name=name, value=value)
-        for r in self.checks:
-            c = r.comparison
-            case = ET.SubElement(suite, "testcase", classname=f"graphbench.gate.{c.label}.{c.system}",
-                                 name=r.testcase_name, time="0")
-            detail = (f"{c.where} {c.metric}: baseline {format_value(c.baseline_median, c.unit)} "
-                      f"(n={c.n_baseline}), current {format_value(c.current_median, c.unit)} (n={c.n_current}), "
-                      f"change {format_change(c.change_pct)}, p={format_p(c.p_value)}, "
-                      f"threshold {_threshold_text(r.threshold_pct)}, rule {r.rule}: {r.reason}")
-            if r.status == "regressed":
-                failure = ET.SubElement(case, "failure", message=f"regressed: {r.reason}", type="regression")
-                failure.text = detail
-            else:
-                if r.status == "untestable":
-                    ET.SubElement(case, "skipped", message=r.reason)
-                ET.SubElement(case, "system-out").text = detail
-        if self.warnings:
-            ET.SubElement(suite, "system-err").text = "\n".join(self.warnings)
-        ET.indent(suites)
-        return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+        return gate_junit(self)
 
 
 def gate_comparisons(
@@ -388,18 +292,3 @@ def run_gate(
     return GateReport(checks, bwarn + cwarn + result.warnings + gwarn, limits, alpha,
                       [str(p) for p in bpaths], [str(p) for p in cpaths], allow_mismatch,
                       len(result.matching.pairs))
-
-
-def error_markdown(message: str) -> str:
-    """The job summary written when the gate cannot run (exit code 2)."""
-    return f"## ⚠️ graphbench gate: ERROR (unusable input)\n\n{_md(message)}\n"
-
-
-def error_junit(message: str) -> str:
-    suites = ET.Element("testsuites", name="graphbench-gate", tests="1", failures="0", errors="1")
-    suite = ET.SubElement(suites, "testsuite", name="graphbench-gate", tests="1", failures="0", errors="1",
-                          skipped="0", time="0")
-    case = ET.SubElement(suite, "testcase", classname="graphbench.gate", name="input", time="0")
-    ET.SubElement(case, "error", message=message, type="unusable-input").text = message
-    ET.indent(suites)
-    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"

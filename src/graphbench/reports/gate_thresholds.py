@@ -1,0 +1,77 @@
+"""Gate thresholds: the defaults and METRIC:PCT specs, checked against each metric's direction. No torch.
+
+Thresholds are signed percentages in the bad direction: negative for higher-is-better metrics
+(output_tokens_per_s: -5 means "a drop of more than 5 %"), positive for lower-is-better ones.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+from graphbench.errors import GraphbenchError
+from graphbench.reports.metrics import resolve_metric
+
+DEFAULT_THRESHOLDS: dict[str, float] = {
+    "output_tokens_per_s": -5.0,
+    "tpot_p99_ms": 10.0,
+    "startup_s": 20.0,
+    "graph_memory_bytes": 10.0,
+}
+OFF = ("off", "none", "disable", "disabled")
+
+
+def normalize_thresholds(thresholds: Mapping[str, float]) -> dict[str, float]:
+    """Resolve names/aliases to catalogue names; check each sign against the metric's direction."""
+    out: dict[str, float] = {}
+    for name, value in thresholds.items():
+        metric = resolve_metric(name)
+        try:
+            pct = float(value)
+        except (TypeError, ValueError):
+            raise GraphbenchError(f"threshold for {metric.name} is not a number: {value!r}") from None
+        if not math.isfinite(pct):
+            raise GraphbenchError(f"threshold for {metric.name} must be finite, got {value!r}")
+        if metric.higher_is_better and pct > 0:
+            raise GraphbenchError(
+                f"threshold for {metric.name} must be <= 0: it is higher-is-better, so the bad direction "
+                f"is a drop (e.g. {metric.name}:-{pct:g})")
+        if not metric.higher_is_better and pct < 0:
+            raise GraphbenchError(
+                f"threshold for {metric.name} must be >= 0: it is lower-is-better, so the bad direction "
+                f"is a rise (e.g. {metric.name}:{-pct:g})")
+        out[metric.name] = pct
+    return out
+
+
+def parse_threshold(spec: str) -> tuple[str, float | None]:
+    """'tokens_per_s:-5' -> ('output_tokens_per_s', -5.0); 'startup:off' -> ('startup_s', None)."""
+    name, sep, value = spec.partition(":")
+    if not sep or not name.strip() or not value.strip():
+        raise GraphbenchError(f"bad threshold {spec!r}: expected METRIC:PCT, e.g. output_tokens_per_s:-5")
+    metric = resolve_metric(name)
+    text = value.strip().rstrip("%").strip()
+    if text.lower() in OFF:
+        return metric.name, None
+    try:
+        pct = float(text)
+    except ValueError:
+        raise GraphbenchError(f"bad threshold {spec!r}: {value!r} is not a percentage (or 'off')") from None
+    return metric.name, normalize_thresholds({metric.name: pct})[metric.name]
+
+
+def thresholds_from_specs(specs: Iterable[str], base: Mapping[str, float] | None = None) -> dict[str, float]:
+    """The default thresholds (or base) updated by METRIC:PCT specs; METRIC:off drops a metric."""
+    out = dict(DEFAULT_THRESHOLDS if base is None else base)
+    for spec in specs:
+        name, pct = parse_threshold(spec)
+        if pct is None:
+            out.pop(name, None)
+        else:
+            out[name] = pct
+    return out
+
+
+def threshold_text(pct: float) -> str:
+    """A threshold as shown in reasons and reports: -5.0 -> '-5%'."""
+    return f"{pct:+g}%"
