@@ -6,158 +6,61 @@ holds several results of the same point (re-runs), their samples are pooled. Eac
 carries both medians, their ratio and change, the two-sided Mann-Whitney U p-value over the
 samples (when each side has >= 2), whether it is significant (p < alpha) and a verdict:
 improved / regressed (significant, by the metric's direction) / unchanged / n/a (not testable).
+
+Loading and matching the results is in compare_match, the text of numbers in compare_format;
+both are re-exported here.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from graphbench.errors import GraphbenchError
+from graphbench.reports.compare_format import (
+    format_change,
+    format_p,
+    format_value,
+    json_number,
+)
+from graphbench.reports.compare_match import (
+    NOT_A_RESULT,
+    Matching,
+    Point,
+    PointKey,
+    index_points,
+    load_side,
+    match_results,
+    result_where,
+)
 from graphbench.reports.metrics import CATALOGUE, POINT, REPEAT, Metric, resolve_metric
 from graphbench.reports.stats import bootstrap_ratio_ci, mann_whitney_u, median, ratio
-from graphbench.reports.store import LoadedResults, load_results
+from graphbench.reports.store import LoadedResults
+
+__all__ = [
+    "DEFAULT_ALPHA",
+    "NOT_A_RESULT",
+    "VERDICTS",
+    "CompareResult",
+    "Comparison",
+    "Matching",
+    "Point",
+    "PointKey",
+    "compare_results",
+    "compare_sets",
+    "format_change",
+    "format_p",
+    "format_value",
+    "index_points",
+    "json_number",
+    "load_side",
+    "match_results",
+]
 
 DEFAULT_ALPHA = 0.05
-NOT_A_RESULT = "not a graphbench result"  # store.load_results' reason for JSON files of another kind
 VERDICTS = ("improved", "regressed", "unchanged", "n/a")
-PointKey = tuple[str, str]  # (label, system)
 
-
-def _where(result: dict[str, Any]) -> str:
-    return str(result.get("_path") or f"result {result.get('label')!r}")
-
-
-@dataclass
-class Point:
-    """One benchmark point on one side: every result file of that (label, system), pooled."""
-
-    label: str
-    system: str
-    results: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def key(self) -> PointKey:
-        return (self.label, self.system)
-
-    @property
-    def name(self) -> str:
-        return f"{self.label} ({self.system})"
-
-    @property
-    def paths(self) -> list[str]:
-        return [_where(r) for r in self.results]
-
-    def values(self, key: str) -> list[Any]:
-        """The distinct values of a top-level field over the pooled results, in order."""
-        return list(dict.fromkeys(r.get(key) for r in self.results))
-
-
-@dataclass
-class Matching:
-    pairs: list[tuple[Point, Point]]  # (baseline, current), sorted by key
-    only_baseline: list[Point]
-    only_current: list[Point]
-    failed: list[str]  # "baseline: O2 (graphbench) failed: <reason> [path]"
-    mismatches: list[str]  # model / config hash differences
-    warnings: list[str]
-
-
-def load_side(paths: str | Path | Iterable[str | Path], side: str) -> tuple[list[dict[str, Any]], list[str]]:
-    """Load the result files of one side; GraphbenchError when none loads. Returns (results, warnings)."""
-    if isinstance(paths, (str, Path)):
-        paths = [paths]
-    paths = list(paths)
-    if not paths:
-        raise GraphbenchError(f"no {side} result files or folders given")
-    loaded = load_results(paths)
-    foreign = [file for file, why in loaded.skipped if why == NOT_A_RESULT]
-    warnings = [f"{side}: skipped malformed file {file}: {why}" for file, why in loaded.skipped if why != NOT_A_RESULT]
-    if foreign:  # e.g. a report's summary.json next to the results: harmless, one line
-        warnings.append(f"{side}: ignored {len(foreign)} JSON file(s) that are not graphbench results "
-                        f"(e.g. {foreign[0]})")
-    if not loaded.results:
-        shown = ", ".join(map(str, paths))
-        extra = f" ({len(loaded.skipped)} malformed file(s) skipped: {loaded.skipped[0][0]}: {loaded.skipped[0][1]})" \
-            if loaded.skipped else ""
-        raise GraphbenchError(f"no {side} results loaded from {shown}{extra}")
-    return loaded.results, warnings
-
-
-def _as_list(results: LoadedResults | Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    if isinstance(results, LoadedResults):
-        return list(results.results)
-    return list(results)
-
-
-def index_points(results: Iterable[dict[str, Any]], side: str) -> tuple[dict[PointKey, Point], list[str]]:
-    """Group results by (label, system). Returns (ok points, descriptions of failed results)."""
-    points: dict[PointKey, Point] = {}
-    failed: list[str] = []
-    for result in results:
-        if not isinstance(result, dict):
-            raise GraphbenchError(f"{side}: a result is not a JSON object")
-        where = _where(result)
-        label, system, status = result.get("label"), result.get("system"), result.get("status")
-        for key, value in (("label", label), ("system", system), ("status", status)):
-            if not isinstance(value, str) or not value:
-                raise GraphbenchError(f"{side}: {where}: missing or invalid {key!r}")
-        if status != "ok":
-            failure = result.get("failure") or {}
-            reason = failure.get("reason") if isinstance(failure, dict) else failure
-            failed.append(f"{side}: {label} ({system}) {status}: {reason or 'no reason recorded'} [{where}]")
-            continue
-        workloads = result.get("workloads", [])
-        if not isinstance(workloads, list) or not all(isinstance(w, dict) for w in workloads):
-            raise GraphbenchError(f"{side}: {where}: 'workloads' is not a list of objects")
-        for w in workloads:
-            if not isinstance(w.get("name"), str):
-                raise GraphbenchError(f"{side}: {where}: a workload has no name")
-        points.setdefault((label, system), Point(label, system)).results.append(result)
-    return points, failed
-
-
-def match_results(
-    baseline: LoadedResults | Iterable[dict[str, Any]],
-    current: LoadedResults | Iterable[dict[str, Any]],
-    *,
-    allow_mismatch: bool = False,
-) -> Matching:
-    """Pair points by (label, system); model or config hash differences raise unless allow_mismatch."""
-    base_points, base_failed = index_points(_as_list(baseline), "baseline")
-    cur_points, cur_failed = index_points(_as_list(current), "current")
-    keys = sorted(base_points.keys() & cur_points.keys())
-    pairs = [(base_points[k], cur_points[k]) for k in keys]
-    only_b = [base_points[k] for k in sorted(base_points.keys() - cur_points.keys())]
-    only_c = [cur_points[k] for k in sorted(cur_points.keys() - base_points.keys())]
-    warnings: list[str] = []
-    mismatches: list[str] = []
-    for b, c in pairs:
-        for fld, what in (("model", "model"), ("config_hash", "config hash")):
-            bv, cv = b.values(fld), c.values(fld)
-            if len(bv) > 1 or len(cv) > 1 or bv != cv:
-                mismatches.append(
-                    f"{b.name}: {what} differs: baseline {'/'.join(map(str, bv))} "
-                    f"vs current {'/'.join(map(str, cv))}")
-        for fld in ("gpu", "device", "torch"):
-            bv = list(dict.fromkeys((r.get("environment") or {}).get(fld) for r in b.results))
-            cv = list(dict.fromkeys((r.get("environment") or {}).get(fld) for r in c.results))
-            if bv != cv:
-                warnings.append(f"{b.name}: environment {fld} differs: baseline {'/'.join(map(str, bv))} "
-                                f"vs current {'/'.join(map(str, cv))}")
-    if mismatches and not allow_mismatch:
-        more = f" (and {len(mismatches) - 1} more)" if len(mismatches) > 1 else ""
-        raise GraphbenchError(f"matched points were run with different settings: {mismatches[0]}{more}; "
-                              "pass --allow-mismatch (allow_mismatch=True) to compare them anyway")
-    warnings = [f"mismatch allowed: {m}" for m in mismatches] + warnings
-    for p in only_b:
-        warnings.append(f"point {p.name} is only in the baseline: not compared")
-    for p in only_c:
-        warnings.append(f"point {p.name} is only in the current results: not compared")
-    return Matching(pairs, only_b, only_c, base_failed + cur_failed, mismatches, warnings)
 
 
 @dataclass(frozen=True)
@@ -213,12 +116,6 @@ class Comparison:
         }
 
 
-def json_number(value: float | None) -> float | str | None:
-    """Floats as they are; inf/-inf as strings (not valid JSON numbers)."""
-    if value is None or math.isfinite(value):
-        return value
-    return "inf" if value > 0 else "-inf"
-
 
 def _compare(
     point: Point, workload: str | None, metric: Metric, base: list[float], cur: list[float],
@@ -257,7 +154,7 @@ def _workloads(point: Point) -> dict[str, list[tuple[dict[str, Any], str]]]:
     by_name: dict[str, list[tuple[dict[str, Any], str]]] = {}
     for result in point.results:
         for w in result.get("workloads") or []:
-            by_name.setdefault(w["name"], []).append((w, _where(result)))
+            by_name.setdefault(w["name"], []).append((w, result_where(result)))
     return by_name
 
 
@@ -297,8 +194,8 @@ def compare_sets(
         for metric in selected:
             if metric.scope != POINT:
                 continue
-            base = [v for r in b.results if (v := metric.point_value(r, _where(r))) is not None]
-            cur = [v for r in c.results if (v := metric.point_value(r, _where(r))) is not None]
+            base = [v for r in b.results if (v := metric.point_value(r, result_where(r))) is not None]
+            cur = [v for r in c.results if (v := metric.point_value(r, result_where(r))) is not None]
             if base or cur:
                 comparisons.append(_compare(b, None, metric, base, cur, alpha, bootstrap, seed))
         bw, cw = _workloads(b), _workloads(c)
@@ -331,39 +228,3 @@ def compare_results(
     return compare_sets(baseline, current, metrics=metrics, alpha=alpha, allow_mismatch=allow_mismatch,
                         bootstrap=bootstrap, seed=seed).comparisons
 
-
-def format_value(value: float | None, unit: str) -> str:
-    """Human-readable value with its unit: 2200.0 tok/s -> '2,200 tok/s', bytes -> 'MiB'/'GiB'."""
-    if value is None:
-        return "—"
-    if not math.isfinite(value):
-        return str(value)
-    if unit == "bytes":
-        size = abs(value)
-        for name, factor in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-            if size >= factor:
-                return f"{value / factor:.2f} {name}"
-        return f"{value:.0f} B"
-    if unit == "fraction":
-        return f"{value:.3f}"
-    if abs(value) >= 100:
-        text = f"{value:,.1f}"
-    elif abs(value) >= 1:
-        text = f"{value:.2f}"
-    else:
-        text = f"{value:.3g}"
-    return f"{text} {unit}" if unit != "%" else f"{text}%"
-
-
-def format_change(change_pct: float | None) -> str:
-    if change_pct is None:
-        return "—"
-    if not math.isfinite(change_pct):
-        return "+inf%" if change_pct > 0 else "-inf%"
-    return f"{change_pct:+.1f}%"
-
-
-def format_p(p: float | None) -> str:
-    if p is None:
-        return "—"
-    return f"{p:.2g}" if p >= 0.001 else f"{p:.1e}"

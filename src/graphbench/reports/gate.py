@@ -36,15 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from graphbench.errors import GraphbenchError
-from graphbench.reports.compare import (
-    DEFAULT_ALPHA,
-    Comparison,
-    compare_sets,
-    format_change,
-    format_p,
-    json_number,
-    load_side,
-)
+from graphbench.reports.compare import DEFAULT_ALPHA, Comparison, compare_sets
+from graphbench.reports.compare_format import format_change, format_p, json_number
+from graphbench.reports.compare_match import load_side
 from graphbench.reports.gate_render import (
     error_junit,
     error_markdown,

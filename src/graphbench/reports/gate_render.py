@@ -6,7 +6,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING, Any
 
-from graphbench.reports.compare import format_change, format_p, format_value
+from graphbench.reports.compare_format import format_change, format_p, format_value
 from graphbench.reports.gate_thresholds import threshold_text
 
 if TYPE_CHECKING:

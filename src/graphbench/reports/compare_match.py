@@ -1,0 +1,153 @@
+"""Load the result files of both sides of a comparison and pair them by point (no torch).
+
+A point is (label, system); when one side holds several results of the same point (re-runs),
+they are pooled into one Point. Failed results are set aside with their reason; matched points
+with a different model or config hash are refused unless allow_mismatch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from graphbench.errors import GraphbenchError
+from graphbench.reports.store import LoadedResults, load_results
+
+NOT_A_RESULT = "not a graphbench result"  # store.load_results' reason for JSON files of another kind
+PointKey = tuple[str, str]  # (label, system)
+
+
+def result_where(result: dict[str, Any]) -> str:
+    """Where a result came from, for messages: its file, else its label."""
+    return str(result.get("_path") or f"result {result.get('label')!r}")
+
+
+@dataclass
+class Point:
+    """One benchmark point on one side: every result file of that (label, system), pooled."""
+
+    label: str
+    system: str
+    results: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def key(self) -> PointKey:
+        return (self.label, self.system)
+
+    @property
+    def name(self) -> str:
+        return f"{self.label} ({self.system})"
+
+    @property
+    def paths(self) -> list[str]:
+        return [result_where(r) for r in self.results]
+
+    def values(self, key: str) -> list[Any]:
+        """The distinct values of a top-level field over the pooled results, in order."""
+        return list(dict.fromkeys(r.get(key) for r in self.results))
+
+
+@dataclass
+class Matching:
+    pairs: list[tuple[Point, Point]]  # (baseline, current), sorted by key
+    only_baseline: list[Point]
+    only_current: list[Point]
+    failed: list[str]  # "baseline: O2 (graphbench) failed: <reason> [path]"
+    mismatches: list[str]  # model / config hash differences
+    warnings: list[str]
+
+
+def load_side(paths: str | Path | Iterable[str | Path], side: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """Load the result files of one side; GraphbenchError when none loads. Returns (results, warnings)."""
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    paths = list(paths)
+    if not paths:
+        raise GraphbenchError(f"no {side} result files or folders given")
+    loaded = load_results(paths)
+    foreign = [file for file, why in loaded.skipped if why == NOT_A_RESULT]
+    warnings = [f"{side}: skipped malformed file {file}: {why}" for file, why in loaded.skipped if why != NOT_A_RESULT]
+    if foreign:  # e.g. a report's summary.json next to the results: harmless, one line
+        warnings.append(f"{side}: ignored {len(foreign)} JSON file(s) that are not graphbench results "
+                        f"(e.g. {foreign[0]})")
+    if not loaded.results:
+        shown = ", ".join(map(str, paths))
+        extra = f" ({len(loaded.skipped)} malformed file(s) skipped: {loaded.skipped[0][0]}: {loaded.skipped[0][1]})" \
+            if loaded.skipped else ""
+        raise GraphbenchError(f"no {side} results loaded from {shown}{extra}")
+    return loaded.results, warnings
+
+
+def _as_list(results: LoadedResults | Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    if isinstance(results, LoadedResults):
+        return list(results.results)
+    return list(results)
+
+
+def index_points(results: Iterable[dict[str, Any]], side: str) -> tuple[dict[PointKey, Point], list[str]]:
+    """Group results by (label, system). Returns (ok points, descriptions of failed results)."""
+    points: dict[PointKey, Point] = {}
+    failed: list[str] = []
+    for result in results:
+        if not isinstance(result, dict):
+            raise GraphbenchError(f"{side}: a result is not a JSON object")
+        where = result_where(result)
+        label, system, status = result.get("label"), result.get("system"), result.get("status")
+        for key, value in (("label", label), ("system", system), ("status", status)):
+            if not isinstance(value, str) or not value:
+                raise GraphbenchError(f"{side}: {where}: missing or invalid {key!r}")
+        if status != "ok":
+            failure = result.get("failure") or {}
+            reason = failure.get("reason") if isinstance(failure, dict) else failure
+            failed.append(f"{side}: {label} ({system}) {status}: {reason or 'no reason recorded'} [{where}]")
+            continue
+        workloads = result.get("workloads", [])
+        if not isinstance(workloads, list) or not all(isinstance(w, dict) for w in workloads):
+            raise GraphbenchError(f"{side}: {where}: 'workloads' is not a list of objects")
+        for w in workloads:
+            if not isinstance(w.get("name"), str):
+                raise GraphbenchError(f"{side}: {where}: a workload has no name")
+        points.setdefault((label, system), Point(label, system)).results.append(result)
+    return points, failed
+
+
+def match_results(
+    baseline: LoadedResults | Iterable[dict[str, Any]],
+    current: LoadedResults | Iterable[dict[str, Any]],
+    *,
+    allow_mismatch: bool = False,
+) -> Matching:
+    """Pair points by (label, system); model or config hash differences raise unless allow_mismatch."""
+    base_points, base_failed = index_points(_as_list(baseline), "baseline")
+    cur_points, cur_failed = index_points(_as_list(current), "current")
+    keys = sorted(base_points.keys() & cur_points.keys())
+    pairs = [(base_points[k], cur_points[k]) for k in keys]
+    only_b = [base_points[k] for k in sorted(base_points.keys() - cur_points.keys())]
+    only_c = [cur_points[k] for k in sorted(cur_points.keys() - base_points.keys())]
+    warnings: list[str] = []
+    mismatches: list[str] = []
+    for b, c in pairs:
+        for fld, what in (("model", "model"), ("config_hash", "config hash")):
+            bv, cv = b.values(fld), c.values(fld)
+            if len(bv) > 1 or len(cv) > 1 or bv != cv:
+                mismatches.append(
+                    f"{b.name}: {what} differs: baseline {'/'.join(map(str, bv))} "
+                    f"vs current {'/'.join(map(str, cv))}")
+        for fld in ("gpu", "device", "torch"):
+            bv = list(dict.fromkeys((r.get("environment") or {}).get(fld) for r in b.results))
+            cv = list(dict.fromkeys((r.get("environment") or {}).get(fld) for r in c.results))
+            if bv != cv:
+                warnings.append(f"{b.name}: environment {fld} differs: baseline {'/'.join(map(str, bv))} "
+                                f"vs current {'/'.join(map(str, cv))}")
+    if mismatches and not allow_mismatch:
+        more = f" (and {len(mismatches) - 1} more)" if len(mismatches) > 1 else ""
+        raise GraphbenchError(f"matched points were run with different settings: {mismatches[0]}{more}; "
+                              "pass --allow-mismatch (allow_mismatch=True) to compare them anyway")
+    warnings = [f"mismatch allowed: {m}" for m in mismatches] + warnings
+    for p in only_b:
+        warnings.append(f"point {p.name} is only in the baseline: not compared")
+    for p in only_c:
+        warnings.append(f"point {p.name} is only in the current results: not compared")
+    return Matching(pairs, only_b, only_c, base_failed + cur_failed, mismatches, warnings)
