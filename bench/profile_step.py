@@ -2,10 +2,10 @@
 
     python bench/profile_step.py --model llama-3.2-1b --level 2 --batches 1,64 --out profile.json
 
-For each batch size, after prefill and warm-up, times (host wall, median of N steps):
-schedule, prepare (static buffers + uploads), forward launch, logits + sampling launch,
-the sync that brings tokens back, scheduler update; and the GPU time of the forward alone
-(CUDA events around back-to-back forwards). Then one step under torch.profiler: the kernels
+For each batch size, after prefill and warm-up, times (host wall, median of N synchronous steps):
+schedule, launch (static buffers + uploads, forward, sampling, all queued), the wait for the
+tokens, taking them in; the GPU time of the forward alone and of lm_head + greedy sampling
+(CUDA events around back-to-back runs); whole engine steps, asynchronous and synchronous. Then one step under torch.profiler: the kernels
 with the most CUDA time. Prints a table and writes JSON.
 """
 
@@ -17,6 +17,24 @@ import statistics
 import time
 
 
+def device_ms(fn, repeats: int) -> float:
+    """Mean device time of back-to-back calls (CUDA events; wall time on the CPU)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            fn()
+        return (time.perf_counter() - t0) * 1e3 / repeats
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(repeats):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / repeats
+
+
 def profile_batch(engine, batch: int, prompt_len: int, num_steps: int) -> dict:
     import torch
 
@@ -24,54 +42,53 @@ def profile_batch(engine, batch: int, prompt_len: int, num_steps: int) -> dict:
     from graphbench.runner.request import SamplingParams
 
     prompts = random_prompts(batch, prompt_len, engine.arch.vocab_size, seed=batch)
-    params = SamplingParams(max_tokens=3 * num_steps + 20)
+    params = SamplingParams(max_tokens=4 * num_steps + 30)
     requests = [engine.add_request(p, params) for p in prompts]
     while any(not r.output_token_ids for r in requests):
         engine.step()
     for _ in range(8):
         engine.step()
-    runner, phases = engine.runner, {k: [] for k in
-                                     ("schedule", "prepare", "forward", "sample", "sync", "update", "step")}
+    runner = engine.runner
+    engine.drain()
+    # host phases of synchronous steps: schedule, launch (inputs + forward + sampling queued), wait
+    phases = {k: [] for k in ("schedule", "launch", "wait", "take_tokens", "step")}
     for _ in range(num_steps):
         t0 = time.perf_counter()
         sched = engine.scheduler.schedule()
         t1 = time.perf_counter()
-        mode, padded = runner.dispatcher.dispatch(sched.descriptor)
-        num_padded = padded.num_tokens if mode.value != "NONE" else sched.num_tokens
-        with torch.inference_mode():
-            meta = runner.inputs.prepare(sched, num_padded)
-            t2 = time.perf_counter()
-            hidden = runner.forward(num_padded, meta, mode, padded)
-            t3 = time.perf_counter()
-            logits = engine.model.compute_logits(hidden[runner.inputs.logits_indices[:batch]])
-            tokens = logits.argmax(-1)
-            t4 = time.perf_counter()
-            token_list = tokens.tolist()
-        t5 = time.perf_counter()
+        launched = runner.launch(sched)
+        t2 = time.perf_counter()
         engine.scheduler.update(sched)
-        for request, token in zip(sched.requests, token_list):
-            request.output_token_ids.append(token)
-        t6 = time.perf_counter()
-        for key, (a, b) in zip(phases, [(t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5), (t5, t6), (t0, t6)]):
+        for row, request in enumerate(sched.requests):
+            request.output_token_ids.append(-1)
+            request.pending_row = row
+            launched.fills.append((request, row, len(request.output_token_ids) - 1))
+        launched.result()
+        t3 = time.perf_counter()
+        engine._take_tokens(launched)
+        t4 = time.perf_counter()
+        for key, (a, b) in zip(phases, [(t0, t1), (t1, t2), (t2, t3), (t3, t4), (t0, t4)]):
             phases[key].append((b - a) * 1e3)
+    mode, padded = runner.dispatcher.dispatch(sched.descriptor)
+    num_padded = padded.num_tokens if mode.value != "NONE" else sched.num_tokens
     # GPU time of the forward alone: back-to-back forwards of the last batch, CUDA events
     with torch.inference_mode():
         meta = runner.inputs.prepare(sched, num_padded)
+        meta.uniform_decode = runner._uniform_decode(padded if mode.value == "FULL" else sched.descriptor)
         for _ in range(5):
-            runner.forward(num_padded, meta, mode, padded)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(num_steps):
-            runner.forward(num_padded, meta, mode, padded)
-        end.record()
-        end.synchronize()
-        forward_gpu_ms = start.elapsed_time(end) / num_steps
-        start.record()
-        for _ in range(num_steps):
-            engine.model.compute_logits(hidden[runner.inputs.logits_indices[:batch]]).argmax(-1)
-        end.record()
-        end.synchronize()
-        logits_gpu_ms = start.elapsed_time(end) / num_steps
+            hidden = runner.forward(num_padded, meta, mode, padded)
+        forward_gpu_ms = device_ms(lambda: runner.forward(num_padded, meta, mode, padded), num_steps)
+        from graphbench.runner.sampler import greedy
+
+        logits_gpu_ms = device_ms(
+            lambda: greedy(engine.model.lm_head(hidden[runner.inputs.logits_indices[:batch]])), num_steps)
+    sync_steps = []
+    engine.config.scheduler.async_scheduling = False
+    for _ in range(num_steps):
+        t0 = time.perf_counter()
+        engine.step()
+        sync_steps.append((time.perf_counter() - t0) * 1e3)
+    engine.config.scheduler.async_scheduling = True
     # full engine steps, timed as bench/decode.py does
     steps = []
     for _ in range(num_steps):
@@ -80,18 +97,23 @@ def profile_batch(engine, batch: int, prompt_len: int, num_steps: int) -> dict:
         steps.append((time.perf_counter() - t0) * 1e3)
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    with profile(activities=activities) as prof:
         for _ in range(3):
             engine.step()
-        torch.cuda.synchronize()
-    table = prof.key_averages().table(sort_by="cuda_time_total", row_limit=25)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    table = prof.key_averages().table(sort_by="cuda_time_total" if torch.cuda.is_available() else "cpu_time_total", row_limit=25)
+    engine.drain()
     for r in requests:
-        engine.scheduler.finish(r) if not r.finish_time else None
+        if not r.is_finished:
+            engine.scheduler.finish(r)
     return {
         "batch": batch, "runtime_mode": mode.value, "padded": num_padded,
         "phases_ms": {k: statistics.median(v) for k, v in phases.items()},
         "forward_gpu_ms": forward_gpu_ms, "logits_sample_gpu_ms": logits_gpu_ms,
-        "engine_step_ms": statistics.median(steps), "profile_table": table,
+        "engine_step_ms": statistics.median(steps), "engine_step_sync_ms": statistics.median(sync_steps),
+        "profile_table": table,
     }
 
 
@@ -103,6 +125,7 @@ def main() -> None:
     p.add_argument("--prompt-len", type=int, default=128)
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--out", default=None)
+    p.add_argument("--set", action="append", default=[], help="extra config override key=value (strings)")
     args = p.parse_args()
     from graphbench.config import load_engine_config
     from graphbench.runner.engine import Engine
@@ -110,11 +133,12 @@ def main() -> None:
     batches = [int(b) for b in args.batches.split(",")]
     engine = Engine(load_engine_config(overrides={
         "model.model": args.model, "optimization_level": args.level, "scheduler.max_num_seqs": max(batches),
-        "scheduler.max_num_batched_tokens": 8192, "scheduler.max_model_len": 4096}))
+        "scheduler.max_num_batched_tokens": 8192, "scheduler.max_model_len": 4096, **dict(o.split("=", 1) for o in args.set)}))
     results = [profile_batch(engine, b, args.prompt_len, args.steps) for b in batches]
     for r in results:
         ph = r["phases_ms"]
-        print(f"\nbatch {r['batch']} ({r['runtime_mode']}, padded {r['padded']}): engine step {r['engine_step_ms']:.3f} ms;"
+        print(f"\nbatch {r['batch']} ({r['runtime_mode']}, padded {r['padded']}): engine step {r['engine_step_ms']:.3f} ms"
+              f" (synchronous {r['engine_step_sync_ms']:.3f} ms);"
               f" forward GPU {r['forward_gpu_ms']:.3f} ms, logits+argmax GPU {r['logits_sample_gpu_ms']:.3f} ms")
         print("  host phases (ms): " + ", ".join(f"{k} {v:.3f}" for k, v in ph.items()))
         print(r["profile_table"])

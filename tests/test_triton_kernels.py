@@ -110,8 +110,11 @@ def reference_attention(q, k_cache, v_cache, query_start_loc, seq_lens, block_ta
     return torch.cat(outs) if outs else q.new_zeros((0,) + q.shape[1:], dtype=torch.float64)
 
 
-def check_case(case, *, num_splits=None, rtol=1e-5, atol=2e-5, rel_err=None):
-    """Run both kernels on case (in place), compare cache and output; raises AssertionError."""
+def check_case(case, *, num_splits=None, rtol=1e-5, atol=2e-5, rel_err=None, decode=False):
+    """Run both kernels on case (in place), compare cache and output; raises AssertionError.
+
+    decode=True runs the uniform-decode kernel (every real row is one request's new token)."""
+    from graphbench.runner.attention.triton_decode import paged_decode
     from graphbench.runner.attention.triton_kernels import paged_attention, write_kv_cache
 
     want_kc, want_vc = expected_cache(case)
@@ -123,7 +126,8 @@ def check_case(case, *, num_splits=None, rtol=1e-5, atol=2e-5, rel_err=None):
     out = torch.full_like(q, float("nan"))
     scale = 1.0 / math.sqrt(q.shape[-1])
     meta = [case[n] for n in ("query_start_loc", "seq_lens", "block_tables")]
-    paged_attention(q, case["k_cache"], case["v_cache"], out, *meta, scale, num_splits=num_splits)
+    kernel = paged_decode if decode else paged_attention
+    kernel(q, case["k_cache"], case["v_cache"], out, *meta, scale, num_splits=num_splits)
     n = case["num_real_tokens"]
     ref = reference_attention(q, want_kc, want_vc, *meta, case["num_reqs"], scale)
     assert torch.isfinite(out).all(), "non-finite output (padding rows or masking)"
@@ -155,18 +159,31 @@ CASES = {
     "mixed_bf16_g4_d64": (([(1, 50), (20, 35), (1, 2)], 8, 2, 64), {"dtype": torch.bfloat16}, None),
     "mixed_fp16_g2_split2": (([(1, 50), (20, 35), (1, 2)], 4, 2, 64), {"dtype": torch.float16}, 2),
     "all_padding": (([], 4, 2, 16), {"max_reqs": 2, "num_tokens": 5, "num_blocks": 4, "max_blocks_per_seq": 2}, None),
+    # few tokens in an engine with many request slots: the grid covers min(T, max_reqs) slots
+    "mixed_few_tokens_many_slots": (([(3, 10), (1, 4)], 4, 2, 16), {"max_reqs": 16, "num_tokens": 6}, None),
+    "decode_one_token_many_slots_split2": (([(1, 70)], 4, 2, 64), {"max_reqs": 32, "num_tokens": 1}, 2),
+}
+# the uniform-decode kernel (triton_decode.py): one new token per request, padding rows past them
+DECODE_CASES = {
+    "decode_kernel_r3_g4_d64": (([(1, 5), (1, 16), (1, 33)], 4, 1, 64), {}, None),
+    "decode_kernel_padded_g2_split4": (([(1, 70), (1, 3), (1, 129)], 4, 2, 64), {"max_reqs": 6, "num_tokens": 5}, 4),
+    "decode_kernel_g8_bs8_split2": (([(1, 40), (1, 7), (1, 1)], 8, 1, 16), {"block_size": 8}, 2),
+    "decode_kernel_bf16_g4": (([(1, 50), (1, 2)], 8, 2, 64), {"dtype": torch.bfloat16, "max_reqs": 4,
+                                                               "num_tokens": 3}, None),
+    "decode_kernel_all_padding": (([], 4, 2, 16), {"max_reqs": 3, "num_tokens": 2, "num_blocks": 4,
+                                                   "max_blocks_per_seq": 2}, 2),
 }
 
 
 def _run_cases(names):
     results = {}
     for name in names:
-        args, kwargs, splits = CASES[name]
+        args, kwargs, splits = CASES[name] if name in CASES else DECODE_CASES[name]
         start = time.perf_counter()
         try:
             low_precision = kwargs.get("dtype", torch.float32) != torch.float32
             check_case(make_case(*args, seed=len(results) + 1, **kwargs), num_splits=splits,
-                       rel_err=2e-2 if low_precision else None)
+                       rel_err=2e-2 if low_precision else None, decode=name in DECODE_CASES)
             verdict = "ok"
         except Exception as exc:  # noqa: BLE001  (reported back to the parent test)
             verdict = f"{type(exc).__name__}: {exc}"
@@ -180,7 +197,7 @@ def interpreter_results():
         pytest.skip("triton is not installed")
     env = dict(os.environ, TRITON_INTERPRET="1")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    proc = subprocess.run([sys.executable, __file__, *CASES], env=env, cwd=ROOT, capture_output=True,
+    proc = subprocess.run([sys.executable, __file__, *CASES, *DECODE_CASES], env=env, cwd=ROOT, capture_output=True,
                           text=True, timeout=900)
     if proc.returncode != 0 or not proc.stdout.strip():
         pytest.fail(f"interpreter subprocess failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
@@ -188,7 +205,7 @@ def interpreter_results():
     return results
 
 
-@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("name", list(CASES) + list(DECODE_CASES))
 def test_triton_kernels_interpreted(name, interpreter_results):
     assert interpreter_results[name]["verdict"] == "ok", interpreter_results[name]["verdict"]
 
@@ -209,4 +226,4 @@ def test_attention_config_is_shape_only():
 
 if __name__ == "__main__":
     assert os.environ.get("TRITON_INTERPRET") == "1", "run with TRITON_INTERPRET=1"
-    print(json.dumps(_run_cases(sys.argv[1:] or list(CASES))))
+    print(json.dumps(_run_cases(sys.argv[1:] or list(CASES) + list(DECODE_CASES))))

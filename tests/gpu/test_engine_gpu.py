@@ -44,17 +44,18 @@ def test_triton_backend_matches_reference_on_llama_1b():
     params = SamplingParams(max_tokens=24)
     # float32: the two backends compute the same function (16 layers of it) up to tf32/fp32 rounding
     fp32 = {"model.model": "llama-3.2-1b", "model.dtype": "float32"}
-    a = gpu_engine(**fp32, **{"model.attention_backend": "triton"}).prompt_logits(prompts)
-    b = gpu_engine(**fp32, **{"model.attention_backend": "reference"}).prompt_logits(prompts)
-    for x, y in zip(a, b):
+    triton32 = gpu_engine(**fp32, **{"model.attention_backend": "triton"})
+    ref32 = gpu_engine(**fp32, **{"model.attention_backend": "reference"})
+    for x, y in zip(triton32.prompt_logits(prompts), ref32.prompt_logits(prompts)):
         assert rel_err(x, y) < 2e-3
-    # bfloat16: rounding differs between the backends and compounds over 16 layers; tokens agree
+    # bfloat16: rounding differs between the backends and compounds over 16 layers; logits stay close
     common = {"model.model": "llama-3.2-1b"}
     triton_engine = gpu_engine(**common, **{"model.attention_backend": "triton"})
     ref_engine = gpu_engine(**common, **{"model.attention_backend": "reference"})
     for x, y in zip(triton_engine.prompt_logits(prompts), ref_engine.prompt_logits(prompts)):
         assert rel_err(x, y) < 5e-2
-    out_a = triton_engine.generate(prompts, params)
-    out_b = ref_engine.generate(prompts, params)
+    # greedy tokens in float32: dummy weights give near-tied logits, so bf16 rounding flips tokens
+    out_a = triton32.generate(prompts, params)
+    out_b = ref32.generate(prompts, params)
     same = sum(x == y for p, q in zip(out_a, out_b) for x, y in zip(p, q))
     assert same / sum(map(len, out_a)) >= 0.99

@@ -25,6 +25,6 @@ def test_out_of_memory_during_capture_is_a_failed_point(tmp_path):
         "--output-len", "8", "--repeats", "1", "--results", str(tmp_path), "--timeout", "400"])
     assert result.exit_code == 0, result.output
     by_label = {r["label"]: r for r in load_results([tmp_path]).results}
-    failed = by_label[f"O2_default_num_kv_blocks={absurd}"]
+    failed = by_label[f"O2_default_num_blocks={absurd}"]
     assert failed["status"] == "failed" and "out of memory" in failed["failure"]["reason"].lower()
-    assert by_label["O2_default_num_kv_blocks=4096"]["status"] == "ok"
+    assert by_label["O2_default_num_blocks=4096"]["status"] == "ok"

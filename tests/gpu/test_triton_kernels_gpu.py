@@ -43,6 +43,54 @@ def test_paged_attention_cuda(model, dtype, scenario, splits):
     helpers.check_case(case, num_splits=splits, rel_err=2e-2)
 
 
+@pytest.mark.parametrize("splits", [None, 1])
+@pytest.mark.parametrize("scenario", ["decode_b1", "decode_b3", "decode_b64_padded"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("model", list(MODELS))
+def test_paged_decode_cuda(model, dtype, scenario, splits):
+    """The uniform-decode kernel (no request search) on the same decode scenarios."""
+    reqs, kwargs = SCENARIOS[scenario]
+    case = helpers.make_case(reqs, *MODELS[model], dtype=dtype, device="cuda", seed=11, **kwargs)
+    helpers.check_case(case, num_splits=splits, rel_err=2e-2, decode=True)
+
+
+def test_paged_decode_cuda_graph_replay_with_new_lengths():
+    """One recording of write + decode attention for 4 slots replays correctly for new contexts."""
+    from graphbench.runner.attention.triton_decode import paged_decode
+    from graphbench.runner.attention.triton_kernels import write_kv_cache
+
+    heads, kv_heads, head_dim = MODELS["llama-3.2-1b"]
+    sizes = dict(max_reqs=8, num_tokens=4, num_blocks=700, max_blocks_per_seq=256, dtype=torch.bfloat16,
+                 device="cuda")
+    layouts = [[(1, 100), (1, 2500)], [(1, 4000), (1, 1), (1, 333), (1, 3999)], [(1, 17)]]
+    cases = [helpers.make_case(layout, heads, kv_heads, head_dim, seed=i, **sizes) for i, layout in enumerate(layouts)]
+    static = {name: value.clone() for name, value in cases[0].items() if isinstance(value, torch.Tensor)}
+    out = torch.zeros_like(static["q"])
+    scale = 1.0 / math.sqrt(head_dim)
+
+    def step():
+        write_kv_cache(static["k"], static["v"], static["k_cache"], static["v_cache"], static["slot_mapping"])
+        paged_decode(static["q"], static["k_cache"], static["v_cache"], out, static["query_start_loc"],
+                     static["seq_lens"], static["block_tables"], scale)
+
+    step()  # warm-up (JIT) outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    for case in cases:
+        _copy_into(static, case)
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        n = case["num_real_tokens"]
+        meta = [case[k] for k in ("query_start_loc", "seq_lens", "block_tables")]
+        kc, vc = helpers.expected_cache(case)
+        ref = helpers.reference_attention(case["q"], kc, vc, *meta, case["num_reqs"], scale)
+        got = out[:n].double()
+        assert ((got - ref).norm() / ref.norm()).item() < 2e-2
+        assert (out[n:] == 0).all()
+
+
 def test_paged_attention_float32_cuda():
     case = helpers.make_case([(1, 700), (33, 90), (64, 64)], 32, 8, 128, device="cuda", max_reqs=4, num_tokens=128)
     helpers.check_case(case, rtol=1e-4, atol=1e-4)

@@ -62,6 +62,8 @@ class SchedulerConfig:
     max_num_batched_tokens: int = 2048
     max_model_len: int | None = None  # None: the model's max_position_embeddings
     enable_chunked_prefill: bool = True
+    # launch step N+1 before taking in step N's tokens (host work overlaps the device's); not hashed
+    async_scheduling: bool = True
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_num_batched_tokens", "max_model_len"):

@@ -35,7 +35,7 @@ from graphbench.runner.inputs import StepInputs
 from graphbench.runner.kv_cache import BlockAllocator, KVCache, bytes_per_block, num_kv_blocks
 from graphbench.runner.loader import build_model, fill_dummy_weights, load_checkpoint
 from graphbench.runner.model_runner import ModelRunner
-from graphbench.runner.request import Request, SamplingParams
+from graphbench.runner.request import PENDING_TOKEN, Request, SamplingParams
 from graphbench.runner.records import StartupReport, StepRecord
 from graphbench.runner.scheduler import Scheduler
 
@@ -94,6 +94,7 @@ class Engine:
         if self.dispatcher.mode != CUDAGraphMode.NONE:
             self._capture()
         self.records: list[StepRecord] = []
+        self._in_flight = None  # the launched step whose tokens are not on the host yet
         self._ids = itertools.count()
         self.report.total_seconds = time.perf_counter() - started
         log.info("KV cache: %d blocks of %d = %d tokens", num_blocks, block_size, num_blocks * block_size)
@@ -234,28 +235,58 @@ class Engine:
         return self.scheduler.has_unfinished()
 
     def step(self) -> list[Request]:
-        """Run one scheduled batch; return the requests that finished in it."""
+        """Run one scheduled batch; return the requests that finished.
+
+        With asynchronous scheduling (the default) a step launches its batch on the device and then
+        takes in the previous step's tokens, so the host's work overlaps the device's; a request's
+        tokens then come back one step later, and one stopped by EOS may compute one extra token
+        (dropped). Without it, a step waits for its own tokens.
+        """
+        started = time.perf_counter()
         batch = self.scheduler.schedule()
-        if batch is None:
-            if self.scheduler.has_unfinished():
-                raise GraphbenchError("the scheduler cannot make progress: the KV cache is too small for any waiting request")
-            return []
-        t0 = time.perf_counter()
-        result = self.runner.execute(batch)
-        tokens = result.tokens
+        launched = self.runner.launch(batch) if batch is not None else None
+        if launched is not None:
+            self.scheduler.update(batch)
+            for row, request in enumerate(batch.requests):
+                if request.num_computed_tokens >= request.num_tokens:  # not a partial prefill chunk
+                    request.output_token_ids.append(PENDING_TOKEN)
+                    request.pending_row = row
+                    launched.fills.append((request, row, len(request.output_token_ids) - 1))
+        finished = self.drain()
+        if launched is not None:
+            if self.config.scheduler.async_scheduling:
+                self._in_flight = launched
+            else:
+                finished += self._take_tokens(launched)
+            self.records.append(StepRecord(batch.descriptor, time.perf_counter() - started,
+                                           launched.runtime_mode.value, launched.padded_tokens))
+        elif not finished and self.scheduler.has_unfinished():
+            raise GraphbenchError("the scheduler cannot make progress: the KV cache is too small for any waiting request")
+        return finished
+
+    def drain(self) -> list[Request]:
+        """Take in the tokens of a launched step still in flight (asynchronous scheduling); finished requests."""
+        step, self._in_flight = self._in_flight, None
+        return self._take_tokens(step) if step is not None else []
+
+    def _take_tokens(self, step) -> list[Request]:
+        """Wait for a launched step's tokens and put them in place of their placeholders."""
+        tokens = step.result().tokens
         now = time.perf_counter()
-        self.records.append(StepRecord(batch.descriptor, now - t0, result.runtime_mode.value, result.padded_tokens))
-        self.scheduler.update(batch)
         finished = []
-        for request, token in zip(batch.requests, tokens):
-            if request.num_computed_tokens < request.num_tokens:
-                continue  # partial prefill chunk: nothing sampled yet
-            request.output_token_ids.append(token)
+        for request, row, index in step.fills:
+            if request.is_finished:
+                continue  # stopped by EOS a step earlier: this extra token is dropped
+            token = request.output_token_ids[index] = tokens[row]
+            if index == len(request.output_token_ids) - 1:
+                request.pending_row = None  # no newer placeholder: nothing left to gather on the device
             request.token_times.append(now)
             if request.first_token_time is None:
                 request.first_token_time = now
             eos = not request.sampling.ignore_eos and token == request.sampling.eos_token_id
-            if len(request.output_token_ids) >= request.sampling.max_tokens or eos:
+            if eos:
+                del request.output_token_ids[index + 1:]  # a placeholder launched after the stop
+            if eos or index + 1 >= request.sampling.max_tokens:
                 request.finish_time = now
                 self.scheduler.finish(request)
                 finished.append(request)
@@ -264,6 +295,7 @@ class Engine:
     @torch.inference_mode()
     def prompt_logits(self, prompts: list[list[int]]) -> list[torch.Tensor]:
         """Logits[len(p), V] (float32) at every prompt position, all prompts in one flat batch."""
+        self.drain()
         requests = [self.add_request(p, SamplingParams(max_tokens=1)) for p in prompts]
         batch = self.scheduler.schedule()
         if batch is None or batch.requests != requests or batch.num_tokens != sum(map(len, prompts)):

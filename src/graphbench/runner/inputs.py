@@ -2,6 +2,12 @@
 
 Host-side values are staged in (pinned, on CUDA) CPU mirrors and copied into the first rows
 of the device buffers; rows past the real batch hold harmless padding (position 0, slot -1).
+There are two sets of host mirrors, used in turn: with asynchronous scheduling the host fills
+step N+1's while step N's copies may still be queued on the GPU.
+
+A token sampled by the previous step may not be on the host yet (asynchronous scheduling): its
+request's output ends with PENDING_TOKEN, and prepare() records a gather that fills that input row
+on the device from the previous step's sampled ids.
 """
 
 from __future__ import annotations
@@ -10,7 +16,17 @@ import numpy as np
 import torch
 
 from graphbench.runner.attention.backend import AttentionMetadata
+from graphbench.runner.request import PENDING_TOKEN
 from graphbench.runner.scheduler import ScheduledBatch
+
+
+class _HostStaging:
+    """One set of host mirrors: (pinned) CPU tensors and numpy views of them."""
+
+    def __init__(self, shapes: dict[str, tuple[tuple[int, ...], torch.dtype, int]], pin: bool):
+        self.tensors = {name: torch.full(shape, fill, dtype=dtype, pin_memory=pin)
+                        for name, (shape, dtype, fill) in shapes.items()}
+        self.arrays = {name: t.numpy() for name, t in self.tensors.items()}
 
 
 class StepInputs:
@@ -18,57 +34,77 @@ class StepInputs:
                  device: torch.device):
         self.max_num_tokens, self.max_num_reqs, self.block_size = max_num_tokens, max_num_reqs, block_size
         self.device = device
+        shapes = {
+            "input_ids": ((max_num_tokens,), torch.int64, 0),
+            "positions": ((max_num_tokens,), torch.int64, 0),
+            "slot_mapping": ((max_num_tokens,), torch.int64, -1),
+            "query_start_loc": ((max_num_reqs + 1,), torch.int32, 0),
+            "seq_lens": ((max_num_reqs,), torch.int32, 0),
+            "logits_indices": ((max_num_reqs,), torch.int64, 0),
+            "block_tables": ((max_num_reqs, max_blocks_per_seq), torch.int32, 0),
+            "gather_rows": ((2, max_num_reqs), torch.int64, 0),  # [input row, previous sampled row]
+        }
+        for name, (shape, dtype, fill) in shapes.items():
+            setattr(self, name, torch.full(shape, fill, dtype=dtype, device=device))
         pin = device.type == "cuda"
-
-        def pair(shape, dtype, fill=0):
-            dev = torch.full(shape, fill, dtype=dtype, device=device)
-            host = torch.full(shape, fill, dtype=dtype, pin_memory=pin)
-            return dev, host, host.numpy()
-
-        self.input_ids, self._ids_cpu, self._ids_np = pair((max_num_tokens,), torch.int64)
-        self.positions, self._pos_cpu, self._pos_np = pair((max_num_tokens,), torch.int64)
-        self.slot_mapping, self._slot_cpu, self._slot_np = pair((max_num_tokens,), torch.int64, -1)
-        self.query_start_loc, self._qsl_cpu, self._qsl_np = pair((max_num_reqs + 1,), torch.int32)
-        self.seq_lens, self._lens_cpu, self._lens_np = pair((max_num_reqs,), torch.int32)
-        self.logits_indices, self._li_cpu, self._li_np = pair((max_num_reqs,), torch.int64)
-        self.block_tables, self._bt_cpu, self._bt_np = pair((max_num_reqs, max_blocks_per_seq), torch.int32)
+        self._stages = [_HostStaging(shapes, pin), _HostStaging(shapes, pin)]
+        self._turn = 0
         self.num_tokens = 0
         self.num_reqs = 0
+        self.num_gathers = 0  # input rows to fill from the previous step's sampled ids
+
+    def _next_stage(self) -> dict[str, np.ndarray]:
+        self._turn ^= 1
+        return self._stages[self._turn].arrays
 
     def prepare_dummy(self, num_tokens: int, num_reqs: int, num_kv_blocks: int) -> AttentionMetadata:
         """A batch for warm-up and capture: num_reqs requests sharing num_tokens, writing no KV (slot -1)."""
+        a = self._next_stage()
         per_req = [num_tokens // num_reqs + (1 if r < num_tokens % num_reqs else 0) for r in range(num_reqs)]
-        starts = self._qsl_np
+        starts = a["query_start_loc"]
         starts[0] = 0
         starts[1:num_reqs + 1] = np.cumsum(per_req)
         starts[num_reqs + 1:] = num_tokens
-        self._lens_np[:num_reqs] = per_req
-        self._lens_np[num_reqs:] = 0
+        a["seq_lens"][:num_reqs] = per_req
+        a["seq_lens"][num_reqs:] = 0
         max_blocks = -(-max(per_req) // self.block_size)
-        self._bt_np[:num_reqs, :max_blocks] = np.arange(max_blocks) % num_kv_blocks
-        self._ids_np[:num_tokens] = 0
-        self._pos_np[:num_tokens] = np.concatenate([np.arange(n) for n in per_req])
-        self._slot_np[:num_tokens] = -1
-        self._li_np[:num_reqs] = starts[1:num_reqs + 1] - 1
+        a["block_tables"][:num_reqs, :max_blocks] = np.arange(max_blocks) % num_kv_blocks
+        a["input_ids"][:num_tokens] = 0
+        a["positions"][:num_tokens] = np.concatenate([np.arange(n) for n in per_req])
+        a["slot_mapping"][:num_tokens] = -1
+        a["logits_indices"][:num_reqs] = starts[1:num_reqs + 1] - 1
+        self.num_gathers = 0
         return self._upload(num_tokens, num_tokens, num_reqs, max_blocks)
 
     def prepare(self, batch: ScheduledBatch, num_padded_tokens: int | None = None) -> AttentionMetadata:
         """Fill the buffers for this batch; rows [T, num_padded_tokens) get padding values."""
+        a = self._next_stage()
         num_tokens, num_reqs = batch.num_tokens, len(batch.requests)
         padded = num_padded_tokens or num_tokens
-        ids, pos, slots = self._ids_np, self._pos_np, self._slot_np
-        starts, lens, bt = self._qsl_np, self._lens_np, self._bt_np
-        max_blocks_used = 1
-        t = 0
+        ids, pos, slots = a["input_ids"], a["positions"], a["slot_mapping"]
+        starts, lens, bt, gathers = a["query_start_loc"], a["seq_lens"], a["block_tables"], a["gather_rows"]
+        block_size = self.block_size
+        max_blocks_used, num_gathers, t = 1, 0, 0
         starts[0] = 0
         for r, (req, num_new) in enumerate(zip(batch.requests, batch.num_new_tokens)):
             first = req.num_computed_tokens
-            tokens = req.all_token_ids
-            ids[t:t + num_new] = tokens[first:first + num_new]
-            positions = np.arange(first, first + num_new)
-            pos[t:t + num_new] = positions
-            blocks = np.asarray(req.block_ids, dtype=np.int64)
-            slots[t:t + num_new] = blocks[positions // self.block_size] * self.block_size + positions % self.block_size
+            blocks = req.block_ids
+            num_prompt = len(req.prompt_token_ids)
+            if num_new == 1:  # decode (the common case): scalar writes
+                ids[t] = req.prompt_token_ids[first] if first < num_prompt else req.output_token_ids[first - num_prompt]
+                pos[t] = first
+                slots[t] = blocks[first // block_size] * block_size + first % block_size
+            else:
+                tokens = req.all_token_ids
+                ids[t:t + num_new] = tokens[first:first + num_new]
+                positions = np.arange(first, first + num_new)
+                pos[t:t + num_new] = positions
+                slots[t:t + num_new] = np.asarray(blocks)[positions // block_size] * block_size + positions % block_size
+            last = req.num_tokens - 1
+            if req.pending_row is not None and first <= last < first + num_new:
+                ids[t + last - first] = 0  # filled on the device from the previous step's sample
+                gathers[0, num_gathers], gathers[1, num_gathers] = t + last - first, req.pending_row
+                num_gathers += 1
             bt[r, :len(blocks)] = blocks
             max_blocks_used = max(max_blocks_used, len(blocks))
             t += num_new
@@ -79,20 +115,29 @@ class StepInputs:
         pos[num_tokens:padded] = 0
         slots[num_tokens:padded] = -1
         ids[num_tokens:padded] = 0
-        self._li_np[:num_reqs] = starts[1:num_reqs + 1] - 1
+        a["logits_indices"][:num_reqs] = starts[1:num_reqs + 1] - 1
+        self.num_gathers = num_gathers
         return self._upload(num_tokens, padded, num_reqs, max_blocks_used)
 
+    def gather_pending(self, sampled_ids: torch.Tensor) -> None:
+        """input_ids[row] = sampled_ids[previous row] for every pending token of this step (on the device)."""
+        n = self.num_gathers
+        if n:
+            rows = self.gather_rows[:, :n]
+            self.input_ids.index_copy_(0, rows[0], sampled_ids.index_select(0, rows[1]))
+
     def _upload(self, num_tokens: int, padded: int, num_reqs: int, max_blocks_used: int) -> AttentionMetadata:
-        starts, lens = self._qsl_np, self._lens_np
-        nb = True
-        self.input_ids[:padded].copy_(self._ids_cpu[:padded], non_blocking=nb)
-        self.positions[:padded].copy_(self._pos_cpu[:padded], non_blocking=nb)
-        self.slot_mapping[:padded].copy_(self._slot_cpu[:padded], non_blocking=nb)
-        self.query_start_loc.copy_(self._qsl_cpu, non_blocking=nb)
-        self.seq_lens.copy_(self._lens_cpu, non_blocking=nb)
-        self.logits_indices[:num_reqs].copy_(self._li_cpu[:num_reqs], non_blocking=nb)
-        self.block_tables[:num_reqs, :max_blocks_used].copy_(self._bt_cpu[:num_reqs, :max_blocks_used], non_blocking=nb)
+        host = self._stages[self._turn].tensors
+        for name, rows in (("input_ids", padded), ("positions", padded), ("slot_mapping", padded),
+                           ("query_start_loc", None), ("seq_lens", None), ("logits_indices", num_reqs)):
+            dst, src = getattr(self, name), host[name]
+            (dst if rows is None else dst[:rows]).copy_(src if rows is None else src[:rows], non_blocking=True)
+        self.block_tables[:num_reqs, :max_blocks_used].copy_(
+            host["block_tables"][:num_reqs, :max_blocks_used], non_blocking=True)
+        if self.num_gathers:
+            self.gather_rows[:, :self.num_gathers].copy_(host["gather_rows"][:, :self.num_gathers], non_blocking=True)
         self.num_tokens, self.num_reqs = num_tokens, num_reqs
+        a = self._stages[self._turn].arrays
         return AttentionMetadata(
             slot_mapping=self.slot_mapping[:padded],
             query_start_loc=self.query_start_loc,
@@ -100,6 +145,6 @@ class StepInputs:
             block_tables=self.block_tables,
             num_reqs=num_reqs,
             num_tokens=num_tokens,
-            query_start_loc_host=starts[: num_reqs + 1].tolist(),
-            seq_lens_host=lens[:num_reqs].tolist(),
+            query_start_loc_host=a["query_start_loc"][: num_reqs + 1].tolist(),
+            seq_lens_host=a["seq_lens"][:num_reqs].tolist(),
         )

@@ -55,7 +55,7 @@ class Attention(nn.Module):
         attention(
             q,
             k.view(num_tokens, self.num_kv_heads, self.head_dim),
-            v.contiguous().view(num_tokens, self.num_kv_heads, self.head_dim),
+            v.view(num_tokens, self.num_kv_heads, self.head_dim),  # a strided view of qkv: no copy
             out,
             self.layer_idx,
         )

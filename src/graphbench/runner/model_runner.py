@@ -19,7 +19,7 @@ from graphbench.runner.dispatcher import CudagraphDispatcher
 from graphbench.runner.inputs import StepInputs
 from graphbench.runner.kv_cache import KVCache
 from graphbench.runner.model import CausalLM
-from graphbench.runner.sampler import sample
+from graphbench.runner.sampler import greedy, sample
 from graphbench.runner.scheduler import BatchDescriptor, ScheduledBatch
 
 NONE, FULL = CUDAGraphMode.NONE, CUDAGraphMode.FULL
@@ -30,6 +30,21 @@ class StepResult:
     tokens: list[int]
     runtime_mode: CUDAGraphMode
     padded_tokens: int
+
+
+class InFlightStep:
+    """A launched step: its sampled ids are on their way to pinned host memory."""
+
+    def __init__(self, batch: ScheduledBatch, host_ids: torch.Tensor, event, mode: CUDAGraphMode, padded: int):
+        self.batch, self.host_ids, self.event = batch, host_ids, event
+        self.runtime_mode, self.padded_tokens = mode, padded
+        self.fills: list[tuple] = []  # (request, sampled row, index in its output) for the engine
+
+    def result(self) -> StepResult:
+        """Wait for the step's tokens (only this step's copy, not the whole device)."""
+        if self.event is not None:
+            self.event.synchronize()
+        return StepResult(self.host_ids.tolist(), self.runtime_mode, self.padded_tokens)
 
 
 @dataclass
@@ -55,6 +70,12 @@ class ModelRunner:
         max_reqs = inputs.max_num_reqs
         self._temperatures = torch.zeros(max_reqs, dtype=torch.float32, device=self.device)
         self._top_ps = torch.ones(max_reqs, dtype=torch.float32, device=self.device)
+        # the last step's sampled ids on the device (the next step's pending input tokens come from here)
+        # and two pinned host buffers used in turn for copying them back
+        self.sampled_ids = torch.zeros(max_reqs, dtype=torch.int64, device=self.device)
+        pin = self.device.type == "cuda"
+        self._host_ids = [torch.zeros(max_reqs, dtype=torch.int64, pin_memory=pin) for _ in range(2)]
+        self._host_turn = 0
 
     def _call_forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         return self.forward_fn(input_ids, positions)
@@ -71,25 +92,48 @@ class ModelRunner:
 
     @torch.inference_mode()
     def execute(self, batch: ScheduledBatch) -> StepResult:
-        """Run one step; return one sampled token per request (ignored for partial prefills)."""
+        """Run one step and wait for it; one sampled token per request (ignored for partial prefills)."""
+        return self.launch(batch).result()
+
+    @torch.inference_mode()
+    def launch(self, batch: ScheduledBatch) -> InFlightStep:
+        """Queue one step on the device (inputs, forward, sampling, copy of the ids to the host); no sync."""
         mode, padded = self.dispatcher.dispatch(batch.descriptor)
         num_padded = padded.num_tokens if mode != NONE else batch.num_tokens
         meta = self.inputs.prepare(batch, num_padded)
+        self.inputs.gather_pending(self.sampled_ids)
+        # a FULL recording keeps the kernels it was recorded with: its key decides, not this batch
+        meta.uniform_decode = self._uniform_decode(padded if mode == FULL else batch.descriptor)
         hidden = self.forward(num_padded, meta, mode, padded)
         num_reqs = len(batch.requests)
-        logits = self.model.compute_logits(hidden[self.inputs.logits_indices[:num_reqs]])
+        hidden_rows = hidden[self.inputs.logits_indices[:num_reqs]]  # [R, H]: each request's last row
         temps = [r.sampling.temperature for r in batch.requests]
-        all_greedy = all(t == 0 for t in temps)
-        if not all_greedy:
+        if all(t == 0 for t in temps):
+            tokens = greedy(self.model.lm_head(hidden_rows))  # argmax of bf16 logits = argmax of their f32
+        else:
             self._temperatures[:num_reqs].copy_(torch.tensor(temps, dtype=torch.float32))
             self._top_ps[:num_reqs].copy_(torch.tensor([r.sampling.top_p for r in batch.requests]))
-        tokens = sample(logits, self._temperatures[:num_reqs], self._top_ps[:num_reqs], self.generator, all_greedy)
-        return StepResult(tokens.tolist(), mode, num_padded)
+            logits = self.model.compute_logits(hidden_rows)
+            tokens = sample(logits, self._temperatures[:num_reqs], self._top_ps[:num_reqs], self.generator, False)
+        self.sampled_ids[:num_reqs].copy_(tokens)
+        self._host_turn ^= 1
+        host_ids = self._host_ids[self._host_turn][:num_reqs]
+        host_ids.copy_(tokens, non_blocking=True)
+        event = None
+        if self.device.type == "cuda":
+            event = torch.cuda.Event()
+            event.record()
+        return InFlightStep(batch, host_ids, event, mode, num_padded)
+
+    def _uniform_decode(self, descriptor: BatchDescriptor | None) -> bool:
+        return descriptor is not None and descriptor.uniform and self.dispatcher.decode_query_len == 1
 
     @torch.inference_mode()
     def dummy_run(self, num_tokens: int, num_reqs: int, mode: CUDAGraphMode = NONE,
                   descriptor: BatchDescriptor | None = None, capturing: bool = False) -> torch.Tensor:
+        """A forward over a dummy batch (warm-up, compilation, capture); descriptor: the key it stands for."""
         meta = self.inputs.prepare_dummy(num_tokens, num_reqs, self.kv_cache.num_blocks)
+        meta.uniform_decode = self._uniform_decode(descriptor)
         return self.forward(num_tokens, meta, mode, descriptor, capturing)
 
     def capture(self, free_memory) -> CaptureReport:
@@ -108,7 +152,7 @@ class ModelRunner:
         with capture_session(self.graph_pool, self.capture_stream):
             for mode, desc in keys:
                 num_reqs = desc.num_reqs if desc.num_reqs is not None else min(desc.num_tokens, max_reqs)
-                self.dummy_run(desc.num_tokens, num_reqs)  # warm-up, eager
+                self.dummy_run(desc.num_tokens, num_reqs, NONE, desc)  # warm-up, eager (same kernels)
                 self.dummy_run(desc.num_tokens, num_reqs, mode, desc, capturing=True)
         torch.cuda.synchronize(self.device)
         report.seconds = time.perf_counter() - started

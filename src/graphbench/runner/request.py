@@ -27,6 +27,10 @@ class SamplingParams:
             raise GraphbenchError(f"top_p must be in (0, 1], got {self.top_p}")
 
 
+# Placeholder for a sampled token still on the device (asynchronous scheduling resolves it a step later).
+PENDING_TOKEN = -1
+
+
 class RequestStatus(enum.Enum):
     WAITING = "waiting"
     RUNNING = "running"
@@ -46,6 +50,8 @@ class Request:
     block_ids: list[int] = field(default_factory=list)
     status: RequestStatus = RequestStatus.WAITING
     num_preemptions: int = 0
+    # row of the last launched step's sampled ids holding this request's PENDING_TOKEN, if any
+    pending_row: int | None = None
     # timestamps (perf_counter seconds) for the measurement layer
     first_token_time: float | None = None
     token_times: list[float] = field(default_factory=list)
@@ -62,6 +68,11 @@ class Request:
     @property
     def num_uncomputed_tokens(self) -> int:
         return self.num_tokens - self.num_computed_tokens
+
+    @property
+    def all_sampled(self) -> bool:
+        """Every output token has been sampled (some may still be pending): schedule it no more."""
+        return len(self.output_token_ids) >= self.sampling.max_tokens
 
     @property
     def is_finished(self) -> bool:

@@ -73,6 +73,8 @@ class Scheduler:
         for request in sorted(self.running, key=lambda r: r.num_uncomputed_tokens > 1):
             if request not in self.running or budget == 0:
                 continue  # preempted below while making room
+            if request.all_sampled:
+                continue  # its last token is still on its way back from the device
             num_new = min(request.num_uncomputed_tokens, budget)
             if not self._reserve(request, num_new, scheduled):
                 continue
@@ -114,7 +116,9 @@ class Scheduler:
     def _reserve(self, request: Request, num_new: int, scheduled: list[Request]) -> bool:
         """Allocate for a running request, preempting the newest others when out of blocks."""
         while not self._allocate(request, num_new):
-            victims = [r for r in reversed(self.running) if r is not request and r not in scheduled]
+            # (requests whose last token is in flight free their blocks next step: not victims)
+            victims = [r for r in reversed(self.running)
+                       if r is not request and r not in scheduled and not r.all_sampled]
             if not victims:
                 self._preempt(request)
                 return False
@@ -136,7 +140,11 @@ class Scheduler:
             request.num_computed_tokens += num_new
 
     def finish(self, request: Request) -> None:
+        """Retire a request (done, or stopped by EOS a step late); frees its blocks."""
+        if request.status == RequestStatus.WAITING:  # preempted before its stop token came back
+            self.waiting.remove(request)
+        else:
+            self.running.remove(request)
         request.status = RequestStatus.FINISHED
-        self.running.remove(request)
         self.allocator.free(request.block_ids)
         request.block_ids = []

@@ -35,6 +35,9 @@ class AttentionMetadata:
     block_tables: "torch.Tensor"  # [R, max_blocks_per_seq] int32
     num_reqs: int  # real requests (host-side, for backends that may sync)
     num_tokens: int  # real tokens
+    # every real row is one request's single new token, and padding rows are request slots past the
+    # real ones (a uniform decode key): backends may use a decode-only kernel
+    uniform_decode: bool = False
     # host copies for the reference backend (no device sync needed to read them)
     query_start_loc_host: list[int] | None = None
     seq_lens_host: list[int] | None = None

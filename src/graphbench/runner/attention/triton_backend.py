@@ -13,6 +13,7 @@ from graphbench.runner.attention.backend import (
     CudagraphSupport,
     register_backend,
 )
+from graphbench.runner.attention.triton_decode import paged_decode
 from graphbench.runner.attention.triton_kernels import paged_attention, write_kv_cache
 
 
@@ -23,4 +24,7 @@ class TritonBackend(AttentionBackend):
 
     def forward(self, q, k, v, k_cache, v_cache, meta: AttentionMetadata, scale: float, out) -> None:
         write_kv_cache(k, v, k_cache, v_cache, meta.slot_mapping)
+        if meta.uniform_decode:  # row r is request r: no search for each program's request
+            paged_decode(q, k_cache, v_cache, out, meta.query_start_loc, meta.seq_lens, meta.block_tables, scale)
+            return
         paged_attention(q, k_cache, v_cache, out, meta.query_start_loc, meta.seq_lens, meta.block_tables, scale)

@@ -1,9 +1,10 @@
 """Triton paged attention for a flat batch mixing prefill and decode (one call, CUDA-graph safe).
 
-Structure as vLLM's "unified attention": grid = (query tiles, kv heads[, kv splits]). The number of
-query tiles, T // BLOCK_Q + max_reqs + 1, is a function of buffer shapes only: request r owns tiles
+Structure as vLLM's "unified attention": grid = (query tiles, kv heads[, kv splits]). With
+P = min(T, max_reqs) request slots (a batch of T tokens has at most T requests), the number of query
+tiles, T // BLOCK_Q + P + 1, is a function of buffer shapes only: request r owns tiles
 [qsl[r] // BLOCK_Q + r, qsl[r + 1] // BLOCK_Q + r + 1), enough for its q_len tokens, and one extra
-pseudo request (index max_reqs) owns the padding rows [qsl[max_reqs], T), which get zeros. A program
+pseudo request (index P) owns the padding rows [qsl[P], T), which get zeros. A program
 finds its request by binary search over query_start_loc and returns early when its tile is empty.
 
 One program handles BLOCK_Q tokens x all GROUP query heads of one kv head (BLOCK_M = BLOCK_Q * GROUP
@@ -30,7 +31,7 @@ __all__ = ["write_kv_cache", "paged_attention", "attention_config", "make_worksp
 def _find_request(qsl_ptr, tile, max_reqs, BLOCK_Q: tl.constexpr):
     """Largest r in [0, max_reqs] with qsl[r] // BLOCK_Q + r <= tile (keys strictly increase in r)."""
     lo: tl.int32 = 0
-    hi: tl.int32 = max_reqs + 1
+    hi: tl.int32 = tl.minimum(max_reqs, tile) + 1  # key(r) >= r, so r <= tile
     while lo < hi:
         mid = (lo + hi) // 2
         key = tl.load(qsl_ptr + mid) // BLOCK_Q + mid
@@ -239,6 +240,10 @@ def paged_attention(
         assert t.stride(-1) == 1, "the last axis must be contiguous"
     if num_tokens == 0:
         return
+    # A batch of T tokens has at most T requests, and request slots past the real ones repeat
+    # query_start_loc's last value: the kernels need only the first min(T, max_reqs) slots. That keeps
+    # the grid small for small batches in a large engine (e.g. 1 token with 256 request slots).
+    max_reqs = min(num_tokens, max_reqs)
     num_sms = _num_sms(q.device.index or 0) if q.is_cuda else None
     cfg = attention_config(num_tokens, max_reqs, num_heads, num_kv_heads, head_dim, q.dtype, num_sms)
     if num_splits is not None:

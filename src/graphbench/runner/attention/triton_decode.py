@@ -1,0 +1,144 @@
+"""Triton paged attention for uniform decode batches (one query token per request).
+
+The unified kernel (triton_kernels.py) must find each program's request with a binary search over
+query_start_loc; in a pure-decode batch row r *is* request r, so this kernel skips the search:
+grid = (rows, kv heads, kv splits), a function of shapes only, hence CUDA-graph safe. Rows past the
+real requests (r >= query_start_loc[max_reqs], the padding of a recording) are zeroed.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+from graphbench.runner.attention.triton_kernels import (
+    _attend_tile,
+    _merge_splits_kernel,
+    _num_sms,
+    make_workspace,
+)
+
+
+@triton.jit
+def _decode_kernel(
+    q_ptr, k_cache_ptr, v_cache_ptr, out_ptr, part_ptr, lse_ptr,
+    qsl_ptr, seq_lens_ptr, block_tables_ptr,
+    scale, max_reqs, num_heads,
+    stride_qt, stride_qh, stride_ot, stride_oh,
+    stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh, stride_bt,
+    GROUP: tl.constexpr, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr, NUM_SPLITS: tl.constexpr,
+    PRECISION: tl.constexpr, INTERPRET: tl.constexpr,
+):
+    req = tl.program_id(0)
+    kv_head = tl.program_id(1)
+    split = tl.program_id(2)
+    offs_m = tl.arange(0, BLOCK_M)  # one row per query head of this kv head's group
+    offs_d = tl.arange(0, BLOCK_D)
+    head = kv_head * GROUP + offs_m
+    row_ok = offs_m < GROUP
+    io_mask = row_ok[:, None] & (offs_d < HEAD_DIM)[None, :]
+    req64 = req.to(tl.int64)
+    out_offs = req64 * stride_ot + head[:, None] * stride_oh + offs_d[None, :]
+    if req >= tl.load(qsl_ptr + max_reqs):  # padding row of a recording
+        if NUM_SPLITS == 1:
+            tl.store(out_ptr + out_offs, tl.zeros([BLOCK_M, BLOCK_D], dtype=out_ptr.dtype.element_ty), mask=io_mask)
+        return  # (split mode: the merge kernel zeroes padding rows)
+
+    seq_len = tl.load(seq_lens_ptr + req)
+    pos = tl.zeros([BLOCK_M], dtype=tl.int32) + (seq_len - 1)  # every row is the request's newest token
+    q = tl.load(q_ptr + req64 * stride_qt + head[:, None] * stride_qh + offs_d[None, :], mask=io_mask, other=0.0)
+    num_kv_tiles = tl.cdiv(seq_len, TILE_N)
+    per_split = tl.cdiv(num_kv_tiles, NUM_SPLITS)
+    t_lo = split * per_split
+    t_hi = tl.minimum(t_lo + per_split, num_kv_tiles)
+
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    qk_scale = scale * 1.4426950408889634
+    bt_row = block_tables_ptr + req64 * stride_bt
+    if INTERPRET:  # numpy >= 2.4 cannot turn the interpreter's 1-element scalars into range bounds
+        t = t_lo
+        while t < t_hi:
+            m_i, l_i, acc = _attend_tile(
+                q, pos, t, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, bt_row, seq_len, kv_head, qk_scale,
+                stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
+                HEAD_DIM, BLOCK_D, BLOCK_SIZE, TILE_N, PRECISION, INTERPRET)
+            t += 1
+    else:
+        for t in range(t_lo, t_hi):
+            m_i, l_i, acc = _attend_tile(
+                q, pos, t, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, bt_row, seq_len, kv_head, qk_scale,
+                stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
+                HEAD_DIM, BLOCK_D, BLOCK_SIZE, TILE_N, PRECISION, INTERPRET)
+
+    o = acc / tl.where(l_i > 0.0, l_i, 1.0)[:, None]
+    if NUM_SPLITS == 1:
+        tl.store(out_ptr + out_offs, o.to(out_ptr.dtype.element_ty), mask=io_mask)
+    else:  # workspace: part [T, num_heads, NUM_SPLITS, HEAD_DIM], lse [T, num_heads, NUM_SPLITS] f32
+        row = (req64 * num_heads + head) * NUM_SPLITS + split
+        tl.store(part_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], o, mask=io_mask)
+        lse = tl.where(l_i > 0.0, m_i + tl.log2(tl.where(l_i > 0.0, l_i, 1.0)), float("-inf"))
+        tl.store(lse_ptr + row, lse, mask=row_ok)
+
+
+def decode_config(num_rows: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype,
+                  num_sms: int | None = None) -> dict:
+    """Tile size and split count from shapes only: split the KV axis until the GPU has enough programs."""
+    tile_n = 64 if head_dim <= 128 else 32
+    if dtype == torch.float32:
+        tile_n = 32
+    splits, programs = 1, num_rows * num_kv_heads
+    if num_sms and programs < 2 * num_sms:
+        while splits < 32 and programs * splits * 2 <= 16 * num_sms:
+            splits *= 2
+    return dict(TILE_N=tile_n, NUM_SPLITS=splits, num_warps=4, num_stages=2)
+
+
+def paged_decode(
+    q: torch.Tensor,  # [T, num_heads, head_dim], row r = request r's one new token
+    k_cache: torch.Tensor,  # [num_blocks, block_size, num_kv_heads, head_dim]
+    v_cache: torch.Tensor,
+    out: torch.Tensor,  # [T, num_heads, head_dim]; rows >= query_start_loc[-1] are zeroed
+    query_start_loc: torch.Tensor,  # [max_reqs + 1] int32 (its last entry: the number of real rows)
+    seq_lens: torch.Tensor,  # [max_reqs] int32
+    block_tables: torch.Tensor,  # [max_reqs, max_blocks_per_seq] int32
+    scale: float,
+    num_splits: int | None = None,
+) -> None:
+    """Attention of one new token per request over its paged context (a uniform decode batch)."""
+    num_rows, num_heads, head_dim = q.shape
+    _, block_size, num_kv_heads, _ = k_cache.shape
+    max_reqs = seq_lens.shape[0]
+    assert num_rows <= max_reqs, "a decode batch has at most one row per request slot"
+    assert out.shape == q.shape and out.dtype == q.dtype and k_cache.shape[3] == head_dim
+    assert block_size & (block_size - 1) == 0, "block_size must be a power of two"
+    if num_rows == 0:
+        return
+    num_sms = _num_sms(q.device.index or 0) if q.is_cuda else None
+    cfg = decode_config(num_rows, num_kv_heads, head_dim, q.dtype, num_sms)
+    if num_splits is not None:
+        cfg["NUM_SPLITS"] = num_splits
+    splits = cfg["NUM_SPLITS"]
+    part, lse = make_workspace(num_rows, num_heads, head_dim, splits, q.device) if splits > 1 else (out, out)
+    group = num_heads // num_kv_heads
+    block_d = max(16, triton.next_power_of_2(head_dim))
+    _decode_kernel[(num_rows, num_kv_heads, splits)](
+        q, k_cache, v_cache, out, part, lse, query_start_loc, seq_lens, block_tables,
+        scale, max_reqs, num_heads,
+        q.stride(0), q.stride(1), out.stride(0), out.stride(1),
+        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_tables.stride(0),
+        GROUP=group, BLOCK_M=max(16, triton.next_power_of_2(group)), HEAD_DIM=head_dim, BLOCK_D=block_d,
+        BLOCK_SIZE=block_size, PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        INTERPRET=os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"), **cfg,
+    )
+    if splits > 1:
+        _merge_splits_kernel[(num_rows, num_heads)](
+            part, lse, out, query_start_loc, max_reqs, num_heads, out.stride(0), out.stride(1),
+            HEAD_DIM=head_dim, BLOCK_D=block_d, NUM_SPLITS=splits,
+        )
