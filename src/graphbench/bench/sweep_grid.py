@@ -1,0 +1,135 @@
+"""Sweep grids: axis names, the points of a grid (Cartesian product of the axes, then peers) and
+sweep files. Every point's config is validated here, before anything runs."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from graphbench.config.engine import config_from_dict, set_dotted
+from graphbench.config.tomlio import read_toml
+from graphbench.config.validate import suggest
+from graphbench.errors import GraphbenchError
+
+# Short axis names accepted on the command line and in sweep files.
+AXIS_ALIASES = {
+    "level": "optimization_level", "O": "optimization_level",
+    "ladder": "compilation.performance_mode", "performance_mode": "compilation.performance_mode",
+    "cudagraph_mode": "compilation.cudagraph_mode", "capture_sizes": "compilation.cudagraph_capture_sizes",
+    "max_num_seqs": "scheduler.max_num_seqs", "max_num_batched_tokens": "scheduler.max_num_batched_tokens",
+    "compile_sizes": "compilation.compile_sizes", "num_speculative_tokens": "speculative.num_speculative_tokens",
+    "dtype": "model.dtype", "attention_backend": "model.attention_backend",
+    "tensor_parallel_size": "parallel.tensor_parallel_size",
+}
+PEERS = ("hf-eager", "hf-compile")
+
+
+@dataclass
+class SweepPoint:
+    label: str
+    overrides: dict[str, Any]  # dotted config keys
+    system: str = "graphbench"
+    cold: bool = False
+    tuned_graphs: int | None = None  # ladder "tuned:N": tuned from the batch sizes measured earlier in the sweep
+
+    def describe(self) -> str:
+        parts = [f"{k.split('.')[-1]}={v}" for k, v in self.overrides.items() if k != "model.model"]
+        return " ".join(parts)
+
+
+def _all_keys() -> list[str]:
+    import dataclasses
+
+    from graphbench.config.engine import SECTIONS
+
+    return ["optimization_level"] + [f"{s}.{f.name}" for s, cls in SECTIONS.items() for f in dataclasses.fields(cls)]
+
+
+def canonical_axis(name: str) -> str:
+    """A config field as 'section.key' (or an alias such as 'level', 'ladder', 'max_num_seqs')."""
+    key = AXIS_ALIASES.get(name, name)
+    unique = [k for k in _all_keys() if k.split(".")[-1] == key]
+    if "." not in key and len(unique) == 1:  # a field name that only one section has
+        key = unique[0]
+    if key not in _all_keys():
+        raise GraphbenchError(f"unknown sweep axis {name!r}{suggest(name, list(AXIS_ALIASES) + _all_keys())}")
+    return key
+
+
+def nest_overrides(flat: dict[str, Any]) -> dict[str, Any]:
+    """Dotted keys ('scheduler.max_num_seqs') as nested sections; None values are left out."""
+    data: dict[str, Any] = {}
+    for key, value in flat.items():
+        if value is not None:
+            set_dotted(data, key, value)
+    return data
+
+
+def point_label(overrides: dict[str, Any], axes: list[str]) -> str:
+    names = {"optimization_level": "O", "compilation.performance_mode": ""}
+    parts = []
+    for key in axes:
+        value = overrides[key]
+        if isinstance(value, list):
+            value = "-".join(map(str, value)) if value else "none"
+        prefix = names.get(key, key.split(".")[-1] + "=")
+        parts.append(f"{prefix}{value}")
+    return "_".join(parts) or "base"
+
+
+def build_grid(base: dict[str, Any], axes: dict[str, list[Any]], peers: list[str]) -> list[SweepPoint]:
+    """The Cartesian product of the axes over the base config, then one point per peer.
+
+    The first point of each -O level starts cold (its compile cache is cleared), then warm.
+    """
+    for peer in peers:
+        if peer not in PEERS:
+            raise GraphbenchError(f"unknown peer {peer!r}{suggest(peer, PEERS)}; choose from {', '.join(PEERS)}")
+    keys = [canonical_axis(k) for k in axes]
+    points, seen_levels = [], set()
+    for values in itertools.product(*axes.values()) if axes else [()]:
+        overrides = dict(base, **dict(zip(keys, values)))
+        tuned = _tuned_graphs(overrides.get("compilation.performance_mode"))
+        label = point_label(overrides, keys)
+        if tuned is not None:
+            overrides["compilation.performance_mode"] = "default"
+        config_from_dict(nest_overrides(overrides), source="sweep point").resolve()  # validate before running anything
+        level = overrides.get("optimization_level")
+        cold = level not in seen_levels and tuned is None
+        seen_levels.add(level)
+        points.append(SweepPoint(label.replace("tuned:", "tuned"), overrides, cold=cold, tuned_graphs=tuned))
+    for peer in peers:
+        points.append(SweepPoint(peer, {k: v for k, v in base.items() if k.startswith("model.")}, system=peer))
+    labels = [p.label for p in points]
+    if len(set(labels)) != len(labels):
+        raise GraphbenchError("sweep points must have distinct labels (two axes give the same label)")
+    return points
+
+
+def _tuned_graphs(ladder: Any) -> int | None:
+    if not (isinstance(ladder, str) and ladder.startswith("tuned:")):
+        return None
+    try:
+        count = int(ladder.split(":", 1)[1])
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise GraphbenchError(f"ladder {ladder!r}: use tuned:N with N >= 1 graphs")
+    return count
+
+
+def load_sweep_file(path: str | Path) -> tuple[dict[str, Any], dict[str, list[Any]], dict[str, Any]]:
+    """A sweep TOML: [base] dotted config keys, [grid] axis = [values], [workload] run options, peers."""
+    data = read_toml(path)
+    unknown = [k for k in data if k not in ("base", "grid", "workload", "peers")]
+    if unknown:
+        raise GraphbenchError(f"{path}: unknown section {unknown[0]!r}{suggest(unknown[0], ['base', 'grid', 'workload', 'peers'])}")
+    grid = data.get("grid", {})
+    for axis, values in grid.items():
+        if not isinstance(values, list) or not values:
+            raise GraphbenchError(f"{path}: grid.{axis} must be a non-empty list")
+    base = {canonical_axis(k): v for k, v in data.get("base", {}).items()}
+    workload = dict(data.get("workload", {}), peers=data.get("peers", []))
+    return base, grid, workload
