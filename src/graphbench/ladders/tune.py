@@ -20,6 +20,8 @@ multiples, so batches pad to them); ``required`` sizes are always rungs (no tran
 over one); a graph-memory budget under a fitted model memory = sum over rungs of (a + b * size)
 adds a third DP dimension, the sum of the rung sizes in units of their gcd -- still exact. Ties
 prefer fewer sizes. Pure Python and numpy; no torch.
+
+The DP itself is in tune_dp, the input checks in tune_inputs.
 """
 
 from __future__ import annotations
@@ -29,16 +31,27 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
-import numpy as np
-
 from graphbench.errors import GraphbenchError
-from graphbench.ladders.distributions import BatchSizeDistribution
 from graphbench.ladders.padding import average_waste, eager_fraction, pad_to
+from graphbench.ladders.tune_dp import LadderProblem
+from graphbench.ladders.tune_inputs import (
+    OBJECTIVES,
+    as_dist,
+    check_int,
+    check_objective,
+)
 from graphbench.ladders.tune_sources import MemoryModel
 
-OBJECTIVES = ("tokens", "waste")
-_MAX_BUDGET_WORK = 4e8  # numpy element operations of the memory-budget DP
-_MAX_BUDGET_CELLS = 6e7  # back-pointers it stores
+__all__ = [
+    "OBJECTIVES",
+    "ParetoPoint",
+    "TunedLadder",
+    "evaluate_ladder",
+    "knee",
+    "pareto_curve",
+    "tune_ladder",
+]
+
 _REL_TIE = 1e-12
 
 
@@ -79,8 +92,8 @@ def evaluate_ladder(
 ) -> TunedLadder:
     """Expected padding tokens, waste % and eager % of any ladder over a distribution."""
     rungs = tuple(sorted(set(sizes)))
-    dist = _as_dist(distribution)
-    _check_objective(objective)
+    dist = as_dist(distribution)
+    check_objective(objective)
     tokens = math.fsum(p * (padded - n) for n, p in dist.items() if (padded := pad_to(rungs, n)) is not None)
     return TunedLadder(
         rungs,
@@ -122,8 +135,8 @@ def pareto_curve(
     top and the required sizes are always allowed). With memory_budget_bytes only ladders whose
     memory_model prediction fits are considered (n values with no fitting ladder are left out).
     """
-    _check_int("max_graphs", max_graphs)
-    prob = _Problem(_as_dist(distribution), objective, top, multiple_of, required, candidates)
+    check_int("max_graphs", max_graphs)
+    prob = LadderProblem(as_dist(distribution), objective, top, multiple_of, required, candidates)
     if max_graphs < prob.forced:
         raise GraphbenchError(
             f"max graphs {max_graphs} is fewer than the {prob.forced} sizes that must be in the ladder "
@@ -189,148 +202,3 @@ def knee(curve: Sequence[ParetoPoint]) -> ParetoPoint:
 
     return max(curve, key=below_chord)  # max keeps the first of equals
 
-
-class _Problem:
-    """Candidates, forced rungs and the run-cost matrix of one tuning problem."""
-
-    def __init__(self, dist, objective, top, multiple_of, required, candidates) -> None:
-        _check_objective(objective)
-        m = _check_int("multiple_of", multiple_of)
-        if top is None:
-            top = _ceil(dist.max_size, m)
-        elif _check_int("top", top) % m:
-            raise GraphbenchError(f"top {top} is not a multiple of {m}")
-        req = sorted({_check_int("required size", s) for s in required})
-        for s in req:
-            if s % m or s > top:
-                why = f"is not a multiple of {m}" if s % m else f"is above the top {top}"
-                raise GraphbenchError(f"required size {s} {why}")
-        base = dist.sizes if candidates is None else [_check_int("candidate size", s) for s in candidates]
-        cand = sorted({c for c in (_ceil(s, m) for s in base) if c <= top} | set(req) | {top})
-        self.dist, self.objective, self.top, self.required = dist, objective, top, tuple(req)
-        self.cand, self.K = cand, len(cand)
-        self.forced_sizes = tuple(sorted(set(req) | {top}))
-        self.forced = len(self.forced_sizes)
-        sizes, probs = list(dist.sizes), [dist[s] for s in dist.sizes]
-        P, S, i, acc_p, acc_s = [0.0], [0.0], 0, [], []
-        for c in cand:
-            while i < len(sizes) and sizes[i] <= c:
-                acc_p.append(probs[i])
-                acc_s.append(probs[i] * sizes[i])
-                i += 1
-            P.append(math.fsum(acc_p))
-            S.append(math.fsum(acc_s))
-        P_, S_ = np.array(P), np.array(S)
-        c = np.array([0, *cand], dtype=float)
-        mass = P_[None, :] - P_[:, None]
-        msum = S_[None, :] - S_[:, None]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            cost = c[None, :] * mass - msum if objective == "tokens" else mass - msum / c[None, :]
-        cost = np.maximum(cost, 0.0)
-        # A transition i -> j is allowed when i < j and no forced rung lies strictly between them.
-        forced_idx = {cand.index(s) + 1 for s in self.forced_sizes}
-        next_forced = np.empty(self.K + 1, dtype=int)
-        nxt = self.K
-        for i in range(self.K, -1, -1):
-            next_forced[i] = nxt
-            if i in forced_idx:
-                nxt = i
-        idx = np.arange(self.K + 1)
-        allowed = (idx[None, :] > idx[:, None]) & (idx[None, :] <= next_forced[:, None])
-        self.cost = np.where(allowed, cost, np.inf)
-
-    def solve(self, limit: int) -> tuple[list[float], list[tuple[int, ...] | None]]:
-        """Best cost and sizes of a ladder with exactly k rungs ending at the top, k = 0..limit."""
-        K = self.K
-        f = np.full(K + 1, np.inf)
-        f[0] = 0.0
-        back = []
-        values, paths = [math.inf], [None]
-        for _ in range(limit):
-            total = f[:, None] + self.cost
-            arg = total.argmin(axis=0)
-            f = total[arg, np.arange(K + 1)]
-            back.append(arg)
-            values.append(float(f[K]))
-            paths.append(self._path(back, K) if math.isfinite(f[K]) else None)
-        return values, paths
-
-    def _path(self, back: list[np.ndarray], j: int) -> tuple[int, ...]:
-        sizes = []
-        for arg in reversed(back):
-            sizes.append(self.cand[j - 1])
-            j = int(arg[j])
-        return tuple(reversed(sizes))
-
-    def solve_budget(
-        self, limit: int, a: float, b: float, budget: float
-    ) -> tuple[list[float], list[tuple[int, ...] | None]]:
-        """As `solve`, but only ladders with a*k + b*sum(sizes) <= budget (sum tracked exactly)."""
-        K, g = self.K, math.gcd(*self.cand)
-        units = [0, *(c // g for c in self.cand)]
-        smax = math.floor((budget - a * self.forced) / (b * g) * (1 + 1e-12) + 1e-9)
-        smax = min(smax, sum(sorted(units)[-limit:]))
-        if smax < 0:
-            return [math.inf] * (limit + 1), [None] * (limit + 1)
-        work, cells = limit * K * K * (smax + 1) / 2, limit * (K + 1) * (smax + 1)
-        if work > _MAX_BUDGET_WORK or cells > _MAX_BUDGET_CELLS:
-            raise GraphbenchError(
-                f"the exact memory-budget search is too large ({K} candidate sizes, sums up to {smax * g} "
-                f"tokens, {limit} graphs); narrow it with fewer --max-graphs, --candidates or --multiple-of"
-            )
-        F = np.full((K + 1, smax + 1), np.inf)
-        F[0, 0] = 0.0
-        back: list[np.ndarray] = []
-        values, paths = [math.inf], [None]
-        cols = np.arange(smax + 1)
-        for k in range(1, limit + 1):
-            new = np.full_like(F, np.inf)
-            arg = np.zeros((K + 1, smax + 1), dtype=np.int32)
-            for j in range(1, K + 1):
-                u = units[j]
-                src = np.nonzero(np.isfinite(self.cost[:j, j]))[0]
-                if u > smax or not len(src):
-                    continue
-                total = F[src, : smax + 1 - u] + self.cost[src, j][:, None]
-                best = total.argmin(axis=0)
-                new[j, u:] = total[best, cols[: smax + 1 - u]]
-                arg[j, u:] = src[best]
-            F = new
-            back.append(arg)
-            bound = min(smax, math.floor((budget - a * k) / (b * g) * (1 + 1e-12) + 1e-9))
-            row = F[K, : bound + 1] if bound >= 0 else np.array([])
-            if not len(row) or not np.isfinite(row).any():
-                values.append(math.inf)
-                paths.append(None)
-                continue
-            s = int(row.argmin())
-            values.append(float(row[s]))
-            sizes, j = [], K
-            for step in reversed(back):
-                sizes.append(self.cand[j - 1])
-                j, s = int(step[j, s]), s - units[j]
-            paths.append(tuple(reversed(sizes)))
-        return values, paths
-
-
-def _as_dist(distribution: Mapping[int, float]) -> BatchSizeDistribution:
-    if isinstance(distribution, BatchSizeDistribution):
-        return distribution
-    if not isinstance(distribution, Mapping):
-        raise GraphbenchError(f"a batch-size distribution must be a mapping size -> weight, got {distribution!r}")
-    return BatchSizeDistribution(distribution)
-
-
-def _check_objective(objective: str) -> None:
-    if objective not in OBJECTIVES:
-        raise GraphbenchError(f"unknown objective {objective!r}; choose from {', '.join(OBJECTIVES)}")
-
-
-def _check_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise GraphbenchError(f"{name} must be a positive integer, got {value!r}")
-    return value
-
-
-def _ceil(n: int, m: int) -> int:
-    return -(-n // m) * m
