@@ -62,6 +62,7 @@ def main() -> None:
     p.add_argument("--cudagraph-mode", default=None)
     p.add_argument("--out", default=None)
     p.add_argument("--timeout", type=int, default=600)
+    p.add_argument("--order", default="", help="systems to run first, e.g. graphbench-O2,hf-compile")
     p.add_argument("--worker", dest="system", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.system:
@@ -69,6 +70,9 @@ def main() -> None:
         return
     systems = ["bandwidth"] + [f"graphbench-O{lvl}" for lvl in args.levels.split(",") if lvl] + [
         s for s in args.peers.split(",") if s]
+    if args.order:  # run these first (so that a time limit cuts the least important ones)
+        first = [s for s in args.order.split(",") if s in systems]
+        systems = ["bandwidth"] + first + [s for s in systems if s not in first and s != "bandwidth"]
     results = []
     for system in systems:
         cmd = [sys.executable, __file__, "--worker", system, "--model", args.model, "--batches", args.batches,
@@ -89,15 +93,22 @@ def main() -> None:
         result["wall_seconds"] = time.perf_counter() - started
         results.append(result)
         print(f"{system}: done in {result['wall_seconds']:.0f} s", flush=True)
+        report(results, args, quiet=True)  # partial results survive a time limit
     report(results, args)
 
 
-def report(results: list[dict], args: argparse.Namespace) -> None:
+def report(results: list[dict], args: argparse.Namespace, quiet: bool = False) -> None:
     bandwidth = next((r["copy_gbs"] for r in results if r["system"] == "bandwidth"), None)
     rows = [r for r in results if r["system"] != "bandwidth"]
     by_system = {r["system"]: {x["batch"]: x for x in r["results"]} for r in rows}
     weights = rows[0]["weights_bytes"] if rows else 0
     floor_ms = weights / (bandwidth * 1e9) * 1e3 if bandwidth else None
+    if quiet:
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump({"model": args.model, "copy_gbs": bandwidth, "floor_ms": floor_ms, "results": results}, f,
+                          indent=1)
+        return
     print(f"\nmodel {args.model}, prompt {args.prompt_len}; weights {weights / 1e9:.2f} GB; copy bandwidth "
           f"{bandwidth or 0:.0f} GB/s; floor {floor_ms or 0:.3f} ms/step")
     header = f"{'system':<16}{'batch':>6}{'step ms':>10}{'tok/s':>11}{'floor %':>9}{'vs hf-eager':>12}{'vs hf-compile':>14}"

@@ -22,6 +22,7 @@ AXIS_ALIASES = {
     "compile_sizes": "compilation.compile_sizes", "num_speculative_tokens": "speculative.num_speculative_tokens",
     "dtype": "model.dtype", "attention_backend": "model.attention_backend",
     "tensor_parallel_size": "parallel.tensor_parallel_size",
+    "num_kv_blocks": "cache.num_blocks", "num_blocks": "cache.num_blocks",
 }
 PEERS = ("hf-eager", "hf-compile")
 
