@@ -48,13 +48,20 @@ class StepInputs:
             setattr(self, name, torch.full(shape, fill, dtype=dtype, device=device))
         pin = device.type == "cuda"
         self._stages = [_HostStaging(shapes, pin), _HostStaging(shapes, pin)]
+        self._uploaded: list = [None, None]  # per set: an event after its last copies were queued (CUDA)
         self._turn = 0
         self.num_tokens = 0
         self.num_reqs = 0
         self.num_gathers = 0  # input rows to fill from the previous step's sampled ids
 
     def _next_stage(self) -> dict[str, np.ndarray]:
+        """The other set of host mirrors, once the device has read it: overwriting pinned memory that a
+        queued copy has not read yet would hand the device a torn batch (callers that do not wait for
+        steps, e.g. a loop of forwards, would otherwise race)."""
         self._turn ^= 1
+        event = self._uploaded[self._turn]
+        if event is not None:
+            event.synchronize()  # in the engine: long done (the step before last has finished)
         return self._stages[self._turn].arrays
 
     def prepare_dummy(self, num_tokens: int, num_reqs: int, num_kv_blocks: int) -> AttentionMetadata:
@@ -136,6 +143,10 @@ class StepInputs:
             host["block_tables"][:num_reqs, :max_blocks_used], non_blocking=True)
         if self.num_gathers:
             self.gather_rows[:, :self.num_gathers].copy_(host["gather_rows"][:, :self.num_gathers], non_blocking=True)
+        if self.device.type == "cuda":
+            event = self._uploaded[self._turn] or torch.cuda.Event()
+            event.record()
+            self._uploaded[self._turn] = event
         self.num_tokens, self.num_reqs = num_tokens, num_reqs
         a = self._stages[self._turn].arrays
         return AttentionMetadata(
