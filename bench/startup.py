@@ -43,7 +43,7 @@ def start(args, label: str, level: int, mode: str | None, max_num_seqs: int, env
     report = json.loads(lines[-1][7:])
     report.update(label=label, level=level, requested_mode=mode, max_num_seqs=max_num_seqs)
     c = report
-    print(f"{label:<28} wall {c['wall_seconds']:6.1f} s  dynamo {c['dynamo_seconds']:5.1f}  inductor "
+    print(f"{label:<28} wall {c['wall_seconds']:6.1f} s  imports {c.get('compile_import_seconds', 0):4.1f}  dynamo {c['dynamo_seconds']:5.1f}  inductor "
           f"{c['inductor_seconds']:6.1f}  sizes {c['compile_sizes_seconds']:5.1f}  loaded {c['compile_loaded_seconds']:5.2f}  "
           f"capture {c['capture_seconds']:5.2f} s  "
           f"graph mem {c['graph_memory_bytes'] / 2**30:.3f} GiB  graphs {c['num_graphs']}  "

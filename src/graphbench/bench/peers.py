@@ -130,7 +130,7 @@ def run_peer_point(system: str, model_name: str, dtype_name: str, device: str, w
             repeats_out.append(run_peer_workload(model, workload, static, arch.vocab_size, i))
         measured.append(dict(workload.to_dict(), repeats=repeats_out, summary=summarize(repeats_out)))
     env = environment(device_obj.type)
-    startup = {"cold": True, "total_s": load_s, "load_s": load_s, "first_call_s": first_call_s, "dynamo_s": 0.0,
+    startup = {"cold": True, "total_s": load_s, "load_s": load_s, "first_call_s": first_call_s, "compile_import_s": 0.0, "dynamo_s": 0.0,
                "inductor_s": 0.0, "compile_sizes_s": 0.0, "loaded_s": 0.0, "capture_s": 0.0, "graph_memory_bytes": 0,
                "num_graphs": {}, "cudagraph_mode": {}, "capture_sizes": []}
     result = {"label": label, "system": system, "status": "ok", "failure": None, "created_utc": utc_now(),

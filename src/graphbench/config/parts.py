@@ -142,7 +142,7 @@ class CompilationConfig:
     performance_mode: str = "default"
     compile_sizes: list[int] | str | None = None  # or "decode<=8" (the O3 preset)
     splitting_ops: list[str] | None = None  # None: split at attention; [] = no split
-    max_autotune: bool = True  # autotune the compile_sizes variants
+    max_autotune: bool = True  # autotune the GEMMs of the compile_sizes variants (Inductor max_autotune_gemm)
 
     def __post_init__(self) -> None:
         if self.mode is not None:

@@ -14,6 +14,7 @@ from graphbench.reports.frame import GRAPHBENCH, STARTUP_PARTS, flag_is
 PART_NAMES = {
     "load_s": "load weights",
     "kv_cache_s": "KV cache",
+    "compile_import_s": "import compile stack",
     "dynamo_s": "Dynamo",
     "inductor_s": "Inductor",
     "compile_sizes_s": "compile_sizes",
@@ -21,7 +22,7 @@ PART_NAMES = {
     "capture_s": "graph capture",
     "first_call_s": "first call (peer warm-up / compile)",
 }
-PART_COLORS = ["#4e79a7", "#9c755f", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#bab0ac"]
+PART_COLORS = ["#4e79a7", "#9c755f", "#d37295", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#bab0ac"]
 MIB = 2**20
 
 

@@ -23,7 +23,7 @@ LATENCY_STATS = ("mean", "p50", "p90", "p99")
 LATENCY_METRICS: dict[str, tuple[str, str]] = {
     f"{base}_{stat}_ms": (f"{base}_ms", stat) for base in LATENCY_BASES for stat in LATENCY_STATS
 }
-STARTUP_PARTS = ("load_s", "kv_cache_s", "dynamo_s", "inductor_s", "compile_sizes_s", "loaded_s", "capture_s",
+STARTUP_PARTS = ("load_s", "kv_cache_s", "compile_import_s", "dynamo_s", "inductor_s", "compile_sizes_s", "loaded_s", "capture_s",
                  "first_call_s")  # fmt: skip
 PEER_PREFIX = "hf-"
 GRAPHBENCH = "graphbench"

@@ -28,7 +28,7 @@ from graphbench.runner.compile.cache import (
 )
 from graphbench.runner.compile.aot_store import AotStore, standalone_available
 from graphbench.runner.compile.backend import SplittingBackend
-from graphbench.runner.compile.compiler import CompiledForward, use_cache_dir
+from graphbench.runner.compile.compiler import CompiledForward, import_compile_stack, use_cache_dir
 from graphbench.runner.dispatcher import CudagraphDispatcher, resolve_cudagraph_mode
 from graphbench.runner.device import device_info, dtype_name, free_memory, resolve_device, resolve_dtype
 from graphbench.runner.inputs import StepInputs
@@ -120,6 +120,7 @@ class Engine:
 
     def _start_compiled(self) -> None:
         """Compile, or load from the cache, under the cache directory's lock; a corrupt entry is rebuilt once."""
+        self.report.compile_import_seconds = import_compile_stack()
         hash_ = compile_hash(self.config.compute_hash(), torch.__version__)
         directory = rank_dir(hash_)
         if self._fresh_compile:

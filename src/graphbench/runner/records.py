@@ -26,6 +26,7 @@ class StartupReport:
     dynamo_seconds: float = 0.0
     inductor_seconds: float = 0.0
     compile_sizes_seconds: float = 0.0
+    compile_import_seconds: float = 0.0  # importing torch's compile stack (not compile work; see compiler.py)
     compile_from_cache: bool = False
     compile_loaded: bool = False  # warm start loaded the saved compiled forward (no Dynamo trace)
     compile_loaded_seconds: float = 0.0

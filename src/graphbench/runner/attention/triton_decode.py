@@ -15,22 +15,25 @@ import triton
 import triton.language as tl
 
 from graphbench.runner.attention.triton_kernels import (
+    MAX_SPLITS,
     _attend_tile,
-    _merge_splits_kernel,
     _num_sms,
     make_workspace,
+    merge_splits,
 )
 
 
-@triton.jit
+# The split count is a run-time value (one compiled kernel for every split count > 1, one for no split):
+# each Triton variant costs a JIT compile in the first capture.
+@triton.jit(do_not_specialize=["num_splits"])
 def _decode_kernel(
     q_ptr, k_cache_ptr, v_cache_ptr, out_ptr, part_ptr, lse_ptr,
     qsl_ptr, seq_lens_ptr, block_tables_ptr,
-    scale, max_reqs, num_heads,
+    scale, max_reqs, num_heads, num_splits,
     stride_qt, stride_qh, stride_ot, stride_oh,
     stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh, stride_bt,
     GROUP: tl.constexpr, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
-    BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr, NUM_SPLITS: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr, SPLIT: tl.constexpr,
     PRECISION: tl.constexpr, INTERPRET: tl.constexpr,
 ):
     req = tl.program_id(0)
@@ -44,7 +47,7 @@ def _decode_kernel(
     req64 = req.to(tl.int64)
     out_offs = req64 * stride_ot + head[:, None] * stride_oh + offs_d[None, :]
     if req >= tl.load(qsl_ptr + max_reqs):  # padding row of a recording
-        if NUM_SPLITS == 1:
+        if not SPLIT:
             tl.store(out_ptr + out_offs, tl.zeros([BLOCK_M, BLOCK_D], dtype=out_ptr.dtype.element_ty), mask=io_mask)
         return  # (split mode: the merge kernel zeroes padding rows)
 
@@ -52,7 +55,7 @@ def _decode_kernel(
     pos = tl.zeros([BLOCK_M], dtype=tl.int32) + (seq_len - 1)  # every row is the request's newest token
     q = tl.load(q_ptr + req64 * stride_qt + head[:, None] * stride_qh + offs_d[None, :], mask=io_mask, other=0.0)
     num_kv_tiles = tl.cdiv(seq_len, TILE_N)
-    per_split = tl.cdiv(num_kv_tiles, NUM_SPLITS)
+    per_split = tl.cdiv(num_kv_tiles, num_splits)
     t_lo = split * per_split
     t_hi = tl.minimum(t_lo + per_split, num_kv_tiles)
 
@@ -77,10 +80,10 @@ def _decode_kernel(
                 HEAD_DIM, BLOCK_D, BLOCK_SIZE, TILE_N, PRECISION, INTERPRET)
 
     o = acc / tl.where(l_i > 0.0, l_i, 1.0)[:, None]
-    if NUM_SPLITS == 1:
+    if not SPLIT:
         tl.store(out_ptr + out_offs, o.to(out_ptr.dtype.element_ty), mask=io_mask)
-    else:  # workspace: part [T, num_heads, NUM_SPLITS, HEAD_DIM], lse [T, num_heads, NUM_SPLITS] f32
-        row = (req64 * num_heads + head) * NUM_SPLITS + split
+    else:  # workspace: part [T, num_heads, num_splits, HEAD_DIM], lse [T, num_heads, num_splits] f32
+        row = (req64 * num_heads + head) * num_splits + split
         tl.store(part_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], o, mask=io_mask)
         lse = tl.where(l_i > 0.0, m_i + tl.log2(tl.where(l_i > 0.0, l_i, 1.0)), float("-inf"))
         tl.store(lse_ptr + row, lse, mask=row_ok)
@@ -89,14 +92,15 @@ def _decode_kernel(
 def decode_config(num_rows: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype,
                   num_sms: int | None = None) -> dict:
     """Tile size and split count from shapes only: split the KV axis until the GPU has enough programs."""
-    tile_n = 64 if head_dim <= 128 else 32
+    # the unified kernel's decode tiles (from an H200 sweep): 128 keys per step for head_dim <= 64
+    tile_n = 128 if head_dim <= 64 else 64
     if dtype == torch.float32:
         tile_n = 32
     splits, programs = 1, num_rows * num_kv_heads
     if num_sms and programs < 2 * num_sms:
-        while splits < 32 and programs * splits * 2 <= 16 * num_sms:
+        while splits < MAX_SPLITS and programs * splits * 2 <= 16 * num_sms:
             splits *= 2
-    return dict(TILE_N=tile_n, NUM_SPLITS=splits, num_warps=4, num_stages=2)
+    return {"TILE_N": tile_n, "NUM_SPLITS": splits, "num_warps": 4, "num_stages": 2}
 
 
 def paged_decode(
@@ -122,23 +126,21 @@ def paged_decode(
     num_sms = _num_sms(q.device.index or 0) if q.is_cuda else None
     cfg = decode_config(num_rows, num_kv_heads, head_dim, q.dtype, num_sms)
     if num_splits is not None:
+        assert 1 <= num_splits <= MAX_SPLITS, f"num_splits must be in 1..{MAX_SPLITS}"
         cfg["NUM_SPLITS"] = num_splits
-    splits = cfg["NUM_SPLITS"]
+    splits = cfg.pop("NUM_SPLITS")
     part, lse = make_workspace(num_rows, num_heads, head_dim, splits, q.device) if splits > 1 else (out, out)
     group = num_heads // num_kv_heads
     block_d = max(16, triton.next_power_of_2(head_dim))
     _decode_kernel[(num_rows, num_kv_heads, splits)](
         q, k_cache, v_cache, out, part, lse, query_start_loc, seq_lens, block_tables,
-        scale, max_reqs, num_heads,
+        scale, max_reqs, num_heads, splits,
         q.stride(0), q.stride(1), out.stride(0), out.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_tables.stride(0),
         GROUP=group, BLOCK_M=max(16, triton.next_power_of_2(group)), HEAD_DIM=head_dim, BLOCK_D=block_d,
-        BLOCK_SIZE=block_size, PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        BLOCK_SIZE=block_size, SPLIT=splits > 1, PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         INTERPRET=os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"), **cfg,
     )
     if splits > 1:
-        _merge_splits_kernel[(num_rows, num_heads)](
-            part, lse, out, query_start_loc, max_reqs, num_heads, out.stride(0), out.stride(1),
-            HEAD_DIM=head_dim, BLOCK_D=block_d, NUM_SPLITS=splits,
-        )
+        merge_splits(part, lse, out, query_start_loc, max_reqs)

@@ -78,7 +78,9 @@ def _attend_tile(q, pos, t, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, bt_row, kv_
     return m_new, l_i, acc
 
 
-@triton.jit
+# Integer arguments that vary with the batch size are not specialised (Triton would otherwise JIT a
+# variant per value class: == 1, divisible by 16, other), which costs seconds in a first capture.
+@triton.jit(do_not_specialize=["num_tokens", "max_reqs"])
 def _attention_kernel(
     q_ptr, k_cache_ptr, v_cache_ptr, out_ptr, part_ptr, lse_ptr,
     qsl_ptr, seq_lens_ptr, block_tables_ptr,
@@ -160,11 +162,17 @@ def _attention_kernel(
         tl.store(lse_ptr + row, lse, mask=row_ok)
 
 
-@triton.jit
+MAX_SPLITS = 32  # the most KV splits a launch may use (the merge kernel's static width)
+
+
+@triton.jit(do_not_specialize=["max_reqs", "num_splits"])
 def _merge_splits_kernel(
-    part_ptr, lse_ptr, out_ptr, qsl_ptr, max_reqs, num_heads, stride_ot, stride_oh,
-    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, NUM_SPLITS: tl.constexpr,
+    part_ptr, lse_ptr, out_ptr, qsl_ptr, max_reqs, num_heads, num_splits, stride_ot, stride_oh,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, MAX_SPLITS: tl.constexpr,
 ):
+    """out[tok, head] = the log-sum-exp weighted mean of the splits' partial outputs (num_splits <= MAX_SPLITS).
+
+    num_splits is a run-time value so that one compiled kernel serves every split count."""
     tok = tl.program_id(0).to(tl.int64)
     head = tl.program_id(1)
     offs_d = tl.arange(0, BLOCK_D)
@@ -173,13 +181,26 @@ def _merge_splits_kernel(
     if tok >= tl.load(qsl_ptr + max_reqs):  # padding row
         tl.store(out_offs, tl.zeros([BLOCK_D], dtype=out_ptr.dtype.element_ty), mask=d_ok)
         return
-    offs_s = tl.arange(0, NUM_SPLITS)
-    row = (tok * num_heads + head) * NUM_SPLITS + offs_s
-    lse = tl.load(lse_ptr + row)
+    offs_s = tl.arange(0, MAX_SPLITS)
+    s_ok = offs_s < num_splits
+    row = (tok * num_heads + head) * num_splits + offs_s
+    lse = tl.load(lse_ptr + row, mask=s_ok, other=float("-inf"))
     w = tl.exp2(lse - tl.max(lse, 0))  # empty splits: lse = -inf -> weight 0 (their part is 0)
-    part = tl.load(part_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], mask=d_ok[None, :], other=0.0)
+    part = tl.load(part_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], mask=s_ok[:, None] & d_ok[None, :],
+                   other=0.0)
     o = tl.sum(part * w[:, None], 0) / tl.sum(w, 0)
     tl.store(out_offs, o.to(out_ptr.dtype.element_ty), mask=d_ok)
+
+
+def merge_splits(part: torch.Tensor, lse: torch.Tensor, out: torch.Tensor, query_start_loc: torch.Tensor,
+                 max_reqs: int) -> None:
+    """Combine split-KV partial outputs part[T, h, S, hd] / lse[T, h, S] into out[T, h, hd]."""
+    num_tokens, num_heads, num_splits, head_dim = part.shape
+    assert 1 < num_splits <= MAX_SPLITS
+    _merge_splits_kernel[(num_tokens, num_heads)](
+        part, lse, out, query_start_loc, max_reqs, num_heads, num_splits, out.stride(0), out.stride(1),
+        HEAD_DIM=head_dim, BLOCK_D=max(16, triton.next_power_of_2(head_dim)), MAX_SPLITS=MAX_SPLITS,
+    )
 
 
 @functools.lru_cache(maxsize=None)
@@ -203,7 +224,7 @@ def attention_config(num_tokens: int, max_reqs: int, num_heads: int, num_kv_head
     splits = 1
     programs = min(num_tokens, max_reqs) * num_kv_heads  # live (tile, kv head) programs in decode
     if num_sms and not prefill_like and programs < 2 * num_sms:  # too few: split the KV axis
-        while splits < 32 and programs * splits * 2 <= 16 * num_sms:
+        while splits < MAX_SPLITS and programs * splits * 2 <= 16 * num_sms:
             splits *= 2
     return dict(BLOCK_M=block_m, BLOCK_Q=block_m // group, TILE_N=tile_n, NUM_SPLITS=splits,
                 num_warps=num_warps, num_stages=num_stages)
@@ -247,7 +268,7 @@ def paged_attention(
     num_sms = _num_sms(q.device.index or 0) if q.is_cuda else None
     cfg = attention_config(num_tokens, max_reqs, num_heads, num_kv_heads, head_dim, q.dtype, num_sms)
     if num_splits is not None:
-        assert num_splits >= 1 and num_splits & (num_splits - 1) == 0, "num_splits: a power of two"
+        assert 1 <= num_splits <= MAX_SPLITS and num_splits & (num_splits - 1) == 0, "num_splits: a power of two"
         cfg["NUM_SPLITS"] = num_splits
     cfg.update(config or {})
     cfg["BLOCK_Q"] = cfg["BLOCK_M"] // (num_heads // num_kv_heads)
@@ -270,7 +291,4 @@ def paged_attention(
         INTERPRET=os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"), **cfg,
     )
     if splits > 1:
-        _merge_splits_kernel[(num_tokens, num_heads)](
-            part, lse, out, query_start_loc, max_reqs, num_heads, out.stride(0), out.stride(1),
-            HEAD_DIM=head_dim, BLOCK_D=max(16, triton.next_power_of_2(head_dim)), NUM_SPLITS=splits,
-        )
+        merge_splits(part, lse, out, query_start_loc, max_reqs)

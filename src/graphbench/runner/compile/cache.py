@@ -23,8 +23,9 @@ from graphbench.errors import GraphbenchError
 CACHE_SUBDIR = "torch_compile_cache"
 META_FILE = "graphbench_meta.json"
 COMPLETE_MARKER = "compiled.ok"  # written once a start-up finished compiling into the directory
-# The source that defines the traced forward: a change here changes the generated code.
-MODEL_SOURCES = ("model.py", "rotary.py", "attention/op.py", "compile/backend.py", "compile/split.py")
+# Sources whose change changes the generated code (the model, its split, how pieces are compiled)
+MODEL_SOURCES = ("model.py", "rotary.py", "attention/op.py", "compile/backend.py", "compile/split.py",
+                 "compile/pieces.py")
 
 
 def cache_root() -> Path:

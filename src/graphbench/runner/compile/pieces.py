@@ -148,7 +148,9 @@ class PieceRunner:
             self.static_fns[size] = shared
             return shared
         started = time.perf_counter()
-        patches = {"max_autotune": True, "coordinate_descent_tuning": True} if backend.autotune else {}
+        # GEMM autotuning only: pointwise autotuning and coordinate descent benchmark every fused kernel
+        # and kept -O3's start-up over 200 s on an H200 (four decode sizes x three distinct pieces)
+        patches = {"max_autotune_gemm": True} if backend.autotune else {}
         fn, artifact = _inductor_compile(self.graph, list(args), patches, dynamic=False)
         self.static_fns[size] = fn
         if self.key:

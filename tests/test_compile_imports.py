@@ -1,0 +1,35 @@
+"""The compile stack is imported before compile/load timers start, and reported on its own."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_import_compile_stack_imports_the_compiler_modules_once():
+    code = (
+        "import sys, json, torch\n"
+        "from graphbench.runner.compile.compiler import COMPILE_STACK_MODULES, import_compile_stack\n"
+        "before = [m for m in COMPILE_STACK_MODULES if m in sys.modules]\n"
+        "first = import_compile_stack()\n"
+        "after = [m for m in COMPILE_STACK_MODULES if m in sys.modules]\n"
+        "print(json.dumps({'before': before, 'after': after, 'first': first}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    data = json.loads(out.stdout.strip().splitlines()[-1])
+    assert "torch._inductor.compile_fx" not in data["before"]  # `import torch` alone does not load them
+    assert {"torch._dynamo", "torch._inductor.compile_fx", "torch._functorch.aot_autograd"} <= set(data["after"])
+    assert data["first"] > 0
+
+
+def test_startup_report_carries_the_import_seconds_apart_from_compile_seconds():
+    from graphbench.runner.records import StartupReport
+
+    report = StartupReport(dynamo_seconds=2.0, inductor_seconds=3.0, compile_import_seconds=4.0)
+    assert report.compile_seconds == 5.0
