@@ -88,6 +88,7 @@ def run_point(spec: PointSpec, results_dir: str | Path,
     startups, engine = [], None
     for kind in spec.startups:
         if engine is not None:
+            engine.close()  # tensor-parallel workers stop (no-op otherwise)
             del engine  # free its memory (graphs, KV cache) before the next start
             gc.collect()
         progress(f"{kind} start")
@@ -109,6 +110,7 @@ def run_point(spec: PointSpec, results_dir: str | Path,
         "config_hash": engine.config.compute_hash(), "sweep": spec.sweep,
         "startup": startups[-1], "startups": startups, "workloads": workloads,
     }
+    engine.close()
     return write_result(results_dir, machine_name(env), spec.label, result)
 
 

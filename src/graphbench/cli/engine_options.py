@@ -65,6 +65,7 @@ ENGINE_OPTIONS: dict[str, tuple[Any, Optional[str], Callable[[Any], Any]]] = {
     "device": (Annotated[Optional[str], _opt("--device", help="auto, cuda or cpu.")], "model.device", lambda v: v),
     "attention_backend": (Annotated[Optional[str], _opt("--attention-backend", help="auto, triton or reference.")], "model.attention_backend", lambda v: v),
     "seed": (Annotated[Optional[int], _opt("--seed", help="Seed for dummy weights and sampling.")], "model.seed", lambda v: v),
+    "tensor_parallel_size": (Annotated[Optional[int], _opt("--tensor-parallel-size", "--tp", help="Ranks of tensor parallelism (one process per GPU; gloo on the CPU).")], "parallel.tensor_parallel_size", lambda v: v),
 }
 
 

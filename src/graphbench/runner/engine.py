@@ -6,9 +6,12 @@
 
 from __future__ import annotations
 
+import atexit
+import dataclasses
 import itertools
-import shutil
 import logging
+import os
+import shutil
 import time
 from pathlib import Path
 
@@ -35,6 +38,7 @@ from graphbench.runner.inputs import StepInputs
 from graphbench.runner.kv_cache import BlockAllocator, KVCache, bytes_per_block, num_kv_blocks
 from graphbench.runner.loader import build_model, fill_dummy_weights, load_checkpoint
 from graphbench.runner.model_runner import ModelRunner
+from graphbench.runner.parallel import close_tensor_parallel, init_tensor_parallel, local_arch, min_over_ranks
 from graphbench.runner.request import PENDING_TOKEN, Request, SamplingParams
 from graphbench.runner.records import StartupReport, StepRecord
 from graphbench.runner.scheduler import Scheduler
@@ -60,9 +64,10 @@ class Engine:
         sched = self.config.scheduler
         self.max_model_len = sched.max_model_len or self.arch.max_position_embeddings
         self.report = StartupReport()
+        self._start_tensor_parallel()
 
         t0 = time.perf_counter()
-        self.model = build_model(self.arch, self.max_model_len, self.dtype, self.device)
+        self.model = build_model(self.local_arch, self.max_model_len, self.dtype, self.device, self.shard)
         self._load_weights()
         if self.device.type == "cuda":
             torch.cuda.synchronize()
@@ -73,10 +78,10 @@ class Engine:
         self.backend = create_backend(self.config.model.attention_backend, self.device.type)
         block_size = self.config.cache.block_size
         num_blocks = self._num_kv_blocks(block_size)
-        self.kv_cache = KVCache.allocate(self.arch, num_blocks, block_size, self.dtype, self.device)
+        self.kv_cache = KVCache.allocate(self.local_arch, num_blocks, block_size, self.dtype, self.device)
         self.report.kv_cache_seconds = time.perf_counter() - t0
         self.report.num_kv_blocks, self.report.num_kv_tokens = num_blocks, num_blocks * block_size
-        self.report.kv_cache_bytes = num_blocks * bytes_per_block(self.arch, block_size, self.dtype)
+        self.report.kv_cache_bytes = num_blocks * bytes_per_block(self.local_arch, block_size, self.dtype)
 
         self.dispatcher = self._make_dispatcher()
         self.allocator = BlockAllocator(num_blocks)
@@ -101,6 +106,40 @@ class Engine:
 
     # -- startup ---------------------------------------------------------------------------
 
+    def _start_tensor_parallel(self) -> None:
+        """Join the tensor-parallel group (starting ranks 1.. as workers when this is the driver)."""
+        from graphbench.runner.parallel import Shard
+        from graphbench.runner.tp_workers import WorkerGroup
+
+        tp_size = self.config.parallel.tensor_parallel_size
+        local_arch(self.arch, Shard(0, tp_size))  # an unsplittable model fails here, before any process starts
+        self.workers = None
+        if tp_size > 1 and "RANK" not in os.environ:
+            self.workers = WorkerGroup(self.config.to_dict(), tp_size)
+            atexit.register(self.close)
+        try:
+            self.shard = init_tensor_parallel(tp_size, self.device.type)
+        except BaseException:
+            if self.workers is not None:
+                self.workers.close()
+            raise
+        self.local_arch = local_arch(self.arch, self.shard)
+        if tp_size > 1:
+            log.info("tensor parallel rank %d of %d", self.shard.rank, tp_size)
+
+    def _mirror(self, command: str, *args) -> None:
+        """Driver of a tensor-parallel group: have every worker make the same call (before this rank)."""
+        if self.workers is not None:
+            self.workers.send(command, *args)
+
+    def close(self) -> None:
+        """Stop the tensor-parallel workers and leave the process group (no-op without TP)."""
+        workers, self.workers = getattr(self, "workers", None), None
+        if workers is not None:
+            workers.close()
+            close_tensor_parallel()
+
+
     def _make_dispatcher(self) -> CudagraphDispatcher:
         comp = self.config.compilation
         resolution = resolve_cudagraph_mode(
@@ -122,9 +161,9 @@ class Engine:
         """Compile, or load from the cache, under the cache directory's lock; a corrupt entry is rebuilt once."""
         self.report.compile_import_seconds = import_compile_stack()
         hash_ = compile_hash(self.config.compute_hash(), torch.__version__)
-        directory = rank_dir(hash_)
+        directory = rank_dir(hash_, self.shard.rank)
         if self._fresh_compile:
-            shutil.rmtree(directory.parent, ignore_errors=True)
+            shutil.rmtree(directory, ignore_errors=True)  # this rank's entry (other ranks clear theirs)
         self.report.compile_cache_dir = str(directory)
         log.info("Using cache directory: %s for torch.compile", directory)
         with cache_lock(directory):  # concurrent starts of one config: one compiles, the others then load
@@ -195,18 +234,20 @@ class Engine:
         if fmt == "auto":
             fmt = "safetensors" if folder.is_dir() else "dummy"
         if fmt == "dummy":
-            fill_dummy_weights(self.model, self.config.model.seed)
+            fill_dummy_weights(self.model, self.config.model.seed, self.arch)
         elif not folder.is_dir():
             raise GraphbenchError(
                 f"--load-format safetensors needs a checkpoint folder; {self.config.model.model!r} is a preset "
                 "(presets have no weights here: use --load-format dummy)")
         else:
-            load_checkpoint(self.model, folder)
+            load_checkpoint(self.model, folder, self.arch)
 
     def _num_kv_blocks(self, block_size: int) -> int:
         free = free_memory(self.device) if self.device.type == "cuda" else None
-        return num_kv_blocks(self.arch, self.config, self.dtype, block_size, self.max_model_len,
-                             self.device_info.total_memory, free)
+        num_blocks = num_kv_blocks(self.local_arch, self.config, self.dtype, block_size, self.max_model_len,
+                                   self.device_info.total_memory, free)
+        # every rank schedules the same batches, so all must hold the same number of blocks
+        return min_over_ranks(num_blocks) if self.shard.size > 1 else num_blocks
 
     # -- requests and steps ------------------------------------------------------------------
 
@@ -228,6 +269,7 @@ class Engine:
             raise GraphbenchError(
                 f"a request of {total} tokens needs {blocks} KV blocks but the cache holds only "
                 f"{self.kv_cache.num_blocks} ({self.kv_cache.num_tokens} tokens)")
+        self._mirror("add", list(prompt_token_ids), dataclasses.asdict(sampling))
         request = Request(next(self._ids), list(prompt_token_ids), sampling, arrival_time=time.perf_counter())
         self.scheduler.add(request)
         return request
@@ -243,6 +285,7 @@ class Engine:
         tokens then come back one step later, and one stopped by EOS may compute one extra token
         (dropped). Without it, a step waits for its own tokens.
         """
+        self._mirror("step")
         started = time.perf_counter()
         batch = self.scheduler.schedule()
         launched = self.runner.launch(batch) if batch is not None else None
@@ -253,7 +296,7 @@ class Engine:
                     request.output_token_ids.append(PENDING_TOKEN)
                     request.pending_row = row
                     launched.fills.append((request, row, len(request.output_token_ids) - 1))
-        finished = self.drain()
+        finished = self._drain()
         if launched is not None:
             if self.config.scheduler.async_scheduling:
                 self._in_flight = launched
@@ -267,6 +310,10 @@ class Engine:
 
     def drain(self) -> list[Request]:
         """Take in the tokens of a launched step still in flight (asynchronous scheduling); finished requests."""
+        self._mirror("drain")
+        return self._drain()
+
+    def _drain(self) -> list[Request]:
         step, self._in_flight = self._in_flight, None
         return self._take_tokens(step) if step is not None else []
 
@@ -296,8 +343,13 @@ class Engine:
     @torch.inference_mode()
     def prompt_logits(self, prompts: list[list[int]]) -> list[torch.Tensor]:
         """Logits[len(p), V] (float32) at every prompt position, all prompts in one flat batch."""
-        self.drain()
-        requests = [self.add_request(p, SamplingParams(max_tokens=1)) for p in prompts]
+        self._mirror("prompt_logits", prompts)
+        self._drain()
+        workers, self.workers = self.workers, None  # the workers run their own prompt_logits: no nested calls
+        try:
+            requests = [self.add_request(p, SamplingParams(max_tokens=1)) for p in prompts]
+        finally:
+            self.workers = workers
         batch = self.scheduler.schedule()
         if batch is None or batch.requests != requests or batch.num_tokens != sum(map(len, prompts)):
             raise GraphbenchError("prompt_logits needs all prompts to fit in one batch (max_num_batched_tokens)")

@@ -25,7 +25,10 @@ def run_generate(config: EngineConfig, prompts: list[list[int]], *, max_tokens: 
         raise GraphbenchError("--prompt-token-ids needs at least one token id per prompt")
     sampling = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p)
     engine = Engine(config)
-    tokens = engine.generate(prompts, sampling)
+    try:
+        tokens = engine.generate(prompts, sampling)
+    finally:
+        engine.close()  # tensor-parallel workers stop here
     report = engine.report
     notes = [
         f"startup {report.total_seconds:.2f} s (weights {report.load_seconds:.2f} s); "

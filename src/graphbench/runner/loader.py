@@ -10,31 +10,42 @@ import torch
 from graphbench.config.arch import ArchConfig
 from graphbench.errors import GraphbenchError
 from graphbench.runner.model import CausalLM
+from graphbench.runner.parallel import Shard, full_shape, qkv_rows, shard_param, vocab_rows
 
 DUMMY_STD = 0.02  # HF initializer_range
 
 
-def build_model(arch: ArchConfig, max_positions: int, dtype: torch.dtype, device: torch.device) -> CausalLM:
-    """Construct the model directly on the device in the target dtype (RoPE tables stay float32)."""
+def build_model(arch: ArchConfig, max_positions: int, dtype: torch.dtype, device: torch.device,
+                shard: Shard = Shard()) -> CausalLM:
+    """Construct the model directly on the device in the target dtype (RoPE tables stay float32).
+
+    arch: this rank's shape (parallel.local_arch) under tensor parallelism."""
     previous = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
         with torch.device(device):
-            model = CausalLM(arch, max_positions)
+            model = CausalLM(arch, max_positions, shard)
     finally:
         torch.set_default_dtype(previous)
     return model.eval().requires_grad_(False)
 
 
-def fill_dummy_weights(model: CausalLM, seed: int) -> None:
-    """Seeded random weights: normal(0, 0.02) for matrices and biases, ones for norms."""
+def fill_dummy_weights(model: CausalLM, seed: int, arch: ArchConfig | None = None) -> None:
+    """Seeded random weights: normal(0, 0.02) for matrices and biases, ones for norms.
+
+    Under tensor parallelism (arch: the full model's shape) every rank draws the full tensors in the
+    same order and keeps its part, so any TP size holds the same model as TP=1."""
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
+    shard, arch = model.shard, arch or model.arch
     for name, param in model.named_parameters():
         if name.endswith("layernorm.weight") or name == "norm.weight":
             param.fill_(1.0)
-        else:
+        elif shard.size == 1:
             param.normal_(0.0, DUMMY_STD, generator=generator)
+        else:
+            full = torch.empty(full_shape(name, param, arch, shard), dtype=param.dtype, device=device)
+            param.copy_(shard_param(name, full.normal_(0.0, DUMMY_STD, generator=generator), arch, shard))
 
 
 def _stacked_target(name: str, arch: ArchConfig) -> tuple[str, int, int] | None:
@@ -74,8 +85,10 @@ def checkpoint_files(folder: Path) -> list[Path]:
     return files
 
 
-def load_checkpoint(model: CausalLM, folder: Path) -> None:
-    """Copy an HF Llama/Qwen2 checkpoint into the fused model; every parameter must be found."""
+def load_checkpoint(model: CausalLM, folder: Path, arch: ArchConfig | None = None) -> None:
+    """Copy an HF Llama/Qwen2 checkpoint into the fused model; every parameter must be found.
+
+    arch: the full model's shape; under tensor parallelism each rank keeps its part of each tensor."""
     from safetensors import SafetensorError, safe_open
 
     params = dict(model.named_parameters())
@@ -85,7 +98,8 @@ def load_checkpoint(model: CausalLM, folder: Path) -> None:
         try:
             with safe_open(str(file), framework="pt", device="cpu") as f:
                 for hf_name in f.keys():
-                    _load_one(model.arch, params, loaded, hf_name, f.get_tensor(hf_name), device)
+                    tensor = _rank_part(hf_name, f.get_tensor(hf_name), arch or model.arch, model.shard)
+                    _load_one(model.arch, params, loaded, hf_name, tensor, device)
         except SafetensorError as exc:
             raise GraphbenchError(f"cannot read {file}: {exc} (corrupt or truncated safetensors file?)") from None
         except OSError as exc:
@@ -96,6 +110,30 @@ def load_checkpoint(model: CausalLM, folder: Path) -> None:
         raise GraphbenchError(
             f"checkpoint {folder} lacks {len(missing)} weight(s), e.g. {', '.join(missing[:3])}"
         )
+
+
+def _rank_part(hf_name: str, tensor: torch.Tensor, arch: ArchConfig, shard: Shard) -> torch.Tensor:
+    """This rank's part of an HF checkpoint tensor (arch: the full model's shape)."""
+    if shard.size == 1:
+        return tensor
+    name = hf_name.removeprefix("model.")
+    if name.endswith(("embed_tokens.weight", "lm_head.weight")):
+        start, per_rank = vocab_rows(arch.vocab_size, shard)
+        out = tensor.new_zeros((per_rank,) + tuple(tensor.shape[1:]))
+        rows = max(0, min(per_rank, arch.vocab_size - start))
+        out[:rows] = tensor[start:start + rows]
+        return out
+    for which in "qkv":
+        if f".self_attn.{which}_proj." in name:
+            return tensor.narrow(0, *qkv_rows(which, arch, shard))
+    tp, r = shard.size, shard.rank
+    if ".mlp.gate_proj." in name or ".mlp.up_proj." in name:
+        rows = arch.intermediate_size // tp
+        return tensor.narrow(0, r * rows, rows)
+    if name.endswith(("o_proj.weight", "down_proj.weight")):
+        cols = tensor.shape[1] // tp
+        return tensor.narrow(1, r * cols, cols)
+    return tensor
 
 
 def _load_one(arch, params, loaded, hf_name, tensor, device) -> None:

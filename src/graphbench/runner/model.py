@@ -2,7 +2,9 @@
 
 forward(input_ids[T], positions[T]) -> hidden[T, H]; attention goes through the
 `graphbench::attention` custom op, which is where torch.compile splits the graph.
-Projections are fused: one qkv matmul and one gate/up matmul per layer.
+Projections are fused: one qkv matmul and one gate/up matmul per layer. Under tensor parallelism
+the model is built from the per-rank shape (parallel.local_arch) and all-reduces after o_proj,
+down_proj and the vocab-parallel embedding (see parallel.py).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from torch import nn
 
 from graphbench.config.arch import ArchConfig
 from graphbench.runner.attention.op import attention
+from graphbench.runner.parallel import Shard, all_gather_last, all_reduce, vocab_rows
 from graphbench.runner.rotary import RotaryEmbedding
 
 
@@ -34,8 +37,9 @@ class RMSNorm(nn.Module):
 
 
 class Attention(nn.Module):
-    def __init__(self, arch: ArchConfig, layer_idx: int, rotary: RotaryEmbedding):
+    def __init__(self, arch: ArchConfig, layer_idx: int, rotary: RotaryEmbedding, tp_size: int = 1):
         super().__init__()
+        self.tp_size = tp_size
         self.num_heads, self.num_kv_heads, self.head_dim = (
             arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim)
         self.q_size = self.num_heads * self.head_dim
@@ -59,27 +63,30 @@ class Attention(nn.Module):
             out,
             self.layer_idx,
         )
-        return self.o_proj(out.view(num_tokens, self.q_size))
+        out = self.o_proj(out.view(num_tokens, self.q_size))
+        return all_reduce(out) if self.tp_size > 1 else out
 
 
 class MLP(nn.Module):
-    def __init__(self, arch: ArchConfig):
+    def __init__(self, arch: ArchConfig, tp_size: int = 1):
         super().__init__()
+        self.tp_size = tp_size
         self.gate_up_proj = nn.Linear(arch.hidden_size, 2 * arch.intermediate_size, bias=False)
         self.down_proj = nn.Linear(arch.intermediate_size, arch.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
-        return self.down_proj(F.silu(gate) * up)
+        out = self.down_proj(F.silu(gate) * up)
+        return all_reduce(out) if self.tp_size > 1 else out
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, arch: ArchConfig, layer_idx: int, rotary: RotaryEmbedding):
+    def __init__(self, arch: ArchConfig, layer_idx: int, rotary: RotaryEmbedding, tp_size: int = 1):
         super().__init__()
         self.input_layernorm = RMSNorm(arch.hidden_size, arch.rms_norm_eps)
-        self.self_attn = Attention(arch, layer_idx, rotary)
+        self.self_attn = Attention(arch, layer_idx, rotary, tp_size)
         self.post_attention_layernorm = RMSNorm(arch.hidden_size, arch.rms_norm_eps)
-        self.mlp = MLP(arch)
+        self.mlp = MLP(arch, tp_size)
 
     def forward(self, positions, x, residual):
         if residual is None:
@@ -95,27 +102,40 @@ class DecoderLayer(nn.Module):
 class CausalLM(nn.Module):
     """Embedding, decoder layers, final norm; lm_head applied only to the rows that need logits."""
 
-    def __init__(self, arch: ArchConfig, max_positions: int):
+    def __init__(self, arch: ArchConfig, max_positions: int, shard: Shard = Shard()):
+        """arch: this rank's shape (parallel.local_arch); the vocabulary is split here."""
         super().__init__()
-        self.arch = arch
+        self.arch, self.shard = arch, shard
         rotary = RotaryEmbedding(arch.head_dim, max_positions, arch.rope_theta, arch.rope_scaling)
-        self.embed_tokens = nn.Embedding(arch.vocab_size, arch.hidden_size)
-        self.layers = nn.ModuleList(DecoderLayer(arch, i, rotary) for i in range(arch.num_hidden_layers))
+        self.vocab_start, vocab_rows_local = vocab_rows(arch.vocab_size, shard)
+        self.embed_tokens = nn.Embedding(vocab_rows_local, arch.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(arch, i, rotary, shard.size) for i in range(arch.num_hidden_layers))
         self.norm = RMSNorm(arch.hidden_size, arch.rms_norm_eps)
-        self.lm_head = nn.Linear(arch.hidden_size, arch.vocab_size, bias=False)
+        self.lm_head = nn.Linear(arch.hidden_size, vocab_rows_local, bias=False)
         if arch.tie_word_embeddings:
             self.lm_head.weight = self.embed_tokens.weight
         self.rotary = rotary
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """input_ids[T], positions[T] -> hidden[T, H] (after the final norm)."""
-        x = self.embed_tokens(input_ids)
+        x = self._embed(input_ids)
         residual = None
         for layer in self.layers:
             x, residual = layer(positions, x, residual)
         x, _ = self.norm(x, residual)
         return x
 
-    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """hidden[N, H] -> logits[N, V] in float32."""
-        return self.lm_head(hidden).float()
+    def _embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        if self.shard.size == 1:
+            return self.embed_tokens(input_ids)
+        local = input_ids - self.vocab_start  # vocab-parallel: this rank's rows, zeros elsewhere
+        inside = (local >= 0) & (local < self.embed_tokens.num_embeddings)
+        x = self.embed_tokens(torch.where(inside, local, 0)) * inside[:, None].to(self.embed_tokens.weight.dtype)
+        return all_reduce(x)
+
+    def compute_logits(self, hidden: torch.Tensor, float32: bool = True) -> torch.Tensor:
+        """hidden[N, H] -> logits[N, V] (float32, or the model dtype for greedy sampling)."""
+        logits = self.lm_head(hidden)
+        if self.shard.size > 1:  # vocab-parallel lm_head: gather every rank's slice, drop the padding
+            logits = all_gather_last(logits)[:, : self.arch.vocab_size]
+        return logits.float() if float32 else logits

@@ -109,7 +109,7 @@ class ModelRunner:
         hidden_rows = hidden[self.inputs.logits_indices[:num_reqs]]  # [R, H]: each request's last row
         temps = [r.sampling.temperature for r in batch.requests]
         if all(t == 0 for t in temps):
-            tokens = greedy(self.model.lm_head(hidden_rows))  # argmax of bf16 logits = argmax of their f32
+            tokens = greedy(self.model.compute_logits(hidden_rows, float32=False))  # same argmax as in f32
         else:
             self._temperatures[:num_reqs].copy_(torch.tensor(temps, dtype=torch.float32))
             self._top_ps[:num_reqs].copy_(torch.tensor([r.sampling.top_p for r in batch.requests]))

@@ -68,7 +68,8 @@ def cache_lock(directory: Path) -> Iterator[None]:
     import fcntl
 
     directory.parent.mkdir(parents=True, exist_ok=True)
-    with open(directory.parent / ".lock", "w") as handle:
+    # one lock per rank directory: the ranks of a tensor-parallel group compile side by side
+    with open(directory.parent / f".lock.{directory.name}", "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
