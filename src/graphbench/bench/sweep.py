@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -125,11 +126,50 @@ def write_point_config(point: SweepPoint, directory: Path) -> Path:
 
 def run_sweep(points: list[SweepPoint], results_dir: str | Path, run_args: list[str], *, timeout_s: float,
               resume: bool, on_start: Callable[[SweepPoint], None] = lambda p: None,
-              on_done: Callable[[SweepOutcome], None] = lambda o: None) -> SweepResult:
-    """Run each point as `graphbench run` in its own process; record failures; go on."""
+              on_done: Callable[[SweepOutcome], None] = lambda o: None, gpus: list[str] | None = None) -> SweepResult:
+    """Run each point as `graphbench run` in its own process; record failures; go on.
+
+    gpus: device ids to spread the points over (one point per GPU, or per tensor-parallel group, at a time)."""
     results_dir = Path(results_dir)
     with sweep_lock(results_dir):
+        if gpus:
+            return _run_points_spread(points, results_dir, run_args, timeout_s, resume, on_start, on_done, gpus)
         return _run_points(points, results_dir, run_args, timeout_s, resume, on_start, on_done)
+
+
+def _run_points_spread(points, results_dir: Path, run_args, timeout_s, resume, on_start, on_done,
+                       gpus: list[str]) -> SweepResult:
+    from graphbench.bench.sweep_parallel import run_spread
+
+    done = completed_labels(results_dir) if resume else set()
+    report = threading.Lock()  # progress callbacks come from several threads
+
+    def skip(point):
+        if point.label not in done:
+            return None
+        outcome = SweepOutcome(point, "skipped", reason="already measured (--resume)")
+        with report:
+            on_done(outcome)
+        return outcome
+
+    def run_one(point, extra_env):
+        with report:
+            on_start(point)
+        outcome = _tuned_then_run(point, results_dir, run_args, timeout_s, extra_env)
+        with report:
+            on_done(outcome)
+        return outcome
+
+    return SweepResult(run_spread(points, gpus, run_one, skip))
+
+
+def _tuned_then_run(point, results_dir: Path, run_args, timeout_s, extra_env=None) -> SweepOutcome:
+    try:
+        if point.tuned_graphs is not None:
+            tune_point(point, results_dir)
+    except GraphbenchError as exc:
+        return _record_failure(point, results_dir, f"cannot tune the ladder: {exc}", "", 0.0)
+    return _run_point(point, results_dir, run_args, timeout_s, extra_env)
 
 
 def _run_points(points, results_dir: Path, run_args, timeout_s, resume, on_start, on_done) -> SweepResult:
@@ -140,19 +180,14 @@ def _run_points(points, results_dir: Path, run_args, timeout_s, resume, on_start
             outcome = SweepOutcome(point, "skipped", reason="already measured (--resume)")
         else:
             on_start(point)
-            try:
-                if point.tuned_graphs is not None:
-                    tune_point(point, results_dir)
-            except GraphbenchError as exc:
-                outcome = _record_failure(point, results_dir, f"cannot tune the ladder: {exc}", "", 0.0)
-            else:
-                outcome = _run_point(point, results_dir, run_args, timeout_s)
+            outcome = _tuned_then_run(point, results_dir, run_args, timeout_s)
         result.outcomes.append(outcome)
         on_done(outcome)
     return result
 
 
-def _run_point(point: SweepPoint, results_dir: Path, run_args: list[str], timeout_s: float) -> SweepOutcome:
+def _run_point(point: SweepPoint, results_dir: Path, run_args: list[str], timeout_s: float,
+               extra_env: dict[str, str] | None = None) -> SweepOutcome:
     config_file = write_point_config(point, results_dir / ".sweep")
     cmd = [sys.executable, "-m", "graphbench", "run", "--config", str(config_file), "--label", point.label,
            "--results", str(results_dir), "--quiet", *run_args]
@@ -160,7 +195,7 @@ def _run_point(point: SweepPoint, results_dir: Path, run_args: list[str], timeou
         cmd.append("--cold")
     if point.system != "graphbench":
         cmd += ["--system", point.system]
-    env = dict(os.environ, **CHILD_ENV, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, **CHILD_ENV, PYTHONUNBUFFERED="1", **(extra_env or {}))
     before = _ok_count(results_dir, point.label)
     started = time.perf_counter()
     try:

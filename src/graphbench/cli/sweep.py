@@ -47,6 +47,7 @@ def sweep(
     timeout: Annotated[float, typer.Option(help="Seconds per point before it is stopped and recorded as failed.")] = 1200,
     resume: Annotated[bool, typer.Option(help="Skip points that already have an ok result.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List the points and exit.")] = False,
+    gpus: Annotated[Optional[str], typer.Option(help="Spread points over these GPU ids in parallel, e.g. 0,1 (one point per GPU, or per TP group, at a time).")] = None,
 ) -> None:
     """Sweep -O levels x capture ladders (x any config field) with peers; write results and a report."""
     from rich.console import Console
@@ -54,6 +55,9 @@ def sweep(
     from rich.table import Table
 
     from graphbench.bench.sweep import build_grid, load_sweep_file, run_sweep
+    from graphbench.bench.sweep_parallel import parse_gpus
+
+    gpu_ids = parse_gpus(gpus)
 
     gpu = _has_gpu(device)
     base: dict = {"model.model": model, "model.device": device}
@@ -98,7 +102,8 @@ def sweep(
                                    f"{f'  {outcome.seconds:.0f} s' if outcome.seconds else ''}"
                                    f"{f'  {outcome.reason}' if outcome.reason else ''}")
 
-        result = run_sweep(points, results, run_args, timeout_s=timeout, resume=resume, on_start=started, on_done=done)
+        result = run_sweep(points, results, run_args, timeout_s=timeout, resume=resume, on_start=started, on_done=done,
+                           gpus=gpu_ids)
     _summary(console, results)
     _write_report(console, results, report or results / "report")
     if result.num_failed:

@@ -118,7 +118,9 @@ class CompiledForward:
         self.backend.current_inputs = (input_ids, positions)
         started = time.perf_counter()
         # Each engine adds one entry for CausalLM.forward; the default limit (8) is per code object.
-        with _no_zero_one_specialisation(), torch._dynamo.config.patch(cache_size_limit=1024):
+        # (recompile_limit since torch 2.6; cache_size_limit is its alias, which patch() cannot always read)
+        limit = "recompile_limit" if "recompile_limit" in torch._dynamo.config._config else "cache_size_limit"
+        with _no_zero_one_specialisation(), torch._dynamo.config.patch(**{limit: 1024}):
             out = self._compiled(input_ids, positions)
         total = time.perf_counter() - started
         self.backend.current_inputs = ()
