@@ -11,7 +11,6 @@ import dataclasses
 import itertools
 import logging
 import os
-import shutil
 import time
 from pathlib import Path
 
@@ -20,18 +19,8 @@ import torch
 from graphbench.config import CompileMode, CUDAGraphMode, EngineConfig, load_arch
 from graphbench.errors import GraphbenchError
 from graphbench.runner.attention.backend import create_backend
-from graphbench.runner.compile.cache import (
-    COMPLETE_MARKER,
-    cache_lock,
-    compile_hash,
-    rank_dir,
-    verify_manifest,
-    write_manifest,
-    write_meta,
-)
-from graphbench.runner.compile.aot_store import AotStore, standalone_available
-from graphbench.runner.compile.backend import SplittingBackend
-from graphbench.runner.compile.compiler import CompiledForward, import_compile_stack, use_cache_dir
+from graphbench.runner.compile.compiler import CompiledForward
+from graphbench.runner.compile.startup import compile_at_startup
 from graphbench.runner.dispatcher import CudagraphDispatcher, resolve_cudagraph_mode
 from graphbench.runner.device import device_info, dtype_name, free_memory, resolve_device, resolve_dtype
 from graphbench.runner.inputs import StepInputs
@@ -139,7 +128,6 @@ class Engine:
             workers.close()
             close_tensor_parallel()
 
-
     def _make_dispatcher(self) -> CudagraphDispatcher:
         comp = self.config.compilation
         resolution = resolve_cudagraph_mode(
@@ -158,68 +146,8 @@ class Engine:
         return dispatcher
 
     def _start_compiled(self) -> None:
-        """Compile, or load from the cache, under the cache directory's lock; a corrupt entry is rebuilt once."""
-        self.report.compile_import_seconds = import_compile_stack()
-        hash_ = compile_hash(self.config.compute_hash(), torch.__version__)
-        directory = rank_dir(hash_, self.shard.rank)
-        if self._fresh_compile:
-            shutil.rmtree(directory, ignore_errors=True)  # this rank's entry (other ranks clear theirs)
-        self.report.compile_cache_dir = str(directory)
-        log.info("Using cache directory: %s for torch.compile", directory)
-        with cache_lock(directory):  # concurrent starts of one config: one compiles, the others then load
-            problem = verify_manifest(directory) if (directory / COMPLETE_MARKER).is_file() else None
-            if problem:
-                log.warning("compile cache entry %s is damaged (%s); rebuilding it", directory, problem)
-                shutil.rmtree(directory, ignore_errors=True)
-                self.report.compile_cache_rebuilt = True
-            try:
-                self._compile_into(directory)
-            except GraphbenchError:
-                raise
-            except Exception as exc:
-                if not self.report.compile_from_cache:
-                    raise
-                log.warning("compile cache entry %s looks corrupt (%s: %s); rebuilding it", directory,
-                            type(exc).__name__, exc)
-                shutil.rmtree(directory, ignore_errors=True)
-                self.report.compile_cache_rebuilt = True
-                self._compile_into(directory)
-
-    def _compile_into(self, directory: Path) -> None:
-        comp = self.config.compilation
-        self.report.compile_from_cache = (directory / COMPLETE_MARKER).is_file()
-        use_cache_dir(directory)
-        write_meta(directory, self.config.summary(), {"config": self.config.to_dict()})
-        backend = SplittingBackend(comp.effective_splitting_ops, list(comp.compile_sizes or []), comp.max_autotune,
-                                   self.dispatcher.mode.has_piecewise_graphs(), directory / "graphbench",
-                                   model=self.model, aot=AotStore(directory) if standalone_available() else None)
-        self.compiled = CompiledForward(self.model.forward, backend)
-        self.runner.forward_fn = self.compiled
-        self._compile()
-
-    def _compile(self) -> None:
-        """Trace and compile once (largest step), then each compile_sizes variant: all before any request."""
-        sched = self.config.scheduler
-        num_tokens = sched.max_num_batched_tokens
-        self.runner.dummy_run(num_tokens, min(num_tokens, sched.max_num_seqs))
-        for size in self.config.compilation.compile_sizes or []:
-            self.runner.dummy_run(size, min(size, sched.max_num_seqs))
-        self.compiled.finish_startup()
-        (Path(self.report.compile_cache_dir) / COMPLETE_MARKER).write_text("ok\n")
-        write_manifest(Path(self.report.compile_cache_dir))
-        times = self.compiled.times
-        self.report.dynamo_seconds = times.dynamo_seconds
-        self.report.inductor_seconds = times.inductor_seconds
-        self.report.compile_sizes_seconds = times.static_inductor_seconds
-        self.report.compile_loaded_seconds = times.loaded_seconds
-        self.report.compile_loaded = times.loaded
-        if times.loaded:
-            log.info("torch.compile: loaded the compiled forward from %s in %.2f s (no Dynamo, no Inductor)",
-                     self.report.compile_cache_dir, times.loaded_seconds)
-        else:
-            log.info("torch.compile took %.2f s (Dynamo %.2f s, Inductor %.2f s%s)", self.report.compile_seconds,
-                     times.dynamo_seconds, times.inductor_seconds,
-                     ", from cache" if self.report.compile_from_cache else "")
+        """Compile (or load from the on-disk cache) before any request: see compile/startup.py."""
+        compile_at_startup(self)
 
     def _capture(self) -> None:
         report = self.runner.capture(lambda: free_memory(self.device))

@@ -16,7 +16,6 @@ import numpy as np
 import torch
 
 from graphbench.runner.attention.backend import AttentionMetadata
-from graphbench.runner.request import PENDING_TOKEN
 from graphbench.runner.scheduler import ScheduledBatch
 
 

@@ -1,0 +1,96 @@
+"""Compilation at engine start-up: trace and compile once (or load the saved compiled forward), then
+the compile_sizes variants, all before the first request, under the cache entry's lock.
+
+A damaged or unreadable cache entry is rebuilt once; the engine's start-up report gets the
+seconds of each phase (imports, Dynamo, Inductor, compile_sizes, loading).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+import torch
+
+from graphbench.errors import GraphbenchError
+from graphbench.runner.compile.aot_store import AotStore, standalone_available
+from graphbench.runner.compile.backend import SplittingBackend
+from graphbench.runner.compile.cache import (
+    COMPLETE_MARKER,
+    cache_lock,
+    compile_hash,
+    rank_dir,
+    verify_manifest,
+    write_manifest,
+    write_meta,
+)
+from graphbench.runner.compile.compiler import CompiledForward, import_compile_stack, use_cache_dir
+
+log = logging.getLogger("graphbench.engine")
+
+
+def compile_at_startup(engine) -> None:
+    """Compile, or load from the cache, under the cache directory's lock; a corrupt entry is rebuilt once."""
+    engine.report.compile_import_seconds = import_compile_stack()
+    hash_ = compile_hash(engine.config.compute_hash(), torch.__version__)
+    directory = rank_dir(hash_, engine.shard.rank)
+    if engine._fresh_compile:
+        shutil.rmtree(directory, ignore_errors=True)  # this rank's entry (other ranks clear theirs)
+    engine.report.compile_cache_dir = str(directory)
+    log.info("Using cache directory: %s for torch.compile", directory)
+    with cache_lock(directory):  # concurrent starts of one config: one compiles, the others then load
+        problem = verify_manifest(directory) if (directory / COMPLETE_MARKER).is_file() else None
+        if problem:
+            log.warning("compile cache entry %s is damaged (%s); rebuilding it", directory, problem)
+            shutil.rmtree(directory, ignore_errors=True)
+            engine.report.compile_cache_rebuilt = True
+        try:
+            _compile_into(engine, directory)
+        except GraphbenchError:
+            raise
+        except Exception as exc:
+            if not engine.report.compile_from_cache:
+                raise
+            log.warning("compile cache entry %s looks corrupt (%s: %s); rebuilding it", directory,
+                        type(exc).__name__, exc)
+            shutil.rmtree(directory, ignore_errors=True)
+            engine.report.compile_cache_rebuilt = True
+            _compile_into(engine, directory)
+
+def _compile_into(engine, directory: Path) -> None:
+    comp = engine.config.compilation
+    engine.report.compile_from_cache = (directory / COMPLETE_MARKER).is_file()
+    use_cache_dir(directory)
+    write_meta(directory, engine.config.summary(), {"config": engine.config.to_dict()})
+    backend = SplittingBackend(comp.effective_splitting_ops, list(comp.compile_sizes or []), comp.max_autotune,
+                               engine.dispatcher.mode.has_piecewise_graphs(), directory / "graphbench",
+                               model=engine.model, aot=AotStore(directory) if standalone_available() else None)
+    engine.compiled = CompiledForward(engine.model.forward, backend)
+    engine.runner.forward_fn = engine.compiled
+    _compile(engine)
+
+def _compile(engine) -> None:
+    """Trace and compile once (largest step), then each compile_sizes variant: all before any request."""
+    sched = engine.config.scheduler
+    num_tokens = sched.max_num_batched_tokens
+    engine.runner.dummy_run(num_tokens, min(num_tokens, sched.max_num_seqs))
+    for size in engine.config.compilation.compile_sizes or []:
+        engine.runner.dummy_run(size, min(size, sched.max_num_seqs))
+    engine.compiled.finish_startup()
+    (Path(engine.report.compile_cache_dir) / COMPLETE_MARKER).write_text("ok\n")
+    write_manifest(Path(engine.report.compile_cache_dir))
+    times = engine.compiled.times
+    engine.report.dynamo_seconds = times.dynamo_seconds
+    engine.report.inductor_seconds = times.inductor_seconds
+    engine.report.compile_sizes_seconds = times.static_inductor_seconds
+    engine.report.compile_loaded_seconds = times.loaded_seconds
+    engine.report.compile_loaded = times.loaded
+    if times.loaded:
+        log.info("torch.compile: loaded the compiled forward from %s in %.2f s (no Dynamo, no Inductor)",
+                 engine.report.compile_cache_dir, times.loaded_seconds)
+    else:
+        log.info("torch.compile took %.2f s (Dynamo %.2f s, Inductor %.2f s%s)", engine.report.compile_seconds,
+                 times.dynamo_seconds, times.inductor_seconds,
+                 ", from cache" if engine.report.compile_from_cache else "")
+
