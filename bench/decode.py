@@ -37,12 +37,15 @@ def worker(args: argparse.Namespace) -> None:
                      "scheduler.max_model_len": 4096}
         if args.cudagraph_mode:
             overrides["compilation.cudagraph_mode"] = args.cudagraph_mode
+        if args.tp > 1:
+            overrides["parallel.tensor_parallel_size"] = args.tp
         started = time.perf_counter()
         engine = Engine(load_engine_config(overrides=overrides))
         out["startup_seconds"] = time.perf_counter() - started
         out["startup"] = {k: v for k, v in vars(engine.report).items()}
         for b in batches:
             out["results"].append(measure_engine_decode(engine, b, args.prompt_len))
+        engine.close()
     else:
         arch = load_arch(args.model)
         model = build_hf_model(arch, torch.bfloat16, "cuda")
@@ -60,6 +63,7 @@ def main() -> None:
     p.add_argument("--peers", default="hf-eager,hf-compile")
     p.add_argument("--prompt-len", type=int, default=128)
     p.add_argument("--cudagraph-mode", default=None)
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel size of the graphbench systems")
     p.add_argument("--out", default=None)
     p.add_argument("--timeout", type=int, default=600)
     p.add_argument("--order", default="", help="systems to run first, e.g. graphbench-O2,hf-compile")
@@ -79,6 +83,7 @@ def main() -> None:
                "--prompt-len", str(args.prompt_len)]
         if args.cudagraph_mode:
             cmd += ["--cudagraph-mode", args.cudagraph_mode]
+        cmd += ["--tp", str(args.tp)]
         started = time.perf_counter()
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=os.environ)

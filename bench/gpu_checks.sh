@@ -5,6 +5,7 @@
 #   bash bench/gpu_checks.sh decode    # step time per -O level and peers, batch 1 and 64 (issues 3, 4, 7)
 #   bash bench/gpu_checks.sh sweep     # the default llama-3.2-1b sweep with peers (issue 5: < 10 min)
 #   bash bench/gpu_checks.sh tune      # default vs a tuned ladder with half the graphs (issue 10)
+#   bash bench/gpu_checks.sh tp        # 2 GPUs: TP=2 vs TP=1, llama-3.1-8b decode at TP 1 and 2 (issue 9)
 # Logs and JSON go to $OUT (the device tool brings them back); copy figures into bench/RESULTS.md.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,5 +34,11 @@ case "${1:-}" in
       --concurrency 3,11,24,45 --prompt-len uniform:64-256 --output-len uniform:32-128 --repeats 3 \
       --results "$OUT/tune" --report "$OUT/tune-report" 2>&1 | tee "$OUT/tune.log" | tail -30
     tar czf "$OUT/tune.tgz" -C "$OUT" tune tune-report 2>/dev/null ;;
-  *) echo "usage: bash bench/gpu_checks.sh tests|startup|decode|sweep|tune" >&2; exit 2 ;;
+  tp)  # on nvidia-h200-x2: TP=2 vs TP=1 tests, llama-3.1-8b decode at TP 1 and 2 (issue 9)
+    timeout 240 python3 -m pytest -m gpu -q -p no:logging tests/gpu/test_tensor_parallel_gpu.py 2>&1 | tee "$OUT/tp-tests.log" | tail -5
+    for tp in 1 2; do
+      timeout 150 python3 bench/decode.py --model llama-3.1-8b --batches 1,64 --levels 0,2 --peers "" --tp $tp \
+        --out "$OUT/decode-8b-tp$tp.json" --timeout 140 2>&1 | grep -v "^DEBUG" | tee "$OUT/decode-8b-tp$tp.log" | tail -6
+    done ;;
+  *) echo "usage: bash bench/gpu_checks.sh tests|startup|decode|sweep|tune|tp" >&2; exit 2 ;;
 esac
