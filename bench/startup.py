@@ -46,7 +46,7 @@ def start(args, label: str, level: int, mode: str | None, max_num_seqs: int, env
     print(f"{label:<28} wall {c['wall_seconds']:6.1f} s  imports {c.get('compile_import_seconds', 0):4.1f}  dynamo {c['dynamo_seconds']:5.1f}  inductor "
           f"{c['inductor_seconds']:6.1f}  sizes {c['compile_sizes_seconds']:5.1f}  loaded {c['compile_loaded_seconds']:5.2f}  "
           f"capture {c['capture_seconds']:5.2f} s  "
-          f"graph mem {c['graph_memory_bytes'] / 2**30:.3f} GiB  graphs {c['num_graphs']}  "
+          f"graph mem {c['graph_memory_bytes'] / 2**30:.3f} GiB (pool {c.get('graph_pool_bytes', 0) / 2**30:.3f})  graphs {c['num_graphs']}  "
           f"cache {'warm' if c['compile_from_cache'] else 'cold'}", flush=True)
     return report
 

@@ -130,6 +130,7 @@ def test_startup_report_and_graph_counts():
     assert num_pieces == engine.arch.num_hidden_layers + 1
     assert report.num_recordings == {"FULL": 5, "PIECEWISE": 7 * num_pieces}
     assert report.capture_seconds > 0 and report.graph_memory_bytes > 0
+    assert 0 < report.graph_pool_bytes <= report.graph_memory_bytes + (64 << 20)  # the pool is part of it
     # a cold start traces with Dynamo; a warm one loads the saved split graph instead
     assert report.compile_cache_dir
     assert report.dynamo_seconds > 0 or (report.compile_loaded and report.compile_loaded_seconds > 0)

@@ -34,7 +34,7 @@ SUMMARY_COLUMNS = [
     "performance_mode", "num_capture_sizes", "workload", "workload_kind", "concurrency", "request_rate",
     "output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "ttft_p50_ms", "ttft_p99_ms",
     "tpot_p50_ms", "tpot_p99_ms", "padding_waste_pct", "eager_fraction", "startup_cold", "startup_s",
-    "startup_cold_s", "startup_warm_s", "graph_memory_bytes",
+    "startup_cold_s", "startup_warm_s", "graph_memory_bytes", "graph_pool_bytes",
 ]  # fmt: skip
 
 
@@ -145,6 +145,7 @@ def _point_fields(result: Mapping[str, Any]) -> dict[str, Any]:
         "startup_cold_s": _start_total(result, True),
         "startup_warm_s": _start_total(result, False),
         "graph_memory_bytes": _num(startup.get("graph_memory_bytes")),
+        "graph_pool_bytes": _num(startup.get("graph_pool_bytes")),
         "gpu": str(_get(result, "environment", "gpu") or ""),
         "path": str(result.get("_path", "")),
     }

@@ -153,6 +153,7 @@ class Engine:
         report = self.runner.capture(lambda: free_memory(self.device))
         self.report.capture_seconds = report.seconds
         self.report.graph_memory_bytes = report.memory_bytes
+        self.report.graph_pool_bytes = report.pool_bytes
         self.report.num_recordings = report.num_graphs
         log.info("Graph capturing finished in %.0f secs, took %.2f GiB", report.seconds, report.memory_bytes / 2**30)
 

@@ -51,6 +51,7 @@ class InFlightStep:
 class CaptureReport:
     seconds: float = 0.0
     memory_bytes: int = 0
+    pool_bytes: int = 0  # what the caching allocator reserved for the recordings (their memory pool)
     num_graphs: dict[str, int] = field(default_factory=dict)
 
 
@@ -145,6 +146,7 @@ class ModelRunner:
         max_reqs = self.inputs.max_num_reqs
         runtime.num_captured = {"FULL": 0, "PIECEWISE": 0}
         free_before = free_memory()
+        reserved_before = torch.cuda.memory_reserved(self.device)
         started = time.perf_counter()
         # One pool per engine: a pool shared across engines dies with the first engine's graphs.
         self.graph_pool = torch.cuda.graph_pool_handle()
@@ -157,5 +159,8 @@ class ModelRunner:
         torch.cuda.synchronize(self.device)
         report.seconds = time.perf_counter() - started
         report.memory_bytes = free_before - free_memory()
+        # free-memory deltas also count CUDA-graph objects and kernels loaded during capture; the
+        # allocator's reserved delta is the recordings' pool alone
+        report.pool_bytes = torch.cuda.memory_reserved(self.device) - reserved_before
         report.num_graphs = dict(runtime.num_captured)
         return report

@@ -33,7 +33,8 @@ class StartupReport:
     compile_cache_rebuilt: bool = False  # the cache entry was unreadable and was compiled afresh
     compile_cache_dir: str | None = None
     capture_seconds: float = 0.0
-    graph_memory_bytes: int = 0
+    graph_memory_bytes: int = 0  # free device memory before capture minus after (SPEC §1.7)
+    graph_pool_bytes: int = 0  # of which the allocator reserved for the recordings' pool
     num_graphs: dict = field(default_factory=dict)  # dispatcher keys per runtime mode
     num_recordings: dict = field(default_factory=dict)  # CUDA graphs recorded (piecewise: per piece)
     cudagraph_mode: dict = field(default_factory=dict)  # requested, resolved, reason
