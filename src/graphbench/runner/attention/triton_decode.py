@@ -16,8 +16,9 @@ import triton.language as tl
 
 from graphbench.runner.attention.triton_kernels import (
     MAX_SPLITS,
-    _attend_tile,
+    _attend_tiles,
     _num_sms,
+    _store_result,
     make_workspace,
     merge_splits,
 )
@@ -59,34 +60,13 @@ def _decode_kernel(
     t_lo = split * per_split
     t_hi = tl.minimum(t_lo + per_split, num_kv_tiles)
 
-    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-    qk_scale = scale * 1.4426950408889634
-    bt_row = block_tables_ptr + req64 * stride_bt
-    if INTERPRET:  # numpy >= 2.4 cannot turn the interpreter's 1-element scalars into range bounds
-        t = t_lo
-        while t < t_hi:
-            m_i, l_i, acc = _attend_tile(
-                q, pos, t, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, bt_row, seq_len, kv_head, qk_scale,
-                stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
-                HEAD_DIM, BLOCK_D, BLOCK_SIZE, TILE_N, PRECISION, INTERPRET)
-            t += 1
-    else:
-        for t in range(t_lo, t_hi):
-            m_i, l_i, acc = _attend_tile(
-                q, pos, t, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, bt_row, seq_len, kv_head, qk_scale,
-                stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
-                HEAD_DIM, BLOCK_D, BLOCK_SIZE, TILE_N, PRECISION, INTERPRET)
-
-    o = acc / tl.where(l_i > 0.0, l_i, 1.0)[:, None]
-    if not SPLIT:
-        tl.store(out_ptr + out_offs, o.to(out_ptr.dtype.element_ty), mask=io_mask)
-    else:  # workspace: part [T, num_heads, num_splits, HEAD_DIM], lse [T, num_heads, num_splits] f32
-        row = (req64 * num_heads + head) * num_splits + split
-        tl.store(part_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], o, mask=io_mask)
-        lse = tl.where(l_i > 0.0, m_i + tl.log2(tl.where(l_i > 0.0, l_i, 1.0)), float("-inf"))
-        tl.store(lse_ptr + row, lse, mask=row_ok)
+    m_i, l_i, acc = _attend_tiles(
+        q, pos, t_lo, t_hi, k_cache_ptr, v_cache_ptr, block_tables_ptr + req64 * stride_bt, seq_len,
+        kv_head, scale, stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
+        BLOCK_M, HEAD_DIM, BLOCK_D, BLOCK_SIZE, TILE_N, PRECISION, INTERPRET)
+    split_row = (req64 * num_heads + head) * num_splits + split
+    _store_result(m_i, l_i, acc, out_ptr, out_offs, io_mask, part_ptr, lse_ptr, split_row, row_ok,
+                  HEAD_DIM, BLOCK_D, SPLIT)
 
 
 def decode_config(num_rows: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype,

@@ -78,6 +78,48 @@ def _attend_tile(q, pos, t, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, bt_row, kv_
     return m_new, l_i, acc
 
 
+@triton.jit
+def _attend_tiles(q, pos, t_lo, t_hi, k_cache_ptr, v_cache_ptr, bt_row, kv_end, kv_head, scale,
+                  stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
+                  BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+                  TILE_N: tl.constexpr, PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
+    """Online softmax over KV tiles [t_lo, t_hi) -> (running max, running sum, unnormalised output)."""
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    qk_scale = scale * 1.4426950408889634
+    if INTERPRET:  # numpy >= 2.4 cannot turn the interpreter's 1-element scalars into range bounds
+        t = t_lo
+        while t < t_hi:
+            m_i, l_i, acc = _attend_tile(
+                q, pos, t, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, bt_row, kv_end, kv_head, qk_scale,
+                stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
+                HEAD_DIM, BLOCK_D, BLOCK_SIZE, TILE_N, PRECISION, INTERPRET)
+            t += 1
+    else:
+        for t in range(t_lo, t_hi):
+            m_i, l_i, acc = _attend_tile(
+                q, pos, t, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, bt_row, kv_end, kv_head, qk_scale,
+                stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
+                HEAD_DIM, BLOCK_D, BLOCK_SIZE, TILE_N, PRECISION, INTERPRET)
+    return m_i, l_i, acc
+
+
+@triton.jit
+def _store_result(m_i, l_i, acc, out_ptr, out_offs, io_mask, part_ptr, lse_ptr, split_row, row_ok,
+                  HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, SPLIT: tl.constexpr):
+    """The normalised output into out, or (split-KV) into the workspace with its log2-sum-exp:
+    part [T, num_heads, splits, HEAD_DIM] and lse [T, num_heads, splits], float32, at split_row."""
+    offs_d = tl.arange(0, BLOCK_D)
+    o = acc / tl.where(l_i > 0.0, l_i, 1.0)[:, None]
+    if not SPLIT:
+        tl.store(out_ptr + out_offs, o.to(out_ptr.dtype.element_ty), mask=io_mask)
+    else:
+        tl.store(part_ptr + split_row[:, None] * HEAD_DIM + offs_d[None, :], o, mask=io_mask)
+        lse = tl.where(l_i > 0.0, m_i + tl.log2(tl.where(l_i > 0.0, l_i, 1.0)), float("-inf"))
+        tl.store(lse_ptr + split_row, lse, mask=row_ok)
+
+
 # Integer arguments that vary with the batch size are not specialised (Triton would otherwise JIT a
 # variant per value class: == 1, divisible by 16, other), which costs seconds in a first capture.
 @triton.jit(do_not_specialize=["num_tokens", "max_reqs"])
@@ -132,34 +174,14 @@ def _attention_kernel(
         t_lo = split * per_split
         t_hi = tl.minimum(t_lo + per_split, num_kv_tiles)
 
-    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-    qk_scale = scale * 1.4426950408889634
     bt_row = block_tables_ptr + req.to(tl.int64) * stride_bt
-    if INTERPRET:  # numpy >= 2.4 cannot turn the interpreter's 1-element scalars into range bounds
-        t = t_lo
-        while t < t_hi:
-            m_i, l_i, acc = _attend_tile(
-                q, pos, t, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, bt_row, kv_end, kv_head, qk_scale,
-                stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
-                HEAD_DIM, BLOCK_D, BLOCK_SIZE, TILE_N, PRECISION, INTERPRET)
-            t += 1
-    else:
-        for t in range(t_lo, t_hi):
-            m_i, l_i, acc = _attend_tile(
-                q, pos, t, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, bt_row, kv_end, kv_head, qk_scale,
-                stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
-                HEAD_DIM, BLOCK_D, BLOCK_SIZE, TILE_N, PRECISION, INTERPRET)
-
-    o = acc / tl.where(l_i > 0.0, l_i, 1.0)[:, None]
-    if NUM_SPLITS == 1:
-        tl.store(out_ptr + out_offs, o.to(out_ptr.dtype.element_ty), mask=io_mask)
-    else:  # workspace: part [T, num_heads, NUM_SPLITS, HEAD_DIM], lse [T, num_heads, NUM_SPLITS] f32
-        row = (tok64 * num_heads + head) * NUM_SPLITS + split
-        tl.store(part_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], o, mask=io_mask)
-        lse = tl.where(l_i > 0.0, m_i + tl.log2(tl.where(l_i > 0.0, l_i, 1.0)), float("-inf"))
-        tl.store(lse_ptr + row, lse, mask=row_ok)
+    m_i, l_i, acc = _attend_tiles(
+        q, pos, t_lo, t_hi, k_cache_ptr, v_cache_ptr, bt_row, kv_end, kv_head, scale,
+        stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
+        BLOCK_M, HEAD_DIM, BLOCK_D, BLOCK_SIZE, TILE_N, PRECISION, INTERPRET)
+    split_row = (tok64 * num_heads + head) * NUM_SPLITS + split
+    _store_result(m_i, l_i, acc, out_ptr, out_offs, io_mask, part_ptr, lse_ptr, split_row, row_ok,
+                  HEAD_DIM, BLOCK_D, NUM_SPLITS != 1)
 
 
 MAX_SPLITS = 32  # the most KV splits a launch may use (the merge kernel's static width)
