@@ -10,7 +10,7 @@ import torch
 from graphbench.config.arch import ArchConfig
 from graphbench.errors import GraphbenchError
 from graphbench.runner.model import CausalLM
-from graphbench.runner.parallel import Shard, full_shape, qkv_rows, shard_param, vocab_rows
+from graphbench.runner.parallel import Shard, full_shape, shard_checkpoint_tensor, shard_param
 
 DUMMY_STD = 0.02  # HF initializer_range
 
@@ -98,7 +98,7 @@ def load_checkpoint(model: CausalLM, folder: Path, arch: ArchConfig | None = Non
         try:
             with safe_open(str(file), framework="pt", device="cpu") as f:
                 for hf_name in f.keys():
-                    tensor = _rank_part(hf_name, f.get_tensor(hf_name), arch or model.arch, model.shard)
+                    tensor = shard_checkpoint_tensor(hf_name, f.get_tensor(hf_name), arch or model.arch, model.shard)
                     _load_one(model.arch, params, loaded, hf_name, tensor, device)
         except SafetensorError as exc:
             raise GraphbenchError(f"cannot read {file}: {exc} (corrupt or truncated safetensors file?)") from None
@@ -110,30 +110,6 @@ def load_checkpoint(model: CausalLM, folder: Path, arch: ArchConfig | None = Non
         raise GraphbenchError(
             f"checkpoint {folder} lacks {len(missing)} weight(s), e.g. {', '.join(missing[:3])}"
         )
-
-
-def _rank_part(hf_name: str, tensor: torch.Tensor, arch: ArchConfig, shard: Shard) -> torch.Tensor:
-    """This rank's part of an HF checkpoint tensor (arch: the full model's shape)."""
-    if shard.size == 1:
-        return tensor
-    name = hf_name.removeprefix("model.")
-    if name.endswith(("embed_tokens.weight", "lm_head.weight")):
-        start, per_rank = vocab_rows(arch.vocab_size, shard)
-        out = tensor.new_zeros((per_rank,) + tuple(tensor.shape[1:]))
-        rows = max(0, min(per_rank, arch.vocab_size - start))
-        out[:rows] = tensor[start:start + rows]
-        return out
-    for which in "qkv":
-        if f".self_attn.{which}_proj." in name:
-            return tensor.narrow(0, *qkv_rows(which, arch, shard))
-    tp, r = shard.size, shard.rank
-    if ".mlp.gate_proj." in name or ".mlp.up_proj." in name:
-        rows = arch.intermediate_size // tp
-        return tensor.narrow(0, r * rows, rows)
-    if name.endswith(("o_proj.weight", "down_proj.weight")):
-        cols = tensor.shape[1] // tp
-        return tensor.narrow(1, r * cols, cols)
-    return tensor
 
 
 def _load_one(arch, params, loaded, hf_name, tensor, device) -> None:

@@ -76,6 +76,7 @@ class ModelRunner:
         self.sampled_ids = torch.zeros(max_reqs, dtype=torch.int64, device=self.device)
         pin = self.device.type == "cuda"
         self._host_ids = [torch.zeros(max_reqs, dtype=torch.int64, pin_memory=pin) for _ in range(2)]
+        self._copied = [torch.cuda.Event() for _ in range(2)] if pin else [None, None]  # one per host buffer
         self._host_turn = 0
 
     def _call_forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -120,9 +121,8 @@ class ModelRunner:
         self._host_turn ^= 1
         host_ids = self._host_ids[self._host_turn][:num_reqs]
         host_ids.copy_(tokens, non_blocking=True)
-        event = None
-        if self.device.type == "cuda":
-            event = torch.cuda.Event()
+        event = self._copied[self._host_turn]
+        if event is not None:
             event.record()
         return InFlightStep(batch, host_ids, event, mode, num_padded)
 

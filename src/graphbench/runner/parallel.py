@@ -168,42 +168,81 @@ def shard_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, arch: ArchConfi
     return [_rows(t, *qkv_rows(which, arch, shard), dim) for which, t in zip("qkv", (q, k, v))]
 
 
+def _vocab_part(full: torch.Tensor, arch: ArchConfig, shard: Shard) -> torch.Tensor:
+    """This rank's rows of a [V, ...] tensor, zero-padded to ceil(V / tp) rows."""
+    start, per_rank = vocab_rows(arch.vocab_size, shard)
+    out = full.new_zeros((per_rank,) + tuple(full.shape[1:]))
+    rows = max(0, min(per_rank, arch.vocab_size - start))
+    out[:rows] = full[start:start + rows]
+    return out
+
+
+def _inter_part(full: torch.Tensor, arch: ArchConfig, shard: Shard) -> torch.Tensor:
+    """This rank's rows of a gate or up projection."""
+    rows = arch.intermediate_size // shard.size
+    return _rows(full, shard.rank * rows, rows)
+
+
+def _column_part(full: torch.Tensor, shard: Shard) -> torch.Tensor:
+    """This rank's input columns of a row-parallel layer (o_proj, down_proj)."""
+    cols = full.shape[1] // shard.size
+    return _rows(full, shard.rank * cols, cols, dim=1)
+
+
+def _is_vocab(name: str) -> bool:
+    return name.endswith(("embed_tokens.weight", "lm_head.weight"))
+
+
+def _is_row_parallel(name: str) -> bool:
+    return name.endswith(("o_proj.weight", "down_proj.weight"))
+
+
 def shard_param(name: str, full: torch.Tensor, arch: ArchConfig, shard: Shard) -> torch.Tensor:
     """This rank's part of a full (TP=1 layout) parameter of graphbench's model, by parameter name."""
     if shard.size == 1:
         return full
-    tp, r = shard.size, shard.rank
-    if name.endswith(("embed_tokens.weight", "lm_head.weight")):
-        start, per_rank = vocab_rows(arch.vocab_size, shard)
-        out = full.new_zeros((per_rank,) + tuple(full.shape[1:]))
-        rows = max(0, min(per_rank, arch.vocab_size - start))
-        out[:rows] = full[start:start + rows]
-        return out
+    if _is_vocab(name):
+        return _vocab_part(full, arch, shard)
     if ".qkv_proj." in name:
         q_rows, kv_rows = arch.num_attention_heads * arch.head_dim, arch.num_key_value_heads * arch.head_dim
         q, k, v = full.split([q_rows, kv_rows, kv_rows], dim=0)
         return torch.cat(shard_qkv(q, k, v, arch, shard))
     if ".gate_up_proj." in name:
-        inter = arch.intermediate_size // tp
         gate, up = full.chunk(2, dim=0)
-        return torch.cat([_rows(gate, r * inter, inter), _rows(up, r * inter, inter)])
-    if name.endswith(("o_proj.weight", "down_proj.weight")):
-        cols = full.shape[1] // tp
-        return _rows(full, r * cols, cols, dim=1)
+        return torch.cat([_inter_part(gate, arch, shard), _inter_part(up, arch, shard)])
+    if _is_row_parallel(name):
+        return _column_part(full, shard)
     return full  # norms: replicated
+
+
+def shard_checkpoint_tensor(hf_name: str, tensor: torch.Tensor, arch: ArchConfig, shard: Shard) -> torch.Tensor:
+    """This rank's part of an HF checkpoint tensor (separate q/k/v and gate/up projections)."""
+    if shard.size == 1:
+        return tensor
+    name = hf_name.removeprefix("model.")
+    if _is_vocab(name):
+        return _vocab_part(tensor, arch, shard)
+    for which in "qkv":
+        if f".self_attn.{which}_proj." in name:
+            return _rows(tensor, *qkv_rows(which, arch, shard))
+    if ".mlp.gate_proj." in name or ".mlp.up_proj." in name:
+        return _inter_part(tensor, arch, shard)
+    if _is_row_parallel(name):
+        return _column_part(tensor, shard)
+    return tensor
 
 
 def full_shape(name: str, local: torch.Tensor, arch: ArchConfig, shard: Shard) -> tuple[int, ...]:
     """The TP=1 shape of a parameter whose per-rank part is `local`."""
     if shard.size == 1:
         return tuple(local.shape)
-    if name.endswith(("embed_tokens.weight", "lm_head.weight")):
+    if _is_vocab(name):
         return (arch.vocab_size,) + tuple(local.shape[1:])
     if ".qkv_proj." in name:
         rows = (arch.num_attention_heads + 2 * arch.num_key_value_heads) * arch.head_dim
         return (rows,) + tuple(local.shape[1:])
     if ".gate_up_proj." in name:
         return (2 * arch.intermediate_size,) + tuple(local.shape[1:])
-    if name.endswith(("o_proj.weight", "down_proj.weight")):
+    if _is_row_parallel(name):
         return (local.shape[0], local.shape[1] * shard.size)
     return tuple(local.shape)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 
@@ -18,6 +20,7 @@ def greedy(logits: torch.Tensor) -> torch.Tensor:  # [R, V] any float dtype -> [
     return (chunk * (vocab // num_chunks) + inner.gather(-1, chunk)).squeeze(-1)
 
 
+@functools.cache  # called every decode step: the search runs once per vocabulary size
 def _num_chunks(vocab: int) -> int:
     """The largest divisor of vocab in [64, 1024] whose chunks hold >= 128 logits, else 1 (plain argmax)."""
     if vocab < 64 * 128:
