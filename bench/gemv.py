@@ -69,7 +69,6 @@ def main() -> None:
             rows_out.append(row)
             print(f"{name:<8} m={m:<2} N={n:<6} K={k:<6} cuBLAS {cublas:7.2f} us ({gbs(cublas):5.0f} GB/s)   "
                   f"gemv {best[0]:7.2f} us ({gbs(best[0]):5.0f} GB/s) {best[1]}   x{cublas / best[0]:.2f}", flush=True)
-        del weights
     if args.out:
         with open(args.out, "w") as f:
             json.dump(rows_out, f, indent=1)

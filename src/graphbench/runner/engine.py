@@ -27,7 +27,13 @@ from graphbench.runner.inputs import StepInputs
 from graphbench.runner.kv_cache import BlockAllocator, KVCache, bytes_per_block, num_kv_blocks
 from graphbench.runner.loader import build_model, fill_dummy_weights, load_checkpoint
 from graphbench.runner.model_runner import ModelRunner
-from graphbench.runner.parallel import close_tensor_parallel, init_tensor_parallel, local_arch, min_over_ranks
+from graphbench.runner.parallel import (
+    Shard,
+    close_tensor_parallel,
+    init_tensor_parallel,
+    local_arch,
+    min_over_ranks,
+)
 from graphbench.runner.request import PENDING_TOKEN, Request, SamplingParams
 from graphbench.runner.records import StartupReport, StepRecord
 from graphbench.runner.scheduler import Scheduler
@@ -97,7 +103,6 @@ class Engine:
 
     def _start_tensor_parallel(self) -> None:
         """Join the tensor-parallel group (starting ranks 1.. as workers when this is the driver)."""
-        from graphbench.runner.parallel import Shard
         from graphbench.runner.tp_workers import WorkerGroup
 
         tp_size = self.config.parallel.tensor_parallel_size
