@@ -157,3 +157,15 @@ def test_cuda_graph_replay_with_new_inputs(model, shape, explicit_workspace):
         assert torch.isfinite(out).all() and (out[n:] == 0).all()
         err = ((out[:n].double() - ref).norm() / ref.norm()).item()
         assert err < 2e-2, f"relative error {err:.3g} after replay"
+
+
+@pytest.mark.parametrize("rows", [1, 7, 64, 256])
+@pytest.mark.parametrize("vocab", [128256, 151936])
+def test_triton_argmax_cuda(rows, vocab):
+    from graphbench.runner.argmax import triton_argmax
+
+    g = torch.Generator(device="cuda").manual_seed(rows)
+    logits = torch.randn(rows, vocab, device="cuda", generator=g).to(torch.bfloat16)
+    logits[0, 11] = logits[0, vocab - 2] = 40.0  # a tie across chunks: the first index wins
+    got = triton_argmax(logits)
+    assert torch.equal(got, logits.argmax(-1)) and got[0].item() == 11

@@ -1,0 +1,66 @@
+"""Greedy sampling's argmax over a large vocabulary, as two Triton kernels.
+
+PyTorch reduces one row per thread block: 28 us for one row of 128k logits on an H200, and its
+max over chunks took 33 us at 64 rows (bench/RESULTS.md, session 2). Here stage 1 gives every
+(row, chunk of BLOCK logits) its own program, writing the chunk's max and first arg-max; stage 2
+picks, per row, the first chunk holding the row's max. Ties resolve to the first index, as
+torch.argmax does.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+MAX_CHUNKS = 64  # stage 2 reduces one row's chunk maxima in one program
+
+
+@triton.jit
+def _chunk_argmax_kernel(logits_ptr, values_ptr, indices_ptr, vocab, stride_row, num_chunks,
+                         BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    chunk = tl.program_id(1)
+    offs = chunk * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(logits_ptr + row.to(tl.int64) * stride_row + offs, mask=offs < vocab, other=float("-inf"))
+    x = x.to(tl.float32)
+    best = tl.max(x, axis=0)
+    # the first offset holding the max (masked lanes are -inf and never below a real max)
+    first = tl.min(tl.where(x == best, offs, vocab), axis=0)
+    tl.store(values_ptr + row * num_chunks + chunk, best)
+    tl.store(indices_ptr + row * num_chunks + chunk, first)
+
+
+@triton.jit
+def _row_argmax_kernel(values_ptr, indices_ptr, out_ptr, num_chunks, BLOCK_C: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK_C)
+    ok = offs < num_chunks
+    v = tl.load(values_ptr + row * num_chunks + offs, mask=ok, other=float("-inf"))
+    best = tl.max(v, axis=0)
+    chunk = tl.min(tl.where(ok & (v == best), offs, BLOCK_C), axis=0)  # first chunk with the max
+    tl.store(out_ptr + row, tl.load(indices_ptr + row * num_chunks + chunk).to(tl.int64))
+
+
+def chunk_size(vocab: int) -> int:
+    """Logits per stage-1 program: a power of two >= 1024 giving at most MAX_CHUNKS chunks per row."""
+    return max(1024, triton.next_power_of_2(triton.cdiv(vocab, MAX_CHUNKS)))
+
+
+def triton_argmax(logits: torch.Tensor) -> torch.Tensor:  # [R, V] float (unit stride in V) -> [R] int64
+    """torch.argmax(logits, dim=-1) in two launches, for a large vocabulary on the GPU."""
+    num_rows, vocab = logits.shape
+    assert logits.stride(-1) == 1, "triton_argmax: logits must be contiguous along the vocabulary"
+    block = chunk_size(vocab)
+    num_chunks = triton.cdiv(vocab, block)
+    values = torch.empty((num_rows, num_chunks), dtype=torch.float32, device=logits.device)
+    indices = torch.empty((num_rows, num_chunks), dtype=torch.int32, device=logits.device)
+    out = torch.empty((num_rows,), dtype=torch.int64, device=logits.device)
+    if num_rows == 0:
+        return out
+    warps = 4 if block <= 2048 else 8
+    _chunk_argmax_kernel[(num_rows, num_chunks)](logits, values, indices, vocab, logits.stride(0), num_chunks,
+                                                  BLOCK=block, num_warps=warps)
+    _row_argmax_kernel[(num_rows,)](values, indices, out, num_chunks,
+                                    BLOCK_C=max(16, triton.next_power_of_2(num_chunks)), num_warps=1)
+    return out

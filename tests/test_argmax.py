@@ -1,0 +1,57 @@
+"""Greedy sampling's Triton argmax (runner/argmax.py) against torch.argmax, in the Triton interpreter."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CODE = """
+import torch
+from graphbench.runner.argmax import chunk_size, triton_argmax
+from graphbench.runner.sampler import greedy
+assert chunk_size(128256) == 2048 and chunk_size(151936) == 4096 and chunk_size(32000) == 1024
+for vocab in (128256, 151936, 32000, 50257, 8192):
+    g = torch.Generator().manual_seed(vocab)
+    for dtype in (torch.bfloat16, torch.float32):
+        logits = torch.randn(6, vocab, generator=g).to(dtype)
+        logits[1, 7] = logits[1, vocab - 3] = 50.0  # a tie across chunks: the first index wins
+        logits[2, :] = 1.0  # all equal: index 0
+        logits[3, vocab - 1] = 60.0  # the max in the last, partial chunk
+        logits[4, :] = float("-inf")
+        logits[4, 5] = -1e30  # everything else -inf
+        logits[5, 1000:1003] = 70.0  # a tie inside one chunk
+        got = triton_argmax(logits)
+        assert got.dtype == torch.int64 and torch.equal(got, logits.argmax(-1)), (vocab, dtype, got)
+        assert got[:6].tolist()[1:] == [7, 0, vocab - 1, 5, 1000]
+        assert torch.equal(greedy(logits), got)
+# rows of a wider buffer (row stride > vocab), and no rows at all
+wide = torch.randn(3, 40000, generator=g)
+assert torch.equal(triton_argmax(wide[:, :33000]), wide[:, :33000].argmax(-1))
+assert triton_argmax(torch.randn(0, 9000)).shape == (0,)
+print("ok")
+"""
+
+
+def test_triton_argmax_equals_torch_argmax_in_the_interpreter():
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("triton is not installed")
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT / "src"))
+    out = subprocess.run([sys.executable, "-c", CODE], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
+
+
+def test_greedy_on_the_cpu_is_torch_argmax_and_needs_no_triton():
+    import torch
+
+    from graphbench.runner.sampler import greedy
+
+    logits = torch.randn(4, 128256)
+    logits[0, 3] = logits[0, 100000] = 99.0
+    assert torch.equal(greedy(logits), logits.argmax(-1)) and greedy(logits)[0].item() == 3
