@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import time
 from collections import deque
 from typing import Any
@@ -20,8 +21,6 @@ def run_engine_workload(engine, workload: Workload, specs: list[RequestSpec] | N
     """Run every request of the workload to completion; return this repeat's metrics."""
     import torch
 
-    from graphbench.runner.request import SamplingParams
-
     specs = specs if specs is not None else workload.requests()
     vocab = engine.arch.vocab_size
     prompts = [_prompt(s, vocab, workload.seed * 100003 + seed_offset * 7919 + i) for i, s in enumerate(specs)]
@@ -32,8 +31,39 @@ def run_engine_workload(engine, workload: Workload, specs: list[RequestSpec] | N
     first_record = len(engine.records)
     pending = deque(zip(specs, prompts))
     finished: list[Any] = []
+    # no collector pauses inside a repeat (they land on random steps and spread the repeats);
+    # what a repeat leaves is collected before the next one
+    gc.collect()
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        duration = _drive(engine, workload, pending, finished, start)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    output_tokens = sum(len(r.output_token_ids) for r in finished)
+    prompt_tokens = sum(len(r.prompt_token_ids) for r in finished)
+    result: dict[str, Any] = {
+        "output_tokens_per_s": output_tokens / duration,
+        "total_tokens_per_s": (output_tokens + prompt_tokens) / duration,
+        "requests_per_s": len(finished) / duration,
+        "duration_s": duration,
+        "num_requests": len(finished),
+    }
+    result.update(request_metrics(finished))
+    result.update(step_metrics(engine.records[first_record:]))
+    result["peak_memory_bytes"] = torch.cuda.max_memory_allocated() if cuda else None
+    del engine.records[first_record:]  # keep memory flat over long sweeps
+    return result
+
+
+def _drive(engine, workload: Workload, pending: deque, finished: list, start: float) -> float:
+    """Feed requests (closed loop: keep `concurrency` in flight; open loop: at their arrival times) and
+    step until all are done; return the seconds taken."""
+    from graphbench.runner.request import SamplingParams
+
     in_flight = 0
-    start = time.perf_counter()
     while pending or engine.has_unfinished():
         now = time.perf_counter()
         if workload.kind == "closed":
@@ -52,21 +82,7 @@ def run_engine_workload(engine, workload: Workload, specs: list[RequestSpec] | N
         done = engine.step()
         finished += done
         in_flight -= len(done)
-    duration = time.perf_counter() - start
-    output_tokens = sum(len(r.output_token_ids) for r in finished)
-    prompt_tokens = sum(len(r.prompt_token_ids) for r in finished)
-    result: dict[str, Any] = {
-        "output_tokens_per_s": output_tokens / duration,
-        "total_tokens_per_s": (output_tokens + prompt_tokens) / duration,
-        "requests_per_s": len(finished) / duration,
-        "duration_s": duration,
-        "num_requests": len(finished),
-    }
-    result.update(request_metrics(finished))
-    result.update(step_metrics(engine.records[first_record:]))
-    result["peak_memory_bytes"] = torch.cuda.max_memory_allocated() if cuda else None
-    del engine.records[first_record:]  # keep memory flat over long sweeps
-    return result
+    return time.perf_counter() - start
 
 
 def warm_up(engine, workload: Workload) -> None:
