@@ -83,23 +83,26 @@ def point_label(overrides: dict[str, Any], axes: list[str]) -> str:
 def build_grid(base: dict[str, Any], axes: dict[str, list[Any]], peers: list[str]) -> list[SweepPoint]:
     """The Cartesian product of the axes over the base config, then one point per peer.
 
-    The first point of each -O level starts cold (its compile cache is cleared), then warm.
+    The first point of each -O level and compiled configuration (config hash: compile_sizes, buffer
+    sizes, ...) starts cold (its compile cache is cleared), then warm; later points of that level with
+    the same hash start warm. (A ladder change keeps the hash, but -O3's compile_sizes follow the ladder.)
     """
     for peer in peers:
         if peer not in PEERS:
             raise GraphbenchError(f"unknown peer {peer!r}{suggest(peer, PEERS)}; choose from {', '.join(PEERS)}")
     keys = [canonical_axis(k) for k in axes]
-    points, seen_levels = [], set()
+    points, seen_hashes = [], set()
     for values in itertools.product(*axes.values()) if axes else [()]:
         overrides = dict(base, **dict(zip(keys, values)))
         tuned = _tuned_graphs(overrides.get("compilation.performance_mode"))
         label = point_label(overrides, keys)
         if tuned is not None:
             overrides["compilation.performance_mode"] = "default"
-        config_from_dict(nest_overrides(overrides), source="sweep point").resolve()  # validate before running anything
-        level = overrides.get("optimization_level")
-        cold = level not in seen_levels and tuned is None
-        seen_levels.add(level)
+        # validate before running anything
+        config = config_from_dict(nest_overrides(overrides), source="sweep point").resolve()
+        key = (overrides.get("optimization_level"), config.compute_hash())
+        cold = key not in seen_hashes and tuned is None
+        seen_hashes.add(key)
         points.append(SweepPoint(label.replace("tuned:", "tuned"), overrides, cold=cold, tuned_graphs=tuned))
     for peer in peers:
         points.append(SweepPoint(peer, {k: v for k, v in base.items() if k.startswith("model.")}, system=peer))
