@@ -25,7 +25,8 @@ from graphbench.runner.compile.cache import (
     write_manifest,
     write_meta,
 )
-from graphbench.runner.compile.compiler import CompiledForward, import_compile_stack, use_cache_dir
+from graphbench.runner.compile.compiler import (
+    CompiledForward, import_compile_stack, start_compile_workers, use_cache_dir)
 
 log = logging.getLogger("graphbench.engine")
 
@@ -62,6 +63,8 @@ def _compile_into(engine, directory: Path) -> None:
     comp = engine.config.compilation
     engine.report.compile_from_cache = (directory / COMPLETE_MARKER).is_file()
     use_cache_dir(directory)
+    if not engine.report.compile_from_cache and engine.device.type == "cuda":  # (2-core CI: workers only compete)
+        log.info("Inductor compile_threads: %d", start_compile_workers())
     write_meta(directory, engine.config.summary(), {"config": engine.config.to_dict()})
     backend = SplittingBackend(comp.effective_splitting_ops, list(comp.compile_sizes or []), comp.max_autotune,
                                engine.dispatcher.mode.has_piecewise_graphs(), directory / "graphbench",
