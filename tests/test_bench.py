@@ -140,3 +140,28 @@ def test_a_schema_v1_result_is_migrated(tmp_path):
     assert r["startups"] == [r["startup"]] and r["startup"]["cache_cleared"] is True
     assert r["startup"]["compile_loaded"] is False and r["startup"]["loaded_s"] == 0.0
     assert [p.name for p, _ in loaded.skipped] == ["0002_bad.json"]
+
+
+def test_cold_start_in_its_own_process_then_warm_first_start(tmp_path, monkeypatch):
+    # on CUDA the cold start runs in a child process (so the warm start is its process's first);
+    # forced here on the CPU
+    monkeypatch.setenv("GRAPHBENCH_COLD_START_PROCESS", "1")
+    monkeypatch.setenv("GRAPHBENCH_CACHE_ROOT", str(tmp_path / "cache"))
+    result = runner.invoke(app, ["run", "--device", "cpu", "-O1", "--max-num-seqs", "4", "--max-num-batched-tokens", "32",
+                                 "--concurrency", "1", "--prompt-len", "4", "--output-len", "2", "--repeats", "1",
+                                 "--results", str(tmp_path / "results"), "--label", "own", "--cold", "-q"])
+    assert result.exit_code == 0, result.output
+    cold, warm = load_results([tmp_path / "results"]).results[0]["startups"]
+    assert cold["own_process"] is True and cold["cold"] and cold["cache_cleared"] and not cold["compile_loaded"]
+    assert cold["dynamo_s"] > 0 and cold["inductor_s"] > 0
+    # the warm start found what the child compiled: loaded, no Dynamo, no Inductor, same directory
+    assert "own_process" not in warm and not warm["cold"] and warm["compile_loaded"] and warm["dynamo_s"] == 0
+    assert warm["compile_cache_dir"] == cold["compile_cache_dir"]
+
+
+def test_a_failed_cold_start_process_fails_the_point_with_its_reason(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRAPHBENCH_COLD_START_PROCESS", "1")
+    result = runner.invoke(app, ["run", "--device", "cpu", "-O1", "--attention-backend", "triton", "--concurrency", "1",
+                                 "--results", str(tmp_path), "--cold", "-q"])
+    assert result.exit_code == 2
+    assert "the cold start (own process) failed" in result.output and "needs a CUDA device" in result.output

@@ -1,5 +1,8 @@
 """One benchmark point: start the engine (cold, then warm), run every workload with repeats, write a result.
 
+On CUDA the cold start runs in a child process (bench/cold_start.py), so that the warm start, which
+serves the workloads, is this process's first start, as every other point's is.
+
 `graphbench run` calls `run_point` in its own process; `graphbench sweep` starts one such
 process per point.
 """
@@ -60,6 +63,15 @@ def _start(config: EngineConfig, cold: bool):
     return engine, startup_dict(engine, cold, time.perf_counter() - started)
 
 
+def _device_type(config: EngineConfig) -> str:
+    import torch
+
+    device = config.model.device
+    if device in (None, "auto"):
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return str(device).split(":")[0]
+
+
 FAULT_ENV = "GRAPHBENCH_INJECT_FAULT"  # "label:kind[,label:kind]": kill | oom | compile-error | hang
 
 
@@ -84,9 +96,15 @@ def run_point(spec: PointSpec, results_dir: str | Path,
     """Measure one point and write its result file; return the file."""
     from graphbench.bench.driver import run_engine_workload, warm_up
 
+    from graphbench.bench.cold_start import cold_start_in_child, wants_own_process
+
     inject_fault(spec.label)
     startups, engine = [], None
     for kind in spec.startups:
+        if kind == "cold" and engine is None and wants_own_process(_device_type(spec.config)):
+            progress("cold start (own process)")
+            startups.append(cold_start_in_child(spec.config))
+            continue
         if engine is not None:
             engine.close()  # tensor-parallel workers stop (no-op otherwise)
             del engine  # free its memory (graphs, KV cache) before the next start

@@ -1,0 +1,77 @@
+"""A cold start in a process of its own, so that the warm start after it is a first start too.
+
+The first CUDA-graph capture in a process pays costs a second capture in the same process does not
+(measured on the H200: ~95 MiB of graph memory and Triton's kernel loading), and a second start skips
+importing torch's compile stack. A point that measures a cold and a warm start therefore runs the
+cold one here, in a child process, and the warm one (which then serves the workloads) as its own
+process's first start: every reported start is a fresh-process start.
+
+    python -m graphbench.bench.cold_start CONFIG.json   # prints "RESULT {startup}" on success
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+from graphbench.config import EngineConfig
+from graphbench.errors import GraphbenchError
+
+MODE_ENV = "GRAPHBENCH_COLD_START_PROCESS"  # "auto" (own process on CUDA), "1" always, "0" never
+
+
+def wants_own_process(device_type: str) -> bool:
+    """On CUDA by default; on the CPU there are no graphs and the extra imports would only cost time."""
+    mode = os.environ.get(MODE_ENV, "auto")
+    return mode == "1" or (mode == "auto" and device_type == "cuda")
+
+
+def _die_with_parent() -> None:
+    """Linux: the child is killed when the point's process dies (e.g. killed by the sweep's timeout)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def cold_start_in_child(config: EngineConfig) -> dict[str, Any]:
+    """Start `config` cold in a child process; return its startup record (see point.startup_dict)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(config.to_dict(), f)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "graphbench.bench.cold_start", f.name], capture_output=True,
+                              text=True, check=False, preexec_fn=_die_with_parent if os.name == "posix" else None)
+    finally:
+        os.unlink(f.name)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        sys.stderr.write(proc.stderr[-6000:])  # the point's stderr tail then explains the failure
+        tail = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()][-1:] or [f"exit code {proc.returncode}"]
+        raise GraphbenchError(f"the cold start (own process) failed: {tail[0][:300]}")
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def main(argv: list[str]) -> None:
+    from graphbench.bench.point import startup_dict
+    from graphbench.config import config_from_dict
+    from graphbench.runner.engine import Engine
+
+    with open(argv[0]) as f:
+        config = config_from_dict(json.load(f), source=argv[0])
+    started = time.perf_counter()
+    engine = Engine(config, fresh_compile=True)
+    startup = dict(startup_dict(engine, True, time.perf_counter() - started), own_process=True)
+    engine.close()
+    print("RESULT " + json.dumps(startup), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
