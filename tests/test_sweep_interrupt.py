@@ -52,3 +52,28 @@ def test_second_sweep_into_the_same_folder_is_refused(tmp_path):
     with sweep_lock(tmp_path):
         assert (tmp_path / ".sweep.lock").read_text() == str(os.getpid())
     assert not (tmp_path / ".sweep.lock").exists()
+
+
+def test_sigterm_stops_cleanly_with_a_report_then_resume_completes(tmp_path):
+    """A CI time limit (SIGTERM): the running point is killed (no failed record), finished points get
+    their summary and report, exit 128 + 15; --resume then measures only what is missing."""
+    results, report = tmp_path / "results", tmp_path / "report"
+    proc = subprocess.Popen([sys.executable, "-m", "graphbench", *ARGS, "--results", str(results),
+                             "--report", str(report)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and not list(results.rglob("0001_*.json")):
+        time.sleep(0.2)
+    assert list(results.rglob("0001_*.json")), "the first point never finished"
+    proc.send_signal(signal.SIGTERM)
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, output
+    assert "interrupted" in output and "--resume" in output
+    loaded = load_results([results])
+    assert loaded.results and all(r["status"] == "ok" for r in loaded.results)  # the killed point left no record
+    first = {r["label"] for r in loaded.results}
+    assert (report / "report.md").is_file() and all(label in (report / "report.md").read_text() for label in first)
+    resumed = subprocess.run([sys.executable, "-m", "graphbench", *ARGS, "--results", str(results), "--resume"],
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    ok = [r["label"] for r in load_results([results]).results if r["status"] == "ok"]
+    assert set(ok) == LABELS and len(ok) == len(LABELS)

@@ -32,8 +32,8 @@ def wants_own_process(device_type: str) -> bool:
     return mode == "1" or (mode == "auto" and device_type == "cuda")
 
 
-def _die_with_parent() -> None:
-    """Linux: the child is killed when the point's process dies (e.g. killed by the sweep's timeout)."""
+def die_with_parent() -> None:
+    """preexec_fn (Linux): the child is killed when the process that started it dies."""
     try:
         import ctypes
 
@@ -48,7 +48,7 @@ def cold_start_in_child(config: EngineConfig) -> dict[str, Any]:
         json.dump(config.to_dict(), f)
     try:
         proc = subprocess.run([sys.executable, "-m", "graphbench.bench.cold_start", f.name], capture_output=True,
-                              text=True, check=False, preexec_fn=_die_with_parent if os.name == "posix" else None)
+                              text=True, check=False, preexec_fn=die_with_parent if os.name == "posix" else None)
     finally:
         os.unlink(f.name)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]

@@ -2,6 +2,8 @@
 
 A point that crashes, runs out of memory or times out gets a failed record with the reason and
 the tail of its stderr; the sweep goes on. `resume` skips points that already have an ok result.
+`request_stop()` (the CLI calls it on SIGINT/SIGTERM) kills the running points' process groups and
+starts no new ones: they end "interrupted", with no record, so that `resume` measures them later.
 
 The grid (axes, points, sweep files) is in sweep_grid, the results-folder lock in sweep_lock;
 both are re-exported here.
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -20,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from graphbench.bench.cold_start import die_with_parent
 from graphbench.bench.sweep_grid import (
     AXIS_ALIASES,
     PEERS,
@@ -47,6 +51,7 @@ __all__ = [
     "completed_labels",
     "load_sweep_file",
     "point_label",
+    "request_stop",
     "run_sweep",
     "sweep_lock",
     "tune_point",
@@ -57,10 +62,19 @@ __all__ = [
 CHILD_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 
+_STOP = threading.Event()
+POLL_S = 0.25  # how often a running point checks for a stop request
+
+
+def request_stop() -> None:
+    """Stop the sweep soon: running points are killed, no new point starts (safe from a signal handler)."""
+    _STOP.set()
+
+
 @dataclass
 class SweepOutcome:
     point: SweepPoint
-    status: str  # ok | failed | skipped
+    status: str  # ok | failed | skipped | interrupted
     path: Path | None = None
     reason: str = ""
     seconds: float = 0.0
@@ -73,6 +87,10 @@ class SweepResult:
     @property
     def num_failed(self) -> int:
         return sum(o.status == "failed" for o in self.outcomes)
+
+    @property
+    def interrupted(self) -> bool:
+        return any(o.status == "interrupted" for o in self.outcomes)
 
 
 def tune_point(point: SweepPoint, results_dir: Path) -> None:
@@ -131,6 +149,7 @@ def run_sweep(points: list[SweepPoint], results_dir: str | Path, run_args: list[
 
     gpus: device ids to spread the points over (one point per GPU, or per tensor-parallel group, at a time)."""
     results_dir = Path(results_dir)
+    _STOP.clear()
     with sweep_lock(results_dir):
         if gpus:
             return _run_points_spread(points, results_dir, run_args, timeout_s, resume, on_start, on_done, gpus)
@@ -164,6 +183,8 @@ def _run_points_spread(points, results_dir: Path, run_args, timeout_s, resume, o
 
 
 def _tuned_then_run(point, results_dir: Path, run_args, timeout_s, extra_env=None) -> SweepOutcome:
+    if _STOP.is_set():
+        return SweepOutcome(point, "interrupted", reason="not started (interrupted)")
     try:
         if point.tuned_graphs is not None:
             tune_point(point, results_dir)
@@ -178,6 +199,8 @@ def _run_points(points, results_dir: Path, run_args, timeout_s, resume, on_start
     for point in points:
         if point.label in done:
             outcome = SweepOutcome(point, "skipped", reason="already measured (--resume)")
+        elif _STOP.is_set():
+            outcome = SweepOutcome(point, "interrupted", reason="not started (interrupted)")
         else:
             on_start(point)
             outcome = _tuned_then_run(point, results_dir, run_args, timeout_s)
@@ -198,13 +221,30 @@ def _run_point(point: SweepPoint, results_dir: Path, run_args: list[str], timeou
     env = dict(os.environ, **CHILD_ENV, PYTHONUNBUFFERED="1", **(extra_env or {}))
     before = _ok_count(results_dir, point.label)
     started = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env, check=False)
-        reason = "" if proc.returncode == 0 else _exit_reason(proc.returncode, proc.stderr)
-        stderr = proc.stderr
-    except subprocess.TimeoutExpired as exc:
-        reason = f"timed out after {timeout_s:g} s"
-        stderr = (exc.stderr or b"").decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+    # its own process group: a timeout or a stop kills the point's children too (cold-start process,
+    # tensor-parallel ranks); and it dies with the sweep if the sweep is killed outright
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True, preexec_fn=die_with_parent if os.name == "posix" else None)
+    reason, stderr = "", ""
+    while True:
+        try:
+            _stdout, stderr = proc.communicate(timeout=POLL_S)
+            break
+        except subprocess.TimeoutExpired:
+            overdue = time.perf_counter() - started > timeout_s
+            if overdue or _STOP.is_set():
+                _kill_group(proc)
+                _stdout, stderr = proc.communicate()
+                if not overdue:  # stopped: unless its result was already written, nothing is recorded
+                    seconds = time.perf_counter() - started
+                    if _ok_count(results_dir, point.label) > before:
+                        return SweepOutcome(point, "ok", seconds=seconds)
+                    return SweepOutcome(point, "interrupted", reason="stopped while running (interrupted)",
+                                        seconds=seconds)
+                reason = f"timed out after {timeout_s:g} s"
+                break
+    if not reason and proc.returncode != 0:
+        reason = _exit_reason(proc.returncode, stderr)
     seconds = time.perf_counter() - started
     if not reason and _ok_count(results_dir, point.label) <= before:
         reason = "the point exited without writing a result"
@@ -220,6 +260,13 @@ def _record_failure(point: SweepPoint, results_dir: Path, reason: str, stderr: s
                            sweep={"point": point.overrides})
     path = write_result(results_dir, "failed", point.label, record)
     return SweepOutcome(point, "failed", path, reason, seconds)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, AttributeError):
+        proc.kill()
 
 
 def _exit_reason(code: int, stderr: str) -> str:

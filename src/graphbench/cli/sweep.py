@@ -1,5 +1,7 @@
 """`graphbench sweep`: a grid of configurations (and peers), each point in its own process."""
 
+import signal
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -97,17 +99,46 @@ def sweep(
 
         def done(outcome):
             progress.advance(task)
-            style = {"ok": "green", "failed": "red", "skipped": "dim"}[outcome.status]
+            style = {"ok": "green", "failed": "red", "skipped": "dim", "interrupted": "yellow"}[outcome.status]
             progress.console.print(f"[{style}]{outcome.status:>7}[/{style}] {outcome.point.label}"
                                    f"{f'  {outcome.seconds:.0f} s' if outcome.seconds else ''}"
                                    f"{f'  {outcome.reason}' if outcome.reason else ''}")
 
-        result = run_sweep(points, results, run_args, timeout_s=timeout, resume=resume, on_start=started, on_done=done,
-                           gpus=gpu_ids)
+        with _stop_on_signals() as received:
+            result = run_sweep(points, results, run_args, timeout_s=timeout, resume=resume, on_start=started,
+                               on_done=done, gpus=gpu_ids)
+    if not any(o.status in ("ok", "failed", "skipped") for o in result.outcomes):
+        console.print("[yellow]interrupted before any point finished: no report[/yellow]")
+        raise typer.Exit(128 + (received[0] if received else signal.SIGINT))
     _summary(console, results)
     _write_report(console, results, report or results / "report")
     if result.num_failed:
         console.print(f"[red]{result.num_failed} point(s) failed; see the report's Failures section[/red]")
+    if result.interrupted:
+        left = sum(o.status == "interrupted" for o in result.outcomes)
+        console.print(f"[yellow]interrupted: {left} point(s) not measured; the report covers the others. "
+                      f"The same command with --resume measures the rest.[/yellow]")
+        raise typer.Exit(128 + (received[0] if received else signal.SIGINT))
+
+
+@contextmanager
+def _stop_on_signals():
+    """SIGINT/SIGTERM (Ctrl-C, a CI job's time limit) stop the sweep cleanly: running points are killed,
+    and what finished still gets its summary and report. Yields the list of signals received."""
+    from graphbench.bench.sweep import request_stop
+
+    received: list[int] = []
+
+    def handler(signum, _frame):
+        received.append(signum)
+        request_stop()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def _has_gpu(device: str) -> bool:
