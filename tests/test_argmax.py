@@ -17,7 +17,7 @@ import torch
 from graphbench.runner.argmax import chunk_size, triton_argmax
 from graphbench.runner.sampler import greedy
 assert chunk_size(128256) == 2048 and chunk_size(151936) == 4096 and chunk_size(32000) == 1024
-for vocab in (128256, 151936, 32000, 50257, 8192):
+for vocab in (128256, 50257, 8192):  # 63 chunks; 50 with a partial last one; 8 exact
     g = torch.Generator().manual_seed(vocab)
     for dtype in (torch.bfloat16, torch.float32):
         logits = torch.randn(6, vocab, generator=g).to(dtype)
