@@ -142,7 +142,8 @@ def test_dp_exact_with_memory_budget() -> None:
         objective = rng.choice(["tokens", "waste"])
         top = rng.randint(3, 14)
         counts = random_counts(rng, top, rng.randint(1, 10))
-        model = MemoryModel(rng.choice([0.0, 1.0, 5.0]), rng.choice([0.0, 0.5, 1.0, 2.0]))
+        model = MemoryModel(rng.choice([0.0, 1.0, 5.0]), rng.choice([0.0, 0.5, 1.0, 2.0]),
+                            fixed_bytes=rng.choice([0.0, 0.0, 7.5, 30.0]))
         n = rng.randint(1, 6)
         budget = model.predict([top]) + rng.uniform(0, 40)
         if model.predict([top]) == 0:
@@ -161,6 +162,19 @@ def test_budget_that_even_the_top_exceeds_is_an_error() -> None:
         tune_ladder({1: 1, 8: 1}, 2, memory_model=model, memory_budget_bytes=5 * MiB)
     with pytest.raises(GraphbenchError, match="no ladder fits"):
         tune_ladder({1: 1, 8: 1}, 2, memory_model=MemoryModel(1.0, 1.0), memory_budget_bytes=5.0)
+    # the fixed part alone (pool of the largest recording, first-capture cost) is over the budget
+    with pytest.raises(GraphbenchError, match=r"predicted to need 12\.0 MiB"):
+        tune_ladder({1: 1, 8: 1}, 2, memory_model=MemoryModel(MiB, 0.0, fixed_bytes=11 * MiB),
+                    memory_budget_bytes=10 * MiB)
+
+
+def test_fixed_memory_leaves_room_for_fewer_graphs() -> None:
+    """Budget 14 MiB, 10 MiB fixed, 1 MiB per graph: 4 graphs fit (not 14)."""
+    model = MemoryModel(MiB, 0.0, fixed_bytes=10 * MiB)
+    counts = {n: 1 for n in range(1, 17)}
+    ladder = tune_ladder(counts, 16, top=16, memory_model=model, memory_budget_bytes=14 * MiB)
+    assert len(ladder.sizes) == 4 and ladder.sizes[-1] == 16
+    assert ladder.predicted_graph_memory_bytes == 14 * MiB
 
 
 # ----------------------------------------------------------------------------- hand-checked
@@ -360,6 +374,22 @@ def test_memory_model_fit() -> None:
     assert fit.per_graph_bytes >= 0 and fit.per_token_bytes >= 0 and "refitted" in fit.note
     with pytest.raises(GraphbenchError, match="no result with captured graphs"):
         fit_memory_model([{"startup": {"capture_sizes": [1], "graph_memory_bytes": 0}}])
+
+
+def test_memory_model_fit_with_a_fixed_part() -> None:
+    """Four ladders measured with 150 MiB every ladder pays + 1.25 MiB per graph + 2 KiB per token."""
+    ladders = [[1, 2, 4, 8], [1, 2, 3, 4, 5, 6, 7, 8, 16, 32], [8, 64, 512], [4, 16, 64, 256, 512]]
+    exact = [{"startup": {"capture_sizes": s, "graph_memory_bytes": 150 * MiB + 1.25 * MiB * len(s) + 2048 * sum(s)}}
+             for s in ladders]
+    model = fit_memory_model(exact)
+    assert model.fixed_bytes == pytest.approx(150 * MiB) and model.per_graph_bytes == pytest.approx(1.25 * MiB)
+    assert model.per_token_bytes == pytest.approx(2048) and model.rms_error_bytes < 1.0 and model.note == ""
+    assert model.predict([1, 2]) == pytest.approx(150 * MiB + 2.5 * MiB + 2048 * 3)
+    # two measured ladders cannot separate three terms: an exact two-term fit, coefficients >= 0 (here
+    # per-graph + per-token would need a negative per-token term, so fixed + per-graph it is)
+    two = fit_memory_model(exact[:2])
+    assert two.rms_error_bytes < 1.0 and two.per_token_bytes == 0
+    assert two.fixed_bytes > 0 and two.per_graph_bytes > 0
 
 
 def test_distribution_type_is_reused() -> None:

@@ -233,7 +233,7 @@ def _print_table(doc: dict[str, Any]) -> None:
     say(f"objective: {doc['objective']} ({unit}); at most {doc['max_graphs']} graphs; top {doc['top']}"
         + "".join(f"; {e}" for e in extra))
     if (mm := doc["memory_model"]) is not None:
-        say(f"graph memory model: {mm['per_graph_bytes'] / MIB:.3f} MiB per size + "
+        say(f"graph memory model: {mm.get('fixed_bytes', 0.0) / MIB:.1f} MiB fixed + {mm['per_graph_bytes'] / MIB:.3f} MiB per size + "
             f"{mm['per_token_bytes'] / 1024:.3f} KiB per token of size (fit over {mm['num_points']} result(s), "
             f"rms error {mm['rms_error_bytes'] / MIB:.3f} MiB{'; ' + mm['note'] if mm['note'] else ''})")
     say(f"tuned ladder ({doc['tuned']['num_sizes']} sizes): {' '.join(map(str, doc['tuned']['sizes']))}")

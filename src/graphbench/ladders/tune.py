@@ -148,17 +148,20 @@ def pareto_curve(
             raise GraphbenchError("a graph-memory budget needs a memory model (fit one from measured results)")
         if not memory_budget_bytes > 0:
             raise GraphbenchError(f"the memory budget must be positive, got {memory_budget_bytes!r}")
-        if memory_model.per_graph_bytes < 0 or memory_model.per_token_bytes < 0:
+        if min(memory_model.per_graph_bytes, memory_model.per_token_bytes, memory_model.fixed_bytes) < 0:
             raise GraphbenchError("the memory model's coefficients must be non-negative")
     values, paths = prob.solve(limit)
     budget = memory_budget_bytes
     if budget is not None and any(p is not None and memory_model.predict(p) > budget * (1 + 1e-9) for p in paths):
         a, b = memory_model.per_graph_bytes, memory_model.per_token_bytes
-        if b == 0:
-            cap = limit if a == 0 else min(limit, math.floor(budget / a * (1 + 1e-9)))
+        room = budget - memory_model.fixed_bytes  # what the sizes themselves may take
+        if room < 0:
+            values, paths = values[:0], paths[:0]
+        elif b == 0:
+            cap = limit if a == 0 else min(limit, math.floor(room / a * (1 + 1e-9)))
             values, paths = values[: cap + 1], paths[: cap + 1]
         else:
-            values, paths = prob.solve_budget(limit, a, b, budget)
+            values, paths = prob.solve_budget(limit, a, b, room)
     curve: list[ParetoPoint] = []
     best_k, last = None, None
     for n in range(prob.forced, max_graphs + 1):

@@ -9,10 +9,14 @@ Parametric models (``model_distribution``):
   decoding each request contributes ``tokens_per_request`` (1 + k) tokens, so size r becomes r*(1+k).
 - ``uniform:A-B`` (or ``uniform:B`` for 1..B): every batch size from A to B tokens equally likely.
 
-Memory model (``fit_memory_model``): a ladder's graph memory is modelled as the sum over its sizes
-of (a + b * size). Each measured result gives one equation graph_memory_bytes = a * count + b *
-sum(sizes) over its ``startup.capture_sizes``; a and b are the least-squares fit, constrained to
-be non-negative. With a single ladder shape (or collinear ones) only a per-graph constant is fitted.
+Memory model (``fit_memory_model``): a ladder's graph memory is modelled as a fixed part c plus the
+sum over its sizes of (a + b * size). The fixed part is what every ladder pays alike: on the H200 the
+pool is sized by the largest recording (which every ladder keeps) and the first capture in a process
+costs ~95 MiB whatever the ladder (bench/RESULTS.md, session 3). Each measured result gives one
+equation graph_memory_bytes = c + a * count + b * sum(sizes) over its ``startup.capture_sizes``;
+c, a, b are the least-squares fit constrained to be non-negative (the best over the subsets of the
+three terms). Where the data cannot tell terms apart (one ladder shape, collinear shapes) the fit
+with fewer terms wins, per-graph first.
 """
 
 from __future__ import annotations
@@ -34,16 +38,18 @@ MODEL_FORMS = "closed:C, closed:C:W or uniform:A-B"
 
 @dataclass(frozen=True, slots=True)
 class MemoryModel:
-    """Graph memory of a ladder: per_graph_bytes per size plus per_token_bytes per token of each size."""
+    """Graph memory of a ladder: fixed_bytes, plus per_graph_bytes per size and per_token_bytes per
+    token of each size."""
 
     per_graph_bytes: float
     per_token_bytes: float
     num_points: int = 0
     rms_error_bytes: float = 0.0
     note: str = ""
+    fixed_bytes: float = 0.0
 
     def predict(self, sizes: Sequence[int]) -> float:
-        return len(sizes) * self.per_graph_bytes + self.per_token_bytes * sum(sizes)
+        return self.fixed_bytes + len(sizes) * self.per_graph_bytes + self.per_token_bytes * sum(sizes)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -165,33 +171,68 @@ def memory_points(results: Iterable[Mapping[str, Any]]) -> list[tuple[int, int, 
     return points
 
 
+# the terms of the model, in the order a tie between equally good fits is broken: fewer terms first,
+# then per-graph before per-token before fixed
+_TERMS = {"a": lambda k, s: k, "b": lambda k, s: s, "c": lambda k, s: 1.0}
+_SUBSETS = [("a",), ("b",), ("c",), ("a", "b"), ("c", "a"), ("c", "b"), ("c", "a", "b")]
+
+
 def fit_memory_model(results: Iterable[Mapping[str, Any]]) -> MemoryModel:
-    """Least-squares a, b >= 0 in graph_memory_bytes = a * count + b * sum(sizes) (see the module docstring)."""
+    """Least-squares c, a, b >= 0 in graph_memory_bytes = c + a * count + b * sum(sizes) (see the module
+    docstring)."""
     points = memory_points(results)
     if not points:
         raise GraphbenchError(
             "no result with captured graphs (startup.capture_sizes and graph_memory_bytes > 0) to fit "
             "the graph-memory model"
         )
-    kk = math.fsum(k * k for k, _, _ in points)
-    ss = math.fsum(s * s for _, s, _ in points)
-    ks = math.fsum(k * s for k, s, _ in points)
-    km = math.fsum(k * m for k, _, m in points)
-    sm = math.fsum(s * m for _, s, m in points)
-    det = kk * ss - ks * ks
-    per_graph_only = (km / kk, 0.0)
+    fits = [fit for subset in _SUBSETS if (fit := _least_squares(points, subset)) is not None]
+    tie = 1e-9 * math.fsum(m * m for _, _, m in points)
+    feasible = [f for f in fits if all(v >= 0 for v in f[1].values())]
+    best_sse = min(sse for sse, _ in feasible)
+    coef = next(c for sse, c in feasible if sse <= best_sse + tie)
     note = ""
-    if det <= 1e-9 * kk * ss:
-        (a, b), note = per_graph_only, "one ladder shape measured: memory modelled per graph only"
-    else:
-        a, b = (km * ss - sm * ks) / det, (sm * kk - km * ks) / det
-        if a < 0 or b < 0:  # the non-negative optimum lies on an axis: the better one-variable fit
-            per_token_only = (0.0, sm / ss)
-            a, b = min(per_graph_only, per_token_only, key=lambda ab: _sse(points, *ab))
-            note = "least squares gave a negative coefficient; refitted with it at zero"
-    rms = math.sqrt(_sse(points, a, b) / len(points))
-    return MemoryModel(a, b, len(points), rms, note)
+    if len({(k, s) for k, s, _ in points}) == 1:
+        note = "one ladder shape measured: memory modelled per graph only"
+    elif min(sse for sse, _ in fits) < best_sse - tie:
+        note = "least squares gave a negative coefficient; refitted with it at zero"
+    a, b, c = coef.get("a", 0.0), coef.get("b", 0.0), coef.get("c", 0.0)
+    rms = math.sqrt(_sse(points, a, b, c) / len(points))
+    return MemoryModel(a, b, len(points), rms, note, c)
 
 
-def _sse(points: list[tuple[int, int, float]], a: float, b: float) -> float:
-    return math.fsum((m - a * k - b * s) ** 2 for k, s, m in points)
+def _least_squares(points: list[tuple[int, int, float]], subset: tuple[str, ...]) -> tuple[float, dict] | None:
+    """Unconstrained least squares over the given terms; None when they cannot be told apart."""
+    rows = [[_TERMS[t](k, s) for t in subset] for k, s, _ in points]
+    n = len(subset)
+    gram = [[math.fsum(r[i] * r[j] for r in rows) for j in range(n)] for i in range(n)]
+    rhs = [math.fsum(r[i] * m for r, (_, _, m) in zip(rows, points)) for i in range(n)]
+    solution = _solve(gram, rhs)
+    if solution is None:
+        return None
+    coef = dict(zip(subset, solution))
+    return _sse(points, coef.get("a", 0.0), coef.get("b", 0.0), coef.get("c", 0.0)), coef
+
+
+def _solve(matrix: list[list[float]], rhs: list[float]) -> list[float] | None:
+    """Gaussian elimination with partial pivoting; None for a (numerically) singular matrix."""
+    n = len(rhs)
+    m = [row[:] + [v] for row, v in zip(matrix, rhs)]
+    scale = max(abs(x) for row in matrix for x in row) or 1.0
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda r: abs(m[r][col]))
+        if abs(m[pivot][col]) <= 1e-12 * scale:
+            return None
+        m[col], m[pivot] = m[pivot], m[col]
+        for r in range(col + 1, n):
+            factor = m[r][col] / m[col][col]
+            for j in range(col, n + 1):
+                m[r][j] -= factor * m[col][j]
+    x = [0.0] * n
+    for r in range(n - 1, -1, -1):
+        x[r] = (m[r][n] - math.fsum(m[r][j] * x[j] for j in range(r + 1, n))) / m[r][r]
+    return x
+
+
+def _sse(points: list[tuple[int, int, float]], a: float, b: float, c: float = 0.0) -> float:
+    return math.fsum((m - c - a * k - b * s) ** 2 for k, s, m in points)
