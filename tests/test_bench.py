@@ -159,6 +159,15 @@ def test_cold_start_in_its_own_process_then_warm_first_start(tmp_path, monkeypat
     assert warm["compile_cache_dir"] == cold["compile_cache_dir"]
 
 
+def test_without_compilation_the_cold_start_stays_in_process(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRAPHBENCH_COLD_START_PROCESS", "1")  # (a cold -O0 start is a warm one: no child)
+    result = runner.invoke(app, ["run", "--device", "cpu", "-O0", "--concurrency", "1", "--prompt-len", "4",
+                                 "--output-len", "2", "--repeats", "1", "--results", str(tmp_path), "--cold", "-q"])
+    assert result.exit_code == 0, result.output
+    starts = load_results([tmp_path]).results[0]["startups"]
+    assert len(starts) == 2 and not any("own_process" in s for s in starts)
+
+
 def test_a_failed_cold_start_process_fails_the_point_with_its_reason(tmp_path, monkeypatch):
     monkeypatch.setenv("GRAPHBENCH_COLD_START_PROCESS", "1")
     result = runner.invoke(app, ["run", "--device", "cpu", "-O1", "--attention-backend", "triton", "--concurrency", "1",

@@ -63,6 +63,12 @@ def _start(config: EngineConfig, cold: bool):
     return engine, startup_dict(engine, cold, time.perf_counter() - started)
 
 
+def _compiles(config: EngineConfig) -> bool:
+    from graphbench.config import CompileMode
+
+    return config.resolve().compilation.mode != CompileMode.NONE
+
+
 def _device_type(config: EngineConfig) -> str:
     import torch
 
@@ -101,7 +107,9 @@ def run_point(spec: PointSpec, results_dir: str | Path,
     inject_fault(spec.label)
     startups, engine = [], None
     for kind in spec.startups:
-        if kind == "cold" and engine is None and wants_own_process(_device_type(spec.config)):
+        # (without compilation a cold start is a warm one: no child process for it)
+        own_process = engine is None and _compiles(spec.config) and wants_own_process(_device_type(spec.config))
+        if kind == "cold" and own_process:
             progress("cold start (own process)")
             startups.append(cold_start_in_child(spec.config))
             continue
