@@ -100,9 +100,8 @@ def inject_fault(label: str) -> None:
 def run_point(spec: PointSpec, results_dir: str | Path,
               progress: Callable[[str], None] = lambda message: None) -> Path:
     """Measure one point and write its result file; return the file."""
-    from graphbench.bench.driver import run_engine_workload, warm_up
-
     from graphbench.bench.cold_start import cold_start_in_child, wants_own_process
+    from graphbench.bench.driver import run_engine_workload, warm_up
 
     inject_fault(spec.label)
     startups, engine = [], None
