@@ -17,20 +17,20 @@ import torch
 from graphbench.runner.argmax import chunk_size, triton_argmax
 from graphbench.runner.sampler import greedy
 assert chunk_size(128256) == 2048 and chunk_size(151936) == 4096 and chunk_size(32000) == 1024
-for vocab in (128256, 50257, 8192):  # 63 chunks; 50 with a partial last one; 8 exact
+# 63 chunks (bf16, the engine's case); 50 with a partial last one; 8 exact
+for vocab, dtype in ((128256, torch.bfloat16), (50257, torch.float32), (8192, torch.bfloat16)):
     g = torch.Generator().manual_seed(vocab)
-    for dtype in (torch.bfloat16, torch.float32):
-        logits = torch.randn(6, vocab, generator=g).to(dtype)
-        logits[1, 7] = logits[1, vocab - 3] = 50.0  # a tie across chunks: the first index wins
-        logits[2, :] = 1.0  # all equal: index 0
-        logits[3, vocab - 1] = 60.0  # the max in the last, partial chunk
-        logits[4, :] = float("-inf")
-        logits[4, 5] = -1e30  # everything else -inf
-        logits[5, 1000:1003] = 70.0  # a tie inside one chunk
-        got = triton_argmax(logits)
-        assert got.dtype == torch.int64 and torch.equal(got, logits.argmax(-1)), (vocab, dtype, got)
-        assert got[:6].tolist()[1:] == [7, 0, vocab - 1, 5, 1000]
-        assert torch.equal(greedy(logits), got)
+    logits = torch.randn(6, vocab, generator=g).to(dtype)
+    logits[1, 7] = logits[1, vocab - 3] = 50.0  # a tie across chunks: the first index wins
+    logits[2, :] = 1.0  # all equal: index 0
+    logits[3, vocab - 1] = 60.0  # the max in the last, partial chunk
+    logits[4, :] = float("-inf")
+    logits[4, 5] = -1e30  # everything else -inf
+    logits[5, 1000:1003] = 70.0  # a tie inside one chunk
+    got = triton_argmax(logits)
+    assert got.dtype == torch.int64 and torch.equal(got, logits.argmax(-1)), (vocab, dtype, got)
+    assert got[:6].tolist()[1:] == [7, 0, vocab - 1, 5, 1000]
+    assert torch.equal(greedy(logits), got)
 # rows of a wider buffer (row stride > vocab), and no rows at all
 wide = torch.randn(3, 40000, generator=g)
 assert torch.equal(triton_argmax(wide[:, :33000]), wide[:, :33000].argmax(-1))

@@ -54,9 +54,9 @@ def test_second_sweep_into_the_same_folder_is_refused(tmp_path):
     assert not (tmp_path / ".sweep.lock").exists()
 
 
-def test_sigterm_stops_cleanly_with_a_report_then_resume_completes(tmp_path):
+def test_sigterm_stops_cleanly_with_a_report(tmp_path):
     """A CI time limit (SIGTERM): the running point is killed (no failed record), finished points get
-    their summary and report, exit 128 + 15; --resume then measures only what is missing."""
+    their summary and report, exit 128 + 15."""
     results, report = tmp_path / "results", tmp_path / "report"
     proc = subprocess.Popen([sys.executable, "-m", "graphbench", *ARGS, "--results", str(results),
                              "--report", str(report)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -72,8 +72,4 @@ def test_sigterm_stops_cleanly_with_a_report_then_resume_completes(tmp_path):
     assert loaded.results and all(r["status"] == "ok" for r in loaded.results)  # the killed point left no record
     first = {r["label"] for r in loaded.results}
     assert (report / "report.md").is_file() and all(label in (report / "report.md").read_text() for label in first)
-    resumed = subprocess.run([sys.executable, "-m", "graphbench", *ARGS, "--results", str(results), "--resume"],
-                             capture_output=True, text=True, timeout=300)
-    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
-    ok = [r["label"] for r in load_results([results]).results if r["status"] == "ok"]
-    assert set(ok) == LABELS and len(ok) == len(LABELS)
+    assert first < LABELS  # (--resume completing the grid is test_kill_at_random_moments_then_resume's)
