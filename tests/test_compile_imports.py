@@ -33,3 +33,24 @@ def test_startup_report_carries_the_import_seconds_apart_from_compile_seconds():
 
     report = StartupReport(dynamo_seconds=2.0, inductor_seconds=3.0, compile_import_seconds=4.0)
     assert report.compile_seconds == 5.0
+
+
+def test_compile_workers_start_early_unless_switched_off(monkeypatch):
+    """start_compile_workers starts Inductor's pool and submits its readiness probe (so workers import
+    torch while Dynamo traces); GRAPHBENCH_EARLY_COMPILE_WORKERS=0 or one compile thread: nothing."""
+    import torch._inductor.config as inductor_config
+    from torch._inductor.async_compile import AsyncCompile
+
+    from graphbench.runner.compile.compiler import start_compile_workers
+
+    calls = []
+    monkeypatch.setattr(AsyncCompile, "warm_pool", classmethod(lambda cls: calls.append("warm_pool")))
+    monkeypatch.setattr(AsyncCompile, "use_process_pool", classmethod(lambda cls: calls.append("probe") or False))
+    monkeypatch.setattr(inductor_config, "compile_threads", 8)
+    monkeypatch.setenv("GRAPHBENCH_EARLY_COMPILE_WORKERS", "0")
+    assert start_compile_workers() == 8 and calls == []
+    monkeypatch.setenv("GRAPHBENCH_EARLY_COMPILE_WORKERS", "1")
+    assert start_compile_workers() == 8 and calls == ["warm_pool", "probe"]
+    monkeypatch.setattr(inductor_config, "compile_threads", 1)
+    calls.clear()
+    assert start_compile_workers() == 1 and calls == []
