@@ -46,11 +46,13 @@ def test_compile_workers_start_early_unless_switched_off(monkeypatch):
     calls = []
     monkeypatch.setattr(AsyncCompile, "warm_pool", classmethod(lambda cls: calls.append("warm_pool")))
     monkeypatch.setattr(AsyncCompile, "use_process_pool", classmethod(lambda cls: calls.append("probe") or False))
-    monkeypatch.setattr(inductor_config, "compile_threads", 8)
-    monkeypatch.setenv("GRAPHBENCH_EARLY_COMPILE_WORKERS", "0")
-    assert start_compile_workers() == 8 and calls == []
-    monkeypatch.setenv("GRAPHBENCH_EARLY_COMPILE_WORKERS", "1")
-    assert start_compile_workers() == 8 and calls == ["warm_pool", "probe"]
-    monkeypatch.setattr(inductor_config, "compile_threads", 1)
+    # (Inductor's config is patched its own way: monkeypatch would delete compile_threads on undo)
+    with inductor_config.patch(compile_threads=8):
+        monkeypatch.setenv("GRAPHBENCH_EARLY_COMPILE_WORKERS", "0")
+        assert start_compile_workers() == 8 and calls == []
+        monkeypatch.setenv("GRAPHBENCH_EARLY_COMPILE_WORKERS", "1")
+        assert start_compile_workers() == 8 and calls == ["warm_pool", "probe"]
     calls.clear()
-    assert start_compile_workers() == 1 and calls == []
+    with inductor_config.patch(compile_threads=1):
+        assert start_compile_workers() == 1 and calls == []
+    assert isinstance(inductor_config.compile_threads, int)  # left as it was
