@@ -35,6 +35,12 @@ for vocab, dtype in ((128256, torch.bfloat16), (50257, torch.float32), (8192, to
 wide = torch.randn(3, 40000, generator=g)
 assert torch.equal(triton_argmax(wide[:, :33000]), wide[:, :33000].argmax(-1))
 assert triton_argmax(torch.randn(0, 9000)).shape == (0,)
+# the stage-1 workspace is kept between calls: fewer rows, then more rows than it holds
+from graphbench.runner import argmax as argmax_module
+for rows in (5, 2, 11):
+    x = torch.randn(rows, 9000, generator=g)
+    assert torch.equal(triton_argmax(x), x.argmax(-1)), rows
+assert argmax_module._workspaces[(x.device, 9)][0].shape == (11, 9)
 print("ok")
 """
 

@@ -47,14 +47,30 @@ def chunk_size(vocab: int) -> int:
     return max(1024, triton.next_power_of_2(triton.cdiv(vocab, MAX_CHUNKS)))
 
 
+# Stage 1's per-chunk maxima, kept between calls so a decode step allocates only its output:
+# (device, num_chunks) -> (values [rows, num_chunks] float32, indices [rows, num_chunks] int32).
+# Reuse is safe: both kernels run on the caller's stream, in order.
+_workspaces: dict[tuple[torch.device, int], tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def _workspace(device: torch.device, num_rows: int, num_chunks: int) -> tuple[torch.Tensor, torch.Tensor]:
+    key = (device, num_chunks)
+    held = _workspaces.get(key)
+    if held is None or held[0].shape[0] < num_rows:
+        rows = max(num_rows, 2 * held[0].shape[0] if held is not None else num_rows)
+        held = (torch.empty((rows, num_chunks), dtype=torch.float32, device=device),
+                torch.empty((rows, num_chunks), dtype=torch.int32, device=device))
+        _workspaces[key] = held
+    return held
+
+
 def triton_argmax(logits: torch.Tensor) -> torch.Tensor:  # [R, V] float (unit stride in V) -> [R] int64
     """torch.argmax(logits, dim=-1) in two launches, for a large vocabulary on the GPU."""
     num_rows, vocab = logits.shape
     assert logits.stride(-1) == 1, "triton_argmax: logits must be contiguous along the vocabulary"
     block = chunk_size(vocab)
     num_chunks = triton.cdiv(vocab, block)
-    values = torch.empty((num_rows, num_chunks), dtype=torch.float32, device=logits.device)
-    indices = torch.empty((num_rows, num_chunks), dtype=torch.int32, device=logits.device)
+    values, indices = _workspace(logits.device, num_rows, num_chunks)
     out = torch.empty((num_rows,), dtype=torch.int64, device=logits.device)
     if num_rows == 0:
         return out
