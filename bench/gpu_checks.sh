@@ -6,6 +6,7 @@
 #   bash bench/gpu_checks.sh sweep     # the default llama-3.2-1b sweep with peers (issue 5: < 10 min)
 #   bash bench/gpu_checks.sh tune      # default vs a tuned ladder with half the graphs (issue 10)
 #   bash bench/gpu_checks.sh tp        # 2 GPUs: TP=2 vs TP=1, llama-3.1-8b decode at TP 1 and 2 (issue 9)
+#   bash bench/gpu_checks.sh gemv      # batch-1 projections in a CUDA graph: cuBLAS / Inductor / Triton GEMV, ~2 min
 #   bash bench/gpu_checks.sh probe     # why -O3's autotuning compiles serially (issue 5's sweep time), ~2 min
 # Logs and JSON go to $OUT (the device tool brings them back); copy figures into bench/RESULTS.md.
 set -uo pipefail
@@ -46,5 +47,7 @@ case "${1:-}" in
       GRAPHBENCH_EARLY_COMPILE_WORKERS=$early WAIT_FOR_WORKERS_S=$((early * 15)) timeout 150 \
         python3 bench/debug/autotune_precompile.py 2>&1 | grep -v "^DEBUG" | tee "$OUT/probe-early$early.log" | tail -8
     done ;;
-  *) echo "usage: bash bench/gpu_checks.sh tests|startup|decode|sweep|tune|tp|probe" >&2; exit 2 ;;
+  gemv)  # batch-1 projections in a CUDA graph: cuBLAS vs Inductor's reduction vs a Triton GEMV (issue 7)
+    timeout 300 python3 bench/gemv.py --model llama-3.2-1b --out "$OUT/gemv.json" 2>&1 | grep -v "^DEBUG" | tee "$OUT/gemv.log" | tail -12 ;;
+  *) echo "usage: bash bench/gpu_checks.sh tests|startup|decode|sweep|tune|tp|probe|gemv" >&2; exit 2 ;;
 esac

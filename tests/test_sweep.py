@@ -21,6 +21,12 @@ def test_default_grid_is_levels_by_ladders():
     # cold + warm start-up once per -O level and compiled configuration: -O3's compile_sizes are the
     # ladder's decode rungs <= 8 (1, 2, 4, 8 vs 1..8), so -O3 with the interactivity ladder compiles anew
     assert [p.cold for p in points] == [True, False] * 3 + [True, True]
+    # -O0 records no graph: its interactivity point would run the very same engine, so it is not run
+    assert [p.same_as for p in points] == [None, "O0_default"] + [None] * 6
+    # on the CPU no level records graphs; -O3's interactivity point still compiles other sizes
+    on_cpu = build_grid({"model.model": "tiny-llama"}, {"level": [0, 1, 2, 3], "ladder": ["default", "interactivity"]},
+                        [], graphs_possible=False)
+    assert [p.same_as for p in on_cpu] == [None, "O0_default", None, "O1_default", None, "O2_default", None, None]
     with_peers = build_grid({"model.model": "tiny-llama"}, {"level": [2]}, ["hf-eager", "hf-compile"])
     assert [(p.label, p.system) for p in with_peers] == [("O2", "graphbench"), ("hf-eager", "hf-eager"),
                                                          ("hf-compile", "hf-compile")]
@@ -51,6 +57,20 @@ def test_dry_run_lists_points():
     result = runner.invoke(app, ["sweep", *FAST, "--levels", "0,1", "--dry-run"])
     assert result.exit_code == 0, result.output
     assert "O0_default" in result.stdout and "O1_default" in result.stdout and "2 points" in result.stdout
+    both = runner.invoke(app, ["sweep", *FAST, "--levels", "0", "--ladders", "default,interactivity", "--dry-run"],
+                         env={"COLUMNS": "250"})
+    assert both.exit_code == 0 and "not run: same as O0_default" in both.stdout, both.output
+
+
+def test_a_point_running_the_same_engine_is_skipped_with_its_reason(tmp_path):
+    from graphbench.bench.sweep import run_sweep
+
+    points = build_grid({"model.model": "tiny-llama"}, {"level": [0], "ladder": ["default", "interactivity"]}, [])
+    points[0].same_as = "elsewhere"  # nothing runs: both are skipped
+    result = run_sweep(points, tmp_path, [], timeout_s=5, resume=False)
+    assert [(o.status, o.reason) for o in result.outcomes] == [
+        ("skipped", "same engine as elsewhere (no CUDA graphs: the ladder changes nothing)"),
+        ("skipped", "same engine as O0_default (no CUDA graphs: the ladder changes nothing)")]
 
 
 def test_failed_point_is_recorded_and_resume_completes(tmp_path):

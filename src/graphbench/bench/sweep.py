@@ -164,9 +164,10 @@ def _run_points_spread(points, results_dir: Path, run_args, timeout_s, resume, o
     report = threading.Lock()  # progress callbacks come from several threads
 
     def skip(point):
-        if point.label not in done:
+        reason = _skip_reason(point, done)
+        if reason is None:
             return None
-        outcome = SweepOutcome(point, "skipped", reason="already measured (--resume)")
+        outcome = SweepOutcome(point, "skipped", reason=reason)
         with report:
             on_done(outcome)
         return outcome
@@ -197,8 +198,8 @@ def _run_points(points, results_dir: Path, run_args, timeout_s, resume, on_start
     done = completed_labels(results_dir) if resume else set()
     result = SweepResult()
     for point in points:
-        if point.label in done:
-            outcome = SweepOutcome(point, "skipped", reason="already measured (--resume)")
+        if (reason := _skip_reason(point, done)) is not None:
+            outcome = SweepOutcome(point, "skipped", reason=reason)
         elif _STOP.is_set():
             outcome = SweepOutcome(point, "interrupted", reason="not started (interrupted)")
         else:
@@ -207,6 +208,14 @@ def _run_points(points, results_dir: Path, run_args, timeout_s, resume, on_start
         result.outcomes.append(outcome)
         on_done(outcome)
     return result
+
+
+def _skip_reason(point: SweepPoint, done: set[str]) -> str | None:
+    if point.same_as is not None:
+        return f"same engine as {point.same_as} (no CUDA graphs: the ladder changes nothing)"
+    if point.label in done:
+        return "already measured (--resume)"
+    return None
 
 
 def _run_point(point: SweepPoint, results_dir: Path, run_args: list[str], timeout_s: float,

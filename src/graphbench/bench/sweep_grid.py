@@ -4,6 +4,7 @@ sweep files. Every point's config is validated here, before anything runs."""
 from __future__ import annotations
 
 import itertools
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ class SweepPoint:
     system: str = "graphbench"
     cold: bool = False
     tuned_graphs: int | None = None  # ladder "tuned:N": tuned from the batch sizes measured earlier in the sweep
+    same_as: str | None = None  # an earlier point runs the very same engine: this one is not run
 
     def describe(self) -> str:
         parts = [f"{k.split('.')[-1]}={v}" for k, v in self.overrides.items() if k != "model.model"]
@@ -80,8 +82,13 @@ def point_label(overrides: dict[str, Any], axes: list[str]) -> str:
     return "_".join(parts) or "base"
 
 
-def build_grid(base: dict[str, Any], axes: dict[str, list[Any]], peers: list[str]) -> list[SweepPoint]:
+def build_grid(base: dict[str, Any], axes: dict[str, list[Any]], peers: list[str], *,
+               graphs_possible: bool = True) -> list[SweepPoint]:
     """The Cartesian product of the axes over the base config, then one point per peer.
+
+    A point whose engine is the same as an earlier point's is marked `same_as` it and not run: without
+    CUDA graphs (-O0, cudagraph_mode NONE, or graphs_possible=False on the CPU) the ladder changes
+    nothing, so -O0 x interactivity would measure -O0 x default again.
 
     The first point of each -O level and compiled configuration (config hash: compile_sizes, buffer
     sizes, ...) starts cold (its compile cache is cleared), then warm; later points of that level with
@@ -92,6 +99,7 @@ def build_grid(base: dict[str, Any], axes: dict[str, list[Any]], peers: list[str
             raise GraphbenchError(f"unknown peer {peer!r}{suggest(peer, PEERS)}; choose from {', '.join(PEERS)}")
     keys = [canonical_axis(k) for k in axes]
     points, seen_hashes = [], set()
+    engines: dict[str, str] = {}  # engine key -> label of the first point running that engine
     for values in itertools.product(*axes.values()) if axes else [()]:
         overrides = dict(base, **dict(zip(keys, values)))
         tuned = _tuned_graphs(overrides.get("compilation.performance_mode"))
@@ -103,13 +111,29 @@ def build_grid(base: dict[str, Any], axes: dict[str, list[Any]], peers: list[str
         key = (overrides.get("optimization_level"), config.compute_hash())
         cold = key not in seen_hashes and tuned is None
         seen_hashes.add(key)
-        points.append(SweepPoint(label.replace("tuned:", "tuned"), overrides, cold=cold, tuned_graphs=tuned))
+        label = label.replace("tuned:", "tuned")
+        same_as = None
+        if tuned is None:
+            same_as = engines.setdefault(engine_key(config, graphs_possible), label)
+            same_as = None if same_as == label else same_as
+        points.append(SweepPoint(label, overrides, cold=cold and same_as is None, tuned_graphs=tuned,
+                                 same_as=same_as))
     for peer in peers:
         points.append(SweepPoint(peer, {k: v for k, v in base.items() if k.startswith("model.")}, system=peer))
     labels = [p.label for p in points]
     if len(set(labels)) != len(labels):
         raise GraphbenchError("sweep points must have distinct labels (two axes give the same label)")
     return points
+
+
+def engine_key(config: Any, graphs_possible: bool = True) -> str:
+    """What the engine of a resolved config does, as a string: the whole config, less the capture
+    ladder when no graph will be recorded (the ladder then changes nothing)."""
+    data = config.to_dict()
+    comp = data["compilation"]
+    if not graphs_possible or comp["cudagraph_mode"] == "NONE":
+        comp["cudagraph_capture_sizes"] = comp["max_cudagraph_capture_size"] = comp["performance_mode"] = None
+    return json.dumps(data, sort_keys=True)
 
 
 def _tuned_graphs(ladder: Any) -> int | None:

@@ -78,14 +78,15 @@ def sweep(
     if max_num_seqs:
         base["scheduler.max_num_seqs"] = max_num_seqs
     peer_list = _parse_peers(peers if peers is not None else workload.pop("peers", None), gpu)
-    points = build_grid(base, {k: v for k, v in axes.items() if v}, peer_list)
+    points = build_grid(base, {k: v for k, v in axes.items() if v}, peer_list, graphs_possible=gpu)
     run_args = _run_args(workload, concurrency, prompt_len, output_len, num_requests, repeats, gpu)
 
     console = Console()
     if dry_run:
         table = Table("#", "label", "system", "settings", "start")
         for i, p in enumerate(points, 1):
-            table.add_row(str(i), p.label, p.system, p.describe(), "cold+warm" if p.cold else "warm")
+            start = f"not run: same as {p.same_as}" if p.same_as else "cold+warm" if p.cold else "warm"
+            table.add_row(str(i), p.label, p.system, p.describe(), start)
         console.print(table)
         console.print(f"[dim]{len(points)} points; each runs: graphbench run {' '.join(run_args)}[/dim]")
         return
