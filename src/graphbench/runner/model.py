@@ -2,7 +2,8 @@
 
 forward(input_ids[T], positions[T]) -> hidden[T, H]; attention goes through the
 `graphbench::attention` custom op, which is where torch.compile splits the graph.
-Projections are fused: one qkv matmul and one gate/up matmul per layer. Under tensor parallelism
+Projections are fused: one qkv matmul and one gate/up matmul per layer; a one-row batch runs them
+as a Triton GEMV (linear.py). Under tensor parallelism
 the model is built from the per-rank shape (parallel.local_arch) and all-reduces after o_proj,
 down_proj and the vocab-parallel embedding (see parallel.py).
 """
@@ -15,6 +16,7 @@ from torch import nn
 
 from graphbench.config.arch import ArchConfig
 from graphbench.runner.attention.op import attention
+from graphbench.runner.linear import Linear
 from graphbench.runner.parallel import Shard, all_gather_last, all_reduce, vocab_rows
 from graphbench.runner.rotary import RotaryEmbedding
 
@@ -44,8 +46,8 @@ class Attention(nn.Module):
             arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim)
         self.q_size = self.num_heads * self.head_dim
         self.kv_size = self.num_kv_heads * self.head_dim
-        self.qkv_proj = nn.Linear(arch.hidden_size, self.q_size + 2 * self.kv_size, bias=arch.attention_bias)
-        self.o_proj = nn.Linear(self.q_size, arch.hidden_size, bias=False)
+        self.qkv_proj = Linear(arch.hidden_size, self.q_size + 2 * self.kv_size, bias=arch.attention_bias)
+        self.o_proj = Linear(self.q_size, arch.hidden_size, bias=False)
         self.layer_idx = layer_idx
         self.rotary = rotary
 
@@ -71,8 +73,8 @@ class MLP(nn.Module):
     def __init__(self, arch: ArchConfig, tp_size: int = 1):
         super().__init__()
         self.tp_size = tp_size
-        self.gate_up_proj = nn.Linear(arch.hidden_size, 2 * arch.intermediate_size, bias=False)
-        self.down_proj = nn.Linear(arch.intermediate_size, arch.hidden_size, bias=False)
+        self.gate_up_proj = Linear(arch.hidden_size, 2 * arch.intermediate_size, bias=False)
+        self.down_proj = Linear(arch.intermediate_size, arch.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
@@ -111,7 +113,7 @@ class CausalLM(nn.Module):
         self.embed_tokens = nn.Embedding(vocab_rows_local, arch.hidden_size)
         self.layers = nn.ModuleList(DecoderLayer(arch, i, rotary, shard.size) for i in range(arch.num_hidden_layers))
         self.norm = RMSNorm(arch.hidden_size, arch.rms_norm_eps)
-        self.lm_head = nn.Linear(arch.hidden_size, vocab_rows_local, bias=False)
+        self.lm_head = Linear(arch.hidden_size, vocab_rows_local, bias=False)
         if arch.tie_word_embeddings:
             self.lm_head.weight = self.embed_tokens.weight
         self.rotary = rotary

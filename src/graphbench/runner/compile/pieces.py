@@ -151,7 +151,8 @@ class PieceRunner:
         # GEMM autotuning only: pointwise autotuning and coordinate descent benchmark every fused kernel
         # and kept -O3's start-up over 200 s on an H200 (four decode sizes x three distinct pieces)
         patches = {"max_autotune_gemm": True} if backend.autotune else {}
-        fn, artifact = _inductor_compile(self.graph, list(args), patches, dynamic=False)
+        graph = self.graph if size == 1 else linears_as_matmuls(self.graph)
+        fn, artifact = _inductor_compile(graph, list(args), patches, dynamic=False)
         self.static_fns[size] = fn
         if self.key:
             backend.static_by_key[(self.key, size)] = fn
@@ -160,6 +161,24 @@ class PieceRunner:
         backend.stats.static_inductor_seconds += time.perf_counter() - started
         backend.stats.num_static_variants += 1
         return fn
+
+
+def linears_as_matmuls(graph: fx.GraphModule) -> fx.GraphModule:
+    """A copy of the piece with each `graphbench::linear` call (opaque: it picks the one-row GEMV at
+    run time) turned back into F.linear, for a variant compiled for a fixed multi-row size: there
+    Inductor sees the matmuls, fuses around them and autotunes them."""
+    import copy
+
+    from graphbench.runner.linear import linear_op
+
+    targets = {linear_op._opoverload, getattr(torch.ops.graphbench.linear, "default", None)}
+    rewritten = copy.deepcopy(graph)
+    nodes = [n for n in rewritten.graph.nodes if n.op == "call_function" and n.target in targets]
+    for node in nodes:
+        node.target = torch.nn.functional.linear  # same (x, weight, bias) arguments
+    if nodes:
+        rewritten.recompile()
+    return rewritten
 
 
 def _fake_args_from_meta(gm: fx.GraphModule, split: fx.GraphModule, names: list[str]) -> dict[str, list] | None:

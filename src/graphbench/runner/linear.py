@@ -1,0 +1,92 @@
+"""Linear layers with a Triton GEMV for one-row batches (a batch-1 decode step).
+
+cuBLAS runs the batch-1 projections of llama-3.2-1b well under the copy bandwidth: inside a CUDA
+graph qkv took 6.5 us (1.9 TB/s), o_proj 6.1 us (1.4 TB/s) and down 13.8 us (2.4 TB/s), against
+5.3, 4.3 and 10.3 us for the kernel below (bench/gemv.py, bench/RESULTS.md, session 4): 45.0 -> 37.7 us
+per layer. So a one-row linear runs this kernel; every other shape stays with cuBLAS.
+
+Inside torch.compile the choice is made when the shape is known: a graph compiled for a fixed token
+count picks at trace time (a multi-row size stays an `mm` Inductor can autotune); the dynamic graph
+calls the `graphbench::linear` custom op, which picks when it runs (and so when each size is
+recorded in a CUDA graph). Eager code calls the implementation directly (no custom-op overhead).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+OP_NAME = "graphbench::linear"
+
+
+def _gemv_config(n: int, k: int) -> tuple[int, int, int]:
+    """(BLOCK_N, BLOCK_K, num_warps) from the H200 measurements: many small programs for large
+    matrices (gate_up, down), wider ones for the small projections (qkv, o_proj). BLOCK_K is the
+    largest power of two dividing K, up to 2048 or 1024 (Qwen's 896 = 7 x 128 gets 128)."""
+    large = n * k >= 16 * 2**20
+    block_k = min(k & -k, 2048 if large else 1024)
+    return (2, block_k, 2) if large else (4, block_k, 8)
+
+
+def gemv_applies(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """One row on the GPU (or the Triton interpreter), contiguous, K a multiple of 128."""
+    if not GEMV_ENABLED or x.dim() != 2 or x.shape[0] != 1 or not (x.is_cuda or _interpreting()):
+        return False
+    n, k = weight.shape
+    return x.is_contiguous() and weight.stride(-1) == 1 and x.dtype == weight.dtype and _gemv_config(n, k)[1] >= 128
+
+
+def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x[1, K] @ weight[N, K].T (+ bias[N]) -> [1, N], in x's dtype, accumulated in float32."""
+    from graphbench.runner.gemv_kernel import launch_gemv
+
+    n, k = weight.shape
+    out = torch.empty((1, n), dtype=x.dtype, device=x.device)
+    launch_gemv(x, weight, bias, out, *_gemv_config(n, k), interpret=_interpreting())
+    return out
+
+
+def linear_impl(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """F.linear, through the Triton GEMV when gemv_applies."""
+    if gemv_applies(x, weight):
+        return gemv(x, weight, bias)
+    return F.linear(x, weight, bias)
+
+
+@torch.library.custom_op(OP_NAME, mutates_args=())
+def linear_op(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """The dynamic-shape graph's linear: the row count is only known when it runs."""
+    return linear_impl(x, weight, bias)
+
+
+@linear_op.register_fake
+def _linear_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    return x.new_empty((x.shape[0], weight.shape[0]))
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x[T, K] -> [T, N]. Which kernel runs depends on T: see the module docstring."""
+    if not torch.compiler.is_compiling():
+        return linear_impl(x, weight, bias)
+    rows = x.shape[0]
+    if not GEMV_ENABLED or (isinstance(rows, int) and rows != 1):  # a fixed multi-row shape: Inductor's mm
+        return F.linear(x, weight, bias)
+    return linear_op(x, weight, bias)
+
+
+class Linear(nn.Linear):
+    """nn.Linear whose forward is `linear` (same parameters, same state-dict keys)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return linear(x, self.weight, self.bias)
+
+
+# GRAPHBENCH_GEMV=0: every linear is F.linear (to measure the GEMV's effect, or rule it out)
+GEMV_ENABLED = os.environ.get("GRAPHBENCH_GEMV", "1") != "0"
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")

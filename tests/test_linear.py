@@ -1,0 +1,83 @@
+"""runner/linear.py: the one-row Triton GEMV (in the Triton interpreter) and where it is used."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.fx as fx
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CODE = """
+import torch, torch.nn.functional as F
+from graphbench.runner.gemv_kernel import launch_gemv
+from graphbench.runner.linear import gemv_applies, linear_impl, _gemv_config
+g = torch.Generator().manual_seed(0)
+# through linear_impl (the small-matrix blocks); N not a multiple of BLOCK_N; with and without bias
+for (n, k), dtype in (((48, 512), torch.float32), ((37, 1024), torch.bfloat16), ((9, 896), torch.float32)):
+    w = torch.randn(n, k, generator=g).to(dtype)
+    b = torch.randn(n, generator=g).to(dtype)
+    x = torch.randn(1, k, generator=g).to(dtype)
+    assert gemv_applies(x, w), (n, k)
+    for bias in (None, b):
+        got = linear_impl(x, w, bias)
+        ref = F.linear(x.float(), w.float(), None if bias is None else bias.float())
+        err = ((got.float() - ref).norm() / ref.norm()).item()
+        assert got.shape == (1, n) and got.dtype == dtype and err < (1e-5 if dtype == torch.float32 else 1e-2), (n, k, err)
+# the large-matrix blocks, on a small matrix (K = 2 x BLOCK_K)
+w, x = torch.randn(5, 4096, generator=g), torch.randn(1, 4096, generator=g)
+out = torch.empty(1, 5)
+launch_gemv(x, w, None, out, *_gemv_config(4096, 4096), interpret=True)
+assert _gemv_config(4096, 4096) == (2, 2048, 2) and _gemv_config(48, 512) == (4, 512, 8)
+assert torch.allclose(out, x @ w.T, rtol=1e-5, atol=1e-4)
+# not one row, K too small or not a multiple of the K block: F.linear
+w = torch.randn(64, 512)
+assert not gemv_applies(torch.randn(2, 512), w)
+assert not gemv_applies(torch.randn(1, 64), torch.randn(64, 64))
+assert not gemv_applies(torch.randn(1, 960), torch.randn(64, 960))  # 960 = 15 x 64
+assert _gemv_config(64, 896) == (4, 128, 8) and _gemv_config(3584, 18944) == (2, 512, 2)
+print("ok")
+"""
+
+
+def test_gemv_equals_linear_in_the_interpreter():
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("triton is not installed")
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT / "src"))
+    out = subprocess.run([sys.executable, "-c", CODE], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
+
+
+def test_on_the_cpu_every_linear_is_torch_linear():
+    from graphbench.runner.linear import Linear, gemv_applies, linear_op
+
+    layer = Linear(16, 8, bias=True)
+    x = torch.randn(1, 16)
+    assert not gemv_applies(x, layer.weight)
+    assert torch.equal(layer(x), F.linear(x, layer.weight, layer.bias))
+    assert torch.equal(linear_op(x, layer.weight, None), F.linear(x, layer.weight))
+    assert list(layer.state_dict()) == ["weight", "bias"]  # checkpoints load as into nn.Linear
+
+
+def test_fixed_size_variants_see_matmuls_again():
+    from graphbench.runner.compile.pieces import linears_as_matmuls
+    from graphbench.runner.linear import linear_op
+
+    graph = fx.Graph()
+    x, w = graph.placeholder("x"), graph.placeholder("w")
+    y = graph.call_function(linear_op._opoverload, (x, w, None))
+    graph.output(graph.call_function(torch.relu, (y,)))
+    piece = fx.GraphModule(torch.nn.Module(), graph)
+    rewritten = linears_as_matmuls(piece)
+    targets = [n.target for n in rewritten.graph.nodes if n.op == "call_function"]
+    assert targets == [F.linear, torch.relu]
+    assert [n.target for n in piece.graph.nodes if n.op == "call_function"][0] is linear_op._opoverload  # a copy
+    a, b = torch.randn(3, 8), torch.randn(5, 8)
+    assert torch.equal(rewritten(a, b), piece(a, b))
