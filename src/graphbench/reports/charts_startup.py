@@ -91,6 +91,8 @@ def graph_rows(points: pd.DataFrame) -> pd.DataFrame:
     rows = points[mask].copy()
     rows["num_capture_sizes"] = rows["num_capture_sizes"].astype(float)
     rows["graph_memory_mib"] = rows["graph_memory_bytes"] / MIB
+    # the recordings' shared pool is sized by the largest one: the part beyond it is what scales with the count
+    rows["beyond_pool_mib"] = (rows["graph_memory_bytes"] - rows["graph_pool_bytes"]) / MIB
     return rows[rows["graph_memory_mib"].notna() | rows["capture_s"].notna()]
 
 
@@ -115,8 +117,12 @@ def graph_memory_chart(data: ReportData, path: Path) -> None:
                 if not pts.empty:
                     ax.scatter(pts["num_capture_sizes"], pts[column], color=color, marker=marker,
                                facecolors=color if cold else "none", zorder=3)  # fmt: skip
-            line = sub[[not flag_is(c, False) for c in sub["startup_cold"]]].groupby("num_capture_sizes")[column].median()
+            cold_rows = sub[[not flag_is(c, False) for c in sub["startup_cold"]]]
+            line = cold_rows.groupby("num_capture_sizes")[column].median()
             ax.plot(line.index, line.to_numpy(), "-", color=color, label=f"{mode}")
+            beyond = cold_rows.groupby("num_capture_sizes")["beyond_pool_mib"].median().dropna()
+            if column == "graph_memory_mib" and not beyond.empty:
+                ax.plot(beyond.index, beyond.to_numpy(), "--", color=color, label=f"{mode}, beyond the shared pool")
             spots = sub.groupby(["num_capture_sizes", column])["label"].agg(lambda s: ", ".join(sorted(set(s))))
             for (x, y), names in spots.items():
                 ax.annotate(names, (x, y), fontsize=6, xytext=(4, 3), textcoords="offset points")
