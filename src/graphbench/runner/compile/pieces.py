@@ -149,8 +149,12 @@ class PieceRunner:
             return shared
         started = time.perf_counter()
         # GEMM autotuning only: pointwise autotuning and coordinate descent benchmark every fused kernel
-        # and kept -O3's start-up over 200 s on an H200 (four decode sizes x three distinct pieces)
-        patches = {"max_autotune_gemm": True} if backend.autotune else {}
+        # and kept -O3's start-up over 200 s on an H200 (four decode sizes x three distinct pieces).
+        # Nor are epilogue/prologue fusions benchmarked: with that on (Inductor's default) the choice of
+        # kernel waits for the scheduler, which compiles each fused candidate one by one in the main
+        # process (324 Triton compiles, 142 s of -O3's compile_sizes on the H200, session 4); off, the
+        # GEMM is chosen when it is lowered, its candidates compiled in parallel.
+        patches = {"max_autotune_gemm": True, "benchmark_epilogue_fusion": False} if backend.autotune else {}
         graph = self.graph if size == 1 else linears_as_matmuls(self.graph)
         fn, artifact = _inductor_compile(graph, list(args), patches, dynamic=False)
         self.static_fns[size] = fn
