@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import time
 from collections import deque
 from typing import Any
@@ -37,8 +38,10 @@ def run_engine_workload(engine, workload: Workload, specs: list[RequestSpec] | N
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
+        cpu_start = time.process_time()
         start = time.perf_counter()
         duration = _drive(engine, workload, pending, finished, start)
+        cpu_seconds = time.process_time() - cpu_start
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -50,6 +53,9 @@ def run_engine_workload(engine, workload: Workload, specs: list[RequestSpec] | N
         "requests_per_s": len(finished) / duration,
         "duration_s": duration,
         "num_requests": len(finished),
+        # to tell a slow repeat's cause: the host's run queue, and how much of the repeat this process ran
+        "host_load_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        "process_cpu_fraction": cpu_seconds / duration if duration > 0 else None,
     }
     result.update(request_metrics(finished))
     result.update(step_metrics(engine.records[first_record:]))
