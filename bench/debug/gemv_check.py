@@ -36,7 +36,7 @@ def main() -> int:
                     failures.append((n, k, dtype))
     # the op inside a dynamic compiled graph, recorded in CUDA graphs at 1 and 4 rows
     mlp = torch.nn.Sequential(Linear(2048, 8192, bias=False), torch.nn.SiLU(), Linear(8192, 2048, bias=True))
-    mlp = mlp.to("cuda", torch.bfloat16)
+    mlp = mlp.to("cuda", torch.bfloat16).requires_grad_(False)  # inference, as in the engine
     compiled = torch.compile(mlp, dynamic=True, fullgraph=True)
     for rows in (1, 4, 1):
         x = torch.randn(rows, 2048, device="cuda", dtype=torch.bfloat16)
@@ -58,4 +58,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    with torch.inference_mode():
+        sys.exit(main())
