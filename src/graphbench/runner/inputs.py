@@ -74,6 +74,9 @@ class StepInputs:
         a["seq_lens"][:num_reqs] = per_req
         a["seq_lens"][num_reqs:] = 0
         max_blocks = -(-max(per_req) // self.block_size)
+        if max_blocks > a["block_tables"].shape[1]:
+            raise ValueError(f"dummy batch: {max(per_req)} tokens in one request exceed max_model_len "
+                             f"({a['block_tables'].shape[1] * self.block_size}); use more requests")
         a["block_tables"][:num_reqs, :max_blocks] = np.arange(max_blocks) % num_kv_blocks
         a["input_ids"][:num_tokens] = 0
         a["positions"][:num_tokens] = np.concatenate([np.arange(n) for n in per_req])

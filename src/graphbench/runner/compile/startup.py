@@ -73,10 +73,17 @@ def _compile_into(engine, directory: Path) -> None:
     engine.runner.forward_fn = engine.compiled
     _compile(engine)
 
+def largest_step_tokens(max_num_batched_tokens: int, max_num_seqs: int, max_model_len: int) -> int:
+    """The most tokens one step can hold: no step holds more than its requests' contexts, so with few
+    sequences and a short max_model_len (1 x 4096 under an 8192-token budget) the dummy batch that
+    traces the forward must not either (its requests must fit their block tables)."""
+    return min(max_num_batched_tokens, max_num_seqs * max_model_len)
+
+
 def _compile(engine) -> None:
     """Trace and compile once (largest step), then each compile_sizes variant: all before any request."""
     sched = engine.config.scheduler
-    num_tokens = sched.max_num_batched_tokens
+    num_tokens = largest_step_tokens(sched.max_num_batched_tokens, sched.max_num_seqs, engine.max_model_len)
     engine.runner.dummy_run(num_tokens, min(num_tokens, sched.max_num_seqs))
     for size in engine.config.compilation.compile_sizes or []:
         engine.runner.dummy_run(size, min(size, sched.max_num_seqs))
