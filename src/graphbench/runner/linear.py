@@ -5,10 +5,10 @@ graph qkv took 6.5 us (1.9 TB/s), o_proj 6.1 us (1.4 TB/s) and down 13.8 us (2.4
 5.3, 4.3 and 10.3 us for the kernel below (bench/gemv.py, bench/RESULTS.md, session 4): 45.0 -> 37.7 us
 per layer. So a one-row linear runs this kernel; every other shape stays with cuBLAS.
 
-Inside torch.compile the choice is made when the shape is known: a graph compiled for a fixed token
-count picks at trace time (a multi-row size stays an `mm` Inductor can autotune); the dynamic graph
-calls the `graphbench::linear` custom op, which picks when it runs (and so when each size is
-recorded in a CUDA graph). Eager code calls the implementation directly (no custom-op overhead).
+Inside torch.compile every linear is traced as the `graphbench::linear` custom op, which picks its
+kernel when it runs (and so when each size is recorded in a CUDA graph); a variant compiled for a
+fixed multi-row size (compile_sizes) gets plain matmuls back before Inductor sees it, so that they are
+fused around and autotuned. Eager code calls the implementation directly (no custom-op overhead).
 """
 
 from __future__ import annotations
@@ -71,10 +71,10 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     """x[T, K] -> [T, N]. Which kernel runs depends on T: see the module docstring."""
     if not torch.compiler.is_compiling():
         return linear_impl(x, weight, bias)
-    rows = x.shape[0]
-    if not GEMV_ENABLED or (isinstance(rows, int) and rows != 1):  # a fixed multi-row shape: Inductor's mm
-        return F.linear(x, weight, bias)
-    return linear_op(x, weight, bias)
+    # No branching on x.shape[0] here: under Dynamo a symbolic row count passes isinstance(rows, int) and
+    # `rows != 1` is assumed true, so the op would never be traced. Variants compiled for a fixed
+    # multi-row size get their matmuls back from compile/pieces.linears_as_matmuls.
+    return linear_op(x, weight, bias) if GEMV_ENABLED else F.linear(x, weight, bias)
 
 
 class Linear(nn.Linear):
