@@ -64,8 +64,15 @@ def test_piecewise_without_compilation_is_left_to_the_engine_downgrade():
 
 
 def test_o3_compile_sizes_follow_the_ladder():
+    """-O3 compiles the ladder's power-of-two decode rungs <= 8 (in units of the decode query length)."""
     cfg = load_engine_config(overrides={"optimization_level": 3, "compilation.cudagraph_capture_sizes": [2, 6, 12]})
-    assert cfg.resolve().compilation.compile_sizes == [2, 6]
+    assert cfg.resolve().compilation.compile_sizes == [2]
+    for ladder in ("default", "interactivity"):
+        cfg = load_engine_config(overrides={"optimization_level": 3, "compilation.performance_mode": ladder})
+        assert cfg.resolve().compilation.compile_sizes == [1, 2, 4, 8]
+    spec = load_engine_config(overrides={"optimization_level": 3, "speculative.num_speculative_tokens": 2,
+                                         "compilation.cudagraph_capture_sizes": [3, 6, 9, 12]})
+    assert spec.resolve().compilation.compile_sizes == [3, 6]
 
 
 def test_ladder_follows_scheduler_and_speculative():

@@ -19,14 +19,15 @@ def test_default_grid_is_levels_by_ladders():
     points = build_grid({"model.model": "tiny-llama"}, {"level": [0, 1, 2, 3], "ladder": ["default", "interactivity"]}, [])
     assert [p.label for p in points] == [f"O{lvl}_{ladder}" for lvl in range(4) for ladder in ("default", "interactivity")]
     # cold + warm start-up once per -O level and compiled configuration: -O3's compile_sizes are the
-    # ladder's decode rungs <= 8 (1, 2, 4, 8 vs 1..8), so -O3 with the interactivity ladder compiles anew
-    assert [p.cold for p in points] == [True, False] * 3 + [True, True]
+    # ladder's power-of-two rungs <= 8 (1, 2, 4, 8 on both ladders), so its interactivity point is warm
+    assert [p.cold for p in points] == [True, False] * 4
     # -O0 records no graph: its interactivity point would run the very same engine, so it is not run
     assert [p.same_as for p in points] == [None, "O0_default"] + [None] * 6
-    # on the CPU no level records graphs; -O3's interactivity point still compiles other sizes
+    # on the CPU no level records graphs: every interactivity point runs its default point's engine
     on_cpu = build_grid({"model.model": "tiny-llama"}, {"level": [0, 1, 2, 3], "ladder": ["default", "interactivity"]},
                         [], graphs_possible=False)
-    assert [p.same_as for p in on_cpu] == [None, "O0_default", None, "O1_default", None, "O2_default", None, None]
+    assert [p.same_as for p in on_cpu] == [None, "O0_default", None, "O1_default", None, "O2_default", None,
+                                           "O3_default"]
     with_peers = build_grid({"model.model": "tiny-llama"}, {"level": [2]}, ["hf-eager", "hf-compile"])
     assert [(p.label, p.system) for p in with_peers] == [("O2", "graphbench"), ("hf-eager", "hf-eager"),
                                                          ("hf-compile", "hf-compile")]

@@ -92,7 +92,8 @@ def build_grid(base: dict[str, Any], axes: dict[str, list[Any]], peers: list[str
 
     The first point of each -O level and compiled configuration (config hash: compile_sizes, buffer
     sizes, ...) starts cold (its compile cache is cleared), then warm; later points of that level with
-    the same hash start warm. (A ladder change keeps the hash, but -O3's compile_sizes follow the ladder.)
+    the same hash start warm. (A ladder change keeps the hash; -O3's compile_sizes are the ladder's
+    power-of-two rungs <= 8, the same on the default and interactivity ladders.)
     """
     for peer in peers:
         if peer not in PEERS:

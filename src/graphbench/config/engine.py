@@ -88,7 +88,9 @@ class EngineConfig:
         comp.cudagraph_capture_sizes = list(ladder.sizes)
         comp.max_cudagraph_capture_size = ladder.max_capture_size
         if comp.compile_sizes == "decode<=8":
-            comp.compile_sizes = [s for s in ladder.sizes if s <= O3_MAX_COMPILE_SIZE]
+            q = cfg.decode_query_len  # rungs are multiples of it under speculative decoding
+            comp.compile_sizes = [s for s in ladder.sizes
+                                  if s <= O3_MAX_COMPILE_SIZE and s % q == 0 and (s // q) & (s // q - 1) == 0]
         if comp.mode == CompileMode.NONE:
             comp.compile_sizes = []
         return cfg

@@ -91,8 +91,11 @@ class CompileMode(str, enum.Enum):
 
 
 # -O presets (SPEC §1.8). A preset only fills fields the user left unset.
-# compile_sizes "decode<=8" means: the captured decode rungs <= 8, compiled for their
-# concrete shape with max-autotune (resolved once the ladder is known).
+# compile_sizes "decode<=8" means: the ladder's power-of-two decode rungs <= 8 (1, 2, 4, 8 on the
+# default and interactivity ladders alike), compiled for their concrete shape with max-autotune
+# (resolved once the ladder is known). Powers of two only: each variant autotunes its GEMMs (~40 s
+# a size on an H200), and the interactivity ladder's 3, 5, 6, 7 would double -O3's start-up for
+# sizes that the dynamic code serves; with the same variants, both ladders share one compile cache.
 OPTIMIZATION_PRESETS: dict[int, dict[str, object]] = {
     0: {"mode": CompileMode.NONE, "cudagraph_mode": CUDAGraphMode.NONE, "compile_sizes": []},
     1: {"mode": CompileMode.COMPILE, "cudagraph_mode": CUDAGraphMode.PIECEWISE, "compile_sizes": []},
