@@ -97,6 +97,10 @@ def graph_rows(points: pd.DataFrame) -> pd.DataFrame:
 
 
 def graph_memory_chart(data: ReportData, path: Path) -> None:
+    """Left: graph memory per start (every start is the first capture in its process), with the part
+    beyond the recordings' shared pool dashed: the pool is sized by the largest recording, so the
+    dashed line is what a ladder with fewer rungs saves. Right: capture time, cold and warm apart
+    (a cold capture pays Triton's JIT)."""
     rows = graph_rows(data.points)
     if rows.empty:
         raise NoData("no graphbench point captured CUDA graphs")
@@ -104,34 +108,31 @@ def graph_memory_chart(data: ReportData, path: Path) -> None:
 
     modes = sorted(set(rows["cudagraph_mode_resolved"]))
     cmap = colormaps["Set1"]
-    fig, axes = new_figure(1, 2, figsize=(13, 5.5))
-    panels = (("graph_memory_mib", "graph memory (MiB)"), ("capture_s", "capture time (s)"))
-    for ax, (column, ylabel) in zip(axes, panels):
-        for i, mode in enumerate(modes):
-            sub = rows[(rows["cudagraph_mode_resolved"] == mode) & rows[column].notna()]
-            if sub.empty:
-                continue
-            color = cmap(i % cmap.N)
-            for cold, marker in ((True, "o"), (False, "s")):
-                pts = sub[[flag_is(c, cold) if cold else not flag_is(c, True) for c in sub["startup_cold"]]]
-                if not pts.empty:
-                    ax.scatter(pts["num_capture_sizes"], pts[column], color=color, marker=marker,
-                               facecolors=color if cold else "none", zorder=3)  # fmt: skip
-            cold_rows = sub[[not flag_is(c, False) for c in sub["startup_cold"]]]
-            line = cold_rows.groupby("num_capture_sizes")[column].median()
-            ax.plot(line.index, line.to_numpy(), "-", color=color, label=f"{mode}")
-            beyond = cold_rows.groupby("num_capture_sizes")["beyond_pool_mib"].median().dropna()
-            if column == "graph_memory_mib" and not beyond.empty:
-                ax.plot(beyond.index, beyond.to_numpy(), "--", color=color, label=f"{mode}, beyond the shared pool")
-            spots = sub.groupby(["num_capture_sizes", column])["label"].agg(lambda s: ", ".join(sorted(set(s))))
-            for (x, y), names in spots.items():
-                ax.annotate(names, (x, y), fontsize=6, xytext=(4, 3), textcoords="offset points")
+    fig, (ax_mem, ax_time) = new_figure(1, 2, figsize=(13, 5.5))
+    for i, mode in enumerate(modes):
+        color = cmap(i % cmap.N)
+        sub = rows[rows["cudagraph_mode_resolved"] == mode]
+        _line(ax_mem, sub, "graph_memory_mib", color, "-", "o", f"{mode}: graph memory")
+        _line(ax_mem, sub, "beyond_pool_mib", color, "--", "x", f"{mode}: beyond the shared pool")
+        cold = sub[[flag_is(c, True) for c in sub["startup_cold"]]]
+        warm = sub[[not flag_is(c, True) for c in sub["startup_cold"]]]
+        _line(ax_time, cold, "capture_s", color, "-", "o", f"{mode}: cold start")
+        _line(ax_time, warm, "capture_s", color, ":", "s", f"{mode}: warm start")
+        spots = sub.groupby(["num_capture_sizes", "graph_memory_mib"])["label"].agg(lambda s: ", ".join(sorted(set(s))))
+        for (x, y), names in spots.items():
+            ax_mem.annotate(names, (x, y), fontsize=6, xytext=(4, 3), textcoords="offset points")
+    for ax, ylabel in ((ax_mem, "graph memory (MiB)"), (ax_time, "capture time (s)")):
         ax.set_xlabel("captured sizes (number of ladder rungs)")
         ax.set_ylabel(ylabel)
         ax.set_ylim(bottom=0)
-        top = rows["num_capture_sizes"].max()
-        ax.set_xlim(0, math.ceil(top * 1.1) + 1)
+        ax.set_xlim(0, math.ceil(rows["num_capture_sizes"].max() * 1.1) + 1)
         ax.grid(True, alpha=0.3)
-    axes[0].legend(title="resolved cudagraph mode (lines: cold starts; hollow squares: warm)", fontsize=8,
-                   title_fontsize=8)  # fmt: skip
+        ax.legend(fontsize=8)
     save_figure(fig, path, "Graph memory and capture time vs number of captured sizes", data.environment)
+
+
+def _line(ax, rows: pd.DataFrame, column: str, color, style: str, marker: str, label: str) -> None:
+    """Median of `column` per number of captured sizes, as a line with markers (nothing if empty)."""
+    points = rows[rows[column].notna()].groupby("num_capture_sizes")[column].median()
+    if not points.empty:
+        ax.plot(points.index, points.to_numpy(), style, marker=marker, color=color, label=label)
