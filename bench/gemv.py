@@ -11,7 +11,8 @@ Variants, for each projection of the model at M = 1 row:
 - cublas: torch.nn.functional.linear (what the engine runs today);
 - inductor: torch.compile of the same linear with coordinate_descent_tuning, which rewrites an M = 1
   matmul as a multiply + sum reduction and tunes its blocks (gpt-fast's decode path);
-- triton: the reduction GEMV below over a grid of (BLOCK_N, BLOCK_K, num_warps); the best is kept.
+- triton: the reduction GEMV below over a grid of (BLOCK_N, BLOCK_K, num_warps); the best is kept;
+- engine: runner/linear.py's linear as the engine runs it (its kernel with the blocks it picks).
 """
 
 from __future__ import annotations
@@ -130,14 +131,17 @@ def main() -> None:
             if best is None or us < best[0]:
                 best = (us, (block_n, block_k, warps))
         times["triton"] = best[0] if best else float("nan")
+        from graphbench.runner.linear import _gemv_config, linear_impl
+
+        times["engine"] = graph_time_us(lambda i: linear_impl(x, weights[i]), num_copies)  # its chosen blocks
         gbs = {v: n * k * 2 / (us * 1e-6) / 1e9 for v, us in times.items()}
         rows.append({"proj": name, "n": n, "k": k, "m": 1, "us": times, "gb_per_s": gbs, "triton_config": best[1] if best else None})
         print(f"{name:<8} N={n:<6} K={k:<5} " + "   ".join(f"{v} {us:6.2f} us ({gbs[v]:4.0f} GB/s)"
-                                                      for v, us in times.items()) + f"   triton cfg {best[1] if best else None}",
+                                                      for v, us in times.items()) + f"   triton cfg {best[1] if best else None}, engine cfg {_gemv_config(n, k)}",
               flush=True)
         weights.clear()  # free this projection's copies before the next
         torch._dynamo.reset()
-    total = {v: sum(r["us"][v] for r in rows if r["proj"] != "lm_head") for v in ("cublas", "inductor", "triton")}
+    total = {v: sum(r["us"][v] for r in rows if r["proj"] != "lm_head") for v in ("cublas", "inductor", "triton", "engine")}
     print("per layer (qkv + o_proj + gate_up + down): " + ", ".join(f"{v} {us:.1f} us" for v, us in total.items()))
     if args.out:
         with open(args.out, "w") as f:

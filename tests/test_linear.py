@@ -64,6 +64,10 @@ def test_on_the_cpu_every_linear_is_torch_linear():
     assert torch.equal(layer(x), F.linear(x, layer.weight, layer.bias))
     assert torch.equal(linear_op(x, layer.weight, None), F.linear(x, layer.weight))
     assert list(layer.state_dict()) == ["weight", "bias"]  # checkpoints load as into nn.Linear
+    from graphbench.runner.linear import MEASURED_BEST, _gemv_config
+
+    assert _gemv_config(128256, 2048) == MEASURED_BEST[(128256, 2048)] == (8, 256, 2)
+    assert all(k % block_k == 0 for (n, k), (_, block_k, _) in MEASURED_BEST.items())
 
 
 def test_fixed_size_variants_see_matmuls_again():

@@ -22,10 +22,24 @@ from torch import nn
 OP_NAME = "graphbench::linear"
 
 
+# The fastest (BLOCK_N, BLOCK_K, num_warps) of bench/gemv.py's grid on the H200 for llama-3.2-1b's
+# projections (session 4, bench/RESULTS.md); other shapes use the rule below.
+MEASURED_BEST = {
+    (3072, 2048): (8, 1024, 8),  # qkv
+    (2048, 2048): (4, 1024, 8),  # o_proj
+    (16384, 2048): (2, 2048, 2),  # gate_up
+    (2048, 8192): (2, 2048, 2),  # down
+    (128256, 2048): (8, 256, 2),  # lm_head
+}
+
+
 def _gemv_config(n: int, k: int) -> tuple[int, int, int]:
-    """(BLOCK_N, BLOCK_K, num_warps) from the H200 measurements: many small programs for large
-    matrices (gate_up, down), wider ones for the small projections (qkv, o_proj). BLOCK_K is the
-    largest power of two dividing K, up to 2048 or 1024 (Qwen's 896 = 7 x 128 gets 128)."""
+    """(BLOCK_N, BLOCK_K, num_warps): a measured best, else the rule those measurements suggest: many
+    small programs for large matrices (gate_up, down), wider ones for the small projections (qkv,
+    o_proj). BLOCK_K is the largest power of two dividing K, up to 2048 or 1024 (Qwen's 896 = 7 x 128
+    gets 128)."""
+    if (n, k) in MEASURED_BEST:
+        return MEASURED_BEST[(n, k)]
     large = n * k >= 16 * 2**20
     block_k = min(k & -k, 2048 if large else 1024)
     return (2, block_k, 2) if large else (4, block_k, 8)
