@@ -37,6 +37,16 @@ out = torch.empty(1, 5)
 launch_gemv(x, w, None, out, *_gemv_config(4096, 4096), interpret=True)
 assert _gemv_config(4096, 4096) == (2, 2048, 2) and _gemv_config(48, 512) == (4, 512, 8)
 assert torch.allclose(out, x @ w.T, rtol=1e-5, atol=1e-4)
+# the MLP's down projection: silu(gate) * up as the GEMV's input (one row), or one silu-mul launch then
+# the matmul (several rows); against torch in float32
+from graphbench.runner.linear import silu_mul_linear_impl
+w = torch.randn(24, 512, generator=g)
+for rows in (1, 3):
+    gate_up = torch.randn(rows, 1024, generator=g)
+    ref = F.linear(F.silu(gate_up[:, :512]) * gate_up[:, 512:], w)
+    assert gemv_applies(gate_up, w, gated=True) == (rows == 1)
+    assert torch.allclose(silu_mul_linear_impl(gate_up, w), ref, rtol=1e-5, atol=1e-5), rows
+assert not gemv_applies(torch.randn(1, 512), w, gated=True)  # a gated input is 2K wide
 # not one row, K too small or not a multiple of the K block: F.linear
 w = torch.randn(64, 512)
 assert not gemv_applies(torch.randn(2, 512), w)
@@ -74,14 +84,17 @@ def test_fixed_size_variants_see_matmuls_again():
     from graphbench.runner.compile.pieces import linears_as_matmuls
     from graphbench.runner.linear import linear_op
 
+    from graphbench.runner.linear import silu_mul_linear_op, silu_mul_matmul
+
     graph = fx.Graph()
-    x, w = graph.placeholder("x"), graph.placeholder("w")
+    x, w, w_down = graph.placeholder("x"), graph.placeholder("w"), graph.placeholder("w_down")
     y = graph.call_function(linear_op._opoverload, (x, w, None))
-    graph.output(graph.call_function(torch.relu, (y,)))
+    z = graph.call_function(silu_mul_linear_op._opoverload, (y, w_down))
+    graph.output(graph.call_function(torch.relu, (z,)))
     piece = fx.GraphModule(torch.nn.Module(), graph)
     rewritten = linears_as_matmuls(piece)
     targets = [n.target for n in rewritten.graph.nodes if n.op == "call_function"]
-    assert targets == [F.linear, torch.relu]
+    assert targets == [F.linear, silu_mul_matmul, torch.relu]
     assert [n.target for n in piece.graph.nodes if n.op == "call_function"][0] is linear_op._opoverload  # a copy
-    a, b = torch.randn(3, 8), torch.randn(5, 8)
-    assert torch.equal(rewritten(a, b), piece(a, b))
+    a, b, c = torch.randn(3, 8), torch.randn(10, 8), torch.randn(4, 5)
+    assert torch.equal(rewritten(a, b, c), piece(a, b, c))

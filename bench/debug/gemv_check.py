@@ -34,6 +34,19 @@ def main() -> int:
                 print(f"{'ok ' if ok else 'BAD'} gemv N={n} K={k} {dtype} bias={bias is not None} rel err {err:.2e}")
                 if not ok:
                     failures.append((n, k, dtype))
+    # the MLP's down projection with silu(gate) * up fused in (one row) or launched apart (several rows)
+    from graphbench.runner.linear import silu_mul_linear_impl
+
+    for n, k in ((2048, 8192), (4096, 14336), (896, 4864)):
+        w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / k ** 0.5
+        for rows in (1, 5):
+            gate_up = torch.randn(rows, 2 * k, device="cuda", dtype=torch.bfloat16)
+            ref = F.linear(F.silu(gate_up[:, :k].float()) * gate_up[:, k:].float(), w.float())
+            err = rel_err(silu_mul_linear_impl(gate_up, w), ref)
+            ok = err < 1e-2
+            print(f"{'ok ' if ok else 'BAD'} silu-mul + down N={n} K={k} rows={rows}: rel err {err:.2e}")
+            if not ok:
+                failures.append(("silu_mul", n, k, rows))
     # the op inside a dynamic compiled graph, recorded in CUDA graphs at 1 and 4 rows
     mlp = torch.nn.Sequential(Linear(2048, 8192, bias=False), torch.nn.SiLU(), Linear(8192, 2048, bias=True))
     mlp = mlp.to("cuda", torch.bfloat16).requires_grad_(False)  # inference, as in the engine

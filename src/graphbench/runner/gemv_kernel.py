@@ -1,4 +1,5 @@
-"""The Triton kernel behind runner/linear.py's one-row GEMV: y[n] = sum_k x[k] * w[n, k] (+ b[n]).
+"""The Triton kernels behind runner/linear.py: the one-row GEMV y[n] = sum_k x[k] * w[n, k] (+ b[n]),
+optionally with the MLP's silu(gate) * up computed on the fly as its input, and silu(gate) * up alone.
 
 A program owns BLOCK_N output rows and streams them along K in BLOCK_K steps, keeping a
 [BLOCK_N, BLOCK_K] float32 partial sum that is reduced once at the end (no reduction inside the
@@ -14,16 +15,19 @@ import triton.language as tl
 
 
 @triton.jit
-def _gemv_step(acc, x_ptr, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn):
+def _gemv_step(acc, x_ptr, w_ptr, k0, K, offs_n, offs_k, n_ok, stride_wn, GATED: tl.constexpr):
     w = tl.load(w_ptr + offs_n[:, None].to(tl.int64) * stride_wn + (k0 + offs_k)[None, :], mask=n_ok[:, None],
                 other=0.0)
-    x = tl.load(x_ptr + k0 + offs_k)
-    return acc + w.to(tl.float32) * x.to(tl.float32)[None, :]
+    x = tl.load(x_ptr + k0 + offs_k).to(tl.float32)
+    if GATED:  # x_ptr holds [gate | up] (2K): the input is silu(gate) * up, never written out
+        up = tl.load(x_ptr + K + k0 + offs_k).to(tl.float32)
+        x = x * tl.sigmoid(x) * up
+    return acc + w.to(tl.float32) * x[None, :]
 
 
 @triton.jit
-def _gemv_kernel(x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_wn,
-                 HAS_BIAS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, INTERPRET: tl.constexpr):
+def _gemv_kernel(x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_wn, HAS_BIAS: tl.constexpr, GATED: tl.constexpr,
+                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, INTERPRET: tl.constexpr):
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = offs_n < N
     offs_k = tl.arange(0, BLOCK_K)  # K % BLOCK_K == 0: no mask along K
@@ -31,26 +35,45 @@ def _gemv_kernel(x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_wn,
     if INTERPRET:  # numpy >= 2.4 cannot turn the interpreter's 1-element scalars into range bounds
         k0 = 0
         while k0 < K:
-            acc = _gemv_step(acc, x_ptr, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn)
+            acc = _gemv_step(acc, x_ptr, w_ptr, k0, K, offs_n, offs_k, n_ok, stride_wn, GATED)
             k0 += BLOCK_K
     else:
         for k0 in range(0, K, BLOCK_K):
-            acc = _gemv_step(acc, x_ptr, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn)
+            acc = _gemv_step(acc, x_ptr, w_ptr, k0, K, offs_n, offs_k, n_ok, stride_wn, GATED)
     y = tl.sum(acc, axis=1)
     if HAS_BIAS:
         y += tl.load(b_ptr + offs_n, mask=n_ok, other=0.0).to(tl.float32)
     tl.store(y_ptr + offs_n, y.to(y_ptr.dtype.element_ty), mask=n_ok)
 
 
-def launch_gemv(x: torch.Tensor,  # [1, K], contiguous
+def launch_gemv(x: torch.Tensor,  # [1, K] contiguous; gated: [1, 2K] = [gate | up]
                 weight: torch.Tensor,  # [N, K], unit stride along K
                 bias: torch.Tensor | None,  # [N] or None
                 out: torch.Tensor,  # [1, N]
-                block_n: int, block_k: int, num_warps: int, *, interpret: bool = False) -> None:
-    """out = x @ weight.T (+ bias); K must be a multiple of block_k."""
+                block_n: int, block_k: int, num_warps: int, *, gated: bool = False, interpret: bool = False) -> None:
+    """out = x @ weight.T (+ bias), or (silu(gate) * up) @ weight.T when gated; K % block_k == 0."""
     n, k = weight.shape
-    assert k % block_k == 0 and x.shape == (1, k) and out.shape == (1, n)
+    assert k % block_k == 0 and x.shape == (1, 2 * k if gated else k) and out.shape == (1, n)
     _gemv_kernel[(triton.cdiv(n, block_n),)](
         x, weight, bias if bias is not None else out, out, n, k, weight.stride(0),
-        HAS_BIAS=bias is not None, BLOCK_N=block_n, BLOCK_K=block_k, INTERPRET=interpret,
+        HAS_BIAS=bias is not None, GATED=gated, BLOCK_N=block_n, BLOCK_K=block_k, INTERPRET=interpret,
         num_warps=num_warps, num_stages=1)
+
+
+@triton.jit
+def _silu_mul_kernel(x_ptr, y_ptr, K, stride_x, stride_y, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < K
+    gate = tl.load(x_ptr + row * stride_x + offs, mask=ok, other=0.0).to(tl.float32)
+    up = tl.load(x_ptr + row * stride_x + K + offs, mask=ok, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row * stride_y + offs, (gate * tl.sigmoid(gate) * up).to(y_ptr.dtype.element_ty), mask=ok)
+
+
+def launch_silu_mul(x: torch.Tensor, out: torch.Tensor) -> None:  # x [T, 2K] (unit stride) -> out [T, K]
+    """out = silu(x[:, :K]) * x[:, K:] in one launch (what Inductor fuses when it sees the ops)."""
+    rows, k = out.shape
+    block = 1024
+    if rows:
+        _silu_mul_kernel[(rows, triton.cdiv(k, block))](x, out, k, x.stride(0), out.stride(0), BLOCK=block,
+                                                        num_warps=4)

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 OP_NAME = "graphbench::linear"
+SILU_MUL_OP_NAME = "graphbench::silu_mul_linear"
 
 
 # The fastest (BLOCK_N, BLOCK_K, num_warps) of bench/gemv.py's grid on the H200 for llama-3.2-1b's
@@ -45,21 +46,25 @@ def _gemv_config(n: int, k: int) -> tuple[int, int, int]:
     return (2, block_k, 2) if large else (4, block_k, 8)
 
 
-def gemv_applies(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    """One row on the GPU (or the Triton interpreter), contiguous, K a multiple of 128."""
-    if not GEMV_ENABLED or x.dim() != 2 or x.shape[0] != 1 or not (x.is_cuda or _interpreting()):
+def gemv_applies(x: torch.Tensor, weight: torch.Tensor, gated: bool = False) -> bool:
+    """One row on the GPU (or the Triton interpreter), contiguous, K a multiple of 128 (gated: x holds
+    [gate | up], 2K wide)."""
+    if not GEMV_ENABLED or x.dim() != 2 or x.shape[0] != 1 or not _on_triton_device(x):
         return False
     n, k = weight.shape
-    return x.is_contiguous() and weight.stride(-1) == 1 and x.dtype == weight.dtype and _gemv_config(n, k)[1] >= 128
+    return (x.shape[1] == (2 * k if gated else k) and x.is_contiguous() and weight.stride(-1) == 1
+            and x.dtype == weight.dtype and _gemv_config(n, k)[1] >= 128)
 
 
-def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """x[1, K] @ weight[N, K].T (+ bias[N]) -> [1, N], in x's dtype, accumulated in float32."""
+def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+         gated: bool = False) -> torch.Tensor:
+    """x[1, K] @ weight[N, K].T (+ bias[N]) -> [1, N], in x's dtype, accumulated in float32; gated:
+    (silu(x[:, :K]) * x[:, K:]) @ weight.T, the MLP's activation computed while streaming the weight."""
     from graphbench.runner.gemv_kernel import launch_gemv
 
     n, k = weight.shape
     out = torch.empty((1, n), dtype=x.dtype, device=x.device)
-    launch_gemv(x, weight, bias, out, *_gemv_config(n, k), interpret=_interpreting())
+    launch_gemv(x, weight, bias, out, *_gemv_config(n, k), gated=gated, interpret=_interpreting())
     return out
 
 
@@ -91,6 +96,47 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     return linear_op(x, weight, bias) if GEMV_ENABLED else F.linear(x, weight, bias)
 
 
+def silu_mul_linear_impl(gate_up: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """(silu(gate) * up) @ weight.T for gate_up[T, 2K] = [gate | up] and weight[N, K]: one fused GEMV
+    for one row; else silu-mul in one Triton launch (torch ops on the CPU), then the matmul."""
+    if gemv_applies(gate_up, weight, gated=True):
+        return gemv(gate_up, weight, gated=True)
+    k = weight.shape[1]
+    if _on_triton_device(gate_up) and gate_up.dim() == 2 and gate_up.stride(-1) == 1:
+        from graphbench.runner.gemv_kernel import launch_silu_mul
+
+        hidden = torch.empty((gate_up.shape[0], k), dtype=gate_up.dtype, device=gate_up.device)
+        launch_silu_mul(gate_up, hidden)
+    else:
+        hidden = F.silu(gate_up[..., :k]) * gate_up[..., k:]
+    return F.linear(hidden, weight)
+
+
+def silu_mul_matmul(gate_up: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """The same as plain torch ops: what a variant compiled for a fixed multi-row size is given, so
+    that Inductor fuses the activation and autotunes the matmul (compile/pieces.linears_as_matmuls)."""
+    k = weight.shape[1]
+    return F.linear(F.silu(gate_up[..., :k]) * gate_up[..., k:], weight)
+
+
+@torch.library.custom_op(SILU_MUL_OP_NAME, mutates_args=())
+def silu_mul_linear_op(gate_up: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """The dynamic-shape graph's MLP down projection with its activation."""
+    return silu_mul_linear_impl(gate_up, weight)
+
+
+@silu_mul_linear_op.register_fake
+def _silu_mul_linear_fake(gate_up: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    return gate_up.new_empty((gate_up.shape[0], weight.shape[0]))
+
+
+def silu_mul_linear(gate_up: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """gate_up[T, 2K] -> (silu(gate) * up) @ weight.T [T, N], chosen as `linear` is."""
+    if not torch.compiler.is_compiling():
+        return silu_mul_linear_impl(gate_up, weight)
+    return silu_mul_linear_op(gate_up, weight) if GEMV_ENABLED else silu_mul_matmul(gate_up, weight)
+
+
 class Linear(nn.Linear):
     """nn.Linear whose forward is `linear` (same parameters, same state-dict keys)."""
 
@@ -100,6 +146,10 @@ class Linear(nn.Linear):
 
 # GRAPHBENCH_GEMV=0: every linear is F.linear (to measure the GEMV's effect, or rule it out)
 GEMV_ENABLED = os.environ.get("GRAPHBENCH_GEMV", "1") != "0"
+
+
+def _on_triton_device(x: torch.Tensor) -> bool:
+    return x.is_cuda or _interpreting()
 
 
 def _interpreting() -> bool:

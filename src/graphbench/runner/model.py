@@ -11,12 +11,11 @@ down_proj and the vocab-parallel embedding (see parallel.py).
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from graphbench.config.arch import ArchConfig
 from graphbench.runner.attention.op import attention
-from graphbench.runner.linear import Linear
+from graphbench.runner.linear import Linear, silu_mul_linear
 from graphbench.runner.parallel import Shard, all_gather_last, all_reduce, vocab_rows
 from graphbench.runner.rotary import RotaryEmbedding
 
@@ -77,8 +76,8 @@ class MLP(nn.Module):
         self.down_proj = Linear(arch.intermediate_size, arch.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
-        out = self.down_proj(F.silu(gate) * up)
+        # [T, 2I] = [gate | up] -> down_proj(silu(gate) * up): one fused GEMV at one row (linear.py)
+        out = silu_mul_linear(self.gate_up_proj(x), self.down_proj.weight)
         return all_reduce(out) if self.tp_size > 1 else out
 
 

@@ -168,18 +168,19 @@ class PieceRunner:
 
 
 def linears_as_matmuls(graph: fx.GraphModule) -> fx.GraphModule:
-    """A copy of the piece with each `graphbench::linear` call (opaque: it picks the one-row GEMV at
-    run time) turned back into F.linear, for a variant compiled for a fixed multi-row size: there
-    Inductor sees the matmuls, fuses around them and autotunes them."""
+    """A copy of the piece with each `graphbench::linear` / `silu_mul_linear` call (opaque: they pick
+    the one-row GEMV at run time) turned back into torch ops, for a variant compiled for a fixed
+    multi-row size: there Inductor sees the matmuls, fuses around them and autotunes them."""
     import copy
 
-    from graphbench.runner.linear import linear_op
+    from graphbench.runner.linear import linear_op, silu_mul_linear_op, silu_mul_matmul
 
-    targets = {linear_op._opoverload, getattr(torch.ops.graphbench.linear, "default", None)}
+    # op -> the plain-torch function taking the same arguments
+    plain = {linear_op._opoverload: torch.nn.functional.linear, silu_mul_linear_op._opoverload: silu_mul_matmul}
     rewritten = copy.deepcopy(graph)
-    nodes = [n for n in rewritten.graph.nodes if n.op == "call_function" and n.target in targets]
+    nodes = [n for n in rewritten.graph.nodes if n.op == "call_function" and n.target in plain]
     for node in nodes:
-        node.target = torch.nn.functional.linear  # same (x, weight, bias) arguments
+        node.target = plain[node.target]
     if nodes:
         rewritten.recompile()
     return rewritten
