@@ -47,8 +47,20 @@ def cold_start_in_child(config: EngineConfig) -> dict[str, Any]:
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(config.to_dict(), f)
     try:
-        proc = subprocess.run([sys.executable, "-m", "graphbench.bench.cold_start", f.name], capture_output=True,
-                              text=True, check=False, preexec_fn=die_with_parent if os.name == "posix" else None)
+        # its own process group, killed once it has answered: nothing it started (Inductor's compile
+        # workers) may still be running while this process measures its warm start and workloads
+        # (output to files, not pipes: a leftover worker holding a pipe open would keep us waiting)
+        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+            child = subprocess.Popen([sys.executable, "-m", "graphbench.bench.cold_start", f.name], stdout=out,
+                                     stderr=err, text=True, start_new_session=os.name == "posix",
+                                     preexec_fn=die_with_parent if os.name == "posix" else None)
+            try:
+                child.wait()
+            finally:
+                _kill_group(child.pid)
+            out.seek(0)
+            err.seek(0)
+            proc = subprocess.CompletedProcess(child.args, child.returncode, out.read(), err.read())
     finally:
         os.unlink(f.name)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
@@ -57,6 +69,15 @@ def cold_start_in_child(config: EngineConfig) -> dict[str, Any]:
         tail = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()][-1:] or [f"exit code {proc.returncode}"]
         raise GraphbenchError(f"the cold start (own process) failed: {tail[0][:300]}")
     return json.loads(lines[-1][len("RESULT "):])
+
+
+def _kill_group(pgid: int) -> None:
+    if os.name != "posix":
+        return
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # nothing left in the group
 
 
 def main(argv: list[str]) -> None:
