@@ -2,15 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.interpreted import run_interpreted
 
 CODE = """
 import torch
@@ -46,11 +38,7 @@ print("ok")
 
 
 def test_triton_argmax_equals_torch_argmax_in_the_interpreter():
-    if importlib.util.find_spec("triton") is None:
-        pytest.skip("triton is not installed")
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT / "src"))
-    out = subprocess.run([sys.executable, "-c", CODE], env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
+    run_interpreted(CODE)
 
 
 def test_greedy_on_the_cpu_is_torch_argmax_and_needs_no_triton():

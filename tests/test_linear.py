@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-import pytest
 import torch
 import torch.fx as fx
 import torch.nn.functional as F
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.interpreted import run_interpreted
 
 CODE = """
 import torch, torch.nn.functional as F
@@ -58,11 +51,7 @@ print("ok")
 
 
 def test_gemv_equals_linear_in_the_interpreter():
-    if importlib.util.find_spec("triton") is None:
-        pytest.skip("triton is not installed")
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT / "src"))
-    out = subprocess.run([sys.executable, "-c", CODE], env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
+    run_interpreted(CODE)
 
 
 def test_on_the_cpu_every_linear_is_torch_linear():
@@ -82,9 +71,7 @@ def test_on_the_cpu_every_linear_is_torch_linear():
 
 def test_fixed_size_variants_see_matmuls_again():
     from graphbench.runner.compile.pieces import linears_as_matmuls
-    from graphbench.runner.linear import linear_op
-
-    from graphbench.runner.linear import silu_mul_linear_op, silu_mul_matmul
+    from graphbench.runner.linear import linear_op, silu_mul_linear_op, silu_mul_matmul
 
     graph = fx.Graph()
     x, w, w_down = graph.placeholder("x"), graph.placeholder("w"), graph.placeholder("w_down")
