@@ -3,7 +3,9 @@
 cuBLAS runs the batch-1 projections of llama-3.2-1b well under the copy bandwidth: inside a CUDA
 graph qkv took 6.5 us (1.9 TB/s), o_proj 6.1 us (1.4 TB/s) and down 13.8 us (2.4 TB/s), against
 5.3, 4.3 and 10.3 us for the kernel below (bench/gemv.py, bench/RESULTS.md, session 4): 45.0 -> 37.7 us
-per layer. So a one-row linear runs this kernel; every other shape stays with cuBLAS.
+per layer. So a one-row linear runs this kernel; every other shape stays with cuBLAS. The MLP's down
+projection (`silu_mul_linear`) takes [gate | up] and, at one row, applies silu(gate) * up while it
+streams the weight: one kernel fewer per layer.
 
 Inside torch.compile every linear is traced as the `graphbench::linear` custom op, which picks its
 kernel when it runs (and so when each size is recorded in a CUDA graph); a variant compiled for a
