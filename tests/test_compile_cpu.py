@@ -50,8 +50,12 @@ def test_graph_is_split_at_every_attention(compiled):
     # every projection is traced as a graphbench op (it picks the one-row GEMV when it runs)
     pieces = dict(compiled.compiled.backend.split_module.named_children())
     codes = [str(piece.code) for piece in pieces.values()]
-    assert sum(c.count("torch.ops.graphbench.linear.default(") for c in codes) == 3 * layers  # qkv, o, gate_up
-    assert sum(c.count("torch.ops.graphbench.silu_mul_linear.default(") for c in codes) == layers  # down
+    def count(op: str) -> int:
+        return sum(c.count(f"torch.ops.graphbench.{op}.default(") for c in codes)
+
+    assert count("linear") == layers + 1  # o_proj, and the first layer's qkv (no residual to add yet)
+    assert count("add_rmsnorm_linear") == 2 * layers - 1  # the other qkv and every gate_up, with their norm
+    assert count("silu_mul_linear") == layers  # down, with the activation
     # (lm_head runs eagerly, outside the graph)
 
 

@@ -70,18 +70,30 @@ def test_on_the_cpu_every_linear_is_torch_linear():
 
 
 def test_fixed_size_variants_see_matmuls_again():
+    import operator
+
     from graphbench.runner.compile.pieces import linears_as_matmuls
-    from graphbench.runner.linear import linear_op, silu_mul_linear_op, silu_mul_matmul
+    from graphbench.runner.linear import (
+        add_rmsnorm_linear_op,
+        add_rmsnorm_matmul,
+        linear_op,
+        silu_mul_linear_op,
+        silu_mul_matmul,
+    )
 
     graph = fx.Graph()
-    x, w, w_down = graph.placeholder("x"), graph.placeholder("w"), graph.placeholder("w_down")
+    x, w, w_down, res, nw, w2 = (graph.placeholder(n) for n in ("x", "w", "w_down", "res", "nw", "w2"))
     y = graph.call_function(linear_op._opoverload, (x, w, None))
     z = graph.call_function(silu_mul_linear_op._opoverload, (y, w_down))
-    graph.output(graph.call_function(torch.relu, (z,)))
+    both = graph.call_function(add_rmsnorm_linear_op._opoverload, (z, res, nw, 1e-6, w2, None))
+    graph.output(graph.call_function(torch.add, (graph.call_function(operator.getitem, (both, 1)),
+                                                 graph.call_function(operator.getitem, (both, 0)))))
     piece = fx.GraphModule(torch.nn.Module(), graph)
     rewritten = linears_as_matmuls(piece)
     targets = [n.target for n in rewritten.graph.nodes if n.op == "call_function"]
-    assert targets == [F.linear, silu_mul_matmul, torch.relu]
+    assert targets[:3] == [F.linear, silu_mul_matmul, add_rmsnorm_matmul]
     assert [n.target for n in piece.graph.nodes if n.op == "call_function"][0] is linear_op._opoverload  # a copy
-    a, b, c = torch.randn(3, 8), torch.randn(10, 8), torch.randn(4, 5)
-    assert torch.equal(rewritten(a, b, c), piece(a, b, c))
+    # x[3, 8] -> w[10, 8] -> silu-mul with w_down[4, 5] -> add-norm with res[3, 4], nw[4] -> w2[4, 4]
+    args = (torch.randn(3, 8), torch.randn(10, 8), torch.randn(4, 5), torch.randn(3, 4), torch.randn(4),
+            torch.randn(4, 4))
+    assert torch.equal(rewritten(*args), piece(*args))

@@ -47,6 +47,21 @@ def main() -> int:
             print(f"{'ok ' if ok else 'BAD'} silu-mul + down N={n} K={k} rows={rows}: rel err {err:.2e}")
             if not ok:
                 failures.append(("silu_mul", n, k, rows))
+    # residual add + RMSNorm + projection (qkv, gate_up): fused at one row, add-norm launch at several
+    from graphbench.runner.linear import add_rmsnorm_linear_impl, add_rmsnorm_matmul
+
+    for n, k in ((3072, 2048), (16384, 2048), (6144, 4096), (9728, 896)):
+        w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / k ** 0.5
+        nw = 1 + torch.randn(k, device="cuda", dtype=torch.bfloat16) / 10
+        for rows in (1, 7):
+            x, res = (torch.randn(rows, k, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+            got, h = add_rmsnorm_linear_impl(x, res, nw, 1e-5, w, None)
+            ref, ref_h = add_rmsnorm_matmul(x, res, nw, 1e-5, w, None)
+            err = rel_err(got, ref)
+            ok = err < 1e-2 and torch.equal(h, ref_h)
+            print(f"{'ok ' if ok else 'BAD'} add-norm + linear N={n} K={k} rows={rows}: rel err {err:.2e}")
+            if not ok:
+                failures.append(("add_norm", n, k, rows))
     # the op inside a dynamic compiled graph, recorded in CUDA graphs at 1 and 4 rows
     mlp = torch.nn.Sequential(Linear(2048, 8192, bias=False), torch.nn.SiLU(), Linear(8192, 2048, bias=True))
     mlp = mlp.to("cuda", torch.bfloat16).requires_grad_(False)  # inference, as in the engine

@@ -5,7 +5,8 @@ graph qkv took 6.5 us (1.9 TB/s), o_proj 6.1 us (1.4 TB/s) and down 13.8 us (2.4
 5.3, 4.3 and 10.3 us for the kernel below (bench/gemv.py, bench/RESULTS.md, session 4): 45.0 -> 37.7 us
 per layer. So a one-row linear runs this kernel; every other shape stays with cuBLAS. The MLP's down
 projection (`silu_mul_linear`) takes [gate | up] and, at one row, applies silu(gate) * up while it
-streams the weight: one kernel fewer per layer.
+streams the weight: one kernel fewer per layer. `add_rmsnorm_linear` does the same for the residual
+add + RMSNorm in front of qkv and gate_up (runner/norm_kernels.py): two kernels fewer per layer.
 
 Inside torch.compile every linear is traced as the `graphbench::linear` custom op, which picks its
 kernel when it runs (and so when each size is recorded in a CUDA graph); a variant compiled for a
@@ -23,6 +24,7 @@ from torch import nn
 
 OP_NAME = "graphbench::linear"
 SILU_MUL_OP_NAME = "graphbench::silu_mul_linear"
+ADD_NORM_OP_NAME = "graphbench::add_rmsnorm_linear"
 
 
 # The fastest (BLOCK_N, BLOCK_K, num_warps) of bench/gemv.py's grid on the H200 for llama-3.2-1b's
@@ -137,6 +139,59 @@ def silu_mul_linear(gate_up: torch.Tensor, weight: torch.Tensor) -> torch.Tensor
     if not torch.compiler.is_compiling():
         return silu_mul_linear_impl(gate_up, weight)
     return silu_mul_linear_op(gate_up, weight) if GEMV_ENABLED else silu_mul_matmul(gate_up, weight)
+
+
+def add_rmsnorm_linear_impl(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
+                            weight: torch.Tensor, bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """h = x + residual; (linear(rmsnorm(h) * norm_weight, weight, bias), h): the residual add and the
+    norm in front of a projection. One row: one fused kernel; several: one add-norm launch + the matmul."""
+    fits = x.shape == residual.shape and x.dim() == 2 and residual.is_contiguous() and norm_weight.dtype == x.dtype
+    if fits and gemv_applies(x, weight):
+        from graphbench.runner.norm_kernels import launch_norm_gemv
+
+        out = torch.empty((1, weight.shape[0]), dtype=x.dtype, device=x.device)
+        h = torch.empty_like(x)
+        launch_norm_gemv(x, residual, norm_weight, eps, weight, bias, out, h, *_gemv_config(*weight.shape),
+                         interpret=_interpreting())
+        return out, h
+    if fits and _on_triton_device(x) and x.is_contiguous():
+        from graphbench.runner.norm_kernels import launch_add_rmsnorm
+
+        normed, h = torch.empty_like(x), torch.empty_like(x)
+        launch_add_rmsnorm(x, residual, norm_weight, eps, normed, h)
+        return F.linear(normed, weight, bias), h
+    return add_rmsnorm_matmul(x, residual, norm_weight, eps, weight, bias)
+
+
+def add_rmsnorm_matmul(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
+                       weight: torch.Tensor, bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The same as plain torch ops (the model's RMSNorm), for the CPU and for fixed multi-row variants."""
+    h = x + residual
+    hf = h.float()
+    normed = (hf * torch.rsqrt(hf.pow(2).mean(-1, keepdim=True) + eps)).to(h.dtype) * norm_weight
+    return F.linear(normed, weight, bias), h
+
+
+@torch.library.custom_op(ADD_NORM_OP_NAME, mutates_args=())
+def add_rmsnorm_linear_op(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
+                          weight: torch.Tensor, bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The dynamic-shape graph's residual add + RMSNorm + projection."""
+    return add_rmsnorm_linear_impl(x, residual, norm_weight, eps, weight, bias)
+
+
+@add_rmsnorm_linear_op.register_fake
+def _add_rmsnorm_linear_fake(x, residual, norm_weight, eps, weight, bias):
+    return x.new_empty((x.shape[0], weight.shape[0])), torch.empty_like(x)
+
+
+def add_rmsnorm_linear(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
+                       weight: torch.Tensor, bias: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """x, residual [T, K] -> (projection [T, N], new residual [T, K]), chosen as `linear` is."""
+    if not torch.compiler.is_compiling():
+        return add_rmsnorm_linear_impl(x, residual, norm_weight, eps, weight, bias)
+    if not GEMV_ENABLED:
+        return add_rmsnorm_matmul(x, residual, norm_weight, eps, weight, bias)
+    return add_rmsnorm_linear_op(x, residual, norm_weight, eps, weight, bias)
 
 
 class Linear(nn.Linear):

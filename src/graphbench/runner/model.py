@@ -15,7 +15,7 @@ from torch import nn
 
 from graphbench.config.arch import ArchConfig
 from graphbench.runner.attention.op import attention
-from graphbench.runner.linear import Linear, silu_mul_linear
+from graphbench.runner.linear import Linear, add_rmsnorm_linear, silu_mul_linear
 from graphbench.runner.parallel import Shard, all_gather_last, all_reduce, vocab_rows
 from graphbench.runner.rotary import RotaryEmbedding
 
@@ -50,9 +50,9 @@ class Attention(nn.Module):
         self.layer_idx = layer_idx
         self.rotary = rotary
 
-    def forward(self, positions: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        num_tokens = x.shape[0]
-        qkv = self.qkv_proj(x)  # [T, q + 2kv]
+    def forward(self, positions: torch.Tensor, qkv: torch.Tensor) -> torch.Tensor:
+        """qkv[T, q + 2kv] (the layer computes it, fused with its norm) -> o_proj output [T, H]."""
+        num_tokens = qkv.shape[0]
         qk, v = qkv.split([self.q_size + self.kv_size, self.kv_size], dim=-1)
         q, k = self.rotary(positions, qk).split([self.q_size, self.kv_size], dim=-1)  # RoPE on q and k heads at once
         q = q.view(num_tokens, self.num_heads, self.head_dim)
@@ -75,9 +75,10 @@ class MLP(nn.Module):
         self.gate_up_proj = Linear(arch.hidden_size, 2 * arch.intermediate_size, bias=False)
         self.down_proj = Linear(arch.intermediate_size, arch.hidden_size, bias=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # [T, 2I] = [gate | up] -> down_proj(silu(gate) * up): one fused GEMV at one row (linear.py)
-        out = silu_mul_linear(self.gate_up_proj(x), self.down_proj.weight)
+    def forward(self, gate_up: torch.Tensor) -> torch.Tensor:
+        """gate_up[T, 2I] = [gate | up] (the layer computes it, fused with its norm) -> down_proj(silu(gate) * up);
+        one fused GEMV at one row (linear.py)."""
+        out = silu_mul_linear(gate_up, self.down_proj.weight)
         return all_reduce(out) if self.tp_size > 1 else out
 
 
@@ -90,14 +91,24 @@ class DecoderLayer(nn.Module):
         self.mlp = MLP(arch, tp_size)
 
     def forward(self, positions, x, residual):
-        if residual is None:
+        attn, mlp = self.self_attn, self.mlp
+        if residual is None:  # the first layer: nothing to add yet
             residual = x
-            x = self.input_layernorm(x)
-        else:
-            x, residual = self.input_layernorm(x, residual)
-        x = self.self_attn(positions, x)
-        x, residual = self.post_attention_layernorm(x, residual)
-        return self.mlp(x), residual
+            qkv = attn.qkv_proj(self.input_layernorm(x))
+        else:  # residual add + RMSNorm + qkv (one kernel at one row: linear.py)
+            qkv, residual = add_rmsnorm_linear(x, residual, *_norm(self.input_layernorm), *_proj(attn.qkv_proj))
+        x = attn(positions, qkv)
+        gate_up, residual = add_rmsnorm_linear(x, residual, *_norm(self.post_attention_layernorm),
+                                               *_proj(mlp.gate_up_proj))
+        return mlp(gate_up), residual
+
+
+def _norm(norm: RMSNorm) -> tuple[torch.Tensor, float]:
+    return norm.weight, norm.eps
+
+
+def _proj(proj: nn.Linear) -> tuple[torch.Tensor, torch.Tensor | None]:
+    return proj.weight, proj.bias
 
 
 class CausalLM(nn.Module):

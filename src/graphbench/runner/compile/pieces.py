@@ -168,15 +168,17 @@ class PieceRunner:
 
 
 def linears_as_matmuls(graph: fx.GraphModule) -> fx.GraphModule:
-    """A copy of the piece with each `graphbench::linear` / `silu_mul_linear` call (opaque: they pick
+    """A copy of the piece with each `graphbench::linear` / `silu_mul_linear` / `add_rmsnorm_linear` call (opaque: they pick
     the one-row GEMV at run time) turned back into torch ops, for a variant compiled for a fixed
     multi-row size: there Inductor sees the matmuls, fuses around them and autotunes them."""
     import copy
 
-    from graphbench.runner.linear import linear_op, silu_mul_linear_op, silu_mul_matmul
+    from graphbench.runner import linear as ops
 
     # op -> the plain-torch function taking the same arguments
-    plain = {linear_op._opoverload: torch.nn.functional.linear, silu_mul_linear_op._opoverload: silu_mul_matmul}
+    plain = {ops.linear_op._opoverload: torch.nn.functional.linear,
+             ops.silu_mul_linear_op._opoverload: ops.silu_mul_matmul,
+             ops.add_rmsnorm_linear_op._opoverload: ops.add_rmsnorm_matmul}
     rewritten = copy.deepcopy(graph)
     nodes = [n for n in rewritten.graph.nodes if n.op == "call_function" and n.target in plain]
     for node in nodes:
