@@ -97,3 +97,17 @@ def test_fixed_size_variants_see_matmuls_again():
     args = (torch.randn(3, 8), torch.randn(10, 8), torch.randn(4, 5), torch.randn(3, 4), torch.randn(4),
             torch.randn(4, 4))
     assert torch.equal(rewritten(*args), piece(*args))
+
+
+def test_gemv_switched_off_means_plain_torch_ops(monkeypatch):
+    from graphbench.runner import linear
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # would otherwise send CPU tensors to the Triton kernels
+    monkeypatch.setattr(linear, "GEMV_ENABLED", False)
+    x, w = torch.randn(1, 512), torch.randn(8, 512)
+    assert not linear.gemv_applies(x, w) and not linear._on_triton_device(x)
+    gate_up, res, nw = torch.randn(2, 1024), torch.randn(2, 512), torch.randn(512)
+    assert torch.equal(linear.silu_mul_linear_impl(gate_up, w), linear.silu_mul_matmul(gate_up, w))
+    got = linear.add_rmsnorm_linear_impl(gate_up[:, :512], res, nw, 1e-6, w, None)
+    want = linear.add_rmsnorm_matmul(gate_up[:, :512], res, nw, 1e-6, w, None)
+    assert all(torch.equal(a, b) for a, b in zip(got, want))

@@ -53,7 +53,7 @@ def _gemv_config(n: int, k: int) -> tuple[int, int, int]:
 def gemv_applies(x: torch.Tensor, weight: torch.Tensor, gated: bool = False) -> bool:
     """One row on the GPU (or the Triton interpreter), contiguous, K a multiple of 128 (gated: x holds
     [gate | up], 2K wide)."""
-    if not GEMV_ENABLED or x.dim() != 2 or x.shape[0] != 1 or not _on_triton_device(x):
+    if x.dim() != 2 or x.shape[0] != 1 or not _on_triton_device(x):
         return False
     n, k = weight.shape
     return (x.shape[1] == (2 * k if gated else k) and x.is_contiguous() and weight.stride(-1) == 1
@@ -206,7 +206,8 @@ GEMV_ENABLED = os.environ.get("GRAPHBENCH_GEMV", "1") != "0"
 
 
 def _on_triton_device(x: torch.Tensor) -> bool:
-    return x.is_cuda or _interpreting()
+    """Our Triton kernels may run on x (GRAPHBENCH_GEMV=0: never)."""
+    return GEMV_ENABLED and (x.is_cuda or _interpreting())
 
 
 def _interpreting() -> bool:
