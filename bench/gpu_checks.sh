@@ -7,6 +7,8 @@
 #   bash bench/gpu_checks.sh tune      # default vs a tuned ladder with half the graphs (issue 10)
 #   bash bench/gpu_checks.sh tp        # 2 GPUs: TP=2 vs TP=1, llama-3.1-8b decode at TP 1 and 2 (issue 9)
 #   bash bench/gpu_checks.sh gemv      # batch-1 projections in a CUDA graph: cuBLAS / Inductor / Triton GEMV, ~2 min
+#   bash bench/gpu_checks.sh verify    # fused kernels vs torch, fixed capture memory, the GPU suite (~7 min)
+#   bash bench/gpu_checks.sh decode7   # issue 7 in one run: -O0/-O2 vs hf-compile at 1 and 64, 8b at 1 (~7 min)
 #   bash bench/gpu_checks.sh probe     # why -O3's autotuning compiles serially (issue 5's sweep time), ~2 min
 # Logs and JSON go to $OUT (the device tool brings them back); copy figures into bench/RESULTS.md.
 set -uo pipefail
@@ -49,5 +51,15 @@ case "${1:-}" in
     done ;;
   gemv)  # batch-1 projections in a CUDA graph: cuBLAS vs Inductor's reduction vs a Triton GEMV (issue 7)
     timeout 300 python3 bench/gemv.py --model llama-3.2-1b --out "$OUT/gemv.json" 2>&1 | grep -v "^DEBUG" | tee "$OUT/gemv.log" | tail -12 ;;
-  *) echo "usage: bash bench/gpu_checks.sh tests|startup|decode|sweep|tune|tp|probe|gemv" >&2; exit 2 ;;
+  verify)  # after kernel changes: the fused kernels against torch, the fixed capture memory, the GPU suite
+    timeout 60 python3 bench/debug/gemv_check.py 2>&1 | tee "$OUT/gemv-check.log" | grep -E "BAD|CHECK"
+    timeout 40 python3 bench/debug/graph_fixed_memory.py 2>&1 | tee "$OUT/graph-fixed-memory.log" | tail -6
+    timeout ${GPU_TESTS_TIMEOUT:-420} python3 -m pytest -m gpu -q -p no:logging --durations=10 tests/gpu 2>&1 \
+      | tee "$OUT/gpu-tests.log" | tail -25 ;;
+  decode7)  # issue 7 in one run: -O0 and -O2 against hf-compile at batch 1 and 64, then llama-3.1-8b at batch 1
+    timeout 330 python3 bench/decode.py --model llama-3.2-1b --batches 1,64 --levels 0,2 --peers hf-compile \
+      --out "$OUT/decode.json" --timeout 300 2>&1 | grep -v "^DEBUG" | tee "$OUT/decode.log" | tail -8
+    timeout 150 python3 bench/decode.py --model llama-3.1-8b --batches 1 --levels 2 --peers "" \
+      --out "$OUT/decode-8b.json" --timeout 140 2>&1 | grep -v "^DEBUG" | tee "$OUT/decode-8b.log" | tail -4 ;;
+  *) echo "usage: bash bench/gpu_checks.sh tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7" >&2; exit 2 ;;
 esac
