@@ -21,7 +21,8 @@ def _residual_chunk(x_ptr, r_ptr, k0, offs_k):
 
 
 @triton.jit
-def _normalised_chunk(h, rstd, nw_ptr, k0, offs_k, dtype: tl.constexpr):
+def _normalised_chunk(h, rstd, nw_ptr, k0, offs_k):
+    dtype = nw_ptr.dtype.element_ty  # the model's dtype (the caller checks the norm weight has it)
     hn = (h * rstd).to(dtype).to(tl.float32) * tl.load(nw_ptr + k0 + offs_k).to(tl.float32)
     return hn.to(dtype).to(tl.float32)
 
@@ -51,7 +52,7 @@ def _norm_gemv_kernel(x_ptr, r_ptr, nw_ptr, w_ptr, b_ptr, y_ptr, h_ptr, N, K, st
                 tl.store(h_ptr + k0 + offs_k, h.to(dtype))
             w = tl.load(w_ptr + offs_n[:, None].to(tl.int64) * stride_wn + (k0 + offs_k)[None, :],
                         mask=n_ok[:, None], other=0.0)
-            acc += w.to(tl.float32) * _normalised_chunk(h, rstd, nw_ptr, k0, offs_k, dtype)[None, :]
+            acc += w.to(tl.float32) * _normalised_chunk(h, rstd, nw_ptr, k0, offs_k)[None, :]
             k0 += BLOCK_K
     else:
         for k0 in range(0, K, BLOCK_K):
@@ -64,7 +65,7 @@ def _norm_gemv_kernel(x_ptr, r_ptr, nw_ptr, w_ptr, b_ptr, y_ptr, h_ptr, N, K, st
                 tl.store(h_ptr + k0 + offs_k, h.to(dtype))
             w = tl.load(w_ptr + offs_n[:, None].to(tl.int64) * stride_wn + (k0 + offs_k)[None, :],
                         mask=n_ok[:, None], other=0.0)
-            acc += w.to(tl.float32) * _normalised_chunk(h, rstd, nw_ptr, k0, offs_k, dtype)[None, :]
+            acc += w.to(tl.float32) * _normalised_chunk(h, rstd, nw_ptr, k0, offs_k)[None, :]
     y = tl.sum(acc, axis=1)
     if HAS_BIAS:
         y += tl.load(b_ptr + offs_n, mask=n_ok, other=0.0).to(tl.float32)
