@@ -70,3 +70,23 @@ def test_silu_mul_and_argmax_compile():
     assert compile_sm90(_chunk_argmax_kernel, sig, {"BLOCK": 2048}).asm["cubin"]
     sig = {"values_ptr": "*fp32", "indices_ptr": "*i32", "out_ptr": "*i64", "num_chunks": "i32"}
     assert compile_sm90(_row_argmax_kernel, sig, {"BLOCK_C": 64}).asm["cubin"]
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_attention_kernels_compile(split):
+    from graphbench.runner.attention.triton_decode import _decode_kernel
+    from graphbench.runner.attention.triton_kernels import _attention_kernel, _merge_splits_kernel
+
+    pointers = {"q_ptr": BF16, "k_cache_ptr": BF16, "v_cache_ptr": BF16, "out_ptr": BF16, "part_ptr": "*fp32",
+                "lse_ptr": "*fp32", "qsl_ptr": "*i32", "seq_lens_ptr": "*i32", "block_tables_ptr": "*i32"}
+    strides = {name: "i32" for name in ("stride_qt", "stride_qh", "stride_ot", "stride_oh", "stride_kb", "stride_ko",
+                                         "stride_kh", "stride_vb", "stride_vo", "stride_vh", "stride_bt")}
+    shared = {"GROUP": 4, "BLOCK_M": 16, "HEAD_DIM": 64, "BLOCK_D": 64, "BLOCK_SIZE": 16, "TILE_N": 128,
+              "PRECISION": "tf32", "INTERPRET": False}
+    decode = dict(pointers, scale="fp32", max_reqs="i32", num_heads="i32", num_splits="i32", **strides)
+    assert compile_sm90(_decode_kernel, decode, dict(shared, SPLIT=split)).asm["cubin"]
+    unified = dict(pointers, scale="fp32", num_tokens="i32", max_reqs="i32", num_heads="i32", **strides)
+    assert compile_sm90(_attention_kernel, unified, dict(shared, BLOCK_Q=4, NUM_SPLITS=4 if split else 1)).asm["cubin"]
+    merge = {"part_ptr": "*fp32", "lse_ptr": "*fp32", "out_ptr": BF16, "qsl_ptr": "*i32", "max_reqs": "i32",
+             "num_heads": "i32", "num_splits": "i32", "stride_ot": "i32", "stride_oh": "i32"}
+    assert compile_sm90(_merge_splits_kernel, merge, {"HEAD_DIM": 64, "BLOCK_D": 64, "MAX_SPLITS": 16}).asm["cubin"]
