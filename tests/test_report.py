@@ -370,3 +370,26 @@ def test_no_torch_import():
     done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True,
                           env={"PYTHONPATH": src})  # fmt: skip
     assert done.returncode == 0, done.stderr
+
+
+def test_ladder_table_from_the_h200_tune_results():
+    """Session 4's measured default vs tuned:25 ladders (bench/results): sizes, costs and ratios."""
+    from pathlib import Path
+
+    from graphbench.reports.ladder_table import ladder_table
+    from graphbench.reports.report import report_data
+    from graphbench.reports.store import load_results
+
+    folder = Path(__file__).resolve().parents[1] / "bench/results/2026-11-29-s4-tune-llama-3.2-1b"
+    data = report_data(load_results([folder]).results)
+    table = ladder_table(data.points, data.frame).set_index("ladder")
+    default, tuned = table.loc["O2_default"], table.loc["O2_tuned25"]
+    assert (default["sizes"], tuned["sizes"]) == (51, 25)
+    assert (default["graph MiB"], default["beyond pool MiB"]) == (284.0, 208.0)
+    assert (tuned["graph MiB"], tuned["beyond pool MiB"]) == (214.0, 138.0)
+    assert tuned["sizes vs largest %"] == pytest.approx(100 * 25 / 51)
+    assert tuned["beyond pool vs largest %"] == pytest.approx(100 * 138 / 208)
+    # warm captures compare with warm captures (the tuned point has no cold start)
+    assert tuned["capture vs largest %"] == pytest.approx(100 * tuned["capture s (warm)"] / default["capture s (warm)"])
+    assert math.isnan(tuned["capture s (cold)"]) and default["capture s (cold)"] > default["capture s (warm)"]
+    assert tuned["padding waste %"] < default["padding waste %"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import html
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,22 @@ class ReportContext:
     skipped: list[tuple[str, str]]  # (file, why)
     summary: pd.DataFrame  # summary.csv columns
     summary_file: str = "summary.csv"
+    ladders: pd.DataFrame = field(default_factory=pd.DataFrame)  # ladder_table.ladder_table
+
+
+LADDERS_NOTE = ("What each captured ladder costs and pads. Ratios compare it with the largest ladder of the same "
+                "-O level and mode. The recordings share a pool sized by the largest recording: while the top "
+                "size stays, the memory beyond the pool is what fewer rungs can save.")
+
+
+def ladder_cells(ladders: pd.DataFrame) -> list[list[str]]:
+    def cell(column: str, value: Any) -> str:
+        if column in ("ladder", "-O", "mode", "sizes"):
+            return str(value)
+        digits = 2 if column.startswith("capture s") or column == "padding waste %" else 0 if "vs" in column else 1
+        return fmt(value, digits)
+
+    return [[cell(c, v) for c, v in row.items()] for _, row in ladders.iterrows()]
 
 
 def fmt(value: Any, digits: int = 1) -> str:
@@ -109,6 +125,9 @@ def render_markdown(ctx: ReportContext) -> str:
     out += ["## Headline: best configuration per concurrency", "", _headline_note(ctx), ""]
     if not ctx.headline.empty:
         out += [_md_table(headline_headers(ctx.headline), headline_cells(ctx.headline)), ""]
+    if not ctx.ladders.empty:
+        out += ["## Ladders: what the graphs cost", "", LADDERS_NOTE, "",
+                _md_table(list(ctx.ladders.columns), ladder_cells(ctx.ladders)), ""]
     out += ["## Charts", ""]
     for chart in ctx.charts:
         out += [f"### {chart.title}", ""]
@@ -152,6 +171,9 @@ def render_html(ctx: ReportContext) -> str:
         headers = headline_headers(ctx.headline)
         shift = len(headers) - len(HEADLINE_HEADERS)
         out.append(_html_table(headers, headline_cells(ctx.headline), {0, 1 + shift, 6 + shift}))
+    if not ctx.ladders.empty:
+        out += ["<h2>Ladders: what the graphs cost</h2>", f"<p>{esc(LADDERS_NOTE)}</p>",
+                _html_table(list(ctx.ladders.columns), ladder_cells(ctx.ladders), {0, 2})]
     out.append("<h2>Charts</h2>")
     for chart in ctx.charts:
         out.append(f"<h3>{esc(chart.title)}</h3>")

@@ -28,6 +28,7 @@ from graphbench.reports.frame import (
     results_frame,
 )
 from graphbench.reports.headline import headline_table
+from graphbench.reports.ladder_table import ladder_table
 from graphbench.reports.render import ReportContext, render_html, render_markdown
 from graphbench.reports.store import LoadedResults, load_results
 
@@ -138,6 +139,7 @@ def write_report(
         skipped=[(str(file), why) for file, why in loaded.skipped],
         summary=summary,
         summary_file=SUMMARY_CSV,
+        ladders=ladder_table(data.points, data.frame),
     )
     files = [_write(out / REPORT_MD, render_markdown(context)), _write(out / REPORT_HTML, render_html(context))]
     files += [out / SUMMARY_CSV] + [c.path for c in charts if c.path is not None]

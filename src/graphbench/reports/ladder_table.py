@@ -1,0 +1,67 @@
+"""What each captured ladder costs and what it pads, side by side (the report's "Ladders" table).
+
+One row per graphbench point that recorded CUDA graphs: its number of sizes, capture time (warm and
+cold starts apart: a cold capture pays Triton's JIT), graph memory and the part of it beyond the
+recordings' shared pool (the pool is sized by the largest recording, which a tuned ladder keeps, so
+the part beyond it is what fewer rungs can save), and the measured padding waste over its workloads.
+Ratios compare each ladder with the largest one of the same -O level and resolved mode.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from graphbench.reports.frame import GRAPHBENCH, flag_is
+
+MIB = 2**20
+LADDER_COLUMNS = [
+    "ladder", "-O", "mode", "sizes", "capture s (warm)", "capture s (cold)", "graph MiB", "beyond pool MiB",
+    "padding waste %", "sizes vs largest %", "capture vs largest %", "beyond pool vs largest %",
+]  # fmt: skip
+
+
+def _median(values: pd.Series) -> float:
+    values = pd.to_numeric(values, errors="coerce").dropna()
+    return float(values.median()) if len(values) else math.nan
+
+
+def ladder_table(points: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
+    """points: one row per start-up (frame.points_frame); frame: one row per workload (padding waste)."""
+    mask = ((points["system"] == GRAPHBENCH) & points["num_capture_sizes"].notna()
+            & ~points["cudagraph_mode_resolved"].isin(["", "NONE"]))  # fmt: skip
+    rows = []
+    for label, starts in points[mask].groupby("label", sort=False):
+        first = starts.iloc[0]
+        cold = starts[[flag_is(c, True) for c in starts["startup_cold"]]]
+        warm = starts[[not flag_is(c, True) for c in starts["startup_cold"]]]
+        memory = _median(starts["graph_memory_bytes"]) / MIB
+        waste = frame.loc[(frame["label"] == label) & (frame["system"] == GRAPHBENCH), "padding_waste_pct"]
+        rows.append({
+            "ladder": label, "-O": first["optimization_level"], "mode": first["cudagraph_mode_resolved"],
+            "sizes": int(first["num_capture_sizes"]), "capture s (warm)": _median(warm["capture_s"]),
+            "capture s (cold)": _median(cold["capture_s"]), "graph MiB": memory,
+            "beyond pool MiB": memory - _median(starts["graph_pool_bytes"]) / MIB,
+            "padding waste %": float(pd.to_numeric(waste, errors="coerce").mean()) if len(waste) else math.nan,
+        })  # fmt: skip
+    table = pd.DataFrame(rows, columns=LADDER_COLUMNS)
+    for _, group in table.groupby(["-O", "mode"], dropna=False, sort=False):
+        largest = group.loc[group["sizes"].idxmax()]
+        for i in group.index:
+            table.loc[i, "sizes vs largest %"] = 100 * table.loc[i, "sizes"] / largest["sizes"]
+            table.loc[i, "capture vs largest %"] = _ratio(table.loc[i], largest, "capture s (warm)", "capture s (cold)")
+            table.loc[i, "beyond pool vs largest %"] = _pct(table.loc[i, "beyond pool MiB"], largest["beyond pool MiB"])
+    return table
+
+
+def _ratio(row: pd.Series, largest: pd.Series, *columns: str) -> float:
+    """The first column both rows have (warm starts compare with warm starts)."""
+    for column in columns:
+        if not (math.isnan(row[column]) or math.isnan(largest[column])):
+            return _pct(row[column], largest[column])
+    return math.nan
+
+
+def _pct(value: float, reference: float) -> float:
+    return 100 * value / reference if reference and not math.isnan(reference) else math.nan
