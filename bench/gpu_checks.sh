@@ -9,6 +9,7 @@
 #   bash bench/gpu_checks.sh gemv      # batch-1 projections in a CUDA graph: cuBLAS / Inductor / Triton GEMV, ~2 min
 #   bash bench/gpu_checks.sh verify    # fused kernels vs torch, fixed capture memory, the GPU suite (~7 min)
 #   bash bench/gpu_checks.sh decode7   # issue 7 in one run: -O0/-O2 vs hf-compile at 1 and 64, 8b at 1 (~7 min)
+#   bash bench/gpu_checks.sh o3profile # -O3's cold start sampled in every thread (~4 min)
 #   bash bench/gpu_checks.sh probe     # why -O3's autotuning compiles serially (issue 5's sweep time), ~2 min
 # Logs and JSON go to $OUT (the device tool brings them back); copy figures into bench/RESULTS.md.
 set -uo pipefail
@@ -61,5 +62,8 @@ case "${1:-}" in
       --out "$OUT/decode.json" --timeout 300 2>&1 | grep -v "^DEBUG" | tee "$OUT/decode.log" | tail -8
     timeout 150 python3 bench/decode.py --model llama-3.1-8b --batches 1 --levels 2 --peers "" \
       --out "$OUT/decode-8b.json" --timeout 140 2>&1 | grep -v "^DEBUG" | tee "$OUT/decode-8b.log" | tail -4 ;;
-  *) echo "usage: bash bench/gpu_checks.sh tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7" >&2; exit 2 ;;
+  o3profile)  # where -O3's cold start goes, in every thread (stack samples every 20 ms), ~4 min
+    OUT="$OUT" timeout 300 python3 bench/debug/sample_cold_start.py --level 3 --max-num-seqs 256 2>&1 \
+      | grep -v "^DEBUG" | tail -3; head -60 "$OUT/samples-O3.txt" ;;
+  *) echo "usage: bash bench/gpu_checks.sh tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
 esac
