@@ -28,11 +28,20 @@ def _normalised_chunk(h, rstd, nw_ptr, k0, offs_k):
 
 
 @triton.jit
+def _norm_gemv_step(acc, x_ptr, r_ptr, nw_ptr, w_ptr, h_ptr, k0, offs_n, offs_k, n_ok, stride_wn, rstd, pid):
+    h = _residual_chunk(x_ptr, r_ptr, k0, offs_k)
+    if pid == 0:  # one program writes the next residual
+        tl.store(h_ptr + k0 + offs_k, h.to(x_ptr.dtype.element_ty))
+    w = tl.load(w_ptr + offs_n[:, None].to(tl.int64) * stride_wn + (k0 + offs_k)[None, :], mask=n_ok[:, None],
+                other=0.0)
+    return acc + w.to(tl.float32) * _normalised_chunk(h, rstd, nw_ptr, k0, offs_k)[None, :]
+
+
+@triton.jit
 def _norm_gemv_kernel(x_ptr, r_ptr, nw_ptr, w_ptr, b_ptr, y_ptr, h_ptr, N, K, stride_wn, eps,
                       HAS_BIAS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                       INTERPRET: tl.constexpr):
     pid = tl.program_id(0)
-    dtype = x_ptr.dtype.element_ty
     offs_n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = offs_n < N
     offs_k = tl.arange(0, BLOCK_K)  # K % BLOCK_K == 0
@@ -47,12 +56,8 @@ def _norm_gemv_kernel(x_ptr, r_ptr, nw_ptr, w_ptr, b_ptr, y_ptr, h_ptr, N, K, st
         rstd = 1.0 / tl.sqrt(tl.sum(squares, axis=0) / K + eps)
         k0 = 0
         while k0 < K:
-            h = _residual_chunk(x_ptr, r_ptr, k0, offs_k)
-            if pid == 0:
-                tl.store(h_ptr + k0 + offs_k, h.to(dtype))
-            w = tl.load(w_ptr + offs_n[:, None].to(tl.int64) * stride_wn + (k0 + offs_k)[None, :],
-                        mask=n_ok[:, None], other=0.0)
-            acc += w.to(tl.float32) * _normalised_chunk(h, rstd, nw_ptr, k0, offs_k)[None, :]
+            acc = _norm_gemv_step(acc, x_ptr, r_ptr, nw_ptr, w_ptr, h_ptr, k0, offs_n, offs_k, n_ok, stride_wn,
+                                  rstd, pid)
             k0 += BLOCK_K
     else:
         for k0 in range(0, K, BLOCK_K):
@@ -60,16 +65,12 @@ def _norm_gemv_kernel(x_ptr, r_ptr, nw_ptr, w_ptr, b_ptr, y_ptr, h_ptr, N, K, st
             squares += h * h
         rstd = 1.0 / tl.sqrt(tl.sum(squares, axis=0) / K + eps)
         for k0 in range(0, K, BLOCK_K):
-            h = _residual_chunk(x_ptr, r_ptr, k0, offs_k)
-            if pid == 0:
-                tl.store(h_ptr + k0 + offs_k, h.to(dtype))
-            w = tl.load(w_ptr + offs_n[:, None].to(tl.int64) * stride_wn + (k0 + offs_k)[None, :],
-                        mask=n_ok[:, None], other=0.0)
-            acc += w.to(tl.float32) * _normalised_chunk(h, rstd, nw_ptr, k0, offs_k)[None, :]
+            acc = _norm_gemv_step(acc, x_ptr, r_ptr, nw_ptr, w_ptr, h_ptr, k0, offs_n, offs_k, n_ok, stride_wn,
+                                  rstd, pid)
     y = tl.sum(acc, axis=1)
     if HAS_BIAS:
         y += tl.load(b_ptr + offs_n, mask=n_ok, other=0.0).to(tl.float32)
-    tl.store(y_ptr + offs_n, y.to(dtype), mask=n_ok)
+    tl.store(y_ptr + offs_n, y.to(x_ptr.dtype.element_ty), mask=n_ok)
 
 
 def launch_norm_gemv(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
