@@ -57,7 +57,7 @@ def cold_start_in_child(config: EngineConfig) -> dict[str, Any]:
             try:
                 child.wait()
             finally:
-                _kill_group(child.pid)
+                kill_group(child)
             out.seek(0)
             err.seek(0)
             proc = subprocess.CompletedProcess(child.args, child.returncode, out.read(), err.read())
@@ -71,13 +71,12 @@ def cold_start_in_child(config: EngineConfig) -> dict[str, Any]:
     return json.loads(lines[-1][len("RESULT "):])
 
 
-def _kill_group(pgid: int) -> None:
-    if os.name != "posix":
-        return
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the process group a child leads (start_new_session=True): the child and all it started."""
     try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass  # nothing left in the group
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, AttributeError):  # (no groups on this OS, or none left)
+        proc.kill()
 
 
 def main(argv: list[str]) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -23,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from graphbench.bench.cold_start import die_with_parent
+from graphbench.bench.cold_start import die_with_parent, kill_group
 from graphbench.bench.sweep_grid import (
     AXIS_ALIASES,
     PEERS,
@@ -242,7 +241,7 @@ def _run_point(point: SweepPoint, results_dir: Path, run_args: list[str], timeou
         except subprocess.TimeoutExpired:
             overdue = time.perf_counter() - started > timeout_s
             if overdue or _STOP.is_set():
-                _kill_group(proc)
+                kill_group(proc)
                 _stdout, stderr = proc.communicate()
                 if not overdue:  # stopped: unless its result was already written, nothing is recorded
                     seconds = time.perf_counter() - started
@@ -269,13 +268,6 @@ def _record_failure(point: SweepPoint, results_dir: Path, reason: str, stderr: s
                            sweep={"point": point.overrides})
     path = write_result(results_dir, "failed", point.label, record)
     return SweepOutcome(point, "failed", path, reason, seconds)
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError, AttributeError):
-        proc.kill()
 
 
 def _exit_reason(code: int, stderr: str) -> str:

@@ -10,6 +10,7 @@ import pandas as pd
 
 from graphbench.reports.charts import NoData, ReportData, new_figure, save_figure
 from graphbench.reports.frame import GRAPHBENCH, STARTUP_PARTS, flag_is
+from graphbench.reports.ladder_table import graph_rows
 
 PART_NAMES = {
     "load_s": "load weights",
@@ -23,7 +24,6 @@ PART_NAMES = {
     "first_call_s": "first call (peer warm-up / compile)",
 }
 PART_COLORS = ["#4e79a7", "#9c755f", "#d37295", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#bab0ac"]
-MIB = 2**20
 
 
 def startup_rows(points: pd.DataFrame) -> pd.DataFrame:
@@ -79,21 +79,6 @@ def startup_chart(data: ReportData, path: Path) -> None:
     ax.legend(handles, labels, fontsize=8)
     ax.grid(True, axis="y", alpha=0.3)
     save_figure(fig, path, "Startup time breakdown, cold vs warm", data.environment)
-
-
-def graph_rows(points: pd.DataFrame) -> pd.DataFrame:
-    """graphbench points that captured graphs, with their size count, memory (MiB) and capture time."""
-    mask = (
-        (points["system"] == GRAPHBENCH)
-        & points["num_capture_sizes"].notna()
-        & ~points["cudagraph_mode_resolved"].isin(["", "NONE"])
-    )
-    rows = points[mask].copy()
-    rows["num_capture_sizes"] = rows["num_capture_sizes"].astype(float)
-    rows["graph_memory_mib"] = rows["graph_memory_bytes"] / MIB
-    # the recordings' shared pool is sized by the largest one: the part beyond it is what scales with the count
-    rows["beyond_pool_mib"] = (rows["graph_memory_bytes"] - rows["graph_pool_bytes"]) / MIB
-    return rows[rows["graph_memory_mib"].notna() | rows["capture_s"].notna()]
 
 
 def graph_memory_chart(data: ReportData, path: Path) -> None:

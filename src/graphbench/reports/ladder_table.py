@@ -27,22 +27,35 @@ def _median(values: pd.Series) -> float:
     return float(values.median()) if len(values) else math.nan
 
 
+def graph_rows(points: pd.DataFrame) -> pd.DataFrame:
+    """graphbench start-ups that recorded graphs, with their size count, memory and the part of it
+    beyond the shared pool (MiB), and capture time."""
+    mask = (
+        (points["system"] == GRAPHBENCH)
+        & points["num_capture_sizes"].notna()
+        & ~points["cudagraph_mode_resolved"].isin(["", "NONE"])
+    )
+    rows = points[mask].copy()
+    rows["num_capture_sizes"] = rows["num_capture_sizes"].astype(float)
+    rows["graph_memory_mib"] = rows["graph_memory_bytes"] / MIB
+    rows["beyond_pool_mib"] = (rows["graph_memory_bytes"] - rows["graph_pool_bytes"]) / MIB
+    return rows[rows["graph_memory_mib"].notna() | rows["capture_s"].notna()]
+
+
 def ladder_table(points: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
     """points: one row per start-up (frame.points_frame); frame: one row per workload (padding waste)."""
-    mask = ((points["system"] == GRAPHBENCH) & points["num_capture_sizes"].notna()
-            & ~points["cudagraph_mode_resolved"].isin(["", "NONE"]))  # fmt: skip
     rows = []
-    for label, starts in points[mask].groupby("label", sort=False):
+    for label, starts in graph_rows(points).groupby("label", sort=False):
         first = starts.iloc[0]
         cold = starts[[flag_is(c, True) for c in starts["startup_cold"]]]
         warm = starts[[not flag_is(c, True) for c in starts["startup_cold"]]]
-        memory = _median(starts["graph_memory_bytes"]) / MIB
+        memory = _median(starts["graph_memory_mib"])
         waste = frame.loc[(frame["label"] == label) & (frame["system"] == GRAPHBENCH), "padding_waste_pct"]
         rows.append({
             "ladder": label, "-O": first["optimization_level"], "mode": first["cudagraph_mode_resolved"],
             "sizes": int(first["num_capture_sizes"]), "capture s (warm)": _median(warm["capture_s"]),
             "capture s (cold)": _median(cold["capture_s"]), "graph MiB": memory,
-            "beyond pool MiB": memory - _median(starts["graph_pool_bytes"]) / MIB,
+            "beyond pool MiB": _median(starts["beyond_pool_mib"]),
             "padding waste %": float(pd.to_numeric(waste, errors="coerce").mean()) if len(waste) else math.nan,
         })  # fmt: skip
     table = pd.DataFrame(rows, columns=LADDER_COLUMNS)

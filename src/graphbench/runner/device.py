@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import torch
@@ -9,6 +10,11 @@ import torch
 from graphbench.errors import GraphbenchError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def triton_interpreting() -> bool:
+    """TRITON_INTERPRET is on: Triton kernels run on the CPU (read when asked: tests switch it per process)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 def resolve_device(name: str) -> torch.device:

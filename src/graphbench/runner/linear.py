@@ -16,11 +16,14 @@ fused around and autotuned. Eager code calls the implementation directly (no cus
 
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from graphbench.runner.device import triton_interpreting
 
 OP_NAME = "graphbench::linear"
 SILU_MUL_OP_NAME = "graphbench::silu_mul_linear"
@@ -50,6 +53,14 @@ def _gemv_config(n: int, k: int) -> tuple[int, int, int]:
     return (2, block_k, 2) if large else (4, block_k, 8)
 
 
+@functools.cache
+def _kernels():
+    """The Triton kernel modules, imported once, on first use (the CPU path never needs Triton)."""
+    from graphbench.runner import gemv_kernel, norm_kernels
+
+    return gemv_kernel, norm_kernels
+
+
 def gemv_applies(x: torch.Tensor, weight: torch.Tensor, gated: bool = False) -> bool:
     """One row on the GPU (or the Triton interpreter), contiguous, K a multiple of 128 (gated: x holds
     [gate | up], 2K wide)."""
@@ -64,11 +75,10 @@ def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
          gated: bool = False) -> torch.Tensor:
     """x[1, K] @ weight[N, K].T (+ bias[N]) -> [1, N], in x's dtype, accumulated in float32; gated:
     (silu(x[:, :K]) * x[:, K:]) @ weight.T, the MLP's activation computed while streaming the weight."""
-    from graphbench.runner.gemv_kernel import launch_gemv
-
     n, k = weight.shape
     out = torch.empty((1, n), dtype=x.dtype, device=x.device)
-    launch_gemv(x, weight, bias, out, *_gemv_config(n, k), gated=gated, interpret=_interpreting())
+    _kernels()[0].launch_gemv(x, weight, bias, out, *_gemv_config(n, k), gated=gated,
+                              interpret=triton_interpreting())
     return out
 
 
@@ -90,14 +100,20 @@ def _linear_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
     return x.new_empty((x.shape[0], weight.shape[0]))
 
 
+def _pick(impl, op, plain):
+    """Eager code calls the implementation (no custom-op overhead); a traced graph gets the op, which
+    picks its kernel when it runs, or plain torch ops with GRAPHBENCH_GEMV=0. No branching on the row
+    count here: under Dynamo a symbolic count passes isinstance(rows, int) and `rows != 1` is assumed
+    true, so the op would never be traced. Variants compiled for a fixed multi-row size get plain ops
+    back from compile/pieces.linears_as_matmuls."""
+    if not torch.compiler.is_compiling():
+        return impl
+    return op if GEMV_ENABLED else plain
+
+
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """x[T, K] -> [T, N]. Which kernel runs depends on T: see the module docstring."""
-    if not torch.compiler.is_compiling():
-        return linear_impl(x, weight, bias)
-    # No branching on x.shape[0] here: under Dynamo a symbolic row count passes isinstance(rows, int) and
-    # `rows != 1` is assumed true, so the op would never be traced. Variants compiled for a fixed
-    # multi-row size get their matmuls back from compile/pieces.linears_as_matmuls.
-    return linear_op(x, weight, bias) if GEMV_ENABLED else F.linear(x, weight, bias)
+    return _pick(linear_impl, linear_op, F.linear)(x, weight, bias)
 
 
 def silu_mul_linear_impl(gate_up: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -107,10 +123,8 @@ def silu_mul_linear_impl(gate_up: torch.Tensor, weight: torch.Tensor) -> torch.T
         return gemv(gate_up, weight, gated=True)
     k = weight.shape[1]
     if _on_triton_device(gate_up) and gate_up.dim() == 2 and gate_up.stride(-1) == 1:
-        from graphbench.runner.gemv_kernel import launch_silu_mul
-
         hidden = torch.empty((gate_up.shape[0], k), dtype=gate_up.dtype, device=gate_up.device)
-        launch_silu_mul(gate_up, hidden)
+        _kernels()[0].launch_silu_mul(gate_up, hidden)
     else:
         hidden = F.silu(gate_up[..., :k]) * gate_up[..., k:]
     return F.linear(hidden, weight)
@@ -136,9 +150,7 @@ def _silu_mul_linear_fake(gate_up: torch.Tensor, weight: torch.Tensor) -> torch.
 
 def silu_mul_linear(gate_up: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """gate_up[T, 2K] -> (silu(gate) * up) @ weight.T [T, N], chosen as `linear` is."""
-    if not torch.compiler.is_compiling():
-        return silu_mul_linear_impl(gate_up, weight)
-    return silu_mul_linear_op(gate_up, weight) if GEMV_ENABLED else silu_mul_matmul(gate_up, weight)
+    return _pick(silu_mul_linear_impl, silu_mul_linear_op, silu_mul_matmul)(gate_up, weight)
 
 
 def add_rmsnorm_linear_impl(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
@@ -147,18 +159,14 @@ def add_rmsnorm_linear_impl(x: torch.Tensor, residual: torch.Tensor, norm_weight
     norm in front of a projection. One row: one fused kernel; several: one add-norm launch + the matmul."""
     fits = x.shape == residual.shape and x.dim() == 2 and residual.is_contiguous() and norm_weight.dtype == x.dtype
     if fits and gemv_applies(x, weight):
-        from graphbench.runner.norm_kernels import launch_norm_gemv
-
         out = torch.empty((1, weight.shape[0]), dtype=x.dtype, device=x.device)
         h = torch.empty_like(x)
-        launch_norm_gemv(x, residual, norm_weight, eps, weight, bias, out, h, *_gemv_config(*weight.shape),
-                         interpret=_interpreting())
+        _kernels()[1].launch_norm_gemv(x, residual, norm_weight, eps, weight, bias, out, h,
+                                       *_gemv_config(*weight.shape), interpret=triton_interpreting())
         return out, h
     if fits and _on_triton_device(x) and x.is_contiguous():
-        from graphbench.runner.norm_kernels import launch_add_rmsnorm
-
         normed, h = torch.empty_like(x), torch.empty_like(x)
-        launch_add_rmsnorm(x, residual, norm_weight, eps, normed, h)
+        _kernels()[1].launch_add_rmsnorm(x, residual, norm_weight, eps, normed, h)
         return F.linear(normed, weight, bias), h
     return add_rmsnorm_matmul(x, residual, norm_weight, eps, weight, bias)
 
@@ -167,9 +175,13 @@ def add_rmsnorm_matmul(x: torch.Tensor, residual: torch.Tensor, norm_weight: tor
                        weight: torch.Tensor, bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """The same as plain torch ops (the model's RMSNorm), for the CPU and for fixed multi-row variants."""
     h = x + residual
-    hf = h.float()
-    normed = (hf * torch.rsqrt(hf.pow(2).mean(-1, keepdim=True) + eps)).to(h.dtype) * norm_weight
-    return F.linear(normed, weight, bias), h
+    return F.linear(rms_norm(h, norm_weight, eps), weight, bias), h
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm as Llama computes it: in float32, rounded to x's dtype, then scaled by the weight."""
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * weight
 
 
 @torch.library.custom_op(ADD_NORM_OP_NAME, mutates_args=())
@@ -187,11 +199,8 @@ def _add_rmsnorm_linear_fake(x, residual, norm_weight, eps, weight, bias):
 def add_rmsnorm_linear(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
                        weight: torch.Tensor, bias: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """x, residual [T, K] -> (projection [T, N], new residual [T, K]), chosen as `linear` is."""
-    if not torch.compiler.is_compiling():
-        return add_rmsnorm_linear_impl(x, residual, norm_weight, eps, weight, bias)
-    if not GEMV_ENABLED:
-        return add_rmsnorm_matmul(x, residual, norm_weight, eps, weight, bias)
-    return add_rmsnorm_linear_op(x, residual, norm_weight, eps, weight, bias)
+    return _pick(add_rmsnorm_linear_impl, add_rmsnorm_linear_op, add_rmsnorm_matmul)(
+        x, residual, norm_weight, eps, weight, bias)
 
 
 class Linear(nn.Linear):
@@ -207,8 +216,4 @@ GEMV_ENABLED = os.environ.get("GRAPHBENCH_GEMV", "1") != "0"
 
 def _on_triton_device(x: torch.Tensor) -> bool:
     """Our Triton kernels may run on x (GRAPHBENCH_GEMV=0: never)."""
-    return GEMV_ENABLED and (x.is_cuda or _interpreting())
-
-
-def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    return GEMV_ENABLED and (x.is_cuda or triton_interpreting())

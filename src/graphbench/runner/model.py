@@ -15,7 +15,7 @@ from torch import nn
 
 from graphbench.config.arch import ArchConfig
 from graphbench.runner.attention.op import attention
-from graphbench.runner.linear import Linear, add_rmsnorm_linear, silu_mul_linear
+from graphbench.runner.linear import Linear, add_rmsnorm_linear, rms_norm, silu_mul_linear
 from graphbench.runner.parallel import Shard, all_gather_last, all_reduce, vocab_rows
 from graphbench.runner.rotary import RotaryEmbedding
 
@@ -31,9 +31,7 @@ class RMSNorm(nn.Module):
         if residual is not None:
             x = x + residual
             residual = x
-        dtype = x.dtype
-        xf = x.float()
-        out = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(dtype) * self.weight
+        out = rms_norm(x, self.weight, self.eps)
         return out if residual is None else (out, residual)
 
 

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import os
-
 import torch
+
+from graphbench.runner.device import triton_interpreting
 
 
 def greedy(logits: torch.Tensor) -> torch.Tensor:  # [R, V] any float dtype -> [R] int64
     """argmax per row (ties: the first index). On the GPU, for a large vocabulary, two Triton launches
     with a program per chunk of the row (runner/argmax.py): PyTorch's one block per row is slow there."""
-    if (logits.is_cuda or _interpreting()) and logits.shape[-1] >= MIN_TRITON_VOCAB and logits.stride(-1) == 1:
+    if (logits.is_cuda or triton_interpreting()) and logits.shape[-1] >= MIN_TRITON_VOCAB and logits.stride(-1) == 1:
         from graphbench.runner.argmax import triton_argmax
 
         return triton_argmax(logits)
@@ -20,8 +20,6 @@ def greedy(logits: torch.Tensor) -> torch.Tensor:  # [R, V] any float dtype -> [
 MIN_TRITON_VOCAB = 8192
 
 
-def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 def sample(

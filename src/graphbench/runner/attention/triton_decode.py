@@ -8,8 +8,6 @@ real requests (r >= query_start_loc[max_reqs], the padding of a recording) are z
 
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
@@ -22,6 +20,7 @@ from graphbench.runner.attention.triton_kernels import (
     make_workspace,
     merge_splits,
 )
+from graphbench.runner.device import triton_interpreting
 
 
 # The split count is a run-time value (one compiled kernel for every split count > 1, one for no split):
@@ -120,7 +119,7 @@ def paged_decode(
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_tables.stride(0),
         GROUP=group, BLOCK_M=max(16, triton.next_power_of_2(group)), HEAD_DIM=head_dim, BLOCK_D=block_d,
         BLOCK_SIZE=block_size, SPLIT=splits > 1, PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
-        INTERPRET=os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"), **cfg,
+        INTERPRET=triton_interpreting(), **cfg,
     )
     if splits > 1:
         merge_splits(part, lse, out, query_start_loc, max_reqs)

@@ -17,13 +17,13 @@ writes a partial output + log-sum-exp to a workspace; a second kernel merges the
 from __future__ import annotations
 
 import functools
-import os
 
 import torch
 import triton
 import triton.language as tl
 
 from graphbench.runner.attention.triton_cache_write import write_kv_cache
+from graphbench.runner.device import triton_interpreting
 
 __all__ = ["write_kv_cache", "paged_attention", "attention_config", "make_workspace"]
 
@@ -310,7 +310,7 @@ def paged_attention(
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_tables.stride(0),
         GROUP=num_heads // num_kv_heads, HEAD_DIM=head_dim, BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
         BLOCK_SIZE=block_size, PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
-        INTERPRET=os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"), **cfg,
+        INTERPRET=triton_interpreting(), **cfg,
     )
     if splits > 1:
         merge_splits(part, lse, out, query_start_loc, max_reqs)

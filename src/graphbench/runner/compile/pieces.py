@@ -150,10 +150,9 @@ class PieceRunner:
         started = time.perf_counter()
         # GEMM autotuning only: pointwise autotuning and coordinate descent benchmark every fused kernel
         # and kept -O3's start-up over 200 s on an H200 (four decode sizes x three distinct pieces).
-        # Nor are epilogue/prologue fusions benchmarked: with that on (Inductor's default) the choice of
-        # kernel waits for the scheduler, which compiles each fused candidate one by one in the main
-        # process (324 Triton compiles, 142 s of -O3's compile_sizes on the H200, session 4); off, the
-        # GEMM is chosen when it is lowered, its candidates compiled in parallel.
+        # Nor are epilogue fusions benchmarked (Inductor's default benchmarks each fused candidate in the
+        # scheduler). Switching that off was meant to cut -O3's compile_sizes but did not measurably:
+        # 160 s against 142 s on the H200 (session 4); where those seconds go is still open (NOTES).
         patches = {"max_autotune_gemm": True, "benchmark_epilogue_fusion": False} if backend.autotune else {}
         graph = self.graph if size == 1 else linears_as_matmuls(self.graph)
         fn, artifact = _inductor_compile(graph, list(args), patches, dynamic=False)
@@ -168,9 +167,10 @@ class PieceRunner:
 
 
 def linears_as_matmuls(graph: fx.GraphModule) -> fx.GraphModule:
-    """A copy of the piece with each `graphbench::linear` / `silu_mul_linear` / `add_rmsnorm_linear` call (opaque: they pick
-    the one-row GEMV at run time) turned back into torch ops, for a variant compiled for a fixed
-    multi-row size: there Inductor sees the matmuls, fuses around them and autotunes them."""
+    """A copy of the piece with each `graphbench::linear` / `silu_mul_linear` / `add_rmsnorm_linear`
+    call (opaque: they pick the one-row GEMV at run time) turned back into torch ops, for a variant
+    compiled for a fixed multi-row size: there Inductor sees the matmuls, fuses around them and
+    autotunes them."""
     import copy
 
     from graphbench.runner import linear as ops

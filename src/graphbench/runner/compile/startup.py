@@ -73,6 +73,7 @@ def _compile_into(engine, directory: Path) -> None:
     engine.runner.forward_fn = engine.compiled
     _compile(engine)
 
+
 def largest_step_tokens(max_num_batched_tokens: int, max_num_seqs: int, max_model_len: int) -> int:
     """The most tokens one step can hold: no step holds more than its requests' contexts, so with few
     sequences and a short max_model_len (1 x 4096 under an 8192-token budget) the dummy batch that
