@@ -92,8 +92,10 @@ def _drive(engine, workload: Workload, pending: deque, finished: list, start: fl
 
 
 def warm_up(engine, workload: Workload) -> None:
-    """A short run of the same shape (concurrency, prompt length), outside the measurement."""
-    specs = workload.requests()[: max(1, workload.concurrency)]
-    short = [RequestSpec(None, s.prompt_len, min(8, s.output_len)) for s in specs]
+    """One wave of the workload (its first `concurrency` requests at their full lengths, other prompts),
+    outside the measurement, as the peers warm up: every batch size, context length and kernel the
+    repeats meet has run once. (With 8 output tokens the first repeat was the slowest in several
+    session-4 runs on the H200.)"""
+    specs = [RequestSpec(None, s.prompt_len, s.output_len) for s in workload.requests()[: max(1, workload.concurrency)]]
     closed = Workload(kind="closed", concurrency=max(1, workload.concurrency), seed=workload.seed + 1)
-    run_engine_workload(engine, closed, short, seed_offset=999)
+    run_engine_workload(engine, closed, specs, seed_offset=999)
