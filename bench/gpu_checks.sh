@@ -9,6 +9,10 @@
 #   bash bench/gpu_checks.sh gemv      # batch-1 projections in a CUDA graph: cuBLAS / Inductor / Triton GEMV, ~2 min
 #   bash bench/gpu_checks.sh verify    # fused kernels vs torch, fixed capture memory, the GPU suite (~7 min)
 #   bash bench/gpu_checks.sh decode7   # issue 7 in one run: -O0/-O2 vs hf-compile at 1 and 64, 8b at 1 (~7 min)
+#   bash bench/gpu_checks.sh ab        # gemv_check, then -O2 decode with and without the fused one-row kernels
+#                                      # (GRAPHBENCH_FUSED_GEMV=1/0), llama-3.2-1b at 1 and 64, llama-3.1-8b at 1
+#   bash bench/gpu_checks.sh pair2     # on nvidia-h200-x2: ab (GPU 0, cores 16-31) beside decode7 (GPU 1,
+#                                      # cores 0-15); everything packed into $OUT/pair2.tgz (the tool brings back 8 files)
 #   bash bench/gpu_checks.sh pair      # on nvidia-h200-x2: gemv_check, then decode7 (GPU 1, cores 0-15) beside
 #                                      # the fixed-memory probe + GPU suite (GPU 0, cores 16-31), ~9 min
 #   bash bench/gpu_checks.sh o3profile # -O3's cold start sampled in every thread (~4 min)
@@ -59,6 +63,19 @@ case "${1:-}" in
     timeout 40 python3 bench/debug/graph_fixed_memory.py 2>&1 | tee "$OUT/graph-fixed-memory.log" | tail -6
     timeout ${GPU_TESTS_TIMEOUT:-420} python3 -m pytest -m gpu -q -p no:logging --durations=10 tests/gpu 2>&1 \
       | tee "$OUT/gpu-tests.log" | tail -25 ;;
+  ab)
+    timeout 60 python3 bench/debug/gemv_check.py 2>&1 | tee "$OUT/gemv-check.log" | grep -E "BAD|CHECK"
+    for fused in 1 0; do
+      GRAPHBENCH_FUSED_GEMV=$fused timeout 150 python3 bench/decode.py --model llama-3.2-1b --batches 1,64 --levels 2 \
+        --peers "" --out "$OUT/decode-fused$fused.json" --timeout 140 2>&1 | grep -v "^DEBUG" | tail -3
+      GRAPHBENCH_FUSED_GEMV=$fused timeout 150 python3 bench/decode.py --model llama-3.1-8b --batches 1 --levels 2 \
+        --peers "" --out "$OUT/decode-8b-fused$fused.json" --timeout 140 2>&1 | grep -v "^DEBUG" | tail -2
+    done ;;
+  pair2)
+    CUDA_VISIBLE_DEVICES=1 taskset -c 0-15 bash "$0" decode7 > "$OUT/decode7.out" 2>&1 &
+    CUDA_VISIBLE_DEVICES=0 taskset -c 16-31 bash "$0" ab > "$OUT/ab.out" 2>&1
+    wait; cat "$OUT/ab.out" "$OUT/decode7.out"
+    tar czf /tmp/pair2.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/pair2.tgz "$OUT/" ;;
   pair)  # two GPUs, two disjoint halves of the cores: the timed run shares neither GPU nor cores
     timeout 60 python3 bench/debug/gemv_check.py 2>&1 | tee "$OUT/gemv-check.log" | grep -E "BAD|CHECK"
     CUDA_VISIBLE_DEVICES=1 taskset -c 0-15 bash "$0" decode7 > "$OUT/decode7.out" 2>&1 &
@@ -73,5 +90,5 @@ case "${1:-}" in
   o3profile)  # where -O3's cold start goes, in every thread (stack samples every 20 ms), ~4 min
     OUT="$OUT" timeout 300 python3 bench/debug/sample_cold_start.py --level 3 --max-num-seqs 256 2>&1 \
       | grep -v "^DEBUG" | tail -3; head -60 "$OUT/samples-O3.txt" ;;
-  *) echo "usage: bash bench/gpu_checks.sh pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu_checks.sh ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
 esac

@@ -40,6 +40,15 @@ for rows in (1, 3):
     assert gemv_applies(gate_up, w, gated=True) == (rows == 1)
     assert torch.allclose(silu_mul_linear_impl(gate_up, w), ref, rtol=1e-5, atol=1e-5), rows
 assert not gemv_applies(torch.randn(1, 512), w, gated=True)  # a gated input is 2K wide
+# residual add + RMSNorm + projection: one fused pass at one row (rstd scales the dot products), one
+# add-norm launch then the matmul at several rows; one and several K chunks; against torch in float32
+from graphbench.runner.linear import add_rmsnorm_linear_impl, add_rmsnorm_matmul
+for rows, n, k in ((1, 24, 512), (1, 5, 4096), (3, 24, 512)):
+    w, nw, b = torch.randn(n, k, generator=g), torch.randn(k, generator=g), torch.randn(n, generator=g)
+    x, res = torch.randn(rows, k, generator=g), torch.randn(rows, k, generator=g)
+    got, h = add_rmsnorm_linear_impl(x, res, nw, 1e-6, w, b)
+    ref, ref_h = add_rmsnorm_matmul(x, res, nw, 1e-6, w, b)
+    assert torch.equal(h, ref_h) and torch.allclose(got, ref, rtol=1e-4, atol=1e-4), (rows, n, k)
 # not one row, K too small or not a multiple of the K block: F.linear
 w = torch.randn(64, 512)
 assert not gemv_applies(torch.randn(2, 512), w)

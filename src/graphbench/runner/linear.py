@@ -119,7 +119,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 def silu_mul_linear_impl(gate_up: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """(silu(gate) * up) @ weight.T for gate_up[T, 2K] = [gate | up] and weight[N, K]: one fused GEMV
     for one row; else silu-mul in one Triton launch (torch ops on the CPU), then the matmul."""
-    if gemv_applies(gate_up, weight, gated=True):
+    if FUSED_GEMV and gemv_applies(gate_up, weight, gated=True):
         return gemv(gate_up, weight, gated=True)
     k = weight.shape[1]
     if _on_triton_device(gate_up) and gate_up.dim() == 2 and gate_up.stride(-1) == 1:
@@ -127,7 +127,7 @@ def silu_mul_linear_impl(gate_up: torch.Tensor, weight: torch.Tensor) -> torch.T
         _kernels()[0].launch_silu_mul(gate_up, hidden)
     else:
         hidden = F.silu(gate_up[..., :k]) * gate_up[..., k:]
-    return F.linear(hidden, weight)
+    return linear_impl(hidden, weight)
 
 
 def silu_mul_matmul(gate_up: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -158,7 +158,7 @@ def add_rmsnorm_linear_impl(x: torch.Tensor, residual: torch.Tensor, norm_weight
     """h = x + residual; (linear(rmsnorm(h) * norm_weight, weight, bias), h): the residual add and the
     norm in front of a projection. One row: one fused kernel; several: one add-norm launch + the matmul."""
     fits = x.shape == residual.shape and x.dim() == 2 and residual.is_contiguous() and norm_weight.dtype == x.dtype
-    if fits and gemv_applies(x, weight):
+    if FUSED_GEMV and fits and gemv_applies(x, weight):
         out = torch.empty((1, weight.shape[0]), dtype=x.dtype, device=x.device)
         h = torch.empty_like(x)
         _kernels()[1].launch_norm_gemv(x, residual, norm_weight, eps, weight, bias, out, h,
@@ -167,7 +167,7 @@ def add_rmsnorm_linear_impl(x: torch.Tensor, residual: torch.Tensor, norm_weight
     if fits and _on_triton_device(x) and x.is_contiguous():
         normed, h = torch.empty_like(x), torch.empty_like(x)
         _kernels()[1].launch_add_rmsnorm(x, residual, norm_weight, eps, normed, h)
-        return F.linear(normed, weight, bias), h
+        return linear_impl(normed, weight, bias), h
     return add_rmsnorm_matmul(x, residual, norm_weight, eps, weight, bias)
 
 
@@ -210,8 +210,11 @@ class Linear(nn.Linear):
         return linear(x, self.weight, self.bias)
 
 
-# GRAPHBENCH_GEMV=0: every linear is F.linear (to measure the GEMV's effect, or rule it out)
+# GRAPHBENCH_GEMV=0: every linear is F.linear (to measure the GEMV's effect, or rule it out);
+# GRAPHBENCH_FUSED_GEMV=0: one-row linears keep the GEMV, but the residual add + RMSNorm and the
+# silu-mul run as kernels of their own in front of it (to measure what the fusions give)
 GEMV_ENABLED = os.environ.get("GRAPHBENCH_GEMV", "1") != "0"
+FUSED_GEMV = os.environ.get("GRAPHBENCH_FUSED_GEMV", "1") != "0"
 
 
 def _on_triton_device(x: torch.Tensor) -> bool:
