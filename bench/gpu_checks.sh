@@ -72,8 +72,8 @@ case "${1:-}" in
         --peers "" --out "$OUT/decode-8b-fused$fused.json" --timeout 140 2>&1 | grep -v "^DEBUG" | tail -2
     done ;;
   pair2)
-    CUDA_VISIBLE_DEVICES=1 taskset -c 0-15 bash "$0" decode7 > "$OUT/decode7.out" 2>&1 &
-    CUDA_VISIBLE_DEVICES=0 taskset -c 16-31 bash "$0" ab > "$OUT/ab.out" 2>&1
+    GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1 taskset -c 0-15 bash "$0" decode7 > "$OUT/decode7.out" 2>&1 &
+    GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0 taskset -c 16-31 bash "$0" ab > "$OUT/ab.out" 2>&1
     wait; cat "$OUT/ab.out" "$OUT/decode7.out"
     tar czf /tmp/pair2.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/pair2.tgz "$OUT/" ;;
   pair)  # two GPUs, two disjoint halves of the cores: the timed run shares neither GPU nor cores
