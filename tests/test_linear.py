@@ -32,9 +32,12 @@ assert _gemv_config(4096, 4096) == (2, 2048, 2) and _gemv_config(48, 512) == (4,
 assert torch.allclose(out, x @ w.T, rtol=1e-5, atol=1e-4)
 # the MLP's down projection: silu(gate) * up as the GEMV's input (one row), or one silu-mul launch then
 # the matmul (several rows); against torch in float32
+# (both with the activation and the norm folded into the GEMV, GRAPHBENCH_FUSED_GEMV=1, and without)
+from graphbench.runner import linear
 from graphbench.runner.linear import silu_mul_linear_impl
 w = torch.randn(24, 512, generator=g)
-for rows in (1, 3):
+for rows, fused in ((1, False), (1, True), (3, True)):
+    linear.FUSED_GEMV = fused
     gate_up = torch.randn(rows, 1024, generator=g)
     ref = F.linear(F.silu(gate_up[:, :512]) * gate_up[:, 512:], w)
     assert gemv_applies(gate_up, w, gated=True) == (rows == 1)
@@ -43,7 +46,8 @@ assert not gemv_applies(torch.randn(1, 512), w, gated=True)  # a gated input is 
 # residual add + RMSNorm + projection: one fused pass at one row (rstd scales the dot products), one
 # add-norm launch then the matmul at several rows; one and several K chunks; against torch in float32
 from graphbench.runner.linear import add_rmsnorm_linear_impl, add_rmsnorm_matmul
-for rows, n, k in ((1, 24, 512), (1, 5, 4096), (3, 24, 512)):
+for rows, n, k, fused in ((1, 24, 512, True), (1, 5, 4096, True), (1, 24, 512, False), (3, 24, 512, True)):
+    linear.FUSED_GEMV = fused
     w, nw, b = torch.randn(n, k, generator=g), torch.randn(k, generator=g), torch.randn(n, generator=g)
     x, res = torch.randn(rows, k, generator=g), torch.randn(rows, k, generator=g)
     got, h = add_rmsnorm_linear_impl(x, res, nw, 1e-6, w, b)

@@ -4,9 +4,10 @@ cuBLAS runs the batch-1 projections of llama-3.2-1b well under the copy bandwidt
 graph qkv took 6.5 us (1.9 TB/s), o_proj 6.1 us (1.4 TB/s) and down 13.8 us (2.4 TB/s), against
 5.3, 4.3 and 10.3 us for the kernel below (bench/gemv.py, bench/RESULTS.md, session 4): 45.0 -> 37.7 us
 per layer. So a one-row linear runs this kernel; every other shape stays with cuBLAS. The MLP's down
-projection (`silu_mul_linear`) takes [gate | up] and, at one row, applies silu(gate) * up while it
-streams the weight: one kernel fewer per layer. `add_rmsnorm_linear` does the same for the residual
-add + RMSNorm in front of qkv and gate_up (runner/norm_kernels.py): two kernels fewer per layer.
+projection (`silu_mul_linear`) takes [gate | up]: one Triton launch computes silu(gate) * up, then
+the GEMV. `add_rmsnorm_linear` does the residual add + RMSNorm in front of qkv and gate_up in one
+launch (runner/norm_kernels.py). Both can instead be folded into the GEMV (GRAPHBENCH_FUSED_GEMV=1),
+which measured slower (see FUSED_GEMV below).
 
 Inside torch.compile every linear is traced as the `graphbench::linear` custom op, which picks its
 kernel when it runs (and so when each size is recorded in a CUDA graph); a variant compiled for a
@@ -211,10 +212,13 @@ class Linear(nn.Linear):
 
 
 # GRAPHBENCH_GEMV=0: every linear is F.linear (to measure the GEMV's effect, or rule it out);
-# GRAPHBENCH_FUSED_GEMV=0: one-row linears keep the GEMV, but the residual add + RMSNorm and the
-# silu-mul run as kernels of their own in front of it (to measure what the fusions give)
+# GRAPHBENCH_FUSED_GEMV=1: the residual add + RMSNorm and the silu-mul are computed inside the
+# one-row GEMV instead of by kernels of their own in front of it. Off by default: on the H200 the
+# fused kernels made the batch-1 step slower (llama-3.2-1b -O2: 1.208 against 1.029 ms; llama-3.1-8b:
+# 5.51 against 4.28 ms; session 5, bench/RESULTS.md): with the many narrow programs a GEMV needs,
+# each program re-reads the residual, the norm weight or [gate | up] and recomputes the activation.
 GEMV_ENABLED = os.environ.get("GRAPHBENCH_GEMV", "1") != "0"
-FUSED_GEMV = os.environ.get("GRAPHBENCH_FUSED_GEMV", "1") != "0"
+FUSED_GEMV = os.environ.get("GRAPHBENCH_FUSED_GEMV", "0") == "1"
 
 
 def _on_triton_device(x: torch.Tensor) -> bool:
