@@ -13,6 +13,8 @@
 #                                      # (GRAPHBENCH_FUSED_GEMV=1/0), llama-3.2-1b at 1 and 64, llama-3.1-8b at 1
 #   bash bench/gpu_checks.sh pair2     # on nvidia-h200-x2: ab (GPU 0, cores 16-31) beside decode7 (GPU 1,
 #                                      # cores 0-15); everything packed into $OUT/pair2.tgz (the tool brings back 8 files)
+#   bash bench/gpu_checks.sh final7    # on nvidia-h200-x2: the GPU suite (GPU 0, cores 16-31) beside decode7
+#                                      # (GPU 1, cores 0-15), packed into $OUT/final7.tgz, ~4 min
 #   bash bench/gpu_checks.sh pair      # on nvidia-h200-x2: gemv_check, then decode7 (GPU 1, cores 0-15) beside
 #                                      # the fixed-memory probe + GPU suite (GPU 0, cores 16-31), ~9 min
 #   bash bench/gpu_checks.sh o3profile # -O3's cold start sampled in every thread (~4 min)
@@ -76,6 +78,12 @@ case "${1:-}" in
     GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0 taskset -c 16-31 bash "$0" ab > "$OUT/ab.out" 2>&1
     wait; cat "$OUT/ab.out" "$OUT/decode7.out"
     tar czf /tmp/pair2.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/pair2.tgz "$OUT/" ;;
+  final7)
+    GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1 taskset -c 0-15 bash "$0" decode7 > "$OUT/decode7.out" 2>&1 &
+    GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0 taskset -c 16-31 timeout 400 python3 -m pytest -m gpu -q \
+      -p no:logging --durations=5 tests/gpu > "$OUT/tests.out" 2>&1
+    wait; tail -12 "$OUT/tests.out"; cat "$OUT/decode7.out"
+    tar czf /tmp/final7.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/final7.tgz "$OUT/" ;;
   pair)  # two GPUs, two disjoint halves of the cores: the timed run shares neither GPU nor cores
     timeout 60 python3 bench/debug/gemv_check.py 2>&1 | tee "$OUT/gemv-check.log" | grep -E "BAD|CHECK"
     CUDA_VISIBLE_DEVICES=1 taskset -c 0-15 bash "$0" decode7 > "$OUT/decode7.out" 2>&1 &
@@ -90,5 +98,5 @@ case "${1:-}" in
   o3profile)  # where -O3's cold start goes, in every thread (stack samples every 20 ms), ~4 min
     OUT="$OUT" timeout 300 python3 bench/debug/sample_cold_start.py --level 3 --max-num-seqs 256 2>&1 \
       | grep -v "^DEBUG" | tail -3; head -60 "$OUT/samples-O3.txt" ;;
-  *) echo "usage: bash bench/gpu_checks.sh ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu_checks.sh final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
 esac
