@@ -80,9 +80,11 @@ case "${1:-}" in
     tar czf /tmp/pair2.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/pair2.tgz "$OUT/" ;;
   final7)
     GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1 taskset -c 0-15 bash "$0" decode7 > "$OUT/decode7.out" 2>&1 &
-    GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0 taskset -c 16-31 timeout 400 python3 -m pytest -m gpu -q \
-      -p no:logging --durations=5 tests/gpu > "$OUT/tests.out" 2>&1
-    wait; tail -12 "$OUT/tests.out"; cat "$OUT/decode7.out"
+    export GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0
+    taskset -c 16-31 timeout 330 python3 -m pytest -m gpu -q -p no:logging --durations=5 tests/gpu > "$OUT/tests.out" 2>&1
+    taskset -c 16-31 timeout 120 python3 bench/profile_step.py --model llama-3.2-1b --level 2 --batches 1,64 \
+      --out "$OUT/profile-step.json" > "$OUT/profile-step.log" 2>&1
+    wait; tail -12 "$OUT/tests.out"; cat "$OUT/decode7.out"; grep -v "^DEBUG" "$OUT/profile-step.log" | tail -45
     tar czf /tmp/final7.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/final7.tgz "$OUT/" ;;
   pair)  # two GPUs, two disjoint halves of the cores: the timed run shares neither GPU nor cores
     timeout 60 python3 bench/debug/gemv_check.py 2>&1 | tee "$OUT/gemv-check.log" | grep -E "BAD|CHECK"
