@@ -13,8 +13,9 @@
 #                                      # (GRAPHBENCH_FUSED_GEMV=1/0), llama-3.2-1b at 1 and 64, llama-3.1-8b at 1
 #   bash bench/gpu_checks.sh pair2     # on nvidia-h200-x2: ab (GPU 0, cores 16-31) beside decode7 (GPU 1,
 #                                      # cores 0-15); everything packed into $OUT/pair2.tgz (the tool brings back 8 files)
-#   bash bench/gpu_checks.sh final7    # on nvidia-h200-x2: the GPU suite (GPU 0, cores 16-31) beside decode7
-#                                      # (GPU 1, cores 0-15), packed into $OUT/final7.tgz, ~4 min
+#   bash bench/gpu_checks.sh final7    # on nvidia-h200-x2: the GPU suite + a step profile (GPU 0, cores 16-31)
+#                                      # beside decode7 + a C=64 spread run with clocks logged (GPU 1, cores 0-15),
+#                                      # packed into $OUT/final7.tgz, ~5 min
 #   bash bench/gpu_checks.sh pair      # on nvidia-h200-x2: gemv_check, then decode7 (GPU 1, cores 0-15) beside
 #                                      # the fixed-memory probe + GPU suite (GPU 0, cores 16-31), ~9 min
 #   bash bench/gpu_checks.sh o3profile # -O3's cold start sampled in every thread (~4 min)
@@ -79,7 +80,14 @@ case "${1:-}" in
     wait; cat "$OUT/ab.out" "$OUT/decode7.out"
     tar czf /tmp/pair2.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/pair2.tgz "$OUT/" ;;
   final7)
-    GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1 taskset -c 0-15 bash "$0" decode7 > "$OUT/decode7.out" 2>&1 &
+    (export GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1
+     taskset -c 0-15 bash "$0" decode7 > "$OUT/decode7.out" 2>&1
+     # the spread at C = 64: -O2 alone, 5 repeats, with the GPU's clocks and power every 100 ms beside it
+     nvidia-smi -i 1 --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+       --format=csv -lms 100 > "$OUT/clocks.csv" 2>&1 & smi=$!
+     taskset -c 0-15 timeout 150 python3 -m graphbench sweep --model llama-3.2-1b --levels 2 --ladders default --peers none \
+       --concurrency 64 --repeats 5 --results "$OUT/spread" --report "$OUT/spread-report" > "$OUT/spread.log" 2>&1
+     kill $smi) &
     export GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0
     taskset -c 16-31 timeout 330 python3 -m pytest -m gpu -q -p no:logging --durations=5 tests/gpu > "$OUT/tests.out" 2>&1
     taskset -c 16-31 timeout 120 python3 bench/profile_step.py --model llama-3.2-1b --level 2 --batches 1,64 \
