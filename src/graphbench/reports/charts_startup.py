@@ -67,8 +67,9 @@ def startup_chart(data: ReportData, path: Path) -> None:
         bottom += heights
         handles.append(Patch(facecolor=colors[part], edgecolor="white"))
         labels.append(PART_NAMES.get(part, "other (warm-up, ...)"))
+    # a peer's total is its load; its first call (transformers' compile) is stacked on top: label the bar
     for x, total, top in zip(xs, rows["startup_s"], bottom):
-        ax.annotate(f"{total:.1f}", (x, max(total, top)), ha="center", va="bottom", fontsize=7,
+        ax.annotate(f"{max(total, top):.1f}", (x, max(total, top)), ha="center", va="bottom", fontsize=7,
                     xytext=(0, 2), textcoords="offset points")  # fmt: skip
     ticks = [f"{label}\n{_kind(cold)}" for label, cold in zip(rows["label"], rows["startup_cold"])]
     ax.set_xticks(xs, ticks, rotation=30, ha="right", fontsize=8)
