@@ -4,11 +4,6 @@ The unified kernel (triton_kernels.py) must find each program's request with a b
 query_start_loc; in a pure-decode batch row r *is* request r, so this kernel skips the search:
 grid = (rows, kv heads, kv splits), a function of shapes only, hence CUDA-graph safe. Rows past the
 real requests (r >= query_start_loc[max_reqs], the padding of a recording) are zeroed.
-
-Split-KV without a second launch: each split writes its partial output and log-sum-exp, then bumps a
-counter for its (request, kv head); the split that finds it was the last merges all of them and
-resets the counter for the next launch. At batch 1 the separate merge kernel cost ~1.9 us a layer
-on the H200 (NOTES, "Where the time goes"), ~30 us of llama-3.2-1b's ~1.03 ms step.
 """
 
 from __future__ import annotations
@@ -23,6 +18,7 @@ from graphbench.runner.attention.triton_kernels import (
     _num_sms,
     _store_result,
     make_workspace,
+    merge_splits,
 )
 from graphbench.runner.device import triton_interpreting
 
@@ -31,7 +27,7 @@ from graphbench.runner.device import triton_interpreting
 # each Triton variant costs a JIT compile in the first capture.
 @triton.jit(do_not_specialize=["num_splits"])
 def _decode_kernel(
-    q_ptr, k_cache_ptr, v_cache_ptr, out_ptr, part_ptr, lse_ptr, count_ptr,
+    q_ptr, k_cache_ptr, v_cache_ptr, out_ptr, part_ptr, lse_ptr,
     qsl_ptr, seq_lens_ptr, block_tables_ptr,
     scale, max_reqs, num_heads, num_splits,
     stride_qt, stride_qh, stride_ot, stride_oh,
@@ -51,9 +47,9 @@ def _decode_kernel(
     req64 = req.to(tl.int64)
     out_offs = req64 * stride_ot + head[:, None] * stride_oh + offs_d[None, :]
     if req >= tl.load(qsl_ptr + max_reqs):  # padding row of a recording
-        if split == 0:
+        if not SPLIT:
             tl.store(out_ptr + out_offs, tl.zeros([BLOCK_M, BLOCK_D], dtype=out_ptr.dtype.element_ty), mask=io_mask)
-        return
+        return  # (split mode: the merge kernel zeroes padding rows)
 
     seq_len = tl.load(seq_lens_ptr + req)
     pos = tl.zeros([BLOCK_M], dtype=tl.int32) + (seq_len - 1)  # every row is the request's newest token
@@ -70,53 +66,6 @@ def _decode_kernel(
     split_row = (req64 * num_heads + head) * num_splits + split
     _store_result(m_i, l_i, acc, out_ptr, out_offs, io_mask, part_ptr, lse_ptr, split_row, row_ok,
                   HEAD_DIM, BLOCK_D, SPLIT)
-    if SPLIT:
-        # every thread's partial stores come before the release of the count (and its reads after)
-        tl.debug_barrier()
-        counter = count_ptr + req64 * (num_heads // GROUP) + kv_head
-        num_done = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
-        tl.debug_barrier()
-        if num_done == num_splits - 1:  # the last split of this (request, kv head) to finish
-            first_row = (req64 * num_heads + head) * num_splits
-            _merge_own_splits(part_ptr, lse_ptr, out_ptr, out_offs, io_mask, first_row, row_ok, num_splits,
-                              HEAD_DIM, BLOCK_M, BLOCK_D, INTERPRET)
-            tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")  # ready for the next launch
-
-
-@triton.jit
-def _merge_split(m, l, acc, part_ptr, lse_ptr, row, row_ok, io_mask, HEAD_DIM: tl.constexpr,
-                 BLOCK_D: tl.constexpr):
-    """Fold one split's partial (its normalised output and log2-sum-exp) into the running merge."""
-    offs_d = tl.arange(0, BLOCK_D)
-    # .cg: read from L2, where the other programs' stores are (never from this SM's L1)
-    lse = tl.load(lse_ptr + row, mask=row_ok, other=float("-inf"), cache_modifier=".cg")
-    part = tl.load(part_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], mask=io_mask, other=0.0,
-                   cache_modifier=".cg")
-    m_new = tl.maximum(m, lse)
-    m_safe = tl.where(m_new > float("-inf"), m_new, 0.0)  # empty splits: lse = -inf, weight 0
-    alpha = tl.exp2(m - m_safe)
-    w = tl.exp2(lse - m_safe)
-    return m_new, l * alpha + w, acc * alpha[:, None] + part * w[:, None]
-
-
-@triton.jit
-def _merge_own_splits(part_ptr, lse_ptr, out_ptr, out_offs, io_mask, first_row, row_ok, num_splits,
-                      HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
-                      INTERPRET: tl.constexpr):
-    """out = the log-sum-exp weighted mean of the num_splits partials of these rows (row + s for split s)."""
-    m = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
-    l = tl.zeros([BLOCK_M], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-    if INTERPRET:  # numpy >= 2.4 cannot turn the interpreter's 1-element scalars into range bounds
-        s = 0
-        while s < num_splits:
-            m, l, acc = _merge_split(m, l, acc, part_ptr, lse_ptr, first_row + s, row_ok, io_mask, HEAD_DIM, BLOCK_D)
-            s += 1
-    else:
-        for s in range(0, num_splits):
-            m, l, acc = _merge_split(m, l, acc, part_ptr, lse_ptr, first_row + s, row_ok, io_mask, HEAD_DIM, BLOCK_D)
-    o = acc / tl.where(l > 0.0, l, 1.0)[:, None]
-    tl.store(out_ptr + out_offs, o.to(out_ptr.dtype.element_ty), mask=io_mask)
 
 
 def decode_config(num_rows: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype,
@@ -160,11 +109,10 @@ def paged_decode(
         cfg["NUM_SPLITS"] = num_splits
     splits = cfg.pop("NUM_SPLITS")
     part, lse = make_workspace(num_rows, num_heads, head_dim, splits, q.device) if splits > 1 else (out, out)
-    counts = _split_counters(q.device, num_rows * num_kv_heads) if splits > 1 else seq_lens
     group = num_heads // num_kv_heads
     block_d = max(16, triton.next_power_of_2(head_dim))
     _decode_kernel[(num_rows, num_kv_heads, splits)](
-        q, k_cache, v_cache, out, part, lse, counts, query_start_loc, seq_lens, block_tables,
+        q, k_cache, v_cache, out, part, lse, query_start_loc, seq_lens, block_tables,
         scale, max_reqs, num_heads, splits,
         q.stride(0), q.stride(1), out.stride(0), out.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
@@ -173,19 +121,5 @@ def paged_decode(
         BLOCK_SIZE=block_size, SPLIT=splits > 1, PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         INTERPRET=triton_interpreting(), **cfg,
     )
-
-
-# (device) -> int32 counters, one per (request row, kv head), zero between launches: each launch's
-# last split resets the ones it used. Kept between calls (a decode step allocates none). A launch
-# splits only with fewer than 2 x num_sms (row, kv head) programs, so 8192 counters always suffice:
-# allocated once, at the first split launch (inside a recording, its zero fill is recorded there too,
-# which is harmless: the counters are zero between launches anyway).
-_counters: dict[torch.device, torch.Tensor] = {}
-
-
-def _split_counters(device: torch.device, needed: int) -> torch.Tensor:
-    held = _counters.get(device)
-    if held is None or held.numel() < needed:
-        held = torch.zeros(max(needed, 8192), dtype=torch.int32, device=device)
-        _counters[device] = held
-    return held
+    if splits > 1:
+        merge_splits(part, lse, out, query_start_loc, max_reqs)
