@@ -63,12 +63,15 @@ class _Rec:
 
 
 def test_step_metrics_padding_definitions():
-    m = step_metrics([_Rec(9, 16, "FULL"), _Rec(16, 16, "FULL"), _Rec(600, 600, "NONE")])
+    m = step_metrics([_Rec(9, 16, "FULL"), _Rec(16, 16, "FULL", 0.002), _Rec(600, 600, "NONE", 0.009)])
     assert m["padding_waste_pct"] == pytest.approx(100 * (7 / 16) / 3)
     assert m["padding_overhead"] == pytest.approx((16 + 16 + 600) / (9 + 16 + 600) - 1)
     assert m["eager_fraction"] == pytest.approx(1 / 3)
     assert m["batch_size_histogram"] == {"9": 1, "16": 1, "600": 1}
     assert m["runtime_modes"] == {"FULL": 2, "NONE": 1}
+    assert m["step_ms_by_mode"]["FULL"]["n"] == 2 and m["step_ms_by_mode"]["FULL"]["total_ms"] == pytest.approx(3.0)
+    assert m["step_ms_by_mode"]["NONE"]["p50"] == pytest.approx(9.0)
+    assert [(s["num_tokens"], s["runtime_mode"]) for s in m["slowest_steps"]] == [(600, "NONE"), (16, "FULL"), (9, "FULL")]
 
 
 def test_measured_padding_matches_the_ladder_prediction():

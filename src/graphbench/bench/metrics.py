@@ -60,7 +60,19 @@ def step_metrics(records: list[Any]) -> dict[str, Any]:
         "eager_fraction": modes.get("NONE", 0) / len(records),
         "runtime_modes": dict(sorted(modes.items())),
         "batch_size_histogram": {str(k): v for k, v in sorted(Counter(real).items())},
+        # where a slow repeat lost its time: per runtime mode, and the slowest steps themselves
+        "step_ms_by_mode": {mode: _mode_times([r.seconds * 1e3 for r in records if r.runtime_mode == mode])
+                            for mode in sorted(modes)},
+        "slowest_steps": [{"ms": r.seconds * 1e3, "num_tokens": r.descriptor.num_tokens, "runtime_mode": r.runtime_mode}
+                          for r in sorted(records, key=lambda r: -r.seconds)[:NUM_SLOWEST_STEPS]],
     }
+
+
+NUM_SLOWEST_STEPS = 5
+
+
+def _mode_times(ms: list[float]) -> dict[str, float]:
+    return dict(distribution(ms), n=len(ms), total_ms=sum(ms))
 
 
 def summarize(repeats: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
