@@ -16,6 +16,8 @@
 #   bash bench/gpu_checks.sh final7    # on nvidia-h200-x2: the GPU suite + a step profile (GPU 0, cores 16-31)
 #                                      # beside decode7 + a C=64 spread run with clocks logged (GPU 1, cores 0-15),
 #                                      # packed into $OUT/final7.tgz, ~5 min
+#   bash bench/gpu_checks.sh pair3     # on nvidia-h200-x2: decode7 (GPU 1, cores 0-15) beside -O2 at C=64 x 5 repeats
+#                                      # for both ladders (GPU 0, cores 16-31; slowest steps per repeat), ~4 min
 #   bash bench/gpu_checks.sh pair      # on nvidia-h200-x2: gemv_check, then decode7 (GPU 1, cores 0-15) beside
 #                                      # the fixed-memory probe + GPU suite (GPU 0, cores 16-31), ~9 min
 #   bash bench/gpu_checks.sh o3profile # -O3's cold start sampled in every thread (~4 min)
@@ -94,6 +96,13 @@ case "${1:-}" in
       --out "$OUT/profile-step.json" > "$OUT/profile-step.log" 2>&1
     wait; tail -12 "$OUT/tests.out"; cat "$OUT/decode7.out"; grep -v "^DEBUG" "$OUT/profile-step.log" | tail -45
     tar czf /tmp/final7.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/final7.tgz "$OUT/" ;;
+  pair3)
+    GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1 taskset -c 0-15 bash "$0" decode7 > "$OUT/decode7.out" 2>&1 &
+    GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0 taskset -c 16-31 timeout 250 python3 -m graphbench sweep \
+      --model llama-3.2-1b --levels 2 --peers none --concurrency 64 --repeats 5 --results "$OUT/spread" \
+      --report "$OUT/spread-report" > "$OUT/spread.log" 2>&1
+    wait; cat "$OUT/decode7.out"; grep -v "^DEBUG" "$OUT/spread.log" | tail -12
+    tar czf /tmp/pair3.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/pair3.tgz "$OUT/" ;;
   pair)  # two GPUs, two disjoint halves of the cores: the timed run shares neither GPU nor cores
     timeout 60 python3 bench/debug/gemv_check.py 2>&1 | tee "$OUT/gemv-check.log" | grep -E "BAD|CHECK"
     CUDA_VISIBLE_DEVICES=1 taskset -c 0-15 bash "$0" decode7 > "$OUT/decode7.out" 2>&1 &
@@ -108,5 +117,5 @@ case "${1:-}" in
   o3profile)  # where -O3's cold start goes, in every thread (stack samples every 20 ms), ~4 min
     OUT="$OUT" timeout 300 python3 bench/debug/sample_cold_start.py --level 3 --max-num-seqs 256 2>&1 \
       | grep -v "^DEBUG" | tail -3; head -60 "$OUT/samples-O3.txt" ;;
-  *) echo "usage: bash bench/gpu_checks.sh final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu_checks.sh pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
 esac
