@@ -177,3 +177,15 @@ def test_a_failed_cold_start_process_fails_the_point_with_its_reason(tmp_path, m
                                  "--results", str(tmp_path), "--cold", "-q"])
     assert result.exit_code == 2
     assert "the cold start (own process) failed" in result.output and "needs a CUDA device" in result.output
+
+
+def test_allocator_calls_read_from_the_allocator_stats(monkeypatch):
+    import torch
+
+    from graphbench.bench.driver import _allocator_calls
+
+    monkeypatch.setattr(torch.cuda, "memory_stats", lambda: {"num_device_alloc": 7, "num_device_free": 2,
+                                                             "num_alloc_retries": 1, "allocated_bytes.all.current": 9})
+    assert _allocator_calls() == {"device_mallocs": 7, "device_frees": 2, "allocator_retries": 1}
+    monkeypatch.setattr(torch.cuda, "memory_stats", lambda: {})  # a torch without these counters
+    assert _allocator_calls() == {"device_mallocs": 0, "device_frees": 0, "allocator_retries": 0}

@@ -29,6 +29,7 @@ def run_engine_workload(engine, workload: Workload, specs: list[RequestSpec] | N
     if cuda:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
+        allocator_before = _allocator_calls()
     first_record = len(engine.records)
     pending = deque(zip(specs, prompts))
     finished: list[Any] = []
@@ -60,8 +61,20 @@ def run_engine_workload(engine, workload: Workload, specs: list[RequestSpec] | N
     result.update(request_metrics(finished))
     result.update(step_metrics(engine.records[first_record:]))
     result["peak_memory_bytes"] = torch.cuda.max_memory_allocated() if cuda else None
+    if cuda:  # a repeat that had to cudaMalloc (or free and retry) stalls in those steps
+        result.update({name: after - allocator_before[name] for name, after in _allocator_calls().items()})
     del engine.records[first_record:]  # keep memory flat over long sweeps
     return result
+
+
+def _allocator_calls() -> dict[str, int]:
+    """The caching allocator's device calls so far: cudaMalloc calls, cudaFree calls, and retries (a
+    cudaMalloc that failed, so cached blocks were freed, after a device-wide sync, and it was tried again)."""
+    import torch
+
+    stats = torch.cuda.memory_stats()
+    return {"device_mallocs": stats.get("num_device_alloc", 0), "device_frees": stats.get("num_device_free", 0),
+            "allocator_retries": stats.get("num_alloc_retries", 0)}
 
 
 def _drive(engine, workload: Workload, pending: deque, finished: list, start: float) -> float:
