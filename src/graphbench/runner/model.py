@@ -74,8 +74,8 @@ class MLP(nn.Module):
         self.down_proj = Linear(arch.intermediate_size, arch.hidden_size, bias=False)
 
     def forward(self, gate_up: torch.Tensor) -> torch.Tensor:
-        """gate_up[T, 2I] = [gate | up] (the layer computes it, fused with its norm) -> down_proj(silu(gate) * up);
-        one fused GEMV at one row (linear.py)."""
+        """gate_up[T, 2I] = [gate | up] (the layer computes it after its norm) -> down_proj(silu(gate) * up);
+        at one row: a silu-mul launch, then the GEMV (linear.py)."""
         out = silu_mul_linear(gate_up, self.down_proj.weight)
         return all_reduce(out) if self.tp_size > 1 else out
 
