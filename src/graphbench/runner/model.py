@@ -49,7 +49,7 @@ class Attention(nn.Module):
         self.rotary = rotary
 
     def forward(self, positions: torch.Tensor, qkv: torch.Tensor) -> torch.Tensor:
-        """qkv[T, q + 2kv] (the layer computes it, fused with its norm) -> o_proj output [T, H]."""
+        """qkv[T, q + 2kv] (the layer computes it after its norm) -> o_proj output [T, H]."""
         num_tokens = qkv.shape[0]
         qk, v = qkv.split([self.q_size + self.kv_size, self.kv_size], dim=-1)
         q, k = self.rotary(positions, qk).split([self.q_size, self.kv_size], dim=-1)  # RoPE on q and k heads at once
@@ -93,7 +93,7 @@ class DecoderLayer(nn.Module):
         if residual is None:  # the first layer: nothing to add yet
             residual = x
             qkv = attn.qkv_proj(self.input_layernorm(x))
-        else:  # residual add + RMSNorm + qkv (one kernel at one row: linear.py)
+        else:  # residual add + RMSNorm (one Triton launch on the GPU), then qkv: linear.py
             qkv, residual = add_rmsnorm_linear(x, residual, *_norm(self.input_layernorm), *_proj(attn.qkv_proj))
         x = attn(positions, qkv)
         gate_up, residual = add_rmsnorm_linear(x, residual, *_norm(self.post_attention_layernorm),
