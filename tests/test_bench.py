@@ -56,14 +56,15 @@ def test_quantiles_and_summary_exact():
 
 
 class _Rec:
-    def __init__(self, n, padded, mode, seconds=0.001):
+    def __init__(self, n, padded, mode, seconds=0.001, launch_seconds=0.0):
         from graphbench.runner.scheduler import BatchDescriptor
 
         self.descriptor, self.padded_tokens, self.runtime_mode, self.seconds = BatchDescriptor(n, n, True), padded, mode, seconds
+        self.launch_seconds = launch_seconds
 
 
 def test_step_metrics_padding_definitions():
-    m = step_metrics([_Rec(9, 16, "FULL"), _Rec(16, 16, "FULL", 0.002), _Rec(600, 600, "NONE", 0.009)])
+    m = step_metrics([_Rec(9, 16, "FULL"), _Rec(16, 16, "FULL", 0.002, 0.0005), _Rec(600, 600, "NONE", 0.009, 0.004)])
     assert m["padding_waste_pct"] == pytest.approx(100 * (7 / 16) / 3)
     assert m["padding_overhead"] == pytest.approx((16 + 16 + 600) / (9 + 16 + 600) - 1)
     assert m["eager_fraction"] == pytest.approx(1 / 3)
@@ -71,6 +72,8 @@ def test_step_metrics_padding_definitions():
     assert m["runtime_modes"] == {"FULL": 2, "NONE": 1}
     assert m["step_ms_by_mode"]["FULL"]["n"] == 2 and m["step_ms_by_mode"]["FULL"]["total_ms"] == pytest.approx(3.0)
     assert m["step_ms_by_mode"]["NONE"]["p50"] == pytest.approx(9.0)
+    assert m["step_ms_by_mode"]["FULL"]["launch_total_ms"] == pytest.approx(0.5)
+    assert m["slowest_steps"][0]["launch_ms"] == pytest.approx(4.0)
     assert [(s["num_tokens"], s["runtime_mode"]) for s in m["slowest_steps"]] == [(600, "NONE"), (16, "FULL"), (9, "FULL")]
 
 

@@ -61,9 +61,9 @@ def step_metrics(records: list[Any]) -> dict[str, Any]:
         "runtime_modes": dict(sorted(modes.items())),
         "batch_size_histogram": {str(k): v for k, v in sorted(Counter(real).items())},
         # where a slow repeat lost its time: per runtime mode, and the slowest steps themselves
-        "step_ms_by_mode": {mode: _mode_times([r.seconds * 1e3 for r in records if r.runtime_mode == mode])
-                            for mode in sorted(modes)},
-        "slowest_steps": [{"ms": r.seconds * 1e3, "num_tokens": r.descriptor.num_tokens, "runtime_mode": r.runtime_mode}
+        "step_ms_by_mode": {mode: _mode_times([r for r in records if r.runtime_mode == mode]) for mode in sorted(modes)},
+        "slowest_steps": [{"ms": r.seconds * 1e3, "launch_ms": r.launch_seconds * 1e3, "num_tokens": r.descriptor.num_tokens,
+                           "runtime_mode": r.runtime_mode}
                           for r in sorted(records, key=lambda r: -r.seconds)[:NUM_SLOWEST_STEPS]],
     }
 
@@ -71,8 +71,10 @@ def step_metrics(records: list[Any]) -> dict[str, Any]:
 NUM_SLOWEST_STEPS = 5
 
 
-def _mode_times(ms: list[float]) -> dict[str, float]:
-    return dict(distribution(ms), n=len(ms), total_ms=sum(ms))
+def _mode_times(records: list[Any]) -> dict[str, float]:
+    """Step-time distribution of these steps, their count, total, and the host's launching part of the total."""
+    ms = [r.seconds * 1e3 for r in records]
+    return dict(distribution(ms), n=len(ms), total_ms=sum(ms), launch_total_ms=sum(r.launch_seconds * 1e3 for r in records))
 
 
 def summarize(repeats: list[dict[str, Any]]) -> dict[str, dict[str, float]]:

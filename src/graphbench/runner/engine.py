@@ -223,6 +223,7 @@ class Engine:
         started = time.perf_counter()
         batch = self.scheduler.schedule()
         launched = self.runner.launch(batch) if batch is not None else None
+        launch_seconds = time.perf_counter() - started
         if launched is not None:
             self.scheduler.update(batch)
             for row, request in enumerate(batch.requests):
@@ -237,7 +238,7 @@ class Engine:
             else:
                 finished += self._take_tokens(launched)
             self.records.append(StepRecord(batch.descriptor, time.perf_counter() - started,
-                                           launched.runtime_mode.value, launched.padded_tokens))
+                                           launched.runtime_mode.value, launched.padded_tokens, launch_seconds))
         elif not finished and self.scheduler.has_unfinished():
             raise GraphbenchError("the scheduler cannot make progress: the KV cache is too small for any waiting request")
         return finished

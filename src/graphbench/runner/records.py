@@ -15,6 +15,9 @@ class StepRecord:
     seconds: float
     runtime_mode: str = "NONE"
     padded_tokens: int = 0
+    # of `seconds`, the host's scheduling and launching of this step; the rest is waiting for tokens
+    # (with asynchronous scheduling: the previous step's)
+    launch_seconds: float = 0.0
 
 
 @dataclass
