@@ -91,6 +91,12 @@ def expected_cache(case):
     return kc, vc
 
 
+def _check_cache(case, want_kc, want_vc):
+    for got, want in ((case["k_cache"], want_kc), (case["v_cache"], want_vc)):
+        assert torch.equal(got.isnan(), want.isnan()), "cache written outside the real rows' slots"
+        assert torch.equal(got.nan_to_num(0.0), want.nan_to_num(0.0)), "cache contents differ"
+
+
 def reference_attention(q, k_cache, v_cache, query_start_loc, seq_lens, block_tables, num_reqs, scale):
     """Per request: gather its keys through the block table, causal softmax, in float64. Real rows only."""
     block_size, kvh, hd = k_cache.shape[1:]
@@ -110,24 +116,29 @@ def reference_attention(q, k_cache, v_cache, query_start_loc, seq_lens, block_ta
     return torch.cat(outs) if outs else q.new_zeros((0,) + q.shape[1:], dtype=torch.float64)
 
 
-def check_case(case, *, num_splits=None, rtol=1e-5, atol=2e-5, rel_err=None, decode=False):
+def check_case(case, *, num_splits=None, rtol=1e-5, atol=2e-5, rel_err=None, decode=False, writes_kv=False):
     """Run both kernels on case (in place), compare cache and output; raises AssertionError.
 
-    decode=True runs the uniform-decode kernel (every real row is one request's new token)."""
+    decode=True runs the uniform-decode kernel (every real row is one request's new token);
+    writes_kv=True lets it write the new K/V rows itself (no write_kv_cache launch)."""
     from graphbench.runner.attention.triton_decode import paged_decode
     from graphbench.runner.attention.triton_kernels import paged_attention, write_kv_cache
 
     want_kc, want_vc = expected_cache(case)
-    write_kv_cache(case["k"], case["v"], case["k_cache"], case["v_cache"], case["slot_mapping"])
-    for got, want in ((case["k_cache"], want_kc), (case["v_cache"], want_vc)):
-        assert torch.equal(got.isnan(), want.isnan()), "cache written outside the real rows' slots"
-        assert torch.equal(got.nan_to_num(0.0), want.nan_to_num(0.0)), "cache contents differ"
+    if not writes_kv:
+        write_kv_cache(case["k"], case["v"], case["k_cache"], case["v_cache"], case["slot_mapping"])
+        _check_cache(case, want_kc, want_vc)
     q = case["q"]
     out = torch.full_like(q, float("nan"))
     scale = 1.0 / math.sqrt(q.shape[-1])
     meta = [case[n] for n in ("query_start_loc", "seq_lens", "block_tables")]
-    kernel = paged_decode if decode else paged_attention
-    kernel(q, case["k_cache"], case["v_cache"], out, *meta, scale, num_splits=num_splits)
+    if writes_kv:
+        paged_decode(q, case["k_cache"], case["v_cache"], out, *meta, scale, num_splits=num_splits,
+                     new_kv=(case["k"], case["v"], case["slot_mapping"]))
+        _check_cache(case, want_kc, want_vc)
+    else:
+        kernel = paged_decode if decode else paged_attention
+        kernel(q, case["k_cache"], case["v_cache"], out, *meta, scale, num_splits=num_splits)
     n = case["num_real_tokens"]
     ref = reference_attention(q, want_kc, want_vc, *meta, case["num_reqs"], scale)
     assert torch.isfinite(out).all(), "non-finite output (padding rows or masking)"
@@ -174,16 +185,27 @@ DECODE_CASES = {
                                                    "max_blocks_per_seq": 2}, 2),
 }
 
+# the uniform-decode kernel writing the new K/V itself (GRAPHBENCH_DECODE_WRITES_KV): the split holding
+# the last tile writes; with and without splits, padding rows, a new token opening a block
+WRITE_KV_CASES = {
+    "decode_writes_kv_r3_g4_d64": (([(1, 5), (1, 16), (1, 33)], 4, 1, 64), {}, None),
+    "decode_writes_kv_padded_g2_split4": (([(1, 70), (1, 3), (1, 129)], 4, 2, 64), {"max_reqs": 6, "num_tokens": 5}, 4),
+    "decode_writes_kv_g8_bs8_split2": (([(1, 40), (1, 7), (1, 1)], 8, 1, 16), {"block_size": 8}, 2),
+    "decode_writes_kv_bf16_g4": (([(1, 50), (1, 2)], 8, 2, 64), {"dtype": torch.bfloat16, "max_reqs": 4,
+                                                                 "num_tokens": 3}, None),
+}
+
 
 def _run_cases(names):
     results = {}
     for name in names:
-        args, kwargs, splits = CASES[name] if name in CASES else DECODE_CASES[name]
+        args, kwargs, splits = {**CASES, **DECODE_CASES, **WRITE_KV_CASES}[name]
         start = time.perf_counter()
         try:
             low_precision = kwargs.get("dtype", torch.float32) != torch.float32
             check_case(make_case(*args, seed=len(results) + 1, **kwargs), num_splits=splits,
-                       rel_err=2e-2 if low_precision else None, decode=name in DECODE_CASES)
+                       rel_err=2e-2 if low_precision else None, decode=name not in CASES,
+                       writes_kv=name in WRITE_KV_CASES)
             verdict = "ok"
         except Exception as exc:  # noqa: BLE001  (reported back to the parent test)
             verdict = f"{type(exc).__name__}: {exc}"
@@ -197,7 +219,7 @@ def interpreter_results():
         pytest.skip("triton is not installed")
     env = dict(os.environ, TRITON_INTERPRET="1")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    proc = subprocess.run([sys.executable, __file__, *CASES, *DECODE_CASES], env=env, cwd=ROOT, capture_output=True,
+    proc = subprocess.run([sys.executable, __file__, *CASES, *DECODE_CASES, *WRITE_KV_CASES], env=env, cwd=ROOT, capture_output=True,
                           text=True, timeout=900)
     if proc.returncode != 0 or not proc.stdout.strip():
         pytest.fail(f"interpreter subprocess failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
@@ -205,7 +227,7 @@ def interpreter_results():
     return results
 
 
-@pytest.mark.parametrize("name", list(CASES) + list(DECODE_CASES))
+@pytest.mark.parametrize("name", list(CASES) + list(DECODE_CASES) + list(WRITE_KV_CASES))
 def test_triton_kernels_interpreted(name, interpreter_results):
     assert interpreter_results[name]["verdict"] == "ok", interpreter_results[name]["verdict"]
 
@@ -226,4 +248,4 @@ def test_attention_config_is_shape_only():
 
 if __name__ == "__main__":
     assert os.environ.get("TRITON_INTERPRET") == "1", "run with TRITON_INTERPRET=1"
-    print(json.dumps(_run_cases(sys.argv[1:] or list(CASES) + list(DECODE_CASES))))
+    print(json.dumps(_run_cases(sys.argv[1:] or list(CASES) + list(DECODE_CASES) + list(WRITE_KV_CASES))))

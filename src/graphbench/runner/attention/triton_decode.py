@@ -29,11 +29,13 @@ from graphbench.runner.device import triton_interpreting
 def _decode_kernel(
     q_ptr, k_cache_ptr, v_cache_ptr, out_ptr, part_ptr, lse_ptr,
     qsl_ptr, seq_lens_ptr, block_tables_ptr,
+    k_ptr, v_ptr, slot_ptr,  # WRITE_KV: this step's new K/V rows [T, kv heads, head_dim] and their slots
     scale, max_reqs, num_heads, num_splits,
     stride_qt, stride_qh, stride_ot, stride_oh,
     stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh, stride_bt,
+    stride_nkt, stride_nkh, stride_nvt, stride_nvh,
     GROUP: tl.constexpr, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
-    BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr, SPLIT: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr, SPLIT: tl.constexpr, WRITE_KV: tl.constexpr,
     PRECISION: tl.constexpr, INTERPRET: tl.constexpr,
 ):
     req = tl.program_id(0)
@@ -58,6 +60,15 @@ def _decode_kernel(
     per_split = tl.cdiv(num_kv_tiles, num_splits)
     t_lo = split * per_split
     t_hi = tl.minimum(t_lo + per_split, num_kv_tiles)
+    if WRITE_KV:
+        # the one program (of this request and kv head) whose tiles hold the new token writes its K/V
+        # into the cache, then reads it back with the rest: no other program reads that position
+        last_tile = num_kv_tiles - 1
+        if (last_tile >= t_lo) & (last_tile < t_hi):
+            _write_new_kv(k_ptr, v_ptr, slot_ptr, k_cache_ptr, v_cache_ptr, req64, kv_head, stride_nkt, stride_nkh,
+                          stride_nvt, stride_nvh, stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
+                          HEAD_DIM, BLOCK_D, BLOCK_SIZE)
+            tl.debug_barrier()  # every thread's stores land before any thread loads the tile
 
     m_i, l_i, acc = _attend_tiles(
         q, pos, t_lo, t_hi, k_cache_ptr, v_cache_ptr, block_tables_ptr + req64 * stride_bt, seq_len,
@@ -66,6 +77,24 @@ def _decode_kernel(
     split_row = (req64 * num_heads + head) * num_splits + split
     _store_result(m_i, l_i, acc, out_ptr, out_offs, io_mask, part_ptr, lse_ptr, split_row, row_ok,
                   HEAD_DIM, BLOCK_D, SPLIT)
+
+
+@triton.jit
+def _write_new_kv(k_ptr, v_ptr, slot_ptr, k_cache_ptr, v_cache_ptr, req64, kv_head, stride_nkt, stride_nkh,
+                  stride_nvt, stride_nvh, stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
+                  HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    """k_cache[slot] = k[req, kv_head] and the same for v (what write_kv_cache does for one row and head)."""
+    offs_d = tl.arange(0, BLOCK_D)
+    d_ok = offs_d < HEAD_DIM
+    slot = tl.load(slot_ptr + req64).to(tl.int64)
+    block = slot // BLOCK_SIZE
+    offset = slot % BLOCK_SIZE
+    k = tl.load(k_ptr + req64 * stride_nkt + kv_head * stride_nkh + offs_d, mask=d_ok)
+    tl.store(k_cache_ptr + block * stride_kb + offset * stride_ko + kv_head * stride_kh + offs_d,
+             k.to(k_cache_ptr.dtype.element_ty), mask=d_ok)
+    v = tl.load(v_ptr + req64 * stride_nvt + kv_head * stride_nvh + offs_d, mask=d_ok)
+    tl.store(v_cache_ptr + block * stride_vb + offset * stride_vo + kv_head * stride_vh + offs_d,
+             v.to(v_cache_ptr.dtype.element_ty), mask=d_ok)
 
 
 def decode_config(num_rows: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype,
@@ -92,8 +121,12 @@ def paged_decode(
     block_tables: torch.Tensor,  # [max_reqs, max_blocks_per_seq] int32
     scale: float,
     num_splits: int | None = None,
+    new_kv: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,  # (k, v [T, kvh, hd], slot_mapping [T])
 ) -> None:
-    """Attention of one new token per request over its paged context (a uniform decode batch)."""
+    """Attention of one new token per request over its paged context (a uniform decode batch).
+
+    new_kv: this step's K/V rows are written into the cache by the kernel itself (one launch fewer
+    than write_kv_cache + paged_decode); without it they must be in the cache already."""
     num_rows, num_heads, head_dim = q.shape
     _, block_size, num_kv_heads, _ = k_cache.shape
     max_reqs = seq_lens.shape[0]
@@ -111,13 +144,21 @@ def paged_decode(
     part, lse = make_workspace(num_rows, num_heads, head_dim, splits, q.device) if splits > 1 else (out, out)
     group = num_heads // num_kv_heads
     block_d = max(16, triton.next_power_of_2(head_dim))
+    if new_kv is not None:
+        k, v, slot_mapping = new_kv
+        assert k.shape == v.shape == (num_rows, num_kv_heads, head_dim) and slot_mapping.shape[0] >= num_rows
+        assert k.stride(-1) == 1 and v.stride(-1) == 1, "the head_dim axis must be contiguous"
+    else:
+        k, v, slot_mapping = q, q, seq_lens  # unused
     _decode_kernel[(num_rows, num_kv_heads, splits)](
         q, k_cache, v_cache, out, part, lse, query_start_loc, seq_lens, block_tables,
+        k, v, slot_mapping,
         scale, max_reqs, num_heads, splits,
         q.stride(0), q.stride(1), out.stride(0), out.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_tables.stride(0),
-        GROUP=group, BLOCK_M=max(16, triton.next_power_of_2(group)), HEAD_DIM=head_dim, BLOCK_D=block_d,
+        k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+        GROUP=group, WRITE_KV=new_kv is not None, BLOCK_M=max(16, triton.next_power_of_2(group)), HEAD_DIM=head_dim, BLOCK_D=block_d,
         BLOCK_SIZE=block_size, SPLIT=splits > 1, PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         INTERPRET=triton_interpreting(), **cfg,
     )
