@@ -16,8 +16,8 @@
 #   bash bench/gpu_checks.sh final7    # on nvidia-h200-x2: the GPU suite + a step profile (GPU 0, cores 16-31)
 #                                      # beside decode7 + a C=64 spread run with clocks logged (GPU 1, cores 0-15),
 #                                      # packed into $OUT/final7.tgz, ~5 min
-#   bash bench/gpu_checks.sh writekv   # GRAPHBENCH_DECODE_WRITES_KV=1: kernel + engine GPU tests with it, then -O2
-#                                      # decode with it off / on, llama-3.2-1b at 1 and 64 (~4 min)
+#   bash bench/gpu_checks.sh flags     # GRAPHBENCH_DECODE_WRITES_KV=1 + GRAPHBENCH_GATE_UP_SILU=1: gemv_check and GPU
+#                                      # tests with both, then -O2 decode with each on/off, llama-3.2-1b at 1 and 64 (~8 min)
 #   bash bench/gpu_checks.sh pair3     # on nvidia-h200-x2: decode7 (GPU 1, cores 0-15) beside -O2 at C=64 x 5 repeats
 #                                      # for both ladders (GPU 0, cores 16-31; slowest steps per repeat), ~4 min
 #   bash bench/gpu_checks.sh pair      # on nvidia-h200-x2: gemv_check, then decode7 (GPU 1, cores 0-15) beside
@@ -98,13 +98,16 @@ case "${1:-}" in
       --out "$OUT/profile-step.json" > "$OUT/profile-step.log" 2>&1
     wait; tail -12 "$OUT/tests.out"; cat "$OUT/decode7.out"; grep -v "^DEBUG" "$OUT/profile-step.log" | tail -45
     tar czf /tmp/final7.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/final7.tgz "$OUT/" ;;
-  writekv)  # the decode kernel writing this step's K/V itself (one launch a layer fewer): correct? faster?
-    GRAPHBENCH_DECODE_WRITES_KV=1 timeout 240 python3 -m pytest -m gpu -q -p no:logging tests/gpu/test_triton_kernels_gpu.py \
-      tests/gpu/test_graphs_gpu.py tests/gpu/test_engine_gpu.py 2>&1 | tee "$OUT/writekv-tests.log" | tail -4
-    for w in 0 1; do
-      GRAPHBENCH_DECODE_WRITES_KV=$w timeout 150 python3 bench/decode.py --model llama-3.2-1b --batches 1,64 --levels 2 \
-        --peers "" --out "$OUT/decode-writekv$w.json" --timeout 140 2>&1 | grep -v "^DEBUG" | tail -3
-    done ;;
+  flags)  # the two launch savers, off by default until measured: tests with both on, then decode A/B/C/D
+    export GRAPHBENCH_DECODE_WRITES_KV=1 GRAPHBENCH_GATE_UP_SILU=1
+    timeout 60 python3 bench/debug/gemv_check.py 2>&1 | tee "$OUT/gemv-check.log" | grep -E "BAD|CHECK"
+    timeout 240 python3 -m pytest -m gpu -q -p no:logging tests/gpu/test_triton_kernels_gpu.py \
+      tests/gpu/test_graphs_gpu.py tests/gpu/test_engine_gpu.py 2>&1 | tee "$OUT/flags-tests.log" | tail -4
+    for w in 0 1; do for g in 0 1; do
+      echo "GRAPHBENCH_DECODE_WRITES_KV=$w GRAPHBENCH_GATE_UP_SILU=$g"
+      GRAPHBENCH_DECODE_WRITES_KV=$w GRAPHBENCH_GATE_UP_SILU=$g timeout 150 python3 bench/decode.py --model llama-3.2-1b \
+        --batches 1,64 --levels 2 --peers "" --out "$OUT/decode-w$w-g$g.json" --timeout 140 2>&1 | grep -v "^DEBUG" | tail -3
+    done; done ;;
   pair3)
     GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1 taskset -c 0-15 bash "$0" decode7 > "$OUT/decode7.out" 2>&1 &
     GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0 taskset -c 16-31 timeout 250 python3 -m graphbench sweep \
@@ -126,5 +129,5 @@ case "${1:-}" in
   o3profile)  # where -O3's cold start goes, in every thread (stack samples every 20 ms), ~4 min
     OUT="$OUT" timeout 300 python3 bench/debug/sample_cold_start.py --level 3 --max-num-seqs 256 2>&1 \
       | grep -v "^DEBUG" | tail -3; head -60 "$OUT/samples-O3.txt" ;;
-  *) echo "usage: bash bench/gpu_checks.sh writekv|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu_checks.sh flags|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
 esac

@@ -53,9 +53,9 @@ def test_graph_is_split_at_every_attention(compiled):
     def count(op: str) -> int:
         return sum(c.count(f"torch.ops.graphbench.{op}.default(") for c in codes)
 
-    assert count("linear") == layers + 1  # o_proj, and the first layer's qkv (no residual to add yet)
-    assert count("add_rmsnorm_linear") == 2 * layers - 1  # the other qkv and every gate_up, with their norm
-    assert count("silu_mul_linear") == layers  # down, with the activation
+    assert count("linear") == 2 * layers + 1  # o_proj, down, and the first layer's qkv (no residual to add yet)
+    assert count("add_rmsnorm_linear") == layers - 1  # the other qkv, with their norm
+    assert count("add_rmsnorm_gate_up") == layers  # every gate_up, with its norm and the activation
     # (lm_head runs eagerly, outside the graph)
 
 

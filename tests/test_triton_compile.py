@@ -37,12 +37,12 @@ pytestmark = pytest.mark.skipif(not _ptxas_available(), reason="Triton's NVIDIA 
 BF16 = "*bf16"
 
 
-@pytest.mark.parametrize("gated, has_bias", [(False, False), (False, True), (True, False)])
-def test_gemv_compiles(gated, has_bias):
+@pytest.mark.parametrize("gate_up, has_bias", [(False, False), (False, True), (True, False)])
+def test_gemv_compiles(gate_up, has_bias):
     from graphbench.runner.gemv_kernel import _gemv_kernel
 
     sig = {"x_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "N": "i32", "K": "i32", "stride_wn": "i32"}
-    kernel = compile_sm90(_gemv_kernel, sig, {"HAS_BIAS": has_bias, "GATED": gated, "BLOCK_N": 4, "BLOCK_K": 1024,
+    kernel = compile_sm90(_gemv_kernel, sig, {"HAS_BIAS": has_bias, "GATE_UP": gate_up, "BLOCK_N": 4, "BLOCK_K": 1024,
                                               "INTERPRET": False})
     assert kernel.asm["cubin"]
 

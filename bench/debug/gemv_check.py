@@ -34,20 +34,26 @@ def main() -> int:
                 print(f"{'ok ' if ok else 'BAD'} gemv N={n} K={k} {dtype} bias={bias is not None} rel err {err:.2e}")
                 if not ok:
                     failures.append((n, k, dtype))
-    # the MLP's down projection with silu(gate) * up fused in (one row) or launched apart (several rows)
-    from graphbench.runner.linear import silu_mul_linear_impl
+    # the MLP's add-norm + gate/up + silu-mul, with the activation in the GEMV's epilogue (one row,
+    # GRAPHBENCH_GATE_UP_SILU=1) and without it, and at several rows
+    from graphbench.runner import linear
+    from graphbench.runner.linear import add_rmsnorm_gate_up_impl, add_rmsnorm_gate_up_matmul
 
-    for n, k in ((2048, 8192), (4096, 14336), (896, 4864)):
-        w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / k ** 0.5
-        for rows in (1, 5):
-            gate_up = torch.randn(rows, 2 * k, device="cuda", dtype=torch.bfloat16)
-            ref = F.linear(F.silu(gate_up[:, :k].float()) * gate_up[:, k:].float(), w.float())
-            err = rel_err(silu_mul_linear_impl(gate_up, w), ref)
-            ok = err < 1e-2
-            print(f"{'ok ' if ok else 'BAD'} silu-mul + down N={n} K={k} rows={rows}: rel err {err:.2e}")
+    for inter, k in ((8192, 2048), (14336, 4096), (4864, 896)):
+        w = torch.randn(2 * inter, k, device="cuda", dtype=torch.bfloat16) / k ** 0.5
+        nw = 1 + torch.randn(k, device="cuda", dtype=torch.bfloat16) / 10
+        for rows, silu_in_gemv in ((1, True), (1, False), (5, True)):
+            linear.GATE_UP_SILU = silu_in_gemv
+            x, res = (torch.randn(rows, k, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+            got, h = add_rmsnorm_gate_up_impl(x, res, nw, 1e-5, w)
+            ref, ref_h = add_rmsnorm_gate_up_matmul(x, res, nw, 1e-5, w)
+            err = rel_err(got, ref)
+            ok = err < 2e-2 and torch.equal(h, ref_h)
+            print(f"{'ok ' if ok else 'BAD'} add-norm + gate/up + silu I={inter} K={k} rows={rows} "
+                  f"epilogue={silu_in_gemv}: rel err {err:.2e}")
             if not ok:
-                failures.append(("silu_mul", n, k, rows))
-    # residual add + RMSNorm + projection (qkv, gate_up): fused at one row, add-norm launch at several
+                failures.append(("gate_up", inter, k, rows, silu_in_gemv))
+    # residual add + RMSNorm + projection (qkv): fused at one row (GRAPHBENCH_FUSED_GEMV=1), add-norm launch else
     from graphbench.runner.linear import add_rmsnorm_linear_impl, add_rmsnorm_matmul
 
     for n, k in ((3072, 2048), (16384, 2048), (6144, 4096), (9728, 896)):

@@ -1,5 +1,6 @@
 """The Triton kernels behind runner/linear.py: the one-row GEMV y[n] = sum_k x[k] * w[n, k] (+ b[n]),
-optionally with the MLP's silu(gate) * up computed on the fly as its input, and silu(gate) * up alone.
+optionally as the MLP's gate/up projection that writes silu(gate) * up (the activation in its
+epilogue: no extra pass over anything), and silu(gate) * up alone.
 
 A program owns BLOCK_N output rows and streams them along K in BLOCK_K steps, keeping a
 [BLOCK_N, BLOCK_K] float32 partial sum that is reduced once at the end (no reduction inside the
@@ -15,48 +16,53 @@ import triton.language as tl
 
 
 @triton.jit
-def _gemv_step(acc, x_ptr, w_ptr, k0, K, offs_n, offs_k, n_ok, stride_wn, GATED: tl.constexpr):
-    w = tl.load(w_ptr + offs_n[:, None].to(tl.int64) * stride_wn + (k0 + offs_k)[None, :], mask=n_ok[:, None],
-                other=0.0)
-    x = tl.load(x_ptr + k0 + offs_k).to(tl.float32)
-    if GATED:  # x_ptr holds [gate | up] (2K): the input is silu(gate) * up, never written out
-        up = tl.load(x_ptr + K + k0 + offs_k).to(tl.float32)
-        x = x * tl.sigmoid(x) * up
-    return acc + w.to(tl.float32) * x[None, :]
+def _gemv_step(acc, acc_up, x_ptr, w_ptr, k0, N, offs_n, offs_k, n_ok, stride_wn, GATE_UP: tl.constexpr):
+    x = tl.load(x_ptr + k0 + offs_k).to(tl.float32)[None, :]
+    rows = offs_n[:, None].to(tl.int64) * stride_wn + (k0 + offs_k)[None, :]
+    acc += tl.load(w_ptr + rows, mask=n_ok[:, None], other=0.0).to(tl.float32) * x
+    if GATE_UP:  # the up row of each gate row n is row N + n of the [gate; up] weight
+        acc_up += tl.load(w_ptr + N * stride_wn + rows, mask=n_ok[:, None], other=0.0).to(tl.float32) * x
+    return acc, acc_up
 
 
 @triton.jit
-def _gemv_kernel(x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_wn, HAS_BIAS: tl.constexpr, GATED: tl.constexpr,
+def _gemv_kernel(x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_wn, HAS_BIAS: tl.constexpr, GATE_UP: tl.constexpr,
                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, INTERPRET: tl.constexpr):
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = offs_n < N
     offs_k = tl.arange(0, BLOCK_K)  # K % BLOCK_K == 0: no mask along K
     acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
+    acc_up = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32) if GATE_UP else acc
     if INTERPRET:  # numpy >= 2.4 cannot turn the interpreter's 1-element scalars into range bounds
         k0 = 0
         while k0 < K:
-            acc = _gemv_step(acc, x_ptr, w_ptr, k0, K, offs_n, offs_k, n_ok, stride_wn, GATED)
+            acc, acc_up = _gemv_step(acc, acc_up, x_ptr, w_ptr, k0, N, offs_n, offs_k, n_ok, stride_wn, GATE_UP)
             k0 += BLOCK_K
     else:
         for k0 in range(0, K, BLOCK_K):
-            acc = _gemv_step(acc, x_ptr, w_ptr, k0, K, offs_n, offs_k, n_ok, stride_wn, GATED)
+            acc, acc_up = _gemv_step(acc, acc_up, x_ptr, w_ptr, k0, N, offs_n, offs_k, n_ok, stride_wn, GATE_UP)
     y = tl.sum(acc, axis=1)
     if HAS_BIAS:
         y += tl.load(b_ptr + offs_n, mask=n_ok, other=0.0).to(tl.float32)
+    if GATE_UP:  # silu(gate) * up with gate and up rounded to the output dtype first, as the silu-mul kernel sees them
+        gate = y.to(y_ptr.dtype.element_ty).to(tl.float32)
+        up = tl.sum(acc_up, axis=1).to(y_ptr.dtype.element_ty).to(tl.float32)
+        y = gate * tl.sigmoid(gate) * up
     tl.store(y_ptr + offs_n, y.to(y_ptr.dtype.element_ty), mask=n_ok)
 
 
-def launch_gemv(x: torch.Tensor,  # [1, K] contiguous; gated: [1, 2K] = [gate | up]
-                weight: torch.Tensor,  # [N, K], unit stride along K
-                bias: torch.Tensor | None,  # [N] or None
+def launch_gemv(x: torch.Tensor,  # [1, K] contiguous
+                weight: torch.Tensor,  # [N, K] (gate_up: [2N, K] = [gate; up]), unit stride along K
+                bias: torch.Tensor | None,  # [N] or None (not with gate_up)
                 out: torch.Tensor,  # [1, N]
-                block_n: int, block_k: int, num_warps: int, *, gated: bool = False, interpret: bool = False) -> None:
-    """out = x @ weight.T (+ bias), or (silu(gate) * up) @ weight.T when gated; K % block_k == 0."""
-    n, k = weight.shape
-    assert k % block_k == 0 and x.shape == (1, 2 * k if gated else k) and out.shape == (1, n)
+                block_n: int, block_k: int, num_warps: int, *, gate_up: bool = False, interpret: bool = False) -> None:
+    """out = x @ weight.T (+ bias), or silu(x @ gate.T) * (x @ up.T) with gate_up; K % block_k == 0."""
+    rows, k = weight.shape
+    n = rows // 2 if gate_up else rows
+    assert k % block_k == 0 and x.shape == (1, k) and out.shape == (1, n) and not (gate_up and bias is not None)
     _gemv_kernel[(triton.cdiv(n, block_n),)](
         x, weight, bias if bias is not None else out, out, n, k, weight.stride(0),
-        HAS_BIAS=bias is not None, GATED=gated, BLOCK_N=block_n, BLOCK_K=block_k, INTERPRET=interpret,
+        HAS_BIAS=bias is not None, GATE_UP=gate_up, BLOCK_N=block_n, BLOCK_K=block_k, INTERPRET=interpret,
         num_warps=num_warps, num_stages=1)
 
 

@@ -3,11 +3,12 @@
 cuBLAS runs the batch-1 projections of llama-3.2-1b well under the copy bandwidth: inside a CUDA
 graph qkv took 6.5 us (1.9 TB/s), o_proj 6.1 us (1.4 TB/s) and down 13.8 us (2.4 TB/s), against
 5.3, 4.3 and 10.3 us for the kernel below (bench/gemv.py, bench/RESULTS.md, session 4): 45.0 -> 37.7 us
-per layer. So a one-row linear runs this kernel; every other shape stays with cuBLAS. The MLP's down
-projection (`silu_mul_linear`) takes [gate | up]: one Triton launch computes silu(gate) * up, then
-the GEMV. `add_rmsnorm_linear` does the residual add + RMSNorm in front of qkv and gate_up in one
-launch (runner/norm_kernels.py). Both can instead be folded into the GEMV (GRAPHBENCH_FUSED_GEMV=1),
-which measured slower (see FUSED_GEMV below).
+per layer. So a one-row linear runs this kernel; every other shape stays with cuBLAS.
+`add_rmsnorm_linear` puts the residual add + RMSNorm in front of a projection (qkv): one Triton launch
+(runner/norm_kernels.py), then the GEMV. `add_rmsnorm_gate_up` does the same for the MLP's gate/up
+projection and returns silu(gate) * up: at one row its GEMV can compute the activation in its epilogue
+(GRAPHBENCH_GATE_UP_SILU=1), one launch fewer than GEMV + silu-mul. Folding the norm into the GEMV as
+well (GRAPHBENCH_FUSED_GEMV=1) measured slower (see FUSED_GEMV below).
 
 Inside torch.compile every linear is traced as the `graphbench::linear` custom op, which picks its
 kernel when it runs (and so when each size is recorded in a CUDA graph); a variant compiled for a
@@ -27,7 +28,7 @@ from torch import nn
 from graphbench.runner.device import triton_interpreting
 
 OP_NAME = "graphbench::linear"
-SILU_MUL_OP_NAME = "graphbench::silu_mul_linear"
+GATE_UP_OP_NAME = "graphbench::add_rmsnorm_gate_up"
 ADD_NORM_OP_NAME = "graphbench::add_rmsnorm_linear"
 
 
@@ -62,23 +63,26 @@ def _kernels():
     return gemv_kernel, norm_kernels
 
 
-def gemv_applies(x: torch.Tensor, weight: torch.Tensor, gated: bool = False) -> bool:
-    """One row on the GPU (or the Triton interpreter), contiguous, K a multiple of 128 (gated: x holds
-    [gate | up], 2K wide)."""
+def gemv_applies(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """One row on the GPU (or the Triton interpreter), contiguous, K a multiple of 128."""
     if x.dim() != 2 or x.shape[0] != 1 or not _on_triton_device(x):
         return False
     n, k = weight.shape
-    return (x.shape[1] == (2 * k if gated else k) and x.is_contiguous() and weight.stride(-1) == 1
-            and x.dtype == weight.dtype and _gemv_config(n, k)[1] >= 128)
+    return (x.shape[1] == k and x.is_contiguous() and weight.stride(-1) == 1 and x.dtype == weight.dtype
+            and _gemv_config(n, k)[1] >= 128)
 
 
 def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
-         gated: bool = False) -> torch.Tensor:
-    """x[1, K] @ weight[N, K].T (+ bias[N]) -> [1, N], in x's dtype, accumulated in float32; gated:
-    (silu(x[:, :K]) * x[:, K:]) @ weight.T, the MLP's activation computed while streaming the weight."""
+         gate_up: bool = False) -> torch.Tensor:
+    """x[1, K] @ weight[N, K].T (+ bias[N]) -> [1, N], in x's dtype, accumulated in float32; gate_up:
+    weight [2I, K] = [gate; up] -> silu(x @ gate.T) * (x @ up.T) [1, I], the activation in the epilogue
+    (each program holds as many weight rows as a plain GEMV program of the same shape)."""
     n, k = weight.shape
+    block_n, block_k, warps = _gemv_config(n, k)
+    if gate_up:
+        n, block_n = n // 2, max(1, block_n // 2)
     out = torch.empty((1, n), dtype=x.dtype, device=x.device)
-    _kernels()[0].launch_gemv(x, weight, bias, out, *_gemv_config(n, k), gated=gated,
+    _kernels()[0].launch_gemv(x, weight, bias, out, block_n, block_k, warps, gate_up=gate_up,
                               interpret=triton_interpreting())
     return out
 
@@ -117,41 +121,51 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     return _pick(linear_impl, linear_op, F.linear)(x, weight, bias)
 
 
-def silu_mul_linear_impl(gate_up: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """(silu(gate) * up) @ weight.T for gate_up[T, 2K] = [gate | up] and weight[N, K]: one fused GEMV
-    for one row; else silu-mul in one Triton launch (torch ops on the CPU), then the matmul."""
-    if FUSED_GEMV and gemv_applies(gate_up, weight, gated=True):
-        return gemv(gate_up, weight, gated=True)
-    k = weight.shape[1]
-    if _on_triton_device(gate_up) and gate_up.dim() == 2 and gate_up.stride(-1) == 1:
-        hidden = torch.empty((gate_up.shape[0], k), dtype=gate_up.dtype, device=gate_up.device)
-        _kernels()[0].launch_silu_mul(gate_up, hidden)
-    else:
-        hidden = F.silu(gate_up[..., :k]) * gate_up[..., k:]
-    return linear_impl(hidden, weight)
+def add_rmsnorm_gate_up_impl(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
+                             weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """h = x + residual; gate_up = rmsnorm(h) * norm_weight @ weight.T ([T, 2I] = [gate | up]);
+    -> (silu(gate) * up [T, I], h). On the GPU: one add-norm launch, the projection (the one-row GEMV,
+    which computes the activation itself with GRAPHBENCH_GATE_UP_SILU=1), one silu-mul launch."""
+    fits = x.shape == residual.shape and x.dim() == 2 and residual.is_contiguous() and norm_weight.dtype == x.dtype
+    if not (fits and _on_triton_device(x) and x.is_contiguous()):
+        return add_rmsnorm_gate_up_matmul(x, residual, norm_weight, eps, weight)
+    normed, h = torch.empty_like(x), torch.empty_like(x)
+    _kernels()[1].launch_add_rmsnorm(x, residual, norm_weight, eps, normed, h)
+    if GATE_UP_SILU and gemv_applies(normed, weight):
+        return gemv(normed, weight, gate_up=True), h
+    gate_up = linear_impl(normed, weight)
+    hidden = torch.empty((gate_up.shape[0], weight.shape[0] // 2), dtype=x.dtype, device=x.device)
+    _kernels()[0].launch_silu_mul(gate_up, hidden)
+    return hidden, h
 
 
-def silu_mul_matmul(gate_up: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """The same as plain torch ops: what a variant compiled for a fixed multi-row size is given, so
-    that Inductor fuses the activation and autotunes the matmul (compile/pieces.linears_as_matmuls)."""
-    k = weight.shape[1]
-    return F.linear(F.silu(gate_up[..., :k]) * gate_up[..., k:], weight)
+def add_rmsnorm_gate_up_matmul(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
+                               weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The same as plain torch ops: what the CPU runs, and what a variant compiled for a fixed multi-row
+    size is given, so that Inductor fuses the norm and the activation and autotunes the matmul
+    (compile/pieces.linears_as_matmuls)."""
+    gate_up, h = add_rmsnorm_matmul(x, residual, norm_weight, eps, weight, None)
+    inter = weight.shape[0] // 2
+    return F.silu(gate_up[..., :inter]) * gate_up[..., inter:], h
 
 
-@torch.library.custom_op(SILU_MUL_OP_NAME, mutates_args=())
-def silu_mul_linear_op(gate_up: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """The dynamic-shape graph's MLP down projection with its activation."""
-    return silu_mul_linear_impl(gate_up, weight)
+@torch.library.custom_op(GATE_UP_OP_NAME, mutates_args=())
+def add_rmsnorm_gate_up_op(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
+                           weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The dynamic-shape graph's residual add + RMSNorm + gate/up projection + activation."""
+    return add_rmsnorm_gate_up_impl(x, residual, norm_weight, eps, weight)
 
 
-@silu_mul_linear_op.register_fake
-def _silu_mul_linear_fake(gate_up: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    return gate_up.new_empty((gate_up.shape[0], weight.shape[0]))
+@add_rmsnorm_gate_up_op.register_fake
+def _add_rmsnorm_gate_up_fake(x, residual, norm_weight, eps, weight):
+    return x.new_empty((x.shape[0], weight.shape[0] // 2)), torch.empty_like(x)
 
 
-def silu_mul_linear(gate_up: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """gate_up[T, 2K] -> (silu(gate) * up) @ weight.T [T, N], chosen as `linear` is."""
-    return _pick(silu_mul_linear_impl, silu_mul_linear_op, silu_mul_matmul)(gate_up, weight)
+def add_rmsnorm_gate_up(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
+                        weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """x, residual [T, H] -> (silu(gate) * up [T, I], new residual [T, H]), chosen as `linear` is."""
+    return _pick(add_rmsnorm_gate_up_impl, add_rmsnorm_gate_up_op, add_rmsnorm_gate_up_matmul)(
+        x, residual, norm_weight, eps, weight)
 
 
 def add_rmsnorm_linear_impl(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
@@ -212,13 +226,16 @@ class Linear(nn.Linear):
 
 
 # GRAPHBENCH_GEMV=0: every linear is F.linear (to measure the GEMV's effect, or rule it out);
-# GRAPHBENCH_FUSED_GEMV=1: the residual add + RMSNorm and the silu-mul are computed inside the
-# one-row GEMV instead of by kernels of their own in front of it. Off by default: on the H200 the
-# fused kernels made the batch-1 step slower (llama-3.2-1b -O2: 1.208 against 1.029 ms; llama-3.1-8b:
-# 5.51 against 4.28 ms; session 5, bench/RESULTS.md): with the many narrow programs a GEMV needs,
-# each program re-reads the residual, the norm weight or [gate | up] and recomputes the activation.
+# GRAPHBENCH_FUSED_GEMV=1: the residual add + RMSNorm in front of qkv is computed inside its one-row
+# GEMV instead of by a kernel of its own. Off by default: on the H200 folding it (and, then, the
+# silu-mul into the down projection) made the batch-1 step slower (llama-3.2-1b -O2: 1.208 against
+# 1.029 ms; llama-3.1-8b: 5.51 against 4.28 ms; session 5, bench/RESULTS.md): with the many narrow
+# programs a GEMV needs, each program re-reads the row and the norm weight and recomputes the norm.
+# GRAPHBENCH_GATE_UP_SILU=1: the one-row gate/up GEMV writes silu(gate) * up (no silu-mul launch, no
+# recomputation: each output is computed by one program). Off until measured end to end.
 GEMV_ENABLED = os.environ.get("GRAPHBENCH_GEMV", "1") != "0"
 FUSED_GEMV = os.environ.get("GRAPHBENCH_FUSED_GEMV", "0") == "1"
+GATE_UP_SILU = os.environ.get("GRAPHBENCH_GATE_UP_SILU", "0") == "1"
 
 
 def _on_triton_device(x: torch.Tensor) -> bool:

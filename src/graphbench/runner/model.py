@@ -15,7 +15,7 @@ from torch import nn
 
 from graphbench.config.arch import ArchConfig
 from graphbench.runner.attention.op import attention
-from graphbench.runner.linear import Linear, add_rmsnorm_linear, rms_norm, silu_mul_linear
+from graphbench.runner.linear import Linear, add_rmsnorm_gate_up, add_rmsnorm_linear, rms_norm
 from graphbench.runner.parallel import Shard, all_gather_last, all_reduce, vocab_rows
 from graphbench.runner.rotary import RotaryEmbedding
 
@@ -73,10 +73,10 @@ class MLP(nn.Module):
         self.gate_up_proj = Linear(arch.hidden_size, 2 * arch.intermediate_size, bias=False)
         self.down_proj = Linear(arch.intermediate_size, arch.hidden_size, bias=False)
 
-    def forward(self, gate_up: torch.Tensor) -> torch.Tensor:
-        """gate_up[T, 2I] = [gate | up] (the layer computes it after its norm) -> down_proj(silu(gate) * up);
-        at one row: a silu-mul launch, then the GEMV (linear.py)."""
-        out = silu_mul_linear(gate_up, self.down_proj.weight)
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        """hidden[T, I] = silu(gate) * up (the layer computes it with its norm: linear.add_rmsnorm_gate_up)
+        -> down_proj(hidden) [T, H]."""
+        out = self.down_proj(hidden)
         return all_reduce(out) if self.tp_size > 1 else out
 
 
@@ -96,9 +96,9 @@ class DecoderLayer(nn.Module):
         else:  # residual add + RMSNorm (one Triton launch on the GPU), then qkv: linear.py
             qkv, residual = add_rmsnorm_linear(x, residual, *_norm(self.input_layernorm), *_proj(attn.qkv_proj))
         x = attn(positions, qkv)
-        gate_up, residual = add_rmsnorm_linear(x, residual, *_norm(self.post_attention_layernorm),
-                                               *_proj(mlp.gate_up_proj))
-        return mlp(gate_up), residual
+        hidden, residual = add_rmsnorm_gate_up(x, residual, *_norm(self.post_attention_layernorm),
+                                               mlp.gate_up_proj.weight)
+        return mlp(hidden), residual
 
 
 def _norm(norm: RMSNorm) -> tuple[torch.Tensor, float]:

@@ -167,7 +167,7 @@ class PieceRunner:
 
 
 def linears_as_matmuls(graph: fx.GraphModule) -> fx.GraphModule:
-    """A copy of the piece with each `graphbench::linear` / `silu_mul_linear` / `add_rmsnorm_linear`
+    """A copy of the piece with each `graphbench::linear` / `add_rmsnorm_linear` / `add_rmsnorm_gate_up`
     call (opaque: they pick the one-row GEMV at run time) turned back into torch ops, for a variant
     compiled for a fixed multi-row size: there Inductor sees the matmuls, fuses around them and
     autotunes them."""
@@ -177,8 +177,8 @@ def linears_as_matmuls(graph: fx.GraphModule) -> fx.GraphModule:
 
     # op -> the plain-torch function taking the same arguments
     plain = {ops.linear_op._opoverload: torch.nn.functional.linear,
-             ops.silu_mul_linear_op._opoverload: ops.silu_mul_matmul,
-             ops.add_rmsnorm_linear_op._opoverload: ops.add_rmsnorm_matmul}
+             ops.add_rmsnorm_linear_op._opoverload: ops.add_rmsnorm_matmul,
+             ops.add_rmsnorm_gate_up_op._opoverload: ops.add_rmsnorm_gate_up_matmul}
     rewritten = copy.deepcopy(graph)
     nodes = [n for n in rewritten.graph.nodes if n.op == "call_function" and n.target in plain]
     for node in nodes:
