@@ -105,10 +105,9 @@ def _drive(engine, workload: Workload, pending: deque, finished: list, start: fl
 
 
 def warm_up(engine, workload: Workload) -> None:
-    """One wave of the workload (its first `concurrency` requests at their full lengths, other prompts),
-    outside the measurement, as the peers warm up: every batch size, context length and kernel the
-    repeats meet has run once. (With 8 output tokens the first repeat was the slowest in several
-    session-4 runs on the H200.)"""
-    specs = [RequestSpec(None, s.prompt_len, s.output_len) for s in workload.requests()[: max(1, workload.concurrency)]]
-    closed = Workload(kind="closed", concurrency=max(1, workload.concurrency), seed=workload.seed + 1)
-    run_engine_workload(engine, closed, specs, seed_offset=999)
+    """One full pass of the workload (other prompts, same lengths, so the same steps), outside the
+    measurement: every step size the repeats meet has run once, with whatever its first run costs
+    (new allocations, library heuristics, kernel variants). With one wave as warm-up the first repeat
+    was the slowest in 6 of 7 -O2/-O3 points at C = 64 on the H200 (session 5), all of it in the eager
+    prefill steps whose sizes the first wave had not had."""
+    run_engine_workload(engine, workload, seed_offset=999)
