@@ -185,15 +185,9 @@ DECODE_CASES = {
                                                    "max_blocks_per_seq": 2}, 2),
 }
 
-# the uniform-decode kernel writing the new K/V itself (GRAPHBENCH_DECODE_WRITES_KV): the split holding
-# the last tile writes; with and without splits, padding rows, a new token opening a block
-WRITE_KV_CASES = {
-    "decode_writes_kv_r3_g4_d64": (([(1, 5), (1, 16), (1, 33)], 4, 1, 64), {}, None),
-    "decode_writes_kv_padded_g2_split4": (([(1, 70), (1, 3), (1, 129)], 4, 2, 64), {"max_reqs": 6, "num_tokens": 5}, 4),
-    "decode_writes_kv_g8_bs8_split2": (([(1, 40), (1, 7), (1, 1)], 8, 1, 16), {"block_size": 8}, 2),
-    "decode_writes_kv_bf16_g4": (([(1, 50), (1, 2)], 8, 2, 64), {"dtype": torch.bfloat16, "max_reqs": 4,
-                                                                 "num_tokens": 3}, None),
-}
+# the same decode cases with the kernel writing the new K/V itself (GRAPHBENCH_DECODE_WRITES_KV): the
+# split holding the last tile writes; with and without splits, padding rows, a new token opening a block
+WRITE_KV_CASES = {name.replace("decode_kernel", "decode_writes_kv"): case for name, case in DECODE_CASES.items()}
 
 
 def _run_cases(names):
