@@ -47,11 +47,27 @@ class ReportContext:
     summary: pd.DataFrame  # summary.csv columns
     summary_file: str = "summary.csv"
     ladders: pd.DataFrame = field(default_factory=pd.DataFrame)  # ladder_table.ladder_table
+    repeats: pd.DataFrame = field(default_factory=pd.DataFrame)  # repeats_table.repeats_table
 
 
 LADDERS_NOTE = ("What each captured ladder costs and pads. Ratios compare it with the largest ladder of the same "
                 "-O level and mode. The recordings share a pool sized by the largest recording: while the top "
                 "size stays, the memory beyond the pool is what fewer rungs can save.")
+
+
+REPEATS_NOTE = ("How steady the repeats were: the spread of output tokens/s across repeats ((max - min) / median), "
+                "and the repeats' total step time per runtime mode with its spread. The mode whose total moves "
+                "with the tokens/s is where an unsteady repeat lost its time (NONE: steps that ran without a "
+                "CUDA graph, e.g. prefill chunks above the ladder's top).")
+
+
+def repeats_cells(repeats: pd.DataFrame) -> list[list[str]]:
+    def cell(column: str, value: Any) -> str:
+        if column in ("point", "workload", "repeats", "slowest step"):
+            return str(value)
+        return fmt(value, 0 if column == "output tok/s" else 1)
+
+    return [[cell(c, v) for c, v in row.items()] for _, row in repeats.iterrows()]
 
 
 def ladder_cells(ladders: pd.DataFrame) -> list[list[str]]:
@@ -128,6 +144,9 @@ def render_markdown(ctx: ReportContext) -> str:
     if not ctx.ladders.empty:
         out += ["## Ladders: what the graphs cost", "", LADDERS_NOTE, "",
                 _md_table(list(ctx.ladders.columns), ladder_cells(ctx.ladders)), ""]
+    if not ctx.repeats.empty:
+        out += ["## Repeats: how steady, and where the time moved", "", REPEATS_NOTE, "",
+                _md_table(list(ctx.repeats.columns), repeats_cells(ctx.repeats)), ""]
     out += ["## Charts", ""]
     for chart in ctx.charts:
         out += [f"### {chart.title}", ""]
@@ -174,6 +193,10 @@ def render_html(ctx: ReportContext) -> str:
     if not ctx.ladders.empty:
         out += ["<h2>Ladders: what the graphs cost</h2>", f"<p>{esc(LADDERS_NOTE)}</p>",
                 _html_table(list(ctx.ladders.columns), ladder_cells(ctx.ladders), {0, 2})]
+    if not ctx.repeats.empty:
+        last = len(ctx.repeats.columns) - 1
+        out += ["<h2>Repeats: how steady, and where the time moved</h2>", f"<p>{esc(REPEATS_NOTE)}</p>",
+                _html_table(list(ctx.repeats.columns), repeats_cells(ctx.repeats), {0, 1, last})]
     out.append("<h2>Charts</h2>")
     for chart in ctx.charts:
         out.append(f"<h3>{esc(chart.title)}</h3>")

@@ -1,0 +1,60 @@
+"""How steady the repeats were, and where an unsteady repeat lost its time (the report's "Repeats" table).
+
+One row per graphbench point x workload whose repeats recorded step times per runtime mode: the
+median output tokens/s and its spread across repeats (max - min over the median), then for each
+runtime mode the median of the repeats' total step time in that mode and its spread, and the slowest
+step seen. A tokens/s spread that shows up in one mode's total and not in the others says which kind
+of step to look at: e.g. eager (NONE) prefill chunks above the ladder's top, while the graph-replayed
+decode steps (FULL) cost the same in every repeat.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import pandas as pd
+
+from graphbench.reports.frame import GRAPHBENCH
+from graphbench.reports.stats import median, spread_pct
+
+MODES = ("FULL", "PIECEWISE", "NONE")
+REPEATS_COLUMNS = [
+    "point", "workload", "repeats", "output tok/s", "spread %",
+    "FULL ms", "FULL spread %", "PIECEWISE ms", "PIECEWISE spread %", "NONE ms", "NONE spread %", "slowest step",
+]  # fmt: skip
+
+
+def repeats_table(results: list[Mapping[str, Any]]) -> pd.DataFrame:
+    """Rows for the graphbench points' workloads with at least two repeats that recorded per-mode step times."""
+    rows = []
+    for result in results:
+        if (result.get("system") or GRAPHBENCH) != GRAPHBENCH or result.get("status", "ok") != "ok":
+            continue
+        for workload in result.get("workloads") or []:
+            repeats = workload.get("repeats") or []
+            if len(repeats) < 2 or not all(isinstance(r.get("step_ms_by_mode"), dict) for r in repeats):
+                continue  # (results written before the per-mode times were recorded)
+            rows.append(_row(result.get("label"), workload.get("name"), repeats))
+    return pd.DataFrame(rows, columns=REPEATS_COLUMNS)
+
+
+def _row(label: Any, workload: Any, repeats: list[Mapping[str, Any]]) -> dict[str, Any]:
+    tokens_per_s = [float(r["output_tokens_per_s"]) for r in repeats]
+    row: dict[str, Any] = {"point": label, "workload": workload, "repeats": len(repeats),
+                           "output tok/s": median(tokens_per_s), "spread %": _spread(tokens_per_s)}
+    for mode in MODES:
+        totals = [float((r["step_ms_by_mode"].get(mode) or {}).get("total_ms", 0.0)) for r in repeats]
+        present = any(totals)
+        row[f"{mode} ms"] = median(totals) if present else math.nan
+        row[f"{mode} spread %"] = _spread(totals) if present else math.nan
+    steps = [s for r in repeats for s in r.get("slowest_steps") or []]
+    slowest = max(steps, key=lambda s: s["ms"], default=None)
+    row["slowest step"] = (f"{slowest['ms']:.1f} ms ({slowest['runtime_mode']}, {slowest['num_tokens']} tokens)"
+                           if slowest else "")
+    return row
+
+
+def _spread(values: list[float]) -> float:
+    spread = spread_pct(values)
+    return math.nan if spread is None else spread
