@@ -5,6 +5,12 @@
 
 Every system runs in its own process (fresh CUDA context, fresh compile state). Prints one
 table with step time, tokens/s, the fraction of the weight-bandwidth floor and ratios.
+
+    python bench/decode.py --levels 2 --peers hf-compile --variant kv=GRAPHBENCH_DECODE_WRITES_KV=1 \
+        --variant both=GRAPHBENCH_DECODE_WRITES_KV=1,GRAPHBENCH_GATE_UP_SILU=1
+
+adds graphbench-O2+kv and graphbench-O2+both: the same level in a process with those environment
+variables (A/B of the engine's switches in one run, with the peers' ratios and a "vs base" column).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ def worker(args: argparse.Namespace) -> None:
     elif args.system.startswith("graphbench"):
         from graphbench.runner.engine import Engine
 
-        level = int(args.system.split("-O")[1])
+        level = int(args.system.split("-O")[1].split("+")[0])  # graphbench-O2 or graphbench-O2+variant
         overrides = {"model.model": args.model, "optimization_level": level,
                      "scheduler.max_num_seqs": max(batches), "scheduler.max_num_batched_tokens": 8192,
                      "scheduler.max_model_len": 4096}
@@ -67,13 +73,17 @@ def main() -> None:
     p.add_argument("--out", default=None)
     p.add_argument("--timeout", type=int, default=600)
     p.add_argument("--order", default="", help="systems to run first, e.g. graphbench-O2,hf-compile")
+    p.add_argument("--variant", action="append", default=[], metavar="NAME=VAR=VALUE[,VAR=VALUE]",
+                   help="also run each level with these environment variables, as graphbench-O<level>+NAME")
     p.add_argument("--worker", dest="system", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.system:
         worker(args)
         return
-    systems = ["bandwidth"] + [f"graphbench-O{lvl}" for lvl in args.levels.split(",") if lvl] + [
-        s for s in args.peers.split(",") if s]
+    variants = parse_variants(args.variant)
+    levels = [lvl for lvl in args.levels.split(",") if lvl]
+    systems = ["bandwidth"] + [f"graphbench-O{lvl}{suffix}" for lvl in levels for suffix in ["", *(f"+{n}" for n in variants)]]
+    systems += [s for s in args.peers.split(",") if s]
     if args.order:  # run these first (so that a time limit cuts the least important ones)
         first = [s for s in args.order.split(",") if s in systems]
         systems = ["bandwidth"] + first + [s for s in systems if s not in first and s != "bandwidth"]
@@ -84,9 +94,10 @@ def main() -> None:
         if args.cudagraph_mode:
             cmd += ["--cudagraph-mode", args.cudagraph_mode]
         cmd += ["--tp", str(args.tp)]
+        env = dict(os.environ, **variants.get(system.partition("+")[2], {}))
         started = time.perf_counter()
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=os.environ)
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
         except subprocess.TimeoutExpired:
             print(f"{system}: timed out after {args.timeout} s", flush=True)
             continue
@@ -100,6 +111,18 @@ def main() -> None:
         print(f"{system}: done in {result['wall_seconds']:.0f} s", flush=True)
         report(results, args, quiet=True)  # partial results survive a time limit
     report(results, args)
+
+
+def parse_variants(specs: list[str]) -> dict[str, dict[str, str]]:
+    """["kv=A=1,B=0"] -> {"kv": {"A": "1", "B": "0"}}."""
+    variants = {}
+    for spec in specs:
+        name, _, assignments = spec.partition("=")
+        pairs = [a.partition("=") for a in assignments.split(",") if a]
+        if not name or not pairs or any(not var or sep != "=" for var, sep, _ in pairs):
+            raise SystemExit(f"--variant {spec!r}: expected NAME=VAR=VALUE[,VAR=VALUE]")
+        variants[name] = {var: value for var, _, value in pairs}
+    return variants
 
 
 def report(results: list[dict], args: argparse.Namespace, quiet: bool = False) -> None:
@@ -116,17 +139,20 @@ def report(results: list[dict], args: argparse.Namespace, quiet: bool = False) -
         return
     print(f"\nmodel {args.model}, prompt {args.prompt_len}; weights {weights / 1e9:.2f} GB; copy bandwidth "
           f"{bandwidth or 0:.0f} GB/s; floor {floor_ms or 0:.3f} ms/step")
-    header = f"{'system':<16}{'batch':>6}{'step ms':>10}{'tok/s':>11}{'floor %':>9}{'vs hf-eager':>12}{'vs hf-compile':>14}"
+    width = max([16] + [len(s) + 2 for s in by_system])
+    header = (f"{'system':<{width}}{'batch':>6}{'step ms':>10}{'tok/s':>11}{'floor %':>9}{'vs hf-eager':>12}"
+              f"{'vs hf-compile':>14}{'vs base':>9}")
     print(header)
     for system, per_batch in by_system.items():
         for batch, x in sorted(per_batch.items()):
             ratios = []
-            for peer in ("hf-eager", "hf-compile"):
-                other = by_system.get(peer, {}).get(batch)
-                ratios.append(f"{other['step_ms'] / x['step_ms']:.2f}x" if other else "-")
+            # a variant's base is the same level without it: base step / variant step (> 1: faster)
+            for other_system in ("hf-eager", "hf-compile", system.partition("+")[0] if "+" in system else None):
+                other = by_system.get(other_system, {}).get(batch)
+                ratios.append(f"{other['step_ms'] / x['step_ms']:.3f}x" if other else "-")
             floor = f"{100 * floor_ms / x['step_ms']:.0f}%" if floor_ms else "-"
-            print(f"{system:<16}{batch:>6}{x['step_ms']:>10.3f}{x['tokens_per_s']:>11.0f}{floor:>9}"
-                  f"{ratios[0]:>12}{ratios[1]:>14}")
+            print(f"{system:<{width}}{batch:>6}{x['step_ms']:>10.3f}{x['tokens_per_s']:>11.0f}{floor:>9}"
+                  f"{ratios[0]:>12}{ratios[1]:>14}{ratios[2]:>9}")
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"model": args.model, "copy_gbs": bandwidth, "floor_ms": floor_ms, "results": results}, f,

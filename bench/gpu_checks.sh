@@ -17,7 +17,7 @@
 #                                      # beside decode7 + a C=64 spread run with clocks logged (GPU 1, cores 0-15),
 #                                      # packed into $OUT/final7.tgz, ~5 min
 #   bash bench/gpu_checks.sh flags     # GRAPHBENCH_DECODE_WRITES_KV=1 + GRAPHBENCH_GATE_UP_SILU=1: gemv_check and GPU
-#                                      # tests with both, then -O2 decode with each on/off, llama-3.2-1b at 1 and 64 (~8 min)
+#                                      # tests with both, then one decode run: -O2 with each on/off + hf-compile (~9 min)
 #   bash bench/gpu_checks.sh pair3     # on nvidia-h200-x2: decode7 (GPU 1, cores 0-15) beside -O2 at C=64 x 5 repeats
 #                                      # for both ladders (GPU 0, cores 16-31; slowest steps per repeat), ~4 min
 #   bash bench/gpu_checks.sh pair      # on nvidia-h200-x2: gemv_check, then decode7 (GPU 1, cores 0-15) beside
@@ -98,16 +98,16 @@ case "${1:-}" in
       --out "$OUT/profile-step.json" > "$OUT/profile-step.log" 2>&1
     wait; tail -12 "$OUT/tests.out"; cat "$OUT/decode7.out"; grep -v "^DEBUG" "$OUT/profile-step.log" | tail -45
     tar czf /tmp/final7.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/final7.tgz "$OUT/" ;;
-  flags)  # the two launch savers, off by default until measured: tests with both on, then decode A/B/C/D
-    export GRAPHBENCH_DECODE_WRITES_KV=1 GRAPHBENCH_GATE_UP_SILU=1
-    timeout 60 python3 bench/debug/gemv_check.py 2>&1 | tee "$OUT/gemv-check.log" | grep -E "BAD|CHECK"
-    timeout 240 python3 -m pytest -m gpu -q -p no:logging tests/gpu/test_triton_kernels_gpu.py \
-      tests/gpu/test_graphs_gpu.py tests/gpu/test_engine_gpu.py 2>&1 | tee "$OUT/flags-tests.log" | tail -4
-    for w in 0 1; do for g in 0 1; do
-      echo "GRAPHBENCH_DECODE_WRITES_KV=$w GRAPHBENCH_GATE_UP_SILU=$g"
-      GRAPHBENCH_DECODE_WRITES_KV=$w GRAPHBENCH_GATE_UP_SILU=$g timeout 150 python3 bench/decode.py --model llama-3.2-1b \
-        --batches 1,64 --levels 2 --peers "" --out "$OUT/decode-w$w-g$g.json" --timeout 140 2>&1 | grep -v "^DEBUG" | tail -3
-    done; done ;;
+  flags)  # the two launch savers, off by default until measured: checks with both on, then one decode run
+    GRAPHBENCH_DECODE_WRITES_KV=1 GRAPHBENCH_GATE_UP_SILU=1 timeout 60 python3 bench/debug/gemv_check.py 2>&1 \
+      | tee "$OUT/gemv-check.log" | grep -E "BAD|CHECK"
+    GRAPHBENCH_DECODE_WRITES_KV=1 GRAPHBENCH_GATE_UP_SILU=1 timeout 200 python3 -m pytest -m gpu -q -p no:logging \
+      tests/gpu/test_triton_kernels_gpu.py tests/gpu/test_graphs_gpu.py tests/gpu/test_engine_gpu.py 2>&1 \
+      | tee "$OUT/flags-tests.log" | tail -4
+    timeout 330 python3 bench/decode.py --model llama-3.2-1b --batches 1,64 --levels 2 --peers hf-compile \
+      --variant kv=GRAPHBENCH_DECODE_WRITES_KV=1 --variant silu=GRAPHBENCH_GATE_UP_SILU=1 \
+      --variant both=GRAPHBENCH_DECODE_WRITES_KV=1,GRAPHBENCH_GATE_UP_SILU=1 --out "$OUT/decode-flags.json" \
+      --timeout 150 2>&1 | grep -v "^DEBUG" | tee "$OUT/decode-flags.log" | tail -12 ;;
   pair3)
     GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1 taskset -c 0-15 bash "$0" decode7 > "$OUT/decode7.out" 2>&1 &
     GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0 taskset -c 16-31 timeout 250 python3 -m graphbench sweep \
