@@ -6,23 +6,20 @@ No torch import (pandas always, matplotlib only while drawing charts).
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from graphbench.cli.main import app
+from graphbench.cli.output import console
 from graphbench.errors import GraphbenchError
 
 PLAN_FORMATS = ("table", "json")
 
 
 def _console(stderr: bool = False):
-    from rich.console import Console
-
-    stream = sys.stderr if stderr else sys.stdout
-    return Console(file=stream, highlight=False, width=None if stream.isatty() else 200)
+    return console(stderr)
 
 
 def _num(value: float, digits: int = 2) -> str:

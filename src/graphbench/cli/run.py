@@ -6,6 +6,7 @@ import typer
 
 from graphbench.cli.engine_options import parse_int_list, with_engine_options
 from graphbench.cli.main import app
+from graphbench.cli.output import console as make_console
 from graphbench.config import EngineConfig
 from graphbench.errors import GraphbenchError
 
@@ -87,11 +88,10 @@ def run(
 def _print_summary(path) -> None:
     import json
 
-    from rich.console import Console
     from rich.table import Table
 
     data = json.loads(path.read_text())
-    console = Console()
+    console = make_console()
     s = data["startup"]
     console.print(f"[bold]{data['label']}[/bold] ({data['system']}) {data['model']} on "
                   f"{data['environment'].get('gpu') or 'cpu'}: start-up {s['total_s']:.1f} s (compile "

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from graphbench.cli.main import app
+from graphbench.cli.output import console as make_console
 from graphbench.errors import GraphbenchError
 
 GRID = "Grid"
@@ -52,7 +53,6 @@ def sweep(
     gpus: Annotated[Optional[str], typer.Option(help="Spread points over these GPU ids in parallel, e.g. 0,1 (one point per GPU, or per TP group, at a time).")] = None,
 ) -> None:
     """Sweep -O levels x capture ladders (x any config field) with peers; write results and a report."""
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
     from rich.table import Table
 
@@ -81,7 +81,7 @@ def sweep(
     points = build_grid(base, {k: v for k, v in axes.items() if v}, peer_list, graphs_possible=gpu)
     run_args = _run_args(workload, concurrency, prompt_len, output_len, num_requests, repeats, gpu)
 
-    console = Console()
+    console = make_console()
     if dry_run:
         table = Table("#", "label", "system", "settings", "start")
         for i, p in enumerate(points, 1):
