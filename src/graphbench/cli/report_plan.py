@@ -12,14 +12,10 @@ from typing import Annotated, Optional
 import typer
 
 from graphbench.cli.main import app
-from graphbench.cli.output import console
+from graphbench.cli.output import console as make_console
 from graphbench.errors import GraphbenchError
 
 PLAN_FORMATS = ("table", "json")
-
-
-def _console(stderr: bool = False):
-    return console(stderr)
 
 
 def _num(value: float, digits: int = 2) -> str:
@@ -55,7 +51,7 @@ def report_command(
 
     loaded = load(results)
     _warn(skipped_warnings(loaded))
-    console = _console()
+    console = make_console()
     ok = sum(1 for r in loaded.results if r.get("status", "ok") == "ok")
     console.print(f"{len(loaded.results)} results ({ok} ok, {len(loaded.results) - ok} failed); drawing charts",
                   markup=False)  # fmt: skip
@@ -112,9 +108,9 @@ def plan_command(
     if output_format == "json":
         typer.echo(plan_json(plan))
     else:
-        _print_plan(_console(), plan)
+        _print_plan(make_console(), plan)
     if output is not None:
-        files, _charts = write_plan(plan, output, progress=_progress(_console(stderr=output_format == "json")))
+        files, _charts = write_plan(plan, output, progress=_progress(make_console(stderr=output_format == "json")))
         typer.echo(f"wrote {', '.join(p.name for p in files)} to {output}", err=output_format == "json")
 
 
