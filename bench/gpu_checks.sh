@@ -16,8 +16,9 @@
 #   bash bench/gpu_checks.sh final7    # on nvidia-h200-x2: the GPU suite + a step profile (GPU 0, cores 16-31)
 #                                      # beside decode7 + a C=64 spread run with clocks logged (GPU 1, cores 0-15),
 #                                      # packed into $OUT/final7.tgz, ~5 min
-#   bash bench/gpu_checks.sh flags     # GRAPHBENCH_DECODE_WRITES_KV=1 + GRAPHBENCH_GATE_UP_SILU=1: gemv_check and GPU
-#                                      # tests with both, then one decode run: -O2 with each on/off + hf-compile (~9 min)
+#   bash bench/gpu_checks.sh flags     # on nvidia-h200-x2: the three launch savers (off by default until measured),
+#                                      # all on: gemv_check + the GPU suite (GPU 0) beside one decode run of -O2 with
+#                                      # each, with all, and hf-compile (GPU 1); groups flagtests / flagdecode alone
 #   bash bench/gpu_checks.sh pair3     # on nvidia-h200-x2: decode7 (GPU 1, cores 0-15) beside -O2 at C=64 x 5 repeats
 #                                      # for both ladders (GPU 0, cores 16-31; slowest steps per repeat), ~4 min
 #   bash bench/gpu_checks.sh pair      # on nvidia-h200-x2: gemv_check, then decode7 (GPU 1, cores 0-15) beside
@@ -98,16 +99,21 @@ case "${1:-}" in
       --out "$OUT/profile-step.json" > "$OUT/profile-step.log" 2>&1
     wait; tail -12 "$OUT/tests.out"; cat "$OUT/decode7.out"; grep -v "^DEBUG" "$OUT/profile-step.log" | tail -45
     tar czf /tmp/final7.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/final7.tgz "$OUT/" ;;
-  flags)  # the two launch savers, off by default until measured: checks with both on, then one decode run
-    GRAPHBENCH_DECODE_WRITES_KV=1 GRAPHBENCH_GATE_UP_SILU=1 timeout 60 python3 bench/debug/gemv_check.py 2>&1 \
-      | tee "$OUT/gemv-check.log" | grep -E "BAD|CHECK"
-    GRAPHBENCH_DECODE_WRITES_KV=1 GRAPHBENCH_GATE_UP_SILU=1 timeout 200 python3 -m pytest -m gpu -q -p no:logging \
-      tests/gpu/test_triton_kernels_gpu.py tests/gpu/test_graphs_gpu.py tests/gpu/test_engine_gpu.py 2>&1 \
-      | tee "$OUT/flags-tests.log" | tail -4
-    timeout 330 python3 bench/decode.py --model llama-3.2-1b --batches 1,64 --levels 2 --peers hf-compile \
+  flagtests)  # the launch savers (off by default until measured), all on: gemv_check and the GPU tests
+    export GRAPHBENCH_DECODE_WRITES_KV=1 GRAPHBENCH_GATE_UP_SILU=1 GRAPHBENCH_DECODE_MERGE_IN_KERNEL=1
+    timeout 60 python3 bench/debug/gemv_check.py 2>&1 | tee "$OUT/gemv-check.log" | grep -E "BAD|CHECK"
+    timeout 300 python3 -m pytest -m gpu -q -p no:logging tests/gpu 2>&1 | tee "$OUT/flags-tests.log" | tail -6 ;;
+  flagdecode)  # one decode run: -O2 as it is, with each launch saver, with all of them, and hf-compile
+    timeout 560 python3 bench/decode.py --model llama-3.2-1b --batches 1,64 --levels 2 --peers hf-compile \
       --variant kv=GRAPHBENCH_DECODE_WRITES_KV=1 --variant silu=GRAPHBENCH_GATE_UP_SILU=1 \
-      --variant both=GRAPHBENCH_DECODE_WRITES_KV=1,GRAPHBENCH_GATE_UP_SILU=1 --out "$OUT/decode-flags.json" \
-      --timeout 150 2>&1 | grep -v "^DEBUG" | tee "$OUT/decode-flags.log" | tail -12 ;;
+      --variant merge=GRAPHBENCH_DECODE_MERGE_IN_KERNEL=1 \
+      --variant all=GRAPHBENCH_DECODE_WRITES_KV=1,GRAPHBENCH_GATE_UP_SILU=1,GRAPHBENCH_DECODE_MERGE_IN_KERNEL=1 \
+      --out "$OUT/decode-flags.json" --timeout 150 2>&1 | grep -v "^DEBUG" | tee "$OUT/decode-flags.log" | tail -16 ;;
+  flags)  # on nvidia-h200-x2: flagtests (GPU 0, cores 16-31) beside flagdecode (GPU 1, cores 0-15), ~7 min
+    GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1 taskset -c 0-15 bash "$0" flagdecode > "$OUT/flagdecode.out" 2>&1 &
+    GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0 taskset -c 16-31 bash "$0" flagtests > "$OUT/flagtests.out" 2>&1
+    wait; cat "$OUT/flagtests.out" "$OUT/flagdecode.out"
+    tar czf /tmp/flags.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/flags.tgz "$OUT/" ;;
   pair3)
     GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1 taskset -c 0-15 bash "$0" decode7 > "$OUT/decode7.out" 2>&1 &
     GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0 taskset -c 16-31 timeout 250 python3 -m graphbench sweep \
@@ -129,5 +135,5 @@ case "${1:-}" in
   o3profile)  # where -O3's cold start goes, in every thread (stack samples every 20 ms), ~4 min
     OUT="$OUT" timeout 300 python3 bench/debug/sample_cold_start.py --level 3 --max-num-seqs 256 2>&1 \
       | grep -v "^DEBUG" | tail -3; head -60 "$OUT/samples-O3.txt" ;;
-  *) echo "usage: bash bench/gpu_checks.sh flags|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu_checks.sh flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
 esac

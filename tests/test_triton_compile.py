@@ -85,8 +85,10 @@ def test_attention_kernels_compile(split):
               "PRECISION": "tf32", "INTERPRET": False}
     decode = dict(pointers, k_ptr=BF16, v_ptr=BF16, slot_ptr="*i64", scale="fp32", max_reqs="i32", num_heads="i32",
                   num_splits="i32", stride_nkt="i32", stride_nkh="i32", stride_nvt="i32", stride_nvh="i32", **strides)
-    for write_kv in (False, True):
-        assert compile_sm90(_decode_kernel, decode, dict(shared, SPLIT=split, WRITE_KV=write_kv)).asm["cubin"]
+    decode["count_ptr"] = "*i32"
+    for write_kv, merge in ((False, False), (True, False), (True, split)):
+        assert compile_sm90(_decode_kernel, decode, dict(shared, SPLIT=split, WRITE_KV=write_kv, MERGE=merge,
+                                                         MIN_TILES=4)).asm["cubin"]
     unified = dict(pointers, scale="fp32", num_tokens="i32", max_reqs="i32", num_heads="i32", **strides)
     assert compile_sm90(_attention_kernel, unified, dict(shared, BLOCK_Q=4, NUM_SPLITS=4 if split else 1)).asm["cubin"]
     merge = {"part_ptr": "*fp32", "lse_ptr": "*fp32", "out_ptr": BF16, "qsl_ptr": "*i32", "max_reqs": "i32",

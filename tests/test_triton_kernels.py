@@ -116,11 +116,13 @@ def reference_attention(q, k_cache, v_cache, query_start_loc, seq_lens, block_ta
     return torch.cat(outs) if outs else q.new_zeros((0,) + q.shape[1:], dtype=torch.float64)
 
 
-def check_case(case, *, num_splits=None, rtol=1e-5, atol=2e-5, rel_err=None, decode=False, writes_kv=False):
+def check_case(case, *, num_splits=None, rtol=1e-5, atol=2e-5, rel_err=None, decode=False, writes_kv=False,
+               merge_in_kernel=False):
     """Run both kernels on case (in place), compare cache and output; raises AssertionError.
 
     decode=True runs the uniform-decode kernel (every real row is one request's new token);
-    writes_kv=True lets it write the new K/V rows itself (no write_kv_cache launch)."""
+    writes_kv=True lets it write the new K/V rows itself (no write_kv_cache launch); merge_in_kernel=True
+    has it merge its splits itself (no merge launch)."""
     from graphbench.runner.attention.triton_decode import paged_decode
     from graphbench.runner.attention.triton_kernels import paged_attention, write_kv_cache
 
@@ -132,9 +134,10 @@ def check_case(case, *, num_splits=None, rtol=1e-5, atol=2e-5, rel_err=None, dec
     out = torch.full_like(q, float("nan"))
     scale = 1.0 / math.sqrt(q.shape[-1])
     meta = [case[n] for n in ("query_start_loc", "seq_lens", "block_tables")]
-    if writes_kv:
+    if writes_kv or merge_in_kernel:
         paged_decode(q, case["k_cache"], case["v_cache"], out, *meta, scale, num_splits=num_splits,
-                     new_kv=(case["k"], case["v"], case["slot_mapping"]))
+                     new_kv=(case["k"], case["v"], case["slot_mapping"]) if writes_kv else None,
+                     merge_in_kernel=merge_in_kernel)
         _check_cache(case, want_kc, want_vc)
     else:
         kernel = paged_decode if decode else paged_attention
@@ -188,18 +191,28 @@ DECODE_CASES = {
 # the same decode cases with the kernel writing the new K/V itself (GRAPHBENCH_DECODE_WRITES_KV): the
 # split holding the last tile writes; with and without splits, padding rows, a new token opening a block
 WRITE_KV_CASES = {name.replace("decode_kernel", "decode_writes_kv"): case for name, case in DECODE_CASES.items()}
+# the decode kernel merging its own splits (GRAPHBENCH_DECODE_MERGE_IN_KERNEL): at least MIN_TILES_PER_SPLIT
+# (4) tiles a split, so with TILE_N 32 (float32) contexts <= 128 are one program and longer ones merge
+# 2-4 active splits of 8; padding rows; with the K/V written by the kernel too
+MERGE_CASES = {
+    "decode_merge_short_and_long_split8": (([(1, 40), (1, 300), (1, 129), (1, 500)], 4, 2, 64),
+                                           {"max_reqs": 6, "num_tokens": 5}, 8),
+    "decode_merge_writes_kv_split8": (([(1, 5), (1, 200), (1, 400)], 4, 1, 64), {}, 8),
+    "decode_merge_all_padding": (([], 4, 2, 16), {"max_reqs": 3, "num_tokens": 2, "num_blocks": 4,
+                                                  "max_blocks_per_seq": 2}, 4),
+}
 
 
 def _run_cases(names):
     results = {}
     for name in names:
-        args, kwargs, splits = {**CASES, **DECODE_CASES, **WRITE_KV_CASES}[name]
+        args, kwargs, splits = {**CASES, **DECODE_CASES, **WRITE_KV_CASES, **MERGE_CASES}[name]
         start = time.perf_counter()
         try:
             low_precision = kwargs.get("dtype", torch.float32) != torch.float32
             check_case(make_case(*args, seed=len(results) + 1, **kwargs), num_splits=splits,
                        rel_err=2e-2 if low_precision else None, decode=name not in CASES,
-                       writes_kv=name in WRITE_KV_CASES)
+                       writes_kv=name in WRITE_KV_CASES or "writes_kv" in name, merge_in_kernel=name in MERGE_CASES)
             verdict = "ok"
         except Exception as exc:  # noqa: BLE001  (reported back to the parent test)
             verdict = f"{type(exc).__name__}: {exc}"
@@ -213,7 +226,7 @@ def interpreter_results():
         pytest.skip("triton is not installed")
     env = dict(os.environ, TRITON_INTERPRET="1")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    proc = subprocess.run([sys.executable, __file__, *CASES, *DECODE_CASES, *WRITE_KV_CASES], env=env, cwd=ROOT, capture_output=True,
+    proc = subprocess.run([sys.executable, __file__, *CASES, *DECODE_CASES, *WRITE_KV_CASES, *MERGE_CASES], env=env, cwd=ROOT, capture_output=True,
                           text=True, timeout=900)
     if proc.returncode != 0 or not proc.stdout.strip():
         pytest.fail(f"interpreter subprocess failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
@@ -221,7 +234,7 @@ def interpreter_results():
     return results
 
 
-@pytest.mark.parametrize("name", list(CASES) + list(DECODE_CASES) + list(WRITE_KV_CASES))
+@pytest.mark.parametrize("name", list(CASES) + list(DECODE_CASES) + list(WRITE_KV_CASES) + list(MERGE_CASES))
 def test_triton_kernels_interpreted(name, interpreter_results):
     assert interpreter_results[name]["verdict"] == "ok", interpreter_results[name]["verdict"]
 
@@ -242,4 +255,4 @@ def test_attention_config_is_shape_only():
 
 if __name__ == "__main__":
     assert os.environ.get("TRITON_INTERPRET") == "1", "run with TRITON_INTERPRET=1"
-    print(json.dumps(_run_cases(sys.argv[1:] or list(CASES) + list(DECODE_CASES) + list(WRITE_KV_CASES))))
+    print(json.dumps(_run_cases(sys.argv[1:] or list(CASES) + list(DECODE_CASES) + list(WRITE_KV_CASES) + list(MERGE_CASES))))

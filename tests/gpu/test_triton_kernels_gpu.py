@@ -43,21 +43,26 @@ def test_paged_attention_cuda(model, dtype, scenario, splits):
     helpers.check_case(case, num_splits=splits, rel_err=2e-2)
 
 
-@pytest.mark.parametrize("writes_kv", [False, True], ids=["write_launch", "kernel_writes"])
+# (writes the new K/V itself: GRAPHBENCH_DECODE_WRITES_KV; merges its splits itself: ..._MERGE_IN_KERNEL)
+KERNEL_MODES = {"launches": (False, False), "kernel_writes": (True, False), "kernel_merges": (False, True),
+                "kernel_writes_and_merges": (True, True)}
+
+
+@pytest.mark.parametrize("kernel_mode", list(KERNEL_MODES))
 @pytest.mark.parametrize("splits", [None, 1])
 @pytest.mark.parametrize("scenario", ["decode_b1", "decode_b3", "decode_b64_padded"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 @pytest.mark.parametrize("model", list(MODELS))
-def test_paged_decode_cuda(model, dtype, scenario, splits, writes_kv):
-    """The uniform-decode kernel (no request search) on the same decode scenarios; with writes_kv it
-    writes the new K/V itself (GRAPHBENCH_DECODE_WRITES_KV)."""
+def test_paged_decode_cuda(model, dtype, scenario, splits, kernel_mode):
+    """The uniform-decode kernel (no request search) on the same decode scenarios, in each of its modes."""
     reqs, kwargs = SCENARIOS[scenario]
     case = helpers.make_case(reqs, *MODELS[model], dtype=dtype, device="cuda", seed=11, **kwargs)
-    helpers.check_case(case, num_splits=splits, rel_err=2e-2, decode=True, writes_kv=writes_kv)
+    writes_kv, merges = KERNEL_MODES[kernel_mode]
+    helpers.check_case(case, num_splits=splits, rel_err=2e-2, decode=True, writes_kv=writes_kv, merge_in_kernel=merges)
 
 
-@pytest.mark.parametrize("writes_kv", [False, True], ids=["write_launch", "kernel_writes"])
-def test_paged_decode_cuda_graph_replay_with_new_lengths(writes_kv):
+@pytest.mark.parametrize("kernel_mode", list(KERNEL_MODES))
+def test_paged_decode_cuda_graph_replay_with_new_lengths(kernel_mode):
     """One recording of write + decode attention for 4 slots replays correctly for new contexts."""
     from graphbench.runner.attention.triton_decode import paged_decode
     from graphbench.runner.attention.triton_kernels import write_kv_cache
@@ -71,12 +76,15 @@ def test_paged_decode_cuda_graph_replay_with_new_lengths(writes_kv):
     out = torch.zeros_like(static["q"])
     scale = 1.0 / math.sqrt(head_dim)
 
+    writes_kv, merges = KERNEL_MODES[kernel_mode]
+
     def step():
         if not writes_kv:
             write_kv_cache(static["k"], static["v"], static["k_cache"], static["v_cache"], static["slot_mapping"])
         paged_decode(static["q"], static["k_cache"], static["v_cache"], out, static["query_start_loc"],
                      static["seq_lens"], static["block_tables"], scale,
-                     new_kv=(static["k"], static["v"], static["slot_mapping"]) if writes_kv else None)
+                     new_kv=(static["k"], static["v"], static["slot_mapping"]) if writes_kv else None,
+                     merge_in_kernel=merges)
 
     step()  # warm-up (JIT) outside the capture
     graph = torch.cuda.CUDAGraph()

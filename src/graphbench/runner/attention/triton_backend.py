@@ -21,6 +21,9 @@ from graphbench.runner.attention.triton_kernels import paged_attention, write_kv
 # GRAPHBENCH_DECODE_WRITES_KV=1: a uniform decode batch writes its new K/V inside the decode kernel
 # (one launch a layer fewer, ~1.7 us at batch 1 on the H200). Off until measured end to end.
 DECODE_WRITES_KV = os.environ.get("GRAPHBENCH_DECODE_WRITES_KV", "0") == "1"
+# GRAPHBENCH_DECODE_MERGE_IN_KERNEL=1: split-KV decode without the merge launch (a short context is one
+# program per row and kv head; a long one is merged by its last split). Off until measured.
+DECODE_MERGE_IN_KERNEL = os.environ.get("GRAPHBENCH_DECODE_MERGE_IN_KERNEL", "0") == "1"
 
 
 @register_backend("triton")
@@ -31,10 +34,11 @@ class TritonBackend(AttentionBackend):
     def forward(self, q, k, v, k_cache, v_cache, meta: AttentionMetadata, scale: float, out) -> None:
         if meta.uniform_decode and DECODE_WRITES_KV:  # the decode kernel writes the new K/V itself
             paged_decode(q, k_cache, v_cache, out, meta.query_start_loc, meta.seq_lens, meta.block_tables, scale,
-                         new_kv=(k, v, meta.slot_mapping))
+                         new_kv=(k, v, meta.slot_mapping), merge_in_kernel=DECODE_MERGE_IN_KERNEL)
             return
         write_kv_cache(k, v, k_cache, v_cache, meta.slot_mapping)
         if meta.uniform_decode:  # row r is request r: no search for each program's request
-            paged_decode(q, k_cache, v_cache, out, meta.query_start_loc, meta.seq_lens, meta.block_tables, scale)
+            paged_decode(q, k_cache, v_cache, out, meta.query_start_loc, meta.seq_lens, meta.block_tables, scale,
+                         merge_in_kernel=DECODE_MERGE_IN_KERNEL)
             return
         paged_attention(q, k_cache, v_cache, out, meta.query_start_loc, meta.seq_lens, meta.block_tables, scale)

@@ -4,6 +4,9 @@ The unified kernel (triton_kernels.py) must find each program's request with a b
 query_start_loc; in a pure-decode batch row r *is* request r, so this kernel skips the search:
 grid = (rows, kv heads, kv splits), a function of shapes only, hence CUDA-graph safe. Rows past the
 real requests (r >= query_start_loc[max_reqs], the padding of a recording) are zeroed.
+
+Split-KV writes partial outputs that a second kernel merges; with merge_in_kernel (switch
+GRAPHBENCH_DECODE_MERGE_IN_KERNEL) the decode kernel merges them itself (see paged_decode).
 """
 
 from __future__ import annotations
@@ -30,13 +33,14 @@ def _decode_kernel(
     q_ptr, k_cache_ptr, v_cache_ptr, out_ptr, part_ptr, lse_ptr,
     qsl_ptr, seq_lens_ptr, block_tables_ptr,
     k_ptr, v_ptr, slot_ptr,  # WRITE_KV: this step's new K/V rows [T, kv heads, head_dim] and their slots
+    count_ptr,  # MERGE: one int32 counter per (row, kv head), zero between launches
     scale, max_reqs, num_heads, num_splits,
     stride_qt, stride_qh, stride_ot, stride_oh,
     stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh, stride_bt,
     stride_nkt, stride_nkh, stride_nvt, stride_nvh,
     GROUP: tl.constexpr, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr, SPLIT: tl.constexpr, WRITE_KV: tl.constexpr,
-    PRECISION: tl.constexpr, INTERPRET: tl.constexpr,
+    MERGE: tl.constexpr, MIN_TILES: tl.constexpr, PRECISION: tl.constexpr, INTERPRET: tl.constexpr,
 ):
     req = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -49,15 +53,22 @@ def _decode_kernel(
     req64 = req.to(tl.int64)
     out_offs = req64 * stride_ot + head[:, None] * stride_oh + offs_d[None, :]
     if req >= tl.load(qsl_ptr + max_reqs):  # padding row of a recording
-        if not SPLIT:
-            tl.store(out_ptr + out_offs, tl.zeros([BLOCK_M, BLOCK_D], dtype=out_ptr.dtype.element_ty), mask=io_mask)
-        return  # (split mode: the merge kernel zeroes padding rows)
+        if not SPLIT or MERGE:  # (split mode with a merge launch: that kernel zeroes padding rows)
+            if split == 0:
+                tl.store(out_ptr + out_offs, tl.zeros([BLOCK_M, BLOCK_D], dtype=out_ptr.dtype.element_ty),
+                         mask=io_mask)
+        return
 
     seq_len = tl.load(seq_lens_ptr + req)
     pos = tl.zeros([BLOCK_M], dtype=tl.int32) + (seq_len - 1)  # every row is the request's newest token
     q = tl.load(q_ptr + req64 * stride_qt + head[:, None] * stride_qh + offs_d[None, :], mask=io_mask, other=0.0)
     num_kv_tiles = tl.cdiv(seq_len, TILE_N)
     per_split = tl.cdiv(num_kv_tiles, num_splits)
+    if MERGE:  # at least MIN_TILES tiles a split: a short context is one program, with nothing to merge
+        per_split = tl.maximum(per_split, MIN_TILES)
+        num_active = tl.cdiv(num_kv_tiles, per_split)
+        if split >= num_active:
+            return
     t_lo = split * per_split
     t_hi = tl.minimum(t_lo + per_split, num_kv_tiles)
     if WRITE_KV:
@@ -75,8 +86,55 @@ def _decode_kernel(
         kv_head, scale, stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
         BLOCK_M, HEAD_DIM, BLOCK_D, BLOCK_SIZE, TILE_N, PRECISION, INTERPRET)
     split_row = (req64 * num_heads + head) * num_splits + split
-    _store_result(m_i, l_i, acc, out_ptr, out_offs, io_mask, part_ptr, lse_ptr, split_row, row_ok,
-                  HEAD_DIM, BLOCK_D, SPLIT)
+    if not MERGE:
+        _store_result(m_i, l_i, acc, out_ptr, out_offs, io_mask, part_ptr, lse_ptr, split_row, row_ok,
+                      HEAD_DIM, BLOCK_D, SPLIT)
+    elif num_active == 1:  # the whole context in this program: the output directly
+        _store_result(m_i, l_i, acc, out_ptr, out_offs, io_mask, part_ptr, lse_ptr, split_row, row_ok,
+                      HEAD_DIM, BLOCK_D, False)
+    else:  # a partial; the last of the active splits to finish merges them
+        _store_result(m_i, l_i, acc, out_ptr, out_offs, io_mask, part_ptr, lse_ptr, split_row, row_ok,
+                      HEAD_DIM, BLOCK_D, True)
+        tl.debug_barrier()  # every thread's partial stores come before the release of the count
+        counter = count_ptr + req64 * (num_heads // GROUP) + kv_head
+        num_done = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
+        tl.debug_barrier()
+        if num_done == num_active - 1:
+            _merge_splits(part_ptr, lse_ptr, out_ptr, out_offs, io_mask, split_row - split, row_ok, num_active,
+                          HEAD_DIM, BLOCK_M, BLOCK_D, INTERPRET)
+            tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")  # zero again for the next launch
+
+
+@triton.jit
+def _merge_split(m, l, acc, part_ptr, lse_ptr, row, row_ok, io_mask, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr):
+    """Fold one split's partial (normalised output, log2-sum-exp) into a running merge."""
+    offs_d = tl.arange(0, BLOCK_D)
+    # .cg: from L2, where the other programs' stores are (never a stale line of this SM's L1)
+    lse = tl.load(lse_ptr + row, mask=row_ok, other=float("-inf"), cache_modifier=".cg")
+    part = tl.load(part_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], mask=io_mask, other=0.0, cache_modifier=".cg")
+    m_new = tl.maximum(m, lse)
+    m_safe = tl.where(m_new > float("-inf"), m_new, 0.0)
+    alpha = tl.exp2(m - m_safe)
+    w = tl.exp2(lse - m_safe)
+    return m_new, l * alpha + w, acc * alpha[:, None] + part * w[:, None]
+
+
+@triton.jit
+def _merge_splits(part_ptr, lse_ptr, out_ptr, out_offs, io_mask, first_row, row_ok, num_active,
+                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr):
+    """out = the log-sum-exp weighted mean of splits 0..num_active-1 (split s at row first_row + s)."""
+    m = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    if INTERPRET:  # numpy >= 2.4 cannot turn the interpreter's 1-element scalars into range bounds
+        s = 0
+        while s < num_active:
+            m, l, acc = _merge_split(m, l, acc, part_ptr, lse_ptr, first_row + s, row_ok, io_mask, HEAD_DIM, BLOCK_D)
+            s += 1
+    else:
+        for s in range(0, num_active):
+            m, l, acc = _merge_split(m, l, acc, part_ptr, lse_ptr, first_row + s, row_ok, io_mask, HEAD_DIM, BLOCK_D)
+    tl.store(out_ptr + out_offs, (acc / tl.where(l > 0.0, l, 1.0)[:, None]).to(out_ptr.dtype.element_ty), mask=io_mask)
 
 
 @triton.jit
@@ -122,11 +180,15 @@ def paged_decode(
     scale: float,
     num_splits: int | None = None,
     new_kv: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,  # (k, v [T, kvh, hd], slot_mapping [T])
+    merge_in_kernel: bool = False,
 ) -> None:
     """Attention of one new token per request over its paged context (a uniform decode batch).
 
     new_kv: this step's K/V rows are written into the cache by the kernel itself (one launch fewer
-    than write_kv_cache + paged_decode); without it they must be in the cache already."""
+    than write_kv_cache + paged_decode); without it they must be in the cache already.
+    merge_in_kernel: split-KV without a merge launch: each split covers at least MIN_TILES KV tiles, a
+    context that fits one split is written out directly, and otherwise the last active split to finish
+    (an atomic count per row and kv head) merges the partials."""
     num_rows, num_heads, head_dim = q.shape
     _, block_size, num_kv_heads, _ = k_cache.shape
     max_reqs = seq_lens.shape[0]
@@ -141,6 +203,7 @@ def paged_decode(
         assert 1 <= num_splits <= MAX_SPLITS, f"num_splits must be in 1..{MAX_SPLITS}"
         cfg["NUM_SPLITS"] = num_splits
     splits = cfg.pop("NUM_SPLITS")
+    merge = merge_in_kernel and splits > 1
     part, lse = make_workspace(num_rows, num_heads, head_dim, splits, q.device) if splits > 1 else (out, out)
     group = num_heads // num_kv_heads
     block_d = max(16, triton.next_power_of_2(head_dim))
@@ -150,17 +213,38 @@ def paged_decode(
         assert k.stride(-1) == 1 and v.stride(-1) == 1, "the head_dim axis must be contiguous"
     else:
         k, v, slot_mapping = q, q, seq_lens  # unused
+    counts = _split_counters(q.device, num_rows * num_kv_heads) if merge else seq_lens
     _decode_kernel[(num_rows, num_kv_heads, splits)](
         q, k_cache, v_cache, out, part, lse, query_start_loc, seq_lens, block_tables,
-        k, v, slot_mapping,
+        k, v, slot_mapping, counts,
         scale, max_reqs, num_heads, splits,
         q.stride(0), q.stride(1), out.stride(0), out.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_tables.stride(0),
         k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-        GROUP=group, WRITE_KV=new_kv is not None, BLOCK_M=max(16, triton.next_power_of_2(group)), HEAD_DIM=head_dim, BLOCK_D=block_d,
+        GROUP=group, WRITE_KV=new_kv is not None, MERGE=merge, MIN_TILES=MIN_TILES_PER_SPLIT, BLOCK_M=max(16, triton.next_power_of_2(group)), HEAD_DIM=head_dim, BLOCK_D=block_d,
         BLOCK_SIZE=block_size, SPLIT=splits > 1, PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         INTERPRET=triton_interpreting(), **cfg,
     )
-    if splits > 1:
+    if splits > 1 and not merge:
         merge_splits(part, lse, out, query_start_loc, max_reqs)
+
+
+# merge_in_kernel: the fewest KV tiles a split covers (4 x 128 keys), so that a short context runs as one
+# program per (row, kv head) and writes its output directly. A guess, to be tuned on the GPU.
+MIN_TILES_PER_SPLIT = 4
+
+# (device) -> int32 counters, one per (row, kv head), zero between launches: the merging split resets
+# the one it used. Kept between calls (a decode step allocates none). A launch splits only with fewer
+# than 2 x num_sms (row, kv head) programs, so 8192 counters always suffice: allocated once, at the
+# first merging launch (inside a recording its zero fill is recorded too, which is harmless: the
+# counters are zero between launches anyway).
+_counters: dict[torch.device, torch.Tensor] = {}
+
+
+def _split_counters(device: torch.device, needed: int) -> torch.Tensor:
+    held = _counters.get(device)
+    if held is None or held.numel() < needed:
+        held = torch.zeros(max(needed, 8192), dtype=torch.int32, device=device)
+        _counters[device] = held
+    return held
