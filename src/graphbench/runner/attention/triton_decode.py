@@ -100,7 +100,7 @@ def _decode_kernel(
         num_done = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
         tl.debug_barrier()
         if num_done == num_active - 1:
-            _merge_splits(part_ptr, lse_ptr, out_ptr, out_offs, io_mask, split_row - split, row_ok, num_active,
+            _merge_own_splits(part_ptr, lse_ptr, out_ptr, out_offs, io_mask, split_row - split, row_ok, num_active,
                           HEAD_DIM, BLOCK_M, BLOCK_D, INTERPRET)
             tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")  # zero again for the next launch
 
@@ -120,7 +120,7 @@ def _merge_split(m, l, acc, part_ptr, lse_ptr, row, row_ok, io_mask, HEAD_DIM: t
 
 
 @triton.jit
-def _merge_splits(part_ptr, lse_ptr, out_ptr, out_offs, io_mask, first_row, row_ok, num_active,
+def _merge_own_splits(part_ptr, lse_ptr, out_ptr, out_offs, io_mask, first_row, row_ok, num_active,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr):
     """out = the log-sum-exp weighted mean of splits 0..num_active-1 (split s at row first_row + s)."""
     m = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
