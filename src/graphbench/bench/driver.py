@@ -17,12 +17,11 @@ def _prompt(spec: RequestSpec, vocab_size: int, seed: int) -> list[int]:
     return random_prompts(1, spec.prompt_len, vocab_size, seed)[0]
 
 
-def run_engine_workload(engine, workload: Workload, specs: list[RequestSpec] | None = None,
-                        seed_offset: int = 0) -> dict[str, Any]:
+def run_engine_workload(engine, workload: Workload, seed_offset: int = 0) -> dict[str, Any]:
     """Run every request of the workload to completion; return this repeat's metrics."""
     import torch
 
-    specs = specs if specs is not None else workload.requests()
+    specs = workload.requests()
     vocab = engine.arch.vocab_size
     prompts = [_prompt(s, vocab, workload.seed * 100003 + seed_offset * 7919 + i) for i, s in enumerate(specs)]
     cuda = engine.device.type == "cuda"

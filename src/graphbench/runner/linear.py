@@ -126,11 +126,9 @@ def add_rmsnorm_gate_up_impl(x: torch.Tensor, residual: torch.Tensor, norm_weigh
     """h = x + residual; gate_up = rmsnorm(h) * norm_weight @ weight.T ([T, 2I] = [gate | up]);
     -> (silu(gate) * up [T, I], h). On the GPU: one add-norm launch, the projection (the one-row GEMV,
     which computes the activation itself with GRAPHBENCH_GATE_UP_SILU=1), one silu-mul launch."""
-    fits = x.shape == residual.shape and x.dim() == 2 and residual.is_contiguous() and norm_weight.dtype == x.dtype
-    if not (fits and _on_triton_device(x) and x.is_contiguous()):
+    if not _add_norm_fits(x, residual, norm_weight) or not (_on_triton_device(x) and x.is_contiguous()):
         return add_rmsnorm_gate_up_matmul(x, residual, norm_weight, eps, weight)
-    normed, h = torch.empty_like(x), torch.empty_like(x)
-    _kernels()[1].launch_add_rmsnorm(x, residual, norm_weight, eps, normed, h)
+    normed, h = _add_rmsnorm(x, residual, norm_weight, eps)
     if GATE_UP_SILU and gemv_applies(normed, weight):
         return gemv(normed, weight, gate_up=True), h
     gate_up = linear_impl(normed, weight)
@@ -172,7 +170,7 @@ def add_rmsnorm_linear_impl(x: torch.Tensor, residual: torch.Tensor, norm_weight
                             weight: torch.Tensor, bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """h = x + residual; (linear(rmsnorm(h) * norm_weight, weight, bias), h): the residual add and the
     norm in front of a projection. One row: one fused kernel; several: one add-norm launch + the matmul."""
-    fits = x.shape == residual.shape and x.dim() == 2 and residual.is_contiguous() and norm_weight.dtype == x.dtype
+    fits = _add_norm_fits(x, residual, norm_weight)
     if FUSED_GEMV and fits and gemv_applies(x, weight):
         out = torch.empty((1, weight.shape[0]), dtype=x.dtype, device=x.device)
         h = torch.empty_like(x)
@@ -180,10 +178,22 @@ def add_rmsnorm_linear_impl(x: torch.Tensor, residual: torch.Tensor, norm_weight
                                        *_gemv_config(*weight.shape), interpret=triton_interpreting())
         return out, h
     if fits and _on_triton_device(x) and x.is_contiguous():
-        normed, h = torch.empty_like(x), torch.empty_like(x)
-        _kernels()[1].launch_add_rmsnorm(x, residual, norm_weight, eps, normed, h)
+        normed, h = _add_rmsnorm(x, residual, norm_weight, eps)
         return linear_impl(normed, weight, bias), h
     return add_rmsnorm_matmul(x, residual, norm_weight, eps, weight, bias)
+
+
+def _add_norm_fits(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor) -> bool:
+    """The Triton add-norm kernels take x, residual [T, K] (residual contiguous) and a norm weight of x's dtype."""
+    return x.shape == residual.shape and x.dim() == 2 and residual.is_contiguous() and norm_weight.dtype == x.dtype
+
+
+def _add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor,
+                 eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rmsnorm(x + residual) * norm_weight, x + residual) in one Triton launch."""
+    normed, h = torch.empty_like(x), torch.empty_like(x)
+    _kernels()[1].launch_add_rmsnorm(x, residual, norm_weight, eps, normed, h)
+    return normed, h
 
 
 def add_rmsnorm_matmul(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,

@@ -20,8 +20,6 @@ def greedy(logits: torch.Tensor) -> torch.Tensor:  # [R, V] any float dtype -> [
 MIN_TRITON_VOCAB = 8192
 
 
-
-
 def sample(
     logits: torch.Tensor,  # [R, V] float32
     temperatures: torch.Tensor,  # [R] float32, 0 = greedy

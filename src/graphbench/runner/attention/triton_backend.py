@@ -32,13 +32,12 @@ class TritonBackend(AttentionBackend):
     cudagraph_support = CudagraphSupport.ALWAYS
 
     def forward(self, q, k, v, k_cache, v_cache, meta: AttentionMetadata, scale: float, out) -> None:
-        if meta.uniform_decode and DECODE_WRITES_KV:  # the decode kernel writes the new K/V itself
-            paged_decode(q, k_cache, v_cache, out, meta.query_start_loc, meta.seq_lens, meta.block_tables, scale,
-                         new_kv=(k, v, meta.slot_mapping), merge_in_kernel=DECODE_MERGE_IN_KERNEL)
-            return
-        write_kv_cache(k, v, k_cache, v_cache, meta.slot_mapping)
+        kernel_writes_kv = meta.uniform_decode and DECODE_WRITES_KV  # the decode kernel writes the new K/V itself
+        if not kernel_writes_kv:
+            write_kv_cache(k, v, k_cache, v_cache, meta.slot_mapping)
         if meta.uniform_decode:  # row r is request r: no search for each program's request
             paged_decode(q, k_cache, v_cache, out, meta.query_start_loc, meta.seq_lens, meta.block_tables, scale,
+                         new_kv=(k, v, meta.slot_mapping) if kernel_writes_kv else None,
                          merge_in_kernel=DECODE_MERGE_IN_KERNEL)
             return
         paged_attention(q, k_cache, v_cache, out, meta.query_start_loc, meta.seq_lens, meta.block_tables, scale)
