@@ -19,6 +19,7 @@
 #   bash bench/gpu_checks.sh flags     # on nvidia-h200-x2: the three launch savers (off by default until measured),
 #                                      # all on: gemv_check + the GPU suite (GPU 0) beside one decode run of -O2 with
 #                                      # each, with all, and hf-compile (GPU 1); groups flagtests / flagdecode alone
+#   bash bench/gpu_checks.sh session6a # on nvidia-h200-x2: flagtests, then -O2 at C = 64 x 5 (GPU 0) beside flagdecode (GPU 1), ~8 min
 #   bash bench/gpu_checks.sh pair3     # on nvidia-h200-x2: decode7 (GPU 1, cores 0-15) beside -O2 at C=64 x 5 repeats
 #                                      # for both ladders (GPU 0, cores 16-31; slowest steps per repeat), ~4 min
 #   bash bench/gpu_checks.sh pair      # on nvidia-h200-x2: gemv_check, then decode7 (GPU 1, cores 0-15) beside
@@ -114,6 +115,14 @@ case "${1:-}" in
     GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0 taskset -c 16-31 bash "$0" flagtests > "$OUT/flagtests.out" 2>&1
     wait; cat "$OUT/flagtests.out" "$OUT/flagdecode.out"
     tar czf /tmp/flags.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/flags.tgz "$OUT/" ;;
+  session6a)  # on nvidia-h200-x2: flagtests then -O2 at C = 64 x 5 repeats (GPU 0, cores 16-31) beside flagdecode (GPU 1)
+    GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1 taskset -c 0-15 bash "$0" flagdecode > "$OUT/flagdecode.out" 2>&1 &
+    (export GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0
+     taskset -c 16-31 bash "$0" flagtests > "$OUT/flagtests.out" 2>&1
+     taskset -c 16-31 timeout 200 python3 -m graphbench sweep --model llama-3.2-1b --levels 2 --peers none \
+       --concurrency 64 --repeats 5 --results "$OUT/spread" --report "$OUT/spread-report" > "$OUT/spread.log" 2>&1)
+    wait; cat "$OUT/flagtests.out" "$OUT/flagdecode.out"; grep -v "^DEBUG" "$OUT/spread.log" | tail -14
+    tar czf /tmp/session6a.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/session6a.tgz "$OUT/" ;;
   pair3)
     GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1 taskset -c 0-15 bash "$0" decode7 > "$OUT/decode7.out" 2>&1 &
     GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0 taskset -c 16-31 timeout 250 python3 -m graphbench sweep \
@@ -135,5 +144,5 @@ case "${1:-}" in
   o3profile)  # where -O3's cold start goes, in every thread (stack samples every 20 ms), ~4 min
     OUT="$OUT" timeout 300 python3 bench/debug/sample_cold_start.py --level 3 --max-num-seqs 256 2>&1 \
       | grep -v "^DEBUG" | tail -3; head -60 "$OUT/samples-O3.txt" ;;
-  *) echo "usage: bash bench/gpu_checks.sh flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu_checks.sh session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
 esac
