@@ -20,6 +20,7 @@
 #                                      # all on: gemv_check + the GPU suite (GPU 0) beside one decode run of -O2 with
 #                                      # each, with all, and hf-compile (GPU 1); groups flagtests / flagdecode alone
 #   bash bench/gpu_checks.sh session6a # on nvidia-h200-x2: flagtests, then -O2 at C = 64 x 5 (GPU 0) beside flagdecode (GPU 1), ~8 min
+#   bash bench/gpu_checks.sh session6b # on nvidia-h200-x2: GPU suite + host/device time per step (GPU 0) beside issue 7's record (GPU 1)
 #   bash bench/gpu_checks.sh pair3     # on nvidia-h200-x2: decode7 (GPU 1, cores 0-15) beside -O2 at C=64 x 5 repeats
 #                                      # for both ladders (GPU 0, cores 16-31; slowest steps per repeat), ~4 min
 #   bash bench/gpu_checks.sh pair      # on nvidia-h200-x2: gemv_check, then decode7 (GPU 1, cores 0-15) beside
@@ -123,6 +124,22 @@ case "${1:-}" in
        --concurrency 64 --repeats 5 --results "$OUT/spread" --report "$OUT/spread-report" > "$OUT/spread.log" 2>&1)
     wait; cat "$OUT/flagtests.out" "$OUT/flagdecode.out"; grep -v "^DEBUG" "$OUT/spread.log" | tail -14
     tar czf /tmp/session6a.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/session6a.tgz "$OUT/" ;;
+  session6b)  # on nvidia-h200-x2: gemv_check + GPU suite + host vs device time per step (GPU 0) beside issue 7's
+              # record with the launch savers' A/B (GPU 1), ~5 min
+    (export GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1
+     taskset -c 0-15 timeout 330 python3 bench/decode.py --model llama-3.2-1b --batches 1,64 --levels 0,2 --peers hf-compile \
+       --variant nokv=GRAPHBENCH_DECODE_WRITES_KV=0 --variant nomerge=GRAPHBENCH_DECODE_MERGE_IN_KERNEL=0 \
+       --out "$OUT/decode.json" --timeout 200 2>&1 | grep -v "^DEBUG" > "$OUT/decode.log"
+     taskset -c 0-15 timeout 150 python3 bench/decode.py --model llama-3.1-8b --batches 1 --levels 2 --peers "" \
+       --out "$OUT/decode-8b.json" --timeout 140 2>&1 | grep -v "^DEBUG" > "$OUT/decode-8b.log") &
+    export GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0
+    taskset -c 16-31 timeout 60 python3 bench/debug/gemv_check.py > "$OUT/gemv-check.log" 2>&1
+    taskset -c 16-31 timeout 300 python3 -m pytest -m gpu -q -p no:logging --durations=5 tests/gpu > "$OUT/tests.log" 2>&1
+    taskset -c 16-31 timeout 150 python3 bench/debug/step_host_time.py --model llama-3.2-1b --level 2 --concurrency 64 \
+      --waves 3 --out "$OUT/step-host-time.json" > "$OUT/step-host-time.log" 2>&1
+    wait; grep -E "BAD|CHECK" "$OUT/gemv-check.log"; tail -12 "$OUT/tests.log"; grep -v "^DEBUG" "$OUT/step-host-time.log" | tail -24
+    tail -14 "$OUT/decode.log"; tail -3 "$OUT/decode-8b.log"
+    tar czf /tmp/session6b.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/session6b.tgz "$OUT/" ;;
   pair3)
     GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1 taskset -c 0-15 bash "$0" decode7 > "$OUT/decode7.out" 2>&1 &
     GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0 taskset -c 16-31 timeout 250 python3 -m graphbench sweep \
@@ -144,5 +161,5 @@ case "${1:-}" in
   o3profile)  # where -O3's cold start goes, in every thread (stack samples every 20 ms), ~4 min
     OUT="$OUT" timeout 300 python3 bench/debug/sample_cold_start.py --level 3 --max-num-seqs 256 2>&1 \
       | grep -v "^DEBUG" | tail -3; head -60 "$OUT/samples-O3.txt" ;;
-  *) echo "usage: bash bench/gpu_checks.sh session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu_checks.sh session6b|session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
 esac

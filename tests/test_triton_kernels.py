@@ -203,9 +203,45 @@ MERGE_CASES = {
 }
 
 
+def check_dummy_slots_write_nothing(merge_in_kernel: bool):
+    """The engine's dummy batches (warm-up, profile, capture) have real rows with slot -1: the decode
+    kernel writing K/V must then write nothing, neither in the cache nor just outside it (block -1)."""
+    from graphbench.runner.attention.triton_decode import paged_decode
+
+    case = make_case([(1, 20), (1, 33), (1, 300)], 4, 2, 16, seed=11)
+    guarded = {}
+    for name in ("k_cache", "v_cache"):
+        cache = case[name]
+        whole = torch.full((cache.shape[0] + 2,) + cache.shape[1:], 12345.0)  # one guard block each side
+        whole[1:-1] = cache
+        case[name], guarded[name] = whole[1:-1], whole
+    case["slot_mapping"].fill_(-1)
+    before = {name: whole.clone() for name, whole in guarded.items()}
+    out = torch.empty_like(case["q"])
+    meta = [case[n] for n in ("query_start_loc", "seq_lens", "block_tables")]
+    paged_decode(case["q"], case["k_cache"], case["v_cache"], out, *meta, 0.25, num_splits=8,
+                 new_kv=(case["k"], case["v"], case["slot_mapping"]), merge_in_kernel=merge_in_kernel)
+    for name, whole in guarded.items():
+        assert torch.equal(whole.isnan(), before[name].isnan()), f"{name}: written with slot -1"
+        assert torch.equal(whole.nan_to_num(0.0), before[name].nan_to_num(0.0)), f"{name}: written with slot -1"
+
+
+# name -> merge_in_kernel, for check_dummy_slots_write_nothing
+DUMMY_SLOT_CASES = {"decode_writes_kv_dummy_slots": False, "decode_merge_writes_kv_dummy_slots": True}
+
+
 def _run_cases(names):
     results = {}
     for name in names:
+        if name in DUMMY_SLOT_CASES:
+            start = time.perf_counter()
+            try:
+                check_dummy_slots_write_nothing(DUMMY_SLOT_CASES[name])
+                verdict = "ok"
+            except Exception as exc:  # noqa: BLE001  (reported back to the parent test)
+                verdict = f"{type(exc).__name__}: {exc}"
+            results[name] = {"verdict": verdict, "seconds": round(time.perf_counter() - start, 2)}
+            continue
         args, kwargs, splits = {**CASES, **DECODE_CASES, **WRITE_KV_CASES, **MERGE_CASES}[name]
         start = time.perf_counter()
         try:
@@ -226,7 +262,7 @@ def interpreter_results():
         pytest.skip("triton is not installed")
     env = dict(os.environ, TRITON_INTERPRET="1")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    proc = subprocess.run([sys.executable, __file__, *CASES, *DECODE_CASES, *WRITE_KV_CASES, *MERGE_CASES], env=env, cwd=ROOT, capture_output=True,
+    proc = subprocess.run([sys.executable, __file__, *CASES, *DECODE_CASES, *WRITE_KV_CASES, *MERGE_CASES, *DUMMY_SLOT_CASES], env=env, cwd=ROOT, capture_output=True,
                           text=True, timeout=900)
     if proc.returncode != 0 or not proc.stdout.strip():
         pytest.fail(f"interpreter subprocess failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
@@ -234,7 +270,8 @@ def interpreter_results():
     return results
 
 
-@pytest.mark.parametrize("name", list(CASES) + list(DECODE_CASES) + list(WRITE_KV_CASES) + list(MERGE_CASES))
+@pytest.mark.parametrize("name", list(CASES) + list(DECODE_CASES) + list(WRITE_KV_CASES) + list(MERGE_CASES)
+                         + list(DUMMY_SLOT_CASES))
 def test_triton_kernels_interpreted(name, interpreter_results):
     assert interpreter_results[name]["verdict"] == "ok", interpreter_results[name]["verdict"]
 
@@ -255,4 +292,5 @@ def test_attention_config_is_shape_only():
 
 if __name__ == "__main__":
     assert os.environ.get("TRITON_INTERPRET") == "1", "run with TRITON_INTERPRET=1"
-    print(json.dumps(_run_cases(sys.argv[1:] or list(CASES) + list(DECODE_CASES) + list(WRITE_KV_CASES) + list(MERGE_CASES))))
+    print(json.dumps(_run_cases(sys.argv[1:] or list(CASES) + list(DECODE_CASES) + list(WRITE_KV_CASES) + list(MERGE_CASES)
+                                    + list(DUMMY_SLOT_CASES))))

@@ -141,10 +141,13 @@ def _merge_own_splits(part_ptr, lse_ptr, out_ptr, out_offs, io_mask, first_row, 
 def _write_new_kv(k_ptr, v_ptr, slot_ptr, k_cache_ptr, v_cache_ptr, req64, kv_head, stride_nkt, stride_nkh,
                   stride_nvt, stride_nvh, stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
                   HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_SIZE: tl.constexpr):
-    """k_cache[slot] = k[req, kv_head] and the same for v (what write_kv_cache does for one row and head)."""
+    """k_cache[slot] = k[req, kv_head] and the same for v (what write_kv_cache does for one row and head).
+
+    A slot < 0 writes nothing: the engine's dummy batches (warm-up, memory profile, capture) have real
+    rows with slot -1, and block -1 would be outside the cache."""
     offs_d = tl.arange(0, BLOCK_D)
-    d_ok = offs_d < HEAD_DIM
     slot = tl.load(slot_ptr + req64).to(tl.int64)
+    d_ok = (offs_d < HEAD_DIM) & (slot >= 0)
     block = slot // BLOCK_SIZE
     offset = slot % BLOCK_SIZE
     k = tl.load(k_ptr + req64 * stride_nkt + kv_head * stride_nkh + offs_d, mask=d_ok)

@@ -1,0 +1,140 @@
+"""Host time vs device time of every step of a closed-loop wave (issue 5's spread: which side is slow?).
+
+    python bench/debug/step_host_time.py --model llama-3.2-1b --level 2 --concurrency 64 --waves 3
+
+Each step runs synchronously after a device sync: the host's launch (schedule + inputs + forward +
+sampling queued) is timed on the host clock, the queued work with CUDA events around it. A step whose
+host launch is longer than its device time is host-bound: in the asynchronous engine its wall time
+follows the CPU, not the GPU. One prefill step also runs under torch.cuda.set_sync_debug_mode("warn"):
+any synchronising call inside a launch (which would make launch time include device time) is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+import warnings
+
+
+def run_wave(engine, concurrency: int, prompt_len: int, output_len: int, seed: int) -> list[dict]:
+    """One wave of `concurrency` requests, each step timed on both clocks; a list of step records."""
+    import torch
+
+    from graphbench.bench.decode_timing import random_prompts
+    from graphbench.runner.request import SamplingParams
+
+    params = SamplingParams(max_tokens=output_len, ignore_eos=True)
+    for prompt in random_prompts(concurrency, prompt_len, engine.arch.vocab_size, seed=seed):
+        engine.add_request(prompt, params)
+    runner, steps, cuda = engine.runner, [], torch.cuda.is_available()
+    start, end = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) if cuda else (None, None)
+    while engine.has_unfinished():
+        if cuda:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        batch = engine.scheduler.schedule()
+        if cuda:
+            start.record()
+        launched = runner.launch(batch)
+        if cuda:
+            end.record()
+        t1 = time.perf_counter()
+        take_in(engine, batch, launched)
+        t2 = time.perf_counter()
+        # on the CPU (smoke runs) the work is done inside the launch: "device" is launch + wait
+        device_ms = start.elapsed_time(end) if cuda else (t2 - t0) * 1e3
+        steps.append({"num_tokens": batch.num_tokens, "mode": launched.runtime_mode.value,
+                      "host_ms": (t1 - t0) * 1e3, "device_ms": device_ms})
+    return steps
+
+
+def take_in(engine, batch, launched) -> None:
+    """What Engine.step does after a launch, synchronously: placeholders, then the sampled tokens."""
+    engine.scheduler.update(batch)
+    for row, request in enumerate(batch.requests):
+        if request.num_computed_tokens >= request.num_tokens:
+            request.output_token_ids.append(-1)
+            request.pending_row = row
+            launched.fills.append((request, row, len(request.output_token_ids) - 1))
+    launched.result()
+    engine._take_tokens(launched)
+
+
+def find_syncs(engine, concurrency: int, prompt_len: int) -> list[str]:
+    """Warnings of synchronising calls during one prefill step's launch."""
+    import torch
+
+    from graphbench.bench.decode_timing import random_prompts
+    from graphbench.runner.request import SamplingParams
+
+    for prompt in random_prompts(concurrency, prompt_len, engine.arch.vocab_size, seed=99):
+        engine.add_request(prompt, SamplingParams(max_tokens=2, ignore_eos=True))
+    batch = engine.scheduler.schedule()
+    cuda = torch.cuda.is_available()
+    if cuda:
+        torch.cuda.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if cuda:
+            torch.cuda.set_sync_debug_mode("warn")
+        try:
+            launched = engine.runner.launch(batch)
+        finally:
+            if cuda:
+                torch.cuda.set_sync_debug_mode(0)
+    take_in(engine, batch, launched)
+    while engine.has_unfinished():  # finish them so the next measurement starts clean
+        engine.step()
+    engine.drain()
+    return [f"{w.filename}:{w.lineno}: {str(w.message)[:200]}" for w in caught]
+
+
+def summarise(steps: list[dict]) -> list[dict]:
+    groups: dict[tuple, list[dict]] = {}
+    for s in steps:
+        size = "prefill >= 1024" if s["num_tokens"] >= 1024 else ("decode" if s["mode"] == "FULL" else "other")
+        groups.setdefault((s["mode"], size), []).append(s)
+    rows = []
+    for (mode, size), group in sorted(groups.items()):
+        host = [s["host_ms"] for s in group]
+        dev = [s["device_ms"] for s in group]
+        rows.append({"mode": mode, "steps": size, "n": len(group), "host_ms_p50": statistics.median(host),
+                     "host_ms_max": max(host), "device_ms_p50": statistics.median(dev), "device_ms_max": max(dev),
+                     "host_bound": sum(h > d for h, d in zip(host, dev))})
+    return rows
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="llama-3.2-1b")
+    p.add_argument("--level", type=int, default=2)
+    p.add_argument("--concurrency", type=int, default=64)
+    p.add_argument("--prompt-len", type=int, default=128)
+    p.add_argument("--output-len", type=int, default=32)
+    p.add_argument("--waves", type=int, default=3)
+    p.add_argument("--out", default=None)
+    args = p.parse_args()
+    from graphbench.config import load_engine_config
+    from graphbench.runner.engine import Engine
+
+    engine = Engine(load_engine_config(overrides={"model.model": args.model, "optimization_level": args.level}))
+    run_wave(engine, args.concurrency, args.prompt_len, args.output_len, seed=0)  # warm-up
+    syncs = find_syncs(engine, args.concurrency, args.prompt_len)
+    waves = [run_wave(engine, args.concurrency, args.prompt_len, args.output_len, seed=w + 1) for w in range(args.waves)]
+    print(f"synchronising calls in one prefill launch: {len(syncs)}")
+    for line in syncs[:10]:
+        print("  " + line)
+    for w, steps in enumerate(waves):
+        print(f"wave {w}: {len(steps)} steps, host total {sum(s['host_ms'] for s in steps):.1f} ms, "
+              f"device total {sum(s['device_ms'] for s in steps):.1f} ms")
+        for row in summarise(steps):
+            print("  " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"syncs": syncs, "waves": waves}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
