@@ -21,6 +21,7 @@
 #                                      # each, with all, and hf-compile (GPU 1); groups flagtests / flagdecode alone
 #   bash bench/gpu_checks.sh session6a # on nvidia-h200-x2: flagtests, then -O2 at C = 64 x 5 (GPU 0) beside flagdecode (GPU 1), ~8 min
 #   bash bench/gpu_checks.sh session6b # on nvidia-h200-x2: GPU suite + host/device time per step (GPU 0) beside issue 7's record (GPU 1)
+#   bash bench/gpu_checks.sh session6c # on nvidia-h200-x2: host profile of launches (GPU 0) beside profile_step at 1 and 64 (GPU 1)
 #   bash bench/gpu_checks.sh pair3     # on nvidia-h200-x2: decode7 (GPU 1, cores 0-15) beside -O2 at C=64 x 5 repeats
 #                                      # for both ladders (GPU 0, cores 16-31; slowest steps per repeat), ~4 min
 #   bash bench/gpu_checks.sh pair      # on nvidia-h200-x2: gemv_check, then decode7 (GPU 1, cores 0-15) beside
@@ -140,6 +141,16 @@ case "${1:-}" in
     wait; grep -E "BAD|CHECK" "$OUT/gemv-check.log"; tail -12 "$OUT/tests.log"; grep -v "^DEBUG" "$OUT/step-host-time.log" | tail -24
     tail -14 "$OUT/decode.log"; tail -3 "$OUT/decode-8b.log"
     tar czf /tmp/session6b.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/session6b.tgz "$OUT/" ;;
+  session6c)  # on nvidia-h200-x2: where the host time of prefill / mixed / decode launches goes (GPU 0) beside a
+              # per-kernel step profile at batch 1 and 64 (GPU 1), ~3 min
+    (export GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1
+     taskset -c 0-15 timeout 200 python3 bench/profile_step.py --model llama-3.2-1b --level 2 --batches 1,64 \
+       --out "$OUT/profile-step.json" 2>&1 | grep -v "^DEBUG" > "$OUT/profile-step.log") &
+    export GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0
+    taskset -c 16-31 timeout 200 python3 bench/debug/step_host_time.py --model llama-3.2-1b --level 2 --concurrency 64 \
+      --waves 2 --cprofile --out "$OUT/step-host-time.json" 2>&1 | grep -v "^DEBUG" > "$OUT/step-host-time.log"
+    wait; head -12 "$OUT/step-host-time.log"; grep -A12 "^batch" "$OUT/profile-step.log" | grep -v "^ *-" | head -40
+    tar czf /tmp/session6c.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/session6c.tgz "$OUT/" ;;
   pair3)
     GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1 taskset -c 0-15 bash "$0" decode7 > "$OUT/decode7.out" 2>&1 &
     GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0 taskset -c 16-31 timeout 250 python3 -m graphbench sweep \
@@ -161,5 +172,5 @@ case "${1:-}" in
   o3profile)  # where -O3's cold start goes, in every thread (stack samples every 20 ms), ~4 min
     OUT="$OUT" timeout 300 python3 bench/debug/sample_cold_start.py --level 3 --max-num-seqs 256 2>&1 \
       | grep -v "^DEBUG" | tail -3; head -60 "$OUT/samples-O3.txt" ;;
-  *) echo "usage: bash bench/gpu_checks.sh session6b|session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu_checks.sh session6c|session6b|session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
 esac

@@ -114,6 +114,7 @@ def main() -> None:
     p.add_argument("--prompt-len", type=int, default=128)
     p.add_argument("--output-len", type=int, default=32)
     p.add_argument("--waves", type=int, default=3)
+    p.add_argument("--cprofile", action="store_true", help="also profile the host side of one more wave (cProfile)")
     p.add_argument("--out", default=None)
     args = p.parse_args()
     from graphbench.config import load_engine_config
@@ -131,9 +132,46 @@ def main() -> None:
               f"device total {sum(s['device_ms'] for s in steps):.1f} ms")
         for row in summarise(steps):
             print("  " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
+    if args.cprofile:
+        print_host_profile(engine, args)
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"syncs": syncs, "waves": waves}, f, indent=1)
+
+
+def print_host_profile(engine, args) -> None:
+    """cProfile of the launches of one more wave, split by the kind of step (prefill, mixed, decode)."""
+    import cProfile
+    import io
+    import pstats
+
+    profiles = {"NONE": cProfile.Profile(), "PIECEWISE": cProfile.Profile(), "FULL": cProfile.Profile()}
+    runner = engine.runner
+    launch = runner.launch
+
+    def profiled_launch(batch):
+        mode, _ = runner.dispatcher.dispatch(batch.descriptor)
+        prof = profiles[mode.value]
+        prof.enable()
+        try:
+            return launch(batch)
+        finally:
+            prof.disable()
+
+    runner.launch = profiled_launch
+    try:
+        run_wave(engine, args.concurrency, args.prompt_len, args.output_len, seed=1000)
+    finally:
+        runner.launch = launch
+    for mode, prof in profiles.items():
+        text = io.StringIO()
+        stats = pstats.Stats(prof, stream=text)
+        if not stats.total_calls:
+            continue
+        stats.sort_stats("tottime").print_stats(30)
+        stats.sort_stats("cumulative").print_stats(30)
+        print(f"==== host profile of {mode} launches (by own time, then cumulative) ====")
+        print(text.getvalue())
 
 
 if __name__ == "__main__":

@@ -70,13 +70,17 @@ class Scheduler:
         scheduled: list[Request] = []
         counts: list[int] = []
         # Decodes first, then requests still in their (chunked) prefill, in admission order.
-        for request in sorted(self.running, key=lambda r: r.num_uncomputed_tokens > 1):
-            if request not in self.running or budget == 0:
-                continue  # preempted below while making room
+        # (this loop runs every step for every request: each property is read once)
+        pending = sorted(((r.num_uncomputed_tokens, r) for r in self.running), key=lambda p: p[0] > 1)
+        block_size = self.block_size
+        for num_uncomputed, request in pending:
+            if request.status is not RequestStatus.RUNNING or budget == 0:
+                continue  # preempted below while making room (a status test: `in self.running` is O(n))
             if request.all_sampled:
                 continue  # its last token is still on its way back from the device
-            num_new = min(request.num_uncomputed_tokens, budget)
-            if not self._reserve(request, num_new, scheduled):
+            num_new = min(num_uncomputed, budget)
+            has_room = -(-(request.num_computed_tokens + num_new) // block_size) <= len(request.block_ids)
+            if not has_room and not self._reserve(request, num_new, scheduled):
                 continue
             scheduled.append(request)
             counts.append(num_new)
@@ -107,7 +111,10 @@ class Scheduler:
         return max(0, total - len(request.block_ids))
 
     def _allocate(self, request: Request, num_new: int) -> bool:
-        blocks = self.allocator.allocate(self._blocks_needed(request, num_new))
+        needed = self._blocks_needed(request, num_new)
+        if needed == 0:  # most decode steps: the last block has room
+            return True
+        blocks = self.allocator.allocate(needed)
         if blocks is None:
             return False
         request.block_ids.extend(blocks)
