@@ -22,6 +22,7 @@
 #   bash bench/gpu_checks.sh session6a # on nvidia-h200-x2: flagtests, then -O2 at C = 64 x 5 (GPU 0) beside flagdecode (GPU 1), ~8 min
 #   bash bench/gpu_checks.sh session6b # on nvidia-h200-x2: GPU suite + host/device time per step (GPU 0) beside issue 7's record (GPU 1)
 #   bash bench/gpu_checks.sh session6c # on nvidia-h200-x2: host profile of launches (GPU 0) beside profile_step at 1 and 64 (GPU 1)
+#   bash bench/gpu_checks.sh session6d # on nvidia-h200-x2: the default sweep (GPU 0) beside the GPU suite + host/device time per step (GPU 1)
 #   bash bench/gpu_checks.sh pair3     # on nvidia-h200-x2: decode7 (GPU 1, cores 0-15) beside -O2 at C=64 x 5 repeats
 #                                      # for both ladders (GPU 0, cores 16-31; slowest steps per repeat), ~4 min
 #   bash bench/gpu_checks.sh pair      # on nvidia-h200-x2: gemv_check, then decode7 (GPU 1, cores 0-15) beside
@@ -151,6 +152,17 @@ case "${1:-}" in
       --waves 2 --cprofile --out "$OUT/step-host-time.json" 2>&1 | grep -v "^DEBUG" > "$OUT/step-host-time.log"
     wait; head -12 "$OUT/step-host-time.log"; grep -A12 "^batch" "$OUT/profile-step.log" | grep -v "^ *-" | head -40
     tar czf /tmp/session6c.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/session6c.tgz "$OUT/" ;;
+  session6d)  # on nvidia-h200-x2: the default sweep with both peers (GPU 0, cores 16-31; issue 5's record) beside
+              # the GPU suite and the host vs device time per step (GPU 1, cores 0-15), < 10 min
+    (export GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1
+     taskset -c 0-15 timeout 280 python3 -m pytest -m gpu -q -p no:logging --durations=5 tests/gpu > "$OUT/tests.log" 2>&1
+     taskset -c 0-15 timeout 100 python3 bench/debug/step_host_time.py --model llama-3.2-1b --level 2 --concurrency 64 \
+       --waves 3 --out "$OUT/step-host-time.json" 2>&1 | grep -v "^DEBUG" > "$OUT/step-host-time.log") &
+    export GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0
+    taskset -c 16-31 timeout 585 python3 -m graphbench sweep --model llama-3.2-1b --results "$OUT/sweep" \
+      --report "$OUT/sweep-report" > "$OUT/sweep.log" 2>&1
+    wait; tail -8 "$OUT/tests.log"; head -14 "$OUT/step-host-time.log"; grep -v "^DEBUG" "$OUT/sweep.log" | tail -30
+    tar czf /tmp/session6d.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/session6d.tgz "$OUT/" ;;
   pair3)
     GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1 taskset -c 0-15 bash "$0" decode7 > "$OUT/decode7.out" 2>&1 &
     GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0 taskset -c 16-31 timeout 250 python3 -m graphbench sweep \
@@ -172,5 +184,5 @@ case "${1:-}" in
   o3profile)  # where -O3's cold start goes, in every thread (stack samples every 20 ms), ~4 min
     OUT="$OUT" timeout 300 python3 bench/debug/sample_cold_start.py --level 3 --max-num-seqs 256 2>&1 \
       | grep -v "^DEBUG" | tail -3; head -60 "$OUT/samples-O3.txt" ;;
-  *) echo "usage: bash bench/gpu_checks.sh session6c|session6b|session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu_checks.sh session6d|session6c|session6b|session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
 esac

@@ -104,17 +104,17 @@ def test_fixed_size_variants_see_matmuls_again():
 
     graph = fx.Graph()
     x, w, res, nw, w_gu, nw2, w2 = (graph.placeholder(n) for n in ("x", "w", "res", "nw", "w_gu", "nw2", "w2"))
-    y = graph.call_function(linear_op._opoverload, (x, w, None))
-    mlp = graph.call_function(add_rmsnorm_gate_up_op._opoverload, (y, res, nw, 1e-6, w_gu))
+    y = graph.call_function(linear_op, (x, w, None))
+    mlp = graph.call_function(add_rmsnorm_gate_up_op, (y, res, nw, 1e-6, w_gu))
     hidden, h = (graph.call_function(operator.getitem, (mlp, i)) for i in (0, 1))
-    both = graph.call_function(add_rmsnorm_linear_op._opoverload, (hidden, h, nw2, 1e-6, w2, None))
+    both = graph.call_function(add_rmsnorm_linear_op, (hidden, h, nw2, 1e-6, w2, None))
     graph.output(graph.call_function(torch.add, (graph.call_function(operator.getitem, (both, 1)),
                                                  graph.call_function(operator.getitem, (both, 0)))))
     piece = fx.GraphModule(torch.nn.Module(), graph)
     rewritten = linears_as_matmuls(piece)
     targets = [n.target for n in rewritten.graph.nodes if n.op == "call_function" and n.target is not operator.getitem]
     assert targets[:3] == [F.linear, add_rmsnorm_gate_up_matmul, add_rmsnorm_matmul]
-    assert [n.target for n in piece.graph.nodes if n.op == "call_function"][0] is linear_op._opoverload  # a copy
+    assert [n.target for n in piece.graph.nodes if n.op == "call_function"][0] is linear_op  # a copy
     # x[3, 8] -> w[4, 8] -> add-norm with res[3, 4], nw[4] -> gate/up w_gu[8, 4] -> silu-mul [3, 4]
     # -> add-norm with the residual [3, 4], nw2[4] -> w2[4, 4]
     args = (torch.randn(3, 8), torch.randn(4, 8), torch.randn(3, 4), torch.randn(4), torch.randn(8, 4),

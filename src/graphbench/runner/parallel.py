@@ -22,6 +22,7 @@ import torch
 
 from graphbench.config.arch import ArchConfig
 from graphbench.errors import GraphbenchError
+from graphbench.runner.op_registry import register_op
 
 ENV_KEYS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
@@ -96,8 +97,7 @@ def close_tensor_parallel() -> None:
     _shard, _objects_group = Shard(), None
 
 
-@torch.library.custom_op("graphbench::all_reduce", mutates_args=())
-def all_reduce(x: torch.Tensor) -> torch.Tensor:
+def _all_reduce(x: torch.Tensor) -> torch.Tensor:
     """Sum of x over the tensor-parallel ranks (a new tensor)."""
     import torch.distributed as dist
 
@@ -106,9 +106,11 @@ def all_reduce(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
-@all_reduce.register_fake
 def _all_reduce_fake(x: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(x)
+
+
+all_reduce = register_op("graphbench::all_reduce", _all_reduce, _all_reduce_fake)
 
 
 def all_gather_last(x: torch.Tensor) -> torch.Tensor:

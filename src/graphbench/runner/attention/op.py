@@ -13,6 +13,7 @@ from typing import Iterator
 import torch
 
 from graphbench.runner.attention.backend import AttentionBackend, AttentionMetadata
+from graphbench.runner.op_registry import register_op
 
 OP_NAME = "graphbench::attention"
 
@@ -39,8 +40,7 @@ def forward_context(ctx: ForwardContext) -> Iterator[None]:
         _context = previous
 
 
-@torch.library.custom_op(OP_NAME, mutates_args=("out",))
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, layer_idx: int) -> None:
+def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, layer_idx: int) -> None:
     """Writes attention of q[T, h, hd] over the paged cache into out[T, h, hd].
 
     Also writes k/v[T, kvh, hd] into layer_idx's cache. `out` is allocated by the caller, inside
@@ -53,6 +53,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
     ctx.backend.forward(q, k, v, k_cache, v_cache, ctx.meta, ctx.scale, out)
 
 
-@attention.register_fake
 def _attention_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, layer_idx: int) -> None:
     return None
+
+
+attention = register_op(OP_NAME, _attention, _attention_fake, mutates_args=("out",))

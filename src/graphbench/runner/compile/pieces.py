@@ -176,9 +176,9 @@ def linears_as_matmuls(graph: fx.GraphModule) -> fx.GraphModule:
     from graphbench.runner import linear as ops
 
     # op -> the plain-torch function taking the same arguments
-    plain = {ops.linear_op._opoverload: torch.nn.functional.linear,
-             ops.add_rmsnorm_linear_op._opoverload: ops.add_rmsnorm_matmul,
-             ops.add_rmsnorm_gate_up_op._opoverload: ops.add_rmsnorm_gate_up_matmul}
+    plain = {ops.linear_op: torch.nn.functional.linear,
+             ops.add_rmsnorm_linear_op: ops.add_rmsnorm_matmul,
+             ops.add_rmsnorm_gate_up_op: ops.add_rmsnorm_gate_up_matmul}
     rewritten = copy.deepcopy(graph)
     nodes = [n for n in rewritten.graph.nodes if n.op == "call_function" and n.target in plain]
     for node in nodes:
