@@ -23,6 +23,8 @@
 #   bash bench/gpu_checks.sh session6b # on nvidia-h200-x2: GPU suite + host/device time per step (GPU 0) beside issue 7's record (GPU 1)
 #   bash bench/gpu_checks.sh session6c # on nvidia-h200-x2: host profile of launches (GPU 0) beside profile_step at 1 and 64 (GPU 1)
 #   bash bench/gpu_checks.sh session6d # on nvidia-h200-x2: the default sweep (GPU 0) beside the GPU suite + host/device time per step (GPU 1)
+#   bash bench/gpu_checks.sh session6e # one GPU: issue 7 in one run, in-kernel merge split size 1 and 2 tiles as variants
+#   bash bench/gpu_checks.sh session6f # on nvidia-h200-x2: session6e (GPU 1) beside the C = 64 spread + hidden-sync probe (GPU 0)
 #   bash bench/gpu_checks.sh pair3     # on nvidia-h200-x2: decode7 (GPU 1, cores 0-15) beside -O2 at C=64 x 5 repeats
 #                                      # for both ladders (GPU 0, cores 16-31; slowest steps per repeat), ~4 min
 #   bash bench/gpu_checks.sh pair      # on nvidia-h200-x2: gemv_check, then decode7 (GPU 1, cores 0-15) beside
@@ -163,6 +165,24 @@ case "${1:-}" in
       --report "$OUT/sweep-report" > "$OUT/sweep.log" 2>&1
     wait; tail -8 "$OUT/tests.log"; head -14 "$OUT/step-host-time.log"; grep -v "^DEBUG" "$OUT/sweep.log" | tail -30
     tar czf /tmp/session6d.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/session6d.tgz "$OUT/" ;;
+  session6e)  # one GPU: issue 7 in one run with the split size of the in-kernel merge tried at 1 and 2 tiles, ~4 min
+    timeout ${DECODE_TIMEOUT:-260} python3 bench/decode.py --model llama-3.2-1b --batches 1,64 --levels 0,2 --peers hf-compile \
+      --variant min1=GRAPHBENCH_DECODE_MIN_TILES=1 --variant min2=GRAPHBENCH_DECODE_MIN_TILES=2 \
+      --out "$OUT/decode.json" --timeout 120 2>&1 | grep -v "^DEBUG" > "$OUT/decode.log"
+    timeout ${DECODE_8B_TIMEOUT:-100} python3 bench/decode.py --model llama-3.1-8b --batches 1 --levels 2 --peers "" \
+      --out "$OUT/decode-8b.json" --timeout 75 2>&1 | grep -v "^DEBUG" > "$OUT/decode-8b.log"
+    tail -14 "$OUT/decode.log"; tail -3 "$OUT/decode-8b.log" ;;
+  session6f)  # on nvidia-h200-x2: session6e (GPU 1, cores 0-15) beside the C = 64 spread of -O2 (5 repeats, both
+              # ladders) and the hidden-sync probe (GPU 0, cores 16-31), < 5.5 min
+    (export GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1
+     DECODE_TIMEOUT=215 DECODE_8B_TIMEOUT=80 taskset -c 0-15 bash "$0" session6e > "$OUT/session6e.out" 2>&1) &
+    export GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0
+    taskset -c 16-31 timeout 175 python3 -m graphbench sweep --model llama-3.2-1b --levels 2 --peers none \
+      --concurrency 64 --repeats 5 --results "$OUT/spread" --report "$OUT/spread-report" > "$OUT/spread.log" 2>&1
+    taskset -c 16-31 timeout 80 python3 bench/debug/step_host_time.py --model llama-3.2-1b --level 2 --concurrency 64 \
+      --waves 1 --busy-ms 20 --out "$OUT/step-busy.json" 2>&1 | grep -v "^DEBUG" > "$OUT/step-busy.log"
+    wait; grep -v "^DEBUG" "$OUT/spread.log" | grep -v "━" | tail -6; tail -4 "$OUT/step-busy.log"; cat "$OUT/session6e.out"
+    tar czf /tmp/session6f.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/session6f.tgz "$OUT/" ;;
   pair3)
     GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1 taskset -c 0-15 bash "$0" decode7 > "$OUT/decode7.out" 2>&1 &
     GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0 taskset -c 16-31 timeout 250 python3 -m graphbench sweep \
@@ -184,5 +204,5 @@ case "${1:-}" in
   o3profile)  # where -O3's cold start goes, in every thread (stack samples every 20 ms), ~4 min
     OUT="$OUT" timeout 300 python3 bench/debug/sample_cold_start.py --level 3 --max-num-seqs 256 2>&1 \
       | grep -v "^DEBUG" | tail -3; head -60 "$OUT/samples-O3.txt" ;;
-  *) echo "usage: bash bench/gpu_checks.sh session6d|session6c|session6b|session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu_checks.sh session6f|session6e|session6d|session6c|session6b|session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
 esac

@@ -18,8 +18,12 @@ import time
 import warnings
 
 
-def run_wave(engine, concurrency: int, prompt_len: int, output_len: int, seed: int) -> list[dict]:
-    """One wave of `concurrency` requests, each step timed on both clocks; a list of step records."""
+def run_wave(engine, concurrency: int, prompt_len: int, output_len: int, seed: int,
+             busy_cycles: int = 0) -> list[dict]:
+    """One wave of `concurrency` requests, each step timed on both clocks; a list of step records.
+
+    busy_cycles > 0 queues a GPU spin of that many cycles before each launch: a launch that waits for
+    the device anywhere inside then takes that long too on the host clock."""
     import torch
 
     from graphbench.bench.decode_timing import random_prompts
@@ -33,6 +37,8 @@ def run_wave(engine, concurrency: int, prompt_len: int, output_len: int, seed: i
     while engine.has_unfinished():
         if cuda:
             torch.cuda.synchronize()
+        if busy_cycles:
+            torch.cuda._sleep(busy_cycles)
         t0 = time.perf_counter()
         batch = engine.scheduler.schedule()
         if cuda:
@@ -91,6 +97,24 @@ def find_syncs(engine, concurrency: int, prompt_len: int) -> list[str]:
     return [f"{w.filename}:{w.lineno}: {str(w.message)[:200]}" for w in caught]
 
 
+def torch_cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def spin_cycles(ms: float) -> int:
+    """GPU clock cycles that torch.cuda._sleep spins for about `ms` milliseconds (measured once)."""
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(10**7)
+    end.record()
+    end.synchronize()
+    return int(10**7 * ms / start.elapsed_time(end))
+
+
 def summarise(steps: list[dict]) -> list[dict]:
     groups: dict[tuple, list[dict]] = {}
     for s in steps:
@@ -114,6 +138,8 @@ def main() -> None:
     p.add_argument("--prompt-len", type=int, default=128)
     p.add_argument("--output-len", type=int, default=32)
     p.add_argument("--waves", type=int, default=3)
+    p.add_argument("--busy-ms", type=float, default=0.0,
+                   help="also run a wave with the GPU kept busy this long before each launch (finds hidden syncs)")
     p.add_argument("--cprofile", action="store_true", help="also profile the host side of one more wave (cProfile)")
     p.add_argument("--out", default=None)
     args = p.parse_args()
@@ -132,6 +158,13 @@ def main() -> None:
               f"device total {sum(s['device_ms'] for s in steps):.1f} ms")
         for row in summarise(steps):
             print("  " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
+    if args.busy_ms and torch_cuda_available():
+        cycles = spin_cycles(args.busy_ms)
+        steps = run_wave(engine, args.concurrency, args.prompt_len, args.output_len, seed=500, busy_cycles=cycles)
+        print(f"with the GPU busy {args.busy_ms:.0f} ms before each launch (a launch that syncs takes that long):")
+        for row in summarise(steps):
+            print("  " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
+        waves.append(steps)
     if args.cprofile:
         print_host_profile(engine, args)
     if args.out:

@@ -7,7 +7,7 @@ per layer. So a one-row linear runs this kernel; every other shape stays with cu
 `add_rmsnorm_linear` puts the residual add + RMSNorm in front of a projection (qkv): one Triton launch
 (runner/norm_kernels.py), then the GEMV. `add_rmsnorm_gate_up` does the same for the MLP's gate/up
 projection and returns silu(gate) * up: at one row its GEMV can compute the activation in its epilogue
-(GRAPHBENCH_GATE_UP_SILU=1), one launch fewer than GEMV + silu-mul. Folding the norm into the GEMV as
+(GRAPHBENCH_GATE_UP_SILU=1: one launch fewer than GEMV + silu-mul, but measured slower). Folding the norm into the GEMV as
 well (GRAPHBENCH_FUSED_GEMV=1) measured slower (see FUSED_GEMV below).
 
 Inside torch.compile every linear is traced as the `graphbench::linear` custom op, which picks its
@@ -246,7 +246,8 @@ class Linear(nn.Linear):
 # 1.029 ms; llama-3.1-8b: 5.51 against 4.28 ms; session 5, bench/RESULTS.md): with the many narrow
 # programs a GEMV needs, each program re-reads the row and the norm weight and recomputes the norm.
 # GRAPHBENCH_GATE_UP_SILU=1: the one-row gate/up GEMV writes silu(gate) * up (no silu-mul launch, no
-# recomputation: each output is computed by one program). Off until measured end to end.
+# recomputation: each output is computed by one program). Off: slower on the H200 (llama-3.2-1b -O2
+# batch 1: 1.188 against 1.082 ms, session 6): each program streams a second weight row.
 GEMV_ENABLED = os.environ.get("GRAPHBENCH_GEMV", "1") != "0"
 FUSED_GEMV = os.environ.get("GRAPHBENCH_FUSED_GEMV", "0") == "1"
 GATE_UP_SILU = os.environ.get("GRAPHBENCH_GATE_UP_SILU", "0") == "1"

@@ -5,11 +5,14 @@ query_start_loc; in a pure-decode batch row r *is* request r, so this kernel ski
 grid = (rows, kv heads, kv splits), a function of shapes only, hence CUDA-graph safe. Rows past the
 real requests (r >= query_start_loc[max_reqs], the padding of a recording) are zeroed.
 
-Split-KV writes partial outputs that a second kernel merges; with merge_in_kernel (switch
-GRAPHBENCH_DECODE_MERGE_IN_KERNEL) the decode kernel merges them itself (see paged_decode).
+Split-KV writes partial outputs; with merge_in_kernel (the engine's default; GRAPHBENCH_DECODE_MERGE_IN_KERNEL=0
+turns it off) the decode kernel merges them itself, else a second kernel does (see paged_decode). With
+new_kv (GRAPHBENCH_DECODE_WRITES_KV, on by default) it also writes the step's K/V into the cache.
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 import triton
@@ -234,8 +237,11 @@ def paged_decode(
 
 
 # merge_in_kernel: the fewest KV tiles a split covers (4 x 128 keys), so that a short context runs as one
-# program per (row, kv head) and writes its output directly. A guess, to be tuned on the GPU.
-MIN_TILES_PER_SPLIT = 4
+# program per (row, kv head) and writes its output directly. GRAPHBENCH_DECODE_MIN_TILES overrides it
+# (tuning): fewer tiles a split spread a short context over more programs, each merge then folds more.
+MIN_TILES_PER_SPLIT = int(os.environ.get("GRAPHBENCH_DECODE_MIN_TILES", "4"))
+if MIN_TILES_PER_SPLIT < 1:
+    raise ValueError(f"GRAPHBENCH_DECODE_MIN_TILES must be >= 1, got {MIN_TILES_PER_SPLIT}")
 
 # (device) -> int32 counters, one per (row, kv head), zero between launches: the merging split resets
 # the one it used. Kept between calls (a decode step allocates none). A launch splits only with fewer
