@@ -100,6 +100,31 @@ def test_measured_padding_matches_the_ladder_prediction():
     assert set(rep["runtime_modes"]) <= {"PIECEWISE", "NONE"}
 
 
+def test_warm_up_pass_caps_outputs_and_keeps_prompts_and_concurrency(monkeypatch):
+    """The warm-up is one pass with outputs capped at WARM_UP_OUTPUT_TOKENS: the same prompts' lengths
+    and concurrency (so the same prefill and mixed step sizes), fewer decode steps."""
+    from graphbench.bench import driver
+    from graphbench.config import load_engine_config
+    from graphbench.runner.engine import Engine
+
+    engine = Engine(load_engine_config(overrides={"model.device": "cpu", "optimization_level": 0,
+                                                  "scheduler.max_num_seqs": 4, "scheduler.max_num_batched_tokens": 64}))
+    workload = Workload(kind="closed", concurrency=3, num_requests=5, prompt_len=LengthDist("uniform", 5, 12),
+                        output_len=LengthDist("uniform", 2, 40), seed=1)
+    added = []
+    add_request = engine.add_request
+    monkeypatch.setattr(engine, "add_request", lambda prompt, params: added.append((len(prompt), params.max_tokens))
+                        or add_request(prompt, params))
+    driver.warm_up(engine, workload)
+    specs = workload.requests()
+    assert added == [(s.prompt_len, min(s.output_len, driver.WARM_UP_OUTPUT_TOKENS)) for s in specs]
+    assert any(s.output_len > driver.WARM_UP_OUTPUT_TOKENS for s in specs)  # the cap did cut something
+    added.clear()
+    rep = driver.run_engine_workload(engine, workload)  # a measured repeat: full outputs
+    assert added == [(s.prompt_len, s.output_len) for s in specs]
+    assert rep["num_requests"] == 5
+
+
 def test_graphbench_run_writes_a_result(tmp_path):
     result = runner.invoke(app, ["run", "--device", "cpu", "-O0", "--max-num-seqs", "8", "--max-num-batched-tokens", "256",
                                  "--concurrency", "1,2", "--prompt-len", "16", "--output-len", "6", "--repeats", "2",

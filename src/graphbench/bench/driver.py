@@ -17,8 +17,10 @@ def _prompt(spec: RequestSpec, vocab_size: int, seed: int) -> list[int]:
     return random_prompts(1, spec.prompt_len, vocab_size, seed)[0]
 
 
-def run_engine_workload(engine, workload: Workload, seed_offset: int = 0) -> dict[str, Any]:
-    """Run every request of the workload to completion; return this repeat's metrics."""
+def run_engine_workload(engine, workload: Workload, seed_offset: int = 0,
+                        max_output_len: int | None = None) -> dict[str, Any]:
+    """Run every request of the workload to completion; return this repeat's metrics.
+    max_output_len caps each request's output (the warm-up's shorter pass)."""
     import torch
 
     specs = workload.requests()
@@ -40,7 +42,7 @@ def run_engine_workload(engine, workload: Workload, seed_offset: int = 0) -> dic
     try:
         cpu_start = time.process_time()
         start = time.perf_counter()
-        duration = _drive(engine, workload, pending, finished, start)
+        duration = _drive(engine, workload, pending, finished, start, max_output_len)
         cpu_seconds = time.process_time() - cpu_start
     finally:
         if gc_was_enabled:
@@ -76,10 +78,14 @@ def _allocator_calls() -> dict[str, int]:
             "allocator_retries": stats.get("num_alloc_retries", 0)}
 
 
-def _drive(engine, workload: Workload, pending: deque, finished: list, start: float) -> float:
+def _drive(engine, workload: Workload, pending: deque, finished: list, start: float,
+           max_output_len: int | None = None) -> float:
     """Feed requests (closed loop: keep `concurrency` in flight; open loop: at their arrival times) and
     step until all are done; return the seconds taken."""
     from graphbench.runner.request import SamplingParams
+
+    def params(spec) -> SamplingParams:
+        return SamplingParams(max_tokens=min(spec.output_len, max_output_len or spec.output_len))
 
     in_flight = 0
     while pending or engine.has_unfinished():
@@ -87,12 +93,12 @@ def _drive(engine, workload: Workload, pending: deque, finished: list, start: fl
         if workload.kind == "closed":
             while pending and in_flight < workload.concurrency:
                 spec, prompt = pending.popleft()
-                engine.add_request(prompt, SamplingParams(max_tokens=spec.output_len))
+                engine.add_request(prompt, params(spec))
                 in_flight += 1
         else:
             while pending and start + pending[0][0].arrival_s <= now:
                 spec, prompt = pending.popleft()
-                request = engine.add_request(prompt, SamplingParams(max_tokens=spec.output_len))
+                request = engine.add_request(prompt, params(spec))
                 request.arrival_time = start + spec.arrival_s  # latency counts from the scheduled arrival
             if not engine.has_unfinished() and pending:
                 time.sleep(max(0.0, start + pending[0][0].arrival_s - time.perf_counter()))
@@ -103,10 +109,17 @@ def _drive(engine, workload: Workload, pending: deque, finished: list, start: fl
     return time.perf_counter() - start
 
 
+# The warm-up pass's output cap: a pass's step sizes come from its prompts and concurrency (prefill
+# chunks, mixed steps, decode batches), which the cap keeps, while its length is mostly decode steps
+# repeating the same batch sizes.
+WARM_UP_OUTPUT_TOKENS = 16
+
+
 def warm_up(engine, workload: Workload) -> None:
-    """One full pass of the workload (other prompts, same lengths, so the same steps), outside the
-    measurement: every step size the repeats meet has run once, with whatever its first run costs
-    (new allocations, library heuristics, kernel variants). With one wave as warm-up the first repeat
-    was the slowest in 6 of 7 -O2/-O3 points at C = 64 on the H200 (session 5), all of it in the eager
-    prefill steps whose sizes the first wave had not had."""
-    run_engine_workload(engine, workload, seed_offset=999)
+    """One pass of the workload with outputs capped at WARM_UP_OUTPUT_TOKENS (other prompts, the same
+    prompt lengths and concurrency, so the same step sizes), outside the measurement: every step size
+    the repeats meet has run once, with whatever its first run costs (new allocations, library
+    heuristics, kernel variants). With one wave as warm-up the first repeat was the slowest in 6 of 7
+    -O2/-O3 points at C = 64 on the H200 (session 5); after a full pass it was not the slowest in
+    either point (session 6), and the full pass cost the default sweep ~35 s of its 10 minutes."""
+    run_engine_workload(engine, workload, seed_offset=999, max_output_len=WARM_UP_OUTPUT_TOKENS)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graphbench.bench.decode_timing import build_hf_model, random_prompts
+from graphbench.bench.driver import WARM_UP_OUTPUT_TOKENS
 from graphbench.bench.environment import environment, machine_name, utc_now
 from graphbench.bench.metrics import request_metrics, summarize
 from graphbench.bench.workloads import Workload
@@ -75,7 +76,10 @@ def _run_wave(model, prompts: list[list[int]], output_lens: list[int], static: b
     return timed
 
 
-def run_peer_workload(model, workload: Workload, static: bool, vocab_size: int, seed_offset: int) -> dict[str, Any]:
+def run_peer_workload(model, workload: Workload, static: bool, vocab_size: int, seed_offset: int,
+                      max_output_len: int | None = None) -> dict[str, Any]:
+    """Run the workload in waves of `concurrency` (static batching); this repeat's metrics.
+    max_output_len caps each request's output (the warm-up's shorter pass)."""
     import torch
 
     specs = workload.requests()
@@ -88,7 +92,8 @@ def run_peer_workload(model, workload: Workload, static: bool, vocab_size: int, 
     finished: list[_Timed] = []
     for i in range(0, len(specs), workload.concurrency):
         wave = slice(i, i + workload.concurrency)
-        finished += _run_wave(model, prompts[wave], [s.output_len for s in specs[wave]], static)
+        finished += _run_wave(model, prompts[wave], [min(s.output_len, max_output_len or s.output_len)
+                                                     for s in specs[wave]], static)
     duration = time.perf_counter() - start
     out = sum(t.output_len for t in finished)
     result = {"output_tokens_per_s": out / duration, "total_tokens_per_s": (out + sum(t.prompt_len for t in finished)) / duration,
@@ -124,7 +129,8 @@ def run_peer_point(system: str, model_name: str, dtype_name: str, device: str, w
                          prompt_len=workload.prompt_len, output_len=workload.output_len, seed=workload.seed + 1)
         run_peer_workload(model, first, static, arch.vocab_size, 999)  # the first call (transformers compiles here)
         first_call_s = max(first_call_s, time.perf_counter() - t0)
-        run_peer_workload(model, workload, static, arch.vocab_size, 998)  # then one full pass, as the engine warms up
+        # then one pass with capped outputs, as the engine warms up
+        run_peer_workload(model, workload, static, arch.vocab_size, 998, max_output_len=WARM_UP_OUTPUT_TOKENS)
         repeats_out = []
         for i in range(repeats):
             progress(f"{workload.name}: repeat {i + 1}/{repeats}")
