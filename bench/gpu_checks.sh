@@ -11,10 +11,10 @@
 #   bash bench/gpu_checks.sh decode7   # issue 7 in one run: -O0/-O2 vs hf-compile at 1 and 64, 8b at 1 (~7 min)
 #   bash bench/gpu_checks.sh ab        # gemv_check, then -O2 decode with and without the fused one-row kernels
 #                                      # (GRAPHBENCH_FUSED_GEMV=1/0), llama-3.2-1b at 1 and 64, llama-3.1-8b at 1
-#   bash bench/gpu_checks.sh pair2     # on nvidia-h200-x2: ab (GPU 0, cores 16-31) beside decode7 (GPU 1,
-#                                      # cores 0-15); everything packed into $OUT/pair2.tgz (the tool brings back 8 files)
-#   bash bench/gpu_checks.sh final7    # on nvidia-h200-x2: the GPU suite + a step profile (GPU 0, cores 16-31)
-#                                      # beside decode7 + a C=64 spread run with clocks logged (GPU 1, cores 0-15),
+#   bash bench/gpu_checks.sh pair2     # on nvidia-h200-x2: ab (GPU 0, cores B) beside decode7 (GPU 1,
+#                                      # cores A); everything packed into $OUT/pair2.tgz (the tool brings back 8 files)
+#   bash bench/gpu_checks.sh final7    # on nvidia-h200-x2: the GPU suite + a step profile (GPU 0, cores B)
+#                                      # beside decode7 + a C=64 spread run with clocks logged (GPU 1, cores A),
 #                                      # packed into $OUT/final7.tgz, ~5 min
 #   bash bench/gpu_checks.sh flags     # on nvidia-h200-x2: the three launch savers (off by default until measured),
 #                                      # all on: gemv_check + the GPU suite (GPU 0) beside one decode run of -O2 with
@@ -25,10 +25,10 @@
 #   bash bench/gpu_checks.sh session6d # on nvidia-h200-x2: the default sweep (GPU 0) beside the GPU suite + host/device time per step (GPU 1)
 #   bash bench/gpu_checks.sh session6e # one GPU: issue 7 in one run, in-kernel merge split size 1 and 2 tiles as variants
 #   bash bench/gpu_checks.sh session6f # on nvidia-h200-x2: session6e (GPU 1) beside the C = 64 spread + hidden-sync probe (GPU 0)
-#   bash bench/gpu_checks.sh pair3     # on nvidia-h200-x2: decode7 (GPU 1, cores 0-15) beside -O2 at C=64 x 5 repeats
-#                                      # for both ladders (GPU 0, cores 16-31; slowest steps per repeat), ~4 min
-#   bash bench/gpu_checks.sh pair      # on nvidia-h200-x2: gemv_check, then decode7 (GPU 1, cores 0-15) beside
-#                                      # the fixed-memory probe + GPU suite (GPU 0, cores 16-31), ~9 min
+#   bash bench/gpu_checks.sh pair3     # on nvidia-h200-x2: decode7 (GPU 1, cores A) beside -O2 at C=64 x 5 repeats
+#                                      # for both ladders (GPU 0, cores B; slowest steps per repeat), ~4 min
+#   bash bench/gpu_checks.sh pair      # on nvidia-h200-x2: gemv_check, then decode7 (GPU 1, cores A) beside
+#                                      # the fixed-memory probe + GPU suite (GPU 0, cores B), ~9 min
 #   bash bench/gpu_checks.sh o3profile # -O3's cold start sampled in every thread (~4 min)
 #   bash bench/gpu_checks.sh probe     # why -O3's autotuning compiles serially (issue 5's sweep time), ~2 min
 # Logs and JSON go to $OUT (the device tool brings them back); copy figures into bench/RESULTS.md.
@@ -37,7 +37,18 @@ cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD/src:$PWD" PYTHONUNBUFFERED=1 GRAPHBENCH_CACHE_ROOT="${GRAPHBENCH_CACHE_ROOT:-/tmp/gbc}"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT="${OUT:-/tmp/gpu-checks}"; mkdir -p "$OUT"
+# The two halves of the physical cores, each with its hyper-thread siblings (cores A, cores B): a paired call
+# runs one job on each. (Sessions 5-6 used logical CPUs 0-15 / 16-31, which on a hyper-threaded host may
+# be the two threads of the same cores: the jobs then slowed each other's host-bound steps.)
+half_cores() {  # logical CPUs on half $1 (0 or 1) of the physical cores
+  lscpu -p=CPU,CORE,SOCKET 2>/dev/null | grep -v '^#' | awk -F, -v h="$1" '
+    { key = $3 ":" $2; if (!(key in idx)) { idx[key] = n++ } cpu[NR] = $1; of[NR] = key }
+    END { for (i = 1; i <= NR; i++) if ((idx[of[i]] < n / 2) == (h == 0)) out = out (out == "" ? "" : ",") cpu[i]; print out }'
+}
+CORES_A="${CORES_A:-$(half_cores 0)}"; CORES_B="${CORES_B:-$(half_cores 1)}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/env.txt"
+echo "cores A: $CORES_A; cores B: $CORES_B" >> "$OUT/env.txt"
+lscpu -p=CPU,CORE,SOCKET 2>/dev/null | grep -v '^#' | tr '\n' ' ' >> "$OUT/env.txt"; echo >> "$OUT/env.txt"
 python3 -c "import torch, triton, transformers; print(torch.__version__, triton.__version__, transformers.__version__)" >> "$OUT/env.txt"
 git rev-parse --short HEAD >> "$OUT/env.txt" 2>/dev/null
 case "${1:-}" in
@@ -52,7 +63,7 @@ case "${1:-}" in
   sweep)
     timeout 580 python3 -m graphbench sweep --model llama-3.2-1b --results "$OUT/sweep" --report "$OUT/sweep-report" \
       2>&1 | tee "$OUT/sweep.log" | tail -40
-    tar czf "$OUT/sweep.tgz" -C "$OUT" sweep sweep-report 2>/dev/null ;;
+    tar czf "$OUT/sweep.tgz" -C "$OUT" sweep sweep-report 2>/dev/null && rm -rf "$OUT/sweep" "$OUT/sweep-report" ;;
   tune)
     # the default ladder for 256 sequences has 51 sizes: tuned:25 is about half the graphs
     timeout 580 python3 -m graphbench sweep --model llama-3.2-1b --levels 2 --ladders default,tuned:25 --peers none \
@@ -86,22 +97,22 @@ case "${1:-}" in
         --peers "" --out "$OUT/decode-8b-fused$fused.json" --timeout 140 2>&1 | grep -v "^DEBUG" | tail -2
     done ;;
   pair2)
-    GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1 taskset -c 0-15 bash "$0" decode7 > "$OUT/decode7.out" 2>&1 &
-    GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0 taskset -c 16-31 bash "$0" ab > "$OUT/ab.out" 2>&1
+    GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1 taskset -c "$CORES_A" bash "$0" decode7 > "$OUT/decode7.out" 2>&1 &
+    GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0 taskset -c "$CORES_B" bash "$0" ab > "$OUT/ab.out" 2>&1
     wait; cat "$OUT/ab.out" "$OUT/decode7.out"
     tar czf /tmp/pair2.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/pair2.tgz "$OUT/" ;;
   final7)
     (export GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1
-     taskset -c 0-15 bash "$0" decode7 > "$OUT/decode7.out" 2>&1
+     taskset -c "$CORES_A" bash "$0" decode7 > "$OUT/decode7.out" 2>&1
      # the spread at C = 64: -O2 alone, 5 repeats, with the GPU's clocks and power every 100 ms beside it
      nvidia-smi -i 1 --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
        --format=csv -lms 100 > "$OUT/clocks.csv" 2>&1 & smi=$!
-     taskset -c 0-15 timeout 150 python3 -m graphbench sweep --model llama-3.2-1b --levels 2 --ladders default --peers none \
+     taskset -c "$CORES_A" timeout 150 python3 -m graphbench sweep --model llama-3.2-1b --levels 2 --ladders default --peers none \
        --concurrency 64 --repeats 5 --results "$OUT/spread" --report "$OUT/spread-report" > "$OUT/spread.log" 2>&1
      kill $smi) &
     export GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0
-    taskset -c 16-31 timeout 330 python3 -m pytest -m gpu -q -p no:logging --durations=5 tests/gpu > "$OUT/tests.out" 2>&1
-    taskset -c 16-31 timeout 120 python3 bench/profile_step.py --model llama-3.2-1b --level 2 --batches 1,64 \
+    taskset -c "$CORES_B" timeout 330 python3 -m pytest -m gpu -q -p no:logging --durations=5 tests/gpu > "$OUT/tests.out" 2>&1
+    taskset -c "$CORES_B" timeout 120 python3 bench/profile_step.py --model llama-3.2-1b --level 2 --batches 1,64 \
       --out "$OUT/profile-step.json" > "$OUT/profile-step.log" 2>&1
     wait; tail -12 "$OUT/tests.out"; cat "$OUT/decode7.out"; grep -v "^DEBUG" "$OUT/profile-step.log" | tail -45
     tar czf /tmp/final7.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/final7.tgz "$OUT/" ;;
@@ -115,31 +126,31 @@ case "${1:-}" in
       --variant merge=GRAPHBENCH_DECODE_MERGE_IN_KERNEL=1 \
       --variant all=GRAPHBENCH_DECODE_WRITES_KV=1,GRAPHBENCH_GATE_UP_SILU=1,GRAPHBENCH_DECODE_MERGE_IN_KERNEL=1 \
       --out "$OUT/decode-flags.json" --timeout 150 2>&1 | grep -v "^DEBUG" | tee "$OUT/decode-flags.log" | tail -16 ;;
-  flags)  # on nvidia-h200-x2: flagtests (GPU 0, cores 16-31) beside flagdecode (GPU 1, cores 0-15), ~7 min
-    GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1 taskset -c 0-15 bash "$0" flagdecode > "$OUT/flagdecode.out" 2>&1 &
-    GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0 taskset -c 16-31 bash "$0" flagtests > "$OUT/flagtests.out" 2>&1
+  flags)  # on nvidia-h200-x2: flagtests (GPU 0, cores B) beside flagdecode (GPU 1, cores A), ~7 min
+    GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1 taskset -c "$CORES_A" bash "$0" flagdecode > "$OUT/flagdecode.out" 2>&1 &
+    GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0 taskset -c "$CORES_B" bash "$0" flagtests > "$OUT/flagtests.out" 2>&1
     wait; cat "$OUT/flagtests.out" "$OUT/flagdecode.out"
     tar czf /tmp/flags.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/flags.tgz "$OUT/" ;;
-  session6a)  # on nvidia-h200-x2: flagtests then -O2 at C = 64 x 5 repeats (GPU 0, cores 16-31) beside flagdecode (GPU 1)
-    GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1 taskset -c 0-15 bash "$0" flagdecode > "$OUT/flagdecode.out" 2>&1 &
+  session6a)  # on nvidia-h200-x2: flagtests then -O2 at C = 64 x 5 repeats (GPU 0, cores B) beside flagdecode (GPU 1)
+    GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1 taskset -c "$CORES_A" bash "$0" flagdecode > "$OUT/flagdecode.out" 2>&1 &
     (export GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0
-     taskset -c 16-31 bash "$0" flagtests > "$OUT/flagtests.out" 2>&1
-     taskset -c 16-31 timeout 200 python3 -m graphbench sweep --model llama-3.2-1b --levels 2 --peers none \
+     taskset -c "$CORES_B" bash "$0" flagtests > "$OUT/flagtests.out" 2>&1
+     taskset -c "$CORES_B" timeout 200 python3 -m graphbench sweep --model llama-3.2-1b --levels 2 --peers none \
        --concurrency 64 --repeats 5 --results "$OUT/spread" --report "$OUT/spread-report" > "$OUT/spread.log" 2>&1)
     wait; cat "$OUT/flagtests.out" "$OUT/flagdecode.out"; grep -v "^DEBUG" "$OUT/spread.log" | tail -14
     tar czf /tmp/session6a.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/session6a.tgz "$OUT/" ;;
   session6b)  # on nvidia-h200-x2: gemv_check + GPU suite + host vs device time per step (GPU 0) beside issue 7's
               # record with the launch savers' A/B (GPU 1), ~5 min
     (export GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1
-     taskset -c 0-15 timeout 330 python3 bench/decode.py --model llama-3.2-1b --batches 1,64 --levels 0,2 --peers hf-compile \
+     taskset -c "$CORES_A" timeout 330 python3 bench/decode.py --model llama-3.2-1b --batches 1,64 --levels 0,2 --peers hf-compile \
        --variant nokv=GRAPHBENCH_DECODE_WRITES_KV=0 --variant nomerge=GRAPHBENCH_DECODE_MERGE_IN_KERNEL=0 \
        --out "$OUT/decode.json" --timeout 200 2>&1 | grep -v "^DEBUG" > "$OUT/decode.log"
-     taskset -c 0-15 timeout 150 python3 bench/decode.py --model llama-3.1-8b --batches 1 --levels 2 --peers "" \
+     taskset -c "$CORES_A" timeout 150 python3 bench/decode.py --model llama-3.1-8b --batches 1 --levels 2 --peers "" \
        --out "$OUT/decode-8b.json" --timeout 140 2>&1 | grep -v "^DEBUG" > "$OUT/decode-8b.log") &
     export GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0
-    taskset -c 16-31 timeout 60 python3 bench/debug/gemv_check.py > "$OUT/gemv-check.log" 2>&1
-    taskset -c 16-31 timeout 300 python3 -m pytest -m gpu -q -p no:logging --durations=5 tests/gpu > "$OUT/tests.log" 2>&1
-    taskset -c 16-31 timeout 150 python3 bench/debug/step_host_time.py --model llama-3.2-1b --level 2 --concurrency 64 \
+    taskset -c "$CORES_B" timeout 60 python3 bench/debug/gemv_check.py > "$OUT/gemv-check.log" 2>&1
+    taskset -c "$CORES_B" timeout 300 python3 -m pytest -m gpu -q -p no:logging --durations=5 tests/gpu > "$OUT/tests.log" 2>&1
+    taskset -c "$CORES_B" timeout 150 python3 bench/debug/step_host_time.py --model llama-3.2-1b --level 2 --concurrency 64 \
       --waves 3 --out "$OUT/step-host-time.json" > "$OUT/step-host-time.log" 2>&1
     wait; grep -E "BAD|CHECK" "$OUT/gemv-check.log"; tail -12 "$OUT/tests.log"; grep -v "^DEBUG" "$OUT/step-host-time.log" | tail -24
     tail -14 "$OUT/decode.log"; tail -3 "$OUT/decode-8b.log"
@@ -147,21 +158,21 @@ case "${1:-}" in
   session6c)  # on nvidia-h200-x2: where the host time of prefill / mixed / decode launches goes (GPU 0) beside a
               # per-kernel step profile at batch 1 and 64 (GPU 1), ~3 min
     (export GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1
-     taskset -c 0-15 timeout 200 python3 bench/profile_step.py --model llama-3.2-1b --level 2 --batches 1,64 \
+     taskset -c "$CORES_A" timeout 200 python3 bench/profile_step.py --model llama-3.2-1b --level 2 --batches 1,64 \
        --out "$OUT/profile-step.json" 2>&1 | grep -v "^DEBUG" > "$OUT/profile-step.log") &
     export GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0
-    taskset -c 16-31 timeout 200 python3 bench/debug/step_host_time.py --model llama-3.2-1b --level 2 --concurrency 64 \
+    taskset -c "$CORES_B" timeout 200 python3 bench/debug/step_host_time.py --model llama-3.2-1b --level 2 --concurrency 64 \
       --waves 2 --cprofile --out "$OUT/step-host-time.json" 2>&1 | grep -v "^DEBUG" > "$OUT/step-host-time.log"
     wait; head -12 "$OUT/step-host-time.log"; grep -A12 "^batch" "$OUT/profile-step.log" | grep -v "^ *-" | head -40
     tar czf /tmp/session6c.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/session6c.tgz "$OUT/" ;;
-  session6d)  # on nvidia-h200-x2: the default sweep with both peers (GPU 0, cores 16-31; issue 5's record) beside
-              # the GPU suite and the host vs device time per step (GPU 1, cores 0-15), < 10 min
+  session6d)  # on nvidia-h200-x2: the default sweep with both peers (GPU 0, cores B; issue 5's record) beside
+              # the GPU suite and the host vs device time per step (GPU 1, cores A), < 10 min
     (export GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1
-     taskset -c 0-15 timeout 280 python3 -m pytest -m gpu -q -p no:logging --durations=5 tests/gpu > "$OUT/tests.log" 2>&1
-     taskset -c 0-15 timeout 100 python3 bench/debug/step_host_time.py --model llama-3.2-1b --level 2 --concurrency 64 \
+     taskset -c "$CORES_A" timeout 280 python3 -m pytest -m gpu -q -p no:logging --durations=5 tests/gpu > "$OUT/tests.log" 2>&1
+     taskset -c "$CORES_A" timeout 100 python3 bench/debug/step_host_time.py --model llama-3.2-1b --level 2 --concurrency 64 \
        --waves 3 --out "$OUT/step-host-time.json" 2>&1 | grep -v "^DEBUG" > "$OUT/step-host-time.log") &
     export GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0
-    taskset -c 16-31 timeout 585 python3 -m graphbench sweep --model llama-3.2-1b --results "$OUT/sweep" \
+    taskset -c "$CORES_B" timeout 585 python3 -m graphbench sweep --model llama-3.2-1b --results "$OUT/sweep" \
       --report "$OUT/sweep-report" > "$OUT/sweep.log" 2>&1
     wait; tail -8 "$OUT/tests.log"; head -14 "$OUT/step-host-time.log"; grep -v "^DEBUG" "$OUT/sweep.log" | tail -30
     tar czf /tmp/session6d.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/session6d.tgz "$OUT/" ;;
@@ -172,28 +183,28 @@ case "${1:-}" in
     timeout ${DECODE_8B_TIMEOUT:-100} python3 bench/decode.py --model llama-3.1-8b --batches 1 --levels 2 --peers "" \
       --out "$OUT/decode-8b.json" --timeout 75 2>&1 | grep -v "^DEBUG" > "$OUT/decode-8b.log"
     tail -14 "$OUT/decode.log"; tail -3 "$OUT/decode-8b.log" ;;
-  session6f)  # on nvidia-h200-x2: session6e (GPU 1, cores 0-15) beside the C = 64 spread of -O2 (5 repeats, both
-              # ladders) and the hidden-sync probe (GPU 0, cores 16-31), < 5.5 min
+  session6f)  # on nvidia-h200-x2: session6e (GPU 1, cores A) beside the C = 64 spread of -O2 (5 repeats, both
+              # ladders) and the hidden-sync probe (GPU 0, cores B), < 5.5 min
     (export GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1
-     DECODE_TIMEOUT=215 DECODE_8B_TIMEOUT=80 taskset -c 0-15 bash "$0" session6e > "$OUT/session6e.out" 2>&1) &
+     DECODE_TIMEOUT=215 DECODE_8B_TIMEOUT=80 taskset -c "$CORES_A" bash "$0" session6e > "$OUT/session6e.out" 2>&1) &
     export GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0
-    taskset -c 16-31 timeout 175 python3 -m graphbench sweep --model llama-3.2-1b --levels 2 --peers none \
+    taskset -c "$CORES_B" timeout 175 python3 -m graphbench sweep --model llama-3.2-1b --levels 2 --peers none \
       --concurrency 64 --repeats 5 --results "$OUT/spread" --report "$OUT/spread-report" > "$OUT/spread.log" 2>&1
-    taskset -c 16-31 timeout 80 python3 bench/debug/step_host_time.py --model llama-3.2-1b --level 2 --concurrency 64 \
+    taskset -c "$CORES_B" timeout 80 python3 bench/debug/step_host_time.py --model llama-3.2-1b --level 2 --concurrency 64 \
       --waves 1 --busy-ms 20 --out "$OUT/step-busy.json" 2>&1 | grep -v "^DEBUG" > "$OUT/step-busy.log"
     wait; grep -v "^DEBUG" "$OUT/spread.log" | grep -v "━" | tail -6; tail -4 "$OUT/step-busy.log"; cat "$OUT/session6e.out"
     tar czf /tmp/session6f.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/session6f.tgz "$OUT/" ;;
   pair3)
-    GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1 taskset -c 0-15 bash "$0" decode7 > "$OUT/decode7.out" 2>&1 &
-    GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0 taskset -c 16-31 timeout 250 python3 -m graphbench sweep \
+    GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1 taskset -c "$CORES_A" bash "$0" decode7 > "$OUT/decode7.out" 2>&1 &
+    GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0 taskset -c "$CORES_B" timeout 250 python3 -m graphbench sweep \
       --model llama-3.2-1b --levels 2 --peers none --concurrency 64 --repeats 5 --results "$OUT/spread" \
       --report "$OUT/spread-report" > "$OUT/spread.log" 2>&1
     wait; cat "$OUT/decode7.out"; grep -v "^DEBUG" "$OUT/spread.log" | tail -12
     tar czf /tmp/pair3.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/pair3.tgz "$OUT/" ;;
   pair)  # two GPUs, two disjoint halves of the cores: the timed run shares neither GPU nor cores
     timeout 60 python3 bench/debug/gemv_check.py 2>&1 | tee "$OUT/gemv-check.log" | grep -E "BAD|CHECK"
-    CUDA_VISIBLE_DEVICES=1 taskset -c 0-15 bash "$0" decode7 > "$OUT/decode7.out" 2>&1 &
-    CUDA_VISIBLE_DEVICES=0 taskset -c 16-31 bash -c "timeout 40 python3 bench/debug/graph_fixed_memory.py > '$OUT/graph-fixed-memory.log' 2>&1; \
+    CUDA_VISIBLE_DEVICES=1 taskset -c "$CORES_A" bash "$0" decode7 > "$OUT/decode7.out" 2>&1 &
+    CUDA_VISIBLE_DEVICES=0 taskset -c "$CORES_B" bash -c "timeout 40 python3 bench/debug/graph_fixed_memory.py > '$OUT/graph-fixed-memory.log' 2>&1; \
       GPU_TESTS_TIMEOUT=420 bash '$0' tests > '$OUT/tests.out' 2>&1"
     wait; tail -6 "$OUT/graph-fixed-memory.log"; tail -15 "$OUT/tests.out"; cat "$OUT/decode7.out" ;;
   decode7)  # issue 7 in one run: -O0 and -O2 against hf-compile at batch 1 and 64, then llama-3.1-8b at batch 1
