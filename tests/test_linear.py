@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.fx as fx
 import torch.nn.functional as F
@@ -136,3 +137,13 @@ def test_gemv_switched_off_means_plain_torch_ops(monkeypatch):
     got = linear.add_rmsnorm_linear_impl(x, res, nw, 1e-6, w, None)
     want = linear.add_rmsnorm_matmul(x, res, nw, 1e-6, w, None)
     assert all(torch.equal(a, b) for a, b in zip(got, want))
+
+
+def test_pdl_is_only_used_on_cuda_and_adds_no_launch_option_otherwise(monkeypatch):
+    pytest.importorskip("triton")
+    from graphbench.runner import pdl
+
+    monkeypatch.setattr(pdl, "PDL_ENABLED", True)
+    assert not pdl.use_pdl(torch.zeros(2))  # a CPU tensor (and the interpreter) never launches with PDL
+    assert pdl.pdl_launch_options(True) == {"launch_pdl": True}
+    assert pdl.pdl_launch_options(False) == {}  # the interpreter takes no launch options at all

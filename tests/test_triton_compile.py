@@ -86,11 +86,32 @@ def test_attention_kernels_compile(split):
     decode = dict(pointers, k_ptr=BF16, v_ptr=BF16, slot_ptr="*i64", scale="fp32", max_reqs="i32", num_heads="i32",
                   num_splits="i32", stride_nkt="i32", stride_nkh="i32", stride_nvt="i32", stride_nvh="i32", **strides)
     decode["count_ptr"] = "*i32"
-    for write_kv, merge in ((False, False), (True, False), (True, split)):
-        assert compile_sm90(_decode_kernel, decode, dict(shared, SPLIT=split, WRITE_KV=write_kv, MERGE=merge,
-                                                         MIN_TILES=4)).asm["cubin"]
+    for write_kv, merge, pdl in ((False, False, False), (True, False, False), (True, split, True)):
+        kernel = compile_sm90(_decode_kernel, decode, dict(shared, SPLIT=split, WRITE_KV=write_kv, MERGE=merge,
+                                                           MIN_TILES=4, PDL=pdl))
+        assert kernel.asm["cubin"] and ("griddepcontrol.wait" in kernel.asm["ptx"]) == pdl
     unified = dict(pointers, scale="fp32", num_tokens="i32", max_reqs="i32", num_heads="i32", **strides)
     assert compile_sm90(_attention_kernel, unified, dict(shared, BLOCK_Q=4, NUM_SPLITS=4 if split else 1)).asm["cubin"]
     merge = {"part_ptr": "*fp32", "lse_ptr": "*fp32", "out_ptr": BF16, "qsl_ptr": "*i32", "max_reqs": "i32",
              "num_heads": "i32", "num_splits": "i32", "stride_ot": "i32", "stride_oh": "i32"}
     assert compile_sm90(_merge_splits_kernel, merge, {"HEAD_DIM": 64, "BLOCK_D": 64, "MAX_SPLITS": 16}).asm["cubin"]
+
+
+def test_pdl_variants_compile_with_grid_dependency_control():
+    """GRAPHBENCH_PDL=1 compiles the kernels with PDL=True: each waits for the previous kernel and then
+    lets the next launch (griddepcontrol in the PTX); with PDL=False neither instruction is there."""
+    from graphbench.runner.gemv_kernel import _gemv_kernel, _silu_mul_kernel
+    from graphbench.runner.norm_kernels import _add_rmsnorm_kernel
+
+    gemv = {"x_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "N": "i32", "K": "i32", "stride_wn": "i32"}
+    norm = {"x_ptr": BF16, "r_ptr": BF16, "nw_ptr": BF16, "out_ptr": BF16, "h_ptr": BF16, "K": "i32",
+            "stride_x": "i32", "stride_r": "i32", "eps": "fp32"}
+    silu = {"x_ptr": BF16, "y_ptr": BF16, "K": "i32", "stride_x": "i32", "stride_y": "i32"}
+    cases = [(_gemv_kernel, gemv, {"HAS_BIAS": False, "GATE_UP": False, "BLOCK_N": 4, "BLOCK_K": 1024,
+                                   "INTERPRET": False}),
+             (_add_rmsnorm_kernel, norm, {"BLOCK": 2048}), (_silu_mul_kernel, silu, {"BLOCK": 1024})]
+    for fn, sig, constexprs in cases:
+        with_pdl = compile_sm90(fn, sig, dict(constexprs, PDL=True)).asm["ptx"]
+        without = compile_sm90(fn, sig, dict(constexprs, PDL=False)).asm["ptx"]
+        assert "griddepcontrol.wait" in with_pdl and "griddepcontrol.launch_dependents" in with_pdl, fn.__name__
+        assert "griddepcontrol" not in without, fn.__name__

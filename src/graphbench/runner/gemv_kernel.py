@@ -14,6 +14,8 @@ import torch
 import triton
 import triton.language as tl
 
+from graphbench.runner.pdl import pdl_enter, pdl_launch_options, use_pdl
+
 
 @triton.jit
 def _gemv_step(acc, acc_up, x_ptr, w_ptr, k0, N, offs_n, offs_k, n_ok, stride_wn, GATE_UP: tl.constexpr):
@@ -27,7 +29,8 @@ def _gemv_step(acc, acc_up, x_ptr, w_ptr, k0, N, offs_n, offs_k, n_ok, stride_wn
 
 @triton.jit
 def _gemv_kernel(x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_wn, HAS_BIAS: tl.constexpr, GATE_UP: tl.constexpr,
-                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, INTERPRET: tl.constexpr):
+                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, INTERPRET: tl.constexpr, PDL: tl.constexpr = False):
+    pdl_enter(PDL)
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = offs_n < N
     offs_k = tl.arange(0, BLOCK_K)  # K % BLOCK_K == 0: no mask along K
@@ -60,14 +63,16 @@ def launch_gemv(x: torch.Tensor,  # [1, K] contiguous
     rows, k = weight.shape
     n = rows // 2 if gate_up else rows
     assert k % block_k == 0 and x.shape == (1, k) and out.shape == (1, n) and not (gate_up and bias is not None)
+    pdl = use_pdl(out)
     _gemv_kernel[(triton.cdiv(n, block_n),)](
         x, weight, bias if bias is not None else out, out, n, k, weight.stride(0),
-        HAS_BIAS=bias is not None, GATE_UP=gate_up, BLOCK_N=block_n, BLOCK_K=block_k, INTERPRET=interpret,
-        num_warps=num_warps, num_stages=1)
+        HAS_BIAS=bias is not None, GATE_UP=gate_up, BLOCK_N=block_n, BLOCK_K=block_k, INTERPRET=interpret, PDL=pdl,
+        num_warps=num_warps, num_stages=1, **pdl_launch_options(pdl))
 
 
 @triton.jit
-def _silu_mul_kernel(x_ptr, y_ptr, K, stride_x, stride_y, BLOCK: tl.constexpr):
+def _silu_mul_kernel(x_ptr, y_ptr, K, stride_x, stride_y, BLOCK: tl.constexpr, PDL: tl.constexpr = False):
+    pdl_enter(PDL)
     row = tl.program_id(0).to(tl.int64)
     offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     ok = offs < K
@@ -81,5 +86,6 @@ def launch_silu_mul(x: torch.Tensor, out: torch.Tensor) -> None:  # x [T, 2K] (u
     rows, k = out.shape
     block = 1024
     if rows:
-        _silu_mul_kernel[(rows, triton.cdiv(k, block))](x, out, k, x.stride(0), out.stride(0), BLOCK=block,
-                                                        num_warps=4)
+        pdl = use_pdl(out)
+        _silu_mul_kernel[(rows, triton.cdiv(k, block))](x, out, k, x.stride(0), out.stride(0), BLOCK=block, PDL=pdl,
+                                                        num_warps=4, **pdl_launch_options(pdl))

@@ -17,6 +17,8 @@ import torch
 import triton
 import triton.language as tl
 
+from graphbench.runner.pdl import pdl_enter, pdl_launch_options, use_pdl
+
 
 @triton.jit
 def _residual_chunk(x_ptr, r_ptr, k0, offs_k):
@@ -77,7 +79,9 @@ def launch_norm_gemv(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch
 
 
 @triton.jit
-def _add_rmsnorm_kernel(x_ptr, r_ptr, nw_ptr, out_ptr, h_ptr, K, stride_x, stride_r, eps, BLOCK: tl.constexpr):
+def _add_rmsnorm_kernel(x_ptr, r_ptr, nw_ptr, out_ptr, h_ptr, K, stride_x, stride_r, eps, BLOCK: tl.constexpr,
+                        PDL: tl.constexpr = False):
+    pdl_enter(PDL)
     row = tl.program_id(0).to(tl.int64)
     dtype = x_ptr.dtype.element_ty
     offs = tl.arange(0, BLOCK)
@@ -97,5 +101,7 @@ def launch_add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, norm_weight: tor
     rows, k = x.shape
     if rows:
         block = triton.next_power_of_2(k)
+        pdl = use_pdl(out)
         _add_rmsnorm_kernel[(rows,)](x, residual, norm_weight, out, h_out, k, x.stride(0), residual.stride(0), eps,
-                                     BLOCK=block, num_warps=8 if block >= 4096 else 4)
+                                     BLOCK=block, PDL=pdl, num_warps=8 if block >= 4096 else 4,
+                                     **pdl_launch_options(pdl))

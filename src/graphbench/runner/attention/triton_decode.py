@@ -27,6 +27,7 @@ from graphbench.runner.attention.triton_kernels import (
     merge_splits,
 )
 from graphbench.runner.device import triton_interpreting
+from graphbench.runner.pdl import pdl_enter, pdl_launch_options, use_pdl
 
 
 # The split count is a run-time value (one compiled kernel for every split count > 1, one for no split):
@@ -44,7 +45,9 @@ def _decode_kernel(
     GROUP: tl.constexpr, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr, SPLIT: tl.constexpr, WRITE_KV: tl.constexpr,
     MERGE: tl.constexpr, MIN_TILES: tl.constexpr, PRECISION: tl.constexpr, INTERPRET: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
+    pdl_enter(PDL)
     req = tl.program_id(0)
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
@@ -220,6 +223,7 @@ def paged_decode(
     else:
         k, v, slot_mapping = q, q, seq_lens  # unused
     counts = _split_counters(q.device, num_rows * num_kv_heads) if merge else seq_lens
+    pdl = use_pdl(q)
     _decode_kernel[(num_rows, num_kv_heads, splits)](
         q, k_cache, v_cache, out, part, lse, query_start_loc, seq_lens, block_tables,
         k, v, slot_mapping, counts,
@@ -230,7 +234,7 @@ def paged_decode(
         k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         GROUP=group, WRITE_KV=new_kv is not None, MERGE=merge, MIN_TILES=MIN_TILES_PER_SPLIT, BLOCK_M=max(16, triton.next_power_of_2(group)), HEAD_DIM=head_dim, BLOCK_D=block_d,
         BLOCK_SIZE=block_size, SPLIT=splits > 1, PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
-        INTERPRET=triton_interpreting(), **cfg,
+        INTERPRET=triton_interpreting(), PDL=pdl, **cfg, **pdl_launch_options(pdl),
     )
     if splits > 1 and not merge:
         merge_splits(part, lse, out, query_start_loc, max_reqs)
