@@ -18,32 +18,46 @@ from graphbench.runner.pdl import pdl_enter, pdl_launch_options, use_pdl
 
 
 @triton.jit
-def _gemv_step(acc, acc_up, x_ptr, w_ptr, k0, N, offs_n, offs_k, n_ok, stride_wn, GATE_UP: tl.constexpr):
-    x = tl.load(x_ptr + k0 + offs_k).to(tl.float32)[None, :]
+def _weight_tile(w_ptr, k0, N, offs_n, offs_k, n_ok, stride_wn, GATE_UP: tl.constexpr):
+    """The [BLOCK_N, BLOCK_K] weight tile at k0 (and its up tile: row N + n of the [gate; up] weight)."""
     rows = offs_n[:, None].to(tl.int64) * stride_wn + (k0 + offs_k)[None, :]
-    acc += tl.load(w_ptr + rows, mask=n_ok[:, None], other=0.0).to(tl.float32) * x
-    if GATE_UP:  # the up row of each gate row n is row N + n of the [gate; up] weight
-        acc_up += tl.load(w_ptr + N * stride_wn + rows, mask=n_ok[:, None], other=0.0).to(tl.float32) * x
+    w = tl.load(w_ptr + rows, mask=n_ok[:, None], other=0.0)
+    w_up = tl.load(w_ptr + N * stride_wn + rows, mask=n_ok[:, None], other=0.0) if GATE_UP else w
+    return w, w_up
+
+
+@triton.jit
+def _gemv_step(acc, acc_up, x_ptr, w, w_up, k0, offs_k, GATE_UP: tl.constexpr):
+    x = tl.load(x_ptr + k0 + offs_k).to(tl.float32)[None, :]
+    acc += w.to(tl.float32) * x
+    if GATE_UP:
+        acc_up += w_up.to(tl.float32) * x
     return acc, acc_up
 
 
 @triton.jit
 def _gemv_kernel(x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_wn, HAS_BIAS: tl.constexpr, GATE_UP: tl.constexpr,
                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, INTERPRET: tl.constexpr, PDL: tl.constexpr = False):
-    pdl_enter(PDL)
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = offs_n < N
     offs_k = tl.arange(0, BLOCK_K)  # K % BLOCK_K == 0: no mask along K
     acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
     acc_up = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32) if GATE_UP else acc
+    # The first weight tile is loaded before waiting for the previous kernel (PDL): no kernel writes
+    # weights, so under PDL the weight stream starts while that kernel finishes; x comes after the wait.
+    w, w_up = _weight_tile(w_ptr, 0, N, offs_n, offs_k, n_ok, stride_wn, GATE_UP)
+    pdl_enter(PDL)
+    acc, acc_up = _gemv_step(acc, acc_up, x_ptr, w, w_up, 0, offs_k, GATE_UP)
     if INTERPRET:  # numpy >= 2.4 cannot turn the interpreter's 1-element scalars into range bounds
-        k0 = 0
+        k0 = BLOCK_K
         while k0 < K:
-            acc, acc_up = _gemv_step(acc, acc_up, x_ptr, w_ptr, k0, N, offs_n, offs_k, n_ok, stride_wn, GATE_UP)
+            w, w_up = _weight_tile(w_ptr, k0, N, offs_n, offs_k, n_ok, stride_wn, GATE_UP)
+            acc, acc_up = _gemv_step(acc, acc_up, x_ptr, w, w_up, k0, offs_k, GATE_UP)
             k0 += BLOCK_K
     else:
-        for k0 in range(0, K, BLOCK_K):
-            acc, acc_up = _gemv_step(acc, acc_up, x_ptr, w_ptr, k0, N, offs_n, offs_k, n_ok, stride_wn, GATE_UP)
+        for k0 in range(BLOCK_K, K, BLOCK_K):
+            w, w_up = _weight_tile(w_ptr, k0, N, offs_n, offs_k, n_ok, stride_wn, GATE_UP)
+            acc, acc_up = _gemv_step(acc, acc_up, x_ptr, w, w_up, k0, offs_k, GATE_UP)
     y = tl.sum(acc, axis=1)
     if HAS_BIAS:
         y += tl.load(b_ptr + offs_n, mask=n_ok, other=0.0).to(tl.float32)
