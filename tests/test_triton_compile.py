@@ -16,6 +16,10 @@ def compile_sm90(fn, signature: dict[str, str], constexprs: dict[str, object]):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    # constexprs left out take their defaults, as a launch would (ASTSource applies none itself)
+    defaults = {name: p.default for name, p in fn.signature.parameters.items()
+                if name not in signature and name not in constexprs and p.default is not p.empty}
+    constexprs = {**defaults, **constexprs}
     sig = dict(signature, **{name: "constexpr" for name in constexprs})
     return triton.compile(ASTSource(fn=fn, signature=sig, constexprs=constexprs), target=GPUTarget("cuda", 90, 32))
 

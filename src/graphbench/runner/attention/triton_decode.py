@@ -152,16 +152,17 @@ def _write_new_kv(k_ptr, v_ptr, slot_ptr, k_cache_ptr, v_cache_ptr, req64, kv_he
     A slot < 0 writes nothing: the engine's dummy batches (warm-up, memory profile, capture) have real
     rows with slot -1, and block -1 would be outside the cache."""
     offs_d = tl.arange(0, BLOCK_D)
+    d_ok = offs_d < HEAD_DIM
     slot = tl.load(slot_ptr + req64).to(tl.int64)
-    d_ok = (offs_d < HEAD_DIM) & (slot >= 0)
-    block = slot // BLOCK_SIZE
-    offset = slot % BLOCK_SIZE
-    k = tl.load(k_ptr + req64 * stride_nkt + kv_head * stride_nkh + offs_d, mask=d_ok)
-    tl.store(k_cache_ptr + block * stride_kb + offset * stride_ko + kv_head * stride_kh + offs_d,
-             k.to(k_cache_ptr.dtype.element_ty), mask=d_ok)
-    v = tl.load(v_ptr + req64 * stride_nvt + kv_head * stride_nvh + offs_d, mask=d_ok)
-    tl.store(v_cache_ptr + block * stride_vb + offset * stride_vo + kv_head * stride_vh + offs_d,
-             v.to(v_cache_ptr.dtype.element_ty), mask=d_ok)
+    if slot >= 0:
+        block = slot // BLOCK_SIZE
+        offset = slot % BLOCK_SIZE
+        k = tl.load(k_ptr + req64 * stride_nkt + kv_head * stride_nkh + offs_d, mask=d_ok)
+        tl.store(k_cache_ptr + block * stride_kb + offset * stride_ko + kv_head * stride_kh + offs_d,
+                 k.to(k_cache_ptr.dtype.element_ty), mask=d_ok)
+        v = tl.load(v_ptr + req64 * stride_nvt + kv_head * stride_nvh + offs_d, mask=d_ok)
+        tl.store(v_cache_ptr + block * stride_vb + offset * stride_vo + kv_head * stride_vh + offs_d,
+                 v.to(v_cache_ptr.dtype.element_ty), mask=d_ok)
 
 
 def decode_config(num_rows: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype,
