@@ -13,6 +13,8 @@ import torch
 import triton
 import triton.language as tl
 
+from graphbench.runner.device import cdiv, next_power_of_2
+
 MAX_CHUNKS = 64  # stage 2 reduces one row's chunk maxima in one program
 
 
@@ -44,7 +46,7 @@ def _row_argmax_kernel(values_ptr, indices_ptr, out_ptr, num_chunks, BLOCK_C: tl
 
 def chunk_size(vocab: int) -> int:
     """Logits per stage-1 program: a power of two >= 1024 giving at most MAX_CHUNKS chunks per row."""
-    return max(1024, triton.next_power_of_2(triton.cdiv(vocab, MAX_CHUNKS)))
+    return max(1024, next_power_of_2(cdiv(vocab, MAX_CHUNKS)))
 
 
 # Stage 1's per-chunk maxima, kept between calls so a decode step allocates only its output:
@@ -69,7 +71,7 @@ def triton_argmax(logits: torch.Tensor) -> torch.Tensor:  # [R, V] float (unit s
     num_rows, vocab = logits.shape
     assert logits.stride(-1) == 1, "triton_argmax: logits must be contiguous along the vocabulary"
     block = chunk_size(vocab)
-    num_chunks = triton.cdiv(vocab, block)
+    num_chunks = cdiv(vocab, block)
     values, indices = _workspace(logits.device, num_rows, num_chunks)
     out = torch.empty((num_rows,), dtype=torch.int64, device=logits.device)
     if num_rows == 0:
@@ -78,5 +80,5 @@ def triton_argmax(logits: torch.Tensor) -> torch.Tensor:  # [R, V] float (unit s
     _chunk_argmax_kernel[(num_rows, num_chunks)](logits, values, indices, vocab, logits.stride(0), num_chunks,
                                                   BLOCK=block, num_warps=warps)
     _row_argmax_kernel[(num_rows,)](values, indices, out, num_chunks,
-                                    BLOCK_C=max(16, triton.next_power_of_2(num_chunks)), num_warps=1)
+                                    BLOCK_C=max(16, next_power_of_2(num_chunks)), num_warps=1)
     return out

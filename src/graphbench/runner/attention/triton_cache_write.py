@@ -9,6 +9,8 @@ import torch
 import triton
 import triton.language as tl
 
+from graphbench.runner.device import next_power_of_2
+
 
 @triton.jit
 def _write_kv_kernel(
@@ -55,8 +57,8 @@ def write_kv_cache(
         assert t.stride(-1) == 1, "the head_dim axis must be contiguous"
     if num_tokens == 0:
         return
-    block_d = triton.next_power_of_2(head_dim)
-    block_h = triton.next_power_of_2(num_kv_heads)
+    block_d = next_power_of_2(head_dim)
+    block_h = next_power_of_2(num_kv_heads)
     _write_kv_kernel[(num_tokens,)](
         k, v, k_cache, v_cache, slot_mapping,
         k.stride(0), k.stride(1), v.stride(0), v.stride(1),

@@ -26,7 +26,7 @@ from graphbench.runner.attention.triton_kernels import (
     make_workspace,
     merge_splits,
 )
-from graphbench.runner.device import triton_interpreting
+from graphbench.runner.device import next_power_of_2, triton_interpreting
 from graphbench.runner.pdl import pdl_enter, pdl_launch_options, use_pdl
 
 
@@ -216,7 +216,7 @@ def paged_decode(
     merge = merge_in_kernel and splits > 1
     part, lse = make_workspace(num_rows, num_heads, head_dim, splits, q.device) if splits > 1 else (out, out)
     group = num_heads // num_kv_heads
-    block_d = max(16, triton.next_power_of_2(head_dim))
+    block_d = max(16, next_power_of_2(head_dim))
     if new_kv is not None:
         k, v, slot_mapping = new_kv
         assert k.shape == v.shape == (num_rows, num_kv_heads, head_dim) and slot_mapping.shape[0] >= num_rows
@@ -233,7 +233,7 @@ def paged_decode(
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_tables.stride(0),
         k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-        GROUP=group, WRITE_KV=new_kv is not None, MERGE=merge, MIN_TILES=MIN_TILES_PER_SPLIT, BLOCK_M=max(16, triton.next_power_of_2(group)), HEAD_DIM=head_dim, BLOCK_D=block_d,
+        GROUP=group, WRITE_KV=new_kv is not None, MERGE=merge, MIN_TILES=MIN_TILES_PER_SPLIT, BLOCK_M=max(16, next_power_of_2(group)), HEAD_DIM=head_dim, BLOCK_D=block_d,
         BLOCK_SIZE=block_size, SPLIT=splits > 1, PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         INTERPRET=triton_interpreting(), PDL=pdl, **cfg, **pdl_launch_options(pdl),
     )

@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 
 from graphbench.runner.attention.triton_cache_write import write_kv_cache
-from graphbench.runner.device import triton_interpreting
+from graphbench.runner.device import next_power_of_2, triton_interpreting
 
 __all__ = ["write_kv_cache", "paged_attention", "attention_config", "make_workspace"]
 
@@ -221,7 +221,7 @@ def merge_splits(part: torch.Tensor, lse: torch.Tensor, out: torch.Tensor, query
     assert 1 < num_splits <= MAX_SPLITS
     _merge_splits_kernel[(num_tokens, num_heads)](
         part, lse, out, query_start_loc, max_reqs, num_heads, num_splits, out.stride(0), out.stride(1),
-        HEAD_DIM=head_dim, BLOCK_D=max(16, triton.next_power_of_2(head_dim)), MAX_SPLITS=MAX_SPLITS,
+        HEAD_DIM=head_dim, BLOCK_D=max(16, next_power_of_2(head_dim)), MAX_SPLITS=MAX_SPLITS,
     )
 
 
@@ -240,7 +240,7 @@ def attention_config(num_tokens: int, max_reqs: int, num_heads: int, num_kv_head
         block_m, tile_n, num_warps, num_stages = (128, 64, 8, 2) if head_dim <= 64 else (64, 64, 4, 3)
     else:
         block_m, tile_n, num_warps, num_stages = 16, (128 if head_dim <= 64 else 64), 4, 2
-    block_m = max(block_m, triton.next_power_of_2(group))
+    block_m = max(block_m, next_power_of_2(group))
     if dtype == torch.float32:
         tile_n = min(tile_n, 32)
     splits = 1
@@ -308,7 +308,7 @@ def paged_attention(
         q.stride(0), q.stride(1), out.stride(0), out.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_tables.stride(0),
-        GROUP=num_heads // num_kv_heads, HEAD_DIM=head_dim, BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
+        GROUP=num_heads // num_kv_heads, HEAD_DIM=head_dim, BLOCK_D=max(16, next_power_of_2(head_dim)),
         BLOCK_SIZE=block_size, PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         INTERPRET=triton_interpreting(), **cfg,
     )
