@@ -9,6 +9,7 @@ views, so a recording does not pin its outputs' memory: the next capture can reu
 from __future__ import annotations
 
 import gc
+import os
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -84,6 +85,15 @@ class _Recording:
     graph: torch.cuda.CUDAGraph
     output: Any
     input_addresses: tuple[int, ...]
+    num_replays: int = 0
+
+
+# Input addresses are checked on a recording's first replays (where a buffer bug would show), or on
+# every replay with GRAPHBENCH_CHECK_GRAPH_INPUTS=1: the check reads every argument's data_ptr, ~17
+# times in a piecewise step, for inputs that are static by construction (the engine's buffers and the
+# recorded outputs of the pieces before).
+CHECK_ALL_REPLAYS = os.environ.get("GRAPHBENCH_CHECK_GRAPH_INPUTS", "0") == "1"
+NUM_CHECKED_REPLAYS = 3
 
 
 class CUDAGraphWrapper:
@@ -102,8 +112,10 @@ class CUDAGraphWrapper:
             if not runtime.capturing:
                 raise RuntimeError(f"{self.name}: no {self.mode.value} recording for {key} (dispatcher bug)")
             return self._record(key, args)
-        if _addresses(args) != recording.input_addresses:
-            raise RuntimeError(f"{self.name}: inputs moved since the {key} recording; replay would read stale memory")
+        if recording.num_replays < NUM_CHECKED_REPLAYS or CHECK_ALL_REPLAYS:
+            recording.num_replays += 1
+            if _addresses(args) != recording.input_addresses:
+                raise RuntimeError(f"{self.name}: inputs moved since the {key} recording; replay would read stale memory")
         recording.graph.replay()
         return recording.output
 
