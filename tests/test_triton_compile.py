@@ -104,6 +104,7 @@ def test_attention_kernels_compile(split):
 def test_pdl_variants_compile_with_grid_dependency_control():
     """GRAPHBENCH_PDL=1 compiles the kernels with PDL=True: each waits for the previous kernel and then
     lets the next launch (griddepcontrol in the PTX); with PDL=False neither instruction is there."""
+    from graphbench.runner.argmax import _chunk_argmax_kernel, _row_argmax_kernel
     from graphbench.runner.gemv_kernel import _gemv_kernel, _silu_mul_kernel
     from graphbench.runner.norm_kernels import _add_rmsnorm_kernel
 
@@ -111,9 +112,13 @@ def test_pdl_variants_compile_with_grid_dependency_control():
     norm = {"x_ptr": BF16, "r_ptr": BF16, "nw_ptr": BF16, "out_ptr": BF16, "h_ptr": BF16, "K": "i32",
             "stride_x": "i32", "stride_r": "i32", "eps": "fp32"}
     silu = {"x_ptr": BF16, "y_ptr": BF16, "K": "i32", "stride_x": "i32", "stride_y": "i32"}
+    chunk = {"logits_ptr": BF16, "values_ptr": "*fp32", "indices_ptr": "*i32", "vocab": "i32", "stride_row": "i32",
+             "num_chunks": "i32"}
+    rows = {"values_ptr": "*fp32", "indices_ptr": "*i32", "out_ptr": "*i64", "num_chunks": "i32"}
     cases = [(_gemv_kernel, gemv, {"HAS_BIAS": False, "GATE_UP": False, "BLOCK_N": 4, "BLOCK_K": 1024,
                                    "INTERPRET": False}),
-             (_add_rmsnorm_kernel, norm, {"BLOCK": 2048}), (_silu_mul_kernel, silu, {"BLOCK": 1024})]
+             (_add_rmsnorm_kernel, norm, {"BLOCK": 2048}), (_silu_mul_kernel, silu, {"BLOCK": 1024}),
+             (_chunk_argmax_kernel, chunk, {"BLOCK": 2048}), (_row_argmax_kernel, rows, {"BLOCK_C": 64})]
     for fn, sig, constexprs in cases:
         with_pdl = compile_sm90(fn, sig, dict(constexprs, PDL=True)).asm["ptx"]
         without = compile_sm90(fn, sig, dict(constexprs, PDL=False)).asm["ptx"]

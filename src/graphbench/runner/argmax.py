@@ -14,13 +14,15 @@ import triton
 import triton.language as tl
 
 from graphbench.runner.device import cdiv, next_power_of_2
+from graphbench.runner.pdl import pdl_enter, pdl_launch_options, use_pdl
 
 MAX_CHUNKS = 64  # stage 2 reduces one row's chunk maxima in one program
 
 
 @triton.jit
 def _chunk_argmax_kernel(logits_ptr, values_ptr, indices_ptr, vocab, stride_row, num_chunks,
-                         BLOCK: tl.constexpr):
+                         BLOCK: tl.constexpr, PDL: tl.constexpr = False):
+    pdl_enter(PDL)
     row = tl.program_id(0)
     chunk = tl.program_id(1)
     offs = chunk * BLOCK + tl.arange(0, BLOCK)
@@ -34,7 +36,9 @@ def _chunk_argmax_kernel(logits_ptr, values_ptr, indices_ptr, vocab, stride_row,
 
 
 @triton.jit
-def _row_argmax_kernel(values_ptr, indices_ptr, out_ptr, num_chunks, BLOCK_C: tl.constexpr):
+def _row_argmax_kernel(values_ptr, indices_ptr, out_ptr, num_chunks, BLOCK_C: tl.constexpr,
+                       PDL: tl.constexpr = False):
+    pdl_enter(PDL)
     row = tl.program_id(0)
     offs = tl.arange(0, BLOCK_C)
     ok = offs < num_chunks
@@ -77,8 +81,9 @@ def triton_argmax(logits: torch.Tensor) -> torch.Tensor:  # [R, V] float (unit s
     if num_rows == 0:
         return out
     warps = 4 if block <= 2048 else 8
+    pdl = use_pdl(logits)
     _chunk_argmax_kernel[(num_rows, num_chunks)](logits, values, indices, vocab, logits.stride(0), num_chunks,
-                                                  BLOCK=block, num_warps=warps)
-    _row_argmax_kernel[(num_rows,)](values, indices, out, num_chunks,
-                                    BLOCK_C=max(16, next_power_of_2(num_chunks)), num_warps=1)
+                                                  BLOCK=block, PDL=pdl, num_warps=warps, **pdl_launch_options(pdl))
+    _row_argmax_kernel[(num_rows,)](values, indices, out, num_chunks, BLOCK_C=max(16, next_power_of_2(num_chunks)),
+                                    PDL=pdl, num_warps=1, **pdl_launch_options(pdl))
     return out
