@@ -62,7 +62,7 @@ case "${1:-}" in
     timeout 560 python3 bench/decode.py --model llama-3.2-1b --batches 1,64 --levels 0,1,2,3 --peers hf-eager,hf-compile \
       --out "$OUT/decode.json" --timeout 240 2>&1 | grep -v "^DEBUG" | tee "$OUT/decode.log" | tail -25 ;;
   sweep)
-    timeout 580 python3 -m graphbench sweep --model llama-3.2-1b --results "$OUT/sweep" --report "$OUT/sweep-report" \
+    timeout 565 python3 -m graphbench sweep --model llama-3.2-1b --results "$OUT/sweep" --report "$OUT/sweep-report" \
       2>&1 | tee "$OUT/sweep.log" | tail -40
     tar czf "$OUT/sweep.tgz" -C "$OUT" sweep sweep-report 2>/dev/null && rm -rf "$OUT/sweep" "$OUT/sweep-report" ;;
   tune)
