@@ -1,0 +1,104 @@
+"""Host-side costs of an eager launch path, measured on the CPU (no GPU needed).
+
+    python bench/debug/host_overhead.py
+
+1. A custom op's dispatch: torch.library.custom_op against Library.define + impl (runner/op_registry.py).
+2. Triton's launch arithmetic (triton.cdiv / next_power_of_2, ConstexprFunctions in Triton 3.6) against
+   plain Python (runner/device.py).
+3. The Python of one attention call of an eager / piecewise step (TritonBackend.forward for a prefill
+   chunk, a mixed batch and a decode batch, llama-3.2-1b shapes), with the Triton kernels replaced by
+   no-ops: what graphbench's wrappers cost before any launch.
+Medians of many calls, microseconds. Figures are this machine's; the H200 host's differ.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch  # at module scope: the ops' string annotations (future import) are resolved in it
+
+
+def per_call_us(fn, number: int = 20000) -> float:
+    for _ in range(number // 10):
+        fn()
+    samples = []
+    for _ in range(7):
+        start = time.perf_counter()
+        for _ in range(number // 7):
+            fn()
+        samples.append((time.perf_counter() - start) / (number // 7) * 1e6)
+    return statistics.median(samples)
+
+
+def custom_op_dispatch() -> dict[str, float]:
+    from graphbench.runner.op_registry import register_op
+
+    def body(x: torch.Tensor, out: torch.Tensor) -> None:
+        return None
+
+    shim = torch.library.custom_op("hostoverhead::via_custom_op", mutates_args=("out",))(body)
+    shim.register_fake(lambda x, out: None)
+    direct = register_op("hostoverhead::direct", body, lambda x, out: None, mutates_args=("out",))
+    x, out = torch.randn(4), torch.empty(4)
+    with torch.inference_mode():
+        return {"custom_op": per_call_us(lambda: torch.ops.hostoverhead.via_custom_op.default(x, out)),
+                "Library.define": per_call_us(lambda: direct(x, out))}
+
+
+def launch_arithmetic() -> dict[str, float]:
+    import triton
+
+    from graphbench.runner.device import cdiv, next_power_of_2
+
+    return {"triton.next_power_of_2": per_call_us(lambda: triton.next_power_of_2(1000)),
+            "triton.cdiv": per_call_us(lambda: triton.cdiv(1000, 64)),
+            "device.next_power_of_2": per_call_us(lambda: next_power_of_2(1000)),
+            "device.cdiv": per_call_us(lambda: cdiv(1000, 64))}
+
+
+def attention_wrappers() -> dict[str, float]:
+    import graphbench.runner.attention.triton_cache_write as cache_write
+    import graphbench.runner.attention.triton_decode as decode
+    import graphbench.runner.attention.triton_kernels as kernels
+    from graphbench.runner.attention.backend import AttentionMetadata
+    from graphbench.runner.attention.triton_backend import TritonBackend
+
+    class NoLaunch:
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: None
+
+    for module, name in ((kernels, "_attention_kernel"), (kernels, "_merge_splits_kernel"),
+                         (cache_write, "_write_kv_kernel"), (decode, "_decode_kernel")):
+        setattr(module, name, NoLaunch())
+    kernels._num_sms = decode._num_sms = lambda index: 132  # an H200's SM count, without a GPU
+
+    def one_call(num_tokens: int, num_reqs: int, uniform: bool) -> float:
+        bf16 = torch.bfloat16
+        q = torch.empty(num_tokens, 32, 64, dtype=bf16)  # llama-3.2-1b: 32 heads, 8 kv heads, head_dim 64
+        k, v = torch.empty(num_tokens, 8, 64, dtype=bf16), torch.empty(num_tokens, 8, 64, dtype=bf16)
+        k_cache, v_cache = torch.empty(64, 16, 8, 64, dtype=bf16), torch.empty(64, 16, 8, 64, dtype=bf16)
+        meta = AttentionMetadata(slot_mapping=torch.zeros(num_tokens, dtype=torch.int64),
+                                 query_start_loc=torch.zeros(257, dtype=torch.int32),
+                                 seq_lens=torch.zeros(256, dtype=torch.int32),
+                                 block_tables=torch.zeros(256, 64, dtype=torch.int32), num_reqs=num_reqs,
+                                 num_tokens=num_tokens, query_start_loc_host=[], seq_lens_host=[])
+        meta.uniform_decode = uniform
+        backend, out = TritonBackend(), torch.empty_like(q)
+        return per_call_us(lambda: backend.forward(q, k, v, k_cache, v_cache, meta, 0.125, out), 5000)
+
+    return {"prefill chunk (2048 tokens, 16 requests)": one_call(2048, 16, False),
+            "mixed batch (256 tokens, 40 requests)": one_call(256, 40, False),
+            "decode batch (64 requests)": one_call(64, 64, True)}
+
+
+def main() -> None:
+    for title, measure in (("custom op dispatch", custom_op_dispatch), ("launch arithmetic", launch_arithmetic),
+                           ("attention call, kernels not launched", attention_wrappers)):
+        print(title)
+        for name, us in measure().items():
+            print(f"  {name:45s} {us:8.2f} us")
+
+
+if __name__ == "__main__":
+    main()
