@@ -85,7 +85,7 @@ def _drive(engine, workload: Workload, pending: deque, finished: list, start: fl
     from graphbench.runner.request import SamplingParams
 
     def params(spec) -> SamplingParams:
-        return SamplingParams(max_tokens=min(spec.output_len, max_output_len or spec.output_len))
+        return SamplingParams(max_tokens=spec.capped_output_len(max_output_len))
 
     in_flight = 0
     while pending or engine.has_unfinished():

@@ -92,8 +92,7 @@ def run_peer_workload(model, workload: Workload, static: bool, vocab_size: int, 
     finished: list[_Timed] = []
     for i in range(0, len(specs), workload.concurrency):
         wave = slice(i, i + workload.concurrency)
-        finished += _run_wave(model, prompts[wave], [min(s.output_len, max_output_len or s.output_len)
-                                                     for s in specs[wave]], static)
+        finished += _run_wave(model, prompts[wave], [s.capped_output_len(max_output_len) for s in specs[wave]], static)
     duration = time.perf_counter() - start
     out = sum(t.output_len for t in finished)
     result = {"output_tokens_per_s": out / duration, "total_tokens_per_s": (out + sum(t.prompt_len for t in finished)) / duration,

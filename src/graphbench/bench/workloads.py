@@ -72,6 +72,10 @@ class RequestSpec:
     prompt_len: int
     output_len: int
 
+    def capped_output_len(self, max_output_len: int | None) -> int:
+        """output_len, at most max_output_len (None: no cap; the warm-up's shorter pass)."""
+        return self.output_len if max_output_len is None else min(self.output_len, max_output_len)
+
 
 @dataclass
 class Workload:

@@ -95,16 +95,12 @@ def linear_impl(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     return F.linear(x, weight, bias)
 
 
-def _linear_op(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """The dynamic-shape graph's linear: the row count is only known when it runs."""
-    return linear_impl(x, weight, bias)
-
-
-def _linear_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+def _linear_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     return x.new_empty((x.shape[0], weight.shape[0]))
 
 
-linear_op = register_op(OP_NAME, _linear_op, _linear_fake)
+# the dynamic-shape graph's linear: the row count is only known when it runs, so the op picks then
+linear_op = register_op(OP_NAME, linear_impl, _linear_fake)
 
 
 def _pick(impl, op, plain):
@@ -149,17 +145,11 @@ def add_rmsnorm_gate_up_matmul(x: torch.Tensor, residual: torch.Tensor, norm_wei
     return F.silu(gate_up[..., :inter]) * gate_up[..., inter:], h
 
 
-def _add_rmsnorm_gate_up_op(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
-                           weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The dynamic-shape graph's residual add + RMSNorm + gate/up projection + activation."""
-    return add_rmsnorm_gate_up_impl(x, residual, norm_weight, eps, weight)
-
-
 def _add_rmsnorm_gate_up_fake(x, residual, norm_weight, eps, weight):
     return x.new_empty((x.shape[0], weight.shape[0] // 2)), torch.empty_like(x)
 
 
-add_rmsnorm_gate_up_op = register_op(GATE_UP_OP_NAME, _add_rmsnorm_gate_up_op, _add_rmsnorm_gate_up_fake)
+add_rmsnorm_gate_up_op = register_op(GATE_UP_OP_NAME, add_rmsnorm_gate_up_impl, _add_rmsnorm_gate_up_fake)
 
 
 def add_rmsnorm_gate_up(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
@@ -212,17 +202,11 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * weight
 
 
-def _add_rmsnorm_linear_op(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
-                          weight: torch.Tensor, bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The dynamic-shape graph's residual add + RMSNorm + projection."""
-    return add_rmsnorm_linear_impl(x, residual, norm_weight, eps, weight, bias)
-
-
 def _add_rmsnorm_linear_fake(x, residual, norm_weight, eps, weight, bias):
     return x.new_empty((x.shape[0], weight.shape[0])), torch.empty_like(x)
 
 
-add_rmsnorm_linear_op = register_op(ADD_NORM_OP_NAME, _add_rmsnorm_linear_op, _add_rmsnorm_linear_fake)
+add_rmsnorm_linear_op = register_op(ADD_NORM_OP_NAME, add_rmsnorm_linear_impl, _add_rmsnorm_linear_fake)
 
 
 def add_rmsnorm_linear(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
