@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from graphbench.cli.main import app
+from graphbench.cli.output import console as make_console
 from graphbench.errors import GraphbenchError
 from graphbench.runner.compile.cache import (
     CACHE_SUBDIR,
@@ -95,11 +96,10 @@ def list_command(
         typer.echo(f"compile cache is empty: no entries under {base}")
         return
 
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    console = Console(highlight=False, soft_wrap=False)
+    console = make_console(soft_wrap=False)
     table = Table(title=f"compile cache: {base}", title_justify="left")
     table.add_column("hash", no_wrap=True)
     table.add_column("size", justify="right", no_wrap=True)

@@ -7,6 +7,7 @@ import typer
 
 from graphbench.cli.engine_options import parse_int_list, with_engine_options
 from graphbench.cli.main import app
+from graphbench.cli.output import console as make_console
 from graphbench.config import EngineConfig
 
 
@@ -34,10 +35,9 @@ def generate(
     if output_format == "json":
         typer.echo(json.dumps({"outputs": result.outputs}))
         return
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = make_console()
     console.print(f"[bold]{result.summary}[/bold]")
     table = Table("prompt", "generated token ids")
     for item in result.outputs:

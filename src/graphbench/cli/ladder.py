@@ -16,6 +16,7 @@ from typing import Annotated, Optional
 import typer
 
 from graphbench.cli.main import app
+from graphbench.cli.output import console as make_console
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.compare import DEFAULT_BATCHES, LadderComparison, LadderSummary, compare_ladders
 from graphbench.ladders.distributions import load_distribution
@@ -152,10 +153,9 @@ def _title(summary: LadderSummary) -> str:
 
 
 def _print_table(comparison: LadderComparison, *, with_distribution: bool) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console(highlight=False, soft_wrap=True)
+    console = make_console(soft_wrap=True)
     say = lambda text="": console.print(text, markup=False)  # noqa: E731 - sizes are in [brackets]
     say(
         f"max_num_seqs={comparison.max_num_seqs} -> max capture size {comparison.max_capture_size}"

@@ -58,7 +58,6 @@ def run(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
 ) -> None:
     """Measure one configuration: start-up (cold and/or warm), then each workload with repeats."""
-    from rich.console import Console
 
     from graphbench.bench.point import PointSpec, run_point
 
@@ -67,7 +66,7 @@ def run(
     workloads = build_workloads(concurrency, request_rate, trace, prompt_len, output_len, num_requests, workload_seed,
                                 num_requests_per_concurrency)
     resolved = engine_config.resolve()
-    console = Console(stderr=True, quiet=quiet)
+    console = make_console(stderr=True, quiet=quiet)
     if system in ("hf-eager", "hf-compile"):
         from graphbench.bench.peers import run_peer_point
 
