@@ -97,12 +97,6 @@ def find_syncs(engine, concurrency: int, prompt_len: int) -> list[str]:
     return [f"{w.filename}:{w.lineno}: {str(w.message)[:200]}" for w in caught]
 
 
-def torch_cuda_available() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
 def spin_cycles(ms: float) -> int:
     """GPU clock cycles that torch.cuda._sleep spins for about `ms` milliseconds (measured once)."""
     import torch
@@ -130,6 +124,11 @@ def summarise(steps: list[dict]) -> list[dict]:
     return rows
 
 
+def print_summary(steps: list[dict]) -> None:
+    for row in summarise(steps):
+        print("  " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="llama-3.2-1b")
@@ -143,6 +142,8 @@ def main() -> None:
     p.add_argument("--cprofile", action="store_true", help="also profile the host side of one more wave (cProfile)")
     p.add_argument("--out", default=None)
     args = p.parse_args()
+    import torch
+
     from graphbench.config import load_engine_config
     from graphbench.runner.engine import Engine
 
@@ -156,14 +157,12 @@ def main() -> None:
     for w, steps in enumerate(waves):
         print(f"wave {w}: {len(steps)} steps, host total {sum(s['host_ms'] for s in steps):.1f} ms, "
               f"device total {sum(s['device_ms'] for s in steps):.1f} ms")
-        for row in summarise(steps):
-            print("  " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
-    if args.busy_ms and torch_cuda_available():
+        print_summary(steps)
+    if args.busy_ms and torch.cuda.is_available():
         cycles = spin_cycles(args.busy_ms)
         steps = run_wave(engine, args.concurrency, args.prompt_len, args.output_len, seed=500, busy_cycles=cycles)
         print(f"with the GPU busy {args.busy_ms:.0f} ms before each launch (a launch that syncs takes that long):")
-        for row in summarise(steps):
-            print("  " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
+        print_summary(steps)
         waves.append(steps)
     if args.cprofile:
         print_host_profile(engine, args)
