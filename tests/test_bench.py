@@ -217,3 +217,23 @@ def test_allocator_calls_read_from_the_allocator_stats(monkeypatch):
     assert _allocator_calls() == {"device_mallocs": 7, "device_frees": 2, "allocator_retries": 1}
     monkeypatch.setattr(torch.cuda, "memory_stats", lambda: {})  # a torch without these counters
     assert _allocator_calls() == {"device_mallocs": 0, "device_frees": 0, "allocator_retries": 0}
+
+
+def test_run_scales_short_closed_loop_repeats_to_the_target(tmp_path):
+    """--target-repeat-s: the first pass's duration sets the scale; every repeat then runs scale x the
+    requests, and the result records the calibration. --num-requests switches it off."""
+    from graphbench.bench.repeats import repeat_scale
+
+    common = ["run", "--device", "cpu", "-O0", "--max-num-seqs", "4", "--concurrency", "1", "--prompt-len", "4",
+              "--output-len", "2", "--repeats", "2", "-q"]
+    result = runner.invoke(app, [*common, "--target-repeat-s", "1", "--results", str(tmp_path / "a")])
+    assert result.exit_code == 0, result.output
+    (r,) = load_results([tmp_path / "a"]).results
+    (w,) = r["workloads"]
+    cal = w["calibration"]
+    assert cal["target_repeat_s"] == 1.0 and cal["scale"] == repeat_scale(cal["first_pass_s"], 1.0) > 1
+    assert [rep["num_requests"] for rep in w["repeats"]] == [4 * cal["scale"]] * 2 == [w["num_requests"]] * 2
+    result = runner.invoke(app, [*common, "--target-repeat-s", "1", "--num-requests", "3", "--results", str(tmp_path / "b")])
+    assert result.exit_code == 0, result.output
+    (w,) = load_results([tmp_path / "b"]).results[0]["workloads"]
+    assert w["calibration"]["scale"] == 1 and [rep["num_requests"] for rep in w["repeats"]] == [3, 3]

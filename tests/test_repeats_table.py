@@ -10,8 +10,8 @@ from graphbench.reports.render import ReportContext, render_html, render_markdow
 from graphbench.reports.repeats_table import REPEATS_COLUMNS, repeats_table
 
 
-def _repeat(tokens_per_s: float, full_ms: float, none_ms: float, slowest: float) -> dict:
-    return {"output_tokens_per_s": tokens_per_s,
+def _repeat(tokens_per_s: float, full_ms: float, none_ms: float, slowest: float, duration_s: float = 0.5) -> dict:
+    return {"output_tokens_per_s": tokens_per_s, "duration_s": duration_s,
             "step_ms_by_mode": {"FULL": {"total_ms": full_ms, "n": 240}, "NONE": {"total_ms": none_ms, "n": 16}},
             "slowest_steps": [{"ms": slowest, "launch_ms": 1.0, "num_tokens": 2048, "runtime_mode": "NONE"}]}
 
@@ -22,11 +22,12 @@ def _result(label: str, repeats: list[dict], system: str = "graphbench", status:
 
 
 def test_spread_and_per_mode_totals():
-    repeats = [_repeat(100.0, 320.0, 120.0, 8.0), _repeat(90.0, 322.0, 150.0, 15.5), _repeat(96.0, 321.0, 125.0, 9.0)]
+    repeats = [_repeat(100.0, 320.0, 120.0, 8.0, 0.9), _repeat(90.0, 322.0, 150.0, 15.5, 1.0),
+               _repeat(96.0, 321.0, 125.0, 9.0, 0.94)]
     table = repeats_table([_result("O2_default", repeats)])
     assert list(table.columns) == REPEATS_COLUMNS and len(table) == 1
     row = table.iloc[0]
-    assert row["repeats"] == 3 and row["output tok/s"] == 96.0
+    assert row["repeats"] == 3 and row["repeat s"] == 0.94 and row["output tok/s"] == 96.0
     assert row["spread %"] == pytest.approx(100 * 10 / 96)
     assert row["FULL ms"] == 321.0 and row["FULL spread %"] == pytest.approx(100 * 2 / 321)
     assert row["NONE ms"] == 125.0 and row["NONE spread %"] == pytest.approx(100 * 30 / 125)
@@ -52,6 +53,6 @@ def test_the_report_shows_the_table_only_when_there_are_rows():
     with_rows = ReportContext(**base, repeats=table)
     markdown = render_markdown(with_rows)
     assert "## Repeats: how steady, and where the time moved" in markdown
-    assert "| O2_default | closed-c64 | 2 | 95 | 10.5 | 321.0 | 0.6 | - | - | 135.0 | 22.2 | 15.5 ms (NONE, 2048 tokens) |" in markdown
+    assert "| O2_default | closed-c64 | 2 | 0.50 | 95 | 10.5 | 321.0 | 0.6 | - | - | 135.0 | 22.2 | 15.5 ms (NONE, 2048 tokens) |" in markdown
     assert "<h2>Repeats: how steady, and where the time moved</h2>" in render_html(with_rows)
     assert "Repeats" not in render_markdown(ReportContext(**base))

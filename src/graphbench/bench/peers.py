@@ -17,6 +17,7 @@ from graphbench.bench.decode_timing import build_hf_model, random_prompts
 from graphbench.bench.driver import WARM_UP_OUTPUT_TOKENS
 from graphbench.bench.environment import environment, machine_name, utc_now
 from graphbench.bench.metrics import request_metrics, summarize
+from graphbench.bench.repeats import measure_repeats
 from graphbench.bench.workloads import Workload
 from graphbench.config import load_arch
 from graphbench.reports.store import write_result
@@ -103,7 +104,7 @@ def run_peer_workload(model, workload: Workload, static: bool, vocab_size: int, 
 
 
 def run_peer_point(system: str, model_name: str, dtype_name: str, device: str, workloads: list[Workload], repeats: int,
-                   label: str, results_dir, seed: int = 0, progress=lambda message: None):
+                   label: str, results_dir, seed: int = 0, progress=lambda message: None, target_repeat_s: float = 0.0):
     """Measure a transformers peer on the workloads and write its result file."""
     import torch
 
@@ -130,11 +131,11 @@ def run_peer_point(system: str, model_name: str, dtype_name: str, device: str, w
         first_call_s = max(first_call_s, time.perf_counter() - t0)
         # then one pass with capped outputs, as the engine warms up
         run_peer_workload(model, workload, static, arch.vocab_size, 998, max_output_len=WARM_UP_OUTPUT_TOKENS)
-        repeats_out = []
-        for i in range(repeats):
-            progress(f"{workload.name}: repeat {i + 1}/{repeats}")
-            repeats_out.append(run_peer_workload(model, workload, static, arch.vocab_size, i))
-        measured.append(dict(workload.to_dict(), repeats=repeats_out, summary=summarize(repeats_out)))
+        as_measured, repeats_out, calibration = measure_repeats(
+            lambda w, i, hf=model: run_peer_workload(hf, w, static, arch.vocab_size, i), workload, repeats,
+            target_repeat_s, progress)
+        measured.append(dict(as_measured.to_dict(), repeats=repeats_out, summary=summarize(repeats_out),
+                             calibration=calibration))
     env = environment(device_obj.type)
     startup = {"cold": True, "total_s": load_s, "load_s": load_s, "first_call_s": first_call_s, "compile_import_s": 0.0, "dynamo_s": 0.0,
                "inductor_s": 0.0, "compile_sizes_s": 0.0, "loaded_s": 0.0, "capture_s": 0.0, "graph_memory_bytes": 0,

@@ -33,6 +33,7 @@ class PointSpec:
     startups: tuple[str, ...] = ("warm",)  # "cold" clears this config's compile cache first
     system: str = "graphbench"
     sweep: dict[str, Any] = field(default_factory=dict)
+    target_repeat_s: float = 0.0  # closed loops: scale the requests so a repeat lasts about this (0: as given)
 
 
 def startup_dict(engine, cold: bool, wall_s: float) -> dict[str, Any]:
@@ -102,6 +103,7 @@ def run_point(spec: PointSpec, results_dir: str | Path,
     """Measure one point and write its result file; return the file."""
     from graphbench.bench.cold_start import cold_start_in_child, wants_own_process
     from graphbench.bench.driver import run_engine_workload, warm_up
+    from graphbench.bench.repeats import measure_repeats
 
     inject_fault(spec.label)
     startups, engine = [], None
@@ -130,11 +132,11 @@ def run_point(spec: PointSpec, results_dir: str | Path,
         for workload in spec.workloads:
             progress(f"{workload.name}: warm-up")
             warm_up(engine, workload)
-            repeats = []
-            for i in range(spec.repeats):
-                progress(f"{workload.name}: repeat {i + 1}/{spec.repeats}")
-                repeats.append(run_engine_workload(engine, workload, seed_offset=i))
-            workloads.append(dict(workload.to_dict(), repeats=repeats, summary=summarize(repeats)))
+            measured, repeats, calibration = measure_repeats(
+                lambda w, i: run_engine_workload(engine, w, seed_offset=i), workload, spec.repeats,
+                spec.target_repeat_s, progress)
+            workloads.append(dict(measured.to_dict(), repeats=repeats, summary=summarize(repeats),
+                                  calibration=calibration))
     finally:
         gc.unfreeze()  # (in-process callers, e.g. tests: the engine can be collected once it is dropped)
     result = {

@@ -44,6 +44,7 @@ def sweep(
     output_len: Annotated[Optional[str], typer.Option(help="Output length (default 64; CPU 16).")] = None,
     num_requests: Annotated[Optional[int], typer.Option(help="Requests per workload (default 4 x concurrency).")] = None,
     repeats: Annotated[int, typer.Option(help="Repeats per workload.")] = 3,
+    target_repeat_s: Annotated[Optional[float], typer.Option(help="Closed loops: a repeat runs a multiple of the requests to last about this many seconds (default 1 on the GPU, 0 = off on the CPU).")] = None,
     max_num_seqs: Annotated[Optional[int], typer.Option(help="Engine max_num_seqs (default 256; CPU 64).")] = None,
     results: Annotated[Path, typer.Option(help="Results folder.")] = Path("results"),
     report: Annotated[Optional[Path], typer.Option("--report", "-o", help="Report folder (default RESULTS/report).")] = None,
@@ -79,7 +80,7 @@ def sweep(
         base["scheduler.max_num_seqs"] = max_num_seqs
     peer_list = _parse_peers(peers if peers is not None else workload.pop("peers", None), gpu)
     points = build_grid(base, {k: v for k, v in axes.items() if v}, peer_list, graphs_possible=gpu)
-    run_args = _run_args(workload, concurrency, prompt_len, output_len, num_requests, repeats, gpu)
+    run_args = _run_args(workload, concurrency, prompt_len, output_len, num_requests, repeats, gpu, target_repeat_s)
 
     console = make_console()
     if dry_run:
@@ -160,12 +161,16 @@ def _parse_peers(text, gpu: bool) -> list[str]:
     return [] if text.strip().lower() in ("", "none") else [p.strip() for p in text.split(",") if p.strip()]
 
 
-def _run_args(workload: dict, concurrency, prompt_len, output_len, num_requests, repeats: int, gpu: bool) -> list[str]:
+def _run_args(workload: dict, concurrency, prompt_len, output_len, num_requests, repeats: int, gpu: bool,
+              target_repeat_s: float | None = None) -> list[str]:
+    if target_repeat_s is None:
+        target_repeat_s = workload.get("target_repeat_s", 1.0 if gpu else 0.0)  # CPU: keep the default sweep short
     values = {
         "concurrency": concurrency or workload.get("concurrency") or ("1,4,16,64" if gpu else "1,4,16"),
         "prompt-len": prompt_len or workload.get("prompt_len") or ("128" if gpu else "64"),
         "output-len": output_len or workload.get("output_len") or ("64" if gpu else "16"),
         "repeats": str(workload.get("repeats", repeats)),
+        "target-repeat-s": f"{float(target_repeat_s):g}",
     }
     if isinstance(values["concurrency"], list):
         values["concurrency"] = ",".join(map(str, values["concurrency"]))

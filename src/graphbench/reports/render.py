@@ -55,7 +55,8 @@ LADDERS_NOTE = ("What each captured ladder costs and pads. Ratios compare it wit
                 "size stays, the memory beyond the pool is what fewer rungs can save.")
 
 
-REPEATS_NOTE = ("How steady the repeats were: the spread of output tokens/s across repeats ((max - min) / median), "
+REPEATS_NOTE = ("How steady the repeats were: how long a repeat ran (closed loops shorter than the target run a multiple "
+                "of their requests), the spread of output tokens/s across repeats ((max - min) / median), "
                 "and the repeats' total step time per runtime mode with its spread. The mode whose total moves "
                 "with the tokens/s is where an unsteady repeat lost its time (NONE: steps that ran without a "
                 "CUDA graph, e.g. prefill chunks above the ladder's top).")
@@ -65,7 +66,7 @@ def repeats_cells(repeats: pd.DataFrame) -> list[list[str]]:
     def cell(column: str, value: Any) -> str:
         if column in ("point", "workload", "repeats", "slowest step"):
             return str(value)
-        return fmt(value, 0 if column == "output tok/s" else 1)
+        return fmt(value, 0 if column == "output tok/s" else 2 if column == "repeat s" else 1)
 
     return [[cell(c, v) for c, v in row.items()] for _, row in repeats.iterrows()]
 

@@ -1,7 +1,7 @@
 """How steady the repeats were, and where an unsteady repeat lost its time (the report's "Repeats" table).
 
 One row per graphbench point x workload whose repeats recorded step times per runtime mode: the
-median output tokens/s and its spread across repeats (max - min over the median), then for each
+median length of a repeat (seconds), the median output tokens/s and its spread across repeats (max - min over the median), then for each
 runtime mode the median of the repeats' total step time in that mode and its spread, and the slowest
 step seen. A tokens/s spread that shows up in one mode's total and not in the others says which kind
 of step to look at: e.g. eager (NONE) prefill chunks above the ladder's top, while the graph-replayed
@@ -20,7 +20,7 @@ from graphbench.reports.stats import median, spread_pct
 
 MODES = ("FULL", "PIECEWISE", "NONE")
 REPEATS_COLUMNS = [
-    "point", "workload", "repeats", "output tok/s", "spread %",
+    "point", "workload", "repeats", "repeat s", "output tok/s", "spread %",
     "FULL ms", "FULL spread %", "PIECEWISE ms", "PIECEWISE spread %", "NONE ms", "NONE spread %", "slowest step",
 ]  # fmt: skip
 
@@ -41,7 +41,9 @@ def repeats_table(results: list[Mapping[str, Any]]) -> pd.DataFrame:
 
 def _row(label: Any, workload: Any, repeats: list[Mapping[str, Any]]) -> dict[str, Any]:
     tokens_per_s = [float(r["output_tokens_per_s"]) for r in repeats]
+    durations = [float(r["duration_s"]) for r in repeats if r.get("duration_s") is not None]
     row: dict[str, Any] = {"point": label, "workload": workload, "repeats": len(repeats),
+                           "repeat s": median(durations) if durations else math.nan,
                            "output tok/s": median(tokens_per_s), "spread %": _spread(tokens_per_s)}
     for mode in MODES:
         totals = [float((r["step_ms_by_mode"].get(mode) or {}).get("total_ms", 0.0)) for r in repeats]
