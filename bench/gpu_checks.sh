@@ -4,6 +4,7 @@
 #   bash bench/gpu_checks.sh startup   # cold/warm compile, capture time and graph memory per mode (issue 4)
 #   bash bench/gpu_checks.sh decode    # step time per -O level and peers, batch 1 and 64 (issues 3, 4, 7)
 #   bash bench/gpu_checks.sh sweep     # the default llama-3.2-1b sweep with peers (issue 5: < 10 min)
+#   bash bench/gpu_checks.sh suite     # the GPU suite without the OOM fault test (~3 min)
 #   bash bench/gpu_checks.sh tune      # default vs a tuned ladder with half the graphs (issue 10)
 #   bash bench/gpu_checks.sh tp        # 2 GPUs: TP=2 vs TP=1, llama-3.1-8b decode at TP 1 and 2 (issue 9)
 #   bash bench/gpu_checks.sh gemv      # batch-1 projections in a CUDA graph: cuBLAS / Inductor / Triton GEMV, ~2 min
@@ -65,6 +66,9 @@ case "${1:-}" in
     timeout 565 python3 -m graphbench sweep --model llama-3.2-1b --results "$OUT/sweep" --report "$OUT/sweep-report" \
       2>&1 | tee "$OUT/sweep.log" | tail -40
     tar czf "$OUT/sweep.tgz" -C "$OUT" sweep sweep-report 2>/dev/null && rm -rf "$OUT/sweep" "$OUT/sweep-report" ;;
+  suite)  # the GPU suite without the 60-s OOM fault test (a warm follow-up call with little time left)
+    timeout ${GPU_TESTS_TIMEOUT:-200} python3 -m pytest -m gpu -q -p no:logging --durations=10 tests/gpu \
+      --ignore=tests/gpu/test_faults_gpu.py 2>&1 | tee "$OUT/gpu-tests.log" | tail -25 ;;
   tune)
     # the default ladder for 256 sequences has 51 sizes: tuned:25 is about half the graphs
     timeout 580 python3 -m graphbench sweep --model llama-3.2-1b --levels 2 --ladders default,tuned:25 --peers none \

@@ -145,6 +145,16 @@ def test_pdl_is_only_used_on_cuda_and_adds_no_launch_option_otherwise(monkeypatc
 
     monkeypatch.setattr(pdl, "PDL_ENABLED", True)
     assert not pdl.use_pdl(torch.zeros(2))  # a CPU tensor (and the interpreter) never launches with PDL
+    # only the capture phase launches with PDL; the flag is restored even when the phase fails
+    assert pdl._graph_phase is False
+    with pytest.raises(RuntimeError), pdl.graph_launches():
+        assert pdl._graph_phase is True
+        with pdl.graph_launches():
+            pass
+        assert pdl._graph_phase is True  # nested: still inside the outer phase
+        assert not pdl.use_pdl(torch.zeros(2))
+        raise RuntimeError("capture failed")
+    assert pdl._graph_phase is False
     assert pdl.pdl_launch_options(True) == {"launch_pdl": True}
     assert pdl.pdl_launch_options(False) == {}  # the interpreter takes no launch options at all
 

@@ -55,6 +55,17 @@ class CaptureReport:
     num_graphs: dict[str, int] = field(default_factory=dict)
 
 
+def _graph_launches():
+    """runner/pdl.py's graph_launches (a no-op without Triton, where no kernel of graphbench's runs)."""
+    try:
+        from graphbench.runner.pdl import graph_launches
+    except ImportError:
+        from contextlib import nullcontext
+
+        return nullcontext()
+    return graph_launches()
+
+
 class ModelRunner:
     def __init__(self, model: CausalLM, kv_cache: KVCache, backend: AttentionBackend, inputs: StepInputs,
                  seed: int, dispatcher: CudagraphDispatcher, forward_fn=None):
@@ -151,21 +162,23 @@ class ModelRunner:
         # Eager warm-up of every distinct batch first (one per size and kind, not per mode): kernels that
         # load lazily (cuBLAS picks per shape, Triton variants) load here, so the free-memory delta
         # below is what the recordings themselves hold, not code loaded on the way.
-        warmed = set()
-        for _mode, desc, num_reqs in plan:
-            batch = (desc.num_tokens, num_reqs, self._uniform_decode(desc))
-            if batch not in warmed:
-                warmed.add(batch)
-                self.dummy_run(desc.num_tokens, num_reqs, NONE, desc)
-        torch.cuda.synchronize(self.device)
-        free_before = free_memory()
-        reserved_before = torch.cuda.memory_reserved(self.device)
-        # One pool per engine: a pool shared across engines dies with the first engine's graphs.
-        self.graph_pool = torch.cuda.graph_pool_handle()
-        self.capture_stream = torch.cuda.Stream(device=self.device)
-        with capture_session(self.graph_pool, self.capture_stream):
-            for mode, desc, num_reqs in plan:
-                self.dummy_run(desc.num_tokens, num_reqs, mode, desc, capturing=True)
+        # Both loops launch graphbench's kernels with PDL (runner/pdl.py): the warm-up loads those variants.
+        with _graph_launches():
+            warmed = set()
+            for _mode, desc, num_reqs in plan:
+                batch = (desc.num_tokens, num_reqs, self._uniform_decode(desc))
+                if batch not in warmed:
+                    warmed.add(batch)
+                    self.dummy_run(desc.num_tokens, num_reqs, NONE, desc)
+            torch.cuda.synchronize(self.device)
+            free_before = free_memory()
+            reserved_before = torch.cuda.memory_reserved(self.device)
+            # One pool per engine: a pool shared across engines dies with the first engine's graphs.
+            self.graph_pool = torch.cuda.graph_pool_handle()
+            self.capture_stream = torch.cuda.Stream(device=self.device)
+            with capture_session(self.graph_pool, self.capture_stream):
+                for mode, desc, num_reqs in plan:
+                    self.dummy_run(desc.num_tokens, num_reqs, mode, desc, capturing=True)
         torch.cuda.synchronize(self.device)
         report.seconds = time.perf_counter() - started
         report.memory_bytes = free_before - free_memory()

@@ -7,13 +7,21 @@ What it saves is the gap between dependent kernels, ~1 us each in a CUDA graph o
 (a batch-1 decode step). Every PDL kernel waits before its first load or store, so the order of
 memory effects is the stream's: a chain A -> B -> C holds because B waits for A before it lets C go.
 
-Off by default (GRAPHBENCH_PDL=1 turns it on) until measured end to end on the GPU.
+Only the engine's capture phase launches with it (`graph_launches`): the recordings, and the eager
+warm-up just before them, which compiles and loads the PDL variants so that nothing loads inside a
+capture. That is where the gaps are (a replayed graph has no host between its kernels) and where it
+was measured (H200, session 7: -O2 batch 1 1.026 -> 0.931 ms, batch 64 1.319 -> 1.255 ms). An eager
+step's gaps are the host's launch time, which PDL does not shorten; the one eager measurement (-O0,
+batch 64) was 2x slower with it, beside another job, unexplained. Eager steps launch as without PDL.
+On by default; GRAPHBENCH_PDL=0 turns it off.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+from contextlib import contextmanager
+from typing import Iterator
 
 import torch
 import triton
@@ -22,7 +30,7 @@ from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from graphbench.runner.device import triton_interpreting
 
-PDL_ENABLED = os.environ.get("GRAPHBENCH_PDL", "0") == "1"
+PDL_ENABLED = os.environ.get("GRAPHBENCH_PDL", "1") == "1"
 
 
 @functools.lru_cache(maxsize=None)
@@ -30,9 +38,25 @@ def _supports_pdl(device_index: int) -> bool:
     return torch.cuda.get_device_capability(device_index) >= (9, 0)
 
 
+_graph_phase = False
+
+
+@contextmanager
+def graph_launches() -> Iterator[None]:
+    """Kernels launched inside may use PDL (the engine's capture phase)."""
+    global _graph_phase
+    previous, _graph_phase = _graph_phase, True
+    try:
+        yield
+    finally:
+        _graph_phase = previous
+
+
 def use_pdl(t: torch.Tensor) -> bool:
-    """Launch with PDL: switched on, a CUDA tensor (not the interpreter), a Hopper or later GPU."""
-    return PDL_ENABLED and t.is_cuda and not triton_interpreting() and _supports_pdl(t.device.index or 0)
+    """Launch with PDL: inside graph_launches, switched on, a CUDA tensor (not the interpreter), a
+    Hopper or later GPU."""
+    return (_graph_phase and PDL_ENABLED and t.is_cuda and not triton_interpreting()
+            and _supports_pdl(t.device.index or 0))
 
 
 def pdl_launch_options(pdl: bool) -> dict:
