@@ -51,7 +51,7 @@ def run(
     num_requests_per_concurrency: Annotated[int, typer.Option(help="Closed loop: requests = this x concurrency, unless --num-requests.", rich_help_panel=WORKLOAD)] = 4,
     workload_seed: Annotated[int, typer.Option(help="Seed of the request lengths and prompts.", rich_help_panel=WORKLOAD)] = 0,
     repeats: Annotated[int, typer.Option(help="Measured repeats per workload, after a warm-up.")] = 3,
-    target_repeat_s: Annotated[Optional[float], typer.Option(help="Closed loops: when a pass of the requests is shorter, each repeat runs a multiple of them to last about this many seconds (default 1 on the GPU, 0 = off on the CPU; off with --num-requests).")] = None,
+    target_repeat_s: Annotated[float, typer.Option(help="Closed loops: when a pass of the requests is shorter, each repeat runs a multiple of them to last about this many seconds, e.g. 1 (0: off; off with --num-requests).")] = 0.0,
     cold: Annotated[bool, typer.Option("--cold/--warm", help="--cold: clear this config's compile cache, start cold, then start again warm.")] = False,
     results: Annotated[str, typer.Option(help="Results folder.")] = "results",
     label: Annotated[Optional[str], typer.Option(help="Point label (default from the config).")] = None,
@@ -64,15 +64,13 @@ def run(
 
     if repeats < 1:
         raise GraphbenchError(f"--repeats must be >= 1, got {repeats}")
-    if target_repeat_s is not None and target_repeat_s < 0:
+    if target_repeat_s < 0:
         raise GraphbenchError(f"--target-repeat-s must be >= 0, got {target_repeat_s}")
     workloads = build_workloads(concurrency, request_rate, trace, prompt_len, output_len, num_requests, workload_seed,
                                 num_requests_per_concurrency)
     resolved = engine_config.resolve()
     if num_requests is not None:
         target_repeat_s = 0.0  # the request count was given: measure exactly that
-    elif target_repeat_s is None:
-        target_repeat_s = 1.0 if _on_gpu(resolved.model.device) else 0.0
     console = make_console(stderr=True, quiet=quiet)
     if system in ("hf-eager", "hf-compile"):
         from graphbench.bench.peers import run_peer_point
@@ -91,14 +89,6 @@ def run(
                      target_repeat_s=target_repeat_s)
     path = run_point(spec, results, progress=lambda message: console.print(f"[dim]{label}: {message}[/dim]"))
     _print_summary(path)
-
-
-def _on_gpu(device: str) -> bool:
-    if device != "auto":
-        return device.startswith("cuda")
-    import torch
-
-    return torch.cuda.is_available()
 
 
 def _print_summary(path) -> None:
