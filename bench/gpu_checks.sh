@@ -20,7 +20,8 @@
 #   bash bench/gpu_checks.sh flags     # on nvidia-h200-x2: the three launch savers (off by default until measured),
 #                                      # all on: gemv_check + the GPU suite (GPU 0) beside one decode run of -O2 with
 #                                      # each, with all, and hf-compile (GPU 1); groups flagtests / flagdecode alone
-#   bash bench/gpu_checks.sh session8  # on nvidia-h200-x2: whole GPU suite (GPU 0) beside issue 7's record + launch probe (GPU 1)
+#   bash bench/gpu_checks.sh session8  # on nvidia-h200-x2: whole GPU suite (GPU 0) beside issue 7's record, the launch probe
+#                                      # and the eager steps' host time with GRAPHBENCH_DIRECT_LAUNCH=0/1 (GPU 1), ~7 min
 #   bash bench/gpu_checks.sh pdl       # on nvidia-h200-x2: GPU suite with GRAPHBENCH_PDL=1 (GPU 0) beside issue 7's run with a pdl variant (GPU 1)
 #   bash bench/gpu_checks.sh session6a # on nvidia-h200-x2: flagtests, then -O2 at C = 64 x 5 (GPU 0) beside flagdecode (GPU 1), ~8 min
 #   bash bench/gpu_checks.sh session6b # on nvidia-h200-x2: GPU suite + host/device time per step (GPU 0) beside issue 7's record (GPU 1)
@@ -141,10 +142,16 @@ case "${1:-}" in
              # with PDL on by default + the launch-overhead probe (GPU 1, cores A); one tgz, ~6 min
     (export GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1
      taskset -c "$CORES_A" bash "$0" decode7 > "$OUT/decode7.out" 2>&1
-     taskset -c "$CORES_A" timeout 60 python3 bench/debug/launch_overhead.py > "$OUT/launch-overhead.log" 2>&1) &
+     taskset -c "$CORES_A" timeout 60 python3 bench/debug/launch_overhead.py > "$OUT/launch-overhead.log" 2>&1
+     for direct in 0 1; do  # the eager steps' host time with and without runner/launch.py's direct launches
+       GRAPHBENCH_DIRECT_LAUNCH=$direct taskset -c "$CORES_A" timeout 100 python3 bench/debug/step_host_time.py \
+         --model llama-3.2-1b --level 2 --concurrency 64 --busy-ms 20 --out "$OUT/step-host-direct$direct.json" \
+         > "$OUT/step-host-direct$direct.log" 2>&1
+     done) &
     (export GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0
      taskset -c "$CORES_B" timeout 500 python3 -m pytest -m gpu -q -p no:logging --durations=10 tests/gpu > "$OUT/tests.log" 2>&1)
-    wait; tail -4 "$OUT/tests.log"; grep -v "^DEBUG" "$OUT/decode7.out" | tail -16; grep -v "^{" "$OUT/launch-overhead.log" | tail -7
+    wait; tail -4 "$OUT/tests.log"; grep -v "^DEBUG" "$OUT/decode7.out" | tail -16; grep -v "^{" "$OUT/launch-overhead.log" | tail -8
+    grep -h "mode NONE\|mode PIECEWISE" "$OUT"/step-host-direct*.log | head -12
     tar czf /tmp/session8.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/session8.tgz "$OUT/" ;;
   pdl)  # on nvidia-h200-x2: programmatic dependent launch (GRAPHBENCH_PDL=1): gemv_check and the GPU suite with it on
         # (GPU 0, cores B) beside issue 7's run with a pdl variant (GPU 1, cores A), packed into one tgz, ~6 min

@@ -8,7 +8,8 @@ graphbench's own Triton kernels, each through `JITFunction.run` (binder, cache k
 lookups, hooks) before the C launcher. This measures what that path costs per launch against calling
 the compiled kernel's launcher directly, with the add-norm kernel at a prefill chunk's shape (2048 rows
 x 2048, bf16), and puts a cuBLAS launch and a plain torch op beside them for scale. If the difference
-is several microseconds, a cached direct launcher for the eager path is worth building.
+is several microseconds, runner/launch.py's cached direct launcher (GRAPHBENCH_DIRECT_LAUNCH=1, measured
+here through the engine's wrapper too) is worth turning on.
 
 Each figure: 200 launches timed on the host clock (the GPU keeps up: the queue never fills), then a
 sync; the median over 30 such rounds, microseconds per launch.
@@ -75,8 +76,19 @@ def main() -> None:
     same = bool(torch.equal(out, expected))
 
     a, w16 = torch.randn(16, k, device="cuda", dtype=torch.bfloat16), torch.randn(k, k, device="cuda", dtype=torch.bfloat16)
-    figures = {
-        "add_rmsnorm via launch_add_rmsnorm (engine's wrapper)": per_launch_us(wrapper),
+    figures = {"add_rmsnorm via launch_add_rmsnorm (engine's wrapper)": per_launch_us(wrapper)}
+    # the engine's wrapper again, through runner/launch.py's cached direct launch
+    from graphbench.runner import launch, norm_kernels
+
+    launch.DIRECT_LAUNCH = True
+    out.zero_()
+    wrapper()
+    wrapper()  # the second launch with this key is a direct one
+    torch.cuda.synchronize()
+    same_cached = bool(torch.equal(out, expected)) and norm_kernels._add_rmsnorm_launch.num_direct > 0
+    figures["add_rmsnorm via launch_add_rmsnorm, GRAPHBENCH_DIRECT_LAUNCH=1"] = per_launch_us(wrapper)
+    launch.DIRECT_LAUNCH = False
+    figures |= {
         "add_rmsnorm via kernel[grid](...) (JITFunction.run)": per_launch_us(jit),
         "add_rmsnorm via CompiledKernel.run (direct)": per_launch_us(direct),
         "torch.nn.functional.linear 16 x 2048 x 2048 (cuBLAS)": per_launch_us(lambda: torch.nn.functional.linear(a, w16)),
@@ -85,10 +97,10 @@ def main() -> None:
     import triton
 
     print(f"torch {torch.__version__}, triton {triton.__version__}, {torch.cuda.get_device_name()}")
-    print(f"direct launch gives the JIT launch's output: {same}")
+    print(f"direct launch gives the JIT launch's output: {same}; the cached launcher's: {same_cached}")
     for name, us in figures.items():
         print(f"{us:8.2f} us  {name}")
-    print(json.dumps({"direct_output_matches": same, "us_per_launch": figures}))
+    print(json.dumps({"direct_output_matches": same, "cached_output_matches": same_cached, "us_per_launch": figures}))
 
 
 if __name__ == "__main__":

@@ -182,3 +182,29 @@ def test_triton_argmax_cuda(rows, vocab):
     logits[0, 11] = logits[0, vocab - 2] = 40.0  # a tie across chunks: the first index wins
     got = triton_argmax(logits)
     assert torch.equal(got, logits.argmax(-1)) and got[0].item() == 11
+
+
+def test_cached_direct_launches_compute_what_the_jit_path_does(monkeypatch):
+    """runner/launch.py with GRAPHBENCH_DIRECT_LAUNCH on: the same scenarios pass, repeated launches of
+    the same specialisation skip the JIT path, and add-norm's output is bit-identical to the JIT path's."""
+    from graphbench.runner import launch
+    from graphbench.runner.attention import triton_cache_write, triton_decode, triton_kernels
+    from graphbench.runner.norm_kernels import _add_rmsnorm_launch, launch_add_rmsnorm
+
+    x, r = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16), torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(2048, device="cuda", dtype=torch.bfloat16)
+    jit_out, jit_h = torch.empty_like(x), torch.empty_like(x)
+    launch_add_rmsnorm(x, r, w, 1e-5, jit_out, jit_h)  # DIRECT_LAUNCH off: the JIT path
+    monkeypatch.setattr(launch, "DIRECT_LAUNCH", True)
+    before = {k: k.num_direct for k in (triton_cache_write._write_kv_launch, triton_kernels._attention_launch,
+                                        triton_decode._decode_launch, _add_rmsnorm_launch)}
+    for _ in range(3):
+        out, h = torch.empty_like(x), torch.empty_like(x)
+        launch_add_rmsnorm(x, r, w, 1e-5, out, h)
+        assert torch.equal(out, jit_out) and torch.equal(h, jit_h)
+        for scenario, decode in (("mixed_padded", False), ("decode_b64_padded", True)):
+            reqs, kwargs = SCENARIOS[scenario]
+            case = helpers.make_case(reqs, *MODELS["llama-3.2-1b"], dtype=torch.bfloat16, device="cuda", seed=5, **kwargs)
+            helpers.check_case(case, rel_err=2e-2, decode=decode)
+    assert all(launcher.num_direct > count for launcher, count in before.items()), \
+        {k.kernel.fn.__name__: (count, k.num_direct) for k, count in before.items()}

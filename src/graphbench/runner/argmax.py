@@ -14,6 +14,7 @@ import triton
 import triton.language as tl
 
 from graphbench.runner.device import cdiv, next_power_of_2
+from graphbench.runner.launch import DirectLauncher
 from graphbench.runner.pdl import pdl_enter, pdl_launch_options, use_pdl
 
 MAX_CHUNKS = 64  # stage 2 reduces one row's chunk maxima in one program
@@ -82,8 +83,13 @@ def triton_argmax(logits: torch.Tensor) -> torch.Tensor:  # [R, V] float (unit s
         return out
     warps = 4 if block <= 2048 else 8
     pdl = use_pdl(logits)
-    _chunk_argmax_kernel[(num_rows, num_chunks)](logits, values, indices, vocab, logits.stride(0), num_chunks,
+    _chunk_argmax_launch[(num_rows, num_chunks)](logits, values, indices, vocab, logits.stride(0), num_chunks,
                                                   BLOCK=block, PDL=pdl, num_warps=warps, **pdl_launch_options(pdl))
-    _row_argmax_kernel[(num_rows,)](values, indices, out, num_chunks, BLOCK_C=max(16, next_power_of_2(num_chunks)),
+    _row_argmax_launch[(num_rows,)](values, indices, out, num_chunks, BLOCK_C=max(16, next_power_of_2(num_chunks)),
                                     PDL=pdl, num_warps=1, **pdl_launch_options(pdl))
     return out
+
+
+# launched through runner/launch.py (a cached direct launch when GRAPHBENCH_DIRECT_LAUNCH=1)
+_chunk_argmax_launch = DirectLauncher(_chunk_argmax_kernel)
+_row_argmax_launch = DirectLauncher(_row_argmax_kernel)

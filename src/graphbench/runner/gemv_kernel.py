@@ -15,6 +15,7 @@ import triton
 import triton.language as tl
 
 from graphbench.runner.device import cdiv
+from graphbench.runner.launch import DirectLauncher
 from graphbench.runner.pdl import pdl_enter, pdl_launch_options, use_pdl
 
 
@@ -79,7 +80,7 @@ def launch_gemv(x: torch.Tensor,  # [1, K] contiguous
     n = rows // 2 if gate_up else rows
     assert k % block_k == 0 and x.shape == (1, k) and out.shape == (1, n) and not (gate_up and bias is not None)
     pdl = use_pdl(out)
-    _gemv_kernel[(cdiv(n, block_n),)](
+    _gemv_launch[(cdiv(n, block_n),)](
         x, weight, bias if bias is not None else out, out, n, k, weight.stride(0),
         HAS_BIAS=bias is not None, GATE_UP=gate_up, BLOCK_N=block_n, BLOCK_K=block_k, INTERPRET=interpret, PDL=pdl,
         num_warps=num_warps, num_stages=1, **pdl_launch_options(pdl))
@@ -102,5 +103,10 @@ def launch_silu_mul(x: torch.Tensor, out: torch.Tensor) -> None:  # x [T, 2K] (u
     block = 1024
     if rows:
         pdl = use_pdl(out)
-        _silu_mul_kernel[(rows, cdiv(k, block))](x, out, k, x.stride(0), out.stride(0), BLOCK=block, PDL=pdl,
+        _silu_mul_launch[(rows, cdiv(k, block))](x, out, k, x.stride(0), out.stride(0), BLOCK=block, PDL=pdl,
                                                         num_warps=4, **pdl_launch_options(pdl))
+
+
+# launched through runner/launch.py (a cached direct launch when GRAPHBENCH_DIRECT_LAUNCH=1)
+_gemv_launch = DirectLauncher(_gemv_kernel)
+_silu_mul_launch = DirectLauncher(_silu_mul_kernel)

@@ -10,6 +10,7 @@ import triton
 import triton.language as tl
 
 from graphbench.runner.device import next_power_of_2
+from graphbench.runner.launch import DirectLauncher
 
 
 @triton.jit
@@ -59,7 +60,7 @@ def write_kv_cache(
         return
     block_d = next_power_of_2(head_dim)
     block_h = next_power_of_2(num_kv_heads)
-    _write_kv_kernel[(num_tokens,)](
+    _write_kv_launch[(num_tokens,)](
         k, v, k_cache, v_cache, slot_mapping,
         k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
@@ -68,3 +69,7 @@ def write_kv_cache(
         BLOCK_H=block_h, BLOCK_D=block_d, BLOCK_SIZE=block_size,
         num_warps=4 if block_h * block_d >= 1024 else 1,
     )
+
+
+# launched through runner/launch.py (a cached direct launch when GRAPHBENCH_DIRECT_LAUNCH=1)
+_write_kv_launch = DirectLauncher(_write_kv_kernel)

@@ -27,6 +27,7 @@ from graphbench.runner.attention.triton_kernels import (
     merge_splits,
 )
 from graphbench.runner.device import next_power_of_2, triton_interpreting
+from graphbench.runner.launch import DirectLauncher
 from graphbench.runner.pdl import pdl_enter, pdl_launch_options, use_pdl
 
 
@@ -225,7 +226,7 @@ def paged_decode(
         k, v, slot_mapping = q, q, seq_lens  # unused
     counts = _split_counters(q.device, num_rows * num_kv_heads) if merge else seq_lens
     pdl = use_pdl(q)
-    _decode_kernel[(num_rows, num_kv_heads, splits)](
+    _decode_launch[(num_rows, num_kv_heads, splits)](
         q, k_cache, v_cache, out, part, lse, query_start_loc, seq_lens, block_tables,
         k, v, slot_mapping, counts,
         scale, max_reqs, num_heads, splits,
@@ -262,3 +263,7 @@ def _split_counters(device: torch.device, needed: int) -> torch.Tensor:
         held = torch.zeros(max(needed, 8192), dtype=torch.int32, device=device)
         _counters[device] = held
     return held
+
+
+# launched through runner/launch.py (a cached direct launch when GRAPHBENCH_DIRECT_LAUNCH=1)
+_decode_launch = DirectLauncher(_decode_kernel)

@@ -24,6 +24,7 @@ import triton.language as tl
 
 from graphbench.runner.attention.triton_cache_write import write_kv_cache
 from graphbench.runner.device import next_power_of_2, triton_interpreting
+from graphbench.runner.launch import DirectLauncher
 
 __all__ = ["write_kv_cache", "paged_attention", "attention_config", "make_workspace"]
 
@@ -219,7 +220,7 @@ def merge_splits(part: torch.Tensor, lse: torch.Tensor, out: torch.Tensor, query
     """Combine split-KV partial outputs part[T, h, S, hd] / lse[T, h, S] into out[T, h, hd]."""
     num_tokens, num_heads, num_splits, head_dim = part.shape
     assert 1 < num_splits <= MAX_SPLITS
-    _merge_splits_kernel[(num_tokens, num_heads)](
+    _merge_splits_launch[(num_tokens, num_heads)](
         part, lse, out, query_start_loc, max_reqs, num_heads, num_splits, out.stride(0), out.stride(1),
         HEAD_DIM=head_dim, BLOCK_D=max(16, next_power_of_2(head_dim)), MAX_SPLITS=MAX_SPLITS,
     )
@@ -302,7 +303,7 @@ def paged_attention(
     else:
         part, lse = out, out  # unused
     num_tiles = num_tokens // cfg["BLOCK_Q"] + max_reqs + 1
-    _attention_kernel[(num_tiles, num_kv_heads, splits)](
+    _attention_launch[(num_tiles, num_kv_heads, splits)](
         q, k_cache, v_cache, out, part, lse, query_start_loc, seq_lens, block_tables,
         scale, num_tokens, max_reqs, num_heads,
         q.stride(0), q.stride(1), out.stride(0), out.stride(1),
@@ -314,3 +315,8 @@ def paged_attention(
     )
     if splits > 1:
         merge_splits(part, lse, out, query_start_loc, max_reqs)
+
+
+# launched through runner/launch.py (a cached direct launch when GRAPHBENCH_DIRECT_LAUNCH=1)
+_merge_splits_launch = DirectLauncher(_merge_splits_kernel)
+_attention_launch = DirectLauncher(_attention_kernel)

@@ -1,0 +1,132 @@
+"""runner/launch.py: the launch key and the cached direct launch, with a stand-in for a Triton kernel."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from graphbench.runner import launch
+from graphbench.runner.launch import DirectLauncher, arg_key
+
+
+def _kernel_fn(x_ptr, out_ptr, n, eps, BLOCK, PDL=False):  # the signature of a jitted kernel
+    pass
+
+
+class FakeCompiled:
+    def __init__(self):
+        self.function, self.packed_metadata, self.launches = "fn", "meta", []
+
+    def run(self, *launch_args):
+        self.launches.append(launch_args)
+
+
+class FakeKernel:
+    """kernel[grid](*args, **meta) -> the compiled kernel, as Triton's JIT path returns it."""
+
+    fn = staticmethod(_kernel_fn)
+    params = [SimpleNamespace(is_constexpr=c) for c in (False, False, False, False, True, True)]
+
+    def __init__(self):
+        self.jit_calls, self.compiled = [], {}
+
+    def __getitem__(self, grid):
+        def run(*args, **meta):
+            self.jit_calls.append((grid, args, meta))
+            return self.compiled.setdefault(len(self.compiled), FakeCompiled())
+        return run
+
+
+@pytest.fixture
+def direct(monkeypatch):
+    monkeypatch.setattr(launch, "DIRECT_LAUNCH", True)
+    monkeypatch.setattr(launch, "_current_stream", lambda index: 1000 + index)
+    # a CUDA tensor's only property the launcher reads beyond dtype and data_ptr
+    monkeypatch.setattr(torch.Tensor, "get_device", lambda self: 0)
+
+
+def test_arg_keys_hold_what_triton_specialises_on():
+    t = torch.zeros(8)
+    assert arg_key(t, False)[:2] == ("t", torch.float32)
+    assert arg_key(t[1:], False)[3] is False and arg_key(t, False)[3] == (t.data_ptr() % 16 == 0)
+    assert arg_key(1, False) == ("i", True, False, 0)
+    assert arg_key(32, False) == ("i", False, True, 0) and arg_key(33, False) == ("i", False, False, 0)
+    assert arg_key(2**31, False) == ("i", False, True, 1) and arg_key(2**63, False) == ("i", False, True, 2)
+    assert arg_key(True, False) == ("b",) and arg_key(0.5, False) == ("f",) and arg_key(None, False) == ("n",)
+    assert arg_key(64, True) == ("c", 64) != arg_key(128, True)  # a constexpr by value
+    assert arg_key("x", False) is None and arg_key([1], False) is None and arg_key(t, True) is None
+
+
+def test_second_launch_with_the_same_key_is_direct_with_the_tail_in_signature_order(direct):
+    kernel = FakeKernel()
+    launcher = DirectLauncher(kernel)
+    x, out = torch.zeros(64), torch.zeros(64)
+    launcher[(4,)](x, out, 64, 1e-5, BLOCK=128, num_warps=4)
+    assert len(kernel.jit_calls) == 1 and launcher.num_direct == 0
+    launcher[(5, 2)](x, out, 64, 1e-6, BLOCK=128, num_warps=4)  # another grid and float: the same key
+    assert len(kernel.jit_calls) == 1 and launcher.num_direct == 1
+    (args,) = kernel.compiled[0].launches
+    # grid, stream, function, metadata, no hooks, positional args, then BLOCK and PDL's default
+    assert args == (5, 2, 1, 1000, "fn", "meta", None, None, None, x, out, 64, 1e-6, 128, False)
+
+
+@pytest.mark.parametrize("change", ["int class", "constexpr", "option", "alignment", "dtype"])
+def test_a_different_specialisation_goes_through_the_jit_path(direct, change):
+    kernel = FakeKernel()
+    launcher = DirectLauncher(kernel)
+    x, out = torch.zeros(64), torch.zeros(64)
+    launcher[(4,)](x, out, 64, 1e-5, BLOCK=128, num_warps=4)
+    args, meta = [x, out, 64, 1e-5], dict(BLOCK=128, num_warps=4)
+    if change == "int class":
+        args[2] = 65  # no longer divisible by 16
+    elif change == "constexpr":
+        meta["BLOCK"] = 256
+    elif change == "option":
+        meta["num_warps"] = 8
+    elif change == "alignment":
+        args[0] = x[1:]  # 4 bytes off the 16-byte alignment
+    else:
+        args[0] = torch.zeros(64, dtype=torch.float16)
+    launcher[(4,)](*args, **meta)
+    assert len(kernel.jit_calls) == 2 and launcher.num_direct == 0
+
+
+def test_the_jit_path_is_kept_when_off_interpreted_or_unkeyable(direct, monkeypatch):
+    x, out = torch.zeros(64), torch.zeros(64)
+    kernel = FakeKernel()
+    launcher = DirectLauncher(kernel)
+    for _ in range(2):  # a tensor passed by keyword would be keyed by identity: never cached
+        launcher[(1,)](x, out, 64, 1e-5, BLOCK=128, PDL=torch.zeros(1))
+    assert len(kernel.jit_calls) == 2 and launcher.num_direct == 0
+    monkeypatch.setattr(launch, "DIRECT_LAUNCH", False)
+    for _ in range(2):
+        launcher[(1,)](x, out, 64, 1e-5, BLOCK=128)
+    monkeypatch.setattr(launch, "DIRECT_LAUNCH", True)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    for _ in range(2):
+        launcher[(1,)](x, out, 64, 1e-5, BLOCK=128)
+    assert len(kernel.jit_calls) == 6 and launcher.num_direct == 0
+
+
+def test_a_launch_that_returns_no_compiled_kernel_stays_on_the_jit_path(direct):
+    kernel = FakeKernel()
+    kernel.__class__ = type("OldTriton", (FakeKernel,), {"__getitem__": lambda self, grid: (
+        lambda *args, **meta: self.jit_calls.append(args))})
+    launcher = DirectLauncher(kernel)
+    x = torch.zeros(64)
+    for _ in range(3):
+        launcher[(1,)](x, x, 64, 1e-5, BLOCK=128)
+    assert len(kernel.jit_calls) == 3 and launcher.num_direct == 0
+
+
+def test_a_real_kernel_signature_is_read_with_its_constexprs():
+    pytest.importorskip("triton")
+    from graphbench.runner.norm_kernels import _add_rmsnorm_kernel
+
+    launcher = DirectLauncher(_add_rmsnorm_kernel)
+    assert launcher.names == ["x_ptr", "r_ptr", "nw_ptr", "out_ptr", "h_ptr", "K", "stride_x", "stride_r", "eps",
+                              "BLOCK", "PDL"]
+    assert launcher.constexpr == [False] * 9 + [True, True]
+    assert launcher.defaults[-1] is False
