@@ -43,6 +43,7 @@ class FakeKernel:
 def direct(monkeypatch):
     monkeypatch.setattr(launch, "DIRECT_LAUNCH", True)
     monkeypatch.setattr(launch, "_current_stream", lambda index: 1000 + index)
+    monkeypatch.setattr(launch, "_current_device", lambda: 0)
     # a CUDA tensor's only property the launcher reads beyond dtype and data_ptr
     monkeypatch.setattr(torch.Tensor, "get_device", lambda self: 0)
 
@@ -55,7 +56,8 @@ def test_arg_keys_hold_what_triton_specialises_on():
     assert arg_key(32, False) == ("i", False, True, 0) and arg_key(33, False) == ("i", False, False, 0)
     assert arg_key(2**31, False) == ("i", False, True, 1) and arg_key(2**63, False) == ("i", False, True, 2)
     assert arg_key(True, False) == ("b",) and arg_key(0.5, False) == ("f",) and arg_key(None, False) == ("n",)
-    assert arg_key(64, True) == ("c", 64) != arg_key(128, True)  # a constexpr by value
+    assert arg_key(64, True) == ("c", (int, 64)) != arg_key(128, True)  # a constexpr by type and value
+    assert arg_key(1, True) != arg_key(True, True) and arg_key(0.0, True) != arg_key(-0.0, True)
     assert arg_key("x", False) is None and arg_key([1], False) is None and arg_key(t, True) is None
 
 
@@ -72,7 +74,8 @@ def test_second_launch_with_the_same_key_is_direct_with_the_tail_in_signature_or
     assert args == (5, 2, 1, 1000, "fn", "meta", None, None, None, x, out, 64, 1e-6, 128, False)
 
 
-@pytest.mark.parametrize("change", ["int class", "constexpr", "option", "alignment", "dtype"])
+@pytest.mark.parametrize("change", ["int class", "constexpr", "option", "alignment", "dtype", "bool for int",
+                                    "device"])
 def test_a_different_specialisation_goes_through_the_jit_path(direct, change):
     kernel = FakeKernel()
     launcher = DirectLauncher(kernel)
@@ -87,6 +90,12 @@ def test_a_different_specialisation_goes_through_the_jit_path(direct, change):
         meta["num_warps"] = 8
     elif change == "alignment":
         args[0] = x[1:]  # 4 bytes off the 16-byte alignment
+    elif change == "bool for int":
+        meta["PDL"] = 1  # Triton compiles PDL=1 and PDL=True apart
+        launcher[(4,)](*args, **dict(meta, PDL=True))
+        kernel.jit_calls.pop()
+    elif change == "device":
+        launch._current_device = lambda: 1  # (the fixture's monkeypatch restores it)
     else:
         args[0] = torch.zeros(64, dtype=torch.float16)
     launcher[(4,)](*args, **meta)
@@ -108,6 +117,21 @@ def test_the_jit_path_is_kept_when_off_interpreted_or_unkeyable(direct, monkeypa
     for _ in range(2):
         launcher[(1,)](x, out, 64, 1e-5, BLOCK=128)
     assert len(kernel.jit_calls) == 6 and launcher.num_direct == 0
+
+
+def test_a_callable_grid_or_a_kernel_without_a_parameter_list_stays_on_the_jit_path(direct):
+    x = torch.zeros(64)
+    kernel = FakeKernel()
+    launcher = DirectLauncher(kernel)
+    for _ in range(2):
+        launcher[lambda meta: (1,)](x, x, 64, 1e-5, BLOCK=128)
+    bare = FakeKernel()
+    bare.params = None  # e.g. an autotuner wrapper: which parameters are constexpr is unknown
+    bare_launcher = DirectLauncher(bare)
+    for _ in range(2):
+        bare_launcher[(1,)](x, x, 64, 1e-5, BLOCK=128)
+    assert len(kernel.jit_calls) == len(bare.jit_calls) == 2
+    assert launcher.num_direct == bare_launcher.num_direct == 0
 
 
 def test_a_launch_that_returns_no_compiled_kernel_stays_on_the_jit_path(direct):

@@ -208,3 +208,53 @@ def test_cached_direct_launches_compute_what_the_jit_path_does(monkeypatch):
             helpers.check_case(case, rel_err=2e-2, decode=decode)
     assert all(launcher.num_direct > count for launcher, count in before.items()), \
         {k.kernel.fn.__name__: (count, k.num_direct) for k, count in before.items()}
+
+
+def test_cached_direct_launches_of_every_kernel_and_in_a_cuda_graph(monkeypatch):
+    """GEMV, silu-mul and argmax give the JIT path's exact output through direct launches, and a graph
+    captured from direct launches replays new inputs as the JIT path computes them."""
+    from graphbench.runner import argmax, gemv_kernel, launch, norm_kernels
+
+    x = torch.randn(1, 2048, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(3072, 2048, device="cuda", dtype=torch.bfloat16)
+    gate_up = torch.randn(64, 2 * 2048, device="cuda", dtype=torch.bfloat16)
+    logits = torch.randn(4, 128256, device="cuda", dtype=torch.float32)
+
+    def run_all():
+        y = torch.empty(1, 3072, device="cuda", dtype=torch.bfloat16)
+        gemv_kernel.launch_gemv(x, w, None, y, 8, 1024, 8)
+        h = torch.empty(64, 2048, device="cuda", dtype=torch.bfloat16)
+        gemv_kernel.launch_silu_mul(gate_up, h)
+        return y, h, argmax.triton_argmax(logits)
+
+    expected = run_all()  # the JIT path
+    monkeypatch.setattr(launch, "DIRECT_LAUNCH", True)
+    for _ in range(3):
+        for got, want in zip(run_all(), expected):
+            assert torch.equal(got, want)
+    for launcher in (gemv_kernel._gemv_launch, gemv_kernel._silu_mul_launch, argmax._chunk_argmax_launch,
+                     argmax._row_argmax_launch):
+        assert launcher.num_direct >= 2, launcher.kernel.fn.__name__
+
+    # a graph recorded from direct launches (add-norm then silu-mul on its output), replayed on new inputs
+    a, r = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16), torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16)
+    nw = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    normed, h, act = torch.empty_like(a), torch.empty_like(a), torch.empty(64, 2048, device="cuda", dtype=torch.bfloat16)
+
+    def step():
+        norm_kernels.launch_add_rmsnorm(a, r, nw, 1e-5, normed, h)
+        gemv_kernel.launch_silu_mul(normed, act)
+
+    for _ in range(2):
+        step()  # the second one direct
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    a.copy_(torch.randn_like(a))
+    r.copy_(torch.randn_like(r))
+    graph.replay()
+    torch.cuda.synchronize()
+    replayed = act.clone()
+    monkeypatch.setattr(launch, "DIRECT_LAUNCH", False)
+    step()
+    assert torch.equal(replayed, act)

@@ -9,11 +9,15 @@ which is where the spread between repeats comes from.
 `DirectLauncher(kernel)[grid](*args, **meta)` goes through JITFunction.run the first time it sees a
 launch's specialisation key (which compiles or loads the kernel and launches it), keeps the compiled
 kernel it returns, and afterwards calls its launcher directly. The key is what Triton specialises a
-launch on, made at least as fine: each tensor's dtype, device and 16-byte alignment; each int's
-== 1, divisibility by 16 and 32/64-bit range; floats and bools by type; None; constexpr arguments
-and launch options by value. A finer key only costs another entry. An argument of any other kind,
-the interpreter, or a Triton whose launch returns no compiled kernel takes the JIT path every time.
-Direct launches skip Triton's launch hooks (proton): set GRAPHBENCH_DIRECT_LAUNCH=0 to profile with them.
+launch on, made at least as fine: the current device; each tensor's dtype, device and 16-byte
+alignment; each int's == 1, divisibility by 16 and 32/64-bit range; floats and bools by type; None;
+constexpr arguments and keyword arguments by type and value (Triton compiles PDL=1 and PDL=True
+apart); Triton's debug switch. A finer key only costs another entry. An argument of any other kind,
+a callable grid, a kernel without a readable parameter list, the interpreter, or a Triton whose launch
+returns no compiled kernel takes the JIT path every time. Direct launches skip what JITFunction.run
+adds around a launch: launch hooks (proton), pre-run hooks, the check that globals used by the kernel
+have not changed, and instrumentation modes switched on after the first launch. Set
+GRAPHBENCH_DIRECT_LAUNCH=0 to profile or debug with those.
 
 Off until measured on the GPU (GRAPHBENCH_DIRECT_LAUNCH=1 turns it on; bench/debug/launch_overhead.py).
 """
@@ -33,10 +37,20 @@ DIRECT_LAUNCH = os.environ.get("GRAPHBENCH_DIRECT_LAUNCH", "0") == "1"
 _INT32_MIN, _INT32_MAX, _INT64_MAX = -(2**31), 2**31 - 1, 2**63 - 1
 
 
+def value_key(value: Any) -> Any:
+    """A constexpr or keyword value by type and value (a float by its repr: 0.0 and -0.0 differ)."""
+    if isinstance(value, float):
+        return (float, repr(value))
+    if isinstance(value, (int, bool, str, type(None))):
+        return (type(value), value)
+    return None
+
+
 def arg_key(arg: Any, constexpr: bool) -> Any:
     """One argument's part of the launch key; None for a kind this launcher does not handle."""
     if constexpr:
-        return ("c", arg) if isinstance(arg, (int, float, bool, str, type(None))) else None
+        value = value_key(arg)
+        return None if value is None else ("c", value)
     if isinstance(arg, torch.Tensor):
         return ("t", arg.dtype, arg.get_device(), arg.data_ptr() % 16 == 0)
     if isinstance(arg, bool):  # (before int: a bool is an int)
@@ -51,8 +65,26 @@ def arg_key(arg: Any, constexpr: bool) -> Any:
     return None
 
 
+def _current_device() -> int:
+    return torch._C._cuda_getDevice()
+
+
 def _current_stream(device_index: int) -> int:
     return torch._C._cuda_getCurrentRawStream(device_index)
+
+
+_knobs: Any = None
+
+
+def _triton_debug() -> bool:
+    """Triton's debug switch (JITFunction.run adds it to every launch's options)."""
+    global _knobs
+    if _knobs is None:
+        try:
+            from triton import knobs as _knobs
+        except ImportError:  # an older Triton: no knobs module, the switch is an environment variable
+            return os.environ.get("TRITON_DEBUG", "0") not in ("", "0")
+    return bool(_knobs.runtime.debug)
 
 
 class DirectLauncher:
@@ -63,9 +95,10 @@ class DirectLauncher:
         params = list(inspect.signature(kernel.fn).parameters.values())
         self.names = [p.name for p in params]
         self.defaults = [p.default for p in params]
-        self.constexpr = [getattr(kp, "is_constexpr", False) for kp in getattr(kernel, "params", [])]
-        if len(self.constexpr) != len(params):
-            self.constexpr = [False] * len(params)
+        kernel_params = getattr(kernel, "params", None)
+        # which parameters are constexpr (keyed by value); unknown: no direct launches at all
+        self.constexpr = ([bool(getattr(kp, "is_constexpr", False)) for kp in kernel_params]
+                          if kernel_params is not None and len(kernel_params) == len(params) else None)
         self.compiled: dict[tuple, tuple | None] = {}
         self.num_direct = 0  # launches that skipped the JIT path (tests and probes read it)
 
@@ -76,22 +109,23 @@ class DirectLauncher:
         if not DIRECT_LAUNCH or triton_interpreting():
             self.kernel[grid](*args, **meta)
             return
-        key = self._key(args, meta)
+        key = self._key(grid, args, meta)
         entry = self.compiled.get(key) if key is not None else None
         if entry is None:
             compiled = self.kernel[grid](*args, **meta)
             if key is not None and key not in self.compiled:
                 self.compiled[key] = self._entry(compiled, args, meta)
             return
-        compiled, tail, device_index = entry
+        compiled, tail = entry
+        device_index = key[2]
         g1 = grid[1] if len(grid) > 1 else 1
         g2 = grid[2] if len(grid) > 2 else 1
         compiled.run(grid[0], g1, g2, _current_stream(device_index), compiled.function, compiled.packed_metadata,
                      None, None, None, *args, *tail)
         self.num_direct += 1
 
-    def _key(self, args: tuple, meta: dict) -> tuple | None:
-        if len(args) > len(self.names):
+    def _key(self, grid: Any, args: tuple, meta: dict) -> tuple | None:
+        if self.constexpr is None or callable(grid) or len(args) > len(self.names):
             return None
         parts = []
         for i, arg in enumerate(args):
@@ -99,16 +133,18 @@ class DirectLauncher:
             if part is None:
                 return None
             parts.append(part)
-        if any(isinstance(value, torch.Tensor) for value in meta.values()):
-            return None  # (keyed by identity it would pin the tensor and never hit again)
-        try:
-            return tuple(parts), tuple(sorted(meta.items()))
-        except TypeError:  # an unhashable or unorderable meta value
-            return None
+        meta_parts = []
+        for name in sorted(meta):
+            value = value_key(meta[name])  # (a tensor by keyword: None, so never keyed by identity)
+            if value is None:
+                return None
+            meta_parts.append((name, value))
+        return tuple(parts), tuple(meta_parts), _current_device(), _triton_debug()
 
     def _entry(self, compiled: Any, args: tuple, meta: dict) -> tuple | None:
-        """(compiled kernel, the parameters after the positional ones in signature order, device index),
-        or None when this Triton's launch gave nothing to launch directly."""
+        """(compiled kernel, the parameters after the positional ones in signature order), or None when
+        this Triton's launch gave nothing to launch directly. (The tail holds keyword values, which
+        are part of the key: the same key, the same tail.)"""
         if not all(hasattr(compiled, name) for name in ("run", "function", "packed_metadata")):
             return None
         tail = []
@@ -119,7 +155,6 @@ class DirectLauncher:
                 tail.append(default)
             else:
                 return None
-        device_index = next((a.get_device() for a in args if isinstance(a, torch.Tensor)), None)
-        if device_index is None or device_index < 0:
-            return None
-        return compiled, tuple(tail), device_index
+        if not any(isinstance(a, torch.Tensor) and a.get_device() >= 0 for a in args):
+            return None  # no CUDA tensor: nothing a direct launch should run on
+        return compiled, tuple(tail)
