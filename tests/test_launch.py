@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from graphbench.runner import launch
-from graphbench.runner.launch import DirectLauncher, arg_key
+from graphbench.runner.launch import DirectLauncher, make_key_function
 
 
 def _kernel_fn(x_ptr, out_ptr, n, eps, BLOCK, PDL=False):  # the signature of a jitted kernel
@@ -48,17 +48,25 @@ def direct(monkeypatch):
     monkeypatch.setattr(torch.Tensor, "get_device", lambda self: 0)
 
 
-def test_arg_keys_hold_what_triton_specialises_on():
+def test_keys_hold_what_triton_specialises_on():
     t = torch.zeros(8)
-    assert arg_key(t, False)[:2] == ("t", torch.float32)
-    assert arg_key(t[1:], False)[3] is False and arg_key(t, False)[3] == (t.data_ptr() % 16 == 0)
-    assert arg_key(1, False) == ("i", True, False, 0)
-    assert arg_key(32, False) == ("i", False, True, 0) and arg_key(33, False) == ("i", False, False, 0)
-    assert arg_key(2**31, False) == ("i", False, True, 1) and arg_key(2**63, False) == ("i", False, True, 2)
-    assert arg_key(True, False) == ("b",) and arg_key(0.5, False) == ("f",) and arg_key(None, False) == ("n",)
-    assert arg_key(64, True) == ("c", (int, 64)) != arg_key(128, True)  # a constexpr by type and value
-    assert arg_key(1, True) != arg_key(True, True) and arg_key(0.0, True) != arg_key(-0.0, True)
-    assert arg_key("x", False) is None and arg_key([1], False) is None and arg_key(t, True) is None
+    constexpr = [False, False, True]
+    key = make_key_function((t, 64, 128), {"num_warps": 4}, constexpr)
+
+    def k(a0=t, a1=64, a2=128, **meta):
+        return key((a0, a1, a2), meta or {"num_warps": 4})
+
+    assert k() == k(torch.ones(8), 96)  # same dtype, alignment, int class; new values: the same key
+    assert k(t[1:]) != k() and k(torch.zeros(8, dtype=torch.float16)) != k()  # alignment, dtype
+    assert len({k(a1=a) for a in (64, 1, 65, 2**31, 2**63, True)}) == 6  # % 16, == 1, width, a bool
+    assert k(a2=256) != k() and k(a2=True) != k(a2=1)  # a constexpr by value and type
+    assert k(num_warps=8) != k() and k(num_warps=4.0) != k()
+    assert make_key_function((t, [1]), {}, [False, False]) is None  # an argument of no keyed kind
+    floats = make_key_function((0.0,), {}, [True])
+    assert floats((0.0,), {}) != floats((-0.0,), {})  # different constexprs in Triton
+    nones = make_key_function((None,), {}, [False])
+    with pytest.raises(Exception):
+        nones((t,), {})  # a tensor where the first launch had None: no key (JIT path)
 
 
 def test_second_launch_with_the_same_key_is_direct_with_the_tail_in_signature_order(direct):

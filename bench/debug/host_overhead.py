@@ -8,6 +8,7 @@
 3. The Python of one attention call of an eager / piecewise step (TritonBackend.forward for a prefill
    chunk, a mixed batch and a decode batch, llama-3.2-1b shapes), with the Triton kernels replaced by
    no-ops: what graphbench's wrappers cost before any launch.
+4. The launch key of the attention kernel: Triton's binder + cache key against runner/launch.py's.
 Medians of many calls, microseconds. Figures are this machine's; the H200 host's differ.
 """
 
@@ -92,9 +93,41 @@ def attention_wrappers() -> dict[str, float]:
             "decode batch (64 requests)": one_call(64, 64, True)}
 
 
+def launch_keys() -> dict[str, float]:
+    """What each launch of the attention kernel (24 positional arguments, 11 keywords) spends on
+    telling which compiled kernel applies: Triton's binder and cache key (inside JITFunction.run),
+    against runner/launch.py's generated key (its direct launches)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import make_backend
+    from triton.runtime.jit import compute_cache_key, create_function_from_signature
+
+    from graphbench.runner import launch
+    from graphbench.runner.attention.triton_kernels import _attention_kernel, _attention_launch
+
+    launch._current_device = lambda: 0  # (no GPU here)
+    tensors = [torch.empty(64) for _ in range(9)]
+    args = (*tensors, 0.125, 2048, 64, 32, 2048, 64, 2048, 64, 512, 64, 8, 512, 64, 8, 64)
+    meta = dict(GROUP=4, HEAD_DIM=64, BLOCK_D=64, BLOCK_SIZE=16, PRECISION="tf32", INTERPRET=False, TILE_N=64,
+                BLOCK_M=64, NUM_SPLITS=1, BLOCK_Q=16, num_warps=4)
+    binder = create_function_from_signature(_attention_kernel.signature, _attention_kernel.params,
+                                            make_backend(GPUTarget("cuda", 90, 32)))
+    options = dict(meta, debug=False, instrumentation_mode="")
+    key_cache: dict = {}
+
+    def triton_key():
+        _bound, specialization, opts = binder(*args, **options)
+        compute_cache_key(key_cache, specialization, opts)
+
+    cached: dict = {}
+    return {"Triton: binder + compute_cache_key": per_call_us(triton_key, 5000),
+            "runner/launch.py: generated key + lookup": per_call_us(
+                lambda: cached.get(_attention_launch._key((1,), args, meta)), 5000)}
+
+
 def main() -> None:
     for title, measure in (("custom op dispatch", custom_op_dispatch), ("launch arithmetic", launch_arithmetic),
-                           ("attention call, kernels not launched", attention_wrappers)):
+                           ("attention call, kernels not launched", attention_wrappers),
+                           ("launch key of the attention kernel", launch_keys)):
         print(title)
         for name, us in measure().items():
             print(f"  {name:45s} {us:8.2f} us")

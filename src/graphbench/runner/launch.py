@@ -9,12 +9,13 @@ which is where the spread between repeats comes from.
 `DirectLauncher(kernel)[grid](*args, **meta)` goes through JITFunction.run the first time it sees a
 launch's specialisation key (which compiles or loads the kernel and launches it), keeps the compiled
 kernel it returns, and afterwards calls its launcher directly. The key is what Triton specialises a
-launch on, made at least as fine: the current device; each tensor's dtype, device and 16-byte
-alignment; each int's == 1, divisibility by 16 and 32/64-bit range; floats and bools by type; None;
-constexpr arguments and keyword arguments by type and value (Triton compiles PDL=1 and PDL=True
-apart); Triton's debug switch. A finer key only costs another entry. An argument of any other kind,
-a callable grid, a kernel without a readable parameter list, the interpreter, or a Triton whose launch
-returns no compiled kernel takes the JIT path every time. Direct launches skip what JITFunction.run
+launch on, made at least as fine: the current device; each tensor's dtype and 16-byte alignment;
+each int's == 1, divisibility by 16 and 32/64-bit range; floats and bools by type; None; constexpr
+arguments and keyword arguments by type and value (Triton compiles PDL=1 and PDL=True apart);
+Triton's debug switch. A finer key only costs another entry. The key is computed by a function
+generated for the call site's argument kinds at its first launch; a later launch passing other
+arguments (another count, other keywords, another kind in a slot), a callable grid, a kernel without a readable parameter list, the interpreter, or a
+Triton whose launch returns no compiled kernel takes the JIT path. Direct launches skip what JITFunction.run
 adds around a launch: launch hooks (proton), pre-run hooks, the check that globals used by the kernel
 have not changed, and instrumentation modes switched on after the first launch. Set
 GRAPHBENCH_DIRECT_LAUNCH=0 to profile or debug with those.
@@ -34,35 +35,53 @@ from graphbench.runner.device import triton_interpreting
 
 DIRECT_LAUNCH = os.environ.get("GRAPHBENCH_DIRECT_LAUNCH", "0") == "1"
 
-_INT32_MIN, _INT32_MAX, _INT64_MAX = -(2**31), 2**31 - 1, 2**63 - 1
+
+class _NoKey(Exception):
+    """This launch cannot be keyed: take the JIT path."""
 
 
-def value_key(value: Any) -> Any:
-    """A constexpr or keyword value by type and value (a float by its repr: 0.0 and -0.0 differ)."""
-    if isinstance(value, float):
-        return (float, repr(value))
-    if isinstance(value, (int, bool, str, type(None))):
-        return (type(value), value)
-    return None
+def _no_key() -> bool:
+    raise _NoKey
 
 
-def arg_key(arg: Any, constexpr: bool) -> Any:
-    """One argument's part of the launch key; None for a kind this launcher does not handle."""
+def _slot_expression(value: Any, slot: str, constexpr: bool) -> str | None:
+    """The key's expression for one argument slot, from the kind of value the first launch passed there
+    (a later launch passing another kind either changes the key's type part or raises: JIT path)."""
     if constexpr:
-        value = value_key(arg)
-        return None if value is None else ("c", value)
-    if isinstance(arg, torch.Tensor):
-        return ("t", arg.dtype, arg.get_device(), arg.data_ptr() % 16 == 0)
-    if isinstance(arg, bool):  # (before int: a bool is an int)
-        return ("b",)
-    if isinstance(arg, int):
-        width = 0 if _INT32_MIN <= arg <= _INT32_MAX else 1 if arg <= _INT64_MAX else 2
-        return ("i", arg == 1, arg % 16 == 0, width)
-    if isinstance(arg, float):
-        return ("f",)
-    if arg is None:
-        return ("n",)
+        if isinstance(value, float):
+            return f"{slot}.__class__, repr({slot})"  # 0.0 and -0.0 are different constexprs
+        return f"{slot}.__class__, {slot}" if isinstance(value, (int, bool, str, type(None))) else None
+    if isinstance(value, torch.Tensor):
+        return f"{slot}.dtype, {slot}.data_ptr() & 15 == 0"
+    if isinstance(value, bool):
+        return f"{slot}.__class__"
+    if isinstance(value, int):
+        return (f"{slot}.__class__, {slot} == 1, {slot} & 15 == 0, -2147483648 <= {slot} <= 2147483647, "
+                f"{slot} <= 9223372036854775807")
+    if isinstance(value, float):
+        return f"{slot}.__class__"
+    if value is None:
+        return f"({slot} is None or _no_key())"  # a None slot that later gets a tensor: keyless
     return None
+
+
+def make_key_function(args: tuple, meta: dict, constexpr: list[bool]) -> Callable[[tuple, dict], tuple] | None:
+    """A function (args, meta) -> the launch key, generated for this call site's argument kinds (a
+    generated expression costs a fraction of a per-argument loop: the key is computed every launch).
+    None when some argument is of a kind no key is made for."""
+    # a launch with other positional or keyword arguments than the first has no key (JIT path)
+    parts = [f"(len(a) == {len(args)} or _no_key())", f"(len(m) == {len(meta)} or _no_key())"]
+    for i, value in enumerate(args):
+        expression = _slot_expression(value, f"a[{i}]", constexpr[i])
+        if expression is None:
+            return None
+        parts.append(expression)
+    for name, value in meta.items():  # keyword arguments: constexprs and launch options, by type and value
+        expression = _slot_expression(value, f"m[{name!r}]", constexpr=True)
+        if expression is None:
+            return None
+        parts.append(expression)
+    return eval(f"lambda a, m: ({', '.join(parts)},)", {"_no_key": _no_key, "repr": repr})  # noqa: S307
 
 
 def _current_device() -> int:
@@ -90,6 +109,8 @@ def _triton_debug() -> bool:
 class DirectLauncher:
     """kernel[grid](...) with the compiled kernel cached per launch key (see the module's docstring)."""
 
+    MAX_ENTRIES = 64  # per kernel: a call site that keeps making new keys stops being cached
+
     def __init__(self, kernel: Any):
         self.kernel = kernel
         params = list(inspect.signature(kernel.fn).parameters.values())
@@ -99,6 +120,8 @@ class DirectLauncher:
         # which parameters are constexpr (keyed by value); unknown: no direct launches at all
         self.constexpr = ([bool(getattr(kp, "is_constexpr", False)) for kp in kernel_params]
                           if kernel_params is not None and len(kernel_params) == len(params) else None)
+        self.key_function: Callable[[tuple, dict], tuple] | None = None
+        self.keyable = self.constexpr is not None
         self.compiled: dict[tuple, tuple | None] = {}
         self.num_direct = 0  # launches that skipped the JIT path (tests and probes read it)
 
@@ -106,40 +129,36 @@ class DirectLauncher:
         return lambda *args, **meta: self.launch(grid, args, meta)
 
     def launch(self, grid: tuple, args: tuple, meta: dict) -> None:
-        if not DIRECT_LAUNCH or triton_interpreting():
+        if not DIRECT_LAUNCH or not self.keyable or triton_interpreting():
             self.kernel[grid](*args, **meta)
             return
         key = self._key(grid, args, meta)
         entry = self.compiled.get(key) if key is not None else None
         if entry is None:
             compiled = self.kernel[grid](*args, **meta)
-            if key is not None and key not in self.compiled:
+            if key is not None and key not in self.compiled and len(self.compiled) < self.MAX_ENTRIES:
                 self.compiled[key] = self._entry(compiled, args, meta)
             return
         compiled, tail = entry
-        device_index = key[2]
         g1 = grid[1] if len(grid) > 1 else 1
         g2 = grid[2] if len(grid) > 2 else 1
-        compiled.run(grid[0], g1, g2, _current_stream(device_index), compiled.function, compiled.packed_metadata,
+        compiled.run(grid[0], g1, g2, _current_stream(key[1]), compiled.function, compiled.packed_metadata,
                      None, None, None, *args, *tail)
         self.num_direct += 1
 
     def _key(self, grid: Any, args: tuple, meta: dict) -> tuple | None:
-        if self.constexpr is None or callable(grid) or len(args) > len(self.names):
+        if callable(grid) or len(args) > len(self.names):
             return None
-        parts = []
-        for i, arg in enumerate(args):
-            part = arg_key(arg, self.constexpr[i])
-            if part is None:
+        if self.key_function is None:
+            self.key_function = make_key_function(args, meta, self.constexpr)
+            if self.key_function is None:
+                self.keyable = False
                 return None
-            parts.append(part)
-        meta_parts = []
-        for name in sorted(meta):
-            value = value_key(meta[name])  # (a tensor by keyword: None, so never keyed by identity)
-            if value is None:
-                return None
-            meta_parts.append((name, value))
-        return tuple(parts), tuple(meta_parts), _current_device(), _triton_debug()
+        try:
+            signature = self.key_function(args, meta)
+        except (_NoKey, AttributeError, IndexError, KeyError, TypeError):
+            return None  # another kind of argument than this call site's first launch passed
+        return signature, _current_device(), _triton_debug()
 
     def _entry(self, compiled: Any, args: tuple, meta: dict) -> tuple | None:
         """(compiled kernel, the parameters after the positional ones in signature order), or None when
