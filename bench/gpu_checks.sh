@@ -145,7 +145,7 @@ case "${1:-}" in
      taskset -c "$CORES_A" timeout 60 python3 bench/debug/launch_overhead.py > "$OUT/launch-overhead.log" 2>&1
      for direct in 0 1; do  # the eager steps' host time with and without runner/launch.py's direct launches
        GRAPHBENCH_DIRECT_LAUNCH=$direct taskset -c "$CORES_A" timeout 100 python3 bench/debug/step_host_time.py \
-         --model llama-3.2-1b --level 2 --concurrency 64 --busy-ms 20 --out "$OUT/step-host-direct$direct.json" \
+         --model llama-3.2-1b --level 2 --concurrency 64 --busy-ms 20 --sample 3 --out "$OUT/step-host-direct$direct.json" \
          > "$OUT/step-host-direct$direct.log" 2>&1
      done) &
     (export GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0

@@ -13,39 +13,16 @@ codegen, ptxas, benchmarking, or waiting?
 from __future__ import annotations
 
 import argparse
-import collections
 import os
 import signal
 import sys
 import tempfile
-import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from stack_sampler import StackSampler  # noqa: E402
+
 INTERVAL_S = 0.02
-
-
-def sample(stop: threading.Event, inclusive: dict, leaf: dict, counts: collections.Counter) -> None:
-    me = threading.get_ident()
-    names = {}
-    while not stop.wait(INTERVAL_S):
-        names.update({t.ident: t.name for t in threading.enumerate()})
-        for ident, frame in sys._current_frames().items():
-            if ident == me:
-                continue
-            thread = names.get(ident, str(ident))
-            counts[thread] += 1
-            seen = set()
-            innermost = True
-            while frame is not None:
-                code = frame.f_code
-                key = f"{code.co_name} ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
-                if innermost:
-                    leaf[thread][key] += 1
-                    innermost = False
-                if key not in seen:  # recursion counts once per sample
-                    inclusive[thread][key] += 1
-                    seen.add(key)
-                frame = frame.f_back
 
 
 def main() -> None:
@@ -57,22 +34,14 @@ def main() -> None:
     args = p.parse_args()
     out = os.environ.get("OUT", ".")
     os.environ.setdefault("GRAPHBENCH_CACHE_ROOT", tempfile.mkdtemp())  # a fresh root: a cold start
-    inclusive = collections.defaultdict(collections.Counter)
-    leaf = collections.defaultdict(collections.Counter)
-    counts: collections.Counter = collections.Counter()
-    stop = threading.Event()
-    sampler = threading.Thread(target=sample, args=(stop, inclusive, leaf, counts), name="sampler", daemon=True)
+    sampler = StackSampler(INTERVAL_S)  # every thread: the compile workers' threads too
+    sampler.active.set()
     path = os.path.join(out, f"samples-O{args.level}.txt")
 
     def write(status: str) -> None:
-        stop.set()
+        sampler.stop()
         with open(path, "w") as f:
-            f.write(f"{status}; one sample = {INTERVAL_S * 1e3:.0f} ms\n")
-            for thread, total in counts.most_common():
-                f.write(f"\n== thread {thread}: {total} samples ({total * INTERVAL_S:.1f} s)\n-- inclusive\n")
-                f.writelines(f"{n:7d} {key}\n" for key, n in inclusive[thread].most_common(args.top))
-                f.write("-- innermost\n")
-                f.writelines(f"{n:7d} {key}\n" for key, n in leaf[thread].most_common(args.top // 2))
+            f.write(f"{status}\n{sampler.report(top=args.top)}\n")
         print("wrote", path, flush=True)
 
     signal.signal(signal.SIGTERM, lambda *a: (write("stopped by SIGTERM"), sys.exit(1)))

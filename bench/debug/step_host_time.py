@@ -140,6 +140,8 @@ def main() -> None:
     p.add_argument("--busy-ms", type=float, default=0.0,
                    help="also run a wave with the GPU kept busy this long before each launch (finds hidden syncs)")
     p.add_argument("--cprofile", action="store_true", help="also profile the host side of one more wave (cProfile)")
+    p.add_argument("--sample", type=int, default=0, metavar="WAVES",
+                   help="also sample the host's stack every 0.5 ms during the eager (NONE) launches of this many waves")
     p.add_argument("--out", default=None)
     args = p.parse_args()
     import torch
@@ -166,6 +168,8 @@ def main() -> None:
         waves.append(steps)
     if args.cprofile:
         print_host_profile(engine, args)
+    if args.sample:
+        print_host_samples(engine, args)
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"syncs": syncs, "waves": waves}, f, indent=1)
@@ -204,6 +208,43 @@ def print_host_profile(engine, args) -> None:
         stats.sort_stats("cumulative").print_stats(30)
         print(f"==== host profile of {mode} launches (by own time, then cumulative) ====")
         print(text.getvalue())
+
+
+
+def print_host_samples(engine, args) -> None:
+    """Where the eager (NONE) launches' host time goes, by sampling the main thread's stack (its
+    proportions hold where cProfile's do not: bench/debug/stack_sampler.py)."""
+    import os
+    import sys
+    import threading
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from stack_sampler import StackSampler
+
+    runner = engine.runner
+    launch = runner.launch
+    sampler = StackSampler(interval_s=0.0005, threads={threading.main_thread().ident})
+
+    def sampled_launch(batch):
+        mode, _ = runner.dispatcher.dispatch(batch.descriptor)
+        if mode.value != "NONE":
+            return launch(batch)
+        sampler.active.set()
+        try:
+            return launch(batch)
+        finally:
+            sampler.active.clear()
+
+    runner.launch = sampled_launch
+    sampler.start()
+    try:
+        for wave in range(args.sample):
+            run_wave(engine, args.concurrency, args.prompt_len, args.output_len, seed=2000 + wave)
+    finally:
+        sampler.stop()
+        runner.launch = launch
+    print(f"==== host stack samples of the NONE launches of {args.sample} waves ====")
+    print(sampler.report(top=30))
 
 
 if __name__ == "__main__":
