@@ -139,17 +139,22 @@ case "${1:-}" in
     wait; cat "$OUT/flagtests.out" "$OUT/flagdecode.out"
     tar czf /tmp/flags.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/flags.tgz "$OUT/" ;;
   session8)  # on nvidia-h200-x2: the whole GPU suite, PDL on by default (GPU 0, cores B) beside issue 7's record
-             # with PDL on by default + the launch-overhead probe (GPU 1, cores A); one tgz, ~6 min
+             # with PDL on by default, the launch-overhead probe and step_host_time with direct launches off/on
+             # (GPU 1, cores A); one tgz, ~8-9 min (run it with timeout_s 600)
     (export GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1
-     taskset -c "$CORES_A" bash "$0" decode7 > "$OUT/decode7.out" 2>&1
-     taskset -c "$CORES_A" timeout 60 python3 bench/debug/launch_overhead.py > "$OUT/launch-overhead.log" 2>&1
+     # (timeouts sum to 520 s: the tar below must run before the call's 600 s)
+     taskset -c "$CORES_A" timeout 260 python3 bench/decode.py --model llama-3.2-1b --batches 1,64 --levels 0,2 \
+       --peers hf-compile --out "$OUT/decode.json" --timeout 200 2>&1 | grep -v "^DEBUG" > "$OUT/decode7.out"
+     taskset -c "$CORES_A" timeout 100 python3 bench/decode.py --model llama-3.1-8b --batches 1 --levels 2 --peers "" \
+       --out "$OUT/decode-8b.json" --timeout 90 2>&1 | grep -v "^DEBUG" >> "$OUT/decode7.out"
+     taskset -c "$CORES_A" timeout 40 python3 bench/debug/launch_overhead.py > "$OUT/launch-overhead.log" 2>&1
      for direct in 0 1; do  # the eager steps' host time with and without runner/launch.py's direct launches
-       GRAPHBENCH_DIRECT_LAUNCH=$direct taskset -c "$CORES_A" timeout 100 python3 bench/debug/step_host_time.py \
+       GRAPHBENCH_DIRECT_LAUNCH=$direct taskset -c "$CORES_A" timeout 60 python3 bench/debug/step_host_time.py \
          --model llama-3.2-1b --level 2 --concurrency 64 --busy-ms 20 --sample 3 --out "$OUT/step-host-direct$direct.json" \
          > "$OUT/step-host-direct$direct.log" 2>&1
      done) &
     (export GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0
-     taskset -c "$CORES_B" timeout 500 python3 -m pytest -m gpu -q -p no:logging --durations=10 tests/gpu > "$OUT/tests.log" 2>&1)
+     taskset -c "$CORES_B" timeout 520 python3 -m pytest -m gpu -q -p no:logging --durations=10 tests/gpu > "$OUT/tests.log" 2>&1)
     wait; tail -4 "$OUT/tests.log"; grep -v "^DEBUG" "$OUT/decode7.out" | tail -16; grep -v "^{" "$OUT/launch-overhead.log" | tail -8
     grep -h "mode NONE\|mode PIECEWISE" "$OUT"/step-host-direct*.log | head -12
     tar czf /tmp/session8.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/session8.tgz "$OUT/" ;;
