@@ -15,7 +15,7 @@ import triton.language as tl
 
 from graphbench.runner.device import cdiv, next_power_of_2
 from graphbench.runner.launch import DirectLauncher
-from graphbench.runner.pdl import pdl_enter, pdl_launch_options, use_pdl
+from graphbench.runner.pdl import pdl_arguments, pdl_enter
 
 MAX_CHUNKS = 64  # stage 2 reduces one row's chunk maxima in one program
 
@@ -82,11 +82,11 @@ def triton_argmax(logits: torch.Tensor) -> torch.Tensor:  # [R, V] float (unit s
     if num_rows == 0:
         return out
     warps = 4 if block <= 2048 else 8
-    pdl = use_pdl(logits)
+    pdl = pdl_arguments(logits)
     _chunk_argmax_launch[(num_rows, num_chunks)](logits, values, indices, vocab, logits.stride(0), num_chunks,
-                                                  BLOCK=block, PDL=pdl, num_warps=warps, **pdl_launch_options(pdl))
+                                                  BLOCK=block, num_warps=warps, **pdl)
     _row_argmax_launch[(num_rows,)](values, indices, out, num_chunks, BLOCK_C=max(16, next_power_of_2(num_chunks)),
-                                    PDL=pdl, num_warps=1, **pdl_launch_options(pdl))
+                                    num_warps=1, **pdl)
     return out
 
 

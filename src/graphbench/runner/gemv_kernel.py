@@ -16,7 +16,7 @@ import triton.language as tl
 
 from graphbench.runner.device import cdiv
 from graphbench.runner.launch import DirectLauncher
-from graphbench.runner.pdl import pdl_enter, pdl_launch_options, use_pdl
+from graphbench.runner.pdl import pdl_arguments, pdl_enter
 
 
 @triton.jit
@@ -79,11 +79,10 @@ def launch_gemv(x: torch.Tensor,  # [1, K] contiguous
     rows, k = weight.shape
     n = rows // 2 if gate_up else rows
     assert k % block_k == 0 and x.shape == (1, k) and out.shape == (1, n) and not (gate_up and bias is not None)
-    pdl = use_pdl(out)
     _gemv_launch[(cdiv(n, block_n),)](
         x, weight, bias if bias is not None else out, out, n, k, weight.stride(0),
-        HAS_BIAS=bias is not None, GATE_UP=gate_up, BLOCK_N=block_n, BLOCK_K=block_k, INTERPRET=interpret, PDL=pdl,
-        num_warps=num_warps, num_stages=1, **pdl_launch_options(pdl))
+        HAS_BIAS=bias is not None, GATE_UP=gate_up, BLOCK_N=block_n, BLOCK_K=block_k, INTERPRET=interpret,
+        num_warps=num_warps, num_stages=1, **pdl_arguments(out))
 
 
 @triton.jit
@@ -102,9 +101,8 @@ def launch_silu_mul(x: torch.Tensor, out: torch.Tensor) -> None:  # x [T, 2K] (u
     rows, k = out.shape
     block = 1024
     if rows:
-        pdl = use_pdl(out)
-        _silu_mul_launch[(rows, cdiv(k, block))](x, out, k, x.stride(0), out.stride(0), BLOCK=block, PDL=pdl,
-                                                        num_warps=4, **pdl_launch_options(pdl))
+        _silu_mul_launch[(rows, cdiv(k, block))](x, out, k, x.stride(0), out.stride(0), BLOCK=block, num_warps=4,
+                                                 **pdl_arguments(out))
 
 
 # launched through runner/launch.py (a cached direct launch when GRAPHBENCH_DIRECT_LAUNCH=1)

@@ -19,7 +19,7 @@ import triton.language as tl
 
 from graphbench.runner.device import cdiv, next_power_of_2
 from graphbench.runner.launch import DirectLauncher
-from graphbench.runner.pdl import pdl_enter, pdl_launch_options, use_pdl
+from graphbench.runner.pdl import pdl_arguments, pdl_enter
 
 
 @triton.jit
@@ -103,10 +103,8 @@ def launch_add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, norm_weight: tor
     rows, k = x.shape
     if rows:
         block = next_power_of_2(k)
-        pdl = use_pdl(out)
         _add_rmsnorm_launch[(rows,)](x, residual, norm_weight, out, h_out, k, x.stride(0), residual.stride(0), eps,
-                                     BLOCK=block, PDL=pdl, num_warps=8 if block >= 4096 else 4,
-                                     **pdl_launch_options(pdl))
+                                     BLOCK=block, num_warps=8 if block >= 4096 else 4, **pdl_arguments(out))
 
 
 # launched through runner/launch.py (a cached direct launch when GRAPHBENCH_DIRECT_LAUNCH=1)

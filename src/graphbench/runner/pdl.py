@@ -64,6 +64,12 @@ def pdl_launch_options(pdl: bool) -> dict:
     return {"launch_pdl": True} if pdl else {}
 
 
+def pdl_arguments(t: torch.Tensor) -> dict:
+    """A launch's PDL keywords for a kernel with a `PDL` constexpr: the constexpr and the launch option."""
+    pdl = use_pdl(t)
+    return {"PDL": pdl, **pdl_launch_options(pdl)}
+
+
 @triton.jit
 def pdl_enter(PDL: tl.constexpr):
     """First statement of a kernel that may be launched with PDL: wait for the previous kernel, then let

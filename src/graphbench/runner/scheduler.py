@@ -72,15 +72,13 @@ class Scheduler:
         # Decodes first, then requests still in their (chunked) prefill, in admission order.
         # (this loop runs every step for every request: each property is read once)
         pending = sorted(((r.num_uncomputed_tokens, r) for r in self.running), key=lambda p: p[0] > 1)
-        block_size = self.block_size
         for num_uncomputed, request in pending:
             if request.status is not RequestStatus.RUNNING or budget == 0:
                 continue  # preempted below while making room (a status test: `in self.running` is O(n))
             if request.all_sampled:
                 continue  # its last token is still on its way back from the device
             num_new = min(num_uncomputed, budget)
-            has_room = -(-(request.num_computed_tokens + num_new) // block_size) <= len(request.block_ids)
-            if not has_room and not self._reserve(request, num_new, scheduled):
+            if not self._reserve(request, num_new, scheduled):  # (no allocation when the last block has room)
                 continue
             scheduled.append(request)
             counts.append(num_new)

@@ -28,7 +28,7 @@ from graphbench.runner.attention.triton_kernels import (
 )
 from graphbench.runner.device import next_power_of_2, triton_interpreting
 from graphbench.runner.launch import DirectLauncher
-from graphbench.runner.pdl import pdl_enter, pdl_launch_options, use_pdl
+from graphbench.runner.pdl import pdl_arguments, pdl_enter
 
 
 # The split count is a run-time value (one compiled kernel for every split count > 1, one for no split):
@@ -225,7 +225,6 @@ def paged_decode(
     else:
         k, v, slot_mapping = q, q, seq_lens  # unused
     counts = _split_counters(q.device, num_rows * num_kv_heads) if merge else seq_lens
-    pdl = use_pdl(q)
     _decode_launch[(num_rows, num_kv_heads, splits)](
         q, k_cache, v_cache, out, part, lse, query_start_loc, seq_lens, block_tables,
         k, v, slot_mapping, counts,
@@ -236,7 +235,7 @@ def paged_decode(
         k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         GROUP=group, WRITE_KV=new_kv is not None, MERGE=merge, MIN_TILES=MIN_TILES_PER_SPLIT, BLOCK_M=max(16, next_power_of_2(group)), HEAD_DIM=head_dim, BLOCK_D=block_d,
         BLOCK_SIZE=block_size, SPLIT=splits > 1, PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
-        INTERPRET=triton_interpreting(), PDL=pdl, **cfg, **pdl_launch_options(pdl),
+        INTERPRET=triton_interpreting(), **cfg, **pdl_arguments(q),
     )
     if splits > 1 and not merge:
         merge_splits(part, lse, out, query_start_loc, max_reqs)
