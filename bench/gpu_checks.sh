@@ -22,6 +22,7 @@
 #                                      # each, with all, and hf-compile (GPU 1); groups flagtests / flagdecode alone
 #   bash bench/gpu_checks.sh session8  # on nvidia-h200-x2: whole GPU suite (GPU 0) beside issue 7's record, the launch probe
 #                                      # and the eager steps' host time with GRAPHBENCH_DIRECT_LAUNCH=0/1 (GPU 1), ~7 min
+#   bash bench/gpu_checks.sh session8b # on nvidia-h200-x2: session8 again with direct launches on by default (no A/B), ~4-5 min
 #   bash bench/gpu_checks.sh pdl       # on nvidia-h200-x2: GPU suite with GRAPHBENCH_PDL=1 (GPU 0) beside issue 7's run with a pdl variant (GPU 1)
 #   bash bench/gpu_checks.sh session6a # on nvidia-h200-x2: flagtests, then -O2 at C = 64 x 5 (GPU 0) beside flagdecode (GPU 1), ~8 min
 #   bash bench/gpu_checks.sh session6b # on nvidia-h200-x2: GPU suite + host/device time per step (GPU 0) beside issue 7's record (GPU 1)
@@ -158,6 +159,21 @@ case "${1:-}" in
     wait; tail -4 "$OUT/tests.log"; grep -v "^DEBUG" "$OUT/decode7.out" | tail -16; grep -v "^{" "$OUT/launch-overhead.log" | tail -8
     grep -h "mode NONE\|mode PIECEWISE" "$OUT"/step-host-direct*.log | head -12
     tar czf /tmp/session8.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/session8.tgz "$OUT/" ;;
+  session8b)  # on nvidia-h200-x2, after direct launches became the default: the whole GPU suite (GPU 0, cores B)
+              # beside issue 7's record, the launch probe and the eager steps' host time (GPU 1, cores A), ~4-5 min
+    (export GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1
+     taskset -c "$CORES_A" timeout 260 python3 bench/decode.py --model llama-3.2-1b --batches 1,64 --levels 0,2 \
+       --peers hf-compile --out "$OUT/decode.json" --timeout 200 2>&1 | grep -v "^DEBUG" > "$OUT/decode7.out"
+     taskset -c "$CORES_A" timeout 100 python3 bench/decode.py --model llama-3.1-8b --batches 1 --levels 2 --peers "" \
+       --out "$OUT/decode-8b.json" --timeout 90 2>&1 | grep -v "^DEBUG" >> "$OUT/decode7.out"
+     taskset -c "$CORES_A" timeout 40 python3 bench/debug/launch_overhead.py > "$OUT/launch-overhead.log" 2>&1
+     taskset -c "$CORES_A" timeout 60 python3 bench/debug/step_host_time.py --model llama-3.2-1b --level 2 \
+       --concurrency 64 --busy-ms 20 --out "$OUT/step-host.json" > "$OUT/step-host.log" 2>&1) &
+    (export GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0
+     taskset -c "$CORES_B" timeout 400 python3 -m pytest -m gpu -q -p no:logging --durations=10 tests/gpu > "$OUT/tests.log" 2>&1)
+    wait; tail -4 "$OUT/tests.log"; grep -v "^DEBUG" "$OUT/decode7.out" | tail -16; grep -v "^{" "$OUT/launch-overhead.log" | tail -8
+    grep -h "mode NONE\|mode PIECEWISE" "$OUT"/step-host.log | head -8
+    tar czf /tmp/session8b.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/session8b.tgz "$OUT/" ;;
   pdl)  # on nvidia-h200-x2: programmatic dependent launch (GRAPHBENCH_PDL=1): gemv_check and the GPU suite with it on
         # (GPU 0, cores B) beside issue 7's run with a pdl variant (GPU 1, cores A), packed into one tgz, ~6 min
     (export GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1
@@ -255,5 +271,5 @@ case "${1:-}" in
   o3profile)  # where -O3's cold start goes, in every thread (stack samples every 20 ms), ~4 min
     OUT="$OUT" timeout 300 python3 bench/debug/sample_cold_start.py --level 3 --max-num-seqs 256 2>&1 \
       | grep -v "^DEBUG" | tail -3; head -60 "$OUT/samples-O3.txt" ;;
-  *) echo "usage: bash bench/gpu_checks.sh session8|suite|pdl|session6f|session6e|session6d|session6c|session6b|session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu_checks.sh session8b|session8|suite|pdl|session6f|session6e|session6d|session6c|session6b|session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
 esac

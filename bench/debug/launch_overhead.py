@@ -76,17 +76,18 @@ def main() -> None:
     same = bool(torch.equal(out, expected))
 
     a, w16 = torch.randn(16, k, device="cuda", dtype=torch.bfloat16), torch.randn(k, k, device="cuda", dtype=torch.bfloat16)
-    figures = {"add_rmsnorm via launch_add_rmsnorm (engine's wrapper)": per_launch_us(wrapper)}
-    # the engine's wrapper again, through runner/launch.py's cached direct launch
     from graphbench.runner import launch, norm_kernels
 
+    launch.DIRECT_LAUNCH = False  # the engine's wrapper through Triton's JIT path (GRAPHBENCH_DIRECT_LAUNCH=0)
+    figures = {"add_rmsnorm via launch_add_rmsnorm (engine's wrapper), GRAPHBENCH_DIRECT_LAUNCH=0": per_launch_us(wrapper)}
+    # the engine's wrapper again, through runner/launch.py's cached direct launch (the default)
     launch.DIRECT_LAUNCH = True
     out.zero_()
     wrapper()
     wrapper()  # the second launch with this key is a direct one
     torch.cuda.synchronize()
     same_cached = bool(torch.equal(out, expected)) and norm_kernels._add_rmsnorm_launch.num_direct > 0
-    figures["add_rmsnorm via launch_add_rmsnorm, GRAPHBENCH_DIRECT_LAUNCH=1"] = per_launch_us(wrapper)
+    figures["add_rmsnorm via launch_add_rmsnorm (engine's wrapper), GRAPHBENCH_DIRECT_LAUNCH=1"] = per_launch_us(wrapper)
     launch.DIRECT_LAUNCH = False
     figures |= {
         "add_rmsnorm via kernel[grid](...) (JITFunction.run)": per_launch_us(jit),

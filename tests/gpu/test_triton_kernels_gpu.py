@@ -194,7 +194,8 @@ def test_cached_direct_launches_compute_what_the_jit_path_does(monkeypatch):
     x, r = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16), torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(2048, device="cuda", dtype=torch.bfloat16)
     jit_out, jit_h = torch.empty_like(x), torch.empty_like(x)
-    launch_add_rmsnorm(x, r, w, 1e-5, jit_out, jit_h)  # DIRECT_LAUNCH off: the JIT path
+    monkeypatch.setattr(launch, "DIRECT_LAUNCH", False)
+    launch_add_rmsnorm(x, r, w, 1e-5, jit_out, jit_h)  # the JIT path
     monkeypatch.setattr(launch, "DIRECT_LAUNCH", True)
     before = {k: k.num_direct for k in (triton_cache_write._write_kv_launch, triton_kernels._attention_launch,
                                         triton_decode._decode_launch, _add_rmsnorm_launch)}
@@ -227,6 +228,7 @@ def test_cached_direct_launches_of_every_kernel_and_in_a_cuda_graph(monkeypatch)
         gemv_kernel.launch_silu_mul(gate_up, h)
         return y, h, argmax.triton_argmax(logits)
 
+    monkeypatch.setattr(launch, "DIRECT_LAUNCH", False)
     expected = run_all()  # the JIT path
     monkeypatch.setattr(launch, "DIRECT_LAUNCH", True)
     for _ in range(3):

@@ -90,6 +90,6 @@ def triton_argmax(logits: torch.Tensor) -> torch.Tensor:  # [R, V] float (unit s
     return out
 
 
-# launched through runner/launch.py (a cached direct launch when GRAPHBENCH_DIRECT_LAUNCH=1)
+# launched through runner/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
 _chunk_argmax_launch = DirectLauncher(_chunk_argmax_kernel)
 _row_argmax_launch = DirectLauncher(_row_argmax_kernel)

@@ -105,6 +105,6 @@ def launch_silu_mul(x: torch.Tensor, out: torch.Tensor) -> None:  # x [T, 2K] (u
                                                  **pdl_arguments(out))
 
 
-# launched through runner/launch.py (a cached direct launch when GRAPHBENCH_DIRECT_LAUNCH=1)
+# launched through runner/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
 _gemv_launch = DirectLauncher(_gemv_kernel)
 _silu_mul_launch = DirectLauncher(_silu_mul_kernel)

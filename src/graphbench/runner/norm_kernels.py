@@ -107,6 +107,6 @@ def launch_add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, norm_weight: tor
                                      BLOCK=block, num_warps=8 if block >= 4096 else 4, **pdl_arguments(out))
 
 
-# launched through runner/launch.py (a cached direct launch when GRAPHBENCH_DIRECT_LAUNCH=1)
+# launched through runner/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
 _norm_gemv_launch = DirectLauncher(_norm_gemv_kernel)
 _add_rmsnorm_launch = DirectLauncher(_add_rmsnorm_kernel)

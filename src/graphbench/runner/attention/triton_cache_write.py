@@ -71,5 +71,5 @@ def write_kv_cache(
     )
 
 
-# launched through runner/launch.py (a cached direct launch when GRAPHBENCH_DIRECT_LAUNCH=1)
+# launched through runner/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
 _write_kv_launch = DirectLauncher(_write_kv_kernel)

@@ -264,5 +264,5 @@ def _split_counters(device: torch.device, needed: int) -> torch.Tensor:
     return held
 
 
-# launched through runner/launch.py (a cached direct launch when GRAPHBENCH_DIRECT_LAUNCH=1)
+# launched through runner/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
 _decode_launch = DirectLauncher(_decode_kernel)

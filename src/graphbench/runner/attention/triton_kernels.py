@@ -317,6 +317,6 @@ def paged_attention(
         merge_splits(part, lse, out, query_start_loc, max_reqs)
 
 
-# launched through runner/launch.py (a cached direct launch when GRAPHBENCH_DIRECT_LAUNCH=1)
+# launched through runner/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
 _merge_splits_launch = DirectLauncher(_merge_splits_kernel)
 _attention_launch = DirectLauncher(_attention_kernel)
