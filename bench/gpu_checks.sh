@@ -23,6 +23,7 @@
 #   bash bench/gpu_checks.sh session8  # on nvidia-h200-x2: whole GPU suite (GPU 0) beside issue 7's record, the launch probe
 #                                      # and the eager steps' host time with GRAPHBENCH_DIRECT_LAUNCH=0/1 (GPU 1), ~7 min
 #   bash bench/gpu_checks.sh session8b # on nvidia-h200-x2: session8 again with direct launches on by default (no A/B), ~4-5 min
+#   bash bench/gpu_checks.sh session8c # on nvidia-h200-x2: GPU suite beside the C = 64 spread at token budgets 2048 / 8192, ~5 min
 #   bash bench/gpu_checks.sh pdl       # on nvidia-h200-x2: GPU suite with GRAPHBENCH_PDL=1 (GPU 0) beside issue 7's run with a pdl variant (GPU 1)
 #   bash bench/gpu_checks.sh session6a # on nvidia-h200-x2: flagtests, then -O2 at C = 64 x 5 (GPU 0) beside flagdecode (GPU 1), ~8 min
 #   bash bench/gpu_checks.sh session6b # on nvidia-h200-x2: GPU suite + host/device time per step (GPU 0) beside issue 7's record (GPU 1)
@@ -174,6 +175,17 @@ case "${1:-}" in
     wait; tail -4 "$OUT/tests.log"; grep -v "^DEBUG" "$OUT/decode7.out" | tail -16; grep -v "^{" "$OUT/launch-overhead.log" | tail -8
     grep -h "mode NONE\|mode PIECEWISE" "$OUT"/step-host.log | head -8
     tar czf /tmp/session8b.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/session8b.tgz "$OUT/" ;;
+  session8c)  # on nvidia-h200-x2: the step's token budget (8192 by default on an H200 now, 2048 before): the
+              # whole GPU suite (GPU 0, cores B) beside the C = 64 spread for -O0 and -O2 x both ladders x
+              # budgets 2048 / 8192, 5 repeats, one sweep (GPU 1, cores A), ~5 min
+    (export GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1
+     taskset -c "$CORES_A" timeout 300 python3 -m graphbench sweep --model llama-3.2-1b --levels 0,2 --peers none \
+       --concurrency 64 --repeats 5 --grid max_num_batched_tokens=2048,8192 --results "$OUT/budget" \
+       --report "$OUT/budget-report" > "$OUT/budget.log" 2>&1) &
+    (export GRAPHBENCH_CACHE_ROOT=/tmp/gbc0 CUDA_VISIBLE_DEVICES=0
+     taskset -c "$CORES_B" timeout 330 python3 -m pytest -m gpu -q -p no:logging --durations=10 tests/gpu > "$OUT/tests.log" 2>&1)
+    wait; tail -4 "$OUT/tests.log"; grep -v "^DEBUG" "$OUT/budget.log" | tail -30
+    tar czf /tmp/session8c.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/session8c.tgz "$OUT/" ;;
   pdl)  # on nvidia-h200-x2: programmatic dependent launch (GRAPHBENCH_PDL=1): gemv_check and the GPU suite with it on
         # (GPU 0, cores B) beside issue 7's run with a pdl variant (GPU 1, cores A), packed into one tgz, ~6 min
     (export GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1
@@ -271,5 +283,5 @@ case "${1:-}" in
   o3profile)  # where -O3's cold start goes, in every thread (stack samples every 20 ms), ~4 min
     OUT="$OUT" timeout 300 python3 bench/debug/sample_cold_start.py --level 3 --max-num-seqs 256 2>&1 \
       | grep -v "^DEBUG" | tail -3; head -60 "$OUT/samples-O3.txt" ;;
-  *) echo "usage: bash bench/gpu_checks.sh session8b|session8|suite|pdl|session6f|session6e|session6d|session6c|session6b|session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu_checks.sh session8c|session8b|session8|suite|pdl|session6f|session6e|session6d|session6c|session6b|session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
 esac

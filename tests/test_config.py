@@ -82,6 +82,39 @@ def test_ladder_follows_scheduler_and_speculative():
     assert all(s % 2 == 0 for s in sizes)
 
 
+H200_BYTES, A100_80_BYTES = 143771 << 20, 81920 << 20
+
+
+@pytest.mark.parametrize(
+    "device_name, device_memory, expected",
+    [
+        (None, None, 2048),  # the CPU, or no device given
+        ("NVIDIA H200", H200_BYTES, 8192),
+        ("NVIDIA H100 80GB HBM3", 81559 << 20, 8192),
+        ("NVIDIA A100-SXM4-80GB", A100_80_BYTES, 2048),  # vLLM keeps 2048 there (larger measured slower)
+        ("NVIDIA L40S", 46068 << 20, 2048),
+        ("NVIDIA H200", (70 << 30) - 1, 2048),  # just under the 70 GiB line
+    ],
+)
+def test_token_budget_default_follows_the_device(device_name, device_memory, expected):
+    cfg = EngineConfig()
+    assert cfg.scheduler.max_num_batched_tokens is None
+    resolved = cfg.resolve(device_name=device_name, device_memory=device_memory)
+    assert resolved.scheduler.max_num_batched_tokens == expected
+    assert cfg.scheduler.max_num_batched_tokens is None  # resolve returns a copy
+
+
+def test_token_budget_set_by_the_user_is_kept_and_checked():
+    cfg = load_engine_config(overrides={"scheduler.max_num_batched_tokens": 512})
+    assert cfg.resolve(device_name="NVIDIA H200", device_memory=H200_BYTES).scheduler.max_num_batched_tokens == 512
+    # unset with more sequences than the device's default budget: one token per sequence still fits
+    many = load_engine_config(overrides={"scheduler.max_num_seqs": 4096}).resolve()
+    assert many.scheduler.max_num_batched_tokens == 4096
+    # the budget is hashed: an H200's default compiles other code than a CPU's
+    assert (EngineConfig().resolve().compute_hash()
+            != EngineConfig().resolve(device_name="NVIDIA H200", device_memory=H200_BYTES).compute_hash())
+
+
 @pytest.mark.parametrize(
     "overrides, message",
     [

@@ -54,7 +54,7 @@ ENGINE_OPTIONS: dict[str, tuple[Any, Optional[str], Callable[[Any], Any]]] = {
     "compile_sizes": (Annotated[Optional[str], _opt("--compile-sizes", help="Sizes compiled for their concrete shape, e.g. 1,2,4.")], "compilation.compile_sizes", lambda v: parse_int_list(v, "--compile-sizes")),
     "splitting_ops": (Annotated[Optional[str], _opt("--splitting-ops", help="Ops to split the graph at ('none' = no split).")], "compilation.splitting_ops", parse_str_list),
     "max_num_seqs": (Annotated[Optional[int], _opt("--max-num-seqs", help="Most requests in one step (default 256).")], "scheduler.max_num_seqs", lambda v: v),
-    "max_num_batched_tokens": (Annotated[Optional[int], _opt("--max-num-batched-tokens", help="Most tokens in one step (default 2048).")], "scheduler.max_num_batched_tokens", lambda v: v),
+    "max_num_batched_tokens": (Annotated[Optional[int], _opt("--max-num-batched-tokens", help="Most tokens in one step (default: 8192 on a GPU of >= 70 GiB other than an A100, else 2048, as vLLM's server).")], "scheduler.max_num_batched_tokens", lambda v: v),
     "max_model_len": (Annotated[Optional[int], _opt("--max-model-len", help="Longest prompt + output (default: the model's).")], "scheduler.max_model_len", lambda v: v),
     "block_size": (Annotated[Optional[int], _opt("--block-size", help="KV-cache block size in tokens (default 16).")], "cache.block_size", lambda v: v),
     "gpu_memory_utilization": (Annotated[Optional[float], _opt("--gpu-memory-utilization", help="Fraction of GPU memory to use (default 0.9).")], "cache.gpu_memory_utilization", lambda v: v),

@@ -23,6 +23,7 @@ from graphbench.config.parts import (
     ParallelConfig,
     SchedulerConfig,
     SpeculativeConfig,
+    default_max_num_batched_tokens,
 )
 from graphbench.config.tomlio import read_toml
 from graphbench.config.validate import suggest
@@ -54,22 +55,23 @@ class EngineConfig:
         level = self.optimization_level
         if level is not None and (isinstance(level, bool) or level not in OPTIMIZATION_PRESETS):
             raise GraphbenchError(f"optimization level must be 0, 1, 2 or 3, got {level!r}")
-        sched = self.scheduler
-        if sched.max_num_batched_tokens < sched.max_num_seqs:
-            raise GraphbenchError(
-                f"max_num_batched_tokens ({sched.max_num_batched_tokens}) must be >= max_num_seqs "
-                f"({sched.max_num_seqs})"
-            )
+        _check_token_budget(self.scheduler)
 
     @property
     def decode_query_len(self) -> int:
         return self.speculative.decode_query_len
 
-    def resolve(self, *, blackwell: bool = False) -> "EngineConfig":
-        """Return a copy with the -O preset applied to unset fields and the capture ladder resolved."""
+    def resolve(self, *, blackwell: bool = False, device_name: str | None = None,
+                device_memory: int | None = None) -> "EngineConfig":
+        """Return a copy with the -O preset applied to unset fields, the step's token budget set for the
+        device (name and total memory in bytes; None: not a large GPU) and the capture ladder resolved."""
         from graphbench.ladders.sizes import capture_sizes  # pure Python
 
         cfg = copy.deepcopy(self)
+        if cfg.scheduler.max_num_batched_tokens is None:
+            # at least one token per sequence: a decode step of max_num_seqs must fit
+            cfg.scheduler.max_num_batched_tokens = max(default_max_num_batched_tokens(device_name, device_memory),
+                                                       cfg.scheduler.max_num_seqs)
         level = DEFAULT_OPTIMIZATION_LEVEL if cfg.optimization_level is None else cfg.optimization_level
         cfg.optimization_level = level
         comp = cfg.compilation
@@ -110,6 +112,14 @@ class EngineConfig:
         return (
             f"{self.model.model} -O{self.optimization_level} {mode} "
             f"seqs={self.scheduler.max_num_seqs} ladder={len(comp.cudagraph_capture_sizes or [])}"
+        )
+
+
+def _check_token_budget(sched: SchedulerConfig) -> None:
+    if sched.max_num_batched_tokens is not None and sched.max_num_batched_tokens < sched.max_num_seqs:
+        raise GraphbenchError(
+            f"max_num_batched_tokens ({sched.max_num_batched_tokens}) must be >= max_num_seqs "
+            f"({sched.max_num_seqs})"
         )
 
 

@@ -54,12 +54,28 @@ class ModelConfig:
         return hash_factors([arch.code_factors(), self.dtype, self.device, self.attention_backend])
 
 
+# vLLM's server defaults for the token budget of a step: 8192 on a GPU of >= 70 GiB other than an A100
+# (H100, H200, MI300X), 2048 elsewhere. With 8192 a 64-request prefill of 128-token prompts is one
+# eager step, GPU-bound, instead of four host-bound ones of 2048 (bench/RESULTS.md, session 8).
+MAX_NUM_BATCHED_TOKENS = 2048
+LARGE_GPU_MAX_NUM_BATCHED_TOKENS = 8192
+LARGE_GPU_MIN_MEMORY = 70 << 30
+
+
+def default_max_num_batched_tokens(device_name: str | None, total_memory: int | None) -> int:
+    """The token budget of a step when none is set: vLLM's server default for this device."""
+    if total_memory is not None and total_memory >= LARGE_GPU_MIN_MEMORY and "a100" not in (device_name or "").lower():
+        return LARGE_GPU_MAX_NUM_BATCHED_TOKENS
+    return MAX_NUM_BATCHED_TOKENS
+
+
 @dataclass(slots=True)
 class SchedulerConfig:
     """Batch limits: they size the engine's static buffers, so they are hashed."""
 
     max_num_seqs: int = 256
-    max_num_batched_tokens: int = 2048
+    # None: EngineConfig.resolve picks default_max_num_batched_tokens for the device
+    max_num_batched_tokens: int | None = None
     max_model_len: int | None = None  # None: the model's max_position_embeddings
     enable_chunked_prefill: bool = True
     # launch step N+1 before taking in step N's tokens (host work overlaps the device's); not hashed

@@ -49,7 +49,9 @@ class Engine:
         self.device = resolve_device(config.model.device)
         self.dtype = resolve_dtype(config.model.dtype, self.device)
         self.device_info = device_info(self.device)
-        self.config = config.resolve(blackwell=self.device_info.is_blackwell_datacenter)
+        info = self.device_info
+        self.config = config.resolve(blackwell=info.is_blackwell_datacenter, device_name=info.name,
+                                     device_memory=info.total_memory)
         self.config.model.device, self.config.model.dtype = self.device.type, dtype_name(self.dtype)
         if self.device.type != "cuda" and self.config.compilation.max_autotune:
             # Inductor's autotuning targets GPU kernels; on the CPU it costs minutes and buys little.
