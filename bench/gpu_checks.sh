@@ -24,6 +24,7 @@
 #                                      # and the eager steps' host time with GRAPHBENCH_DIRECT_LAUNCH=0/1 (GPU 1), ~7 min
 #   bash bench/gpu_checks.sh session8b # on nvidia-h200-x2: session8 again with direct launches on by default (no A/B), ~4-5 min
 #   bash bench/gpu_checks.sh session8c # on nvidia-h200-x2: GPU suite beside the C = 64 spread at token budgets 2048 / 8192, ~5 min
+#   bash bench/gpu_checks.sh spread64  # one GPU: -O0..-O2 x both ladders at C = 64 (the sweep's spread points without -O3 and peers)
 #   bash bench/gpu_checks.sh pdl       # on nvidia-h200-x2: GPU suite with GRAPHBENCH_PDL=1 (GPU 0) beside issue 7's run with a pdl variant (GPU 1)
 #   bash bench/gpu_checks.sh session6a # on nvidia-h200-x2: flagtests, then -O2 at C = 64 x 5 (GPU 0) beside flagdecode (GPU 1), ~8 min
 #   bash bench/gpu_checks.sh session6b # on nvidia-h200-x2: GPU suite + host/device time per step (GPU 0) beside issue 7's record (GPU 1)
@@ -186,6 +187,12 @@ case "${1:-}" in
      taskset -c "$CORES_B" timeout 330 python3 -m pytest -m gpu -q -p no:logging --durations=10 tests/gpu > "$OUT/tests.log" 2>&1)
     wait; tail -4 "$OUT/tests.log"; grep -v "^DEBUG" "$OUT/budget.log" | tail -30
     tar czf /tmp/session8c.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/session8c.tgz "$OUT/" ;;
+  spread64)  # one GPU, alone: the default sweep's -O0..-O2 points at C = 64 only (3 repeats, no peers, no -O3), ~3-4 min
+    timeout ${SPREAD_TIMEOUT:-270} python3 -m graphbench sweep --model llama-3.2-1b --levels 0,1,2 --peers none --concurrency 64 \
+      --results "$OUT/spread64" --report "$OUT/spread64-report" > "$OUT/spread64.log" 2>&1
+    grep -v "^DEBUG" "$OUT/spread64.log" | grep -v "━" | tail -14
+    rm -f "$OUT"/spread64-report/*.png "$OUT"/spread64-report/report.html
+    tar czf /tmp/spread64.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/spread64.tgz "$OUT/" ;;
   pdl)  # on nvidia-h200-x2: programmatic dependent launch (GRAPHBENCH_PDL=1): gemv_check and the GPU suite with it on
         # (GPU 0, cores B) beside issue 7's run with a pdl variant (GPU 1, cores A), packed into one tgz, ~6 min
     (export GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1
@@ -283,5 +290,5 @@ case "${1:-}" in
   o3profile)  # where -O3's cold start goes, in every thread (stack samples every 20 ms), ~4 min
     OUT="$OUT" timeout 300 python3 bench/debug/sample_cold_start.py --level 3 --max-num-seqs 256 2>&1 \
       | grep -v "^DEBUG" | tail -3; head -60 "$OUT/samples-O3.txt" ;;
-  *) echo "usage: bash bench/gpu_checks.sh session8c|session8b|session8|suite|pdl|session6f|session6e|session6d|session6c|session6b|session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu_checks.sh spread64|session8c|session8b|session8|suite|pdl|session6f|session6e|session6d|session6c|session6b|session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
 esac
