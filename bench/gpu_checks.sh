@@ -52,6 +52,13 @@ half_cores() {  # logical CPUs on half $1 (0 or 1) of the physical cores
     { key = $3 ":" $2; if (!(key in idx)) { idx[key] = n++ } cpu[NR] = $1; of[NR] = key }
     END { for (i = 1; i <= NR; i++) if ((idx[of[i]] < n / 2) == (h == 0)) out = out (out == "" ? "" : ",") cpu[i]; print out }'
 }
+# Issue 7's record on cores $1 (at most 360 s): -O0/-O2 vs hf-compile at batch 1 and 64, then llama-3.1-8b at 1
+record7() {
+  taskset -c "$1" timeout 260 python3 bench/decode.py --model llama-3.2-1b --batches 1,64 --levels 0,2 \
+    --peers hf-compile --out "$OUT/decode.json" --timeout 200 2>&1 | grep -v "^DEBUG" > "$OUT/decode7.out"
+  taskset -c "$1" timeout 100 python3 bench/decode.py --model llama-3.1-8b --batches 1 --levels 2 --peers "" \
+    --out "$OUT/decode-8b.json" --timeout 90 2>&1 | grep -v "^DEBUG" >> "$OUT/decode7.out"
+}
 CORES_A="${CORES_A:-$(half_cores 0)}"; CORES_B="${CORES_B:-$(half_cores 1)}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/env.txt"
 echo "cores A: $CORES_A; cores B: $CORES_B" >> "$OUT/env.txt"
@@ -146,10 +153,7 @@ case "${1:-}" in
              # (GPU 1, cores A); one tgz, ~8-9 min (run it with timeout_s 600)
     (export GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1
      # (timeouts sum to 520 s: the tar below must run before the call's 600 s)
-     taskset -c "$CORES_A" timeout 260 python3 bench/decode.py --model llama-3.2-1b --batches 1,64 --levels 0,2 \
-       --peers hf-compile --out "$OUT/decode.json" --timeout 200 2>&1 | grep -v "^DEBUG" > "$OUT/decode7.out"
-     taskset -c "$CORES_A" timeout 100 python3 bench/decode.py --model llama-3.1-8b --batches 1 --levels 2 --peers "" \
-       --out "$OUT/decode-8b.json" --timeout 90 2>&1 | grep -v "^DEBUG" >> "$OUT/decode7.out"
+     record7 "$CORES_A"
      taskset -c "$CORES_A" timeout 40 python3 bench/debug/launch_overhead.py > "$OUT/launch-overhead.log" 2>&1
      for direct in 0 1; do  # the eager steps' host time with and without runner/launch.py's direct launches
        GRAPHBENCH_DIRECT_LAUNCH=$direct taskset -c "$CORES_A" timeout 60 python3 bench/debug/step_host_time.py \
@@ -164,10 +168,7 @@ case "${1:-}" in
   session8b)  # on nvidia-h200-x2, after direct launches became the default: the whole GPU suite (GPU 0, cores B)
               # beside issue 7's record, the launch probe and the eager steps' host time (GPU 1, cores A), ~4-5 min
     (export GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1
-     taskset -c "$CORES_A" timeout 260 python3 bench/decode.py --model llama-3.2-1b --batches 1,64 --levels 0,2 \
-       --peers hf-compile --out "$OUT/decode.json" --timeout 200 2>&1 | grep -v "^DEBUG" > "$OUT/decode7.out"
-     taskset -c "$CORES_A" timeout 100 python3 bench/decode.py --model llama-3.1-8b --batches 1 --levels 2 --peers "" \
-       --out "$OUT/decode-8b.json" --timeout 90 2>&1 | grep -v "^DEBUG" >> "$OUT/decode7.out"
+     record7 "$CORES_A"
      taskset -c "$CORES_A" timeout 40 python3 bench/debug/launch_overhead.py > "$OUT/launch-overhead.log" 2>&1
      taskset -c "$CORES_A" timeout 60 python3 bench/debug/step_host_time.py --model llama-3.2-1b --level 2 \
        --concurrency 64 --busy-ms 20 --out "$OUT/step-host.json" > "$OUT/step-host.log" 2>&1) &
