@@ -153,3 +153,39 @@ def test_crash_oom_compile_error_and_hang_are_failed_points(tmp_path, monkeypatc
     # the report lists the failures
     report = (tmp_path / "report" / "report.md").read_text()
     assert "Failures" in report and "killed by signal 9" in report
+
+
+def test_summary_shows_the_spread_and_flags_unsteady_workloads(tmp_path):
+    """The end-of-sweep table has each workload's tokens/s spread; above 3% it is flagged and counted."""
+    from rich.console import Console
+
+    from graphbench.bench.metrics import summarize
+    from graphbench.cli.sweep import _summary
+    from graphbench.reports.store import write_result
+    from tests.test_gate import make_result
+
+    # closed-c1: 1000 / 1010 / 1005 tok/s -> (1010 - 1000) / 1005 = 0.995%; closed-c64: 30000 / 31500 /
+    # 30600 -> 1500 / 30600 = 4.902%
+    result = make_result("O2-default", repeats={"closed-c1": [(1000.0, 12.0), (1010.0, 12.0), (1005.0, 12.0)],
+                                                "closed-c64": [(30000.0, 12.0), (31500.0, 12.0), (30600.0, 12.0)]})
+    for workload in result["workloads"]:
+        workload["summary"] = summarize(workload["repeats"])
+    write_result(tmp_path, "m", result["label"], result)
+    console = Console(record=True, width=200)
+    _summary(console, tmp_path)
+    text = console.export_text()
+    rows = {line.split("│")[6].strip(): [cell.strip() for cell in line.split("│")] for line in text.splitlines()
+            if "closed-c" in line}
+    assert rows["closed-c1"][8] == "1.0" and rows["closed-c64"][8] == "4.9"
+    assert rows["closed-c1"][7] == "1005" and rows["closed-c64"][7] == "30600"
+    assert "1 workload(s) spread more than 3% between repeats" in text
+
+    # all steady: no warning
+    for workload in result["workloads"]:
+        workload["repeats"] = workload["repeats"][:1] * 3
+        workload["summary"] = summarize(workload["repeats"])
+    steady = tmp_path / "steady"
+    write_result(steady, "m", result["label"], result)
+    console = Console(record=True, width=200)
+    _summary(console, steady)
+    assert "spread more than" not in console.export_text()

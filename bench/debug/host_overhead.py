@@ -69,6 +69,9 @@ def attention_wrappers() -> dict[str, float]:
         def __getitem__(self, grid):
             return lambda *args, **kwargs: None
 
+    from graphbench.runner import launch
+
+    launch.DIRECT_LAUNCH = False  # the mocked kernels below stand behind the JIT path (no GPU to key on)
     for module, name in ((kernels, "_attention_launch"), (kernels, "_merge_splits_launch"),
                          (cache_write, "_write_kv_launch"), (decode, "_decode_launch")):
         getattr(module, name).kernel = NoLaunch()  # (runner/launch.py's launcher: its JIT path, mocked)

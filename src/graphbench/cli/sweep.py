@@ -189,23 +189,36 @@ def _run_args(workload: dict, concurrency, prompt_len, output_len, num_requests,
 def _summary(console, results: Path) -> None:
     from rich.table import Table
 
+    from graphbench.reports.stats import MAX_STEADY_SPREAD_PCT
     from graphbench.reports.store import load_results
 
     loaded = load_results([results])
-    table = Table("point", "system", "status", "start-up s", "graph MiB", "workload", "output tok/s", "TPOT p50 ms", "padding %")
+    table = Table("point", "system", "status", "start-up s", "graph MiB", "workload", "output tok/s", "spread %",
+                  "TPOT p50 ms", "padding %")
+    num_unsteady = 0
     for r in sorted(loaded.results, key=lambda r: (r["status"] != "ok", r["label"])):
         if r["status"] != "ok":
-            table.add_row(r["label"], r["system"], "[red]failed[/red]", "", "", "", "", "", (r.get("failure") or {}).get("reason", "")[:40])
+            table.add_row(r["label"], r["system"], "[red]failed[/red]", "", "", "", "", "", "",
+                          (r.get("failure") or {}).get("reason", "")[:40])
             continue
         s = r["startup"] or {}
         for i, w in enumerate(r["workloads"]):
             m = w["summary"]
+            spread = m["output_tokens_per_s"].get("spread_pct")
+            unsteady = spread is not None and spread > MAX_STEADY_SPREAD_PCT
+            num_unsteady += unsteady
+            spread_cell = "-" if spread is None else f"[yellow]{spread:.1f}[/yellow]" if unsteady else f"{spread:.1f}"
             table.add_row(r["label"] if i == 0 else "", r["system"] if i == 0 else "", "ok" if i == 0 else "",
                           f"{s.get('total_s', 0):.1f}" if i == 0 else "",
                           f"{s.get('graph_memory_bytes', 0) / 2**20:.0f}" if i == 0 else "", w["name"],
-                          f"{m['output_tokens_per_s']['median']:.0f}", f"{m.get('tpot_p50_ms', {}).get('median', float('nan')):.2f}",
+                          f"{m['output_tokens_per_s']['median']:.0f}", spread_cell,
+                          f"{m.get('tpot_p50_ms', {}).get('median', float('nan')):.2f}",
                           f"{m.get('padding_waste_pct', {}).get('median', 0):.1f}")
     console.print(table)
+    if num_unsteady:
+        console.print(f"[yellow]{num_unsteady} workload(s) spread more than {MAX_STEADY_SPREAD_PCT:g}% between repeats "
+                      "((max - min) / median of output tok/s): the report's Repeats table shows which steps moved "
+                      "(eager and piecewise steps follow the host's speed)[/yellow]")
     for path, why in loaded.skipped:
         console.print(f"[yellow]skipped malformed result {path}: {why}[/yellow]")
 

@@ -67,6 +67,11 @@ def iqr(samples: Sequence[float]) -> float:
     return quantile(samples, 0.75) - quantile(samples, 0.25)
 
 
+# A tokens/s spread above this between repeats is flagged in summaries (issue 5's bar for a steady
+# measurement). Host-bound systems (eager or piecewise steps) cross it on unsteady hosts.
+MAX_STEADY_SPREAD_PCT = 3.0
+
+
 def spread_pct(samples: Sequence[float]) -> float | None:
     """(max - min) / median in percent; None when the median is 0."""
     values = _values(samples)
