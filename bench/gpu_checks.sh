@@ -25,6 +25,7 @@
 #   bash bench/gpu_checks.sh session8b # on nvidia-h200-x2: session8 again with direct launches on by default (no A/B), ~4-5 min
 #   bash bench/gpu_checks.sh session8c # on nvidia-h200-x2: GPU suite beside the C = 64 spread at token budgets 2048 / 8192, ~5 min
 #   bash bench/gpu_checks.sh spread64  # one GPU: -O0..-O2 x both ladders at C = 64 (the sweep's spread points without -O3 and peers)
+#   bash bench/gpu_checks.sh hostprobe # one GPU: launch costs (cuBLAS at prefill shapes) + stack samples of -O2 eager / -O1 piecewise steps
 #   bash bench/gpu_checks.sh pdl       # on nvidia-h200-x2: GPU suite with GRAPHBENCH_PDL=1 (GPU 0) beside issue 7's run with a pdl variant (GPU 1)
 #   bash bench/gpu_checks.sh session6a # on nvidia-h200-x2: flagtests, then -O2 at C = 64 x 5 (GPU 0) beside flagdecode (GPU 1), ~8 min
 #   bash bench/gpu_checks.sh session6b # on nvidia-h200-x2: GPU suite + host/device time per step (GPU 0) beside issue 7's record (GPU 1)
@@ -196,6 +197,16 @@ case "${1:-}" in
     grep -v "^DEBUG" "$OUT/spread64.log" | grep -v "━" | tail -14
     rm -f "$OUT"/spread64-report/*.png "$OUT"/spread64-report/report.html
     tar czf /tmp/spread64.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/spread64.tgz "$OUT/" ;;
+  hostprobe)  # one GPU, ~3 min: where host time goes in the steps that follow the host: launch costs (cuBLAS at
+              # prefill shapes included), then stack samples of -O2's eager and -O1's piecewise steps at C = 64
+    timeout 60 python3 bench/debug/launch_overhead.py > "$OUT/launch-overhead.log" 2>&1
+    grep -v "^{" "$OUT/launch-overhead.log" | tail -16
+    timeout 90 python3 bench/debug/step_host_time.py --model llama-3.2-1b --level 2 --concurrency 64 --busy-ms 20 \
+      --sample 3 --out "$OUT/step-host-O2.json" > "$OUT/step-host-O2.log" 2>&1
+    timeout 90 python3 bench/debug/step_host_time.py --model llama-3.2-1b --level 1 --concurrency 64 --busy-ms 20 \
+      --sample 3 --sample-mode PIECEWISE --out "$OUT/step-host-O1.json" > "$OUT/step-host-O1.log" 2>&1
+    grep -h "mode \|innermost\|%" "$OUT"/step-host-O*.log | head -60
+    tar czf /tmp/hostprobe.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/hostprobe.tgz "$OUT/" ;;
   pdl)  # on nvidia-h200-x2: programmatic dependent launch (GRAPHBENCH_PDL=1): gemv_check and the GPU suite with it on
         # (GPU 0, cores B) beside issue 7's run with a pdl variant (GPU 1, cores A), packed into one tgz, ~6 min
     (export GRAPHBENCH_CACHE_ROOT=/tmp/gbc1 CUDA_VISIBLE_DEVICES=1
@@ -293,5 +304,5 @@ case "${1:-}" in
   o3profile)  # where -O3's cold start goes, in every thread (stack samples every 20 ms), ~4 min
     OUT="$OUT" timeout 300 python3 bench/debug/sample_cold_start.py --level 3 --max-num-seqs 256 2>&1 \
       | grep -v "^DEBUG" | tail -3; head -60 "$OUT/samples-O3.txt" ;;
-  *) echo "usage: bash bench/gpu_checks.sh spread64|session8c|session8b|session8|suite|pdl|session6f|session6e|session6d|session6c|session6b|session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu_checks.sh hostprobe|spread64|session8c|session8b|session8|suite|pdl|session6f|session6e|session6d|session6c|session6b|session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
 esac

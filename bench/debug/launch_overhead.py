@@ -95,6 +95,17 @@ def main() -> None:
         "torch.nn.functional.linear 16 x 2048 x 2048 (cuBLAS)": per_launch_us(lambda: torch.nn.functional.linear(a, w16)),
         "torch.add of two 2048 x 2048 (one aten launch)": per_launch_us(lambda: torch.add(x, residual)),
     }
+    # The eager prefill step's cuBLAS launches at llama-3.2-1b's projection shapes (qkv, o, gate_up, down):
+    # stack samples put ~59% of an eager 2048-token step's host time in F.linear (session 8), far more
+    # than the 12 us of the 16-row launch above. Few launches a round, so the queue never fills and
+    # the host clock holds launch time only (each GEMM takes 20-400 us on the GPU).
+    for rows in (2048, 8192):
+        act = torch.randn(rows, 8192, device="cuda", dtype=torch.bfloat16)
+        for n, k_in, name in ((3072, 2048, "qkv"), (2048, 2048, "o"), (16384, 2048, "gate_up"), (2048, 8192, "down")):
+            w_proj = torch.randn(n, k_in, device="cuda", dtype=torch.bfloat16)
+            a_proj = act[:, :k_in].contiguous()
+            figures[f"F.linear {rows} x {k_in} -> {n} ({name}, cuBLAS, 8 launches a round)"] = per_launch_us(
+                lambda a_proj=a_proj, w_proj=w_proj: torch.nn.functional.linear(a_proj, w_proj), rounds=20, number=8)
     import triton
 
     print(f"torch {torch.__version__}, triton {triton.__version__}, {torch.cuda.get_device_name()}")

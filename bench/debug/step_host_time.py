@@ -141,7 +141,9 @@ def main() -> None:
                    help="also run a wave with the GPU kept busy this long before each launch (finds hidden syncs)")
     p.add_argument("--cprofile", action="store_true", help="also profile the host side of one more wave (cProfile)")
     p.add_argument("--sample", type=int, default=0, metavar="WAVES",
-                   help="also sample the host's stack every 0.5 ms during the eager (NONE) launches of this many waves")
+                   help="also sample the host's stack every 0.5 ms during the launches of this many waves")
+    p.add_argument("--sample-mode", default="NONE", choices=("NONE", "PIECEWISE", "FULL"),
+                   help="which steps' launches --sample samples (default NONE: the eager ones)")
     p.add_argument("--out", default=None)
     args = p.parse_args()
     import torch
@@ -212,8 +214,8 @@ def print_host_profile(engine, args) -> None:
 
 
 def print_host_samples(engine, args) -> None:
-    """Where the eager (NONE) launches' host time goes, by sampling the main thread's stack (its
-    proportions hold where cProfile's do not: bench/debug/stack_sampler.py)."""
+    """Where the launches' host time goes in steps of mode args.sample_mode, by sampling the main
+    thread's stack (its proportions hold where cProfile's do not: bench/debug/stack_sampler.py)."""
     import os
     import sys
     import threading
@@ -227,7 +229,7 @@ def print_host_samples(engine, args) -> None:
 
     def sampled_launch(batch):
         mode, _ = runner.dispatcher.dispatch(batch.descriptor)
-        if mode.value != "NONE":
+        if mode.value != args.sample_mode:
             return launch(batch)
         sampler.active.set()
         try:
@@ -243,7 +245,7 @@ def print_host_samples(engine, args) -> None:
     finally:
         sampler.stop()
         runner.launch = launch
-    print(f"==== host stack samples of the NONE launches of {args.sample} waves ====")
+    print(f"==== host stack samples of the {args.sample_mode} launches of {args.sample} waves ====")
     print(sampler.report(top=30))
 
 
