@@ -56,3 +56,35 @@ def test_the_report_shows_the_table_only_when_there_are_rows():
     assert "| O2_default | closed-c64 | 2 | 0.50 | 95 | 10.5 | 321.0 | 0.6 | - | - | 135.0 | 22.2 | 15.5 ms (NONE, 2048 tokens) |" in markdown
     assert "<h2>Repeats: how steady, and where the time moved</h2>" in render_html(with_rows)
     assert "Repeats" not in render_markdown(ReportContext(**base))
+
+
+def _eager_repeat(tokens_per_s: float) -> dict:
+    return {"output_tokens_per_s": tokens_per_s, "duration_s": 2.0,
+            "step_ms_by_mode": {"NONE": {"total_ms": 2000.0, "n": 300}}, "slowest_steps": []}
+
+
+def test_steadiness_note_lists_unsteady_workloads_and_the_hosts_own_steadiness():
+    import pandas as pd
+
+    from graphbench.reports.repeats_table import steadiness_note
+
+    steady = [_repeat(100.0, 320.0, 120.0, 8.0), _repeat(99.0, 321.0, 121.0, 8.0)]  # 1.0% (1 / 99.5)
+    wobbly = [_repeat(100.0, 320.0, 120.0, 8.0), _repeat(90.0, 322.0, 150.0, 15.5)]  # 10.5% (10 / 95)
+    eager = [_eager_repeat(8000.0), _eager_repeat(8400.0)]  # 4.9% (400 / 8200)
+    table = repeats_table([_result("O2_default", steady), _result("O2_interactivity", wobbly), _result("O0", eager)])
+    assert steadiness_note(table) == (
+        "2 of 3 workloads spread more than 3%: O2_interactivity closed-c64 (10.5%), O0 closed-c64 (4.9%). "
+        "Fully eager points (O0: no step replayed a CUDA graph, so their speed is the host's) spread 4.9-4.9%: "
+        "the host's own steadiness in this run.")
+    # at most max_listed named, the rest counted; no host sentence without graph points to judge
+    assert steadiness_note(repeats_table([_result("O2_interactivity", wobbly), _result("O0", eager)]), max_listed=1) == (
+        "2 of 2 workloads spread more than 3%: O2_interactivity closed-c64 (10.5%) and 1 more. "
+        "Fully eager points (O0: no step replayed a CUDA graph, so their speed is the host's) spread 4.9-4.9%: "
+        "the host's own steadiness in this run.")
+    assert steadiness_note(repeats_table([_result("O2_default", steady)])) == (
+        "Every workload's tokens/s spread is within 3% (largest 1.0%).")
+    assert steadiness_note(repeats_table([])) == ""
+    markdown = render_markdown(ReportContext(title="t", environment="env", counts="3 points ok", headline=pd.DataFrame(),
+                                             charts=[], failures=pd.DataFrame(), skipped=[], summary=pd.DataFrame(),
+                                             repeats=table))
+    assert "2 of 3 workloads spread more than 3%" in markdown

@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from graphbench.reports.charts import ChartOutcome
+from graphbench.reports.repeats_table import steadiness_note
 
 MIB = 2**20
 HEADLINE_HEADERS = [
@@ -147,7 +148,7 @@ def render_markdown(ctx: ReportContext) -> str:
                 _md_table(list(ctx.ladders.columns), ladder_cells(ctx.ladders)), ""]
     if not ctx.repeats.empty:
         out += ["## Repeats: how steady, and where the time moved", "", REPEATS_NOTE, "",
-                _md_table(list(ctx.repeats.columns), repeats_cells(ctx.repeats)), ""]
+                _md_table(list(ctx.repeats.columns), repeats_cells(ctx.repeats)), "", steadiness_note(ctx.repeats), ""]
     out += ["## Charts", ""]
     for chart in ctx.charts:
         out += [f"### {chart.title}", ""]
@@ -197,7 +198,8 @@ def render_html(ctx: ReportContext) -> str:
     if not ctx.repeats.empty:
         last = len(ctx.repeats.columns) - 1
         out += ["<h2>Repeats: how steady, and where the time moved</h2>", f"<p>{esc(REPEATS_NOTE)}</p>",
-                _html_table(list(ctx.repeats.columns), repeats_cells(ctx.repeats), {0, 1, last})]
+                _html_table(list(ctx.repeats.columns), repeats_cells(ctx.repeats), {0, 1, last}),
+                f"<p>{esc(steadiness_note(ctx.repeats))}</p>"]
     out.append("<h2>Charts</h2>")
     for chart in ctx.charts:
         out.append(f"<h3>{esc(chart.title)}</h3>")

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from graphbench.reports.frame import GRAPHBENCH
-from graphbench.reports.stats import median, spread_pct
+from graphbench.reports.stats import MAX_STEADY_SPREAD_PCT, median, spread_pct
 
 MODES = ("FULL", "PIECEWISE", "NONE")
 REPEATS_COLUMNS = [
@@ -60,3 +60,27 @@ def _row(label: Any, workload: Any, repeats: list[Mapping[str, Any]]) -> dict[st
 def _spread(values: list[float]) -> float:
     spread = spread_pct(values)
     return math.nan if spread is None else spread
+
+
+def steadiness_note(table: pd.DataFrame, max_listed: int = 6) -> str:
+    """One paragraph under the table: which workloads spread more than MAX_STEADY_SPREAD_PCT, and how much
+    the fully eager points (no step replayed a graph: their speed is the host's) spread, the host's own
+    steadiness to judge the others by. Empty for an empty table."""
+    if table.empty:
+        return ""
+    spreads = table["spread %"]
+    unsteady = table[spreads > MAX_STEADY_SPREAD_PCT].sort_values("spread %", ascending=False)
+    if unsteady.empty:
+        text = f"Every workload's tokens/s spread is within {MAX_STEADY_SPREAD_PCT:g}% (largest {spreads.max():.1f}%)."
+    else:
+        listed = ", ".join(f"{r['point']} {r['workload']} ({r['spread %']:.1f}%)"
+                           for _, r in unsteady.head(max_listed).iterrows())
+        more = len(unsteady) - max_listed
+        text = (f"{len(unsteady)} of {len(table)} workloads spread more than {MAX_STEADY_SPREAD_PCT:g}%: {listed}"
+                + (f" and {more} more" if more > 0 else "") + ".")
+    eager = table[table["FULL ms"].isna() & table["PIECEWISE ms"].isna()]
+    if not eager.empty and len(eager) < len(table):
+        text += (f" Fully eager points ({', '.join(sorted(set(map(str, eager['point']))))}: no step replayed a "
+                 f"CUDA graph, so their speed is the host's) spread {eager['spread %'].min():.1f}-"
+                 f"{eager['spread %'].max():.1f}%: the host's own steadiness in this run.")
+    return text
