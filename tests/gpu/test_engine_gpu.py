@@ -59,3 +59,19 @@ def test_triton_backend_matches_reference_on_llama_1b():
     out_b = ref32.generate(prompts, params)
     same = sum(x == y for p, q in zip(out_a, out_b) for x, y in zip(p, q))
     assert same / sum(map(len, out_a)) >= 0.99
+
+
+def test_unset_token_budget_follows_the_gpu():
+    """An engine left at the default token budget takes vLLM's server default for its GPU (8192 on an
+    H200), sizes its step buffers for it, and prefills one such step of many prompts."""
+    from graphbench.config.parts import default_max_num_batched_tokens
+
+    props = torch.cuda.get_device_properties(0)
+    expected = default_max_num_batched_tokens(props.name, props.total_memory)
+    engine = gpu_engine(**{"scheduler.max_num_batched_tokens": None, "scheduler.max_num_seqs": 64,
+                           "cache.num_blocks": 2048})
+    assert engine.config.scheduler.max_num_batched_tokens == expected
+    assert engine.inputs.input_ids.shape[0] >= expected
+    prompts = [list(range(3, 3 + 128)) for _ in range(64)]  # 8192 prompt tokens
+    outputs = engine.generate(prompts, SamplingParams(max_tokens=4, ignore_eos=True))
+    assert [len(o) for o in outputs] == [4] * 64
