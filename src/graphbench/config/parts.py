@@ -58,16 +58,16 @@ class ModelConfig:
 # (H100, H200, MI300X), 2048 elsewhere. With 8192 a 64-request prefill of 128-token prompts is one
 # eager step instead of four; on an H200 at C = 64: the same tokens/s, TPOT p50 1.53 -> 1.33 ms,
 # TTFT p50 12.6 -> 26.5 ms (bench/RESULTS.md, session 8).
-MAX_NUM_BATCHED_TOKENS = 2048
-LARGE_GPU_MAX_NUM_BATCHED_TOKENS = 8192
+DEFAULT_TOKEN_BUDGET = 2048
+LARGE_GPU_DEFAULT_TOKEN_BUDGET = 8192
 LARGE_GPU_MIN_MEMORY = 70 << 30
 
 
 def default_max_num_batched_tokens(device_name: str | None, total_memory: int | None) -> int:
     """The token budget of a step when none is set: vLLM's server default for this device."""
     if total_memory is not None and total_memory >= LARGE_GPU_MIN_MEMORY and "a100" not in (device_name or "").lower():
-        return LARGE_GPU_MAX_NUM_BATCHED_TOKENS
-    return MAX_NUM_BATCHED_TOKENS
+        return LARGE_GPU_DEFAULT_TOKEN_BUDGET
+    return DEFAULT_TOKEN_BUDGET
 
 
 @dataclass(slots=True)
