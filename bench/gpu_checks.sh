@@ -25,6 +25,7 @@
 #   bash bench/gpu_checks.sh session8b # on nvidia-h200-x2: session8 again with direct launches on by default (no A/B), ~4-5 min
 #   bash bench/gpu_checks.sh session8c # on nvidia-h200-x2: GPU suite beside the C = 64 spread at token budgets 2048 / 8192, ~5 min
 #   bash bench/gpu_checks.sh spread64  # one GPU: -O0..-O2 x both ladders at C = 64 (the sweep's spread points without -O3 and peers)
+#   bash bench/gpu_checks.sh session9  # one GPU: -O3 cold start sampled + its autotune log, then hostprobe (~7 min)
 #   bash bench/gpu_checks.sh hostprobe # one GPU: launch costs (cuBLAS at prefill shapes) + stack samples of -O2 eager / -O1 piecewise steps
 #   bash bench/gpu_checks.sh pdl       # on nvidia-h200-x2: GPU suite with GRAPHBENCH_PDL=1 (GPU 0) beside issue 7's run with a pdl variant (GPU 1)
 #   bash bench/gpu_checks.sh session6a # on nvidia-h200-x2: flagtests, then -O2 at C = 64 x 5 (GPU 0) beside flagdecode (GPU 1), ~8 min
@@ -301,8 +302,15 @@ case "${1:-}" in
       --out "$OUT/decode.json" --timeout 300 2>&1 | grep -v "^DEBUG" | tee "$OUT/decode.log" | tail -8
     timeout 150 python3 bench/decode.py --model llama-3.1-8b --batches 1 --levels 2 --peers "" \
       --out "$OUT/decode-8b.json" --timeout 140 2>&1 | grep -v "^DEBUG" | tee "$OUT/decode-8b.log" | tail -4 ;;
+  session9)  # one GPU, ~7 min: -O3's cold start sampled in every thread with Inductor's autotune log kept
+             # (where the sweep's longest point goes), then hostprobe; one tgz (run it with timeout_s 600)
+    OUT="$OUT" timeout 300 python3 bench/debug/sample_cold_start.py --level 3 --max-num-seqs 256 > "$OUT/o3.log" 2>&1
+    echo "autotunes: $(grep -c 'AUTOTUNE benchmarking' "$OUT/o3.log")"; grep "AUTOTUNE benchmarking\|^cold start\|compile_sizes" "$OUT/o3.log" | head -40
+    head -70 "$OUT/samples-O3.txt" | cut -c1-160
+    OUT="$OUT/hostprobe" bash "$0" hostprobe > "$OUT/hostprobe.out" 2>&1
+    tar czf /tmp/session9.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/session9.tgz "$OUT/" ;;
   o3profile)  # where -O3's cold start goes, in every thread (stack samples every 20 ms), ~4 min
     OUT="$OUT" timeout 300 python3 bench/debug/sample_cold_start.py --level 3 --max-num-seqs 256 2>&1 \
       | grep -v "^DEBUG" | tail -3; head -60 "$OUT/samples-O3.txt" ;;
-  *) echo "usage: bash bench/gpu_checks.sh hostprobe|spread64|session8c|session8b|session8|suite|pdl|session6f|session6e|session6d|session6c|session6b|session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu_checks.sh session9|hostprobe|spread64|session8c|session8b|session8|suite|pdl|session6f|session6e|session6d|session6c|session6b|session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
 esac
