@@ -25,6 +25,7 @@
 #   bash bench/gpu_checks.sh session8b # on nvidia-h200-x2: session8 again with direct launches on by default (no A/B), ~4-5 min
 #   bash bench/gpu_checks.sh session8c # on nvidia-h200-x2: GPU suite beside the C = 64 spread at token budgets 2048 / 8192, ~5 min
 #   bash bench/gpu_checks.sh spread64  # one GPU: -O0..-O2 x both ladders at C = 64 (the sweep's spread points without -O3 and peers)
+#   bash bench/gpu_checks.sh o3ab      # on nvidia-h200-x2: -O3 cold start, GEMM candidates precompiled in threads vs the worker pool
 #   bash bench/gpu_checks.sh session9  # one GPU: -O3 cold start sampled + its autotune log, then hostprobe (~7 min)
 #   bash bench/gpu_checks.sh hostprobe # one GPU: launch costs (cuBLAS at prefill shapes) + stack samples of -O2 eager / -O1 piecewise steps
 #   bash bench/gpu_checks.sh pdl       # on nvidia-h200-x2: GPU suite with GRAPHBENCH_PDL=1 (GPU 0) beside issue 7's run with a pdl variant (GPU 1)
@@ -309,8 +310,21 @@ case "${1:-}" in
     head -70 "$OUT/samples-O3.txt" | cut -c1-160
     OUT="$OUT/hostprobe" bash "$0" hostprobe > "$OUT/hostprobe.out" 2>&1
     tar czf /tmp/session9.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/session9.tgz "$OUT/" ;;
+  o3ab)  # on nvidia-h200-x2, ~4 min: -O3's cold start with the autotune candidates precompiled in threads of the
+          # process (GPU 0, cores B) and in Inductor's worker pool (GPU 1, cores A); one tgz
+    for side in "0 threads $CORES_B" "1 pool $CORES_A"; do
+      set -- $side
+      (mkdir -p "$OUT/$2"; GRAPHBENCH_CACHE_ROOT=/tmp/gbc-$2 CUDA_VISIBLE_DEVICES=$1 GRAPHBENCH_AUTOTUNE_PRECOMPILE=$2 OUT="$OUT/$2" \
+       taskset -c "$3" timeout 400 python3 bench/debug/sample_cold_start.py --level 3 --max-num-seqs 256 > "$OUT/$2/o3.log" 2>&1) &
+    done
+    wait
+    for mode in threads pool; do
+      echo "== $mode: $(grep -c 'AUTOTUNE benchmarking' "$OUT/$mode/o3.log") autotunes"; grep "^cold start" "$OUT/$mode/o3.log"
+      grep "AUTOTUNE benchmarking" "$OUT/$mode/o3.log" | head -4; head -14 "$OUT/$mode/samples-O3.txt" | cut -c1-120
+    done
+    tar czf /tmp/o3ab.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/o3ab.tgz "$OUT/" ;;
   o3profile)  # where -O3's cold start goes, in every thread (stack samples every 20 ms), ~4 min
     OUT="$OUT" timeout 300 python3 bench/debug/sample_cold_start.py --level 3 --max-num-seqs 256 2>&1 \
       | grep -v "^DEBUG" | tail -3; head -60 "$OUT/samples-O3.txt" ;;
-  *) echo "usage: bash bench/gpu_checks.sh session9|hostprobe|spread64|session8c|session8b|session8|suite|pdl|session6f|session6e|session6d|session6c|session6b|session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu_checks.sh o3ab|session9|hostprobe|spread64|session8c|session8b|session8|suite|pdl|session6f|session6e|session6d|session6c|session6b|session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
 esac

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
@@ -17,6 +18,10 @@ if TYPE_CHECKING:
     from graphbench.runner.compile.backend import SplittingBackend
 
 log = logging.getLogger("graphbench.compile")
+
+# How the autotuned variants precompile their GEMM candidates: "threads" (in this process) or "pool"
+# (Inductor's worker processes, its default once they are up). GRAPHBENCH_AUTOTUNE_PRECOMPILE=pool to compare.
+AUTOTUNE_PRECOMPILE = os.environ.get("GRAPHBENCH_AUTOTUNE_PRECOMPILE", "threads")
 
 
 @dataclass
@@ -154,6 +159,13 @@ class PieceRunner:
         # scheduler). Switching that off was meant to cut -O3's compile_sizes but did not measurably:
         # 160 s against 142 s on the H200 (session 4); where those seconds go is still open (NOTES).
         patches = {"max_autotune_gemm": True, "benchmark_epilogue_fusion": False} if backend.autotune else {}
+        if backend.autotune and AUTOTUNE_PRECOMPILE == "threads":
+            # With Inductor's compile workers up, each GEMM's candidate kernels were precompiled in the
+            # worker processes and then compiled again, one by one, in the main thread as they were
+            # benchmarked (H200, session 9: ~5 s of each of 18 autotunes in Triton's make_llir/ptxas).
+            # One compile thread keeps the worker pool out of this compile: Inductor then precompiles
+            # the candidates in threads of this process, where the benchmark finds them.
+            patches["compile_threads"] = 1
         graph = self.graph if size == 1 else linears_as_matmuls(self.graph)
         fn, artifact = _inductor_compile(graph, list(args), patches, dynamic=False)
         self.static_fns[size] = fn
