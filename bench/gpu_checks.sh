@@ -319,7 +319,7 @@ case "${1:-}" in
     done
     wait
     for mode in threads pool; do
-      echo "== $mode: $(grep -c 'AUTOTUNE benchmarking' "$OUT/$mode/o3.log") autotunes"; grep "^cold start" "$OUT/$mode/o3.log"
+      echo "== $mode: $(grep -c 'AUTOTUNE benchmarking' "$OUT/$mode/o3.log") autotunes"; grep -o "compile_sizes_seconds=[0-9.]*\\|inductor_seconds=[0-9.]*\\|total_seconds=[0-9.]*" "$OUT/$mode/o3.log" | tr "\\n" " "; echo
       grep "AUTOTUNE benchmarking" "$OUT/$mode/o3.log" | head -4; head -14 "$OUT/$mode/samples-O3.txt" | cut -c1-120
     done
     tar czf /tmp/o3ab.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/o3ab.tgz "$OUT/" ;;
