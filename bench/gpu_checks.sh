@@ -25,6 +25,7 @@
 #   bash bench/gpu_checks.sh session8b # on nvidia-h200-x2: session8 again with direct launches on by default (no A/B), ~4-5 min
 #   bash bench/gpu_checks.sh session8c # on nvidia-h200-x2: GPU suite beside the C = 64 spread at token budgets 2048 / 8192, ~5 min
 #   bash bench/gpu_checks.sh spread64  # one GPU: -O0..-O2 x both ladders at C = 64 (the sweep's spread points without -O3 and peers)
+#   bash bench/gpu_checks.sh o3check   # one GPU: the sweep's -O2/-O3 points (default ladder, no peers) + the mode x level GPU tests (~4 min)
 #   bash bench/gpu_checks.sh o3ab      # on nvidia-h200-x2: -O3 cold start, GEMM candidates precompiled in threads vs the worker pool
 #   bash bench/gpu_checks.sh session9  # one GPU: -O3 cold start sampled + its autotune log, then hostprobe (~7 min)
 #   bash bench/gpu_checks.sh hostprobe # one GPU: launch costs (cuBLAS at prefill shapes) + stack samples of -O2 eager / -O1 piecewise steps
@@ -323,8 +324,16 @@ case "${1:-}" in
       grep "AUTOTUNE benchmarking" "$OUT/$mode/o3.log" | head -4; head -14 "$OUT/$mode/samples-O3.txt" | cut -c1-120
     done
     tar czf /tmp/o3ab.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/o3ab.tgz "$OUT/" ;;
+  o3check)  # one GPU, ~4 min: the sweep's -O2 and -O3 points (default ladder, no peers) with the GEMM candidates
+             # precompiled in threads, then the GPU tests of every mode x level
+    timeout 260 python3 -m graphbench sweep --model llama-3.2-1b --levels 2,3 --ladders default --peers none \
+      --results "$OUT/o3check" --report "$OUT/o3check-report" > "$OUT/o3check.log" 2>&1
+    grep -v "^DEBUG" "$OUT/o3check.log" | grep -v "━" | grep -v "^  \|AUTOTUNE\|^strides\|^dtypes\|^{\|Autotune Choices" | tail -16
+    timeout 150 python3 -m pytest -m gpu -q -p no:logging tests/gpu -k level_match > "$OUT/o3check-tests.log" 2>&1; tail -3 "$OUT/o3check-tests.log"
+    rm -f "$OUT"/o3check-report/*.png "$OUT"/o3check-report/report.html
+    tar czf /tmp/o3check.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/o3check.tgz "$OUT/" ;;
   o3profile)  # where -O3's cold start goes, in every thread (stack samples every 20 ms), ~4 min
     OUT="$OUT" timeout 300 python3 bench/debug/sample_cold_start.py --level 3 --max-num-seqs 256 2>&1 \
       | grep -v "^DEBUG" | tail -3; head -60 "$OUT/samples-O3.txt" ;;
-  *) echo "usage: bash bench/gpu_checks.sh o3ab|session9|hostprobe|spread64|session8c|session8b|session8|suite|pdl|session6f|session6e|session6d|session6c|session6b|session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu_checks.sh o3check|o3ab|session9|hostprobe|spread64|session8c|session8b|session8|suite|pdl|session6f|session6e|session6d|session6c|session6b|session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
 esac
