@@ -341,6 +341,19 @@ def test_config_hash_or_model_mismatch(tmp_path):
         run_gate(b, m)
 
 
+def test_differing_switches_are_a_warning_and_unset_equals_old_results(tmp_path):
+    old = make_result()  # recorded before results carried switches
+    with_none = make_result()
+    with_none["environment"]["switches"] = {}
+    flipped = make_result()
+    flipped["environment"]["switches"] = {"GRAPHBENCH_AUTOTUNE_PRECOMPILE": "pool"}
+    b, c = _two_sets(tmp_path, [old], [with_none])
+    assert not any("switches" in w for w in run_gate(b, c).warnings)
+    f = write_set(tmp_path / "f", [flipped])
+    text = "\n".join(run_gate(b, f).warnings)
+    assert "environment switches differs: baseline none vs current GRAPHBENCH_AUTOTUNE_PRECOMPILE=pool" in text
+
+
 def test_no_common_point(tmp_path):
     b, c = _two_sets(tmp_path, [make_result("O2-default")], [make_result("O1-default")])
     with pytest.raises(GraphbenchError, match="no benchmark point"):

@@ -135,9 +135,9 @@ def match_results(
                 mismatches.append(
                     f"{b.name}: {what} differs: baseline {'/'.join(map(str, bv))} "
                     f"vs current {'/'.join(map(str, cv))}")
-        for fld in ("gpu", "device", "torch"):
-            bv = list(dict.fromkeys((r.get("environment") or {}).get(fld) for r in b.results))
-            cv = list(dict.fromkeys((r.get("environment") or {}).get(fld) for r in c.results))
+        for fld in ("gpu", "device", "torch", "switches"):
+            bv = list(dict.fromkeys(_env_value(r, fld) for r in b.results))
+            cv = list(dict.fromkeys(_env_value(r, fld) for r in c.results))
             if bv != cv:
                 warnings.append(f"{b.name}: environment {fld} differs: baseline {'/'.join(map(str, bv))} "
                                 f"vs current {'/'.join(map(str, cv))}")
@@ -151,3 +151,11 @@ def match_results(
     for p in only_c:
         warnings.append(f"point {p.name} is only in the current results: not compared")
     return Matching(pairs, only_b, only_c, base_failed + cur_failed, mismatches, warnings)
+
+
+def _env_value(result: dict[str, Any], field: str) -> Any:
+    """An environment field of a result, hashable: switches as 'A=1 B=0' ('none' when unset)."""
+    value = (result.get("environment") or {}).get(field)
+    if field == "switches":
+        return " ".join(f"{k}={v}" for k, v in (value or {}).items()) or "none"
+    return value

@@ -237,4 +237,7 @@ def environment_line(results: Iterable[Mapping[str, Any]]) -> str:
         values = sorted({str(v) for r in results if (v := _get(r, "environment", key)) not in (None, "")})
         if values:
             parts.append(f"{name} {' / '.join(values)}")
+    set_switches = sorted({f"{k}={v}" for r in results for k, v in (_get(r, "environment", "switches") or {}).items()})
+    if set_switches:
+        parts.append(f"switches {' '.join(set_switches)}")
     return " | ".join(parts) if parts else "environment not recorded"
