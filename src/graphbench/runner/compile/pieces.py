@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 import torch.fx as fx
 
+from graphbench.errors import GraphbenchError
 from graphbench.runner.compile.aot_store import standalone_available
 
 if TYPE_CHECKING:
@@ -159,6 +160,8 @@ class PieceRunner:
         # scheduler). Switching that off was meant to cut -O3's compile_sizes but did not measurably:
         # 160 s against 142 s on the H200 (session 4); where those seconds go is still open (NOTES).
         patches = {"max_autotune_gemm": True, "benchmark_epilogue_fusion": False} if backend.autotune else {}
+        if backend.autotune and AUTOTUNE_PRECOMPILE not in ("threads", "pool"):
+            raise GraphbenchError(f"GRAPHBENCH_AUTOTUNE_PRECOMPILE must be 'threads' or 'pool', got {AUTOTUNE_PRECOMPILE!r}")
         if backend.autotune and AUTOTUNE_PRECOMPILE == "threads":
             # With Inductor's compile workers up, each GEMM's candidate kernels were precompiled in the
             # worker processes and then compiled again, one by one, in the main thread as they were

@@ -1,0 +1,57 @@
+"""How -O3's autotuned compile_sizes variants ask Inductor to compile (runner/compile/pieces.py).
+
+On the H200 the GEMM candidates precompiled in Inductor's worker processes were compiled again one by
+one in the main thread while being benchmarked (session 9: compile_sizes 96 s against 37 s). The
+variants therefore compile with one Inductor compile thread unless GRAPHBENCH_AUTOTUNE_PRECOMPILE=pool.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.fx as fx
+
+from graphbench.errors import GraphbenchError
+from graphbench.runner.compile import pieces
+from graphbench.runner.compile.backend import SplittingBackend
+
+
+def _runner(autotune: bool) -> pieces.PieceRunner:
+    graph = fx.symbolic_trace(lambda x: x * 2 + 1)
+    backend = SplittingBackend([], [4], autotune=autotune, piecewise_graphs=False, artefact_dir=None)
+    return pieces.PieceRunner("piece_0", graph, graph, lambda args: args[0].shape[0], backend, key="k")
+
+
+def _patches_asked_for(monkeypatch, autotune: bool) -> dict:
+    asked = {}
+
+    def fake_compile(graph, example_args, patches, dynamic):
+        asked.update(patches, dynamic=dynamic)
+        return graph, None
+
+    monkeypatch.setattr(pieces, "_inductor_compile", fake_compile)
+    runner = _runner(autotune)
+    x = torch.arange(4.0)
+    assert torch.equal(runner(x), x * 2 + 1)  # size 4 is a compile size: its static variant ran
+    assert set(runner.static_fns) == {4}
+    return asked
+
+
+@pytest.mark.parametrize("mode, threads", [("threads", 1), ("pool", None)])
+def test_autotuned_variants_keep_inductors_worker_pool_out_unless_asked(monkeypatch, mode, threads):
+    monkeypatch.setattr(pieces, "AUTOTUNE_PRECOMPILE", mode)
+    asked = _patches_asked_for(monkeypatch, autotune=True)
+    assert asked["max_autotune_gemm"] is True and asked["dynamic"] is False
+    assert asked.get("compile_threads") == threads
+
+
+def test_variants_without_autotuning_compile_as_inductor_does(monkeypatch):
+    monkeypatch.setattr(pieces, "AUTOTUNE_PRECOMPILE", "threads")
+    asked = _patches_asked_for(monkeypatch, autotune=False)
+    assert asked == {"dynamic": False}
+
+
+def test_an_unknown_precompile_mode_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(pieces, "AUTOTUNE_PRECOMPILE", "thread")
+    with pytest.raises(GraphbenchError, match="GRAPHBENCH_AUTOTUNE_PRECOMPILE must be 'threads' or 'pool', got 'thread'"):
+        _patches_asked_for(monkeypatch, autotune=True)
