@@ -158,7 +158,7 @@ class PieceRunner:
         # and kept -O3's start-up over 200 s on an H200 (four decode sizes x three distinct pieces).
         # Nor are epilogue fusions benchmarked (Inductor's default benchmarks each fused candidate in the
         # scheduler). Switching that off was meant to cut -O3's compile_sizes but did not measurably:
-        # 160 s against 142 s on the H200 (session 4); where those seconds go is still open (NOTES).
+        # 160 s against 142 s on the H200 (session 4). The seconds were the recompiles below.
         patches = {"max_autotune_gemm": True, "benchmark_epilogue_fusion": False} if backend.autotune else {}
         if backend.autotune and AUTOTUNE_PRECOMPILE not in ("threads", "pool"):
             raise GraphbenchError(f"GRAPHBENCH_AUTOTUNE_PRECOMPILE must be 'threads' or 'pool', got {AUTOTUNE_PRECOMPILE!r}")
