@@ -79,9 +79,10 @@ case "${1:-}" in
     timeout 560 python3 bench/decode.py --model llama-3.2-1b --batches 1,64 --levels 0,1,2,3 --peers hf-eager,hf-compile \
       --out "$OUT/decode.json" --timeout 240 2>&1 | grep -v "^DEBUG" | tee "$OUT/decode.log" | tail -25 ;;
   sweep)
-    # 585 s: on session 8's slow host the points took ~558 s and the report ~7 s more (565 s cut it off);
-    # run it with timeout_s 600
-    timeout ${SWEEP_TIMEOUT:-585} python3 -m graphbench sweep --model llama-3.2-1b --results "$OUT/sweep" --report "$OUT/sweep-report" \
+    # run it with timeout_s 600. The sweep must stop by 582 s after this script started (the lines above
+    # take ~10 s: importing transformers for env.txt), leaving an interrupted sweep ~7 s to write its report and the tar below time before the call's 600 s:
+    # in session 9 a sweep stopped at its own 585 s left the tar 5 s and the archive came back cut short.
+    timeout ${SWEEP_TIMEOUT:-$((582 - SECONDS))} python3 -m graphbench sweep --model llama-3.2-1b --results "$OUT/sweep" --report "$OUT/sweep-report" \
       2>&1 | tee "$OUT/sweep.log" | tail -40
     tar czf "$OUT/sweep.tgz" -C "$OUT" sweep sweep-report 2>/dev/null && rm -rf "$OUT/sweep" "$OUT/sweep-report" ;;
   suite)  # the GPU suite without the 60-s OOM fault test (a warm follow-up call with little time left)
