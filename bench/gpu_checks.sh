@@ -80,8 +80,9 @@ case "${1:-}" in
       --out "$OUT/decode.json" --timeout 240 2>&1 | grep -v "^DEBUG" | tee "$OUT/decode.log" | tail -25 ;;
   sweep)
     # run it with timeout_s 600. The sweep must stop by 582 s after this script started (the lines above
-    # take ~10 s: importing transformers for env.txt), leaving an interrupted sweep ~7 s to write its report and the tar below time before the call's 600 s:
-    # in session 9 a sweep stopped at its own 585 s left the tar 5 s and the archive came back cut short.
+    # take ~10 s: importing transformers for env.txt): an interrupted sweep then has ~7 s to write its
+    # report and the tar below still fits the call's 600 s. In session 9 a sweep stopped at its own
+    # 585 s left the tar 5 s, and the archive came back cut short.
     timeout ${SWEEP_TIMEOUT:-$((582 - SECONDS))} python3 -m graphbench sweep --model llama-3.2-1b --results "$OUT/sweep" --report "$OUT/sweep-report" \
       2>&1 | tee "$OUT/sweep.log" | tail -40
     tar czf "$OUT/sweep.tgz" -C "$OUT" sweep sweep-report 2>/dev/null && rm -rf "$OUT/sweep" "$OUT/sweep-report" ;;
