@@ -25,6 +25,7 @@
 #   bash bench/gpu_checks.sh session8b # on nvidia-h200-x2: session8 again with direct launches on by default (no A/B), ~4-5 min
 #   bash bench/gpu_checks.sh session8c # on nvidia-h200-x2: GPU suite beside the C = 64 spread at token budgets 2048 / 8192, ~5 min
 #   bash bench/gpu_checks.sh spread64  # one GPU: -O0..-O2 x both ladders at C = 64 (the sweep's spread points without -O3 and peers)
+#   bash bench/gpu_checks.sh o3small   # one GPU: -O2 vs -O3 step time at batch 1/2/4/8, each with PDL on and off (~5 min)
 #   bash bench/gpu_checks.sh o3check   # one GPU: the sweep's -O2/-O3 points (default ladder, no peers) + the mode x level GPU tests (~4 min)
 #   bash bench/gpu_checks.sh o3ab      # on nvidia-h200-x2: -O3 cold start, GEMM candidates precompiled in threads vs the worker pool
 #   bash bench/gpu_checks.sh session9  # one GPU: -O3 cold start sampled + its autotune log, then hostprobe (~7 min)
@@ -334,8 +335,15 @@ case "${1:-}" in
     timeout 150 python3 -m pytest -m gpu -q -p no:logging tests/gpu -k level_match > "$OUT/o3check-tests.log" 2>&1; tail -3 "$OUT/o3check-tests.log"
     rm -f "$OUT"/o3check-report/*.png "$OUT"/o3check-report/report.html
     tar czf /tmp/o3check.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/o3check.tgz "$OUT/" ;;
+  o3small)  # one GPU, ~5 min: why -O3 is slower than -O2 at C = 4 (TPOT 1.28 against 1.15 ms). Its size 2/4/8
+            # variants are Inductor's (autotuned GEMMs, Inductor's norms, no PDL) where -O2's dynamic piece
+            # runs graphbench's add-norm kernels and cuBLAS with PDL. Step time at batch 1/2/4/8 for -O2 and
+            # -O3, each also with PDL off: if -O2 without PDL matches -O3 at 2-8, PDL is the difference
+    timeout 420 python3 bench/decode.py --model llama-3.2-1b --batches 1,2,4,8 --levels 2,3 --peers "" \
+      --variant nopdl=GRAPHBENCH_PDL=0 --out "$OUT/o3small.json" --timeout 200 2>&1 | grep -v "^DEBUG" \
+      | tee "$OUT/o3small.log" | tail -20 ;;
   o3profile)  # where -O3's cold start goes, in every thread (stack samples every 20 ms), ~4 min
     OUT="$OUT" timeout 300 python3 bench/debug/sample_cold_start.py --level 3 --max-num-seqs 256 2>&1 \
       | grep -v "^DEBUG" | tail -3; head -60 "$OUT/samples-O3.txt" ;;
-  *) echo "usage: bash bench/gpu_checks.sh o3check|o3ab|session9|hostprobe|spread64|session8c|session8b|session8|suite|pdl|session6f|session6e|session6d|session6c|session6b|session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu_checks.sh o3small|o3check|o3ab|session9|hostprobe|spread64|session8c|session8b|session8|suite|pdl|session6f|session6e|session6d|session6c|session6b|session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
 esac
