@@ -25,7 +25,6 @@
 #   bash bench/gpu_checks.sh session8b # on nvidia-h200-x2: session8 again with direct launches on by default (no A/B), ~4-5 min
 #   bash bench/gpu_checks.sh session8c # on nvidia-h200-x2: GPU suite beside the C = 64 spread at token budgets 2048 / 8192, ~5 min
 #   bash bench/gpu_checks.sh spread64  # one GPU: -O0..-O2 x both ladders at C = 64 (the sweep's spread points without -O3 and peers)
-#   bash bench/gpu_checks.sh o3pooldir # on nvidia-h200-x2: -O3 cold start, threads vs the pool with one shared TRITON_CACHE_DIR (~3 min)
 #   bash bench/gpu_checks.sh o3small   # one GPU: -O2 vs -O3 step time at batch 1/2/4/8, each with PDL on and off (~5 min)
 #   bash bench/gpu_checks.sh o3check   # one GPU: the sweep's -O2/-O3 points (default ladder, no peers) + the mode x level GPU tests (~4 min)
 #   bash bench/gpu_checks.sh o3ab      # on nvidia-h200-x2: -O3 cold start, GEMM candidates precompiled in threads vs the worker pool
@@ -85,7 +84,7 @@ case "${1:-}" in
     # take ~10 s: importing transformers for env.txt): an interrupted sweep then has ~7 s to write its
     # report and the tar below still fits the call's 600 s. In session 9 a sweep stopped at its own
     # 585 s left the tar 5 s, and the archive came back cut short.
-    timeout ${SWEEP_TIMEOUT:-$((582 - SECONDS))} python3 -m graphbench sweep --model llama-3.2-1b --results "$OUT/sweep" --report "$OUT/sweep-report" \
+    timeout ${SWEEP_TIMEOUT:-$(( SECONDS < 560 ? 582 - SECONDS : 22 ))} python3 -m graphbench sweep --model llama-3.2-1b --results "$OUT/sweep" --report "$OUT/sweep-report" \
       2>&1 | tee "$OUT/sweep.log" | tail -40
     tar czf "$OUT/sweep.tgz" -C "$OUT" sweep sweep-report 2>/dev/null && rm -rf "$OUT/sweep" "$OUT/sweep-report" ;;
   suite)  # the GPU suite without the 60-s OOM fault test (a warm follow-up call with little time left)
@@ -343,22 +342,8 @@ case "${1:-}" in
     timeout 420 python3 bench/decode.py --model llama-3.2-1b --batches 1,2,4,8 --levels 2,3 --peers "" \
       --variant nopdl=GRAPHBENCH_PDL=0 --out "$OUT/o3small.json" --timeout 200 2>&1 | grep -v "^DEBUG" \
       | tee "$OUT/o3small.log" | tail -20 ;;
-  o3pooldir)  # on nvidia-h200-x2, ~3 min: is the pool's double compile a Triton cache-dir mismatch? -O3's cold
-              # start with threads (GPU 0, cores B) beside the pool with TRITON_CACHE_DIR set before anything
-              # starts, so the workers and the main process share one Triton cache (GPU 1, cores A)
-    (mkdir -p "$OUT/threads"; GRAPHBENCH_CACHE_ROOT=/tmp/gbc-t CUDA_VISIBLE_DEVICES=0 OUT="$OUT/threads" \
-     taskset -c "$CORES_B" timeout 400 python3 bench/debug/sample_cold_start.py --level 3 --max-num-seqs 256 > "$OUT/threads/o3.log" 2>&1) &
-    (mkdir -p "$OUT/pooldir"; GRAPHBENCH_CACHE_ROOT=/tmp/gbc-p CUDA_VISIBLE_DEVICES=1 GRAPHBENCH_AUTOTUNE_PRECOMPILE=pool \
-     TRITON_CACHE_DIR=/tmp/gbc-p/triton OUT="$OUT/pooldir" \
-     taskset -c "$CORES_A" timeout 400 python3 bench/debug/sample_cold_start.py --level 3 --max-num-seqs 256 > "$OUT/pooldir/o3.log" 2>&1) &
-    wait
-    for mode in threads pooldir; do
-      echo "== $mode: $(grep -c 'AUTOTUNE benchmarking' "$OUT/$mode/o3.log") autotunes"; grep -o "compile_sizes_seconds=[0-9.]*\\|total_seconds=[0-9.]*" "$OUT/$mode/o3.log" | tr "\\n" " "; echo
-      grep "AUTOTUNE benchmarking" "$OUT/$mode/o3.log" | head -3; head -10 "$OUT/$mode/samples-O3.txt" | cut -c1-120
-    done
-    tar czf /tmp/o3pooldir.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/o3pooldir.tgz "$OUT/" ;;
   o3profile)  # where -O3's cold start goes, in every thread (stack samples every 20 ms), ~4 min
     OUT="$OUT" timeout 300 python3 bench/debug/sample_cold_start.py --level 3 --max-num-seqs 256 2>&1 \
       | grep -v "^DEBUG" | tail -3; head -60 "$OUT/samples-O3.txt" ;;
-  *) echo "usage: bash bench/gpu_checks.sh o3pooldir|o3small|o3check|o3ab|session9|hostprobe|spread64|session8c|session8b|session8|suite|pdl|session6f|session6e|session6d|session6c|session6b|session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu_checks.sh o3small|o3check|o3ab|session9|hostprobe|spread64|session8c|session8b|session8|suite|pdl|session6f|session6e|session6d|session6c|session6b|session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
 esac

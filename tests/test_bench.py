@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from graphbench.bench.environment import switches
 from graphbench.bench.metrics import distribution, quantile, step_metrics, summarize
 from graphbench.bench.workloads import LengthDist, Workload, load_trace
 from graphbench.cli.main import app
@@ -126,7 +125,9 @@ def test_warm_up_pass_caps_outputs_and_keeps_prompts_and_concurrency(monkeypatch
     assert rep["num_requests"] == 5
 
 
-def test_graphbench_run_writes_a_result(tmp_path):
+def test_graphbench_run_writes_a_result(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRAPHBENCH_COLD_START_PROCESS", "0")  # a switch changed from its default ("auto")
+    monkeypatch.setenv("GRAPHBENCH_PDL", "1")  # a switch set to its default: nothing changed
     result = runner.invoke(app, ["run", "--device", "cpu", "-O0", "--max-num-seqs", "8", "--max-num-batched-tokens", "256",
                                  "--concurrency", "1,2", "--prompt-len", "16", "--output-len", "6", "--repeats", "2",
                                  "--results", str(tmp_path), "--label", "tiny", "-q"])
@@ -136,7 +137,7 @@ def test_graphbench_run_writes_a_result(tmp_path):
     r = loaded.results[0]
     assert (r["schema_version"], r["kind"], r["label"], r["status"], r["system"]) == (2, "graphbench-result", "tiny", "ok", "graphbench")
     assert r["environment"]["torch"] and r["environment"]["device"] == "cpu" and r["config_hash"]
-    assert r["environment"]["switches"] == switches()  # the GRAPHBENCH_* variables this run saw
+    assert r["environment"]["switches"] == {"GRAPHBENCH_COLD_START_PROCESS": "0"}
     assert r["config"]["optimization_level"] == 0
     assert [w["name"] for w in r["workloads"]] == ["closed-c1", "closed-c2"]
     w = r["workloads"][1]
@@ -149,17 +150,6 @@ def test_graphbench_run_writes_a_result(tmp_path):
                         "--repeats", "1", "--results", str(tmp_path), "--label", "tiny", "-q"])
     names = sorted(p.name for p in tmp_path.rglob("*.json"))
     assert names == ["0001_tiny.json", "0002_tiny.json"]
-
-
-def test_switches_are_the_set_graphbench_variables_without_the_cache_root():
-    from graphbench.reports.frame import environment_line
-
-    environ = {"GRAPHBENCH_PDL": "0", "GRAPHBENCH_CACHE_ROOT": "/tmp/x", "PATH": "/bin", "GRAPHBENCH_DIRECT_LAUNCH": "0"}
-    assert switches(environ) == {"GRAPHBENCH_DIRECT_LAUNCH": "0", "GRAPHBENCH_PDL": "0"}
-    assert list(switches(environ)) == ["GRAPHBENCH_DIRECT_LAUNCH", "GRAPHBENCH_PDL"]
-    line = environment_line([{"environment": {"device": "cpu", "torch": "2.13.0", "switches": switches(environ)}},
-                             {"environment": {"device": "cpu", "torch": "2.13.0"}}])
-    assert line == "device cpu | torch 2.13.0 | switches GRAPHBENCH_DIRECT_LAUNCH=0 GRAPHBENCH_PDL=0"
 
 
 def test_run_bad_workload_is_exit_2(tmp_path):

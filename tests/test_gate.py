@@ -341,17 +341,22 @@ def test_config_hash_or_model_mismatch(tmp_path):
         run_gate(b, m)
 
 
-def test_differing_switches_are_a_warning_and_unset_equals_old_results(tmp_path):
+def test_differing_switches_are_a_warning_for_graphbench_points_only(tmp_path):
     old = make_result()  # recorded before results carried switches
-    with_none = make_result()
-    with_none["environment"]["switches"] = {}
+    unchanged = make_result()
+    unchanged["environment"]["switches"] = {}
     flipped = make_result()
-    flipped["environment"]["switches"] = {"GRAPHBENCH_AUTOTUNE_PRECOMPILE": "pool"}
-    b, c = _two_sets(tmp_path, [old], [with_none])
+    flipped["environment"]["switches"] = {"GRAPHBENCH_PDL": "0", "GRAPHBENCH_AUTOTUNE_PRECOMPILE": "pool"}
+    b, c = _two_sets(tmp_path, [old], [unchanged])
     assert not any("switches" in w for w in run_gate(b, c).warnings)
     f = write_set(tmp_path / "f", [flipped])
     text = "\n".join(run_gate(b, f).warnings)
-    assert "environment switches differs: baseline none vs current GRAPHBENCH_AUTOTUNE_PRECOMPILE=pool" in text
+    assert ("environment switches differs: baseline none vs current "
+            "GRAPHBENCH_AUTOTUNE_PRECOMPILE=pool GRAPHBENCH_PDL=0") in text
+    peer_b, peer_c = make_result("hf-eager", system="hf-eager"), make_result("hf-eager", system="hf-eager")
+    peer_c["environment"]["switches"] = {"GRAPHBENCH_PDL": "0"}  # not the peers' business
+    pb, pc = write_set(tmp_path / "pb", [peer_b]), write_set(tmp_path / "pc", [peer_c])
+    assert not any("switches" in w for w in run_gate(pb, pc).warnings)
 
 
 def test_no_common_point(tmp_path):

@@ -22,13 +22,14 @@ from typing import Any
 
 from graphbench.config import EngineConfig
 from graphbench.errors import GraphbenchError
+from graphbench.switches import switch_value
 
 MODE_ENV = "GRAPHBENCH_COLD_START_PROCESS"  # "auto" (own process on CUDA), "1" always, "0" never
 
 
 def wants_own_process(device_type: str) -> bool:
     """On CUDA by default; on the CPU there are no graphs and the extra imports would only cost time."""
-    mode = os.environ.get(MODE_ENV, "auto")
+    mode = switch_value(MODE_ENV)
     return mode == "1" or (mode == "auto" and device_type == "cuda")
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
 import platform
 import socket
 import subprocess
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from graphbench import __version__
+from graphbench.switches import changed_switches
 
 
 def _version(package: str) -> str | None:
@@ -32,17 +32,6 @@ def git_commit() -> str | None:
         return None
 
 
-# Environment switches that change how the engine runs (GRAPHBENCH_DIRECT_LAUNCH, GRAPHBENCH_AUTOTUNE_PRECOMPILE,
-# ...): recorded so that an A/B pair of results says which side had what. The cache root is a place, not a switch.
-NOT_SWITCHES = frozenset({"GRAPHBENCH_CACHE_ROOT"})
-
-
-def switches(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The GRAPHBENCH_* environment variables that are set, sorted by name (the cache root left out)."""
-    environ = os.environ if environ is None else environ
-    return {k: environ[k] for k in sorted(environ) if k.startswith("GRAPHBENCH_") and k not in NOT_SWITCHES}
-
-
 def utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -56,7 +45,7 @@ def environment(device_type: str | None = None) -> dict[str, Any]:
         "transformers": _version("transformers"), "python": platform.python_version(),
         "host": socket.gethostname(), "platform": platform.platform(), "git_commit": git_commit(),
         "cuda": torch.version.cuda, "device": device_type or ("cuda" if torch.cuda.is_available() else "cpu"),
-        "gpu": None, "gpu_driver": None, "switches": switches(),
+        "gpu": None, "gpu_driver": None, "switches": changed_switches(),
     }
     if env["device"] == "cuda" and torch.cuda.is_available():
         env["gpu"] = torch.cuda.get_device_name()

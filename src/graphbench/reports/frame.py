@@ -237,7 +237,16 @@ def environment_line(results: Iterable[Mapping[str, Any]]) -> str:
         values = sorted({str(v) for r in results if (v := _get(r, "environment", key)) not in (None, "")})
         if values:
             parts.append(f"{name} {' / '.join(values)}")
-    set_switches = sorted({f"{k}={v}" for r in results for k, v in (_get(r, "environment", "switches") or {}).items()})
-    if set_switches:
-        parts.append(f"switches {' '.join(set_switches)}")
+    per_result = [_switches_text(_get(r, "environment", "switches")) for r in results]
+    changed = sorted({text for text in per_result if text})
+    if changed:
+        some = "" if all(text == changed[0] for text in per_result) else " (not in every result)"
+        parts.append(f"switches {' / '.join(changed)}{some}")
     return " | ".join(parts) if parts else "environment not recorded"
+
+
+def _switches_text(value: Any) -> str:
+    """A result's changed switches as 'A=0 B=1' ('' when none)."""
+    if isinstance(value, Mapping):
+        return " ".join(f"{k}={v}" for k, v in sorted(value.items()))
+    return str(value) if value else ""

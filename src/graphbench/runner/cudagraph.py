@@ -9,7 +9,6 @@ views, so a recording does not pin its outputs' memory: the next capture can reu
 from __future__ import annotations
 
 import gc
-import os
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -19,6 +18,7 @@ import torch
 
 from graphbench.config.modes import CUDAGraphMode
 from graphbench.runner.scheduler import BatchDescriptor
+from graphbench.switches import switch_value
 
 
 @dataclass
@@ -92,7 +92,7 @@ class _Recording:
 # every replay with GRAPHBENCH_CHECK_GRAPH_INPUTS=1: the check reads every argument's data_ptr, ~17
 # times in a piecewise step, for inputs that are static by construction (the engine's buffers and the
 # recorded outputs of the pieces before).
-CHECK_ALL_REPLAYS = os.environ.get("GRAPHBENCH_CHECK_GRAPH_INPUTS", "0") == "1"
+CHECK_ALL_REPLAYS = switch_value("GRAPHBENCH_CHECK_GRAPH_INPUTS") == "1"
 NUM_CHECKED_REPLAYS = 3
 
 

@@ -36,8 +36,9 @@ from typing import Any, Callable
 import torch
 
 from graphbench.runner.device import triton_interpreting
+from graphbench.switches import switch_value
 
-DIRECT_LAUNCH = os.environ.get("GRAPHBENCH_DIRECT_LAUNCH", "1") != "0"
+DIRECT_LAUNCH = switch_value("GRAPHBENCH_DIRECT_LAUNCH") != "0"
 
 
 class _NoKey(Exception):

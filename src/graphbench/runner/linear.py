@@ -19,7 +19,6 @@ fused around and autotuned. Eager code calls the implementation directly (no cus
 from __future__ import annotations
 
 import functools
-import os
 
 import torch
 import torch.nn.functional as F
@@ -27,6 +26,7 @@ from torch import nn
 
 from graphbench.runner.device import triton_interpreting
 from graphbench.runner.op_registry import register_op
+from graphbench.switches import switch_value
 
 OP_NAME = "graphbench::linear"
 GATE_UP_OP_NAME = "graphbench::add_rmsnorm_gate_up"
@@ -232,9 +232,9 @@ class Linear(nn.Linear):
 # GRAPHBENCH_GATE_UP_SILU=1: the one-row gate/up GEMV writes silu(gate) * up (no silu-mul launch, no
 # recomputation: each output is computed by one program). Off: slower on the H200 (llama-3.2-1b -O2
 # batch 1: 1.188 against 1.082 ms, session 6): each program streams a second weight row.
-GEMV_ENABLED = os.environ.get("GRAPHBENCH_GEMV", "1") != "0"
-FUSED_GEMV = os.environ.get("GRAPHBENCH_FUSED_GEMV", "0") == "1"
-GATE_UP_SILU = os.environ.get("GRAPHBENCH_GATE_UP_SILU", "0") == "1"
+GEMV_ENABLED = switch_value("GRAPHBENCH_GEMV") != "0"
+FUSED_GEMV = switch_value("GRAPHBENCH_FUSED_GEMV") == "1"
+GATE_UP_SILU = switch_value("GRAPHBENCH_GATE_UP_SILU") == "1"
 
 
 def _on_triton_device(x: torch.Tensor) -> bool:

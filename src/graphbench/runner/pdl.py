@@ -19,7 +19,6 @@ On by default; GRAPHBENCH_PDL=0 turns it off.
 from __future__ import annotations
 
 import functools
-import os
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -29,8 +28,9 @@ import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from graphbench.runner.device import triton_interpreting
+from graphbench.switches import switch_value
 
-PDL_ENABLED = os.environ.get("GRAPHBENCH_PDL", "1") == "1"
+PDL_ENABLED = switch_value("GRAPHBENCH_PDL") == "1"
 
 
 @functools.lru_cache(maxsize=None)

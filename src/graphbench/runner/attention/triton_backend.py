@@ -6,7 +6,6 @@ batch content: capability ALWAYS.
 
 from __future__ import annotations
 
-import os
 
 from graphbench.runner.attention.backend import (
     AttentionBackend,
@@ -16,15 +15,16 @@ from graphbench.runner.attention.backend import (
 )
 from graphbench.runner.attention.triton_decode import paged_decode
 from graphbench.runner.attention.triton_kernels import paged_attention, write_kv_cache
+from graphbench.switches import switch_value
 
 
 # GRAPHBENCH_DECODE_WRITES_KV=0 turns off: a uniform decode batch writes its new K/V inside the decode
 # kernel (one launch a layer fewer, ~1.7 us at batch 1 on the H200).
-DECODE_WRITES_KV = os.environ.get("GRAPHBENCH_DECODE_WRITES_KV", "1") == "1"
+DECODE_WRITES_KV = switch_value("GRAPHBENCH_DECODE_WRITES_KV") == "1"
 # GRAPHBENCH_DECODE_MERGE_IN_KERNEL=0 turns off: split-KV decode without the merge launch (a short
 # context is one program per row and kv head; a long one is merged by its last split). H200, -O2,
 # batch 1: 1.065 vs 1.082 ms a step (session 6).
-DECODE_MERGE_IN_KERNEL = os.environ.get("GRAPHBENCH_DECODE_MERGE_IN_KERNEL", "1") == "1"
+DECODE_MERGE_IN_KERNEL = switch_value("GRAPHBENCH_DECODE_MERGE_IN_KERNEL") == "1"
 
 
 @register_backend("triton")

@@ -12,7 +12,6 @@ new_kv (GRAPHBENCH_DECODE_WRITES_KV, on by default) it also writes the step's K/
 
 from __future__ import annotations
 
-import os
 
 import torch
 import triton
@@ -29,6 +28,7 @@ from graphbench.runner.attention.triton_kernels import (
 from graphbench.runner.device import next_power_of_2, triton_interpreting
 from graphbench.runner.launch import DirectLauncher
 from graphbench.runner.pdl import pdl_arguments, pdl_enter
+from graphbench.switches import switch_value
 
 
 # The split count is a run-time value (one compiled kernel for every split count > 1, one for no split):
@@ -244,7 +244,7 @@ def paged_decode(
 # merge_in_kernel: the fewest KV tiles a split covers (4 x 128 keys), so that a short context runs as one
 # program per (row, kv head) and writes its output directly. GRAPHBENCH_DECODE_MIN_TILES overrides it
 # (tuning): fewer tiles a split spread a short context over more programs, each merge then folds more.
-MIN_TILES_PER_SPLIT = int(os.environ.get("GRAPHBENCH_DECODE_MIN_TILES", "4"))
+MIN_TILES_PER_SPLIT = int(switch_value("GRAPHBENCH_DECODE_MIN_TILES"))
 if MIN_TILES_PER_SPLIT < 1:
     raise ValueError(f"GRAPHBENCH_DECODE_MIN_TILES must be >= 1, got {MIN_TILES_PER_SPLIT}")
 

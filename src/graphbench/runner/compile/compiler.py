@@ -14,6 +14,7 @@ from typing import Callable, Iterator
 import torch
 
 from graphbench.runner.compile.backend import CompileStats, SplittingBackend
+from graphbench.switches import switch_value
 
 log = logging.getLogger("graphbench.compile")
 
@@ -52,7 +53,7 @@ def start_compile_workers() -> int:
     import torch._inductor.config as inductor_config
 
     threads = int(getattr(inductor_config, "compile_threads", 1) or 1)
-    if threads <= 1 or os.environ.get("GRAPHBENCH_EARLY_COMPILE_WORKERS", "1") == "0":
+    if threads <= 1 or switch_value("GRAPHBENCH_EARLY_COMPILE_WORKERS") == "0":
         return threads
     try:
         from torch._inductor.async_compile import AsyncCompile

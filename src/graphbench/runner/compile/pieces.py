@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
@@ -14,6 +13,7 @@ import torch.fx as fx
 
 from graphbench.errors import GraphbenchError
 from graphbench.runner.compile.aot_store import standalone_available
+from graphbench.switches import switch_value
 
 if TYPE_CHECKING:
     from graphbench.runner.compile.backend import SplittingBackend
@@ -22,7 +22,9 @@ log = logging.getLogger("graphbench.compile")
 
 # How the autotuned variants precompile their GEMM candidates: "threads" (in this process) or "pool"
 # (Inductor's worker processes, its default once they are up). GRAPHBENCH_AUTOTUNE_PRECOMPILE=pool to compare.
-AUTOTUNE_PRECOMPILE = os.environ.get("GRAPHBENCH_AUTOTUNE_PRECOMPILE", "threads")
+AUTOTUNE_PRECOMPILE = switch_value("GRAPHBENCH_AUTOTUNE_PRECOMPILE")
+if AUTOTUNE_PRECOMPILE not in ("threads", "pool"):
+    raise GraphbenchError(f"GRAPHBENCH_AUTOTUNE_PRECOMPILE must be 'threads' or 'pool', got {AUTOTUNE_PRECOMPILE!r}")
 
 
 @dataclass
@@ -160,14 +162,13 @@ class PieceRunner:
         # scheduler). Switching that off was meant to cut -O3's compile_sizes but did not measurably:
         # 160 s against 142 s on the H200 (session 4). The seconds were the recompiles below.
         patches = {"max_autotune_gemm": True, "benchmark_epilogue_fusion": False} if backend.autotune else {}
-        if backend.autotune and AUTOTUNE_PRECOMPILE not in ("threads", "pool"):
-            raise GraphbenchError(f"GRAPHBENCH_AUTOTUNE_PRECOMPILE must be 'threads' or 'pool', got {AUTOTUNE_PRECOMPILE!r}")
         if backend.autotune and AUTOTUNE_PRECOMPILE == "threads":
             # With Inductor's compile workers up, each GEMM's candidate kernels were precompiled in the
             # worker processes and then compiled again, one by one, in the main thread as they were
             # benchmarked (H200, session 9: ~5 s of each of 18 autotunes in Triton's make_llir/ptxas).
             # One compile thread keeps the worker pool out of this compile: Inductor then precompiles
-            # the candidates in threads of this process, where the benchmark finds them.
+            # the candidates in threads of this process, where the benchmark finds them. (The variant's
+            # own kernels then compile one by one in this process too: ~27 of -O3's 37 s.)
             patches["compile_threads"] = 1
         graph = self.graph if size == 1 else linears_as_matmuls(self.graph)
         fn, artifact = _inductor_compile(graph, list(args), patches, dynamic=False)

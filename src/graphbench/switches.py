@@ -1,0 +1,39 @@
+"""The GRAPHBENCH_* environment switches: one registry of names and defaults (no torch import).
+
+Each module reads its switch through `switch_value`, so an unregistered name fails loudly, and result
+files record the switches that differ from their default (`changed_switches`). An A/B pair of results
+then says which side ran with what, and a switch set to its own default changes nothing on record.
+The README's "Environment switches" table documents the same names and defaults (a test checks it).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+SWITCH_DEFAULTS: dict[str, str] = {
+    "GRAPHBENCH_GEMV": "1",
+    "GRAPHBENCH_FUSED_GEMV": "0",
+    "GRAPHBENCH_GATE_UP_SILU": "0",
+    "GRAPHBENCH_DECODE_WRITES_KV": "1",
+    "GRAPHBENCH_DECODE_MERGE_IN_KERNEL": "1",
+    "GRAPHBENCH_DECODE_MIN_TILES": "4",
+    "GRAPHBENCH_PDL": "1",
+    "GRAPHBENCH_DIRECT_LAUNCH": "1",
+    "GRAPHBENCH_CHECK_GRAPH_INPUTS": "0",
+    "GRAPHBENCH_COLD_START_PROCESS": "auto",
+    "GRAPHBENCH_EARLY_COMPILE_WORKERS": "1",
+    "GRAPHBENCH_AUTOTUNE_PRECOMPILE": "threads",
+}
+
+
+def switch_value(name: str, environ: Mapping[str, str] | None = None) -> str:
+    """The switch's value in the environment, else its registered default (KeyError: not a switch)."""
+    default = SWITCH_DEFAULTS[name]
+    return (os.environ if environ is None else environ).get(name, default)
+
+
+def changed_switches(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The registered switches whose value differs from the default, sorted by name."""
+    return {name: value for name in sorted(SWITCH_DEFAULTS)
+            if (value := switch_value(name, environ)) != SWITCH_DEFAULTS[name]}

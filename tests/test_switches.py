@@ -1,0 +1,75 @@
+"""The GRAPHBENCH_* switch registry (graphbench/switches.py): what results record, and that the code,
+the registry and the README agree."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from graphbench.reports.frame import environment_line
+from graphbench.switches import SWITCH_DEFAULTS, changed_switches, switch_value
+
+ROOT = Path(__file__).resolve().parents[1]
+# GRAPHBENCH_* names that are not engine switches: a place, a test hook, a flag of TP worker processes
+NOT_SWITCHES = {"GRAPHBENCH_CACHE_ROOT", "GRAPHBENCH_INJECT_FAULT", "GRAPHBENCH_TP_WORKER"}
+
+
+def test_changed_switches_are_those_off_their_default_sorted():
+    environ = {"GRAPHBENCH_PDL": "0", "GRAPHBENCH_DIRECT_LAUNCH": "1", "GRAPHBENCH_CACHE_ROOT": "/tmp/x",
+               "GRAPHBENCH_GEMV": "0", "GRAPHBENCH_NOT_A_SWITCH": "1", "PATH": "/bin"}
+    assert changed_switches(environ) == {"GRAPHBENCH_GEMV": "0", "GRAPHBENCH_PDL": "0"}
+    assert list(changed_switches(environ)) == ["GRAPHBENCH_GEMV", "GRAPHBENCH_PDL"]
+    assert changed_switches({}) == {}
+    assert switch_value("GRAPHBENCH_DECODE_MIN_TILES", {}) == "4"
+    with pytest.raises(KeyError):
+        switch_value("GRAPHBENCH_CACHE_ROOT")  # not a switch
+
+
+def test_changed_switches_reads_the_process_environment(monkeypatch):
+    monkeypatch.setenv("GRAPHBENCH_FUSED_GEMV", "1")
+    monkeypatch.setenv("GRAPHBENCH_GATE_UP_SILU", "0")  # its default
+    assert changed_switches() == {"GRAPHBENCH_FUSED_GEMV": "1"}
+
+
+def test_every_graphbench_variable_in_the_code_is_registered_or_known_not_to_be_a_switch():
+    found = set()
+    for path in (ROOT / "src" / "graphbench").rglob("*.py"):
+        found |= set(re.findall(r'"(GRAPHBENCH_[A-Z_]+)"', path.read_text()))
+    assert found - NOT_SWITCHES == set(SWITCH_DEFAULTS)
+
+
+def test_the_readme_documents_every_switch_with_its_default():
+    rows = re.findall(r"^\| `(GRAPHBENCH_[A-Z_]+)` \| `([^`]*)` \|", (ROOT / "README.md").read_text(), re.M)
+    documented = {name: default for name, default in rows if name not in NOT_SWITCHES}
+    assert documented == SWITCH_DEFAULTS
+
+
+def test_the_environment_line_lists_changed_switches_and_says_when_not_all_results_had_them():
+    same = {"device": "cpu", "torch": "2.13.0", "switches": {"GRAPHBENCH_PDL": "0", "GRAPHBENCH_GEMV": "0"}}
+    assert environment_line([{"environment": same}, {"environment": same}]) == (
+        "device cpu | torch 2.13.0 | switches GRAPHBENCH_GEMV=0 GRAPHBENCH_PDL=0")
+    line = environment_line([{"environment": same}, {"environment": {"device": "cpu", "torch": "2.13.0"}}])
+    assert line == "device cpu | torch 2.13.0 | switches GRAPHBENCH_GEMV=0 GRAPHBENCH_PDL=0 (not in every result)"
+    assert environment_line([{"environment": {"device": "cpu", "switches": {}}}]) == "device cpu"
+
+
+def _import_pieces(value: str | None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "GRAPHBENCH_AUTOTUNE_PRECOMPILE"}
+    if value is not None:
+        env["GRAPHBENCH_AUTOTUNE_PRECOMPILE"] = value
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
+    code = "import graphbench.runner.compile.pieces as p; print(p.AUTOTUNE_PRECOMPILE)"
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_the_autotune_precompile_switch_is_read_and_checked_at_import():
+    assert _import_pieces(None).stdout.strip() == "threads"
+    assert _import_pieces("pool").stdout.strip() == "pool"
+    bad = _import_pieces("thread")
+    assert bad.returncode != 0
+    assert "GRAPHBENCH_AUTOTUNE_PRECOMPILE must be 'threads' or 'pool', got 'thread'" in bad.stderr
