@@ -37,3 +37,10 @@ def changed_switches(environ: Mapping[str, str] | None = None) -> dict[str, str]
     """The registered switches whose value differs from the default, sorted by name."""
     return {name: value for name in sorted(SWITCH_DEFAULTS)
             if (value := switch_value(name, environ)) != SWITCH_DEFAULTS[name]}
+
+
+def switches_text(value: object) -> str:
+    """A result's recorded switches as 'A=0 B=1', sorted ('' when none; a hand-edited non-dict as written)."""
+    if isinstance(value, Mapping):
+        return " ".join(f"{k}={v}" for k, v in sorted(value.items()))
+    return str(value) if value else ""

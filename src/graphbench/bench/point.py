@@ -155,5 +155,6 @@ def failed_result(label: str, system: str, config: dict[str, Any] | None, reason
     """The record of a point that crashed, ran out of memory or timed out."""
     return {"label": label, "system": system, "status": "failed",
             "failure": {"reason": reason, "stderr_tail": stderr_tail[-4000:]}, "created_utc": utc_now(),
-            "environment": env or {"switches": changed_switches()}, "model": (config or {}).get("model", {}).get("model"), "config": config or {},
+            "environment": env or {"switches": changed_switches()},
+            "model": (config or {}).get("model", {}).get("model"), "config": config or {},
             "config_hash": None, "sweep": sweep or {}, "startup": None, "startups": [], "workloads": []}

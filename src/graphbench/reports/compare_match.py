@@ -14,6 +14,7 @@ from typing import Any
 
 from graphbench.errors import GraphbenchError
 from graphbench.reports.store import LoadedResults, load_results
+from graphbench.switches import switches_text
 
 NOT_A_RESULT = "not a graphbench result"  # store.load_results' reason for JSON files of another kind
 PointKey = tuple[str, str]  # (label, system)
@@ -159,8 +160,4 @@ def _env_value(result: dict[str, Any], field: str) -> Any:
     """An environment field of a result, hashable: switches as 'A=1 B=0' ('none' when none changed)."""
     env = result.get("environment")
     value = env.get(field) if isinstance(env, dict) else None
-    if field == "switches":
-        if value is not None and not isinstance(value, dict):
-            return str(value)  # a hand-edited file: compared as written
-        return " ".join(f"{k}={v}" for k, v in sorted((value or {}).items())) or "none"
-    return value
+    return (switches_text(value) or "none") if field == "switches" else value

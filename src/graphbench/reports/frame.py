@@ -17,6 +17,8 @@ from typing import Any
 
 import pandas as pd
 
+from graphbench.switches import switches_text
+
 # Latency metrics by name: (repeat field, statistic). Names follow the summary's aliases.
 LATENCY_BASES = ("ttft", "tpot", "itl", "e2e", "step")
 LATENCY_STATS = ("mean", "p50", "p90", "p99")
@@ -237,16 +239,9 @@ def environment_line(results: Iterable[Mapping[str, Any]]) -> str:
         values = sorted({str(v) for r in results if (v := _get(r, "environment", key)) not in (None, "")})
         if values:
             parts.append(f"{name} {' / '.join(values)}")
-    per_result = [_switches_text(_get(r, "environment", "switches")) for r in results]
+    per_result = [switches_text(_get(r, "environment", "switches")) for r in results]
     changed = sorted({text for text in per_result if text})
     if changed:
         some = "" if all(text == changed[0] for text in per_result) else " (not in every result)"
         parts.append(f"switches {' / '.join(changed)}{some}")
     return " | ".join(parts) if parts else "environment not recorded"
-
-
-def _switches_text(value: Any) -> str:
-    """A result's changed switches as 'A=0 B=1' ('' when none)."""
-    if isinstance(value, Mapping):
-        return " ".join(f"{k}={v}" for k, v in sorted(value.items()))
-    return str(value) if value else ""

@@ -3,9 +3,9 @@
 One row per graphbench point x workload whose repeats recorded step times per runtime mode: the
 median length of a repeat (seconds), the median output tokens/s and its spread across repeats (max -
 min over the median), then for each runtime mode the median of the repeats' total step time in that
-mode and its spread, and the slowest step seen. A tokens/s spread that shows up in one mode's total and not in the others says which kind
-of step to look at: e.g. eager (NONE) prefill chunks above the ladder's top, while the graph-replayed
-decode steps (FULL) cost the same in every repeat.
+mode and its spread, and the slowest step seen. A tokens/s spread that shows up in one mode's total
+and not in the others says which kind of step to look at: e.g. eager (NONE) prefill chunks above the
+ladder's top, while the graph-replayed decode steps (FULL) cost the same in every repeat.
 """
 
 from __future__ import annotations

@@ -6,7 +6,6 @@ batch content: capability ALWAYS.
 
 from __future__ import annotations
 
-
 from graphbench.runner.attention.backend import (
     AttentionBackend,
     AttentionMetadata,

@@ -12,7 +12,6 @@ new_kv (GRAPHBENCH_DECODE_WRITES_KV, on by default) it also writes the step's K/
 
 from __future__ import annotations
 
-
 import torch
 import triton
 import triton.language as tl
