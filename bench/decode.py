@@ -109,6 +109,9 @@ def main() -> None:
         result["wall_seconds"] = time.perf_counter() - started
         results.append(result)
         print(f"{system}: done in {result['wall_seconds']:.0f} s", flush=True)
+        for t in (result.get("startup", {}).get("static_variants") or {}).get("sizes", []):
+            print(f"  compile size {t['size']}: step {t['static_ms']:.3f} ms with its variants, "
+                  f"{t['dynamic_ms']:.3f} ms dynamic: {t['kept']} kept", flush=True)
         report(results, args, quiet=True)  # partial results survive a time limit
     report(results, args)
 

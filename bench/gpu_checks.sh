@@ -335,6 +335,14 @@ case "${1:-}" in
     timeout 150 python3 -m pytest -m gpu -q -p no:logging tests/gpu -k level_match > "$OUT/o3check-tests.log" 2>&1; tail -3 "$OUT/o3check-tests.log"
     rm -f "$OUT"/o3check-report/*.png "$OUT"/o3check-report/report.html
     tar czf /tmp/o3check.tgz -C "$OUT" . && rm -rf "$OUT"/* && mv /tmp/o3check.tgz "$OUT/" ;;
+  session10)  # one GPU, ~5 min: -O3's measured variant choice (compile/variant_choice.py): its GPU tests, the
+              # -O3 mode tests, then -O2 against -O3 (measured choice) and -O3 with every variant (vLLM's)
+    timeout 240 python3 -m pytest -m gpu -q -p no:logging -s tests/gpu/test_variant_choice_gpu.py \
+      tests/gpu/test_graphs_gpu.py -k "choice or faster or always or (match_O0 and 3)" 2>&1 | grep -v "^DEBUG" \
+      | tee "$OUT/variant-tests.log" | tail -12
+    timeout 300 python3 bench/decode.py --model llama-3.2-1b --batches 1,2,4,8 --levels 2,3 --peers "" \
+      --variant always=GRAPHBENCH_STATIC_VARIANTS=always --out "$OUT/o3choice.json" --timeout 200 2>&1 \
+      | grep -v "^DEBUG" | tee "$OUT/o3choice.log" | tail -24 ;;
   o3small)  # one GPU, ~5 min: why -O3 is slower than -O2 at C = 4 (TPOT 1.28 against 1.15 ms). Its size 2/4/8
             # variants are Inductor's (autotuned GEMMs, Inductor's norms, no PDL) where -O2's dynamic piece
             # runs graphbench's add-norm kernels and cuBLAS with PDL. Step time at batch 1/2/4/8 for -O2 and
@@ -345,5 +353,5 @@ case "${1:-}" in
   o3profile)  # where -O3's cold start goes, in every thread (stack samples every 20 ms), ~4 min
     OUT="$OUT" timeout 300 python3 bench/debug/sample_cold_start.py --level 3 --max-num-seqs 256 2>&1 \
       | grep -v "^DEBUG" | tail -3; head -60 "$OUT/samples-O3.txt" ;;
-  *) echo "usage: bash bench/gpu_checks.sh o3small|o3check|o3ab|session9|hostprobe|spread64|session8c|session8b|session8|suite|pdl|session6f|session6e|session6d|session6c|session6b|session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu_checks.sh session10|o3small|o3check|o3ab|session9|hostprobe|spread64|session8c|session8b|session8|suite|pdl|session6f|session6e|session6d|session6c|session6b|session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
 esac

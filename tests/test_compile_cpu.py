@@ -82,13 +82,17 @@ def test_compile_sizes_variant_built_at_startup_only(compiled):
     runners = compiled.compiled.backend.runners
     assert all(set(r.static_fns) == {8} for r in runners)
     assert compiled.report.compile_sizes_seconds > 0
+    # no CUDA graphs to time the variants with on the CPU: every one is kept, and the report says why
+    assert compiled.report.static_variants == {
+        "policy": "always", "note": "timing needs CUDA graphs; running on cpu", "seconds": 0.0, "sizes": []}
+    assert all(r.static_sizes == {8} for r in runners)
     runner = runners[0]
-    runner.compile_sizes.add(5)  # a size that was not compiled at start-up
+    runner.static_sizes.add(5)  # a size that was not compiled at start-up
     try:
         with pytest.raises(RuntimeError, match="not compiled at start-up"):
             compiled.runner.dummy_run(5, 1)
     finally:
-        runner.compile_sizes.discard(5)
+        runner.static_sizes.discard(5)
 
 
 def test_warm_start_uses_the_cache_and_factors_change_the_directory(compiled, cache_root):

@@ -50,6 +50,7 @@ def startup_dict(engine, cold: bool, wall_s: float) -> dict[str, Any]:
         "cudagraph_mode": r.cudagraph_mode, "kv_cache_tokens": r.num_kv_tokens, "weights_bytes": r.weights_bytes,
         "compile_cache_dir": r.compile_cache_dir,
         "capture_sizes": list(engine.dispatcher.capture_sizes),
+        "static_variants": r.static_variants,
     }
 
 

@@ -91,6 +91,16 @@ def run(
     _print_summary(path)
 
 
+def variants_line(choice: dict) -> str:
+    """The start-up's compile_sizes variant choice in one line ('' when the config compiles none)."""
+    if not choice or choice.get("policy") == "none":
+        return ""
+    if choice.get("policy") != "measured":
+        return f"compile_sizes variants: all kept, unmeasured ({choice.get('note') or choice.get('policy')})"
+    parts = [f"{t['size']}: {t['kept']} ({t['static_ms']:.3f} vs {t['dynamic_ms']:.3f} ms)" for t in choice.get("sizes", [])]
+    return "compile_sizes variants (step with variants vs dynamic pieces), kept: " + ", ".join(parts)
+
+
 def _print_summary(path) -> None:
     import json
 
@@ -101,8 +111,11 @@ def _print_summary(path) -> None:
     s = data["startup"]
     console.print(f"[bold]{data['label']}[/bold] ({data['system']}) {data['model']} on "
                   f"{data['environment'].get('gpu') or 'cpu'}: start-up {s['total_s']:.1f} s (compile "
-                  f"{s['dynamo_s'] + s['inductor_s'] + s['loaded_s']:.1f} s, capture {s['capture_s']:.1f} s, "
+                  f"{s['dynamo_s'] + s['inductor_s'] + s.get('compile_sizes_s', 0.0) + s['loaded_s']:.1f} s, capture {s['capture_s']:.1f} s, "
                   f"graph memory {s['graph_memory_bytes'] / 2**30:.2f} GiB), mode {s['cudagraph_mode'].get('resolved', '-')}")
+    variants = variants_line(s.get("static_variants") or {})
+    if variants:
+        console.print(variants)
     table = Table("workload", "output tok/s", "spread", "TTFT p50 ms", "TPOT p50 ms", "TPOT p99 ms", "padding %", "eager")
 
     def cell(m, key, fmt):

@@ -21,6 +21,7 @@ from graphbench.errors import GraphbenchError
 from graphbench.runner.attention.backend import create_backend
 from graphbench.runner.compile.compiler import CompiledForward
 from graphbench.runner.compile.startup import compile_at_startup
+from graphbench.runner.compile.variant_choice import choose_static_variants
 from graphbench.runner.dispatcher import CudagraphDispatcher, resolve_cudagraph_mode
 from graphbench.runner.device import device_info, dtype_name, free_memory, resolve_device, resolve_dtype
 from graphbench.runner.inputs import StepInputs
@@ -153,8 +154,14 @@ class Engine:
         return dispatcher
 
     def _start_compiled(self) -> None:
-        """Compile (or load from the on-disk cache) before any request: see compile/startup.py."""
+        """Compile (or load from the on-disk cache) before any request: see compile/startup.py; then
+        keep each compile_sizes variant only where it is faster (compile/variant_choice.py)."""
         compile_at_startup(self)
+        choice = choose_static_variants(self)
+        self.report.static_variants = choice.to_dict()
+        for timing in choice.sizes:
+            log.info("compile_sizes %d: variants %.3f ms, dynamic %.3f ms a step: %s kept", timing.size,
+                     timing.static_ms, timing.dynamic_ms, timing.kept)
 
     def _capture(self) -> None:
         report = self.runner.capture(lambda: free_memory(self.device))

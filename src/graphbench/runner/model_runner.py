@@ -148,6 +148,18 @@ class ModelRunner:
         meta.uniform_decode = self._uniform_decode(descriptor)
         return self.forward(num_tokens, meta, mode, descriptor, capturing)
 
+    @torch.inference_mode()
+    def record_forward(self, num_tokens: int, num_reqs: int, descriptor: BatchDescriptor, pool) -> torch.cuda.CUDAGraph:
+        """A CUDA graph of the forward over a dummy batch, apart from the dispatcher's recordings (for
+        timing: compile/variant_choice.py). The batch's inputs are filled before the recording."""
+        self.dummy_run(num_tokens, num_reqs, NONE, descriptor)  # loads what the recording will launch
+        meta = self.inputs.prepare_dummy(num_tokens, num_reqs, self.kv_cache.num_blocks)
+        meta.uniform_decode = self._uniform_decode(descriptor)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=pool):  # (synchronizes first: the inputs' upload is done)
+            self.forward(num_tokens, meta, NONE, descriptor)
+        return graph
+
     def capture(self, free_memory) -> CaptureReport:
         """Record every dispatcher key, largest first, in one pool (SPEC §1.7)."""
         keys = self.dispatcher.capture_list()

@@ -46,6 +46,7 @@ class StartupReport:
     num_kv_tokens: int = 0
     kv_cache_bytes: int = 0
     weights_bytes: int = 0
+    static_variants: dict = field(default_factory=dict)  # compile_sizes variants kept or not (variant_choice.py)
     extra: dict = field(default_factory=dict)
 
     @property

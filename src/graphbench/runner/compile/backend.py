@@ -145,6 +145,12 @@ class SplittingBackend:
         self.split_module = split
         return _SavedForward(split, plan, self.model)
 
+    def use_static_size(self, size: int, on: bool) -> None:
+        """Run this size's compiled variants (on) or the dynamic pieces (off) from now on."""
+        for runner in self.runners:
+            if size in runner.compile_sizes:
+                (runner.static_sizes.add if on else runner.static_sizes.discard)(size)
+
     def finish_startup(self) -> None:
         """No compilation after start-up: a missing variant is then an error, not a stall."""
         for runner in self.runners:

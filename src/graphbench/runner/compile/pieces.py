@@ -133,14 +133,15 @@ class PieceRunner:
                  backend: "SplittingBackend", key: str | None):
         self.name, self.graph, self.dynamic_fn, self.size_of = name, graph, dynamic_fn, size_of
         self.compile_sizes = set(backend.compile_sizes) if size_of is not None else set()
+        self.static_sizes = set(self.compile_sizes)  # the sizes that run their variant (variant_choice.py)
         self.backend, self.key = backend, key
         self.static_fns: dict[int, Callable] = {}
         self.allow_compile = True  # switched off once start-up is over
 
     def __call__(self, *args: Any) -> Any:
-        if self.compile_sizes:
+        if self.static_sizes:
             size = self.size_of(args)
-            if size in self.compile_sizes:
+            if size in self.static_sizes:
                 fn = self.static_fns.get(size)
                 if fn is None:
                     fn = self._compile_static(size, args)

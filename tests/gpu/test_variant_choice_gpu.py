@@ -1,0 +1,49 @@
+"""-O3's measured choice of compile_sizes variants on the GPU (runner/compile/variant_choice.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from graphbench.config import load_engine_config
+from graphbench.runner.compile.variant_choice import choose
+from graphbench.runner.engine import Engine
+from graphbench.runner.request import SamplingParams
+
+pytestmark = pytest.mark.gpu
+
+# bf16 as served; no autotuning (minutes): the choice is between whatever variants were compiled
+BASE = {"model.model": "llama-3.2-1b", "model.device": "cuda", "model.dtype": "bfloat16", "optimization_level": 3,
+        "scheduler.max_num_seqs": 16, "scheduler.max_num_batched_tokens": 1024, "scheduler.max_model_len": 1024,
+        "cache.num_blocks": 1024, "compilation.max_autotune": False}
+
+
+def _engine() -> Engine:
+    return Engine(load_engine_config(overrides=BASE))
+
+
+def test_each_size_is_timed_both_ways_and_the_faster_kept(monkeypatch):
+    monkeypatch.delenv("GRAPHBENCH_STATIC_VARIANTS", raising=False)
+    engine = _engine()
+    choice = engine.report.static_variants
+    print("\n", choice, flush=True)
+    assert choice["policy"] == "measured" and choice["note"] == ""
+    assert [t["size"] for t in choice["sizes"]] == engine.config.compilation.compile_sizes == [1, 2, 4, 8]
+    for t in choice["sizes"]:
+        assert 0.05 < t["static_ms"] < 50 and 0.05 < t["dynamic_ms"] < 50  # one llama-3.2-1b forward
+        assert t["kept"] == choose(t["static_ms"], t["dynamic_ms"])
+    kept = {t["size"] for t in choice["sizes"] if t["kept"] == "static"}
+    sized = [r for r in engine.compiled.backend.runners if r.compile_sizes]
+    assert sized and all(r.static_sizes == kept for r in sized)
+    assert all(set(r.static_fns) == {1, 2, 4, 8} for r in sized)  # all compiled, whichever run
+    assert 0 < choice["seconds"] < 30
+    # the engine still decodes at every size after the choice (its recordings were made after it)
+    outs = engine.generate([[5, 6, 7]] * 4 + [[9] * 20] * 3, SamplingParams(max_tokens=8))
+    assert [len(o) for o in outs] == [8] * 7
+
+
+def test_always_keeps_every_variant_unmeasured(monkeypatch):
+    monkeypatch.setenv("GRAPHBENCH_STATIC_VARIANTS", "always")
+    engine = _engine()
+    assert engine.report.static_variants == {
+        "policy": "always", "note": "GRAPHBENCH_STATIC_VARIANTS=always", "seconds": 0.0, "sizes": []}
+    assert all(r.static_sizes == {1, 2, 4, 8} for r in engine.compiled.backend.runners if r.compile_sizes)
