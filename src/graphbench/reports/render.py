@@ -13,6 +13,7 @@ import pandas as pd
 
 from graphbench.reports.charts import ChartOutcome
 from graphbench.reports.repeats_table import steadiness_note
+from graphbench.reports.variants_table import VARIANTS_NOTE
 
 MIB = 2**20
 HEADLINE_HEADERS = [
@@ -49,6 +50,7 @@ class ReportContext:
     summary_file: str = "summary.csv"
     ladders: pd.DataFrame = field(default_factory=pd.DataFrame)  # ladder_table.ladder_table
     repeats: pd.DataFrame = field(default_factory=pd.DataFrame)  # repeats_table.repeats_table
+    variants: pd.DataFrame = field(default_factory=pd.DataFrame)  # variants_table.variants_table
 
 
 LADDERS_NOTE = ("What each captured ladder costs and pads. Ratios compare it with the largest ladder of the same "
@@ -80,6 +82,17 @@ def ladder_cells(ladders: pd.DataFrame) -> list[list[str]]:
         return fmt(value, digits)
 
     return [[cell(c, v) for c, v in row.items()] for _, row in ladders.iterrows()]
+
+
+def variants_cells(variants: pd.DataFrame) -> list[list[str]]:
+    def cell(column: str, value: Any) -> str:
+        if column in ("point", "start", "size", "ran"):
+            return str(value)
+        if column == "variants vs dynamic %" and isinstance(value, float) and not math.isnan(value):
+            return f"{value:+.1f}"
+        return fmt(value, 3)
+
+    return [[cell(c, v) for c, v in row.items()] for _, row in variants.iterrows()]
 
 
 def fmt(value: Any, digits: int = 1) -> str:
@@ -146,6 +159,9 @@ def render_markdown(ctx: ReportContext) -> str:
     if not ctx.ladders.empty:
         out += ["## Ladders: what the graphs cost", "", LADDERS_NOTE, "",
                 _md_table(list(ctx.ladders.columns), ladder_cells(ctx.ladders)), ""]
+    if not ctx.variants.empty:
+        out += ["## compile_sizes variants: kept where faster", "", VARIANTS_NOTE, "",
+                _md_table(list(ctx.variants.columns), variants_cells(ctx.variants)), ""]
     if not ctx.repeats.empty:
         out += ["## Repeats: how steady, and where the time moved", "", REPEATS_NOTE, "",
                 _md_table(list(ctx.repeats.columns), repeats_cells(ctx.repeats)), "", steadiness_note(ctx.repeats), ""]
@@ -195,6 +211,9 @@ def render_html(ctx: ReportContext) -> str:
     if not ctx.ladders.empty:
         out += ["<h2>Ladders: what the graphs cost</h2>", f"<p>{esc(LADDERS_NOTE)}</p>",
                 _html_table(list(ctx.ladders.columns), ladder_cells(ctx.ladders), {0, 2})]
+    if not ctx.variants.empty:
+        out += ["<h2>compile_sizes variants: kept where faster</h2>", f"<p>{esc(VARIANTS_NOTE)}</p>",
+                _html_table(list(ctx.variants.columns), variants_cells(ctx.variants), {0, 1, 6})]
     if not ctx.repeats.empty:
         last = len(ctx.repeats.columns) - 1
         out += ["<h2>Repeats: how steady, and where the time moved</h2>", f"<p>{esc(REPEATS_NOTE)}</p>",

@@ -31,6 +31,7 @@ from graphbench.reports.headline import headline_table
 from graphbench.reports.ladder_table import ladder_table
 from graphbench.reports.render import ReportContext, render_html, render_markdown
 from graphbench.reports.repeats_table import repeats_table
+from graphbench.reports.variants_table import variants_table
 from graphbench.reports.store import LoadedResults, load_results
 
 REPORT_MD, REPORT_HTML, SUMMARY_CSV = "report.md", "report.html", "summary.csv"
@@ -142,6 +143,7 @@ def write_report(
         summary_file=SUMMARY_CSV,
         ladders=ladder_table(data.points, data.frame),
         repeats=repeats_table(data.results),
+        variants=variants_table(data.results),
     )
     files = [_write(out / REPORT_MD, render_markdown(context)), _write(out / REPORT_HTML, render_html(context))]
     files += [out / SUMMARY_CSV] + [c.path for c in charts if c.path is not None]
