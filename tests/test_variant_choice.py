@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.fx as fx
 
+from graphbench.errors import GraphbenchError
 from graphbench.runner.compile import pieces
 from graphbench.runner.compile.backend import SplittingBackend
 from graphbench.runner.compile.variant_choice import MIN_GAIN, SizeTiming, VariantChoice, choose, skip_reason
@@ -37,12 +38,14 @@ def test_when_the_variants_are_kept_unmeasured(monkeypatch):
     assert skip_reason(device_type="cuda", tp_size=2) == "tensor parallel (2 ranks): the ranks' choices could differ"
     monkeypatch.setenv("GRAPHBENCH_STATIC_VARIANTS", "always")
     assert skip_reason(device_type="cuda", tp_size=1) == "GRAPHBENCH_STATIC_VARIANTS=always"
+    monkeypatch.setenv("GRAPHBENCH_STATIC_VARIANTS", "0")
+    with pytest.raises(GraphbenchError, match="GRAPHBENCH_STATIC_VARIANTS='0': use one of measure, always"):
+        skip_reason(device_type="cuda", tp_size=1)
 
 
 def test_choice_record_lists_kept_sizes():
     choice = VariantChoice("measured", seconds=0.25, sizes=[
         SizeTiming(1, 0.95, 0.96, "dynamic"), SizeTiming(2, 1.0, 1.2, "static"), SizeTiming(4, 1.3, 1.1, "dynamic")])
-    assert choice.kept_sizes() == [2]
     assert choice.to_dict() == {"policy": "measured", "note": "", "seconds": 0.25, "sizes": [
         {"size": 1, "static_ms": 0.95, "dynamic_ms": 0.96, "kept": "dynamic"},
         {"size": 2, "static_ms": 1.0, "dynamic_ms": 1.2, "kept": "static"},

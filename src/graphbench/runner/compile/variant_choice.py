@@ -16,7 +16,10 @@ import statistics
 import time
 from dataclasses import asdict, dataclass, field
 
+from graphbench.errors import GraphbenchError
 from graphbench.switches import switch_value
+
+POLICIES = ("measure", "always")  # GRAPHBENCH_STATIC_VARIANTS
 
 # A variant is kept when its step is at least this much faster than the dynamic pieces' step: on a
 # tie the dynamic code (shared by every size, and what -O2 runs) stays.
@@ -42,9 +45,6 @@ class VariantChoice:
     seconds: float = 0.0
     sizes: list[SizeTiming] = field(default_factory=list)
 
-    def kept_sizes(self) -> list[int]:
-        return [t.size for t in self.sizes if t.kept == "static"]
-
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -56,7 +56,10 @@ def choose(static_ms: float, dynamic_ms: float, min_gain: float = MIN_GAIN) -> s
 
 def skip_reason(*, device_type: str, tp_size: int) -> str:
     """Why the variants are kept unmeasured ('' when they are measured)."""
-    if switch_value("GRAPHBENCH_STATIC_VARIANTS") == "always":
+    policy = switch_value("GRAPHBENCH_STATIC_VARIANTS")
+    if policy not in POLICIES:
+        raise GraphbenchError(f"GRAPHBENCH_STATIC_VARIANTS={policy!r}: use one of {', '.join(POLICIES)}")
+    if policy == "always":
         return "GRAPHBENCH_STATIC_VARIANTS=always"
     if device_type != "cuda":
         return f"timing needs CUDA graphs; running on {device_type}"
