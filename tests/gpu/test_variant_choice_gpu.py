@@ -47,3 +47,22 @@ def test_always_keeps_every_variant_unmeasured(monkeypatch):
     assert engine.report.static_variants == {
         "policy": "always", "note": "GRAPHBENCH_STATIC_VARIANTS=always", "seconds": 0.0, "sizes": []}
     assert all(r.static_sizes == {1, 2, 4, 8} for r in engine.compiled.backend.runners if r.compile_sizes)
+
+
+def test_the_timing_recordings_leave_no_memory_behind(monkeypatch):
+    """Their pool is released before the engine's own capture, whose graph memory it would otherwise
+    shrink (sweep of session 10: -O3 230 MiB against -O2's 300 for the same ladder)."""
+    import torch
+
+    from graphbench.runner.compile.variant_choice import choose_static_variants
+
+    monkeypatch.delenv("GRAPHBENCH_STATIC_VARIANTS", raising=False)
+    engine = _engine()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    before = torch.cuda.memory_reserved()
+    again = choose_static_variants(engine)  # the same timing, on the started engine
+    after = torch.cuda.memory_reserved()
+    print(f"\nreserved before {before / 2**20:.1f} MiB, after {after / 2**20:.1f} MiB", flush=True)
+    assert again.policy == "measured" and len(again.sizes) == 4
+    assert after <= before

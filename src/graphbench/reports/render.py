@@ -89,7 +89,7 @@ def variants_cells(variants: pd.DataFrame) -> list[list[str]]:
         if column in ("point", "start", "size", "ran"):
             return str(value)
         if column == "variants vs dynamic %" and isinstance(value, float) and not math.isnan(value):
-            return f"{value:+.1f}"
+            return f"{round(value, 1) + 0.0:+.1f}"  # (+ 0.0: no "-0.0")
         return fmt(value, 3)
 
     return [[cell(c, v) for c, v in row.items()] for _, row in variants.iterrows()]
