@@ -343,6 +343,20 @@ case "${1:-}" in
     timeout 300 python3 bench/decode.py --model llama-3.2-1b --batches 1,2,4,8 --levels 2,3 --peers "" \
       --variant always=GRAPHBENCH_STATIC_VARIANTS=always --out "$OUT/o3choice.json" --timeout 200 2>&1 \
       | grep -v "^DEBUG" | tee "$OUT/o3choice.log" | tail -24 ;;
+  memcheck)  # one GPU, ~4 min: the variant choice's recordings leave no memory behind; -O2 vs -O3 graph memory
+    timeout 150 python3 -m pytest -m gpu -q -p no:logging -s tests/gpu/test_variant_choice_gpu.py 2>&1 \
+      | grep -E "reserved|policy|passed|failed|Error|assert" | tee "$OUT/variant-tests.log" | tail -12
+    timeout 110 python3 -c "
+from graphbench.config import load_engine_config
+from graphbench.runner.engine import Engine
+for level in (2, 3):
+    e = Engine(load_engine_config(overrides={'model.model': 'llama-3.2-1b', 'optimization_level': level,
+                                             'compilation.max_autotune': False}))
+    r = e.report
+    print(f'-O{level}: graph memory {r.graph_memory_bytes / 2**20:.1f} MiB, pool {r.graph_pool_bytes / 2**20:.1f} MiB, '
+          f'start {r.total_seconds:.1f} s, kept', [t['kept'] for t in r.static_variants.get('sizes', [])], flush=True)
+    del e
+" 2>&1 | grep -E "^-O|Error" | tee "$OUT/memcheck.log" ;;
   o3small)  # one GPU, ~5 min: why -O3 is slower than -O2 at C = 4 (TPOT 1.28 against 1.15 ms). Its size 2/4/8
             # variants are Inductor's (autotuned GEMMs, Inductor's norms, no PDL) where -O2's dynamic piece
             # runs graphbench's add-norm kernels and cuBLAS with PDL. Step time at batch 1/2/4/8 for -O2 and
@@ -353,5 +367,5 @@ case "${1:-}" in
   o3profile)  # where -O3's cold start goes, in every thread (stack samples every 20 ms), ~4 min
     OUT="$OUT" timeout 300 python3 bench/debug/sample_cold_start.py --level 3 --max-num-seqs 256 2>&1 \
       | grep -v "^DEBUG" | tail -3; head -60 "$OUT/samples-O3.txt" ;;
-  *) echo "usage: bash bench/gpu_checks.sh session10|o3small|o3check|o3ab|session9|hostprobe|spread64|session8c|session8b|session8|suite|pdl|session6f|session6e|session6d|session6c|session6b|session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu_checks.sh memcheck|session10|o3small|o3check|o3ab|session9|hostprobe|spread64|session8c|session8b|session8|suite|pdl|session6f|session6e|session6d|session6c|session6b|session6a|flags|flagtests|flagdecode|pair3|final7|ab|pair2|pair|tests|startup|decode|sweep|tune|tp|probe|gemv|verify|decode7|o3profile" >&2; exit 2 ;;
 esac
