@@ -155,3 +155,21 @@ def test_engines_in_one_process_keep_their_own_compiled_code(cache_root, monkeyp
         eager = engine(optimization_level=0, **{"model.seed": seed})
         assert compiled.generate([[1, 2, 3]], SamplingParams(max_tokens=4)) == eager.generate(
             [[1, 2, 3]], SamplingParams(max_tokens=4))
+
+
+def test_close_frees_a_compiled_engine(compiled, cache_root):
+    """Neither torch.compile's caches (Dynamo keeps the cold start's backend), the compiled pieces nor a
+    logged warning (its exception's frames) keep a closed engine's weights and KV cache alive. Warm
+    and cold: the cold one is the module's engine, so this is the module's last test."""
+    import gc
+    import weakref
+
+    again = engine(optimization_level=2, **{"compilation.compile_sizes": [8]})
+    assert again.report.compile_loaded and not compiled.report.compile_loaded
+    assert again.generate(PROMPTS, SamplingParams(max_tokens=3)) == compiled.generate(PROMPTS, SamplingParams(max_tokens=3))
+    for closing in (again, compiled):
+        weight = weakref.ref(closing.model.layers[0].mlp.down_proj.weight)
+        kv = weakref.ref(closing.kv_cache.layers[0][0])
+        closing.close()
+        gc.collect()
+        assert weight() is None and kv() is None

@@ -162,3 +162,21 @@ def test_sharded_checkpoint_loads_and_missing_shard_is_reported(tmp_path):
 def test_preset_cannot_load_safetensors():
     with pytest.raises(GraphbenchError, match="use --load-format dummy"):
         tiny_engine(**{"model.load_format": "safetensors"})
+
+
+def test_close_lets_go_of_the_weights_and_kv_cache_and_refuses_more_work():
+    import weakref
+
+    engine = tiny_engine()
+    tokens = engine.generate([[1, 2, 3]], SamplingParams(max_tokens=4))
+    weight, kv = weakref.ref(engine.model.lm_head.weight), weakref.ref(engine.kv_cache.layers[0][0])
+    engine.close()
+    assert weight() is None and kv() is None  # nothing else held them: their memory is free
+    assert engine.report.num_kv_blocks > 0 and len(engine.records) > 0  # what was measured stays
+    assert not engine.has_unfinished()
+    with pytest.raises(GraphbenchError, match="this engine is closed: start a new one"):
+        engine.add_request([1, 2, 3])
+    with pytest.raises(GraphbenchError, match="this engine is closed"):
+        engine.step()
+    engine.close()  # twice: nothing more to do
+    assert tiny_engine().generate([[1, 2, 3]], SamplingParams(max_tokens=4)) == tokens

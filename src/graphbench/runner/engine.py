@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import gc
 import itertools
 import logging
 import os
@@ -35,7 +36,7 @@ from graphbench.runner.parallel import (
     local_arch,
     min_over_ranks,
 )
-from graphbench.runner.request import PENDING_TOKEN, Request, SamplingParams
+from graphbench.runner.request import PENDING_TOKEN, Request, SamplingParams, check_prompt
 from graphbench.runner.records import StartupReport, StepRecord
 from graphbench.runner.scheduler import Scheduler
 
@@ -130,11 +131,26 @@ class Engine:
             self.workers.send(command, *args)
 
     def close(self) -> None:
-        """Stop the tensor-parallel workers and leave the process group (no-op without TP)."""
+        """Stop the tensor-parallel workers, leave the process group and give the device memory back
+        (weights, KV cache, CUDA graphs), so that another engine can start in this process. The
+        report and the step records stay; the engine cannot run any more."""
         workers, self.workers = getattr(self, "workers", None), None
         if workers is not None:
             workers.close()
             close_tensor_parallel()
+        if getattr(self, "runner", None) is None:
+            return
+        if self.compiled is not None:
+            self.compiled.backend.release()
+        for holder in ("runner", "compiled", "model", "kv_cache", "inputs", "backend", "scheduler", "_in_flight"):
+            setattr(self, holder, None)
+        gc.collect()  # (the compiled forward and its pieces refer to one another)
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+    def _require_open(self) -> None:
+        if self.runner is None:
+            raise GraphbenchError("this engine is closed: start a new one")
 
     def _make_dispatcher(self) -> CudagraphDispatcher:
         comp = self.config.compilation
@@ -188,7 +204,7 @@ class Engine:
     def _num_kv_blocks(self, block_size: int) -> int:
         free = free_memory(self.device) if self.device.type == "cuda" else None
         num_blocks = num_kv_blocks(self.local_arch, self.config, self.dtype, block_size, self.max_model_len,
-                                   self.device_info.total_memory, free)
+                                   self.device_info.total_memory, free, self.report.weights_bytes)
         # every rank schedules the same batches, so all must hold the same number of blocks
         return min_over_ranks(num_blocks) if self.shard.size > 1 else num_blocks
 
@@ -196,29 +212,17 @@ class Engine:
 
     def add_request(self, prompt_token_ids: list[int], sampling: SamplingParams | None = None) -> Request:
         """Queue a request; reject prompts that can never run."""
+        self._require_open()
         sampling = sampling or SamplingParams()
-        if not prompt_token_ids:
-            raise GraphbenchError("a prompt needs at least one token")
-        bad = [t for t in prompt_token_ids if not isinstance(t, int) or not 0 <= t < self.arch.vocab_size]
-        if bad:
-            raise GraphbenchError(f"prompt token {bad[0]!r} is outside the vocabulary (0..{self.arch.vocab_size - 1})")
-        total = len(prompt_token_ids) + sampling.max_tokens
-        if total > self.max_model_len:
-            raise GraphbenchError(
-                f"prompt of {len(prompt_token_ids)} tokens + max_tokens {sampling.max_tokens} = {total} exceeds "
-                f"max_model_len {self.max_model_len}")
-        blocks = -(-total // self.kv_cache.block_size)
-        if blocks > self.kv_cache.num_blocks:
-            raise GraphbenchError(
-                f"a request of {total} tokens needs {blocks} KV blocks but the cache holds only "
-                f"{self.kv_cache.num_blocks} ({self.kv_cache.num_tokens} tokens)")
+        check_prompt(prompt_token_ids, sampling.max_tokens, self.arch.vocab_size, self.max_model_len,
+                     self.kv_cache.block_size, self.kv_cache.num_blocks)
         self._mirror("add", list(prompt_token_ids), dataclasses.asdict(sampling))
         request = Request(next(self._ids), list(prompt_token_ids), sampling, arrival_time=time.perf_counter())
         self.scheduler.add(request)
         return request
 
     def has_unfinished(self) -> bool:
-        return self.scheduler.has_unfinished()
+        return self.scheduler is not None and self.scheduler.has_unfinished()
 
     def step(self) -> list[Request]:
         """Run one scheduled batch; return the requests that finished.
@@ -228,6 +232,7 @@ class Engine:
         tokens then come back one step later, and one stopped by EOS may compute one extra token
         (dropped). Without it, a step waits for its own tokens.
         """
+        self._require_open()
         self._mirror("step")
         started = time.perf_counter()
         batch = self.scheduler.schedule()
@@ -287,6 +292,7 @@ class Engine:
     @torch.inference_mode()
     def prompt_logits(self, prompts: list[list[int]]) -> list[torch.Tensor]:
         """Logits[len(p), V] (float32) at every prompt position, all prompts in one flat batch."""
+        self._require_open()
         self._mirror("prompt_logits", prompts)
         self._drain()
         workers, self.workers = self.workers, None  # the workers run their own prompt_logits: no nested calls

@@ -75,9 +75,10 @@ def activation_bytes(arch: ArchConfig, max_num_batched_tokens: int, max_num_seqs
 
 
 def num_kv_blocks(arch: ArchConfig, config, dtype, block_size: int, max_model_len: int,
-                  total_memory: int | None, free_memory: int | None) -> int:
+                  total_memory: int | None, free_memory: int | None, weights_bytes: int = 0) -> int:
     """KV blocks: explicit count; on the CPU enough for max_num_seqs full sequences (<= 256 MiB);
-    on a GPU utilisation x total memory, minus what is in use, minus one step's activations."""
+    on a GPU utilisation x total memory, minus what is in use, minus one step's activations.
+    weights_bytes (this engine's weights, already loaded) only explains a shortfall."""
     if config.cache.num_blocks is not None:
         return config.cache.num_blocks
     per_block = bytes_per_block(arch, block_size, dtype)
@@ -89,7 +90,20 @@ def num_kv_blocks(arch: ArchConfig, config, dtype, block_size: int, max_model_le
     reserve = activation_bytes(arch, sched.max_num_batched_tokens, sched.max_num_seqs, dtype)
     budget = int((total_memory or 0) * config.cache.gpu_memory_utilization) - in_use - reserve
     if budget < per_block:
-        raise GraphbenchError(
-            f"no memory left for the KV cache (budget {budget / 2**30:.2f} GiB after weights): "
-            "raise --gpu-memory-utilization or use a smaller model")
+        raise GraphbenchError(_shortfall(config.cache.gpu_memory_utilization, total_memory or 0, in_use,
+                                         weights_bytes, reserve, budget))
     return budget // per_block
+
+
+def _shortfall(utilization: float, total: int, in_use: int, weights: int, reserve: int, budget: int) -> str:
+    """Where the GPU's memory went, when none is left for the KV cache."""
+    gib = 2**30
+    others = in_use - weights
+    held = f"this engine's weights {weights / gib:.2f} GiB"
+    if weights and others > 1 * gib:  # (the CUDA context and torch's own buffers take a few hundred MiB)
+        held += (f"; {others / gib:.2f} GiB held by something else: another engine in this process "
+                 "(close it and free its memory first) or another process on the GPU")
+    return (f"no memory left for the KV cache: gpu_memory_utilization {utilization:.2f} x {total / gib:.2f} GiB "
+            f"minus {in_use / gib:.2f} GiB in use ({held}) minus {reserve / gib:.2f} GiB for one step's "
+            f"activations leaves {budget / gib:.2f} GiB. Raise --gpu-memory-utilization, lower "
+            "--max-num-batched-tokens or use a smaller model")

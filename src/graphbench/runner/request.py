@@ -80,3 +80,24 @@ class Request:
 
     def max_total_tokens(self) -> int:
         return len(self.prompt_token_ids) + self.sampling.max_tokens
+
+
+def check_prompt(prompt_token_ids: list[int], max_tokens: int, vocab_size: int, max_model_len: int,
+                 block_size: int, num_kv_blocks: int) -> None:
+    """Reject a prompt that can never run: empty, outside the vocabulary, longer than the model's
+    context with its max_tokens, or needing more KV blocks than the cache holds."""
+    if not prompt_token_ids:
+        raise GraphbenchError("a prompt needs at least one token")
+    bad = [t for t in prompt_token_ids if not isinstance(t, int) or not 0 <= t < vocab_size]
+    if bad:
+        raise GraphbenchError(f"prompt token {bad[0]!r} is outside the vocabulary (0..{vocab_size - 1})")
+    total = len(prompt_token_ids) + max_tokens
+    if total > max_model_len:
+        raise GraphbenchError(
+            f"prompt of {len(prompt_token_ids)} tokens + max_tokens {max_tokens} = {total} exceeds "
+            f"max_model_len {max_model_len}")
+    blocks = -(-total // block_size)
+    if blocks > num_kv_blocks:
+        raise GraphbenchError(
+            f"a request of {total} tokens needs {blocks} KV blocks but the cache holds only "
+            f"{num_kv_blocks} ({num_kv_blocks * block_size} tokens)")

@@ -86,7 +86,7 @@ class AotStore:
             # cache (in the same directory) usually serves: -O3's fixed-size variants hit this with
             # "no aot_autograd artifacts", and its warm start still took 1.6-2.8 s for them on an H200.
             log.warning("could not save compiled piece %s (the next start compiles it again, from "
-                        "Inductor's cache when it holds it): %s", key[:12], exc)
+                        "Inductor's cache when it holds it): %s", key[:12], str(exc))
 
     def load_piece(self, key: str, size: int | None = None) -> Any:
         return torch._inductor.CompiledArtifact.load(path=str(self._piece_path(key, size)), format="binary")
@@ -117,5 +117,5 @@ class AotStore:
             plan = ArgPlan([tuple(e) for e in meta["plan"]])
             return split, meta["pieces"], plan, meta.get("compile_sizes", [])
         except Exception as exc:  # corrupt entry: rebuild
-            log.warning("ignoring unreadable compiled graph in %s: %s", self.directory, exc)
+            log.warning("ignoring unreadable compiled graph in %s: %s", self.directory, str(exc))
             return None

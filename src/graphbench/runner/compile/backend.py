@@ -129,7 +129,7 @@ class SplittingBackend:
                     if self.aot.has_static(key, size):
                         self.static_by_key[(key, size)] = _unbox_for(graph, self.aot.load_piece(key, size))
         except Exception as exc:  # unreadable artefact: compile afresh
-            log.warning("compiled pieces in %s could not be loaded (%s); compiling afresh", self.aot.directory, exc)
+            log.warning("compiled pieces in %s could not be loaded (%s); compiling afresh", self.aot.directory, str(exc))
             self.dynamic_by_key.clear()
             self.static_by_key.clear()
             return None
@@ -150,6 +150,21 @@ class SplittingBackend:
         for runner in self.runners:
             if size in runner.compile_sizes:
                 (runner.static_sizes.add if on else runner.static_sizes.discard)(size)
+
+    def release(self) -> None:
+        """Drop the model, the compiled pieces and their CUDA graphs. Dynamo's cache entry for the
+        model's forward (global, on its code object) keeps this backend alive after the engine is
+        gone: without this the engine's weights and piecewise recordings would stay with it."""
+        for wrapper in self.wrappers:
+            wrapper.recordings.clear()
+        for runner in self.runners:
+            runner.static_fns.clear()
+            runner.dynamic_fn = runner.graph = None
+        self.runners.clear()
+        self.wrappers.clear()
+        self.dynamic_by_key.clear()
+        self.static_by_key.clear()
+        self.model = self.split_module = self.aot = None
 
     def finish_startup(self) -> None:
         """No compilation after start-up: a missing variant is then an error, not a stall."""

@@ -61,7 +61,7 @@ def start_compile_workers() -> int:
         AsyncCompile.warm_pool()
         AsyncCompile.use_process_pool()  # submits the pool's readiness probe: the workers start now
     except Exception as exc:  # a torch without these hooks: Inductor starts its pool itself
-        log.debug("could not start Inductor's compile workers early: %s", exc)
+        log.debug("could not start Inductor's compile workers early: %s", str(exc))
     return threads
 
 

@@ -95,7 +95,7 @@ def _inductor_compile(graph: fx.GraphModule, example_args: list[Any], patches: d
             return _unbox(artifact, single), artifact
         except Exception as exc:  # a torch without a working standalone path: compile without saving
             _standalone_failed = True
-            log.warning("saving compiled pieces is off (standalone_compile failed: %s: %s)", type(exc).__name__, exc)
+            log.warning("saving compiled pieces is off (standalone_compile failed: %s: %s)", type(exc).__name__, str(exc))
     from torch._inductor.compile_fx import compile_fx
 
     return _unbox(compile_fx(copy.deepcopy(graph), example_args, config_patches=patches), single), None

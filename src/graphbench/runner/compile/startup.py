@@ -54,7 +54,7 @@ def compile_at_startup(engine) -> None:
             if not engine.report.compile_from_cache:
                 raise
             log.warning("compile cache entry %s looks corrupt (%s: %s); rebuilding it", directory,
-                        type(exc).__name__, exc)
+                        type(exc).__name__, str(exc))
             shutil.rmtree(directory, ignore_errors=True)
             engine.report.compile_cache_rebuilt = True
             _compile_into(engine, directory)
