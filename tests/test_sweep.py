@@ -97,7 +97,8 @@ def test_failed_point_is_recorded_and_resume_completes(tmp_path):
 
 def test_timeout_is_a_failed_point(tmp_path):
     result = runner.invoke(app, ["sweep", *FAST, "--levels", "0", "--results", str(tmp_path), "--timeout", "0.5"])
-    assert result.exit_code == 0
+    assert result.exit_code == 1  # the only point failed: nothing was measured
+    assert "1 point(s) failed" in result.output and "no point was measured" in result.output
     (r,) = load_results([tmp_path]).results
     assert r["status"] == "failed" and r["failure"]["reason"] == "timed out after 0.5 s"
 
@@ -117,11 +118,22 @@ def test_tuned_ladder_point_is_tuned_from_the_measured_batch_sizes(tmp_path):
     assert 1 in sizes and 3 in sizes  # the measured decode batch sizes of concurrency 1 and 3
 
 
-def test_tuned_first_is_a_failed_point(tmp_path):
-    result = runner.invoke(app, ["sweep", *FAST, "--levels", "0", "--ladders", "tuned:2", "--results", str(tmp_path)])
-    assert result.exit_code == 0
-    (r,) = load_results([tmp_path]).results
-    assert r["status"] == "failed" and "no measured batch sizes" in r["failure"]["reason"]
+def test_tuned_first_is_refused_before_anything_runs(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    result = runner.invoke(app, ["sweep", *FAST, "--levels", "0", "--ladders", "tuned:2", "--results", str(tmp_path),
+                                 "--dry-run"])
+    assert result.exit_code == 2
+    assert result.output.strip() == ("error: O0_tuned2: a tuned:N ladder is tuned from the batch sizes measured before "
+                                     "it; put a default or interactivity ladder first (--ladders default,tuned:N)")
+    # a folder that already holds measured points (a resumed or extended sweep) can tune from those
+    measured = Path(__file__).parent / "data" / "gate" / "baseline" / "cpu-test"
+    shutil.copytree(measured, tmp_path / "cpu-test")
+    again = runner.invoke(app, ["sweep", *FAST, "--levels", "0", "--ladders", "tuned:2", "--results", str(tmp_path),
+                                "--dry-run"])
+    assert again.exit_code == 0, again.output
+    assert "O0_tuned2" in again.output
 
 
 def test_sample_sweep_files_build():

@@ -149,6 +149,9 @@ def _tuned_graphs(ladder: Any) -> int | None:
     return count
 
 
+WORKLOAD_KEYS = ("concurrency", "request_rate", "prompt_len", "output_len", "num_requests", "repeats", "target_repeat_s")
+
+
 def load_sweep_file(path: str | Path) -> tuple[dict[str, Any], dict[str, list[Any]], dict[str, Any]]:
     """A sweep TOML: [base] dotted config keys, [grid] axis = [values], [workload] run options, peers."""
     data = read_toml(path)
@@ -160,5 +163,9 @@ def load_sweep_file(path: str | Path) -> tuple[dict[str, Any], dict[str, list[An
         if not isinstance(values, list) or not values:
             raise GraphbenchError(f"{path}: grid.{axis} must be a non-empty list")
     base = {canonical_axis(k): v for k, v in data.get("base", {}).items()}
+    for key in data.get("workload", {}):
+        if key not in WORKLOAD_KEYS:
+            raise GraphbenchError(f"{path}: unknown key workload.{key}{suggest(key, WORKLOAD_KEYS)}; "
+                                  f"choose from {', '.join(WORKLOAD_KEYS)}")
     workload = dict(data.get("workload", {}), peers=data.get("peers", []))
     return base, grid, workload

@@ -13,36 +13,95 @@ from graphbench.errors import GraphbenchError
 WORKLOAD = "Workload options"
 
 
+DEFAULT_CONCURRENCY = "1,4,16,64"
+
+
 def build_workloads(concurrency: Optional[str], request_rate: Optional[str], trace: Optional[str], prompt_len: str,
                     output_len: str, num_requests: Optional[int], seed: int, per_concurrency: int = 4) -> list:
-    """The workloads a run measures: closed-loop levels, Poisson rates, a trace."""
-    from graphbench.bench.workloads import LengthDist, Workload
+    """The workloads a run measures: closed-loop levels, Poisson rates, a trace. Concurrency None: the
+    default levels, unless rates or a trace were asked for (then only those)."""
+    from graphbench.bench.workloads import LengthDist, Workload, load_trace
 
     prompt, output = LengthDist.parse(prompt_len, "--prompt-len"), LengthDist.parse(output_len, "--output-len")
-    common = dict(prompt_len=prompt, output_len=output, num_requests=num_requests, seed=seed)
+    if num_requests is not None and num_requests < 1:
+        raise GraphbenchError(f"--num-requests must be >= 1, got {num_requests}")
     if per_concurrency < 1:
         raise GraphbenchError(f"--num-requests-per-concurrency must be >= 1, got {per_concurrency}")
+    common = dict(prompt_len=prompt, output_len=output, num_requests=num_requests, seed=seed)
+    if concurrency is None and not (request_rate or trace):
+        concurrency = DEFAULT_CONCURRENCY
+    levels = parse_int_list(concurrency, "--concurrency") or []
+    bad = [c for c in levels if c < 1]
+    if bad:
+        raise GraphbenchError(f"--concurrency levels must be >= 1, got {bad[0]}")
     workloads = [Workload(kind="closed", concurrency=c, **dict(common, num_requests=num_requests or per_concurrency * c))
-                 for c in parse_int_list(concurrency, "--concurrency") or []]
+                 for c in levels]
     for text in (request_rate or "").split(","):
         if text.strip():
             try:
                 rate = float(text)
             except ValueError:
                 raise GraphbenchError(f"--request-rate must be numbers like 2,8.5; got {text!r}") from None
+            if not rate > 0:
+                raise GraphbenchError(f"--request-rate must be > 0, got {text.strip()}")
             workloads.append(Workload(kind="poisson", request_rate=rate, **common))
     if trace:
+        load_trace(trace)  # a missing or malformed trace fails now, not after the other workloads
         workloads.append(Workload(kind="trace", trace=trace, seed=seed))
     if not workloads:
         raise GraphbenchError("no workload: give --concurrency, --request-rate or --trace")
     return workloads
 
 
+def check_measure_options(repeats: int, target_repeat_s: float) -> None:
+    """--repeats and --target-repeat-s, checked before anything starts (run and sweep)."""
+    if repeats < 1:
+        raise GraphbenchError(f"--repeats must be >= 1, got {repeats}")
+    if target_repeat_s < 0:
+        raise GraphbenchError(f"--target-repeat-s must be >= 0, got {target_repeat_s}")
+
+
+def check_lengths(workloads: list, max_model_len: int) -> None:
+    """No request of these workloads may exceed the model's context (prompt + output)."""
+    for workload in workloads:
+        if workload.kind == "trace":
+            from graphbench.bench.workloads import load_trace
+
+            longest = max(r.prompt_len + r.output_len for r in load_trace(workload.trace))
+            given = f"trace {workload.trace} has a request of {longest} tokens"
+        else:
+            longest = workload.prompt_len.max() + workload.output_len.max()
+            given = (f"--prompt-len {_text(workload.prompt_len)} + --output-len {_text(workload.output_len)} "
+                     f"reach {longest} tokens")
+        if longest > max_model_len:
+            raise GraphbenchError(f"{given}, over max_model_len {max_model_len} (--max-model-len)")
+
+
+def _text(dist) -> str:
+    if dist.dist == "fixed":
+        return str(int(dist.a))
+    return f"uniform:{int(dist.a)}-{int(dist.b)}" if dist.dist == "uniform" else f"normal:{dist.a:g},{dist.b:g}"
+
+
+def check_results_folder(path) -> None:
+    """The results folder can be created (or is one) before any measurement starts."""
+    from pathlib import Path
+
+    folder = Path(path)
+    blocked = next((p for p in [folder, *folder.parents] if p.exists() and not p.is_dir()), None)
+    if blocked is not None:
+        raise GraphbenchError(f"results folder {folder}: {blocked} exists and is not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise GraphbenchError(f"cannot create the results folder {folder}: {exc.strerror or exc}") from None
+
+
 @app.command()
 @with_engine_options
 def run(
     engine_config: EngineConfig,
-    concurrency: Annotated[Optional[str], typer.Option(help="Closed-loop concurrency levels.", rich_help_panel=WORKLOAD)] = "1,4,16,64",
+    concurrency: Annotated[Optional[str], typer.Option(help="Closed-loop concurrency levels (default 1,4,16,64 unless --request-rate or --trace).", rich_help_panel=WORKLOAD)] = None,
     request_rate: Annotated[Optional[str], typer.Option(help="Poisson open-loop rates (requests/s), e.g. 2,8.", rich_help_panel=WORKLOAD)] = None,
     trace: Annotated[Optional[str], typer.Option(help="Replay a JSONL trace (arrival_s, prompt_len, output_len).", rich_help_panel=WORKLOAD)] = None,
     prompt_len: Annotated[str, typer.Option(help="128, uniform:64-256 or normal:128,32.", rich_help_panel=WORKLOAD)] = "128",
@@ -62,13 +121,12 @@ def run(
 
     from graphbench.bench.point import PointSpec, run_point
 
-    if repeats < 1:
-        raise GraphbenchError(f"--repeats must be >= 1, got {repeats}")
-    if target_repeat_s < 0:
-        raise GraphbenchError(f"--target-repeat-s must be >= 0, got {target_repeat_s}")
+    check_measure_options(repeats, target_repeat_s)
     workloads = build_workloads(concurrency, request_rate, trace, prompt_len, output_len, num_requests, workload_seed,
                                 num_requests_per_concurrency)
     resolved = engine_config.resolve()
+    check_lengths(workloads, _max_model_len(resolved))
+    check_results_folder(results)
     if num_requests is not None:
         target_repeat_s = 0.0  # the request count was given: measure exactly that
     console = make_console(stderr=True, quiet=quiet)
@@ -89,6 +147,12 @@ def run(
                      target_repeat_s=target_repeat_s)
     path = run_point(spec, results, progress=lambda message: console.print(f"[dim]{label}: {message}[/dim]"))
     _print_summary(path)
+
+
+def _max_model_len(config: EngineConfig) -> int:
+    from graphbench.config import load_arch
+
+    return config.scheduler.max_model_len or load_arch(config.model.model).max_position_embeddings
 
 
 def variants_line(choice: dict) -> str:

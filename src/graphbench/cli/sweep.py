@@ -34,9 +34,9 @@ def _parse_values(text: str) -> list:
 def sweep(
     model: Annotated[str, typer.Option("--model", "-m", help="Preset or checkpoint folder.")] = "tiny-llama",
     levels: Annotated[str, typer.Option(help="-O levels to sweep.", rich_help_panel=GRID)] = "0,1,2,3",
-    ladders: Annotated[str, typer.Option(help="Capture ladders: default, interactivity.", rich_help_panel=GRID)] = "default,interactivity",
+    ladders: Annotated[str, typer.Option(help="Capture ladders: default, interactivity, tuned:N (N graphs tuned to the batch sizes measured before it).", rich_help_panel=GRID)] = "default,interactivity",
     grid: Annotated[Optional[list[str]], typer.Option("--grid", "-g", help="More axes: FIELD=v1,v2 (e.g. max_num_seqs=64,256).", rich_help_panel=GRID)] = None,
-    sweep_file: Annotated[Optional[Path], typer.Option("--sweep-file", help="TOML with [base], [grid], [workload], peers.", rich_help_panel=GRID)] = None,
+    sweep_file: Annotated[Optional[Path], typer.Option("--sweep-file", help="TOML with \\[base], \\[grid], \\[workload] tables and peers.", rich_help_panel=GRID)] = None,
     peers: Annotated[Optional[str], typer.Option(help="hf-eager,hf-compile (default on the GPU; 'none' to skip).")] = None,
     device: Annotated[str, typer.Option(help="auto, cuda or cpu.")] = "auto",
     concurrency: Annotated[Optional[str], typer.Option(help="Closed-loop levels (default 1,4,16,64; CPU 1,4,16).")] = None,
@@ -63,6 +63,12 @@ def sweep(
     gpu_ids = parse_gpus(gpus)
 
     gpu = _has_gpu(device)
+    if gpu_ids and not gpu:
+        raise GraphbenchError(f"--gpus {gpus}: no CUDA GPU is visible{' (--device cpu)' if device == 'cpu' else ''}")
+    if timeout <= 0:
+        raise GraphbenchError(f"--timeout must be > 0 seconds, got {timeout:g}")
+    if max_num_seqs is not None and max_num_seqs < 1:
+        raise GraphbenchError(f"--max-num-seqs must be >= 1, got {max_num_seqs}")
     base: dict = {"model.model": model, "model.device": device}
     axes: dict[str, list] = {"level": _parse_values(levels), "ladder": _parse_values(ladders)}
     workload: dict = {}
@@ -80,7 +86,9 @@ def sweep(
         base["scheduler.max_num_seqs"] = max_num_seqs
     peer_list = _parse_peers(peers if peers is not None else workload.pop("peers", None), gpu)
     points = build_grid(base, {k: v for k, v in axes.items() if v}, peer_list, graphs_possible=gpu)
+    _check_tuned_points(points, results)
     run_args = _run_args(workload, concurrency, prompt_len, output_len, num_requests, repeats, gpu, target_repeat_s)
+    _check_run_args(run_args)
 
     console = make_console()
     if dry_run:
@@ -116,6 +124,9 @@ def sweep(
     _write_report(console, results, report or results / "report")
     if result.num_failed:
         console.print(f"[red]{result.num_failed} point(s) failed; see the report's Failures section[/red]")
+        if not any(o.status in ("ok", "skipped") for o in result.outcomes) and not result.interrupted:
+            console.print("[red]no point was measured[/red]")
+            raise typer.Exit(1)
     if result.interrupted:
         left = sum(o.status == "interrupted" for o in result.outcomes)
         console.print(f"[yellow]interrupted: {left} point(s) not measured; the report covers the others. "
@@ -161,12 +172,47 @@ def _parse_peers(text, gpu: bool) -> list[str]:
     return [] if text.strip().lower() in ("", "none") else [p.strip() for p in text.split(",") if p.strip()]
 
 
+def _check_tuned_points(points: list, results: Path) -> None:
+    """A tuned:N ladder is tuned from batch sizes measured before it: in this sweep or in the folder."""
+    from graphbench.reports.store import load_results
+
+    first = next((i for i, p in enumerate(points) if p.tuned_graphs is not None), None)
+    if first is None or any(p.system == "graphbench" and p.tuned_graphs is None for p in points[:first]):
+        return
+    if results.is_dir() and any(r.get("status") == "ok" and r.get("system") == "graphbench"
+                                for r in load_results([results]).results):
+        return
+    raise GraphbenchError(f"{points[first].label}: a tuned:N ladder is tuned from the batch sizes measured before it; "
+                          "put a default or interactivity ladder first (--ladders default,tuned:N)")
+
+
+def _check_run_args(run_args: list[str]) -> None:
+    """What each point's `graphbench run` would reject, rejected now (before any point starts)."""
+    from graphbench.cli.run import build_workloads, check_measure_options
+
+    values = dict(zip(run_args[::2], run_args[1::2]))
+
+    def number(flag: str, kind):
+        try:
+            return kind(values[flag]) if flag in values else None
+        except ValueError:
+            raise GraphbenchError(f"{flag} must be a number, got {values[flag]!r}") from None
+
+    check_measure_options(number("--repeats", int), number("--target-repeat-s", float))
+    build_workloads(values.get("--concurrency"), values.get("--request-rate"), None, values["--prompt-len"],
+                    values["--output-len"], number("--num-requests", int), 0,
+                    number("--num-requests-per-concurrency", int) or 4)
+
+
 def _run_args(workload: dict, concurrency, prompt_len, output_len, num_requests, repeats: int, gpu: bool,
               target_repeat_s: float | None = None) -> list[str]:
     if target_repeat_s is None:
         target_repeat_s = workload.get("target_repeat_s", 0.0)
+    closed = concurrency or workload.get("concurrency")
+    if not closed and not workload.get("request_rate"):  # (open loop only when rates alone were given)
+        closed = "1,4,16,64" if gpu else "1,4,16"
     values = {
-        "concurrency": concurrency or workload.get("concurrency") or ("1,4,16,64" if gpu else "1,4,16"),
+        "concurrency": closed,
         "prompt-len": prompt_len or workload.get("prompt_len") or ("128" if gpu else "64"),
         "output-len": output_len or workload.get("output_len") or ("64" if gpu else "16"),
         "repeats": str(workload.get("repeats", repeats)),
@@ -174,12 +220,15 @@ def _run_args(workload: dict, concurrency, prompt_len, output_len, num_requests,
     }
     if isinstance(values["concurrency"], list):
         values["concurrency"] = ",".join(map(str, values["concurrency"]))
+    if not values["concurrency"]:
+        del values["concurrency"]
     if num_requests or workload.get("num_requests"):
         values["num-requests"] = str(num_requests or workload["num_requests"])
     elif not gpu:  # CPU default: 2 x concurrency requests per workload keeps the default sweep short
         values["num-requests-per-concurrency"] = "2"
     if workload.get("request_rate"):
-        values["request-rate"] = str(workload["request_rate"])
+        rates = workload["request_rate"]
+        values["request-rate"] = ",".join(map(str, rates)) if isinstance(rates, list) else str(rates)
     args = []
     for key, value in values.items():
         args += [f"--{key}", str(value)]
