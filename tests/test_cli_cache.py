@@ -218,10 +218,58 @@ def test_declined_confirmation_removes_nothing(entries: Path, answer: str) -> No
     before = existing(entries)
     result = invoke("clear", input=answer)
     assert result.exit_code == 1, result.output
-    assert "removed " not in result.stdout and "freed" not in result.stdout
+    assert isinstance(result.exception, SystemExit), result.exception  # no escaped Abort
+    assert not [line for line in result.stdout.splitlines() if line.startswith(("removed ", "freed "))]
+    assert result.stdout.splitlines()[-1].startswith("aborted: nothing removed")
     assert existing(entries) == before == set(FAKE)
     result = invoke("clear", "aaaa111111", input=answer)
     assert result.exit_code == 1
+    assert existing(entries) == set(FAKE)
+
+
+NO_ANSWER = "aborted: nothing removed (no answer; use --yes when not interactive)"
+
+
+def test_declined_confirmation_output(entries: Path) -> None:
+    result = invoke("clear", "aaaa111111", input="n\n")
+    assert result.exit_code == 1
+    assert isinstance(result.exception, SystemExit)  # a clean exit, not an escaped exception
+    assert result.stdout.splitlines() == [
+        f"will remove 1 entry from {entries / 'torch_compile_cache'}:",
+        "  aaaa111111  1.5 KiB  llama-tiny bf16 FULL_AND_PIECEWISE mns=256 [dyn]",
+        "remove 1 entry, 1.5 KiB? [y/N]: n",
+        "aborted: nothing removed",
+    ]
+    assert result.stderr == ""
+
+
+def test_unanswered_confirmation_is_a_clean_exit_1(entries: Path) -> None:
+    # stdin empty (CI without --yes): typer.confirm raises typer.Abort, which must not escape.
+    result = invoke("clear", "aaaa111111", input="")
+    assert result.exit_code == 1
+    assert isinstance(result.exception, SystemExit)
+    assert result.stdout.splitlines() == [
+        f"will remove 1 entry from {entries / 'torch_compile_cache'}:",
+        "  aaaa111111  1.5 KiB  llama-tiny bf16 FULL_AND_PIECEWISE mns=256 [dyn]",
+        "remove 1 entry, 1.5 KiB? [y/N]: ",
+        NO_ANSWER,
+    ]
+    assert result.stderr == ""
+    assert existing(entries) == set(FAKE)
+
+
+def test_clear_without_a_terminal_has_no_traceback(entries: Path) -> None:
+    """The audit's case, in a real process: `graphbench cache clear </dev/null`."""
+    src = str(Path(graphbench.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]),
+           "GRAPHBENCH_CACHE_ROOT": str(entries)}
+    proc = subprocess.run([sys.executable, "-m", "graphbench", "cache", "clear"], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, env=env, timeout=60, check=False)  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr == ""
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"will remove 3 entries from {entries / 'torch_compile_cache'}:"
+    assert lines[-2:] == ["remove 3 entries, 5.0 MiB? [y/N]: ", NO_ANSWER]
     assert existing(entries) == set(FAKE)
 
 
@@ -254,6 +302,13 @@ def test_clear_empty_cache(root: Path) -> None:
 
 
 # --- wiring ---------------------------------------------------------------------------------
+
+
+def test_cache_without_a_subcommand_prints_its_help_once() -> None:
+    result = runner.invoke(app, ["cache"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    assert result.stdout.count("Usage:") == 1
+    assert result.stdout.rstrip() == runner.invoke(app, ["cache", "--help"], env={"COLUMNS": "200"}).stdout.rstrip()
 
 
 def test_help() -> None:

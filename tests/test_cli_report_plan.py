@@ -101,6 +101,30 @@ def test_plan_bad_input_exits_2_with_one_line(args, message):
     assert result.stdout == ""
 
 
+@pytest.mark.parametrize("command", ["plan", "report"])
+@pytest.mark.parametrize("where", ["file", "below-a-file"])
+def test_bad_output_path_fails_before_any_work(tmp_path, command, where):
+    afile = tmp_path / "afile"
+    afile.write_text("keep me\n")
+    out = afile if where == "file" else afile / "sub" / "plan"
+    args = ["--slo", "tpot_p99_ms=50"] if command == "plan" else []
+    result = run(command, SYNTHETIC, *args, "-o", out)
+    assert result.exit_code == 2
+    assert result.stdout == ""  # no table, no progress: nothing was computed
+    expected = (f"error: output path exists and is not a folder: {afile}" if where == "file"
+                else f"error: cannot create output folder {out}: {afile} is not a folder")  # fmt: skip
+    assert result.stderr.splitlines() == [expected]  # not even the skipped-file warnings
+    assert afile.read_text() == "keep me\n"
+
+
+def test_plan_output_folder_is_created_with_its_parents(tmp_path):
+    out = tmp_path / "a" / "b"
+    result = run("plan", SYNTHETIC, "--slo", "tpot_p99_ms=50", "-o", out)
+    assert result.exit_code == 0, result.output
+    assert (out / "plan.json").is_file()
+    assert result.stdout.splitlines()[-1] == f"wrote plan.json, plan.csv, plan_pareto.png, plan_gpus.png to {out}"
+
+
 def test_help_lists_both_commands():
     result = run("--help")
     assert result.exit_code == 0 and "report" in result.stdout and "plan" in result.stdout

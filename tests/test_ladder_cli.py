@@ -141,6 +141,38 @@ def test_custom_capture_sizes_with_warnings() -> None:
     assert "3 sizes: [1 2 8]" in table.stdout
 
 
+def test_custom_capture_sizes_are_not_capped_by_max_num_seqs() -> None:
+    """SPEC 1.5: a user list is only filtered to <= max_num_batched_tokens; its largest rung is the top.
+    --max-num-seqs sets the top of the default and interactivity ladders only (and the help says so)."""
+    result = run("--capture-sizes", "1000,2000", "--max-num-seqs", "8", "--batches", "3,1500,2500")
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+    assert result.stdout.splitlines()[:4] == [
+        "max_num_seqs=8 -> max capture size 16",
+        "default ladder:            5 sizes: [1 2 4 8 16]",
+        "interactivity ladder:      16 sizes: [1 2 3 4 5 6 7 8] ... [14 15 16]",
+        "custom ladder (selected):  2 sizes: [1000 2000], top 2000",
+    ]
+    capped = run("--capture-sizes", "1000,2000", "--max-num-seqs", "8", "--max-num-batched-tokens", "1500",
+                 "--format", "json", "--batches", "3,1500,2500")  # fmt: skip
+    assert capped.exit_code == 0, capped.output
+    custom = json.loads(capped.stdout)["ladders"][2]
+    assert custom["sizes"] == [1000] and custom["max_capture_size"] == 1000
+    assert capped.stderr.splitlines() == [
+        "warning: custom ladder: dropped capture sizes above max_num_batched_tokens 1500: 2000"]
+
+    from typer.main import get_command
+
+    helps = {p.opts[0]: p.help for p in get_command(app).commands["ladder"].params}
+    assert helps["--capture-sizes"] == (
+        "A custom ladder, e.g. 1,2,4,8: de-duplicated, sorted, sizes above --max-num-batched-tokens dropped "
+        "(--max-num-seqs does not cap it: its largest size is its top); shown as 'custom' and selected."
+    )
+    assert helps["--max-num-seqs"] == (
+        "Most requests per step; sets the top rung of the default and interactivity ladders (2x, capped at 512)."
+    )
+
+
 def test_speculative_blackwell_and_caps() -> None:
     doc = json.loads(run("--num-speculative-tokens", "1", "--format", "json").stdout)
     assert all(s % 2 == 0 for lad in doc["ladders"] for s in lad["sizes"])

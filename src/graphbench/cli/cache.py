@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from graphbench.cli.main import app
+from graphbench.cli.output import confirm_or_exit
 from graphbench.cli.output import console as make_console
 from graphbench.errors import GraphbenchError
 from graphbench.runner.compile.cache import (
@@ -136,7 +137,7 @@ def clear_command(
     ] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
-    """Remove compile-cache entries. Asks first unless --yes; a declined confirmation exits 1."""
+    """Remove compile-cache entries. Asks first unless --yes; a declined or unanswered confirmation exits 1."""
     hashes = list(hashes or [])
     if hashes and all_entries:
         raise GraphbenchError("give entry hashes or --all, not both")
@@ -150,9 +151,7 @@ def clear_command(
         typer.echo(f"will remove {_plural(len(selected))} from {base}:")
         for e in selected:
             typer.echo(f"  {e.hash}  {human_size(e.size_bytes)}  {e.summary}")
-        if not typer.confirm(f"remove {_plural(len(selected))}, {human_size(total)}?", default=False):
-            typer.echo("aborted: nothing removed")
-            raise typer.Exit(1)
+        confirm_or_exit(f"remove {_plural(len(selected))}, {human_size(total)}?", declined="aborted: nothing removed")
     removed = clear_entries([e.hash for e in selected])
     left = [e for e in removed if e.path.exists()]
     for e in removed:

@@ -32,7 +32,12 @@ def _csv(values: tuple[int, ...]) -> str:
 @app.command("ladder")
 def ladder_command(
     max_num_seqs: Annotated[
-        int, typer.Option("--max-num-seqs", help="Most requests per step; sets the top rung (2x, capped at 512).")
+        int,
+        typer.Option(
+            "--max-num-seqs",
+            help="Most requests per step; sets the top rung of the default and interactivity ladders "
+            "(2x, capped at 512).",
+        ),
     ] = 256,
     performance_mode: Annotated[
         str,
@@ -55,7 +60,8 @@ def ladder_command(
         Optional[str],
         typer.Option(
             "--capture-sizes",
-            help="A custom ladder, e.g. 1,2,4,8: de-duplicated, sorted, capped; shown as 'custom' and selected.",
+            help="A custom ladder, e.g. 1,2,4,8: de-duplicated, sorted, sizes above --max-num-batched-tokens "
+            "dropped (--max-num-seqs does not cap it: its largest size is its top); shown as 'custom' and selected.",
         ),
     ] = None,
     max_capture_size: Annotated[

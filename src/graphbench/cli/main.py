@@ -13,11 +13,10 @@ except ImportError:  # pragma: no cover - older typer on plain click
     from click import exceptions as click_exceptions
 
 from graphbench import __version__
+from graphbench.cli.output import ABORTS
 from graphbench.errors import GraphbenchError
 
-
 _NO_ARGS_IS_HELP = getattr(click_exceptions, "NoArgsIsHelpError", ())  # click >= 8.2
-_ABORT = getattr(click_exceptions, "Abort", KeyboardInterrupt)
 
 
 class _ErrorHandlingGroup(TyperGroup):
@@ -34,7 +33,11 @@ class _ErrorHandlingGroup(TyperGroup):
         try:
             code = super().main(*args, standalone_mode=False, **kwargs)
         except _NO_ARGS_IS_HELP as exc:
-            typer.echo(exc.ctx.get_help())
+            # Building the exception rendered the help already: with rich, get_help() prints it and returns
+            # "" (so the message is empty); without rich, the help text is the message. Print it once.
+            help_text = exc.format_message()
+            if help_text:
+                typer.echo(help_text)
             code = 0
         except click_exceptions.UsageError as exc:
             hint = f" (see {exc.ctx.command_path} --help)" if exc.ctx is not None else ""
@@ -43,7 +46,7 @@ class _ErrorHandlingGroup(TyperGroup):
         except click_exceptions.ClickException as exc:
             typer.echo(f"error: {' '.join(exc.format_message().split())}", err=True)
             code = exc.exit_code
-        except _ABORT:
+        except ABORTS:  # typer's own Abort and click's: not related classes (commands that ask catch theirs)
             typer.echo("aborted", err=True)
             code = 1
         if not standalone_mode:
