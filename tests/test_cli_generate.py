@@ -46,3 +46,18 @@ def test_generate_bad_input_is_one_line_exit_2():
         assert result.exit_code == 2, (args, result.output)
         assert "Traceback" not in result.output
         assert result.stderr.strip().startswith("error:") and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_prompts_are_checked_before_the_engine_starts(monkeypatch):
+    """A bad token or length fails in seconds, not after a start-up that may compile for minutes."""
+    import graphbench.runner.engine as engine_module
+
+    def no_engine(*args, **kwargs):
+        raise AssertionError("the engine should not start")
+
+    monkeypatch.setattr(engine_module, "Engine", no_engine)
+    result = runner.invoke(app, [*BASE, "-O2", "-p", "1,2,999999"])
+    assert result.exit_code == 2 and result.stderr.strip() == "error: prompt token 999999 is outside the vocabulary (0..511)"
+    result = runner.invoke(app, [*BASE, "-p", "1,2,3", "--max-model-len", "8", "--max-tokens", "6"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "error: prompt of 3 tokens + max_tokens 6 = 9 exceeds max_model_len 8"

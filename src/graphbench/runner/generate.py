@@ -15,6 +15,17 @@ class GenerateResult:
     notes: list[str] = field(default_factory=list)
 
 
+def _check_prompts(config: EngineConfig, prompts: list[list[int]], max_tokens: int) -> None:
+    """The checks the engine makes on each request that need no engine: vocabulary and context length."""
+    from graphbench.config import load_arch
+    from graphbench.runner.request import check_prompt
+
+    arch = load_arch(config.model.model)
+    max_model_len = config.scheduler.max_model_len or arch.max_position_embeddings
+    for prompt in prompts:  # (the KV cache is not sized yet: its check comes with the engine)
+        check_prompt(prompt, max_tokens, arch.vocab_size, max_model_len, block_size=1, num_kv_blocks=2**62)
+
+
 def run_generate(config: EngineConfig, prompts: list[list[int]], *, max_tokens: int, temperature: float,
                  top_p: float) -> GenerateResult:
     """Start an engine for config and generate max_tokens for each prompt."""
@@ -24,6 +35,7 @@ def run_generate(config: EngineConfig, prompts: list[list[int]], *, max_tokens: 
     if any(not p for p in prompts):
         raise GraphbenchError("--prompt-token-ids needs at least one token id per prompt")
     sampling = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p)
+    _check_prompts(config, prompts, max_tokens)  # before a start-up that may compile for minutes
     engine = Engine(config)
     try:
         tokens = engine.generate(prompts, sampling)
