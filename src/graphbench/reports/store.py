@@ -1,7 +1,8 @@
 """The results store: self-describing, versioned JSON result files, written atomically, never overwritten.
 
 Layout: <results>/<machine>/<NNNN>_<label>.json. No torch import: reports, compare, gate and plan
-run without torch installed.
+run without torch installed. `load_results` skips, with a one-line reason, files that are not JSON,
+not a graphbench result, of an unknown schema_version, or whose shape is wrong (`check_shape`).
 """
 
 from __future__ import annotations
@@ -86,6 +87,49 @@ def migrate(result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def _is_list_of_objects(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, dict) for item in value)
+
+
+def _check_fields(data: dict[str, Any], where: str, objects: tuple[str, ...] = (), lists: tuple[str, ...] = ()) -> None:
+    """ValueError for the first of the fields that is present, not null and of the wrong shape."""
+    prefix = f"{where}: " if where else ""
+    for key in objects:
+        if data.get(key) is not None and not isinstance(data[key], dict):
+            raise ValueError(f"{prefix}{key!r} is not an object")
+    for key in lists:
+        if data.get(key) is not None and not _is_list_of_objects(data[key]):
+            raise ValueError(f"{prefix}{key!r} is not a list of objects")
+
+
+def check_shape(result: dict[str, Any]) -> None:
+    """Raise ValueError, in one line naming the field, when a container that the reports, tune,
+    plan, compare or gate index has the wrong shape: config, environment and startup must be
+    objects; startups and workloads lists of objects; per workload, name a string, repeats a list
+    of objects and summary an object; a few nested containers likewise (config.compilation,
+    config.speculative, each start's cudagraph_mode, each repeat's batch_size_histogram,
+    step_ms_by_mode and slowest_steps). A field that is absent or null is fine (old and failed
+    results lack some); leaf values (numbers, strings) are not checked."""
+    _check_fields(result, "", objects=("config", "environment", "startup"), lists=("startups", "workloads"))
+    _check_fields(result.get("config") or {}, "'config'", objects=("compilation", "speculative"))
+    _check_fields(result.get("startup") or {}, "'startup'", objects=("cudagraph_mode",))
+    for index, start in enumerate(result.get("startups") or [], 1):
+        _check_fields(start, f"'startups' item #{index}", objects=("cudagraph_mode",))
+    for index, workload in enumerate(result.get("workloads") or [], 1):
+        name = workload.get("name")
+        if name is not None and not isinstance(name, str):
+            raise ValueError(f"workload #{index}: 'name' is not a string")
+        where = f"workload {name!r}" if name is not None else f"workload #{index}"
+        _check_fields(workload, where, objects=("summary",), lists=("repeats",))
+        for number, repeat in enumerate(workload.get("repeats") or [], 1):
+            at = f"{where}: repeat #{number}"
+            _check_fields(repeat, at, objects=("batch_size_histogram", "step_ms_by_mode"),
+                          lists=("slowest_steps",))
+            by_mode = repeat.get("step_ms_by_mode") or {}
+            if not all(times is None or isinstance(times, dict) for times in by_mode.values()):
+                raise ValueError(f"{at}: 'step_ms_by_mode' is not an object of objects")
+
+
 def iter_result_files(paths: Iterable[str | Path]) -> list[Path]:
     """Result files under the given files or folders (recursively), sorted."""
     files: list[Path] = []
@@ -108,6 +152,7 @@ def load_results(paths: Iterable[str | Path]) -> LoadedResults:
             if not isinstance(data, dict) or data.get("kind") != KIND:
                 raise ValueError("not a graphbench result")
             data = migrate(data)
+            check_shape(data)
             data["_path"] = str(file)
             results.append(data)
         except (OSError, ValueError, UnicodeDecodeError) as exc:
