@@ -365,13 +365,21 @@ def test_no_common_point(tmp_path):
         run_gate(b, c)
 
 
-def test_unmatched_points_and_workloads_are_warnings(tmp_path):
+def test_a_vanished_point_is_unusable_input_unless_allowed(tmp_path):
+    """A point that disappeared (not run, or its result file skipped as malformed) must not let CI pass."""
     b, c = _two_sets(tmp_path, [make_result("O2-default"), make_result("O1-default")],
-                     [make_result("O2-default", repeats={"closed-c4": [(2200.0, 12.0)] * 5})])
-    report = run_gate(b, c)
+                     [make_result("O2-default", repeats={"closed-c4": [(2200.0, 12.0)] * 5}), make_result("O3-new")])
+    with pytest.raises(GraphbenchError) as caught:
+        run_gate(b, c)
+    assert str(caught.value) == ("point O1-default (graphbench) is in the baseline but not in the current results "
+                                 "(not run, or its file was skipped as malformed); pass --allow-missing to gate the others")
+    report = run_gate(b, c, allow_missing=True)
     text = "\n".join(report.warnings)
     assert "O1-default (graphbench) is only in the baseline" in text
+    assert "O3-new (graphbench) is only in the current results" in text  # a new point: reported, not gated
     assert "workload closed-c1 is only in the baseline" in text
+    only_new = write_set(tmp_path / "c2", [make_result("O2-default"), make_result("O1-default"), make_result("O3-new")])
+    assert run_gate(b, only_new).passed
 
 
 def test_thresholds_validation():

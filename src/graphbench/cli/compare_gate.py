@@ -193,6 +193,10 @@ def gate_command(
     allow_mismatch: Annotated[
         bool, typer.Option("--allow-mismatch", help="Gate points even if their model or config hash differ.")
     ] = False,
+    allow_missing: Annotated[
+        bool, typer.Option("--allow-missing", help="Pass over baseline points missing from the current results "
+                           "(by default they make the input unusable: exit 2).")
+    ] = False,
     markdown: Annotated[
         Path | None, typer.Option("--markdown", help="Write the report as Markdown (e.g. $GITHUB_STEP_SUMMARY).")
     ] = None,
@@ -208,7 +212,8 @@ def gate_command(
     """
     try:
         limits = thresholds_from_specs(threshold or [])
-        report = run_gate(baseline, current, limits, alpha=alpha, allow_mismatch=allow_mismatch)
+        report = run_gate(baseline, current, limits, alpha=alpha, allow_mismatch=allow_mismatch,
+                          allow_missing=allow_missing)
     except GraphbenchError as exc:
         if markdown is not None:
             _write(markdown, error_markdown(str(exc)))

@@ -258,8 +258,13 @@ def run_gate(
     thresholds: Mapping[str, float] | None = None,
     alpha: float = DEFAULT_ALPHA,
     allow_mismatch: bool = False,
+    allow_missing: bool = False,
 ) -> GateReport:
     """Load both sides, compare every matched point and gate the metrics named in thresholds.
+
+    A baseline point missing from the current results (not run, crashed before writing, or its file
+    skipped as malformed) is unusable input unless allow_missing: a CI gate must not pass because a
+    point vanished. Points only in the current results (new ones) are reported and not gated.
 
     thresholds: metric name (or alias) -> signed percentage in the bad direction; None means
     DEFAULT_THRESHOLDS (output_tokens_per_s -5, tpot_p99_ms +10, startup_s +20,
@@ -280,6 +285,11 @@ def run_gate(
         raise GraphbenchError(f"failed benchmark point: {result.matching.failed[0]}{more}")
     if not result.matching.pairs:
         raise GraphbenchError("no benchmark point (label, system) is in both the baseline and the current results")
+    missing = result.matching.only_baseline
+    if missing and not allow_missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise GraphbenchError(f"point {missing[0].name}{more} is in the baseline but not in the current results (not "
+                              "run, or its file was skipped as malformed); pass --allow-missing to gate the others")
     checks, gwarn = gate_comparisons(result.comparisons, limits, alpha)
     if not checks:
         raise GraphbenchError(f"nothing to gate: none of {', '.join(limits)} is in the matched results")
