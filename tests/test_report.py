@@ -187,7 +187,9 @@ def test_failures_and_skipped_files_are_listed(built):
         assert r["failure"]["reason"] in page
         tail = (r["failure"].get("stderr_tail") or "").strip().splitlines()
         assert not tail or tail[-1] in md
-    assert report.warnings == [f"skipped {file}: {why}" for file, why in loaded.skipped]
+    skipped = [f"skipped {file}: {why}" for file, why in loaded.skipped]
+    assert report.warnings[:len(skipped)] == skipped
+    assert all(w.startswith("point ") and "results (" in w for w in report.warnings[len(skipped):])  # re-run points
     for file, _why in loaded.skipped:
         assert str(file) in md
 
@@ -393,3 +395,14 @@ def test_ladder_table_from_the_h200_tune_results():
     assert tuned["capture vs largest %"] == pytest.approx(100 * tuned["capture s (warm)"] / default["capture s (warm)"])
     assert math.isnan(tuned["capture s (cold)"]) and default["capture s (cold)"] > default["capture s (warm)"]
     assert tuned["padding waste %"] < default["padding waste %"]
+
+
+def test_points_measured_twice_are_named_with_their_runs():
+    from graphbench.reports.report import load, skipped_warnings
+
+    data = Path(__file__).parent / "data" / "report"
+    warnings = skipped_warnings(load([data / "real-cpu-a", data / "real-cpu-b"]))
+    assert warnings[0] == ("point O0_default (graphbench) has 2 results (2026-11-29T11:32:02Z, 2026-11-29T11:33:02Z): "
+                           "their runs are pooled; give one run per point (a fresh --results folder, or --resume)")
+    assert len(warnings) == 3
+    assert skipped_warnings(load([data / "real-cpu-a"])) == []

@@ -65,7 +65,17 @@ def load(inputs: Iterable[str | Path] | LoadedResults) -> LoadedResults:
 
 
 def skipped_warnings(loaded: LoadedResults) -> list[str]:
-    return [f"skipped {file}: {why}" for file, why in loaded.skipped]
+    """The files skipped as malformed, and points measured more than once (their runs get pooled)."""
+    warnings = [f"skipped {file}: {why}" for file, why in loaded.skipped]
+    runs: dict[tuple, list[str]] = {}
+    for result in loaded.results:
+        if result.get("status", "ok") == "ok":
+            runs.setdefault((result.get("label"), result.get("system")), []).append(str(result.get("created_utc", "?")))
+    for (label, system), times in runs.items():
+        if len(times) > 1:
+            warnings.append(f"point {label} ({system}) has {len(times)} results ({', '.join(sorted(times))}): "
+                            "their runs are pooled; give one run per point (a fresh --results folder, or --resume)")
+    return warnings
 
 
 INTEGER_COLUMNS = ("optimization_level", "num_capture_sizes", "concurrency", "graph_memory_bytes")
