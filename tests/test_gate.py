@@ -371,8 +371,9 @@ def test_a_vanished_point_is_unusable_input_unless_allowed(tmp_path):
                      [make_result("O2-default", repeats={"closed-c4": [(2200.0, 12.0)] * 5}), make_result("O3-new")])
     with pytest.raises(GraphbenchError) as caught:
         run_gate(b, c)
-    assert str(caught.value) == ("point O1-default (graphbench) is in the baseline but not in the current results "
-                                 "(not run, or its file was skipped as malformed); pass --allow-missing to gate the others")
+    assert str(caught.value) == ("point O1-default (graphbench) (and 1 more) is in the baseline but not in the current "
+                                 "results (not run, or its file was skipped as malformed); pass --allow-missing to gate "
+                                 "the others")
     report = run_gate(b, c, allow_missing=True)
     text = "\n".join(report.warnings)
     assert "O1-default (graphbench) is only in the baseline" in text
@@ -380,6 +381,11 @@ def test_a_vanished_point_is_unusable_input_unless_allowed(tmp_path):
     assert "workload closed-c1 is only in the baseline" in text
     only_new = write_set(tmp_path / "c2", [make_result("O2-default"), make_result("O1-default"), make_result("O3-new")])
     assert run_gate(b, only_new).passed
+    # a workload that vanished from a point that is still there counts the same
+    fewer = write_set(tmp_path / "c3", [make_result("O2-default", repeats={"closed-c4": [(2200.0, 12.0)] * 5}),
+                                        make_result("O1-default")])
+    with pytest.raises(GraphbenchError, match=r"^workload O2-default \(graphbench\): closed-c1 is in the baseline but"):
+        run_gate(b, fewer)
 
 
 def test_thresholds_validation():
@@ -500,3 +506,12 @@ def test_reports_and_cli_do_not_import_torch():
     proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True,
                           env={"PYTHONPATH": src, "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_re_runs_of_a_point_are_pooled_and_said_to_be():
+    from graphbench.reports.compare import compare_sets
+
+    twice = [make_result("O2-default"), make_result("O2-default")]
+    result = compare_sets(twice, [make_result("O2-default")])
+    assert "baseline: point O2-default (graphbench) has 2 results: their repeats are pooled" in result.warnings
+    assert not any(w.startswith("current: point") for w in result.warnings)

@@ -14,7 +14,7 @@ both are re-exported here.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from graphbench.errors import GraphbenchError
@@ -163,6 +163,7 @@ class CompareResult:
     comparisons: list[Comparison]
     warnings: list[str]
     matching: Matching
+    missing_workloads: list[str] = field(default_factory=list)  # "POINT: WORKLOAD" only in the baseline
 
 
 def compare_sets(
@@ -190,6 +191,7 @@ def compare_sets(
     matching = match_results(baseline, current, allow_mismatch=allow_mismatch)
     warnings = list(matching.warnings) + [f"skipped {f}" for f in matching.failed]
     comparisons: list[Comparison] = []
+    missing: list[str] = []
     for b, c in matching.pairs:
         for metric in selected:
             if metric.scope != POINT:
@@ -201,6 +203,7 @@ def compare_sets(
         bw, cw = _workloads(b), _workloads(c)
         for name in sorted(bw.keys() - cw.keys()):
             warnings.append(f"{b.name}: workload {name} is only in the baseline: not compared")
+            missing.append(f"{b.name}: {name}")
         for name in sorted(cw.keys() - bw.keys()):
             warnings.append(f"{b.name}: workload {name} is only in the current results: not compared")
         for name in [n for n in bw if n in cw]:
@@ -211,7 +214,7 @@ def compare_sets(
                 cur = [v for w, where in cw[name] for v in metric.repeat_samples(w, where)]
                 if base or cur:
                     comparisons.append(_compare(b, name, metric, base, cur, alpha, bootstrap, seed))
-    return CompareResult(comparisons, warnings, matching)
+    return CompareResult(comparisons, warnings, matching, missing)
 
 
 def compare_results(

@@ -149,6 +149,10 @@ def match_results(
         raise GraphbenchError(f"matched points were run with different settings: {mismatches[0]}{more}; "
                               "pass --allow-mismatch (allow_mismatch=True) to compare them anyway")
     warnings = [f"mismatch allowed: {m}" for m in mismatches] + warnings
+    for side, points in (("baseline", base_points), ("current", cur_points)):
+        for p in points.values():
+            if len(p.results) > 1:  # re-runs: pooled on purpose (docs/CI.md), said so
+                warnings.append(f"{side}: point {p.name} has {len(p.results)} results: their repeats are pooled")
     for p in only_b:
         warnings.append(f"point {p.name} is only in the baseline: not compared")
     for p in only_c:

@@ -285,11 +285,12 @@ def run_gate(
         raise GraphbenchError(f"failed benchmark point: {result.matching.failed[0]}{more}")
     if not result.matching.pairs:
         raise GraphbenchError("no benchmark point (label, system) is in both the baseline and the current results")
-    missing = result.matching.only_baseline
+    missing = [f"point {p.name}" for p in result.matching.only_baseline]
+    missing += [f"workload {name}" for name in result.missing_workloads]
     if missing and not allow_missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        raise GraphbenchError(f"point {missing[0].name}{more} is in the baseline but not in the current results (not "
-                              "run, or its file was skipped as malformed); pass --allow-missing to gate the others")
+        raise GraphbenchError(f"{missing[0]}{more} is in the baseline but not in the current results (not run, or "
+                              "its file was skipped as malformed); pass --allow-missing to gate the others")
     checks, gwarn = gate_comparisons(result.comparisons, limits, alpha)
     if not checks:
         raise GraphbenchError(f"nothing to gate: none of {', '.join(limits)} is in the matched results")
