@@ -89,6 +89,12 @@ BROKEN: list[tuple[str, Mutation, str]] = [
      "workload 'closed-c1': repeat #1: 'step_ms_by_mode' is not an object of objects"),
     ("slowest-steps-string", _repeat("closed-c1", 2, "slowest_steps", "7.9 ms"),
      "workload 'closed-c1': repeat #3: 'slowest_steps' is not a list of objects"),
+    ("tokens-per-s-string", _repeat("closed-c4", 0, "output_tokens_per_s", "fast"),
+     "workload 'closed-c4': repeat #1: 'output_tokens_per_s' is not a number"),
+    ("step-total-string", _repeat("closed-c1", 1, "step_ms_by_mode", {"FULL": {"total_ms": "1.7", "n": 3}}),
+     "workload 'closed-c1': repeat #2: step_ms_by_mode 'FULL': 'total_ms' is not a number"),
+    ("slowest-step-without-ms", _repeat("closed-c1", 0, "slowest_steps", [{"num_tokens": 4}]),
+     "workload 'closed-c1': repeat #1: a slowest step: 'ms' is not a number"),
 ]
 # The six shapes of the UX audit that crashed `report` / `tune` (or were dropped silently by `plan`).
 AUDIT = ["config-string", "startup-list", "repeats-item-string", "workloads-object", "workloads-item-string",

@@ -109,7 +109,8 @@ def check_shape(result: dict[str, Any]) -> None:
     of objects and summary an object; a few nested containers likewise (config.compilation,
     config.speculative, each start's cudagraph_mode, each repeat's batch_size_histogram,
     step_ms_by_mode and slowest_steps). A field that is absent or null is fine (old and failed
-    results lack some); leaf values (numbers, strings) are not checked."""
+    results lack some). Of the leaf values, the numbers the report's tables compute with are checked
+    (a repeat's output_tokens_per_s and duration_s, step totals, a slowest step's ms)."""
     _check_fields(result, "", objects=("config", "environment", "startup"), lists=("startups", "workloads"))
     _check_fields(result.get("config") or {}, "'config'", objects=("compilation", "speculative"))
     _check_fields(result.get("startup") or {}, "'startup'", objects=("cudagraph_mode",))
@@ -128,6 +129,21 @@ def check_shape(result: dict[str, Any]) -> None:
             by_mode = repeat.get("step_ms_by_mode") or {}
             if not all(times is None or isinstance(times, dict) for times in by_mode.values()):
                 raise ValueError(f"{at}: 'step_ms_by_mode' is not an object of objects")
+            _check_numbers(repeat, at, ("output_tokens_per_s", "duration_s"))
+            for mode, times in by_mode.items():
+                _check_numbers(times or {}, f"{at}: step_ms_by_mode {mode!r}", ("total_ms",))
+            for step in repeat.get("slowest_steps") or []:
+                _check_numbers(step, f"{at}: a slowest step", ("ms",), required=True)
+
+
+def _check_numbers(data: dict[str, Any], where: str, keys: tuple[str, ...], required: bool = False) -> None:
+    """The leaf values the report's tables compute with: numbers (absent or null allowed unless required)."""
+    for key in keys:
+        value = data.get(key)
+        if value is None and not required:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{where}: {key!r} is not a number")
 
 
 def iter_result_files(paths: Iterable[str | Path]) -> list[Path]:
