@@ -65,6 +65,12 @@ class LengthDist:
     def to_dict(self) -> dict[str, Any]:
         return {"dist": self.dist, "value": int(self.a)} if self.dist == "fixed" else asdict(self)
 
+    def text(self) -> str:
+        """As given on the command line: 128, uniform:64-256 or normal:128,32."""
+        if self.dist == "fixed":
+            return str(int(self.a))
+        return f"uniform:{int(self.a)}-{int(self.b)}" if self.dist == "uniform" else f"normal:{self.a:g},{self.b:g}"
+
 
 @dataclass(frozen=True)
 class RequestSpec:

@@ -71,16 +71,10 @@ def check_lengths(workloads: list, max_model_len: int) -> None:
             given = f"trace {workload.trace} has a request of {longest} tokens"
         else:
             longest = workload.prompt_len.max() + workload.output_len.max()
-            given = (f"--prompt-len {_text(workload.prompt_len)} + --output-len {_text(workload.output_len)} "
+            given = (f"--prompt-len {workload.prompt_len.text()} + --output-len {workload.output_len.text()} "
                      f"reach {longest} tokens")
         if longest > max_model_len:
             raise GraphbenchError(f"{given}, over max_model_len {max_model_len} (--max-model-len)")
-
-
-def _text(dist) -> str:
-    if dist.dist == "fixed":
-        return str(int(dist.a))
-    return f"uniform:{int(dist.a)}-{int(dist.b)}" if dist.dist == "uniform" else f"normal:{dist.a:g},{dist.b:g}"
 
 
 def check_results_folder(path) -> None:

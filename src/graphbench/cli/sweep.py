@@ -87,8 +87,9 @@ def sweep(
     peer_list = _parse_peers(peers if peers is not None else workload.pop("peers", None), gpu)
     points = build_grid(base, {k: v for k, v in axes.items() if v}, peer_list, graphs_possible=gpu)
     _check_tuned_points(points, results)
-    run_args = _run_args(workload, concurrency, prompt_len, output_len, num_requests, repeats, gpu, target_repeat_s)
-    _check_run_args(run_args)
+    run_values = _run_values(workload, concurrency, prompt_len, output_len, num_requests, repeats, gpu, target_repeat_s)
+    _check_run_values(run_values)
+    run_args = [arg for key, value in run_values.items() for arg in (f"--{key}", str(value))]
 
     console = make_console()
     if dry_run:
@@ -186,26 +187,24 @@ def _check_tuned_points(points: list, results: Path) -> None:
                           "put a default or interactivity ladder first (--ladders default,tuned:N)")
 
 
-def _check_run_args(run_args: list[str]) -> None:
+def _check_run_values(values: dict[str, str]) -> None:
     """What each point's `graphbench run` would reject, rejected now (before any point starts)."""
     from graphbench.cli.run import build_workloads, check_measure_options
 
-    values = dict(zip(run_args[::2], run_args[1::2]))
-
-    def number(flag: str, kind):
+    def number(key: str, kind):
         try:
-            return kind(values[flag]) if flag in values else None
+            return kind(values[key]) if key in values else None
         except ValueError:
-            raise GraphbenchError(f"{flag} must be a number, got {values[flag]!r}") from None
+            raise GraphbenchError(f"--{key} must be a number, got {values[key]!r}") from None
 
-    check_measure_options(number("--repeats", int), number("--target-repeat-s", float))
-    build_workloads(values.get("--concurrency"), values.get("--request-rate"), None, values["--prompt-len"],
-                    values["--output-len"], number("--num-requests", int), 0,
-                    number("--num-requests-per-concurrency", int) or 4)
+    check_measure_options(number("repeats", int), number("target-repeat-s", float))
+    build_workloads(values.get("concurrency"), values.get("request-rate"), None, values["prompt-len"],
+                    values["output-len"], number("num-requests", int), 0, number("num-requests-per-concurrency", int) or 4)
 
 
-def _run_args(workload: dict, concurrency, prompt_len, output_len, num_requests, repeats: int, gpu: bool,
-              target_repeat_s: float | None = None) -> list[str]:
+def _run_values(workload: dict, concurrency, prompt_len, output_len, num_requests, repeats: int, gpu: bool,
+                target_repeat_s: float | None = None) -> dict[str, str]:
+    """Each point's `graphbench run` workload options (flag name -> value), defaults filled in."""
     if target_repeat_s is None:
         target_repeat_s = workload.get("target_repeat_s", 0.0)
     closed = concurrency or workload.get("concurrency")
@@ -229,10 +228,7 @@ def _run_args(workload: dict, concurrency, prompt_len, output_len, num_requests,
     if workload.get("request_rate"):
         rates = workload["request_rate"]
         values["request-rate"] = ",".join(map(str, rates)) if isinstance(rates, list) else str(rates)
-    args = []
-    for key, value in values.items():
-        args += [f"--{key}", str(value)]
-    return args
+    return {key: str(value) for key, value in values.items()}
 
 
 def _summary(console, results: Path) -> None:

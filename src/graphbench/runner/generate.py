@@ -23,7 +23,7 @@ def _check_prompts(config: EngineConfig, prompts: list[list[int]], max_tokens: i
     arch = load_arch(config.model.model)
     max_model_len = config.scheduler.max_model_len or arch.max_position_embeddings
     for prompt in prompts:  # (the KV cache is not sized yet: its check comes with the engine)
-        check_prompt(prompt, max_tokens, arch.vocab_size, max_model_len, block_size=1, num_kv_blocks=2**62)
+        check_prompt(prompt, max_tokens, arch.vocab_size, max_model_len)
 
 
 def run_generate(config: EngineConfig, prompts: list[list[int]], *, max_tokens: int, temperature: float,

@@ -83,9 +83,9 @@ class Request:
 
 
 def check_prompt(prompt_token_ids: list[int], max_tokens: int, vocab_size: int, max_model_len: int,
-                 block_size: int, num_kv_blocks: int) -> None:
+                 block_size: int | None = None, num_kv_blocks: int | None = None) -> None:
     """Reject a prompt that can never run: empty, outside the vocabulary, longer than the model's
-    context with its max_tokens, or needing more KV blocks than the cache holds."""
+    context with its max_tokens, or needing more KV blocks than the cache holds (when it is sized)."""
     if not prompt_token_ids:
         raise GraphbenchError("a prompt needs at least one token")
     bad = [t for t in prompt_token_ids if not isinstance(t, int) or not 0 <= t < vocab_size]
@@ -96,6 +96,8 @@ def check_prompt(prompt_token_ids: list[int], max_tokens: int, vocab_size: int, 
         raise GraphbenchError(
             f"prompt of {len(prompt_token_ids)} tokens + max_tokens {max_tokens} = {total} exceeds "
             f"max_model_len {max_model_len}")
+    if block_size is None or num_kv_blocks is None:
+        return
     blocks = -(-total // block_size)
     if blocks > num_kv_blocks:
         raise GraphbenchError(
