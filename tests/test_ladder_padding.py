@@ -21,6 +21,7 @@ from graphbench.ladders import (
     padding_overhead,
     waste,
 )
+from graphbench.ladders.padding import token_waste
 
 # Written out by hand (not computed by the library) for the independent checks below.
 LADDER_64 = [1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128]
@@ -99,6 +100,46 @@ def test_averages_over_a_distribution() -> None:
     # E[padded] = .25*2 + .25*4 + .5*5 = 4; E[real] = .25 + .75 + 2.5 = 3.5
     assert padding_overhead([2, 4], dist) == pytest.approx(4 / 3.5)
     assert average_waste([2, 4], BatchSizeDistribution(dist)) == average_waste([2, 4], dist)
+
+
+def exact_token_waste(sizes: list[int], histogram: dict[int, int]) -> Fraction:
+    """Padded-minus-real over padded tokens by linear scan; eager batches count padded = real."""
+    padded = real = 0
+    for n, count in histogram.items():
+        fitting = [s for s in sizes if s >= n]
+        padded += count * (min(fitting) if fitting else n)
+        real += count * n
+    return Fraction(padded - real, padded)
+
+
+def test_token_waste_weighs_steps_by_their_tokens() -> None:
+    # 3 steps of 9 pad to 16 (21 padding tokens), one of 16 pads nothing: 21 / 64, not the step mean 3/4 * 7/16
+    assert token_waste([8, 16], {9: 3, 16: 1}) == 21 / 64
+    assert average_waste([8, 16], {9: 3, 16: 1}) == pytest.approx(0.75 * 7 / 16)
+    # two eager steps of 40 add 80 real tokens to the total and no padding: 21 / 144
+    assert token_waste([8, 16], {9: 3, 16: 1, 40: 2}) == pytest.approx(21 / 144, abs=1e-15)
+    # only proportions matter; every size on a rung pads nothing; all eager pads nothing
+    assert token_waste([8, 16], {9: 30, 16: 10}) == token_waste([8, 16], {9: 3, 16: 1})
+    assert token_waste(LADDER_64, {1: 5, 8: 2, 128: 1}) == 0.0
+    assert token_waste([1, 2], {3: 4, 7: 1}) == 0.0
+    assert token_waste([], {3: 4}) == 0.0
+    # uniform over 1..top: [2, 4], n = 1..4: padded 2+2+4+4 = 12, real 10
+    assert token_waste([2, 4]) == pytest.approx(2 / 12)
+    hist = {1: 7, 3: 2, 5: 1, 9: 40, 33: 3, 100: 1, 129: 2, 300: 1}
+    assert token_waste(LADDER_64, hist) == pytest.approx(float(exact_token_waste(LADDER_64, hist)), abs=1e-15)
+    with pytest.raises(GraphbenchError, match="empty"):
+        token_waste([8, 16], {9: 0})
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(1, 600), min_size=1, max_size=30, unique=True),
+       st.dictionaries(st.integers(1, 700), st.integers(1, 50), min_size=1, max_size=20))
+def test_token_waste_is_one_minus_one_over_the_overhead(raw: list[int], histogram: dict[int, int]) -> None:
+    sizes = sorted(raw)
+    got = token_waste(sizes, histogram)
+    assert got == pytest.approx(float(exact_token_waste(sizes, histogram)), abs=1e-12)
+    assert got == pytest.approx(1 - 1 / padding_overhead(sizes, histogram), abs=1e-12)
+    assert 0 <= got < 1
 
 
 def test_average_errors() -> None:

@@ -5,7 +5,9 @@ ladder); above the top rung it runs eager, unpadded. The waste of a padded batch
 ``(pad(n) - n) / pad(n)``: the fraction of the graph's work spent on padding.
 
 Averages are taken over a batch-size distribution; by default every size in ``1..top`` (or
-``1..max_size``) is equally likely. Eager batches count as zero waste. Pure Python, no torch.
+``1..max_size``) is equally likely. Eager batches count as zero waste. `average_waste` weighs every
+step alike; `token_waste` weighs each by its padded tokens (the share of all the tokens the graphs
+computed that were padding: what the result files record as `padding_token_pct`). Pure Python, no torch.
 """
 
 from __future__ import annotations
@@ -72,6 +74,22 @@ def padding_overhead(
     padded = math.fsum(p * (_pad(rungs, n) or n) for n, p in dist.items())
     real = math.fsum(p * n for n, p in dist.items())
     return padded / real
+
+
+def token_waste(
+    sizes: Sequence[int] | Ladder,
+    distribution: Mapping[int, float] | None = None,
+    max_size: int | None = None,
+) -> float:
+    """Share of the padded tokens that are padding: sum p * (pad(n) - n) / sum p * pad(n).
+
+    Eager batches count pad(n) = n (they compute no padding, but their tokens are in the total). A
+    histogram of step counts works as the distribution (only the proportions matter). Equals
+    1 - 1 / padding_overhead; e.g. {9: 3, 16: 1} over [8, 16]: 21 padded of 64 tokens, 32.8%.
+    """
+    rungs, dist = _distribution(sizes, distribution, max_size)
+    padded = [(p, _pad(rungs, n) or n, n) for n, p in dist.items()]
+    return math.fsum(p * (pad - n) for p, pad, n in padded) / math.fsum(p * pad for p, pad, _ in padded)
 
 
 def _pad(sizes: Sequence[int], n: int) -> int | None:
