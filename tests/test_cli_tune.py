@@ -72,6 +72,8 @@ def test_json_is_exact() -> None:
         "objective": "tokens",
         "max_graphs": 3,
         "top": 8,
+        "top_from": "--top",
+        "engine": None,
         "multiple_of": 1,
         "required": [],
         "memory_budget_bytes": None,

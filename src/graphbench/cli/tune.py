@@ -9,6 +9,7 @@ ladder. No torch import; matplotlib only for --plot.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -16,9 +17,9 @@ import typer
 
 from graphbench.cli.main import app
 from graphbench.errors import GraphbenchError
-from graphbench.ladders.distributions import BatchSizeDistribution, load_distribution
+from graphbench.ladders.distributions import load_distribution
 from graphbench.ladders.plot import check_plot_path, plot_pareto
-from graphbench.ladders.sizes import PERFORMANCE_MODES, capture_sizes
+from graphbench.ladders.sizes import PERFORMANCE_MODES
 from graphbench.ladders.tune import (
     OBJECTIVES,
     ParetoPoint,
@@ -27,6 +28,7 @@ from graphbench.ladders.tune import (
     knee,
     pareto_curve,
 )
+from graphbench.ladders.tune_inputs import EngineLimits, TuneBounds, tune_bounds
 from graphbench.ladders.tune_sources import (
     MODEL_FORMS,
     MemoryModel,
@@ -58,12 +60,13 @@ def tune_command(
     max_graphs: Annotated[int, _o("--max-graphs", "Most sizes in the tuned ladder.")] = ...,  # type: ignore[assignment]
     objective: Annotated[str, _o("--objective", "tokens: expected padding tokens per step; "
                                  "waste: expected padding fraction.")] = "tokens",
-    max_num_seqs: Annotated[int, _o("--max-num-seqs", "For the default/interactivity ladders and the "
-                                    "default top.")] = 256,
-    top: Annotated[Optional[int], _o("--top", "Largest size, always kept (default: the default ladder's top, "
-                                     "so no batch loses its graph).")] = None,
-    multiple_of: Annotated[int, _o("--multiple-of", "Sizes must be multiples of K (speculative decoding: "
-                                   "K = 1 + num_speculative_tokens).")] = 1,
+    max_num_seqs: Annotated[Optional[int], _o("--max-num-seqs", "For the default/interactivity ladders and the "
+                                              "default top (default: the --from results' engine, else 256).")] = None,
+    top: Annotated[Optional[int], _o("--top", "Largest size, always kept (default: the max capture size of the "
+                                     "--from results' engine, else the default ladder's top).")] = None,
+    multiple_of: Annotated[Optional[int], _o("--multiple-of", "Sizes must be multiples of K (speculative decoding: "
+                                             "K = 1 + num_speculative_tokens; default: the --from results' "
+                                             "engine, else 1).")] = None,
     require: Annotated[Optional[str], _o("--require", "Sizes that must be in the ladder, e.g. 1,2,4.")] = None,
     candidates: Annotated[Optional[str], _o("--candidates", "Restrict the sizes to this comma list, or to "
                                             "the 'default' or 'interactivity' ladder's sizes.")] = None,
@@ -80,25 +83,22 @@ def tune_command(
         raise GraphbenchError(f"unknown format {output_format!r}; choose from {', '.join(FORMATS)}")
     if objective not in OBJECTIVES:
         raise GraphbenchError(f"unknown objective {objective!r}; choose from {', '.join(OBJECTIVES)}")
-    if multiple_of <= 0:
-        raise GraphbenchError(f"--multiple-of must be a positive integer, got {multiple_of}")
     if plot is not None:
         check_plot_path(plot)
     warnings: list[str] = []
-    dist = _distribution(from_results, workload, distribution, model, multiple_of, warnings)
-    comparisons = {
-        mode: capture_sizes(max_num_seqs, performance_mode=mode, num_speculative_tokens=multiple_of - 1)
-        for mode in PERFORMANCE_MODES
-    }
-    if top is None:
-        top = comparisons["default"].max_capture_size
-        if top == 0:
-            raise GraphbenchError(f"no default ladder size is a multiple of {multiple_of}; give --top")
+    measured = _measured(from_results, workload, distribution, model, warnings)
+    bounds = tune_bounds(measured, top=top, max_num_seqs=max_num_seqs, multiple_of=multiple_of)
+    warnings += bounds.warnings
+    if measured:
+        dist = distribution_from_results(measured, workload or None)
+    else:
+        dist = load_distribution(distribution) if distribution else model_distribution(model, bounds.multiple_of)
+    comparisons = {mode: bounds.comparison(mode) for mode in PERFORMANCE_MODES}
     memory_model = _memory_model(memory_from, from_results, memory_budget_mib, warnings)
     options: dict[str, Any] = dict(
         objective=objective,
-        top=top,
-        multiple_of=multiple_of,
+        top=bounds.top,
+        multiple_of=bounds.multiple_of,
         required=_ints("--require", require) if require else (),
         candidates=_candidates(candidates, comparisons),
         memory_model=memory_model,
@@ -111,12 +111,12 @@ def tune_command(
         for mode, ladder in comparisons.items()
     }
     if tuned.eager_pct > 0:
-        warnings.append(f"{tuned.eager_pct:.2f}% of batches are above the top {top} and run eager")
+        warnings.append(f"{tuned.eager_pct:.2f}% of batches are above the top {bounds.top} and run eager")
     for warning in warnings:
         typer.echo(f"warning: {warning}", err=True)
     points = [(p, evaluate_ladder(p.sizes, dist, objective=objective)) for p in curve]
     bend = knee(curve)
-    doc = _document(dist, options, max_graphs, ladders, points, bend, memory_model)
+    doc = _document(dist, options, bounds, max_graphs, ladders, points, bend, memory_model)
     if output_format == "json":
         typer.echo(json.dumps(doc))
     else:
@@ -126,7 +126,8 @@ def tune_command(
         typer.echo(f"wrote {written}", err=output_format != "table")
 
 
-def _distribution(from_results, workloads, path, model, multiple_of, warnings) -> BatchSizeDistribution:
+def _measured(from_results, workloads, path, model, warnings) -> list[dict[str, Any]]:
+    """The --from results (none for --distribution or --model), after checking one source is given."""
     given = [name for name, v in (("--from", from_results), ("--distribution", path), ("--model", model)) if v]
     if len(given) != 1:
         raise GraphbenchError(
@@ -134,13 +135,11 @@ def _distribution(from_results, workloads, path, model, multiple_of, warnings) -
         )
     if workloads and not from_results:
         raise GraphbenchError("--workload filters the workloads of --from results; give --from")
-    if from_results:
-        results, skipped = load_run_results(from_results)
-        warnings += skipped
-        return distribution_from_results(results, workloads or None)
-    if path is not None:
-        return load_distribution(path)
-    return model_distribution(model, tokens_per_request=multiple_of)
+    if not from_results:
+        return []
+    results, skipped = load_run_results(from_results)
+    warnings += skipped
+    return results
 
 
 def _memory_model(memory_from, from_results, budget_mib, warnings) -> MemoryModel | None:
@@ -182,7 +181,8 @@ def _ladder_row(name: str, ladder: TunedLadder) -> dict[str, Any]:
     return {"name": name, **ladder.to_dict()}
 
 
-def _document(dist, options, max_graphs, ladders, points, bend: ParetoPoint, memory_model) -> dict[str, Any]:
+def _document(dist, options, bounds: TuneBounds, max_graphs, ladders, points, bend: ParetoPoint,
+              memory_model) -> dict[str, Any]:
     sizes = list(ladders["tuned"].sizes)
     budget = options["memory_budget_bytes"]
     return {
@@ -196,6 +196,8 @@ def _document(dist, options, max_graphs, ladders, points, bend: ParetoPoint, mem
         "objective": options["objective"],
         "max_graphs": max_graphs,
         "top": options["top"],
+        "top_from": bounds.top_from,
+        "engine": None if bounds.engine is None else asdict(bounds.engine),
         "multiple_of": options["multiple_of"],
         "required": sorted(set(options["required"])),
         "memory_budget_bytes": budget,
@@ -232,6 +234,9 @@ def _print_table(doc: dict[str, Any]) -> None:
         extra.append(f"graph memory <= {doc['memory_budget_bytes'] / MIB:.1f} MiB")
     say(f"objective: {doc['objective']} ({unit}); at most {doc['max_graphs']} graphs; top {doc['top']}"
         + "".join(f"; {e}" for e in extra))
+    if (engine := doc["engine"]) is not None:
+        say(f"measured engine: {EngineLimits(**engine).text()}"
+            + (" (the top is its max capture size)" if doc["top_from"] == "results" else ""))
     if (mm := doc["memory_model"]) is not None:
         say(f"graph memory model: {mm.get('fixed_bytes', 0.0) / MIB:.1f} MiB fixed + {mm['per_graph_bytes'] / MIB:.3f} MiB per size + "
             f"{mm['per_token_bytes'] / 1024:.3f} KiB per token of size (fit over {mm['num_points']} result(s), "
