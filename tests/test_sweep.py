@@ -23,11 +23,18 @@ def test_default_grid_is_levels_by_ladders():
     assert [p.cold for p in points] == [True, False] * 4
     # -O0 records no graph: its interactivity point would run the very same engine, so it is not run
     assert [p.same_as for p in points] == [None, "O0_default"] + [None] * 6
-    # on the CPU no level records graphs: every interactivity point runs its default point's engine
+    assert [p.stands_for for p in points] == [["O0_interactivity"]] + [[]] * 7
+    # on the CPU no level records graphs: every interactivity point runs its default point's engine, and
+    # -O1 and -O2 (same compiled code, every cudagraph mode resolves to NONE) are one engine; -O3 compiles
+    # its compile_sizes variants too, so it is another
     on_cpu = build_grid({"model.model": "tiny-llama"}, {"level": [0, 1, 2, 3], "ladder": ["default", "interactivity"]},
                         [], graphs_possible=False)
-    assert [p.same_as for p in on_cpu] == [None, "O0_default", None, "O1_default", None, "O2_default", None,
+    assert [p.same_as for p in on_cpu] == [None, "O0_default", None, "O1_default", "O1_default", "O1_default", None,
                                            "O3_default"]
+    assert [p.stands_for for p in on_cpu] == [["O0_interactivity"], [], ["O1_interactivity", "O2_default",
+                                              "O2_interactivity"], [], [], [], ["O3_interactivity"], []]
+    assert "CUDA graphs need a GPU" in on_cpu[2].same_engine_reason
+    assert [p.cold for p in on_cpu] == [True, False, True, False, False, False, True, False]
     with_peers = build_grid({"model.model": "tiny-llama"}, {"level": [2]}, ["hf-eager", "hf-compile"])
     assert [(p.label, p.system) for p in with_peers] == [("O2", "graphbench"), ("hf-eager", "hf-eager"),
                                                          ("hf-compile", "hf-compile")]
@@ -60,18 +67,18 @@ def test_dry_run_lists_points():
     assert "O0_default" in result.stdout and "O1_default" in result.stdout and "2 points" in result.stdout
     both = runner.invoke(app, ["sweep", *FAST, "--levels", "0", "--ladders", "default,interactivity", "--dry-run"],
                          env={"COLUMNS": "250"})
-    assert both.exit_code == 0 and "not run: same as O0_default" in both.stdout, both.output
+    assert both.exit_code == 0 and "= O0_default (same engine, not run again)" in both.stdout, both.output
 
 
-def test_a_point_running_the_same_engine_is_skipped_with_its_reason(tmp_path):
+def test_a_point_running_the_same_engine_is_not_run_and_says_which_it_is(tmp_path):
     from graphbench.bench.sweep import run_sweep
 
     points = build_grid({"model.model": "tiny-llama"}, {"level": [0], "ladder": ["default", "interactivity"]}, [])
-    points[0].same_as = "elsewhere"  # nothing runs: both are skipped
+    points[0].same_as = "elsewhere"  # nothing runs
     result = run_sweep(points, tmp_path, [], timeout_s=5, resume=False)
     assert [(o.status, o.reason) for o in result.outcomes] == [
-        ("skipped", "same engine as elsewhere (no CUDA graphs: the ladder changes nothing)"),
-        ("skipped", "same engine as O0_default (no CUDA graphs: the ladder changes nothing)")]
+        ("same-engine", "= elsewhere (same engine, measured once)"),
+        ("same-engine", "= O0_default (same engine, measured once)")]
 
 
 def test_failed_point_is_recorded_and_resume_completes(tmp_path):

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import gc
-import os
 import time
 from collections import deque
 from typing import Any
 
 from graphbench.bench.decode_timing import random_prompts
+from graphbench.bench.host_load import HostProbe
 from graphbench.bench.metrics import request_metrics, step_metrics
 from graphbench.bench.workloads import RequestSpec, Workload
 
@@ -40,10 +40,10 @@ def run_engine_workload(engine, workload: Workload, seed_offset: int = 0,
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        cpu_start = time.process_time()
+        probe = HostProbe()
         start = time.perf_counter()
         duration = _drive(engine, workload, pending, finished, start, max_output_len)
-        cpu_seconds = time.process_time() - cpu_start
+        host = probe.record(duration)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -55,9 +55,8 @@ def run_engine_workload(engine, workload: Workload, seed_offset: int = 0,
         "requests_per_s": len(finished) / duration,
         "duration_s": duration,
         "num_requests": len(finished),
-        # to tell a slow repeat's cause: the host's run queue, and how much of the repeat this process ran
-        "host_load_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
-        "process_cpu_fraction": cpu_seconds / duration if duration > 0 else None,
+        # to tell a slow repeat's cause: the host's load, this process's CPU share and its waits for a CPU
+        **host,
     }
     result.update(request_metrics(finished))
     result.update(step_metrics(engine.records[first_record:]))

@@ -56,6 +56,8 @@ def step_metrics(records: list[Any]) -> dict[str, Any]:
         "step_ms": distribution([r.seconds * 1e3 for r in records]),
         # the ladder's definition: (padded - n) / padded per batch, eager batches count 0
         "padding_waste_pct": 100 * statistics.fmean((p - n) / p for p, n in zip(padded, real)),
+        # token-weighted: the share of all tokens the steps computed that were padding (what the GPU wasted)
+        "padding_token_pct": 100 * (sum(padded) - sum(real)) / sum(padded),
         "padding_overhead": sum(padded) / sum(real) - 1,
         "eager_fraction": modes.get("NONE", 0) / len(records),
         "runtime_modes": dict(sorted(modes.items())),
@@ -94,5 +96,11 @@ def summarize(repeats: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
         summary[key] = {
             "median": median, "iqr": quantile(values, 0.75) - quantile(values, 0.25),
             "min": min(values), "max": max(values),
-            "spread_pct": 100 * (max(values) - min(values)) / median if median else 0.0, "n": len(values)}
+            "spread_pct": spread_pct(values), "n": len(values)}
     return summary
+
+
+def spread_pct(values: list[float]) -> float:
+    """(max - min) / median of the values, in % (0 when the median is 0)."""
+    median = statistics.median(values)
+    return 100 * (max(values) - min(values)) / median if median else 0.0

@@ -16,8 +16,9 @@ from typing import Any
 from graphbench.bench.decode_timing import build_hf_model, random_prompts
 from graphbench.bench.driver import WARM_UP_OUTPUT_TOKENS
 from graphbench.bench.environment import environment, machine_name, utc_now
-from graphbench.bench.metrics import request_metrics, summarize
-from graphbench.bench.repeats import measure_repeats
+from graphbench.bench.host_load import HostProbe
+from graphbench.bench.metrics import request_metrics
+from graphbench.bench.repeats import measure_repeats, workload_record
 from graphbench.bench.workloads import Workload
 from graphbench.config import load_arch
 from graphbench.reports.store import write_result
@@ -89,6 +90,7 @@ def run_peer_workload(model, workload: Workload, static: bool, vocab_size: int, 
     cuda = next(model.parameters()).device.type == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats()
+    probe = HostProbe()
     start = time.perf_counter()
     finished: list[_Timed] = []
     for i in range(0, len(specs), workload.concurrency):
@@ -98,7 +100,8 @@ def run_peer_workload(model, workload: Workload, static: bool, vocab_size: int, 
     out = sum(t.output_len for t in finished)
     result = {"output_tokens_per_s": out / duration, "total_tokens_per_s": (out + sum(t.prompt_len for t in finished)) / duration,
               "requests_per_s": len(finished) / duration, "duration_s": duration, "num_requests": len(finished),
-              "num_steps": 0, "peak_memory_bytes": torch.cuda.max_memory_allocated() if cuda else None}
+              "num_steps": 0, "peak_memory_bytes": torch.cuda.max_memory_allocated() if cuda else None,
+              **probe.record(duration)}
     result.update(request_metrics(finished))
     return result
 
@@ -134,8 +137,7 @@ def run_peer_point(system: str, model_name: str, dtype_name: str, device: str, w
         as_measured, repeats_out, calibration = measure_repeats(
             lambda w, i, hf=model: run_peer_workload(hf, w, static, arch.vocab_size, i), workload, repeats,
             target_repeat_s, progress)
-        measured.append(dict(as_measured.to_dict(), repeats=repeats_out, summary=summarize(repeats_out),
-                             calibration=calibration))
+        measured.append(workload_record(as_measured, repeats_out, calibration))
     env = environment(device_obj.type)
     startup = {"cold": True, "total_s": load_s, "load_s": load_s, "first_call_s": first_call_s, "compile_import_s": 0.0, "dynamo_s": 0.0,
                "inductor_s": 0.0, "compile_sizes_s": 0.0, "loaded_s": 0.0, "capture_s": 0.0, "graph_memory_bytes": 0,

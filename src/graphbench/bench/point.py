@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from graphbench.bench.environment import environment, machine_name, utc_now
-from graphbench.bench.metrics import summarize
 from graphbench.bench.workloads import Workload
 from graphbench.config import EngineConfig
 from graphbench.reports.store import write_result
@@ -35,6 +34,8 @@ class PointSpec:
     system: str = "graphbench"
     sweep: dict[str, Any] = field(default_factory=dict)
     target_repeat_s: float = 0.0  # closed loops: scale the requests so a repeat lasts about this (0: as given)
+    stands_for: list[str] = field(default_factory=list)  # other labels of this very engine (a sweep's)
+    same_engine_reason: str = ""
 
 
 def startup_dict(engine, cold: bool, wall_s: float) -> dict[str, Any]:
@@ -105,7 +106,7 @@ def run_point(spec: PointSpec, results_dir: str | Path,
     """Measure one point and write its result file; return the file."""
     from graphbench.bench.cold_start import cold_start_in_child, wants_own_process
     from graphbench.bench.driver import run_engine_workload, warm_up
-    from graphbench.bench.repeats import measure_repeats
+    from graphbench.bench.repeats import measure_repeats, workload_record
 
     inject_fault(spec.label)
     startups, engine = [], None
@@ -137,8 +138,7 @@ def run_point(spec: PointSpec, results_dir: str | Path,
             measured, repeats, calibration = measure_repeats(
                 lambda w, i: run_engine_workload(engine, w, seed_offset=i), workload, spec.repeats,
                 spec.target_repeat_s, progress)
-            workloads.append(dict(measured.to_dict(), repeats=repeats, summary=summarize(repeats),
-                                  calibration=calibration))
+            workloads.append(workload_record(measured, repeats, calibration))
     finally:
         gc.unfreeze()  # (in-process callers, e.g. tests: the engine can be collected once it is dropped)
     result = {
@@ -146,6 +146,7 @@ def run_point(spec: PointSpec, results_dir: str | Path,
         "environment": env, "model": spec.config.model.model, "config": engine.config.to_dict(),
         "config_hash": engine.config.compute_hash(), "sweep": spec.sweep,
         "startup": startups[-1], "startups": startups, "workloads": workloads,
+        "stands_for": list(spec.stands_for), "same_engine_reason": spec.same_engine_reason,
     }
     engine.close()
     return write_result(results_dir, machine_name(env), spec.label, result)

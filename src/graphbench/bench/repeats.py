@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Callable
 
+from graphbench.bench.host_load import flag_busy_repeats
+from graphbench.bench.metrics import spread_pct, summarize
 from graphbench.bench.workloads import Workload
 
 # run_once(workload, seed_offset) -> one repeat's metrics (with "duration_s")
@@ -66,3 +68,14 @@ def measure_repeats(run_once: RunOnce, workload: Workload, repeats: int, target_
     calibration = {"target_repeat_s": target_repeat_s if calibrates else None, "first_pass_s": first_pass_s,
                    "scale": scale}
     return measured, results, calibration
+
+
+def workload_record(measured: Workload, repeats: list[dict], calibration: dict) -> dict[str, Any]:
+    """A measured workload as its result records it: the workload, its repeats (each flagged
+    "busy_host" when it ran on a contended host), their summary, the calibration, and the output
+    tokens/s spread of the repeats that ran on a quiet host (None when fewer than 2 did)."""
+    busy = flag_busy_repeats(repeats)
+    quiet = [r["output_tokens_per_s"] for i, r in enumerate(repeats) if i not in busy]
+    quiet_spread = spread_pct(quiet) if len(quiet) >= 2 else None
+    return dict(measured.to_dict(), repeats=repeats, summary=summarize(repeats), calibration=calibration,
+                busy_host_repeats=busy, quiet_spread_pct=quiet_spread)

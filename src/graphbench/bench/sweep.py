@@ -52,6 +52,7 @@ __all__ = [
     "point_label",
     "request_stop",
     "run_sweep",
+    "stood_for",
     "sweep_lock",
     "tune_point",
     "write_point_config",
@@ -73,7 +74,7 @@ def request_stop() -> None:
 @dataclass
 class SweepOutcome:
     point: SweepPoint
-    status: str  # ok | failed | skipped | interrupted
+    status: str  # ok | failed | same-engine | skipped | interrupted
     path: Path | None = None
     reason: str = ""
     seconds: float = 0.0
@@ -115,7 +116,13 @@ def completed_labels(results_dir: Path) -> set[str]:
     if not results_dir.exists():
         return set()
     loaded = load_results([results_dir])
-    return {r["label"] for r in loaded.results if r.get("status") == "ok"}
+    return {label for r in loaded.results if r.get("status") == "ok" for label in [r["label"], *stood_for(r)]}
+
+
+def stood_for(result: dict[str, Any]) -> list[str]:
+    """The other labels a result stands for (same engine, measured once); [] when none or malformed."""
+    labels = result.get("stands_for")
+    return [x for x in labels if isinstance(x, str)] if isinstance(labels, list) else []
 
 
 def _toml_value(value: Any) -> str:
@@ -163,10 +170,9 @@ def _run_points_spread(points, results_dir: Path, run_args, timeout_s, resume, o
     report = threading.Lock()  # progress callbacks come from several threads
 
     def skip(point):
-        reason = _skip_reason(point, done)
-        if reason is None:
+        outcome = _skipped(point, done)
+        if outcome is None:
             return None
-        outcome = SweepOutcome(point, "skipped", reason=reason)
         with report:
             on_done(outcome)
         return outcome
@@ -197,8 +203,8 @@ def _run_points(points, results_dir: Path, run_args, timeout_s, resume, on_start
     done = completed_labels(results_dir) if resume else set()
     result = SweepResult()
     for point in points:
-        if (reason := _skip_reason(point, done)) is not None:
-            outcome = SweepOutcome(point, "skipped", reason=reason)
+        if (skipped := _skipped(point, done)) is not None:
+            outcome = skipped
         elif _STOP.is_set():
             outcome = SweepOutcome(point, "interrupted", reason="not started (interrupted)")
         else:
@@ -209,11 +215,12 @@ def _run_points(points, results_dir: Path, run_args, timeout_s, resume, on_start
     return result
 
 
-def _skip_reason(point: SweepPoint, done: set[str]) -> str | None:
+def _skipped(point: SweepPoint, done: set[str]) -> SweepOutcome | None:
+    """The outcome of a point that is not run: the same engine as an earlier one, or measured before."""
     if point.same_as is not None:
-        return f"same engine as {point.same_as} (no CUDA graphs: the ladder changes nothing)"
+        return SweepOutcome(point, "same-engine", reason=f"= {point.same_as} (same engine, measured once)")
     if point.label in done:
-        return "already measured (--resume)"
+        return SweepOutcome(point, "skipped", reason="already measured (--resume)")
     return None
 
 
@@ -226,6 +233,8 @@ def _run_point(point: SweepPoint, results_dir: Path, run_args: list[str], timeou
         cmd.append("--cold")
     if point.system != "graphbench":
         cmd += ["--system", point.system]
+    if point.stands_for:
+        cmd += ["--stands-for", ",".join(point.stands_for), "--same-engine-reason", point.same_engine_reason]
     env = dict(os.environ, **CHILD_ENV, PYTHONUNBUFFERED="1", **(extra_env or {}))
     before = _ok_count(results_dir, point.label)
     started = time.perf_counter()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,8 @@ class SweepPoint:
     cold: bool = False
     tuned_graphs: int | None = None  # ladder "tuned:N": tuned from the batch sizes measured earlier in the sweep
     same_as: str | None = None  # an earlier point runs the very same engine: this one is not run
+    stands_for: list[str] = field(default_factory=list)  # labels of the later points that are this engine
+    same_engine_reason: str = ""  # why those points are this engine (one line)
 
     def describe(self) -> str:
         parts = [f"{k.split('.')[-1]}={v}" for k, v in self.overrides.items() if k != "model.model"]
@@ -86,9 +88,11 @@ def build_grid(base: dict[str, Any], axes: dict[str, list[Any]], peers: list[str
                graphs_possible: bool = True) -> list[SweepPoint]:
     """The Cartesian product of the axes over the base config, then one point per peer.
 
-    A point whose engine is the same as an earlier point's is marked `same_as` it and not run: without
-    CUDA graphs (-O0, cudagraph_mode NONE, or graphs_possible=False on the CPU) the ladder changes
-    nothing, so -O0 x interactivity would measure -O0 x default again.
+    A point whose engine is the same as an earlier point's is marked `same_as` it and not run; the
+    earlier point lists it in `stands_for` and is reported under both labels. Without CUDA graphs
+    (-O0, cudagraph_mode NONE) the ladder changes nothing, so -O0 x interactivity would measure
+    -O0 x default again; where no graph can be recorded at all (graphs_possible=False: the CPU) the
+    cudagraph mode changes nothing either, so -O1 and -O2 (same compiled code) are one engine.
 
     The first point of each -O level and compiled configuration (config hash: compile_sizes, buffer
     sizes, ...) starts cold (its compile cache is cleared), then warm; later points of that level with
@@ -119,6 +123,12 @@ def build_grid(base: dict[str, Any], axes: dict[str, list[Any]], peers: list[str
             same_as = None if same_as == label else same_as
         points.append(SweepPoint(label, overrides, cold=cold and same_as is None, tuned_graphs=tuned,
                                  same_as=same_as))
+    by_label = {p.label: p for p in points}
+    for point in points:
+        if point.same_as is not None:
+            first = by_label[point.same_as]
+            first.stands_for.append(point.label)
+            first.same_engine_reason = same_engine_reason(graphs_possible)
     for peer in peers:
         points.append(SweepPoint(peer, {k: v for k, v in base.items() if k.startswith("model.")}, system=peer))
     labels = [p.label for p in points]
@@ -129,12 +139,24 @@ def build_grid(base: dict[str, Any], axes: dict[str, list[Any]], peers: list[str
 
 def engine_key(config: Any, graphs_possible: bool = True) -> str:
     """What the engine of a resolved config does, as a string: the whole config, less the capture
-    ladder when no graph will be recorded (the ladder then changes nothing)."""
+    ladder when no graph will be recorded (the ladder then changes nothing), and less the cudagraph
+    mode too where no graph can be recorded on this device (every mode resolves to NONE there)."""
     data = config.to_dict()
+    data.pop("optimization_level")  # a preset: what it sets is in the resolved fields
     comp = data["compilation"]
     if not graphs_possible or comp["cudagraph_mode"] == "NONE":
         comp["cudagraph_capture_sizes"] = comp["max_cudagraph_capture_size"] = comp["performance_mode"] = None
+    if not graphs_possible:
+        comp["cudagraph_mode"] = None
     return json.dumps(data, sort_keys=True)
+
+
+def same_engine_reason(graphs_possible: bool) -> str:
+    """Why points of a sweep share one engine, in one line."""
+    if graphs_possible:
+        return "no CUDA graph is recorded without a cudagraph mode, so the ladder changes nothing"
+    return ("CUDA graphs need a GPU: on this device every cudagraph mode resolves to NONE, so points that "
+            "differ only in mode or ladder compile and run the same code")
 
 
 def _tuned_graphs(ladder: Any) -> int | None:

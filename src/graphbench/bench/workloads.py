@@ -18,6 +18,39 @@ KINDS = ("closed", "poisson", "trace")
 
 
 @dataclass(frozen=True)
+class DefaultTraffic:
+    """The workloads `run` and `sweep` measure when none are given: traffic that pads.
+
+    Lengths are drawn per request, so requests of a closed loop finish on different steps and the
+    decode batch walks down through off-rung sizes as a wave drains; the concurrency levels include
+    off-rung ones (6 and 20 pad to 8 and 24 on the default ladder: 25% and 17% of the decode step,
+    nothing on the interactivity ladder), and the Poisson point's batch size wanders around its mean
+    in flight (Little's law: rate x request time). Closed loops run 4 x C requests (2 x C on the CPU).
+    """
+
+    concurrency: str
+    request_rate: str
+    prompt_len: str
+    output_len: str
+    requests_per_concurrency: int
+
+    def options(self) -> dict[str, str]:
+        """As `graphbench run` flags (name -> value)."""
+        return {"concurrency": self.concurrency, "request-rate": self.request_rate, "prompt-len": self.prompt_len,
+                "output-len": self.output_len, "num-requests-per-concurrency": str(self.requests_per_concurrency)}
+
+
+# GPU: at rate 64/s a llama-3.2-1b request lasts ~70 ms under -O2 (64 steps of ~1.1 ms), ~4.5 in flight
+GPU_TRAFFIC = DefaultTraffic("1,6,20,64", "64", "uniform:64-192", "uniform:32-96", 4)
+# CPU (tiny model, 2 cores): short enough that the README's main job stays within 3 minutes
+CPU_TRAFFIC = DefaultTraffic("1,3,12", "32", "uniform:32-96", "uniform:8-24", 2)
+
+
+def default_traffic(gpu: bool) -> DefaultTraffic:
+    return GPU_TRAFFIC if gpu else CPU_TRAFFIC
+
+
+@dataclass(frozen=True)
 class LengthDist:
     """fixed:N | uniform:A-B | normal:MEAN,STD (clipped to >= 1)."""
 

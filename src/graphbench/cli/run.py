@@ -4,6 +4,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from graphbench.bench.workloads import GPU_TRAFFIC
 from graphbench.cli.engine_options import parse_int_list, with_engine_options
 from graphbench.cli.main import app
 from graphbench.cli.output import console as make_console
@@ -13,13 +14,10 @@ from graphbench.errors import GraphbenchError
 WORKLOAD = "Workload options"
 
 
-DEFAULT_CONCURRENCY = "1,4,16,64"
-
-
 def build_workloads(concurrency: Optional[str], request_rate: Optional[str], trace: Optional[str], prompt_len: str,
                     output_len: str, num_requests: Optional[int], seed: int, per_concurrency: int = 4) -> list:
-    """The workloads a run measures: closed-loop levels, Poisson rates, a trace. Concurrency None: the
-    default levels, unless rates or a trace were asked for (then only those)."""
+    """The workloads a run measures: closed-loop levels, Poisson rates, a trace. None of the three
+    given: the default traffic (GPU_TRAFFIC's levels and rate); rates or a trace alone: only those."""
     from graphbench.bench.workloads import LengthDist, Workload, load_trace
 
     prompt, output = LengthDist.parse(prompt_len, "--prompt-len"), LengthDist.parse(output_len, "--output-len")
@@ -29,7 +27,7 @@ def build_workloads(concurrency: Optional[str], request_rate: Optional[str], tra
         raise GraphbenchError(f"--num-requests-per-concurrency must be >= 1, got {per_concurrency}")
     common = dict(prompt_len=prompt, output_len=output, num_requests=num_requests, seed=seed)
     if concurrency is None and not (request_rate or trace):
-        concurrency = DEFAULT_CONCURRENCY
+        concurrency, request_rate = GPU_TRAFFIC.concurrency, GPU_TRAFFIC.request_rate
     levels = parse_int_list(concurrency, "--concurrency") or []
     bad = [c for c in levels if c < 1]
     if bad:
@@ -95,11 +93,11 @@ def check_results_folder(path) -> None:
 @with_engine_options
 def run(
     engine_config: EngineConfig,
-    concurrency: Annotated[Optional[str], typer.Option(help="Closed-loop concurrency levels (default 1,4,16,64 unless --request-rate or --trace).", rich_help_panel=WORKLOAD)] = None,
+    concurrency: Annotated[Optional[str], typer.Option(help="Closed-loop concurrency levels (default 1,6,20,64 and a Poisson rate of 64/s, unless --request-rate or --trace).", rich_help_panel=WORKLOAD)] = None,
     request_rate: Annotated[Optional[str], typer.Option(help="Poisson open-loop rates (requests/s), e.g. 2,8.", rich_help_panel=WORKLOAD)] = None,
     trace: Annotated[Optional[str], typer.Option(help="Replay a JSONL trace (arrival_s, prompt_len, output_len).", rich_help_panel=WORKLOAD)] = None,
-    prompt_len: Annotated[str, typer.Option(help="128, uniform:64-256 or normal:128,32.", rich_help_panel=WORKLOAD)] = "128",
-    output_len: Annotated[str, typer.Option(help="Output tokens per request (same forms).", rich_help_panel=WORKLOAD)] = "64",
+    prompt_len: Annotated[str, typer.Option(help="Prompt tokens per request: 128, uniform:64-256 or normal:128,32 (drawn per request, seeded).", rich_help_panel=WORKLOAD)] = GPU_TRAFFIC.prompt_len,
+    output_len: Annotated[str, typer.Option(help="Output tokens per request (same forms).", rich_help_panel=WORKLOAD)] = GPU_TRAFFIC.output_len,
     num_requests: Annotated[Optional[int], typer.Option(help="Requests per workload (default 4 x concurrency).", rich_help_panel=WORKLOAD)] = None,
     num_requests_per_concurrency: Annotated[int, typer.Option(help="Closed loop: requests = this x concurrency, unless --num-requests.", rich_help_panel=WORKLOAD)] = 4,
     workload_seed: Annotated[int, typer.Option(help="Seed of the request lengths and prompts.", rich_help_panel=WORKLOAD)] = 0,
@@ -110,6 +108,8 @@ def run(
     label: Annotated[Optional[str], typer.Option(help="Point label (default from the config).")] = None,
     system: Annotated[str, typer.Option(help="graphbench, or a peer: hf-eager, hf-compile.")] = "graphbench",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
+    stands_for: Annotated[Optional[str], typer.Option(hidden=True, help="Sweep: other labels of this very engine.")] = None,
+    same_engine_reason: Annotated[str, typer.Option(hidden=True, help="Sweep: why they are this engine.")] = "",
 ) -> None:
     """Measure one configuration: start-up (cold and/or warm), then each workload with repeats."""
 
@@ -136,9 +136,11 @@ def run(
         return
     if system != "graphbench":
         raise GraphbenchError(f"unknown --system {system!r}; choose from graphbench, hf-eager, hf-compile")
-    label = label or f"O{resolved.optimization_level}-{resolved.compilation.performance_mode}"
+    # the label a sweep gives the same point (sweep_grid.point_label)
+    label = label or f"O{resolved.optimization_level}_{resolved.compilation.performance_mode}"
     spec = PointSpec(engine_config, workloads, label, repeats, ("cold", "warm") if cold else ("warm",),
-                     target_repeat_s=target_repeat_s)
+                     target_repeat_s=target_repeat_s,
+                     stands_for=[x for x in (stands_for or "").split(",") if x], same_engine_reason=same_engine_reason)
     path = run_point(spec, results, progress=lambda message: console.print(f"[dim]{label}: {message}[/dim]"))
     _print_summary(path)
 

@@ -12,6 +12,11 @@ from graphbench.cli.output import console as make_console
 from graphbench.errors import GraphbenchError
 
 GRID = "Grid"
+CPU_BANNER = ("[bold yellow]No GPU: CUDA graphs need one.[/bold yellow] On this CPU every cudagraph mode resolves to "
+              "NONE, so points that differ only in mode or ladder are one engine, measured once and listed under "
+              "each label. This run shows compile start-up (cold vs warm, the compile cache), compiled vs eager "
+              "tokens/s on this CPU and the padding each ladder would pay (predicted); it cannot show graph memory, "
+              "capture time, replay speed or measured padding.")
 
 
 def _parse_values(text: str) -> list:
@@ -39,10 +44,10 @@ def sweep(
     sweep_file: Annotated[Optional[Path], typer.Option("--sweep-file", help="TOML with \\[base], \\[grid], \\[workload] tables and peers.", rich_help_panel=GRID)] = None,
     peers: Annotated[Optional[str], typer.Option(help="hf-eager,hf-compile (default on the GPU; 'none' to skip).")] = None,
     device: Annotated[str, typer.Option(help="auto, cuda or cpu.")] = "auto",
-    concurrency: Annotated[Optional[str], typer.Option(help="Closed-loop levels (default 1,4,16,64; CPU 1,4,16).")] = None,
-    prompt_len: Annotated[Optional[str], typer.Option(help="Prompt length (default 128; CPU 64).")] = None,
-    output_len: Annotated[Optional[str], typer.Option(help="Output length (default 64; CPU 16).")] = None,
-    num_requests: Annotated[Optional[int], typer.Option(help="Requests per workload (default 4 x concurrency).")] = None,
+    concurrency: Annotated[Optional[str], typer.Option(help="Closed-loop levels (default 1,6,20,64 and a Poisson rate of 64/s; CPU 1,3,12 and 32/s).")] = None,
+    prompt_len: Annotated[Optional[str], typer.Option(help="Prompt length, drawn per request (default uniform:64-192; CPU uniform:32-96).")] = None,
+    output_len: Annotated[Optional[str], typer.Option(help="Output length, drawn per request (default uniform:32-96; CPU uniform:8-24).")] = None,
+    num_requests: Annotated[Optional[int], typer.Option(help="Requests per workload (default 4 x concurrency; CPU 2 x; Poisson 32).")] = None,
     repeats: Annotated[int, typer.Option(help="Repeats per workload.")] = 3,
     target_repeat_s: Annotated[Optional[float], typer.Option(help="Closed loops: a repeat runs a multiple of the requests to last about this many seconds, e.g. 1 (default 0: off; adds ~70 s to the default H200 sweep).")] = None,
     max_num_seqs: Annotated[Optional[int], typer.Option(help="Engine max_num_seqs (default 256; CPU 64).")] = None,
@@ -92,10 +97,12 @@ def sweep(
     run_args = [arg for key, value in run_values.items() for arg in (f"--{key}", str(value))]
 
     console = make_console()
+    if not gpu:
+        console.print(CPU_BANNER)
     if dry_run:
         table = Table("#", "label", "system", "settings", "start")
         for i, p in enumerate(points, 1):
-            start = f"not run: same as {p.same_as}" if p.same_as else "cold+warm" if p.cold else "warm"
+            start = f"= {p.same_as} (same engine, not run again)" if p.same_as else "cold+warm" if p.cold else "warm"
             table.add_row(str(i), p.label, p.system, p.describe(), start)
         console.print(table)
         console.print(f"[dim]{len(points)} points; each runs: graphbench run {' '.join(run_args)}[/dim]")
@@ -110,15 +117,17 @@ def sweep(
 
         def done(outcome):
             progress.advance(task)
-            style = {"ok": "green", "failed": "red", "skipped": "dim", "interrupted": "yellow"}[outcome.status]
-            progress.console.print(f"[{style}]{outcome.status:>7}[/{style}] {outcome.point.label}"
+            style = {"ok": "green", "failed": "red", "same-engine": "cyan", "skipped": "dim",
+                     "interrupted": "yellow"}[outcome.status]
+            status = "same" if outcome.status == "same-engine" else outcome.status
+            progress.console.print(f"[{style}]{status:>7}[/{style}] {outcome.point.label}"
                                    f"{f'  {outcome.seconds:.0f} s' if outcome.seconds else ''}"
                                    f"{f'  {outcome.reason}' if outcome.reason else ''}")
 
         with _stop_on_signals() as received:
             result = run_sweep(points, results, run_args, timeout_s=timeout, resume=resume, on_start=started,
                                on_done=done, gpus=gpu_ids)
-    if not any(o.status in ("ok", "failed", "skipped") for o in result.outcomes):
+    if not any(o.status in ("ok", "failed", "same-engine", "skipped") for o in result.outcomes):
         console.print("[yellow]interrupted before any point finished: no report[/yellow]")
         raise typer.Exit(128 + (received[0] if received else signal.SIGINT))
     _summary(console, results)
@@ -204,16 +213,21 @@ def _check_run_values(values: dict[str, str]) -> None:
 
 def _run_values(workload: dict, concurrency, prompt_len, output_len, num_requests, repeats: int, gpu: bool,
                 target_repeat_s: float | None = None) -> dict[str, str]:
-    """Each point's `graphbench run` workload options (flag name -> value), defaults filled in."""
+    """Each point's `graphbench run` workload options (flag name -> value), defaults filled in: the
+    default traffic (bench/workloads.py) unless closed-loop levels or rates were given."""
+    from graphbench.bench.workloads import default_traffic
+
+    traffic = default_traffic(gpu)
     if target_repeat_s is None:
         target_repeat_s = workload.get("target_repeat_s", 0.0)
     closed = concurrency or workload.get("concurrency")
-    if not closed and not workload.get("request_rate"):  # (open loop only when rates alone were given)
-        closed = "1,4,16,64" if gpu else "1,4,16"
+    rates = workload.get("request_rate")
+    if not closed and not rates:
+        closed, rates = traffic.concurrency, traffic.request_rate
     values = {
         "concurrency": closed,
-        "prompt-len": prompt_len or workload.get("prompt_len") or ("128" if gpu else "64"),
-        "output-len": output_len or workload.get("output_len") or ("64" if gpu else "16"),
+        "prompt-len": prompt_len or workload.get("prompt_len") or traffic.prompt_len,
+        "output-len": output_len or workload.get("output_len") or traffic.output_len,
         "repeats": str(workload.get("repeats", repeats)),
         "target-repeat-s": f"{float(target_repeat_s):g}",
     }
@@ -223,10 +237,9 @@ def _run_values(workload: dict, concurrency, prompt_len, output_len, num_request
         del values["concurrency"]
     if num_requests or workload.get("num_requests"):
         values["num-requests"] = str(num_requests or workload["num_requests"])
-    elif not gpu:  # CPU default: 2 x concurrency requests per workload keeps the default sweep short
-        values["num-requests-per-concurrency"] = "2"
-    if workload.get("request_rate"):
-        rates = workload["request_rate"]
+    else:
+        values["num-requests-per-concurrency"] = str(traffic.requests_per_concurrency)
+    if rates:
         values["request-rate"] = ",".join(map(str, rates)) if isinstance(rates, list) else str(rates)
     return {key: str(value) for key, value in values.items()}
 
