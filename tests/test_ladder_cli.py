@@ -146,7 +146,10 @@ def test_custom_capture_sizes_are_not_capped_by_max_num_seqs() -> None:
     --max-num-seqs sets the top of the default and interactivity ladders only (and the help says so)."""
     result = run("--capture-sizes", "1000,2000", "--max-num-seqs", "8", "--batches", "3,1500,2500")
     assert result.exit_code == 0, result.output
-    assert result.stderr == ""
+    decode_note = ("warning: custom ladder: no decode batch uses the capture sizes above max_num_seqs 8 x "
+                   "decode_query_len 1 = 8 tokens: 1000, 2000 (only mixed (prefill) batches can; FULL_DECODE_ONLY "
+                   "captures no graph for them)")
+    assert result.stderr.splitlines() == [decode_note]  # kept, not capped: only said
     assert result.stdout.splitlines()[:4] == [
         "max_num_seqs=8 -> max capture size 16",
         "default ladder:            5 sizes: [1 2 4 8 16]",
@@ -159,7 +162,8 @@ def test_custom_capture_sizes_are_not_capped_by_max_num_seqs() -> None:
     custom = json.loads(capped.stdout)["ladders"][2]
     assert custom["sizes"] == [1000] and custom["max_capture_size"] == 1000
     assert capped.stderr.splitlines() == [
-        "warning: custom ladder: dropped capture sizes above max_num_batched_tokens 1500: 2000"]
+        "warning: custom ladder: dropped capture sizes above max_num_batched_tokens 1500: 2000",
+        decode_note.replace("1000, 2000", "1000")]
 
     from typer.main import get_command
 
@@ -264,3 +268,37 @@ def test_ladder_path_never_imports_torch() -> None:
         "assert 'matplotlib' not in sys.modules, 'matplotlib was imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=60)
+
+
+def test_sizes_no_decode_batch_uses_are_named_on_stderr_and_in_the_json() -> None:
+    """max_num_seqs 64: a decode step carries at most 64 tokens, so 128 and 256 serve mixed steps only."""
+    args = ("--max-num-seqs", "64", "--capture-sizes", "1,2,4,8,16,32,64,128,256", "--batches", "100")
+    note = ("no decode batch uses the capture sizes above max_num_seqs 64 x decode_query_len 1 = 64 tokens: "
+            "128, 256 (only mixed (prefill) batches can; FULL_DECODE_ONLY captures no graph for them)")
+    table = run(*args)
+    assert table.exit_code == 0, table.output
+    assert table.stderr.splitlines() == [f"warning: custom ladder: {note}"]
+    assert "custom ladder (selected):  9 sizes: [1 2 4 8 16 32 64 128 256], top 256" in table.stdout
+    result = run(*args, "--format", "json")
+    doc = json.loads(result.stdout)  # stdout stays one JSON document
+    custom = doc["ladders"][2]
+    assert custom["warnings"] == [note]
+    assert custom["sizes"] == [1, 2, 4, 8, 16, 32, 64, 128, 256] and custom["max_capture_size"] == 256
+    assert custom["num_graphs"]["FULL_DECODE_ONLY"] == 7 and custom["num_graphs"]["PIECEWISE"] == 9
+    assert [d["warnings"] for d in doc["ladders"][:2]] == [[], []]  # the default ladders' 2x top is by design
+    assert run("--max-num-seqs", "64", "--capture-sizes", "1,8,64").stderr == ""
+
+
+def test_sizes_the_default_token_budget_drops_are_named() -> None:
+    result = run("--max-num-seqs", "4", "--num-speculative-tokens", "1", "--capture-sizes", "2,8,4096",
+                 "--batches", "3")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        "warning: custom ladder: no decode batch uses the capture sizes above max_num_seqs 4 x decode_query_len "
+        "2 = 8 tokens: 4096 (only mixed (prefill) batches can; FULL_DECODE_ONLY captures no graph for them)",
+        "warning: custom ladder: an engine with the default max_num_batched_tokens 2048 drops the capture sizes "
+        "above it: 4096 (8192 on a GPU of >= 70 GiB other than an A100; set max_num_batched_tokens for your "
+        "engine's ladder)",
+    ]
+    given = run("--max-num-seqs", "4", "--capture-sizes", "2,4096", "--max-num-batched-tokens", "4096")
+    assert "default max_num_batched_tokens" not in given.stderr

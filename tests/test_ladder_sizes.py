@@ -250,3 +250,17 @@ def test_user_list_properties(user: list[int], cap: int | None, k: int) -> None:
     assert max(sizes) <= max(user)
     if k == 0:
         assert set(sizes) == {s for s in user if cap is None or s <= cap}
+
+
+def test_user_list_names_the_sizes_no_decode_batch_uses() -> None:
+    ladder = capture_sizes(64, user_sizes=[1, 64, 65, 256], max_num_batched_tokens=2048)
+    assert ladder.sizes == (1, 64, 65, 256)  # kept: mixed batches of up to 2048 tokens use them
+    assert ladder.warnings == (
+        "no decode batch uses the capture sizes above max_num_seqs 64 x decode_query_len 1 = 64 tokens: 65, 256 "
+        "(only mixed (prefill) batches can; FULL_DECODE_ONLY captures no graph for them)",)
+    spec = capture_sizes(64, user_sizes=[2, 128, 130], num_speculative_tokens=1, max_num_batched_tokens=2048)
+    assert spec.warnings == (
+        "no decode batch uses the capture sizes above max_num_seqs 64 x decode_query_len 2 = 128 tokens: 130 "
+        "(only mixed (prefill) batches can; FULL_DECODE_ONLY captures no graph for them)",)
+    assert capture_sizes(64, user_sizes=[1, 2, 64], max_num_batched_tokens=2048).warnings == ()
+    assert capture_sizes(64).warnings == ()  # the default ladder's 2x top is by design

@@ -92,7 +92,9 @@ def capture_sizes(
     if user_sizes is not None:
         if isinstance(user_sizes, (str, bytes)) or not hasattr(user_sizes, "__iter__"):
             raise GraphbenchError(f"capture sizes must be a list of positive integers, got {user_sizes!r}")
-        return _user_ladder(list(user_sizes), max_num_batched_tokens, decode_query_len, max_capture_size)
+        ladder = _user_ladder(list(user_sizes), max_num_batched_tokens, decode_query_len, max_capture_size)
+        notes = _unused_by_decode(ladder.sizes, max_num_seqs, decode_query_len, max_num_batched_tokens)
+        return Ladder(ladder.sizes, ladder.max_capture_size, ladder.warnings + notes)
     top = default_max_capture_size(
         max_num_seqs,
         decode_query_len=decode_query_len,
@@ -167,6 +169,40 @@ def _user_ladder(
                 "(1 + speculative tokens) without exceeding the largest given size"
             )
     return Ladder(tuple(sizes), max(sizes), tuple(warnings))
+
+
+def _unused_by_decode(
+    sizes: tuple[int, ...], max_num_seqs: int, decode_query_len: int, max_num_batched_tokens: int | None
+) -> tuple[str, ...]:
+    """What a user list holds that the engine never uses for decode, or would drop with its default budget.
+
+    A decode step carries at most max_num_seqs x decode_query_len tokens, so rungs above that serve
+    mixed (prefill) steps only, and FULL_DECODE_ONLY records nothing for them (SPEC §1.2). Without a
+    token budget the engine resolves max(2048, max_num_seqs) (8192 on a GPU of >= 70 GiB other than an
+    A100) and drops the rungs above it.
+    """
+    from graphbench.config.parts import DEFAULT_TOKEN_BUDGET, LARGE_GPU_DEFAULT_TOKEN_BUDGET
+
+    decode_top = max_num_seqs * decode_query_len
+    notes = []
+    if above := [s for s in sizes if s > decode_top]:
+        notes.append(
+            f"no decode batch uses the capture sizes above max_num_seqs {max_num_seqs} x decode_query_len "
+            f"{decode_query_len} = {decode_top} tokens: {_join(above)} (only mixed (prefill) batches can; "
+            "FULL_DECODE_ONLY captures no graph for them)"
+        )
+    budget = max(DEFAULT_TOKEN_BUDGET, max_num_seqs)
+    if max_num_batched_tokens is None and (over := [s for s in sizes if s > budget]):
+        notes.append(
+            f"an engine with the default max_num_batched_tokens {budget} drops the capture sizes above it: "
+            f"{_join(over)} ({LARGE_GPU_DEFAULT_TOKEN_BUDGET} on a GPU of >= 70 GiB other than an A100; set "
+            "max_num_batched_tokens for your engine's ladder)"
+        )
+    return tuple(notes)
+
+
+def _join(sizes: list[int]) -> str:
+    return ", ".join(map(str, sizes))
 
 
 def _round_to_multiple(sizes: list[int], multiple: int, cap: int | None) -> list[int]:
