@@ -78,7 +78,10 @@ def test_crossing_interpolates_linearly():
     assert crossing(cs, tpot, 2.0) == (0.0, True)  # the lowest concurrency violates
     assert crossing(cs, tpot, 2.5) == (1.0, True)  # equal to the limit at c=1 meets it; c=4 does not
     assert crossing(cs, [1.5625 * c for c in cs], 50.0) == (32.0, True)  # exactly the limit at 32
-    assert crossing([1.0, 2.0, 4.0], [5.0, 60.0, 40.0], 50.0) == (1.0 + 45.0 / 55.0, True)  # first crossing
+    # non-monotone: met at 1 and 4, missed at 2 between them: the highest load that meets it counts
+    assert crossing([1.0, 2.0, 4.0], [5.0, 60.0, 40.0], 50.0) == (4.0, False)
+    assert crossing([1.0, 2.0, 4.0, 8.0], [5.0, 60.0, 40.0, 60.0], 50.0) == (6.0, True)
+    assert crossing([1.0, 16.0, 64.0], [60.0, 40.0, 90.0], 50.0) == (25.6, True)  # missed at 1 only
 
 
 def test_interpolate_and_ceil():
@@ -171,16 +174,18 @@ def test_write_plan_files(tmp_path):
 # ---------------------------------------------------------------- any fixture folder: naive reference
 
 
-def naive_max_load(points: list[tuple[float, float]], limit: float) -> float:
-    """Scan the measured points in order; linear crossing between the last good and first bad."""
-    points = sorted(points)
-    if points[0][1] > limit:
+def naive_max_load(points: dict[float, list[float]], limits: list[float]) -> float:
+    """points: concurrency -> one value per SLO. Scan from the top down for the highest concurrency
+    meeting every limit; then the first linear crossing toward the concurrency above it."""
+    cs = sorted(points)
+    good = [i for i, c in enumerate(cs) if all(v <= lim for v, lim in zip(points[c], limits))]
+    if not good:
         return 0.0
-    for i in range(1, len(points)):
-        if points[i][1] > limit:
-            (c0, v0), (c1, v1) = points[i - 1], points[i]
-            return c0 + (c1 - c0) * (limit - v0) / (v1 - v0)
-    return points[-1][0]
+    if good[-1] == len(cs) - 1:
+        return cs[-1]
+    c0, c1 = cs[good[-1]], cs[good[-1] + 1]
+    return min(c0 + (c1 - c0) * (lim - v0) / (v1 - v0)
+               for v0, v1, lim in zip(points[c0], points[c1], limits) if v1 > lim)
 
 
 @pytest.mark.parametrize("folder", FIXTURES, ids=[p.name for p in FIXTURES])
@@ -208,8 +213,7 @@ def test_plan_matches_a_naive_reference(folder):
     assert {c.series for c in plan.capacities} == set(curves)
     for cap in plan.capacities:
         by_c = curves[cap.series]
-        loads = []
-        for slo in SLOS:
-            pts = [(c, statistics.median(m[slo.metric])) for c, m in by_c.items() if slo.metric in m]
-            loads.append(naive_max_load(pts, slo.limit))
-        assert cap.max_concurrency == pytest.approx(min(loads), rel=1e-9, abs=1e-12), cap.series
+        points = {c: [statistics.median(m[slo.metric]) for slo in SLOS] for c, m in by_c.items()
+                  if all(slo.metric in m for slo in SLOS)}  # fmt: skip
+        expected = naive_max_load(points, [slo.limit for slo in SLOS])
+        assert cap.max_concurrency == pytest.approx(expected, rel=1e-9, abs=1e-12), cap.series

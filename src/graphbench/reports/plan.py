@@ -2,10 +2,12 @@
 
 For each configuration (series: the point label, plus the prompt/output shape when results mix
 shapes) the closed-loop workloads give, per measured concurrency, the median of each SLO metric.
-Each SLO's limit is crossed where the metric first goes above it: linearly interpolated between the
-last measured concurrency that meets it and the next one. The configuration's max load is the
-smallest crossing over the SLOs; 0 when the lowest concurrency already violates one; the highest
-measured concurrency, flagged "at least", when no SLO is crossed. Throughput at that load (output
+The configuration's max load is the highest measured concurrency that meets every SLO, extended
+toward the next measured one (linearly interpolated) up to where the first SLO's metric goes above
+its limit; 0 when no measured concurrency meets them all; the highest measured concurrency, flagged
+"at least", when it meets them all. A miss at a lower concurrency (p99 latencies are not monotone
+in concurrency: at C=1 a slow first request can be the p99 of few requests) does not lower it, and
+is named in a warning. A concurrency where an SLO metric is missing (NaN) is left out, with a warning. Throughput at that load (output
 tokens/s, requests/s) is interpolated the same way. Per GPU divides by the tensor-parallel size.
 GPUs needed = tp x ceil(target / capacity of one replica), for a target in requests/s or users.
 
@@ -79,19 +81,32 @@ def parse_slos(texts: Iterable[str]) -> list[Slo]:
     return slos
 
 
-def crossing(concurrency: list[float], values: list[float], limit: float) -> tuple[float, bool]:
-    """(highest load meeting value <= limit, whether the limit was crossed) on a measured curve.
+def max_load(concurrency: list[float], curves: list[list[float]], limits: list[float]) -> tuple[float, int | None]:
+    """(highest load at which every curve is within its limit, index of the curve that sets it: None
+    when none is crossed) on measured curves sorted by concurrency, without NaN.
 
-    Points must be sorted by concurrency, without NaN. The load is 0 when the first point violates,
-    the highest concurrency (not crossed) when none does, else the linear crossing point between
-    the last point that meets the limit and the first that does not.
+    The highest measured concurrency where every curve meets its limit, extended linearly toward the
+    next measured one up to where the first curve goes above its limit; the highest concurrency (None:
+    not crossed) when it meets them all; 0 when no measured concurrency does (the curve: the first one
+    over its limit at the lowest). A miss at a lower concurrency does not lower it: plan_capacity warns.
     """
-    if values[0] > limit:
-        return 0.0, True
-    for (c0, v0), (c1, v1) in zip(zip(concurrency, values), zip(concurrency[1:], values[1:])):
-        if v1 > limit:
-            return c0 + (limit - v0) * (c1 - c0) / (v1 - v0), True
-    return concurrency[-1], False
+    pairs = list(zip(curves, limits))
+    meets = [i for i in range(len(concurrency)) if all(v[i] <= limit for v, limit in pairs)]
+    if not meets:
+        return 0.0, next(j for j, (v, limit) in enumerate(pairs) if v[0] > limit)
+    k = meets[-1]
+    if k == len(concurrency) - 1:
+        return concurrency[k], None
+    (c0, c1) = concurrency[k], concurrency[k + 1]
+    return min((c0 + (limit - v[k]) * (c1 - c0) / (v[k + 1] - v[k]), j)
+               for j, (v, limit) in enumerate(pairs) if v[k + 1] > limit)
+
+
+def crossing(concurrency: list[float], values: list[float], limit: float) -> tuple[float, bool]:
+    """(highest load meeting value <= limit, whether the limit was crossed) on one measured curve:
+    max_load of that curve alone."""
+    load, limiting = max_load(concurrency, [values], [limit])
+    return load, limiting is not None
 
 
 def interpolate(concurrency: list[float], values: list[float], load: float) -> float:
@@ -172,20 +187,30 @@ def closed_loop(frame: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
     return frame[mask].groupby(keys, as_index=False)[metrics].median().sort_values(["series", "concurrency"])
 
 
-def _capacity(rows: pd.DataFrame, slos: list[Slo]) -> Capacity | str:
-    """Capacity of one series, or a warning text when an SLO metric was never measured."""
+def _capacity(rows: pd.DataFrame, slos: list[Slo]) -> tuple[Capacity | None, list[str]]:
+    """Capacity of one series (None when an SLO metric was never measured), and its warnings."""
     first = rows.iloc[0]
-    crossings: dict[str, float | None] = {}
-    loads = []
-    for slo in slos:
-        curve = rows[["concurrency", slo.metric]].dropna()
-        if curve.empty:
-            return f"{first['series']}: no {slo.metric} measured; left out of the plan"
-        load, crossed = crossing(list(curve["concurrency"]), list(curve[slo.metric]), slo.limit)
-        crossings[slo.metric] = load if crossed else None
-        loads.append((load, not crossed, str(slo)))
-    load, at_least, limiting = min(loads, key=lambda t: (t[0], t[1]))
-    at_least = all(not_crossed for _, not_crossed, _ in loads)
+    name = first["series"]
+    metrics = [slo.metric for slo in slos]
+    for metric in metrics:
+        if rows[metric].isna().all():
+            return None, [f"{name}: no {metric} measured; left out of the plan"]
+    gaps = rows[rows[metrics].isna().any(axis=1)]
+    warnings = [f"{name}: {', '.join(m for m in metrics if pd.isna(row[m]))} not measured at concurrency "
+                f"{row['concurrency']:g}; that concurrency is left out" for _, row in gaps.iterrows()]
+    curve = rows.dropna(subset=metrics)
+    if curve.empty:
+        return None, [*warnings, f"{name}: no concurrency measured every SLO metric; left out of the plan"]
+    cs, values = list(curve["concurrency"]), [list(curve[m]) for m in metrics]
+    load, limiting = max_load(cs, values, [slo.limit for slo in slos])
+    crossings = {}
+    for slo, v in zip(slos, values):
+        alone, crossed = crossing(cs, v, slo.limit)
+        crossings[slo.metric] = alone if crossed else None
+    if missed := _missed_below(cs, values, slos, load):
+        warnings.append(f"{name}: misses the SLOs at lower concurrency ({missed}) but meets every one at "
+                        f"concurrency {max(c for c in cs if c <= load):g}: planned at that higher load (a slow "
+                        "first request or a noisy repeat inflates the p99 of few requests)")
 
     def at(metric: str) -> float:
         curve = rows[["concurrency", metric]].dropna()
@@ -194,13 +219,24 @@ def _capacity(rows: pd.DataFrame, slos: list[Slo]) -> Capacity | str:
     tp = int(first["tensor_parallel_size"])
     out, rps = at("output_tokens_per_s"), at("requests_per_s")
     return Capacity(
-        series=str(first["series"]), label=str(first["label"]), system=str(first["system"]),
+        series=str(name), label=str(first["label"]), system=str(first["system"]),
         model=str(first["model"]), tensor_parallel_size=tp, concurrencies=[float(c) for c in rows["concurrency"]],
-        max_concurrency=float(load), at_least=at_least, limiting_slo="" if at_least else limiting,
+        max_concurrency=float(load), at_least=limiting is None,
+        limiting_slo="" if limiting is None else str(slos[limiting]),
         crossings=crossings, output_tokens_per_s=out, requests_per_s=rps, output_tokens_per_s_per_gpu=out / tp,
         requests_per_s_per_gpu=rps / tp, max_concurrency_per_gpu=float(load) / tp,
         tokens_per_s_per_user=out / load if load > 0 else math.nan,
-    )  # fmt: skip
+    ), warnings  # fmt: skip
+
+
+def _missed_below(cs: list[float], values: list[list[float]], slos: list[Slo], load: float) -> str:
+    """'tpot_p99_ms 61 at concurrency 1; ...': the SLO misses at concurrencies below the planned load."""
+    misses = []
+    for i, c in enumerate(cs):
+        over = [f"{slo.metric} {v[i]:.4g}" for slo, v in zip(slos, values) if v[i] > slo.limit]
+        if c < load and over:
+            misses.append(f"{', '.join(over)} at concurrency {c:g}")
+    return "; ".join(misses)
 
 
 def gpus_needed(capacity: Capacity, target_kind: str, target: float) -> int | None:
@@ -231,9 +267,9 @@ def plan_capacity(
     warnings = skipped_warnings(loaded)
     capacities = []
     for _series, rows in measured.groupby("series", sort=True):
-        result = _capacity(rows, slos)
-        if isinstance(result, str):
-            warnings.append(result)
+        result, notes = _capacity(rows, slos)
+        warnings += notes
+        if result is None:
             continue
         if target_kind is not None:
             result.gpus_needed = gpus_needed(result, target_kind, target)
