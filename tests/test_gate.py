@@ -177,17 +177,27 @@ def _samples(values: Sequence[float], tpot: float = 12.0) -> dict[str, list[tupl
 BASE5 = [2200.0, 2210.0, 2190.0, 2205.0, 2195.0]
 
 
-def test_three_repeats_can_never_fail_and_the_report_warns(tmp_path):
+def test_three_repeats_are_gated_by_the_threshold_alone_and_the_report_warns(tmp_path):
     b, c = _two_sets(tmp_path, [make_result(repeats=_samples(BASE5[:3]))],
                      [make_result(repeats=_samples([v * 0.8 for v in BASE5[:3]]))])
     report = run_gate(b, c)
     tokens = next(r for r in report.checks if r.metric == "output_tokens_per_s")
     assert tokens.comparison.p_value == pytest.approx(0.1)
-    assert tokens.status == "pass" and "not significant" in tokens.reason
-    assert report.passed
-    assert any("too few repeats" in w and ">= 4 repeats" in w for w in report.warnings)
+    assert tokens.rule == RULE_THRESHOLD_ONLY and tokens.status == "regressed"
+    assert "threshold only: 3 vs 3 repeats, which cannot reach p < 0.05" in tokens.reason
+    assert not report.passed and report.exit_code == 1
+    assert any("too few repeats" in w and "threshold alone" in w and ">= 4 repeats" in w for w in report.warnings)
     assert "too few repeats" in report.to_markdown()
     assert repeats_needed(0.05) == 4 and repeats_needed(0.01) == 5
+    # within the threshold: a pass, threshold-only too
+    close = write_set(tmp_path / "close", [make_result(repeats=_samples([v * 0.97 for v in BASE5[:3]]))])
+    tokens = next(r for r in run_gate(b, close).checks if r.metric == "output_tokens_per_s")
+    assert (tokens.rule, tokens.status) == (RULE_THRESHOLD_ONLY, "pass")
+    # --require-significance: the old rule, which three repeats can never fail
+    strict = run_gate(b, c, require_significance=True)
+    tokens = next(r for r in strict.checks if r.metric == "output_tokens_per_s")
+    assert tokens.rule == RULE_TEST and tokens.status == "pass" and "not significant" in tokens.reason
+    assert strict.passed and any("can never be flagged" in w for w in strict.warnings)
 
 
 def test_four_repeats_are_enough(tmp_path):
@@ -258,7 +268,9 @@ def test_pooled_reruns_give_point_metrics_the_significance_rule(tmp_path):
 def test_single_repeat_is_untestable_with_a_warning(tmp_path):
     b, c = _two_sets(tmp_path, [make_result(repeats=_samples([2200.0]))],
                      [make_result(repeats=_samples([1000.0]))])
-    report = run_gate(b, c)
+    by_default = next(r for r in run_gate(b, c).checks if r.metric == "output_tokens_per_s")
+    assert (by_default.rule, by_default.status) == (RULE_THRESHOLD_ONLY, "regressed")
+    report = run_gate(b, c, require_significance=True)
     tokens = next(r for r in report.checks if r.metric == "output_tokens_per_s")
     assert tokens.status == "untestable" and report.passed
     assert any("untestable" in w for w in report.warnings)

@@ -4,7 +4,8 @@ A repeat's speed is the engine's only if the process got the CPU when it wanted 
 that it did not, from the cheapest evidence the OS keeps:
 - the main thread's run-queue wait (Linux schedstat: time it was runnable but not running) is a
   large share of the repeat: something else held the cores it needed;
-- the host's 1-minute load average is above its cores (slow to move, so it flags long contention);
+- where the OS keeps no such count: the host's 1-minute load average is above its cores (it lags by
+  a minute, so it is only the fallback: after a burst it would flag the quiet repeats that follow);
 - the process got clearly less CPU time per second than its sibling repeats of the same workload.
 Flagged repeats keep their numbers; the summary and the report say the host was busy instead of
 presenting their spread as the engine's.
@@ -68,7 +69,7 @@ def busy_host_reason(repeat: dict[str, Any], siblings: list[dict[str, Any]]) -> 
     if isinstance(wait, (int, float)) and wait >= MAX_CPU_WAIT_FRACTION:
         return f"its main thread waited {100 * wait:.0f}% of the repeat for a CPU"
     load, cpus = repeat.get("host_load_1m"), repeat.get("host_cpus")
-    if isinstance(load, (int, float)) and isinstance(cpus, int) and load > cpus:
+    if wait is None and isinstance(load, (int, float)) and isinstance(cpus, int) and load > cpus:
         return f"host load {load:.1f} > {cpus} cores"
     shares = [s.get("process_cpu_fraction") for s in siblings]
     shares = [x for x in shares if isinstance(x, (int, float))]

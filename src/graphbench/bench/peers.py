@@ -51,23 +51,30 @@ class _StepClock:
         pass
 
 
-def _run_wave(model, prompts: list[list[int]], output_lens: list[int], static: bool) -> list[_Timed]:
+def _run_wave(model, prompts: list[list[int]], output_lens: list[int], static: bool,
+              shape: tuple[int, int] | None = None) -> list[_Timed]:
+    """One static batch: every request runs max(output_lens) steps (static batching's cost).
+    shape (width, steps): pad the prompts to this width and size the static cache for this many steps,
+    stopping after max(output_lens), so that every wave of a workload has the compiled forward's
+    shapes (a new cache length would make torch.compile compile again, inside the measurement)."""
     import torch
 
     device = next(model.parameters()).device
-    width = max(map(len, prompts))
+    steps = max(output_lens)
+    width, cache_steps = shape or (max(map(len, prompts)), steps)
     ids = torch.zeros(len(prompts), width, dtype=torch.long)
     mask = torch.zeros_like(ids)
     for i, p in enumerate(prompts):  # left padding
         ids[i, width - len(p):] = torch.tensor(p)
         mask[i, width - len(p):] = 1
     clock = _StepClock()
-    steps = max(output_lens)
     extra = {"cache_implementation": "static"} if static else {}
+    if cache_steps > steps:
+        extra["stopping_criteria"] = _stop_after(width + steps)
     start = time.perf_counter()
     with torch.inference_mode():
-        model.generate(ids.to(device), attention_mask=mask.to(device), max_new_tokens=steps, min_new_tokens=steps,
-                       do_sample=False, pad_token_id=0, streamer=clock, **extra)
+        model.generate(ids.to(device), attention_mask=mask.to(device), max_new_tokens=cache_steps,
+                       min_new_tokens=steps, do_sample=False, pad_token_id=0, streamer=clock, **extra)
     if device.type == "cuda":
         torch.cuda.synchronize()
     timed = []
@@ -76,6 +83,19 @@ def _run_wave(model, prompts: list[list[int]], output_lens: list[int], static: b
         t.first_token_time, t.finish_time = t.token_times[0], t.token_times[-1]
         timed.append(t)
     return timed
+
+
+def _stop_after(length: int):
+    """A generate() stopping criterion: stop every row once the sequences are `length` tokens long."""
+    import torch
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class StopAtLength(StoppingCriteria):
+        def __call__(self, input_ids, scores, **kwargs):
+            return torch.full((input_ids.shape[0],), input_ids.shape[1] >= length, dtype=torch.bool,
+                              device=input_ids.device)
+
+    return StoppingCriteriaList([StopAtLength()])
 
 
 def run_peer_workload(model, workload: Workload, static: bool, vocab_size: int, seed_offset: int,
@@ -93,9 +113,13 @@ def run_peer_workload(model, workload: Workload, static: bool, vocab_size: int, 
     probe = HostProbe()
     start = time.perf_counter()
     finished: list[_Timed] = []
+    outputs = [s.capped_output_len(max_output_len) for s in specs]
+    # static cache: one compiled shape for the workload's first call, warm-up and repeats alike
+    shape = (max(workload.prompt_len.max(), *map(len, prompts)), max(workload.output_len.max(), *outputs)) \
+        if static else None
     for i in range(0, len(specs), workload.concurrency):
         wave = slice(i, i + workload.concurrency)
-        finished += _run_wave(model, prompts[wave], [s.capped_output_len(max_output_len) for s in specs[wave]], static)
+        finished += _run_wave(model, prompts[wave], outputs[wave], static, shape)
     duration = time.perf_counter() - start
     out = sum(t.output_len for t in finished)
     result = {"output_tokens_per_s": out / duration, "total_tokens_per_s": (out + sum(t.prompt_len for t in finished)) / duration,

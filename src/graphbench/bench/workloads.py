@@ -43,7 +43,7 @@ class DefaultTraffic:
 # GPU: at rate 64/s a llama-3.2-1b request lasts ~70 ms under -O2 (64 steps of ~1.1 ms), ~4.5 in flight
 GPU_TRAFFIC = DefaultTraffic("1,6,20,64", "64", "uniform:64-192", "uniform:32-96", 4)
 # CPU (tiny model, 2 cores): short enough that the README's main job stays within 3 minutes
-CPU_TRAFFIC = DefaultTraffic("1,3,12", "32", "uniform:32-96", "uniform:8-24", 2)
+CPU_TRAFFIC = DefaultTraffic("1,3,12", "100", "uniform:32-96", "uniform:8-24", 2)
 
 
 def default_traffic(gpu: bool) -> DefaultTraffic:

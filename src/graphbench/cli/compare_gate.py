@@ -197,6 +197,10 @@ def gate_command(
         bool, typer.Option("--allow-missing", help="Pass over baseline points missing from the current results "
                            "(by default they make the input unusable: exit 2).")
     ] = False,
+    require_significance: Annotated[
+        bool, typer.Option("--require-significance", help="Never gate a per-repeat metric by its threshold "
+                           "alone: with too few repeats for the test (< 4 per side) it then cannot fail.")
+    ] = False,
     markdown: Annotated[
         Path | None, typer.Option("--markdown", help="Write the report as Markdown (e.g. $GITHUB_STEP_SUMMARY).")
     ] = None,
@@ -207,13 +211,14 @@ def gate_command(
 
     A metric regresses only when its change is beyond its threshold in the bad direction AND
     significant over the repeats (two-sided Mann-Whitney U, p < alpha; needs >= 4 repeats per
-    side). Per-point metrics (startup_s, capture_s, graph_memory_bytes) have a single value per
-    point and are checked against the threshold only.
+    side). With fewer repeats (a sweep's default is 3) no p can reach alpha, so the change of the
+    medians is checked against the threshold alone ("threshold-only", with a warning), as for the
+    per-point metrics (startup_s, capture_s, graph_memory_bytes), which have one value per point.
     """
     try:
         limits = thresholds_from_specs(threshold or [])
         report = run_gate(baseline, current, limits, alpha=alpha, allow_mismatch=allow_mismatch,
-                          allow_missing=allow_missing)
+                          allow_missing=allow_missing, require_significance=require_significance)
     except GraphbenchError as exc:
         if markdown is not None:
             _write(markdown, error_markdown(str(exc)))

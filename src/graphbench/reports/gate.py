@@ -4,9 +4,10 @@ significant and beyond a factor). No torch.
 Rules, per matched (point, workload, gated metric):
 - Per-repeat metrics (tokens/s, TPOT p99, ...): REGRESSED when the two-sided Mann-Whitney U test over
   the repeats gives p < alpha AND the change of the medians is beyond the metric's threshold in
-  the bad direction. With < 2 repeats on a side the check is "untestable" (a warning, not a
-  failure). When the repeats are too few for any p to reach alpha (3 vs 3: smallest p 0.1) the
-  report warns that such a check can never fail: use >= 4 repeats per side (5 recommended).
+  the bad direction. When the repeats are too few for any p to reach alpha (3 vs 3, a sweep's
+  default: smallest p 0.1) the check is "threshold-only", like a per-point metric's, and the report
+  warns: use >= 4 repeats per side (5 recommended) for the test. With require_significance such
+  checks keep the test (and can never fail; with < 2 repeats on a side they are "untestable").
 - Per-point metrics (startup_s, capture_s, graph_memory_bytes: one value per point) cannot be
   tested for significance: they are "threshold-only": REGRESSED when the change (of the single
   values, or of the medians over re-runs pooled from several files) is beyond the threshold.
@@ -124,18 +125,22 @@ class GateCheck:
         }
 
 
-def _check(c: Comparison, metric: Metric, threshold: float, alpha: float) -> GateCheck:
+def _check(c: Comparison, metric: Metric, threshold: float, alpha: float,
+           require_significance: bool = False) -> GateCheck:
     bad, good = _beyond(c.change_pct, threshold, metric)
     change, thr = format_change(c.change_pct), threshold_text(threshold)
     testable = c.p_value is not None and min_two_sided_p(c.n_baseline, c.n_current) < alpha
-    if metric.scope == POINT and not testable:
+    if not testable and (metric.scope == POINT or not require_significance):
+        # asv's rule when it has no statistics: the change of the medians against the threshold alone
+        why = (f"{c.n_baseline} vs {c.n_current} value(s) per point" if metric.scope == POINT else
+               f"{c.n_baseline} vs {c.n_current} repeats, which cannot reach p < {alpha:g}")
         if bad:
             return GateCheck(c, threshold, RULE_THRESHOLD_ONLY, "regressed",
-                             f"change {change} beyond threshold {thr} (threshold only: {c.n_baseline} vs "
-                             f"{c.n_current} value(s) per point, too few for a significance test)")
+                             f"change {change} beyond threshold {thr} (threshold only: {why}, too few for a "
+                             "significance test)")
         if good:
             return GateCheck(c, threshold, RULE_THRESHOLD_ONLY, "improved",
-                             f"change {change} beyond {thr} for the better")
+                             f"change {change} beyond {thr} for the better (threshold only: {why})")
         return GateCheck(c, threshold, RULE_THRESHOLD_ONLY, "pass", f"change {change} within threshold {thr}")
     if c.p_value is None:
         return GateCheck(c, threshold, RULE_TEST, "untestable",
@@ -212,7 +217,7 @@ class GateReport:
 
 
 def gate_comparisons(
-    comparisons: list[Comparison], thresholds: Mapping[str, float], alpha: float
+    comparisons: list[Comparison], thresholds: Mapping[str, float], alpha: float, require_significance: bool = False
 ) -> tuple[list[GateCheck], list[str]]:
     """Checks for the gated metrics among comparisons, plus warnings. Raises on one-sided metrics."""
     checks: list[GateCheck] = []
@@ -232,19 +237,22 @@ def gate_comparisons(
                 raise GraphbenchError(
                     f"metric {metric.name} is missing in the {side} results for {c.where} "
                     f"(present in the {other}): cannot gate it")
-            checks.append(_check(c, metric, threshold, alpha))
+            checks.append(_check(c, metric, threshold, alpha, require_significance))
     few: dict[str, set[tuple[int, int]]] = {}
     for r in checks:
         c = r.comparison
-        if r.rule == RULE_TEST and r.status != "untestable" and min_two_sided_p(c.n_baseline, c.n_current) >= alpha:
-            few.setdefault(c.metric, set()).add((c.n_baseline, c.n_current))
+        if (metric := resolve_metric(c.metric)).scope != POINT and r.status != "untestable" \
+                and min_two_sided_p(c.n_baseline, c.n_current) >= alpha:
+            few.setdefault(metric.name, set()).add((c.n_baseline, c.n_current))
     need = repeats_needed(alpha)
     for name, sizes in few.items():
         shown = ", ".join(f"{b} vs {k}" for b, k in sorted(sizes))
         smallest = max(min_two_sided_p(b, k) for b, k in sizes)
+        then = ("so it can never be flagged" if require_significance else
+                "so it is gated by its threshold alone, noise included")
         warnings.append(
             f"too few repeats for {name} ({shown}): the smallest possible p is {smallest:.2g} >= alpha {alpha:g}, "
-            f"so it can never be flagged; run >= {need} repeats per side (5 recommended)")
+            f"{then}; run >= {need} repeats per side (5 recommended) for a significance test")
     untestable = [r for r in checks if r.status == "untestable"]
     if untestable:
         metrics = ", ".join(sorted({r.metric for r in untestable}))
@@ -259,6 +267,7 @@ def run_gate(
     alpha: float = DEFAULT_ALPHA,
     allow_mismatch: bool = False,
     allow_missing: bool = False,
+    require_significance: bool = False,
 ) -> GateReport:
     """Load both sides, compare every matched point and gate the metrics named in thresholds.
 
@@ -269,6 +278,10 @@ def run_gate(
     thresholds: metric name (or alias) -> signed percentage in the bad direction; None means
     DEFAULT_THRESHOLDS (output_tokens_per_s -5, tpot_p99_ms +10, startup_s +20,
     graph_memory_bytes +10). Only these metrics are gated.
+
+    A per-repeat metric with too few repeats for the test to ever reach alpha (3 vs 3: p >= 0.1) is
+    gated by its threshold alone (labelled threshold-only, with a warning), as asv does without
+    statistics; require_significance keeps it to the significance rule (it then never fails).
     """
     if not 0.0 < alpha < 1.0:
         raise GraphbenchError(f"alpha must be in (0, 1), got {alpha}")
@@ -291,7 +304,7 @@ def run_gate(
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise GraphbenchError(f"{missing[0]}{more} is in the baseline but not in the current results (not run, or "
                               "its file was skipped as malformed); pass --allow-missing to gate the others")
-    checks, gwarn = gate_comparisons(result.comparisons, limits, alpha)
+    checks, gwarn = gate_comparisons(result.comparisons, limits, alpha, require_significance)
     if not checks:
         raise GraphbenchError(f"nothing to gate: none of {', '.join(limits)} is in the matched results")
     return GateReport(checks, bwarn + cwarn + result.warnings + gwarn, limits, alpha,

@@ -1,0 +1,75 @@
+"""Busy-host flags: which repeats ran on a contended host, from what each repeat records."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from graphbench.bench.host_load import busy_host_reason, flag_busy_repeats
+
+
+def rep(wait=0.0, load=0.5, cpus=2, share=1.9):
+    return {"cpu_wait_fraction": wait, "host_load_1m": load, "host_cpus": cpus, "process_cpu_fraction": share}
+
+
+def test_reasons():
+    quiet = [rep(), rep(), rep()]
+    assert busy_host_reason(rep(), quiet) is None
+    assert busy_host_reason(rep(wait=0.31), quiet) == "its main thread waited 31% of the repeat for a CPU"
+    assert busy_host_reason(rep(wait=0.099), quiet) is None
+    # the load average lags a minute: only where the OS does not count the waits
+    assert busy_host_reason(rep(load=3.1), quiet) is None
+    assert busy_host_reason(rep(wait=None, load=3.1), quiet) == "host load 3.1 > 2 cores"
+    starved = [rep(), rep(share=1.0), rep()]
+    assert busy_host_reason(starved[1], starved) == "the process got 53% of the CPU its sibling repeats got"
+    assert busy_host_reason(starved[1], starved[:2]) is None  # two repeats: no sibling median to trust
+
+
+def test_flags_are_set_on_every_repeat():
+    repeats = [rep(), rep(wait=0.5), rep(wait=None, load=9.0)]
+    assert flag_busy_repeats(repeats) == [1, 2]
+    assert [r["busy_host"] is None for r in repeats] == [True, False, False]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the hog test reads Linux schedstat")
+def test_a_cpu_hog_during_one_repeat_flags_that_repeat():
+    from graphbench.bench.driver import run_engine_workload, warm_up
+    from graphbench.bench.repeats import measure_repeats, workload_record
+    from graphbench.bench.workloads import LengthDist, Workload
+    from graphbench.config import load_engine_config
+    from graphbench.runner.engine import Engine
+
+    engine = Engine(load_engine_config(overrides={"model.model": "tiny-llama", "model.device": "cpu",
+                                                  "optimization_level": 0}))
+    workload = Workload(kind="closed", concurrency=4, num_requests=8, prompt_len=LengthDist("fixed", 16),
+                        output_len=LengthDist("fixed", 24))
+    warm_up(engine, workload)
+    hogs: list[subprocess.Popen] = []
+
+    def run_once(w, i):
+        if i == 1:  # more busy processes than cores, for this repeat only
+            hogs.extend(subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                        for _ in range((os.cpu_count() or 1) + 1))
+            time.sleep(0.3)
+        try:
+            return run_engine_workload(engine, w, seed_offset=i)
+        finally:
+            for hog in hogs:
+                hog.kill()
+                hog.wait()
+            hogs.clear()
+
+    try:
+        measured, repeats, calibration = measure_repeats(run_once, workload, 3)
+        record = workload_record(measured, repeats, calibration)
+    finally:
+        engine.close()
+    assert 1 in record["busy_host_repeats"], [(r["cpu_wait_fraction"], r["process_cpu_fraction"]) for r in repeats]
+    assert repeats[1]["busy_host"].startswith(("its main thread waited", "the process got", "host load"))
+    assert len(record["busy_host_repeats"]) < 3  # a quiet repeat is not flagged along with it
+    if len(record["busy_host_repeats"]) == 1:
+        assert record["quiet_spread_pct"] is not None
