@@ -35,8 +35,9 @@ SUMMARY_COLUMNS = [
     "label", "system", "model", "optimization_level", "cudagraph_mode_requested", "cudagraph_mode_resolved",
     "performance_mode", "num_capture_sizes", "workload", "workload_kind", "concurrency", "request_rate",
     "output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "ttft_p50_ms", "ttft_p99_ms",
-    "tpot_p50_ms", "tpot_p99_ms", "padding_waste_pct", "eager_fraction", "startup_cold", "startup_s",
-    "startup_cold_s", "startup_warm_s", "graph_memory_bytes", "graph_pool_bytes",
+    "tpot_p50_ms", "tpot_p99_ms", "padding_waste_pct", "padding_token_pct", "eager_fraction", "startup_cold",
+    "startup_s", "startup_cold_s", "startup_warm_s", "graph_memory_bytes", "graph_pool_bytes", "busy_host_repeats",
+    "same_engine_as",
 ]  # fmt: skip
 
 
@@ -67,6 +68,9 @@ def _repeat_value(repeat: Mapping[str, Any], metric: str, workload: Mapping[str,
     if metric == "requests_per_s" and "requests_per_s" not in repeat:
         n, duration = _num(workload.get("num_requests")), _num(repeat.get("duration_s"))
         return n / duration if duration > 0 else None
+    if metric == "padding_token_pct" and "padding_token_pct" not in repeat:
+        overhead = _num(repeat.get("padding_overhead"))  # sum(padded) / sum(real) - 1, recorded before it
+        return 100 * overhead / (1 + overhead) if overhead >= 0 else None
     return repeat.get(metric)
 
 
@@ -101,6 +105,40 @@ def capture_sizes_of(result: Mapping[str, Any]) -> list[int] | None:
     if not isinstance(sizes, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in sizes):
         return None
     return sorted(set(sizes))
+
+
+def graphs_recorded(result: Mapping[str, Any]) -> bool:
+    """The point recorded CUDA graphs: a resolved mode other than NONE and a captured ladder."""
+    resolved = _get(result, "startup", "cudagraph_mode", "resolved")
+    return resolved not in (None, "", "NONE") and bool(capture_sizes_of(result))
+
+
+def asked_ladder(result: Mapping[str, Any]) -> list[int] | None:
+    """The ladder the point's config asked for (config.compilation.cudagraph_capture_sizes), None when it
+    asked for no CUDA graph (cudagraph mode NONE) or holds no ladder. Where graphs were recorded it is the
+    captured one (startup.capture_sizes); on the CPU that is empty and this is what would have been captured."""
+    if graphs_recorded(result):
+        return capture_sizes_of(result)
+    requested = _get(result, "startup", "cudagraph_mode", "requested") or _get(result, "config", "compilation", "cudagraph_mode")
+    sizes = _get(result, "config", "compilation", "cudagraph_capture_sizes")
+    if requested in (None, "NONE") or not isinstance(sizes, list) or not sizes:
+        return None
+    if not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sizes):
+        return None
+    return sorted(set(sizes))
+
+
+def busy_repeats(workload: Mapping[str, Any]) -> dict[int, str]:
+    """0-based repeat index -> why its host was busy, for the repeats flagged `busy_host` (a reason
+    string) or listed in the workload's `busy_host_repeats`; {} in results written before them."""
+    repeats = workload.get("repeats") if isinstance(workload.get("repeats"), list) else []
+    busy = {i: r["busy_host"] for i, r in enumerate(repeats)
+            if isinstance(r, Mapping) and isinstance(r.get("busy_host"), str) and r["busy_host"]}
+    listed = workload.get("busy_host_repeats")
+    for i in listed if isinstance(listed, list) else []:
+        if isinstance(i, int) and not isinstance(i, bool) and 0 <= i < len(repeats):
+            busy.setdefault(i, "busy host")
+    return dict(sorted(busy.items()))
 
 
 def flag_is(value: Any, flag: bool) -> bool:
@@ -158,7 +196,7 @@ def ok_results(results: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 
 
 BASE_METRICS = ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "padding_waste_pct",
-                "eager_fraction", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms")  # fmt: skip
+                "padding_token_pct", "eager_fraction", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms")  # fmt: skip
 
 
 def results_frame(results: Iterable[Mapping[str, Any]], extra_metrics: Iterable[str] = ()) -> pd.DataFrame:
@@ -173,16 +211,17 @@ def results_frame(results: Iterable[Mapping[str, Any]], extra_metrics: Iterable[
         point = _point_fields(result)
         workloads = [w for w in result.get("workloads") or [] if isinstance(w, Mapping)]
         if not workloads:
-            rows.append(dict(point, workload="", workload_kind="", shape=""))
+            rows.append(dict(point, workload="", workload_kind="", shape="", same_engine_as=""))
         for w in workloads:
-            row = dict(point, workload=str(w.get("name") or ""), workload_kind=str(w.get("kind") or ""))
+            row = dict(point, workload=str(w.get("name") or ""), workload_kind=str(w.get("kind") or ""), same_engine_as="")
             row["concurrency"] = _num(w.get("concurrency"))
             row["request_rate"] = _num(w.get("request_rate"))
             row["shape"] = _shape(w)
+            row["busy_host_repeats"] = len(busy_repeats(w))
             for metric in metrics:
                 row[metric] = metric_median(w, metric)
             rows.append(row)
-    extra = [m for m in metrics if m not in SUMMARY_COLUMNS]
+    extra = [m for m in metrics if m not in SUMMARY_COLUMNS]  # (same_engine_as: filled in by reports.aliases)
     frame = pd.DataFrame(rows, columns=[*SUMMARY_COLUMNS, *extra, "tensor_parallel_size", "gpu", "path", "shape"])
     shapes = set(frame.loc[frame["workload"] != "", "shape"])
     many = len(shapes) > 1
