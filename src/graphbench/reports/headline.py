@@ -3,6 +3,8 @@
 Best = highest median output tokens/s at that concurrency (ties: the name first in sort order).
 The cost of the best configuration is its startup (median total over its cold starts, and over
 its warm starts, reports.frame.points_frame) and its graph memory (the largest over its starts).
+A best configuration that stands for other labels (reports.aliases: the same engine, measured once)
+names them in `best_also`; they are never ranked on their own.
 """
 
 from __future__ import annotations
@@ -11,11 +13,13 @@ import math
 
 import pandas as pd
 
+from collections.abc import Mapping
+
 from graphbench.reports.frame import GRAPHBENCH, flag_is
 
 HEADLINE_COLUMNS = [
     "shape", "concurrency", "best", "output_tokens_per_s", "startup_cold_s", "startup_warm_s", "graph_memory_bytes",
-    "best_peer", "peer_output_tokens_per_s", "speedup_vs_peer",
+    "best_peer", "peer_output_tokens_per_s", "speedup_vs_peer", "best_also",
 ]  # fmt: skip
 
 
@@ -34,10 +38,12 @@ def _startup(points: pd.DataFrame, label: str, cold: bool) -> float:
     return float(values.median()) if not values.empty else math.nan
 
 
-def headline_table(frame: pd.DataFrame, points: pd.DataFrame) -> pd.DataFrame:
+def headline_table(frame: pd.DataFrame, points: pd.DataFrame,
+                   aliases: Mapping[str, list[str]] | None = None) -> pd.DataFrame:
     """One row per measured (workload shape, concurrency), ascending; see HEADLINE_COLUMNS.
 
-    Configurations are only compared on the same prompt/output shape. NaN / '' where absent."""
+    Configurations are only compared on the same prompt/output shape. NaN / '' where absent.
+    aliases: measured label -> the labels it stands for (reports.aliases.alias_map)."""
     rows = frame[frame["concurrency"].notna() & frame["output_tokens_per_s"].notna()]
     keys = ["series", "label", "system", "shape", "concurrency"]
     table = rows.groupby(keys, as_index=False)["output_tokens_per_s"].median()
@@ -48,14 +54,15 @@ def headline_table(frame: pd.DataFrame, points: pd.DataFrame) -> pd.DataFrame:
         peer = _best(at[at["system"] != GRAPHBENCH])
         row = {"shape": shape, "concurrency": conc, "best": "", "output_tokens_per_s": math.nan, "startup_cold_s": math.nan,
                "startup_warm_s": math.nan, "graph_memory_bytes": math.nan, "best_peer": "",
-               "peer_output_tokens_per_s": math.nan, "speedup_vs_peer": math.nan}  # fmt: skip
+               "peer_output_tokens_per_s": math.nan, "speedup_vs_peer": math.nan, "best_also": ""}  # fmt: skip
         if best is not None:
             series, tps = best
             label = at.loc[at["series"] == series, "label"].iloc[0]
             memory = points.loc[(points["label"] == label) & (points["system"] == GRAPHBENCH), "graph_memory_bytes"]
             row.update(best=series, output_tokens_per_s=tps, startup_cold_s=_startup(points, label, True),
                        startup_warm_s=_startup(points, label, False),
-                       graph_memory_bytes=float(memory.max()) if memory.notna().any() else math.nan)  # fmt: skip
+                       graph_memory_bytes=float(memory.max()) if memory.notna().any() else math.nan,
+                       best_also=", ".join((aliases or {}).get(label, [])))  # fmt: skip
         if peer is not None:
             row.update(best_peer=peer[0], peer_output_tokens_per_s=peer[1])
             if best is not None and peer[1] > 0:
