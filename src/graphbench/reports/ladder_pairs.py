@@ -1,0 +1,160 @@
+"""Whether a ladder's padding costs time: points that differ only in their ladder, workload by workload.
+
+Two graphbench points form a pair when their configs are the same but for the ladder
+(compilation.cudagraph_capture_sizes, max_cudagraph_capture_size, performance_mode) on the same model,
+system and device. For each workload both ran: the paid padding of each, the TPOT p50 and output
+tokens/s medians over repeats, b's change against a, and a two-sided Mann-Whitney U p over the repeats
+(reports.stats; repeats on a busy host are left out). When the test cannot reach p < 0.05 with that many
+repeats (3 vs 3: the smallest p is 0.1) it says "too few repeats to test" instead.
+
+Labels that stand for another's measurement (reports.aliases) pair by their names: two labels that
+differ only in the ladder part ("O2_default", "O2_interactivity") and run one engine get one row saying
+so, since one measurement cannot differ from itself.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from graphbench.reports.aliases import SAME_ENGINE, alias_map, ladder_mode
+from graphbench.reports.frame import GRAPHBENCH, asked_ladder, busy_repeats, metric_median, ok_results
+from graphbench.reports.stats import mann_whitney_u, median, min_two_sided_p
+
+ALPHA = 0.05
+TOO_FEW = "too few repeats to test"
+LADDER_KEYS = ("cudagraph_capture_sizes", "max_cudagraph_capture_size", "performance_mode")
+PAIR_COLUMNS = [
+    "pair", "workload", "repeats", "paid padding %", "TPOT p50 ms", "TPOT change %", "TPOT p",
+    "output tok/s change %", "tok/s p",
+]  # fmt: skip
+PAIRS_NOTE = (
+    "Points that differ only in their ladder, on the same workload: b against a. p: two-sided Mann-Whitney U "
+    "over the repeats (below 0.05: unlikely to be the repeats' own noise); repeats on a busy host are left out."
+)
+
+
+def pairs_note(pairs: pd.DataFrame) -> str:
+    """The note over the pairs table; with a word on what too few repeats cannot tell."""
+    text = PAIRS_NOTE
+    if pairs.empty:
+        return text
+    few = pairs[(pairs["TPOT p"] == TOO_FEW) | (pairs["tok/s p"] == TOO_FEW)]
+    if not few.empty:
+        n = max(int(x) for x in few["repeats"].str.split(" ").str[0])
+        text += (f" {TOO_FEW.capitalize()}: with {n} repeats a side the smallest p the test can give is "
+                 f"{min_two_sided_p(n, n):.2g}, so no change could show as significant; 4 repeats a side reach "
+                 f"{min_two_sided_p(4, 4):.2g} (sweep --repeats 4 or more).")
+    if (pairs["workload"] == "every workload").any():
+        text += (f" Labels that ran one engine ({SAME_ENGINE}) cannot differ: on this device their ladders "
+                 "change nothing.")
+    return text
+
+
+def _engine_key(result: Mapping[str, Any]) -> str:
+    config = json.loads(json.dumps(result.get("config") or {}))
+    comp = config.get("compilation") if isinstance(config.get("compilation"), dict) else {}
+    for key in LADDER_KEYS:
+        comp.pop(key, None)
+    env = result.get("environment") if isinstance(result.get("environment"), Mapping) else {}
+    return json.dumps([config, result.get("model"), result.get("system"), env.get("device"), env.get("gpu")],
+                      sort_keys=True, default=str)
+
+
+def _workloads(results: list[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """Workload name -> the workload dicts of these results (one label's runs, pooled)."""
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for result in results:
+        for w in result.get("workloads") or []:
+            if isinstance(w, Mapping) and w.get("repeats"):
+                out.setdefault(str(w.get("name") or ""), []).append(w)
+    return out
+
+
+def _values(workloads: list[Mapping[str, Any]], metric: str) -> tuple[list[float], int]:
+    """The metric over the calm repeats, and how many busy-host repeats were left out."""
+    values, busy = [], 0
+    for w in workloads:
+        flagged = busy_repeats(w)
+        busy += len(flagged)
+        for i, r in enumerate(w["repeats"]):
+            value = r.get("output_tokens_per_s") if metric == "tok/s" else (r.get("tpot_ms") or {}).get("p50")
+            if i not in flagged and isinstance(value, (int, float)) and not math.isnan(value):
+                values.append(float(value))
+    return values, busy
+
+
+def _p(a: list[float], b: list[float]) -> float | str:
+    if min_two_sided_p(len(a), len(b)) >= ALPHA:
+        return TOO_FEW
+    return mann_whitney_u(a, b).p_value
+
+
+def _change(a: list[float], b: list[float]) -> float:
+    return 100 * (median(b) - median(a)) / median(a) if a and b and median(a) else math.nan
+
+
+def _rows(name: str, a: list[Mapping[str, Any]], b: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    wa, wb = _workloads(a), _workloads(b)
+    for workload in [w for w in wa if w in wb]:
+        (ta, busy_a), (tb, busy_b) = _values(wa[workload], "tpot"), _values(wb[workload], "tpot")
+        (sa, _), (sb, _) = _values(wa[workload], "tok/s"), _values(wb[workload], "tok/s")
+        busy = busy_a + busy_b
+        pa, pb = (metric_median(ws[workload][0], "padding_token_pct") for ws in (wa, wb))
+        rows.append({
+            "pair": name, "workload": workload,
+            "repeats": f"{len(sa)} vs {len(sb)}" + (f" ({busy} on a busy host left out)" if busy else ""),
+            "paid padding %": f"{pa:.1f} -> {pb:.1f}",
+            "TPOT p50 ms": f"{median(ta):.2f} -> {median(tb):.2f}" if ta and tb else "-",
+            "TPOT change %": _change(ta, tb), "TPOT p": _p(ta, tb) if ta and tb else math.nan,
+            "output tok/s change %": _change(sa, sb), "tok/s p": _p(sa, sb) if sa and sb else math.nan,
+        })  # fmt: skip
+    return rows
+
+
+def _same_engine_row(a: str, b: str, engine: str) -> dict[str, Any]:
+    said = f"{SAME_ENGINE} as {engine}"
+    return {"pair": f"{a} -> {b}", "workload": "every workload", "repeats": "-", "paid padding %": "-",
+            "TPOT p50 ms": "-", "TPOT change %": math.nan, "TPOT p": said, "output tok/s change %": math.nan,
+            "tok/s p": said}  # fmt: skip
+
+
+def _named_apart_by_ladder(a: str, b: str) -> bool:
+    """The labels differ in one '_' part only, and both those parts name a ladder."""
+    pa, pb = a.split("_"), b.split("_")
+    if len(pa) != len(pb):
+        return False
+    diff = [(x, y) for x, y in zip(pa, pb) if x != y]
+    return len(diff) == 1 and all(ladder_mode(x) or x.startswith("tuned") for x in diff[0])
+
+
+def ladder_pairs(results: list[Mapping[str, Any]]) -> pd.DataFrame:
+    """See the module doc; PAIR_COLUMNS."""
+    ok = [r for r in ok_results(results) if (r.get("system") or GRAPHBENCH) == GRAPHBENCH]
+    by_label: dict[str, list[Mapping[str, Any]]] = {}
+    for r in ok:
+        by_label.setdefault(str(r.get("label")), []).append(r)
+    rows = []
+    for a, b in itertools.combinations(sorted(by_label), 2):
+        ra, rb = by_label[a][0], by_label[b][0]
+        if _engine_key(ra) == _engine_key(rb) and asked_ladder(ra) != asked_ladder(rb):
+            rows += _rows(f"{a} -> {b}", by_label[a], by_label[b])
+    engine_of = {label: label for label in by_label}
+    for label, aliases in alias_map(results).items():
+        engine_of.update({alias: label for alias in aliases})
+    for a, b in itertools.combinations(sorted(engine_of), 2):
+        if (a in by_label and b in by_label) or not _named_apart_by_ladder(a, b):
+            continue
+        ea, eb = engine_of[a], engine_of[b]
+        if ea == eb:
+            rows.append(_same_engine_row(a, b, ea))
+        else:
+            name = " -> ".join(x if x == e else f"{x} (= {e})" for x, e in ((a, ea), (b, eb)))
+            rows += _rows(name, by_label[ea], by_label[eb])
+    return pd.DataFrame(rows, columns=PAIR_COLUMNS)
