@@ -351,7 +351,8 @@ def test_series_carry_the_shape_when_results_mix_shapes():
 
 
 def test_padding_measured_steps_and_ladders():
-    result = {"system": "graphbench", "config": {"compilation": {"performance_mode": "default"}},
+    result = {"system": "graphbench", "config": {"compilation": {"performance_mode": "default"},
+                                                 "scheduler": {"max_num_seqs": 4}},  # the rule's ladder: 1, 2, 4, 8
               "startup": {"capture_sizes": [1, 2, 4, 8], "cudagraph_mode": {"resolved": "FULL_AND_PIECEWISE"}},
               "workloads": [
                   {"kind": "closed", "concurrency": 4,
@@ -362,6 +363,7 @@ def test_padding_measured_steps_and_ladders():
     (ladder,) = ladders([result, dict(result, system="hf-eager")])
     assert ladder.sizes == (1, 2, 4, 8) and ladder.name == "default: 4 sizes, top 8"
     assert ladder.steps == {3: 2, 4: 22, 5: 3, 9: 1} and ladder.eager == {9}
+    assert ladders([dict(result, config={"compilation": {"performance_mode": "default"}})])[0].name == "custom: 4 sizes, top 8"
 
 
 def test_no_torch_import():

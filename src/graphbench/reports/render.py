@@ -4,22 +4,29 @@ from __future__ import annotations
 
 import base64
 import html
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from graphbench.reports.charts import ChartOutcome
+from graphbench.reports.ladder_pairs import pairs_note
+from graphbench.reports.padding_table import padding_note
+from graphbench.reports.render_cells import (  # noqa: F401  (headline_cells, headline_headers, fmt: the CLI's too)
+    HEADLINE_HEADERS,
+    fmt,
+    headline_cells,
+    headline_headers,
+    ladder_cells,
+    padding_cells,
+    pairs_cells,
+    repeats_cells,
+    summary_cells,
+    variants_cells,
+)
 from graphbench.reports.repeats_table import steadiness_note
 from graphbench.reports.variants_table import VARIANTS_NOTE
 
-MIB = 2**20
-HEADLINE_HEADERS = [
-    "concurrency", "best configuration", "output tok/s", "startup cold (s)", "startup warm (s)",
-    "graph memory (MiB)", "best peer", "peer output tok/s", "speed-up vs peer",
-]  # fmt: skip
 FAILURE_HEADERS = ["label", "system", "model", "reason", "file"]
 CSS = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1300px;
@@ -33,6 +40,7 @@ tr:nth-child(even) td { background: #fafafa; }
 figure { margin: 1.2em 0; } figure img { max-width: 100%; border: 1px solid #ddd; }
 figcaption { font-size: .85em; color: #555; }
 .note { color: #8a5a00; font-style: italic; } .env { color: #555; font-size: .9em; }
+.banner { background: #fff6e0; border-left: 4px solid #e8a33d; padding: .6em 1em; margin: 1em 0; }
 pre { background: #f6f8fa; padding: .6em; overflow-x: auto; font-size: .8em; }
 """
 
@@ -51,6 +59,24 @@ class ReportContext:
     ladders: pd.DataFrame = field(default_factory=pd.DataFrame)  # ladder_table.ladder_table
     repeats: pd.DataFrame = field(default_factory=pd.DataFrame)  # repeats_table.repeats_table
     variants: pd.DataFrame = field(default_factory=pd.DataFrame)  # variants_table.variants_table
+    padding: pd.DataFrame = field(default_factory=pd.DataFrame)  # padding_table.padding_table
+    pairs: pd.DataFrame = field(default_factory=pd.DataFrame)  # ladder_pairs.ladder_pairs
+    steadiness: str | None = None  # the note under Repeats (None: from `repeats`; give it when repeats holds aliases)
+    banner: str = ""  # banner.cpu_banner: what a CPU run can and cannot show
+    same_engine: list[str] = field(default_factory=list)  # aliases.alias_notes: labels measured once for another
+
+
+@dataclass
+class TableSection:
+    """A titled table with its note before and after, rendered alike in md and html."""
+
+    title: str
+    note: str
+    headers: list[str]
+    rows: list[list[str]]
+    text_columns: set[int]
+    after: str = ""
+    level: int = 2
 
 
 LADDERS_NOTE = ("What each captured ladder costs and pads. Ratios compare it with the largest ladder of the same "
@@ -63,71 +89,6 @@ REPEATS_NOTE = ("How steady the repeats were: how long a repeat ran (closed loop
                 "and the repeats' total step time per runtime mode with its spread. The mode whose total moves "
                 "with the tokens/s is where an unsteady repeat lost its time (NONE: steps that ran without a "
                 "CUDA graph, e.g. prefill chunks above the ladder's top).")
-
-
-def repeats_cells(repeats: pd.DataFrame) -> list[list[str]]:
-    def cell(column: str, value: Any) -> str:
-        if column in ("point", "workload", "repeats", "slowest step"):
-            return str(value)
-        return fmt(value, 0 if column == "output tok/s" else 2 if column == "repeat s" else 1)
-
-    return [[cell(c, v) for c, v in row.items()] for _, row in repeats.iterrows()]
-
-
-def ladder_cells(ladders: pd.DataFrame) -> list[list[str]]:
-    def cell(column: str, value: Any) -> str:
-        if column in ("ladder", "-O", "mode", "sizes"):
-            return str(value)
-        digits = 2 if column.startswith("capture s") or column == "padding waste %" else 0 if "vs" in column else 1
-        return fmt(value, digits)
-
-    return [[cell(c, v) for c, v in row.items()] for _, row in ladders.iterrows()]
-
-
-def variants_cells(variants: pd.DataFrame) -> list[list[str]]:
-    def cell(column: str, value: Any) -> str:
-        if column in ("point", "start", "size", "ran"):
-            return str(value)
-        if column == "variants vs dynamic %" and isinstance(value, float) and not math.isnan(value):
-            return f"{round(value, 1) + 0.0:+.1f}"  # (+ 0.0: no "-0.0")
-        return fmt(value, 3)
-
-    return [[cell(c, v) for c, v in row.items()] for _, row in variants.iterrows()]
-
-
-def fmt(value: Any, digits: int = 1) -> str:
-    """Numbers with thousands separators; '-' for missing values."""
-    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if isinstance(value, float):
-        return f"{value:,.{digits}f}"
-    return str(value)
-
-
-def headline_headers(headline: pd.DataFrame) -> list[str]:
-    """HEADLINE_HEADERS, with a leading workload column when the results mix prompt/output shapes."""
-    return (["workload"] if headline["shape"].nunique() > 1 else []) + HEADLINE_HEADERS
-
-
-def headline_cells(headline: pd.DataFrame) -> list[list[str]]:
-    many = headline["shape"].nunique() > 1
-    rows = []
-    for r in headline.itertuples(index=False):
-        rows.append([r.shape] * many + [
-            f"{r.concurrency:g}", r.best or "-", fmt(r.output_tokens_per_s), fmt(r.startup_cold_s),
-            fmt(r.startup_warm_s), fmt(r.graph_memory_bytes / MIB), r.best_peer or "-",
-            fmt(r.peer_output_tokens_per_s), "-" if math.isnan(r.speedup_vs_peer) else f"{r.speedup_vs_peer:.2f}x",
-        ])  # fmt: skip
-    return rows
-
-
-def summary_cells(summary: pd.DataFrame) -> list[list[str]]:
-    def cell(v: Any) -> str:
-        if isinstance(v, float):
-            return "-" if math.isnan(v) else f"{v:.6g}"
-        return "-" if v is None or v is pd.NA or v == "" else str(v)
-
-    return [[cell(v) for v in row] for row in summary.itertuples(index=False)]
 
 
 def _md_table(headers: list[str], rows: list[list[str]]) -> str:
@@ -151,20 +112,59 @@ def _summary_note(ctx: ReportContext) -> str:
             "memory in bytes).")  # fmt: skip
 
 
+def _named(table: pd.DataFrame, names: tuple[str, ...]) -> set[int]:
+    return {i for i, column in enumerate(table.columns) if column in names}
+
+
+def _without_empty(table: pd.DataFrame, column: str) -> pd.DataFrame:
+    """The table less a text column no row fills (the busy-host column of a calm run)."""
+    if column in table and not table[column].fillna("").astype(str).str.len().any():
+        return table.drop(columns=[column])
+    return table
+
+
+def table_sections(ctx: ReportContext) -> list[TableSection]:
+    """The tables between the headline and the charts, in report order (those with rows)."""
+    out = []
+    if not ctx.ladders.empty:
+        out.append(TableSection("Ladders: what the graphs cost", LADDERS_NOTE, list(ctx.ladders.columns),
+                                ladder_cells(ctx.ladders), {0, 2}))
+    if not ctx.padding.empty:
+        out.append(TableSection("Padding: what each ladder pads, and whether it costs time", padding_note(ctx.padding),
+                                list(ctx.padding.columns), padding_cells(ctx.padding),
+                                _named(ctx.padding, ("point", "workload", "ladder", "graphs", "batch sizes (share of steps)"))))
+        if not ctx.pairs.empty:
+            out.append(TableSection("Ladder against ladder: TPOT and tokens/s", pairs_note(ctx.pairs),
+                                    list(ctx.pairs.columns), pairs_cells(ctx.pairs),
+                                    _named(ctx.pairs, ("pair", "workload", "repeats", "TPOT p", "tok/s p")), level=3))
+    if not ctx.variants.empty:
+        out.append(TableSection("compile_sizes variants: kept where faster", VARIANTS_NOTE, list(ctx.variants.columns),
+                                variants_cells(ctx.variants), {0, 1, 6}))
+    if not ctx.repeats.empty:
+        repeats = _without_empty(ctx.repeats, "busy host")
+        note = steadiness_note(ctx.repeats) if ctx.steadiness is None else ctx.steadiness
+        out.append(TableSection("Repeats: how steady, and where the time moved", REPEATS_NOTE, list(repeats.columns),
+                                repeats_cells(repeats), _named(repeats, ("point", "workload", "slowest step", "busy host")),
+                                after=note))
+    return out
+
+
+def _md_banner(ctx: ReportContext) -> list[str]:
+    head, _, rest = ctx.banner.partition(". ")
+    out = [f"> **{head}.** {rest}", ""] if ctx.banner else []
+    if ctx.same_engine:
+        out += ["Measured once for several labels:", ""] + [f"- {line}" for line in ctx.same_engine] + [""]
+    return out
+
+
 def render_markdown(ctx: ReportContext) -> str:
-    out = [f"# {ctx.title}", "", f"{ctx.environment}  ", ctx.counts, ""]
+    out = [f"# {ctx.title}", "", f"{ctx.environment}  ", ctx.counts, ""] + _md_banner(ctx)
     out += ["## Headline: best configuration per concurrency", "", _headline_note(ctx), ""]
     if not ctx.headline.empty:
         out += [_md_table(headline_headers(ctx.headline), headline_cells(ctx.headline)), ""]
-    if not ctx.ladders.empty:
-        out += ["## Ladders: what the graphs cost", "", LADDERS_NOTE, "",
-                _md_table(list(ctx.ladders.columns), ladder_cells(ctx.ladders)), ""]
-    if not ctx.variants.empty:
-        out += ["## compile_sizes variants: kept where faster", "", VARIANTS_NOTE, "",
-                _md_table(list(ctx.variants.columns), variants_cells(ctx.variants)), ""]
-    if not ctx.repeats.empty:
-        out += ["## Repeats: how steady, and where the time moved", "", REPEATS_NOTE, "",
-                _md_table(list(ctx.repeats.columns), repeats_cells(ctx.repeats)), "", steadiness_note(ctx.repeats), ""]
+    for section in table_sections(ctx):
+        out += [f"{'#' * section.level} {section.title}", "", section.note, "",
+                _md_table(section.headers, section.rows), ""] + ([section.after, ""] if section.after else [])
     out += ["## Charts", ""]
     for chart in ctx.charts:
         out += [f"### {chart.title}", ""]
@@ -198,27 +198,32 @@ def _img(path: Path, alt: str) -> str:
     return f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}">'
 
 
+def _html_banner(ctx: ReportContext) -> list[str]:
+    esc = html.escape
+    head, _, rest = ctx.banner.partition(". ")
+    out = [f'<div class="banner"><strong>{esc(head)}.</strong> {esc(rest)}</div>'] if ctx.banner else []
+    if ctx.same_engine:
+        out += ["<p>Measured once for several labels:</p>", "<ul>"]
+        out += [f"<li>{esc(line)}</li>" for line in ctx.same_engine] + ["</ul>"]
+    return out
+
+
 def render_html(ctx: ReportContext) -> str:
     esc = html.escape
     out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">', f"<title>{esc(ctx.title)}</title>",
            f"<style>{CSS}</style>", "</head>", "<body>", f"<h1>{esc(ctx.title)}</h1>",
-           f'<p class="env">{esc(ctx.environment)}<br>{esc(ctx.counts)}</p>',
+           f'<p class="env">{esc(ctx.environment)}<br>{esc(ctx.counts)}</p>', *_html_banner(ctx),
            "<h2>Headline: best configuration per concurrency</h2>", f"<p>{esc(_headline_note(ctx))}</p>"]  # fmt: skip
     if not ctx.headline.empty:
         headers = headline_headers(ctx.headline)
         shift = len(headers) - len(HEADLINE_HEADERS)
         out.append(_html_table(headers, headline_cells(ctx.headline), {0, 1 + shift, 6 + shift}))
-    if not ctx.ladders.empty:
-        out += ["<h2>Ladders: what the graphs cost</h2>", f"<p>{esc(LADDERS_NOTE)}</p>",
-                _html_table(list(ctx.ladders.columns), ladder_cells(ctx.ladders), {0, 2})]
-    if not ctx.variants.empty:
-        out += ["<h2>compile_sizes variants: kept where faster</h2>", f"<p>{esc(VARIANTS_NOTE)}</p>",
-                _html_table(list(ctx.variants.columns), variants_cells(ctx.variants), {0, 1, 6})]
-    if not ctx.repeats.empty:
-        last = len(ctx.repeats.columns) - 1
-        out += ["<h2>Repeats: how steady, and where the time moved</h2>", f"<p>{esc(REPEATS_NOTE)}</p>",
-                _html_table(list(ctx.repeats.columns), repeats_cells(ctx.repeats), {0, 1, last}),
-                f"<p>{esc(steadiness_note(ctx.repeats))}</p>"]
+    for section in table_sections(ctx):
+        h = f"h{section.level}"
+        out += [f"<{h}>{esc(section.title)}</{h}>", f"<p>{esc(section.note)}</p>",
+                _html_table(section.headers, section.rows, section.text_columns)]
+        if section.after:
+            out.append(f"<p>{esc(section.after)}</p>")
     out.append("<h2>Charts</h2>")
     for chart in ctx.charts:
         out.append(f"<h3>{esc(chart.title)}</h3>")
@@ -229,7 +234,8 @@ def render_html(ctx: ReportContext) -> str:
     out += ["<h2>Summary</h2>",
             f"<p>{esc(ctx.summary_file)}: {esc(_summary_note(ctx))}</p>",
             "<details><summary>show the table</summary>",
-            _html_table(list(ctx.summary.columns), summary_cells(ctx.summary), {0, 1, 2, 4, 5, 6, 8, 9}),
+            _html_table(list(ctx.summary.columns), summary_cells(ctx.summary),
+                        {0, 1, 2, 4, 5, 6, 8, 9} | _named(ctx.summary, ("same_engine_as",))),
             "</details>", "<h2>Failures</h2>"]  # fmt: skip
     if ctx.failures.empty:
         out.append("<p>No failed points.</p>")

@@ -18,6 +18,8 @@ from typing import Any
 import pandas as pd
 
 from graphbench.errors import GraphbenchError
+from graphbench.reports.aliases import alias_map, alias_notes, with_aliases
+from graphbench.reports.banner import cpu_banner
 from graphbench.reports.charts import ChartOutcome, ReportData, palette, render_charts
 from graphbench.reports.frame import (
     SUMMARY_COLUMNS,
@@ -28,9 +30,11 @@ from graphbench.reports.frame import (
     results_frame,
 )
 from graphbench.reports.headline import headline_table
+from graphbench.reports.ladder_pairs import ladder_pairs
 from graphbench.reports.ladder_table import ladder_table
+from graphbench.reports.padding_table import padding_table
 from graphbench.reports.render import ReportContext, render_html, render_markdown
-from graphbench.reports.repeats_table import repeats_table
+from graphbench.reports.repeats_table import repeats_table, steadiness_note
 from graphbench.reports.variants_table import variants_table
 from graphbench.reports.store import LoadedResults, load_results
 
@@ -47,6 +51,7 @@ class Report:
     headline: pd.DataFrame
     summary: pd.DataFrame
     failures: pd.DataFrame = field(default_factory=pd.DataFrame)
+    padding: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def load(inputs: Iterable[str | Path] | LoadedResults) -> LoadedResults:
@@ -78,12 +83,14 @@ def skipped_warnings(loaded: LoadedResults) -> list[str]:
     return warnings
 
 
-INTEGER_COLUMNS = ("optimization_level", "num_capture_sizes", "concurrency", "graph_memory_bytes")
+INTEGER_COLUMNS = ("optimization_level", "num_capture_sizes", "concurrency", "graph_memory_bytes", "busy_host_repeats")
 
 
-def summary_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """The rows of summary.csv (SUMMARY_COLUMNS) from results_frame: counts written as integers."""
-    summary = frame[SUMMARY_COLUMNS].copy()
+def summary_frame(frame: pd.DataFrame, aliases: Mapping[str, list[str]] | None = None) -> pd.DataFrame:
+    """The rows of summary.csv (SUMMARY_COLUMNS) from results_frame: counts written as integers; a label
+    a result stands for repeats its rows under that label, same_engine_as naming the measured one."""
+    summary = with_aliases(frame[SUMMARY_COLUMNS].drop(columns="same_engine_as"), "label", aliases or {}, marked=False,
+                           measured_column="same_engine_as")
     for column in INTEGER_COLUMNS:
         values = pd.to_numeric(summary[column], errors="coerce")
         if (values.dropna() % 1 == 0).all():
@@ -131,16 +138,20 @@ def write_report(
     data = report_data(loaded.results)
     failures = failures_frame(loaded.results)
     charts = render_charts(data, out, progress)
-    summary = summary_frame(data.frame)
+    aliases = alias_map(data.results)
+    summary = summary_frame(data.frame, aliases)
     try:
         summary.to_csv(out / SUMMARY_CSV, index=False)
     except OSError as exc:
         raise GraphbenchError(f"cannot write {out / SUMMARY_CSV}: {exc}") from None
-    headline = headline_table(data.frame, data.points)
+    headline = headline_table(data.frame, data.points, aliases)
     n_ok = len(data.results)
     counts = f"{n_ok} points ok, {len(failures)} failed"
+    if aliases:
+        counts += f" (+{sum(map(len, aliases.values()))} labels that ran the same engine as one of them)"
     if loaded.skipped:
         counts += f"; {len(loaded.skipped)} malformed files skipped"
+    repeats, padding = repeats_table(data.results), padding_table(data.results)
     context = ReportContext(
         title=title,
         environment=data.environment,
@@ -152,9 +163,14 @@ def write_report(
         summary=summary,
         summary_file=SUMMARY_CSV,
         ladders=ladder_table(data.points, data.frame),
-        repeats=repeats_table(data.results),
+        repeats=with_aliases(repeats, "point", aliases, collapse="workload"),
+        steadiness=steadiness_note(repeats),  # (each measurement once)
         variants=variants_table(data.results),
+        padding=padding,
+        pairs=ladder_pairs(data.results),
+        banner=cpu_banner(data.results),
+        same_engine=alias_notes(data.results),
     )
     files = [_write(out / REPORT_MD, render_markdown(context)), _write(out / REPORT_HTML, render_html(context))]
     files += [out / SUMMARY_CSV] + [c.path for c in charts if c.path is not None]
-    return Report(out, files, charts, skipped_warnings(loaded), headline, summary, failures)
+    return Report(out, files, charts, skipped_warnings(loaded), headline, summary, failures, padding)
