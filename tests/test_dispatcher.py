@@ -294,3 +294,72 @@ def test_mode_none_keeps_no_sizes() -> None:
     assert d.capture_sizes == [] and d.capture_list() == [] and d.num_graphs() == {"FULL": 0, "PIECEWISE": 0}
     desc = BatchDescriptor(2, 2, True, False)
     assert d.dispatch(desc) == (NONE, desc)
+
+
+# ---------------------------------------------------------------------------------------------
+# Padding paid over a stream of batches = the ladder's prediction for its histogram
+# ---------------------------------------------------------------------------------------------
+
+
+def _stream(seed: int, steps: int, max_num_seqs: int) -> list[BatchDescriptor]:
+    """A serving-like stream: mostly uniform decode batches of a drifting size, now and then a mixed
+    step (a prefill chunk with the decodes), some of them above the ladder's top."""
+    import random
+
+    rng = random.Random(seed)
+    out, running = [], rng.randint(1, max_num_seqs)
+    for _ in range(steps):
+        running = min(max_num_seqs, max(1, running + rng.choice((-2, -1, 0, 0, 1, 2))))
+        if rng.random() < 0.1:
+            chunk = rng.choice((7, 33, 100, 250))
+            out.append(BatchDescriptor(running + chunk, running + 1, False, False))
+        else:
+            out.append(BatchDescriptor(running, running, True, False))
+    return out
+
+
+def _records(d: CudagraphDispatcher, stream: list[BatchDescriptor]):
+    """Step records as the engine writes them: an eager step's padded tokens are its own (model_runner.py)."""
+    from graphbench.runner.records import StepRecord
+
+    records = []
+    for desc in stream:
+        mode, padded = d.dispatch(desc)
+        records.append(StepRecord(desc, 0.001, mode.value, padded.num_tokens if mode != NONE else desc.num_tokens))
+    return records
+
+
+@pytest.mark.parametrize("mode", [FAP, PIECEWISE, FULL], ids=lambda m: m.value)
+@pytest.mark.parametrize("ladder", ["default-mns64", "interactivity-mns64", "custom-3-7-64-mns8"])
+def test_padding_paid_over_a_stream_is_the_ladders_prediction_for_its_histogram(mode, ladder) -> None:
+    from collections import Counter
+
+    from graphbench.bench.metrics import step_metrics
+    from graphbench.ladders.padding import token_waste
+
+    sizes, mns, dql = LADDERS[ladder]
+    stream = _stream(seed=7, steps=2000, max_num_seqs=mns)
+    paid = step_metrics(_records(CudagraphDispatcher(mode, sizes, mns, decode_query_len=dql), stream))
+    predicted = 100 * token_waste(sizes, Counter(d.num_tokens for d in stream))
+    assert abs(paid["padding_token_pct"] - predicted) < 0.5, (paid["padding_token_pct"], predicted)
+    assert paid["padding_token_pct"] > 1.0  # the stream does pad (1.9% on the interactivity ladder, 41% on 3, 7, 64)
+    assert 0 < paid["eager_fraction"] < 0.1  # and some mixed steps ran above the top, eager
+
+
+def test_full_decode_only_pays_less_than_the_prediction() -> None:
+    """The prediction pads every batch up to the top; FULL_DECODE_ONLY runs mixed batches eager, unpadded."""
+    from collections import Counter
+
+    from graphbench.bench.metrics import step_metrics
+    from graphbench.ladders.padding import token_waste
+
+    sizes, mns, dql = LADDERS["default-mns64"]
+    stream = _stream(seed=3, steps=2000, max_num_seqs=mns)
+    paid = step_metrics(_records(CudagraphDispatcher(FDO, sizes, mns, decode_query_len=dql), stream))
+    decode_only = Counter(d.num_tokens for d in stream if d.uniform)
+    mixed_tokens = sum(d.num_tokens for d in stream if not d.uniform)
+    # paid: the decode steps' padding over all the tokens computed (mixed ones unpadded)
+    pad = sum(c * ((min(s for s in sizes if s >= n)) - n) for n, c in decode_only.items())
+    total = sum(c * min(s for s in sizes if s >= n) for n, c in decode_only.items()) + mixed_tokens
+    assert paid["padding_token_pct"] == pytest.approx(100 * pad / total)
+    assert paid["padding_token_pct"] < 100 * token_waste(sizes, Counter(d.num_tokens for d in stream))
