@@ -7,8 +7,9 @@ toward the next measured one (linearly interpolated) up to where the first SLO's
 its limit; 0 when no measured concurrency meets them all; the highest measured concurrency, flagged
 "at least", when it meets them all. A miss at a lower concurrency (p99 latencies are not monotone
 in concurrency: at C=1 a slow first request can be the p99 of few requests) does not lower it, and
-is named in a warning. A concurrency where an SLO metric is missing (NaN) is left out, with a warning. Throughput at that load (output
-tokens/s, requests/s) is interpolated the same way. Per GPU divides by the tensor-parallel size.
+is named in a warning. A concurrency where an SLO metric is missing (NaN) is left out, with a
+warning. Throughput at that load (output tokens/s, requests/s) is interpolated linearly between
+measured concurrencies. Per GPU divides by the tensor-parallel size.
 GPUs needed = tp x ceil(target / capacity of one replica), for a target in requests/s or users.
 
     plan = plan_capacity(["results/"], parse_slos(["tpot_p99_ms=50"]), target_rps=100)
