@@ -61,3 +61,37 @@ def test_prompts_are_checked_before_the_engine_starts(monkeypatch):
     result = runner.invoke(app, [*BASE, "-p", "1,2,3", "--max-model-len", "8", "--max-tokens", "6"])
     assert result.exit_code == 2
     assert result.stderr.strip() == "error: prompt of 3 tokens + max_tokens 6 = 9 exceeds max_model_len 8"
+
+
+# --- the resolved cudagraph mode and the start-up phases -------------------------------------
+
+NO_GRAPHS_ON_CPU = "CUDA graphs need a CUDA device; running on cpu"
+
+
+def test_header_names_the_resolved_mode_and_why_it_differs(caplog):
+    """On the CPU FULL_AND_PIECEWISE resolves to NONE: the header says NONE, a note says why."""
+    args = [*BASE, "-O2", "--compilation-mode", "none", "--cudagraph-mode", "FULL_AND_PIECEWISE", "-p", "1,2,3",
+            "--max-tokens", "3"]  # fmt: skip
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("tiny-llama -O2 NONE seqs=4 ladder=0 on ") and lines[0].endswith(" (float32)")
+    assert "FULL_AND_PIECEWISE" not in lines[0]
+    assert f"cudagraph mode: requested FULL_AND_PIECEWISE, resolved NONE: {NO_GRAPHS_ON_CPU}" in lines
+    # progress on stderr, one line per phase when stderr is not a terminal
+    assert result.stderr.splitlines() == ["loading weights, sizing the KV cache...",
+                                          "generating 3 tokens for 1 prompt(s)..."]
+    # the engine's warning still reaches the handlers it reached before (here pytest's; else stderr)
+    assert [r.getMessage() for r in caplog.records if r.name == "graphbench.engine"] == [
+        f"cudagraph mode FULL_AND_PIECEWISE -> NONE: {NO_GRAPHS_ON_CPU}"]
+    as_json = runner.invoke(app, [*args, "--format", "json"])
+    table_tokens = lines[lines.index("┃ prompt ┃ generated token ids ┃") + 2].split("│")[2].strip()
+    assert as_json.stdout == json.dumps({"outputs": [{"prompt_token_ids": [1, 2, 3],
+                                                      "token_ids": [int(t) for t in table_tokens.split(",")]}]}) + "\n"
+    assert as_json.stderr.splitlines()[-1] == "generating 3 tokens for 1 prompt(s)..."
+
+
+def test_no_note_when_the_mode_runs_as_asked():
+    result = runner.invoke(app, [*BASE, "-p", "1,2,3", "--max-tokens", "2"])
+    assert result.stdout.splitlines()[0].startswith("tiny-llama -O0 NONE seqs=4 ladder=0 on ")
+    assert not any(line.startswith("cudagraph mode") for line in result.stdout.splitlines() + result.stderr.splitlines())

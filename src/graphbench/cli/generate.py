@@ -1,6 +1,7 @@
 """`graphbench generate`: a smoke test of a model through the engine."""
 
 import json
+from contextlib import contextmanager
 from typing import Annotated, Optional
 
 import typer
@@ -31,7 +32,9 @@ def generate(
     if output_format not in ("table", "json"):
         raise GraphbenchError(f"--format must be table or json, got {output_format!r}")
     prompts = [parse_int_list(p, "--prompt-token-ids") for p in (prompt_token_ids or ["1,2,3"])]
-    result = run_generate(engine_config, prompts, max_tokens=max_tokens, temperature=temperature, top_p=top_p)
+    with _status(make_console(stderr=True)) as progress:  # stderr: --format json's stdout stays the JSON
+        result = run_generate(engine_config, prompts, max_tokens=max_tokens, temperature=temperature,
+                              top_p=top_p, progress=progress)
     if output_format == "json":
         typer.echo(json.dumps({"outputs": result.outputs}))
         return
@@ -45,3 +48,13 @@ def generate(
     console.print(table)
     for line in result.notes:
         console.print(f"[dim]{line}[/dim]")
+
+
+@contextmanager
+def _status(console):
+    """A spinner naming the phase on a terminal; elsewhere (CI logs) one line per phase."""
+    if not console.is_terminal:
+        yield lambda phase: console.print(f"{phase}...", style="dim", markup=False)
+        return
+    with console.status("starting the engine...") as status:
+        yield lambda phase: status.update(f"{phase}...")

@@ -1,18 +1,87 @@
-"""Library side of `graphbench generate`."""
+"""Library side of `graphbench generate`: start an engine, generate, and say what ran.
+
+The header names the cudagraph mode the engine resolved (on the CPU every graph mode resolves to
+NONE), and a note the requested mode and why it was changed. While the engine starts, `progress`
+gets the phase it is in: the engine has no progress hook, so its log records mark the phases
+(`StartupPhases`); records it would have shown (warnings) still reach the handlers they reached.
+"""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from graphbench.config import EngineConfig
+from graphbench.config import CompileMode, CUDAGraphMode, EngineConfig
 from graphbench.errors import GraphbenchError
+
+ENGINE_LOG = "graphbench.engine"
 
 
 @dataclass
 class GenerateResult:
     outputs: list[dict]  # [{"prompt_token_ids": [...], "token_ids": [...]}] in prompt order
-    summary: str
+    summary: str  # model, level, resolved cudagraph mode, limits, device
     notes: list[str] = field(default_factory=list)
+
+
+def mode_note(cudagraph_mode: dict) -> str:
+    """'' when the engine ran the mode asked for, else 'cudagraph mode: requested X, resolved Y: reason'."""
+    requested, resolved = cudagraph_mode.get("requested"), cudagraph_mode.get("resolved")
+    if requested == resolved:
+        return ""
+    reason = cudagraph_mode.get("reason")
+    return f"cudagraph mode: requested {requested}, resolved {resolved}" + (f": {reason}" if reason else "")
+
+
+class StartupPhases(logging.Handler):
+    """Turns the engine's start-up log records into phase names for `progress`; forwards the records at
+    or above `passes` (those the logger let through before) to where they went before."""
+
+    def __init__(self, progress: Callable[[str], None], graphs: bool, passes: int, parent: logging.Logger):
+        super().__init__(logging.DEBUG)
+        self.progress, self.graphs, self.passes, self.parent = progress, graphs, passes, parent
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = str(record.msg)
+        if message.startswith("cudagraph mode ") and len(record.args or ()) >= 2:
+            self.graphs = record.args[1] != CUDAGraphMode.NONE.value  # the resolved mode
+        elif message.startswith("Using cache directory") and record.args:
+            from graphbench.runner.compile.cache import COMPLETE_MARKER
+
+            cached = (Path(str(record.args[0])) / COMPLETE_MARKER).is_file()
+            self.progress("loading the compiled forward (torch.compile cache)" if cached
+                          else "compiling (torch.compile, first start of this config)")
+        elif message.startswith("torch.compile") and self.graphs:
+            self.progress("capturing CUDA graphs")
+        if record.levelno >= self.passes:
+            self.parent.handle(record)
+
+
+@contextmanager
+def startup_phases(config: EngineConfig, progress: Callable[[str], None]) -> Iterator[None]:
+    """Report the start-up phases of an engine started for config inside the block."""
+    from graphbench.runner.device import resolve_device
+
+    resolved = config.resolve()
+    compiles = resolved.compilation.mode == CompileMode.COMPILE
+    on_cuda = resolve_device(config.model.device).type == "cuda"  # elsewhere every graph mode is NONE
+    graphs = on_cuda and resolved.compilation.cudagraph_mode != CUDAGraphMode.NONE
+    progress("loading weights, sizing the KV cache" + (", capturing CUDA graphs" if graphs and not compiles else ""))
+    logger = logging.getLogger(ENGINE_LOG)
+    passes, level, propagate = logger.getEffectiveLevel(), logger.level, logger.propagate
+    handler = StartupPhases(progress, graphs, passes, logger.parent or logging.getLogger())
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)  # the phase records are INFO; only this handler sees what is new
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate
 
 
 def _check_prompts(config: EngineConfig, prompts: list[list[int]], max_tokens: int) -> None:
@@ -27,8 +96,8 @@ def _check_prompts(config: EngineConfig, prompts: list[list[int]], max_tokens: i
 
 
 def run_generate(config: EngineConfig, prompts: list[list[int]], *, max_tokens: int, temperature: float,
-                 top_p: float) -> GenerateResult:
-    """Start an engine for config and generate max_tokens for each prompt."""
+                 top_p: float, progress: Callable[[str], None] = lambda phase: None) -> GenerateResult:
+    """Start an engine for config and generate max_tokens for each prompt; progress gets each phase."""
     from graphbench.runner.engine import Engine
     from graphbench.runner.request import SamplingParams
 
@@ -36,17 +105,21 @@ def run_generate(config: EngineConfig, prompts: list[list[int]], *, max_tokens: 
         raise GraphbenchError("--prompt-token-ids needs at least one token id per prompt")
     sampling = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p)
     _check_prompts(config, prompts, max_tokens)  # before a start-up that may compile for minutes
-    engine = Engine(config)
+    with startup_phases(config, progress):
+        engine = Engine(config)
+    progress(f"generating {max_tokens} tokens for {len(prompts)} prompt(s)")
     try:
         tokens = engine.generate(prompts, sampling)
     finally:
         engine.close()  # tensor-parallel workers stop here
     report = engine.report
-    notes = [
-        f"startup {report.total_seconds:.2f} s (weights {report.load_seconds:.2f} s); "
-        f"KV cache {report.num_kv_tokens} tokens in {report.num_kv_blocks} blocks",
-    ]
+    notes = [note] if (note := mode_note(report.cudagraph_mode)) else []
+    notes.append(f"startup {report.total_seconds:.2f} s (weights {report.load_seconds:.2f} s); "
+                 f"KV cache {report.num_kv_tokens} tokens in {report.num_kv_blocks} blocks")
     notes += [f"{k}: {v}" for k, v in report.extra.items()]
-    summary = f"{engine.config.summary()} on {engine.device_info.name or engine.device.type} ({engine.config.model.dtype})"
+    cfg = engine.config
+    summary = (f"{cfg.model.model} -O{cfg.optimization_level} {report.cudagraph_mode.get('resolved', '?')} "
+               f"seqs={cfg.scheduler.max_num_seqs} ladder={len(engine.dispatcher.capture_sizes)} "
+               f"on {engine.device_info.name or engine.device.type} ({cfg.model.dtype})")
     outputs = [{"prompt_token_ids": p, "token_ids": t} for p, t in zip(prompts, tokens)]
     return GenerateResult(outputs, summary, notes)
