@@ -124,3 +124,12 @@ def test_engine_limits_read_the_ladder_as_recorded() -> None:
     with pytest.raises(GraphbenchError, match="different num_speculative_tokens: 0 \\(a\\); 1 \\(b\\); pick one "
                        "with --multiple-of 1 or --multiple-of 2"):
         tune_bounds([result("a", {}, seqs=64), result("b", {}, seqs=64, k=1)])
+
+
+def test_the_choices_name_at_most_three_results_each() -> None:
+    runs = [result(f"a{i}", {}, seqs=64) for i in range(5)] + [result("b", {}, seqs=256)]
+    with pytest.raises(GraphbenchError) as error:
+        tune_bounds(runs)
+    assert str(error.value) == (
+        "the results were measured with different ladder tops (max capture size): 128 (a0, a1, a2 and 2 more); "
+        "512 (b); pick one with --top 128 or --top 512, or give --from one engine's results")

@@ -157,10 +157,15 @@ def _agreed(found: Mapping[EngineLimits, list[str]], key, what: str, flag, defau
     for limits, labels in found.items():
         values.setdefault(key(limits), []).extend(labels)
     if len(values) > 1:
-        choices = "; ".join(f"{v} ({', '.join(labels)})" for v, labels in sorted(values.items()))
+        choices = "; ".join(f"{v} ({_some(labels)})" for v, labels in sorted(values.items()))
         raise GraphbenchError(f"the results were measured with different {what}: {choices}; pick one with "
                               f"{' or '.join(flag(v) for v in sorted(values))}, or give --from one engine's results")
     return next(iter(values), default)
+
+
+def _some(labels: list[str], shown: int = 3) -> str:
+    more = f" and {len(labels) - shown} more" if len(labels) > shown else ""
+    return ", ".join(labels[:shown]) + more
 
 
 def _get(mapping: Mapping[str, object], *keys: str) -> object:
