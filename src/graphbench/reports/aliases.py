@@ -78,7 +78,8 @@ def with_aliases(table: pd.DataFrame, column: str, aliases: Mapping[str, list[st
         block = table[table[column] == label]
         if collapse is not None:
             block = pd.DataFrame([{c: (f"every workload: see {label}" if c == collapse else
-                                       "" if table[c].dtype == object else math.nan) for c in table.columns}])
+                                       math.nan if pd.api.types.is_numeric_dtype(table[c]) else "")
+                                   for c in table.columns}])
         for alias in aliases[label]:
             copy = block.assign(**{column: alias_text(alias, label) if marked else alias})
             parts.append(copy if measured_column is None else copy.assign(**{measured_column: label}))

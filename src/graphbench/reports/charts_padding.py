@@ -149,7 +149,7 @@ def _panel(ax: Any, lad: LadderData, xs: list[int], color: Any, mixed: bool) -> 
         share.tick_params(axis="y", labelsize=7, colors="0.4")
         share.plot([], [], color="0.55", linewidth=2, alpha=0.6, label=f"measured decode steps ({total}): share")
         predicted = 100 * token_waste(lad.sizes, lad.steps)
-        detail = f"the ladder {'pads' if lad.recorded else 'would pad'} {predicted:.1f}% of these steps' tokens"
+        detail = f"the ladder {'pads' if lad.recorded else 'would pad'} {predicted:.1f}% of these decode steps' tokens"
     else:
         ax.text(0.5, 0.9, "no measured decode steps", transform=ax.transAxes, ha="center", fontsize=8)
         detail = "no measured decode steps"

@@ -1,7 +1,7 @@
 """What each point's ladder pads, in the open (the report's "Padding" table).
 
 One row per graphbench point x workload, and again under each label the point stands for
-(reports.aliases): the padding the dispatcher paid (`padding_token_pct`: padded minus real tokens
+(reports.aliases; one row pointing at the measured label where the alias asked for the same ladder): the padding the dispatcher paid (`padding_token_pct`: padded minus real tokens
 over padded tokens, token-weighted, median over repeats), the ladder's prediction for the batch
 sizes the workload's steps had (ladders.padding.token_waste over the histogram summed over repeats),
 that histogram in short, and what the ladder cost at start-up (capture seconds, graph MiB).
@@ -110,6 +110,10 @@ def _costs(result: Mapping[str, Any]) -> tuple[float, float]:
     return med("capture_s", warm), med("graph_memory_bytes", starts) / MIB
 
 
+_EMPTY = {"paid padding %": math.nan, "predicted padding %": math.nan, "batch sizes (share of steps)": "",
+          "capture s": math.nan, "graph MiB": math.nan}
+
+
 def padding_table(results: list[Mapping[str, Any]]) -> pd.DataFrame:
     """See the module doc; PADDING_COLUMNS."""
     aliases = alias_map(results)
@@ -129,6 +133,10 @@ def padding_table(results: list[Mapping[str, Any]]) -> pd.DataFrame:
             ladders.append((alias_text(alias, label), sizes, name))
         capture_s, graph_mib = _costs(result)
         for point, sizes, ladder in ladders:
+            if point != label and sizes == own:  # the measured ladder too: its rows, nothing new
+                rows.append(dict(_EMPTY, point=point, workload=f"every workload: see {label}", ladder=ladder,
+                                 graphs=_graphs(result)))
+                continue
             for w in workloads:
                 steps = histogram(w)
                 rows.append({

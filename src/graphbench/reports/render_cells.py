@@ -62,10 +62,16 @@ def summary_cells(summary: pd.DataFrame) -> list[list[str]]:
     return [[cell(v) for v in row] for row in summary.itertuples(index=False)]
 
 
+def _text(value: Any) -> str:
+    return "" if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)) else str(value)
+
+
 def repeats_cells(repeats: pd.DataFrame) -> list[list[str]]:
     def cell(column: str, value: Any) -> str:
-        if column in ("point", "workload", "repeats", "slowest step", "busy host"):
-            return str(value)
+        if column == "repeats":
+            return fmt(value) if isinstance(value, str) or pd.isna(value) else str(int(value))
+        if column in ("point", "workload", "slowest step", "busy host"):
+            return _text(value)
         return fmt(value, 0 if column == "output tok/s" else 2 if column == "repeat s" else 1)
 
     return [[cell(c, v) for c, v in row.items()] for _, row in repeats.iterrows()]
