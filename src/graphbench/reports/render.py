@@ -12,9 +12,8 @@ import pandas as pd
 from graphbench.reports.charts import ChartOutcome
 from graphbench.reports.ladder_pairs import pairs_note
 from graphbench.reports.padding_table import padding_note
-from graphbench.reports.render_cells import (  # noqa: F401  (headline_cells, headline_headers, fmt: the CLI's too)
+from graphbench.reports.render_cells import (  # (headline_cells, headline_headers: the CLI imports them from here)
     HEADLINE_HEADERS,
-    fmt,
     headline_cells,
     headline_headers,
     ladder_cells,
