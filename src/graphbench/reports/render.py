@@ -107,8 +107,12 @@ def _headline_note(ctx: ReportContext) -> str:
 
 
 def _summary_note(ctx: ReportContext) -> str:
-    return (f"{len(ctx.summary)} rows, one per point x workload (medians over repeats; times in s or ms, "
+    text = (f"{len(ctx.summary)} rows, one per point x workload (medians over repeats; times in s or ms, "
             "memory in bytes).")  # fmt: skip
+    if "same_engine_as" in ctx.summary and (ctx.summary["same_engine_as"].fillna("") != "").any():
+        text += (" A label measured once for another repeats that point's rows (its config columns are the "
+                 "measured engine's), same_engine_as naming it.")
+    return text
 
 
 def _named(table: pd.DataFrame, names: tuple[str, ...]) -> set[int]:
