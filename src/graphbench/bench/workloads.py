@@ -23,9 +23,9 @@ class DefaultTraffic:
 
     Lengths are drawn per request, so requests of a closed loop finish on different steps and the
     decode batch walks down through off-rung sizes as a wave drains; the concurrency levels include
-    off-rung ones (6 and 20 pad to 8 and 24 on the default ladder: 25% and 17% of the decode step,
-    nothing on the interactivity ladder), and the Poisson point's batch size wanders around its mean
-    in flight (Little's law: rate x request time). Closed loops run 4 x C requests (2 x C on the CPU).
+    off-rung ones (6 and 12 pad to 8 and 16 on the default ladder: 25% of the decode step, nothing
+    on the interactivity ladder), and the Poisson point's batch size wanders around its mean in
+    flight (Little's law: rate x request time). Closed loops run 3 x C requests (2 x C on the CPU).
     """
 
     concurrency: str
@@ -40,8 +40,11 @@ class DefaultTraffic:
                 "output-len": self.output_len, "num-requests-per-concurrency": str(self.requests_per_concurrency)}
 
 
-# GPU: at rate 64/s a llama-3.2-1b request lasts ~70 ms under -O2 (64 steps of ~1.1 ms), ~4.5 in flight
-GPU_TRAFFIC = DefaultTraffic("1,6,20,64", "64", "uniform:64-192", "uniform:32-96", 4)
+# GPU: at rate 64/s a llama-3.2-1b request lasts ~60 ms under -O2 (52 steps of ~1.1 ms): ~4 in flight.
+# Outputs stay <= 72 and closed loops run 3 x C requests: a static-batching peer runs each wave to its
+# longest request, and the default H200 sweep with its peers must fit 10 minutes (with 4 x C requests,
+# concurrency 20 and outputs <= 80 it took 588 s without hf-compile: bench/RESULTS.md, 2026-12-01).
+GPU_TRAFFIC = DefaultTraffic("1,6,12,64", "64", "uniform:64-192", "uniform:32-72", 3)
 # CPU (tiny model, 2 cores): short enough that the README's main job stays within 3 minutes
 CPU_TRAFFIC = DefaultTraffic("1,3,12", "100", "uniform:32-96", "uniform:8-24", 2)
 

@@ -15,7 +15,8 @@ WORKLOAD = "Workload options"
 
 
 def build_workloads(concurrency: Optional[str], request_rate: Optional[str], trace: Optional[str], prompt_len: str,
-                    output_len: str, num_requests: Optional[int], seed: int, per_concurrency: int = 4) -> list:
+                    output_len: str, num_requests: Optional[int], seed: int,
+                    per_concurrency: int = GPU_TRAFFIC.requests_per_concurrency) -> list:
     """The workloads a run measures: closed-loop levels, Poisson rates, a trace. None of the three
     given: the default traffic (GPU_TRAFFIC's levels and rate); rates or a trace alone: only those."""
     from graphbench.bench.workloads import LengthDist, Workload, load_trace
@@ -93,13 +94,13 @@ def check_results_folder(path) -> None:
 @with_engine_options
 def run(
     engine_config: EngineConfig,
-    concurrency: Annotated[Optional[str], typer.Option(help="Closed-loop concurrency levels (default 1,6,20,64 and a Poisson rate of 64/s, unless --request-rate or --trace).", rich_help_panel=WORKLOAD)] = None,
+    concurrency: Annotated[Optional[str], typer.Option(help="Closed-loop concurrency levels (default 1,6,12,64 and a Poisson rate of 64/s, unless --request-rate or --trace).", rich_help_panel=WORKLOAD)] = None,
     request_rate: Annotated[Optional[str], typer.Option(help="Poisson open-loop rates (requests/s), e.g. 2,8.", rich_help_panel=WORKLOAD)] = None,
     trace: Annotated[Optional[str], typer.Option(help="Replay a JSONL trace (arrival_s, prompt_len, output_len).", rich_help_panel=WORKLOAD)] = None,
     prompt_len: Annotated[str, typer.Option(help="Prompt tokens per request: 128, uniform:64-256 or normal:128,32 (drawn per request, seeded).", rich_help_panel=WORKLOAD)] = GPU_TRAFFIC.prompt_len,
     output_len: Annotated[str, typer.Option(help="Output tokens per request (same forms).", rich_help_panel=WORKLOAD)] = GPU_TRAFFIC.output_len,
-    num_requests: Annotated[Optional[int], typer.Option(help="Requests per workload (default 4 x concurrency).", rich_help_panel=WORKLOAD)] = None,
-    num_requests_per_concurrency: Annotated[int, typer.Option(help="Closed loop: requests = this x concurrency, unless --num-requests.", rich_help_panel=WORKLOAD)] = 4,
+    num_requests: Annotated[Optional[int], typer.Option(help="Requests per workload (default 3 x concurrency; Poisson 32).", rich_help_panel=WORKLOAD)] = None,
+    num_requests_per_concurrency: Annotated[int, typer.Option(help="Closed loop: requests = this x concurrency, unless --num-requests.", rich_help_panel=WORKLOAD)] = GPU_TRAFFIC.requests_per_concurrency,
     workload_seed: Annotated[int, typer.Option(help="Seed of the request lengths and prompts.", rich_help_panel=WORKLOAD)] = 0,
     repeats: Annotated[int, typer.Option(help="Measured repeats per workload, after a warm-up.")] = 3,
     target_repeat_s: Annotated[float, typer.Option(help="Closed loops: when a pass of the requests is shorter, each repeat runs a multiple of them to last about this many seconds, e.g. 1 (0: off; off with --num-requests).")] = 0.0,
