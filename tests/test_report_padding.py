@@ -161,6 +161,22 @@ def test_ladder_pairs_test_tpot_and_tokens_per_s():
     assert row["tok/s p"] == pytest.approx(48 / 70)  # interleaved: U = 6 of 16, P(U <= 6) = 24 / 70
 
 
+def test_ladder_pairs_give_the_graph_step_time_apart_from_tpot():
+    results = _gpu_pair([2.0, 2.1, 2.2], [1.5, 1.6, 1.7], [1, 2, 3], [4, 5, 6])
+    for result, full_ms in ((results[0], (1.10, 1.12, 1.14)), (results[1], (1.09, 1.10, 1.13))):
+        for repeat, ms in zip(result["workloads"][0]["repeats"], full_ms):
+            repeat["step_ms_by_mode"] = {"FULL": {"mean": ms, "n": 30}, "PIECEWISE": {"mean": 3 * ms, "n": 6}}
+    row = ladder_pairs(results).iloc[0]
+    assert row["graph step ms"] == "1.120 -> 1.100 (FULL)"
+    assert row["graph step change %"] == pytest.approx(100 * (1.10 - 1.12) / 1.12)
+    # no FULL steps on either side: the PIECEWISE ones; none at all: nothing to say
+    for result in results[:2]:
+        for repeat in result["workloads"][0]["repeats"]:
+            del repeat["step_ms_by_mode"]["FULL"]
+    assert ladder_pairs(results).iloc[0]["graph step ms"] == "3.360 -> 3.300 (PIECEWISE)"
+    assert ladder_pairs(_gpu_pair([2.0] * 3, [1.5] * 3, [1] * 3, [4] * 3)).iloc[0]["graph step ms"] == "-"
+
+
 def test_ladder_pairs_with_too_few_repeats_say_so():
     three = ladder_pairs(_gpu_pair([2.0, 2.1, 2.2], [1.5, 1.6, 1.7], [1, 2, 3], [4, 5, 6]))
     assert list(three["TPOT p"]) == [TOO_FEW] and list(three["tok/s p"]) == [TOO_FEW]

@@ -30,12 +30,16 @@ ALPHA = 0.05
 TOO_FEW = "too few repeats to test"
 LADDER_KEYS = ("cudagraph_capture_sizes", "max_cudagraph_capture_size", "performance_mode")
 PAIR_COLUMNS = [
-    "pair", "workload", "repeats", "paid padding %", "TPOT p50 ms", "TPOT change %", "TPOT p",
-    "output tok/s change %", "tok/s p",
+    "pair", "workload", "repeats", "paid padding %", "graph step ms", "graph step change %", "TPOT p50 ms",
+    "TPOT change %", "TPOT p", "output tok/s change %", "tok/s p",
 ]  # fmt: skip
 PAIRS_NOTE = (
-    "Points that differ only in their ladder, on the same workload: b against a. p: two-sided Mann-Whitney U "
-    "over the repeats (below 0.05: unlikely to be the repeats' own noise); repeats on a busy host are left out."
+    "Points that differ only in their ladder, on the same workload: b against a. Graph step: the mean time of a "
+    "step that replayed a FULL recording (PIECEWISE where neither side has FULL steps), median over repeats: what "
+    "padding costs where it is paid, on the GPU. TPOT also counts the mixed and prefill steps, which run piecewise "
+    "or eager and follow the host's speed, so it moves between processes by more than padding does. p: two-sided "
+    "Mann-Whitney U over the repeats (below 0.05: unlikely to be the repeats' own noise); repeats on a busy host "
+    "are left out."
 )
 
 
@@ -89,6 +93,28 @@ def _values(workloads: list[Mapping[str, Any]], metric: str) -> tuple[list[float
     return values, busy
 
 
+def _graph_step_ms(workloads: list[Mapping[str, Any]], mode: str) -> list[float]:
+    """Per calm repeat: the mean ms of its steps that ran in this runtime mode (step_ms_by_mode)."""
+    values = []
+    for w in workloads:
+        flagged = busy_repeats(w)
+        for i, r in enumerate(w["repeats"]):
+            by_mode = r.get("step_ms_by_mode") if isinstance(r.get("step_ms_by_mode"), Mapping) else {}
+            mean = (by_mode.get(mode) or {}).get("mean") if isinstance(by_mode.get(mode), Mapping) else None
+            if i not in flagged and isinstance(mean, (int, float)) and not math.isnan(mean):
+                values.append(float(mean))
+    return values
+
+
+def _graph_steps(a: list[Mapping[str, Any]], b: list[Mapping[str, Any]]) -> tuple[str, float]:
+    """'1.09 -> 1.09 (FULL)' and b's change in %, for the first mode both sides replayed; ('-', NaN) if none."""
+    for mode in ("FULL", "PIECEWISE"):
+        ga, gb = _graph_step_ms(a, mode), _graph_step_ms(b, mode)
+        if ga and gb:
+            return f"{median(ga):.3f} -> {median(gb):.3f} ({mode})", _change(ga, gb)
+    return "-", math.nan
+
+
 def _p(a: list[float], b: list[float]) -> float | str:
     if min_two_sided_p(len(a), len(b)) >= ALPHA:
         return TOO_FEW
@@ -107,10 +133,11 @@ def _rows(name: str, a: list[Mapping[str, Any]], b: list[Mapping[str, Any]]) -> 
         (sa, _), (sb, _) = _values(wa[workload], "tok/s"), _values(wb[workload], "tok/s")
         busy = busy_a + busy_b
         pa, pb = (metric_median(ws[workload][0], "padding_token_pct") for ws in (wa, wb))
+        graph_ms, graph_change = _graph_steps(wa[workload], wb[workload])
         rows.append({
             "pair": name, "workload": workload,
             "repeats": f"{len(sa)} vs {len(sb)}" + (f" ({busy} on a busy host left out)" if busy else ""),
-            "paid padding %": f"{pa:.1f} -> {pb:.1f}",
+            "paid padding %": f"{pa:.1f} -> {pb:.1f}", "graph step ms": graph_ms, "graph step change %": graph_change,
             "TPOT p50 ms": f"{median(ta):.2f} -> {median(tb):.2f}" if ta and tb else "-",
             "TPOT change %": _change(ta, tb), "TPOT p": _p(ta, tb) if ta and tb else math.nan,
             "output tok/s change %": _change(sa, sb), "tok/s p": _p(sa, sb) if sa and sb else math.nan,
@@ -121,7 +148,7 @@ def _rows(name: str, a: list[Mapping[str, Any]], b: list[Mapping[str, Any]]) -> 
 def _same_engine_row(a: str, b: str, engine: str) -> dict[str, Any]:
     said = f"{SAME_ENGINE} as {engine}"
     return {"pair": f"{a} -> {b}", "workload": "every workload", "repeats": "-", "paid padding %": "-",
-            "TPOT p50 ms": "-", "TPOT change %": math.nan, "TPOT p": said, "output tok/s change %": math.nan,
+            "graph step ms": "-", "graph step change %": math.nan, "TPOT p50 ms": "-", "TPOT change %": math.nan, "TPOT p": said, "output tok/s change %": math.nan,
             "tok/s p": said}  # fmt: skip
 
 
