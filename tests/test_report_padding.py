@@ -159,6 +159,7 @@ def test_ladder_pairs_test_tpot_and_tokens_per_s():
     assert row["TPOT p"] == pytest.approx(2 / 70)  # every b below every a: 2 / C(8, 4)
     assert row["output tok/s change %"] == pytest.approx(100 * 0.5 / 101.5)
     assert row["tok/s p"] == pytest.approx(48 / 70)  # interleaved: U = 6 of 16, P(U <= 6) = 24 / 70
+    assert row["test"] == "Mann-Whitney U"
 
 
 def test_ladder_pairs_give_the_graph_step_time_apart_from_tpot():
@@ -169,6 +170,7 @@ def test_ladder_pairs_give_the_graph_step_time_apart_from_tpot():
     row = ladder_pairs(results).iloc[0]
     assert row["graph step ms"] == "1.120 -> 1.100 (FULL)"
     assert row["graph step change %"] == pytest.approx(100 * (1.10 - 1.12) / 1.12)
+    assert row["graph step p"] == pytest.approx(0.468594, abs=1e-6)  # Welch t on the means (scipy: 0.4685943)
     # no FULL steps on either side: the PIECEWISE ones; none at all: nothing to say
     for result in results[:2]:
         for repeat in result["workloads"][0]["repeats"]:
@@ -177,14 +179,21 @@ def test_ladder_pairs_give_the_graph_step_time_apart_from_tpot():
     assert ladder_pairs(_gpu_pair([2.0] * 3, [1.5] * 3, [1] * 3, [4] * 3)).iloc[0]["graph step ms"] == "-"
 
 
-def test_ladder_pairs_with_too_few_repeats_say_so():
+def test_ladder_pairs_with_three_repeats_use_welchs_t_and_say_so():
     three = ladder_pairs(_gpu_pair([2.0, 2.1, 2.2], [1.5, 1.6, 1.7], [1, 2, 3], [4, 5, 6]))
-    assert list(three["TPOT p"]) == [TOO_FEW] and list(three["tok/s p"]) == [TOO_FEW]
-    assert "with 3 repeats a side the smallest p the test can give is 0.1" in pairs_note(three)
-    # a busy-host repeat is left out: 3 vs 4 cannot reach 0.05 either (2 / 35 = 0.057)
+    row = three.iloc[0]
+    assert row["test"] == "Welch t"
+    # means 2.1 vs 1.6, variances 0.01 each: t = 0.5 / sqrt(0.02 / 3) = 6.124 on 4 df (scipy: p = 0.0036022)
+    assert row["TPOT p"] == pytest.approx(0.0036022, abs=1e-7)
+    assert row["tok/s p"] == pytest.approx(0.0213116, abs=1e-7)  # t = -3.674 on 4 df
+    assert "with 3 repeats a side the Mann-Whitney U test's smallest p is 0.1" in pairs_note(three)
+    # a busy-host repeat is left out: 3 vs 4 cannot reach 0.05 by the U test either (2 / 35 = 0.057)
     busy = ladder_pairs(_gpu_pair([2.0, 2.1, 2.2, 2.3], [1.5, 1.6, 1.7, 1.8], [1, 2, 3, 4], [5, 6, 7, 8], busy_a=(3,)))
-    assert busy.iloc[0]["repeats"] == "3 vs 4 (1 on a busy host left out)" and busy.iloc[0]["TPOT p"] == TOO_FEW
+    assert busy.iloc[0]["repeats"] == "3 vs 4 (1 on a busy host left out)" and busy.iloc[0]["test"] == "Welch t"
     assert busy.iloc[0]["TPOT p50 ms"] == "2.10 -> 1.65"
+    # one repeat a side: nothing to test
+    one = ladder_pairs(_gpu_pair([2.0], [1.5], [1], [4])).iloc[0]
+    assert (one["TPOT p"], one["test"]) == (TOO_FEW, TOO_FEW)
 
 
 def test_labels_of_one_engine_pair_by_name_and_cannot_differ():

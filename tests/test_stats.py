@@ -173,3 +173,15 @@ def test_cross_check_with_scipy():
     x, y = [1, 2, 2, 3, 3, 3], [2, 3, 4, 4, 5]
     ref = stats.mannwhitneyu(x, y, alternative="two-sided", method="asymptotic")
     assert mann_whitney_u(x, y).p_value == pytest.approx(ref.pvalue, rel=1e-9)
+
+
+def test_welch_t_test_matches_scipy():
+    scipy_stats = pytest.importorskip("scipy.stats")
+    from graphbench.reports.welch import welch_t_test
+
+    rng = random.Random(7)
+    for _ in range(100):
+        x = [rng.gauss(0, 1) for _ in range(rng.randint(2, 9))]
+        y = [rng.gauss(rng.uniform(-2, 2), rng.uniform(0.1, 3)) for _ in range(rng.randint(2, 9))]
+        assert welch_t_test(x, y) == pytest.approx(scipy_stats.ttest_ind(x, y, equal_var=False).pvalue, abs=1e-9)
+    assert welch_t_test([1.0, 1.0], [1.0, 1.0]) == 1.0 and welch_t_test([1.0, 1.0], [2.0, 2.0]) == 0.0

@@ -3,9 +3,10 @@
 Two graphbench points form a pair when their configs are the same but for the ladder
 (compilation.cudagraph_capture_sizes, max_cudagraph_capture_size, performance_mode) on the same model,
 system and device. For each workload both ran: the paid padding of each, the TPOT p50 and output
-tokens/s medians over repeats, b's change against a, and a two-sided Mann-Whitney U p over the repeats
-(reports.stats; repeats on a busy host are left out). When the test cannot reach p < 0.05 with that many
-repeats (3 vs 3: the smallest p is 0.1) it says "too few repeats to test" instead.
+tokens/s medians over repeats, b's change against a, and a two-sided p over the repeats (repeats on a
+busy host are left out): Mann-Whitney U (reports.stats) when it can reach p < 0.05 with that many
+repeats, else Welch's t-test (reports.welch; 3 vs 3: the U test's smallest p is 0.1), which assumes
+normal repeats; the "test" column says which. With fewer than 2 repeats a side: "too few repeats to test".
 
 Labels that stand for another's measurement (reports.aliases) pair by their names: two labels that
 differ only in the ladder part ("O2_default", "O2_interactivity") and run one engine get one row saying
@@ -25,35 +26,38 @@ import pandas as pd
 from graphbench.reports.aliases import SAME_ENGINE, alias_map, ladder_mode
 from graphbench.reports.frame import GRAPHBENCH, asked_ladder, busy_repeats, metric_median, ok_results
 from graphbench.reports.stats import mann_whitney_u, median, min_two_sided_p
+from graphbench.reports.welch import welch_t_test
 
 ALPHA = 0.05
 TOO_FEW = "too few repeats to test"
+U_TEST = "Mann-Whitney U"
+T_TEST = "Welch t"
 LADDER_KEYS = ("cudagraph_capture_sizes", "max_cudagraph_capture_size", "performance_mode")
 PAIR_COLUMNS = [
-    "pair", "workload", "repeats", "paid padding %", "graph step ms", "graph step change %", "TPOT p50 ms",
-    "TPOT change %", "TPOT p", "output tok/s change %", "tok/s p",
+    "pair", "workload", "repeats", "paid padding %", "graph step ms", "graph step change %", "graph step p", "TPOT p50 ms",
+    "TPOT change %", "TPOT p", "output tok/s change %", "tok/s p", "test",
 ]  # fmt: skip
 PAIRS_NOTE = (
     "Points that differ only in their ladder, on the same workload: b against a. Graph step: the mean time of a "
     "step that replayed a FULL recording (PIECEWISE where neither side has FULL steps), median over repeats: what "
     "padding costs where it is paid, on the GPU. TPOT also counts the mixed and prefill steps, which run piecewise "
-    "or eager and follow the host's speed, so it moves between processes by more than padding does. p: two-sided "
-    "Mann-Whitney U over the repeats (below 0.05: unlikely to be the repeats' own noise); repeats on a busy host "
-    "are left out."
+    "or eager and follow the host's speed, so it moves between processes by more than padding does. p: two-sided, "
+    "over the repeats (below 0.05: unlikely to be the repeats' own noise); repeats on a busy host are left out."
 )
 
 
 def pairs_note(pairs: pd.DataFrame) -> str:
-    """The note over the pairs table; with a word on what too few repeats cannot tell."""
+    """The note over the pairs table; with a word on the test that the repeats allowed."""
     text = PAIRS_NOTE
     if pairs.empty:
         return text
-    few = pairs[(pairs["TPOT p"] == TOO_FEW) | (pairs["tok/s p"] == TOO_FEW)]
-    if not few.empty:
-        n = max(int(x) for x in few["repeats"].str.split(" ").str[0])
-        text += (f" {TOO_FEW.capitalize()}: with {n} repeats a side the smallest p the test can give is "
-                 f"{min_two_sided_p(n, n):.2g}, so no change could show as significant; 4 repeats a side reach "
-                 f"{min_two_sided_p(4, 4):.2g} (sweep --repeats 4 or more).")
+    if (pairs["test"] == T_TEST).any():
+        n = max(int(x) for x in pairs.loc[pairs["test"] == T_TEST, "repeats"].str.split(" ").str[0])
+        text += (f" {T_TEST}: with {n} repeats a side the Mann-Whitney U test's smallest p is "
+                 f"{min_two_sided_p(n, n):.2g}, so no change could show as significant by it; Welch's t-test "
+                 "can, if each side's repeats are roughly normal (a steady metric's are; a host-bound one's may "
+                 f"not be). 4 repeats a side let the U test reach {min_two_sided_p(4, 4):.2g} (sweep --repeats 4 "
+                 "or more).")
     if (pairs["workload"] == "every workload").any():
         text += (f" Labels that ran one engine ({SAME_ENGINE}) cannot differ: on this device their ladders "
                  "change nothing.")
@@ -106,19 +110,28 @@ def _graph_step_ms(workloads: list[Mapping[str, Any]], mode: str) -> list[float]
     return values
 
 
-def _graph_steps(a: list[Mapping[str, Any]], b: list[Mapping[str, Any]]) -> tuple[str, float]:
-    """'1.09 -> 1.09 (FULL)' and b's change in %, for the first mode both sides replayed; ('-', NaN) if none."""
+def _graph_steps(a: list[Mapping[str, Any]], b: list[Mapping[str, Any]]) -> tuple[str, float, float | str]:
+    """'1.09 -> 1.09 (FULL)', b's change in % and its p, for the first mode both sides replayed;
+    ('-', NaN, NaN) if none."""
     for mode in ("FULL", "PIECEWISE"):
         ga, gb = _graph_step_ms(a, mode), _graph_step_ms(b, mode)
         if ga and gb:
-            return f"{median(ga):.3f} -> {median(gb):.3f} ({mode})", _change(ga, gb)
-    return "-", math.nan
+            return f"{median(ga):.3f} -> {median(gb):.3f} ({mode})", _change(ga, gb), _p(ga, gb)
+    return "-", math.nan, math.nan
+
+
+def test_name(n_a: int, n_b: int) -> str:
+    """The test these repeat counts allow: the U test where it can reach ALPHA, else Welch's t."""
+    if min(n_a, n_b) < 2:
+        return TOO_FEW
+    return U_TEST if min_two_sided_p(n_a, n_b) < ALPHA else T_TEST
 
 
 def _p(a: list[float], b: list[float]) -> float | str:
-    if min_two_sided_p(len(a), len(b)) >= ALPHA:
+    test = test_name(len(a), len(b))
+    if test == TOO_FEW:
         return TOO_FEW
-    return mann_whitney_u(a, b).p_value
+    return mann_whitney_u(a, b).p_value if test == U_TEST else welch_t_test(a, b)
 
 
 def _change(a: list[float], b: list[float]) -> float:
@@ -133,14 +146,16 @@ def _rows(name: str, a: list[Mapping[str, Any]], b: list[Mapping[str, Any]]) -> 
         (sa, _), (sb, _) = _values(wa[workload], "tok/s"), _values(wb[workload], "tok/s")
         busy = busy_a + busy_b
         pa, pb = (metric_median(ws[workload][0], "padding_token_pct") for ws in (wa, wb))
-        graph_ms, graph_change = _graph_steps(wa[workload], wb[workload])
+        graph_ms, graph_change, graph_p = _graph_steps(wa[workload], wb[workload])
         rows.append({
             "pair": name, "workload": workload,
             "repeats": f"{len(sa)} vs {len(sb)}" + (f" ({busy} on a busy host left out)" if busy else ""),
             "paid padding %": f"{pa:.1f} -> {pb:.1f}", "graph step ms": graph_ms, "graph step change %": graph_change,
+            "graph step p": graph_p,
             "TPOT p50 ms": f"{median(ta):.2f} -> {median(tb):.2f}" if ta and tb else "-",
             "TPOT change %": _change(ta, tb), "TPOT p": _p(ta, tb) if ta and tb else math.nan,
             "output tok/s change %": _change(sa, sb), "tok/s p": _p(sa, sb) if sa and sb else math.nan,
+            "test": test_name(len(sa), len(sb)),
         })  # fmt: skip
     return rows
 
@@ -148,7 +163,7 @@ def _rows(name: str, a: list[Mapping[str, Any]], b: list[Mapping[str, Any]]) -> 
 def _same_engine_row(a: str, b: str, engine: str) -> dict[str, Any]:
     said = f"{SAME_ENGINE} as {engine}"
     return {"pair": f"{a} -> {b}", "workload": "every workload", "repeats": "-", "paid padding %": "-",
-            "graph step ms": "-", "graph step change %": math.nan, "TPOT p50 ms": "-", "TPOT change %": math.nan, "TPOT p": said, "output tok/s change %": math.nan,
+            "graph step ms": "-", "graph step change %": math.nan, "graph step p": said, "TPOT p50 ms": "-", "TPOT change %": math.nan, "TPOT p": said, "output tok/s change %": math.nan,
             "tok/s p": said}  # fmt: skip
 
 

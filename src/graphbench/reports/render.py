@@ -139,7 +139,7 @@ def table_sections(ctx: ReportContext) -> list[TableSection]:
         if not ctx.pairs.empty:
             out.append(TableSection("Ladder against ladder: TPOT and tokens/s", pairs_note(ctx.pairs),
                                     list(ctx.pairs.columns), pairs_cells(ctx.pairs),
-                                    _named(ctx.pairs, ("pair", "workload", "repeats", "TPOT p", "tok/s p")), level=3))
+                                    _named(ctx.pairs, ("pair", "workload", "repeats", "graph step p", "TPOT p", "tok/s p")), level=3))
     if not ctx.variants.empty:
         out.append(TableSection("compile_sizes variants: kept where faster", VARIANTS_NOTE, list(ctx.variants.columns),
                                 variants_cells(ctx.variants), {0, 1, 6}))

@@ -112,7 +112,7 @@ def pairs_cells(pairs: pd.DataFrame) -> list[list[str]]:
         if isinstance(value, str):
             return value
         if column.endswith(" p"):
-            return fmt(value, 3)
+            return "<0.001" if isinstance(value, float) and value < 0.001 else fmt(value, 3)
         return signed(value)
 
     return [[cell(c, v) for c, v in row.items()] for _, row in pairs.iterrows()]
