@@ -208,3 +208,15 @@ def test_summary_shows_the_spread_and_flags_unsteady_workloads(tmp_path):
     console = Console(record=True, width=200)
     _summary(console, steady)
     assert "spread more than" not in console.export_text()
+
+
+def test_resume_counts_the_labels_a_result_stands_for(tmp_path):
+    from graphbench.bench.sweep import completed_labels
+    from graphbench.reports.store import write_result
+
+    record = {"label": "O1_default", "system": "graphbench", "status": "ok", "failure": None,
+              "created_utc": "2026-12-01T10:00:00Z", "environment": {}, "model": "tiny-llama", "config": {},
+              "config_hash": "x", "sweep": {}, "startup": {}, "startups": [], "workloads": [],
+              "stands_for": ["O1_interactivity", "O2_default", 7]}
+    write_result(tmp_path, "cpu", "O1_default", record)
+    assert completed_labels(tmp_path) == {"O1_default", "O1_interactivity", "O2_default"}

@@ -36,6 +36,7 @@ from graphbench.bench.sweep_grid import (
 from graphbench.bench.sweep_lock import sweep_lock
 from graphbench.config.engine import config_from_dict
 from graphbench.errors import GraphbenchError
+from graphbench.reports.aliases import stands_for
 from graphbench.reports.store import load_results, write_result
 
 __all__ = [
@@ -52,7 +53,6 @@ __all__ = [
     "point_label",
     "request_stop",
     "run_sweep",
-    "stood_for",
     "sweep_lock",
     "tune_point",
     "write_point_config",
@@ -116,13 +116,7 @@ def completed_labels(results_dir: Path) -> set[str]:
     if not results_dir.exists():
         return set()
     loaded = load_results([results_dir])
-    return {label for r in loaded.results if r.get("status") == "ok" for label in [r["label"], *stood_for(r)]}
-
-
-def stood_for(result: dict[str, Any]) -> list[str]:
-    """The other labels a result stands for (same engine, measured once); [] when none or malformed."""
-    labels = result.get("stands_for")
-    return [x for x in labels if isinstance(x, str)] if isinstance(labels, list) else []
+    return {label for r in loaded.results if r.get("status") == "ok" for label in [r["label"], *stands_for(r)]}
 
 
 def _toml_value(value: Any) -> str:
