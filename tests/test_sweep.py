@@ -179,7 +179,7 @@ def test_summary_shows_the_spread_and_flags_unsteady_workloads(tmp_path):
     from rich.console import Console
 
     from graphbench.bench.metrics import summarize
-    from graphbench.cli.sweep import _summary
+    from graphbench.cli.sweep_summary import print_summary as _summary
     from graphbench.reports.store import write_result
     from tests.test_gate import make_result
 
@@ -193,10 +193,10 @@ def test_summary_shows_the_spread_and_flags_unsteady_workloads(tmp_path):
     console = Console(record=True, width=200)
     _summary(console, tmp_path)
     text = console.export_text()
-    rows = {line.split("│")[6].strip(): [cell.strip() for cell in line.split("│")] for line in text.splitlines()
+    rows = {line.split("│")[7].strip(): [cell.strip() for cell in line.split("│")] for line in text.splitlines()
             if "closed-c" in line}
-    assert rows["closed-c1"][8] == "1.0" and rows["closed-c64"][8] == "4.9"
-    assert rows["closed-c1"][7] == "1005" and rows["closed-c64"][7] == "30600"
+    assert rows["closed-c1"][9] == "1.0" and rows["closed-c64"][9] == "4.9"
+    assert rows["closed-c1"][8] == "1005" and rows["closed-c64"][8] == "30600"
     assert "1 workload(s) spread more than 3% between repeats" in text
 
     # all steady: no warning
@@ -208,6 +208,35 @@ def test_summary_shows_the_spread_and_flags_unsteady_workloads(tmp_path):
     console = Console(record=True, width=200)
     _summary(console, steady)
     assert "spread more than" not in console.export_text()
+
+
+def test_summary_shows_start_ups_padding_aliases_and_busy_repeats(tmp_path):
+    from rich.console import Console
+
+    from graphbench.bench.metrics import summarize
+    from graphbench.cli.sweep_summary import print_summary
+    from graphbench.reports.store import write_result
+    from tests.test_gate import make_result
+
+    result = make_result("O1_default", repeats={"closed-c6": [(1000.0, 12.0), (700.0, 12.0), (1005.0, 12.0)]})
+    result["startups"] = [{"cold": True, "total_s": 24.46, "capture_s": 0.0}, {"cold": False, "total_s": 0.21}]
+    result["startup"] = dict(result["startups"][1], capture_s=1.234, graph_memory_bytes=300 * 2**20)
+    result["stands_for"] = ["O2_default"]
+    workload = result["workloads"][0]
+    for repeat, pct in zip(workload["repeats"], (9.0, 9.5, 9.4)):
+        repeat.update(padding_token_pct=pct, batch_size_histogram={"6": 30, "5": 10})
+    workload.update(summary=summarize(workload["repeats"]), busy_host_repeats=[1], quiet_spread_pct=0.5)
+    write_result(tmp_path, "m", result["label"], result)
+    console = Console(record=True, width=250)
+    print_summary(console, tmp_path)
+    text = console.export_text()
+    row = next([c.strip() for c in line.split("│")] for line in text.splitlines() if "closed-c6" in line)
+    assert row[1:8] == ["O1_default", "graphbench", "ok", "24.5 / 0.2", "1.23", "300", "closed-c6"]
+    assert row[9] == "busy host (1/3); 0.5 without"  # not presented as the engine's spread
+    assert row[11:13] == ["9.4", "6: 75%, 5: 25% (5-6, 120 steps)"]
+    alias = next([c.strip() for c in line.split("│")] for line in text.splitlines() if "O2_default" in line)
+    assert alias[1:4] == ["O2_default", "graphbench", "= O1_default"] and alias[7] == "same engine, measured once"
+    assert "1 workload(s) had a repeat on a busy host" in text
 
 
 def test_resume_counts_the_labels_a_result_stands_for(tmp_path):

@@ -9,6 +9,7 @@ import typer
 
 from graphbench.cli.main import app
 from graphbench.cli.output import console as make_console
+from graphbench.cli.sweep_summary import print_summary
 from graphbench.errors import GraphbenchError
 
 GRID = "Grid"
@@ -130,7 +131,7 @@ def sweep(
     if not any(o.status in ("ok", "failed", "same-engine", "skipped") for o in result.outcomes):
         console.print("[yellow]interrupted before any point finished: no report[/yellow]")
         raise typer.Exit(128 + (received[0] if received else signal.SIGINT))
-    _summary(console, results)
+    print_summary(console, results)
     _write_report(console, results, report or results / "report")
     if result.num_failed:
         console.print(f"[red]{result.num_failed} point(s) failed; see the report's Failures section[/red]")
@@ -242,73 +243,6 @@ def _run_values(workload: dict, concurrency, prompt_len, output_len, num_request
     if rates:
         values["request-rate"] = ",".join(map(str, rates)) if isinstance(rates, list) else str(rates)
     return {key: str(value) for key, value in values.items()}
-
-
-def _summary(console, results: Path) -> None:
-    from rich.table import Table
-
-    from graphbench.reports.aliases import stands_for
-    from graphbench.reports.padding_table import histogram, histogram_text
-    from graphbench.reports.stats import MAX_STEADY_SPREAD_PCT
-    from graphbench.reports.store import load_results
-
-    loaded = load_results([results])
-    table = Table("point", "system", "status", "start-up s\ncold / warm", "graph MiB", "workload", "output tok/s",
-                  "spread %", "TPOT p50 ms", "padding %\n(of tokens)", "batch sizes (share of steps)")
-    num_unsteady = num_busy = 0
-    for r in sorted(loaded.results, key=lambda r: (r["status"] != "ok", r["label"])):
-        if r["status"] != "ok":
-            table.add_row(r["label"], r["system"], "[red]failed[/red]", "", "", "", "", "", "", "",
-                          (r.get("failure") or {}).get("reason", "")[:40])
-            continue
-        s = r["startup"] or {}
-        for i, w in enumerate(r["workloads"]):
-            m = w["summary"]
-            spread = m["output_tokens_per_s"].get("spread_pct")
-            busy = w.get("busy_host_repeats") or []
-            unsteady = spread is not None and spread > MAX_STEADY_SPREAD_PCT
-            num_unsteady += unsteady and not busy
-            num_busy += bool(busy)
-            spread_cell = "-" if spread is None else f"[yellow]{spread:.1f}[/yellow]" if unsteady else f"{spread:.1f}"
-            if busy:
-                quiet = w.get("quiet_spread_pct")
-                spread_cell = (f"[yellow]busy host[/yellow] ({len(busy)}/{len(w['repeats'])})"
-                               + (f"; {quiet:.1f} without" if quiet is not None else ""))
-            padding = m.get("padding_token_pct", m.get("padding_waste_pct", {})).get("median", 0)
-            table.add_row(r["label"] if i == 0 else "", r["system"] if i == 0 else "", "ok" if i == 0 else "",
-                          _startup_cell(r) if i == 0 else "",
-                          f"{s.get('graph_memory_bytes', 0) / 2**20:.0f}" if i == 0 else "", w["name"],
-                          f"{m['output_tokens_per_s']['median']:.0f}", spread_cell,
-                          f"{m.get('tpot_p50_ms', {}).get('median', float('nan')):.2f}", f"{padding:.1f}",
-                          histogram_text(histogram(w)))
-        for alias in stands_for(r):
-            table.add_row(alias, r["system"], f"[cyan]= {r['label']}[/cyan]", "", "", "same engine, measured once",
-                          "", "", "", "", "")
-    console.print(table)
-    if num_unsteady:
-        console.print(f"[yellow]{num_unsteady} workload(s) spread more than {MAX_STEADY_SPREAD_PCT:g}% between repeats "
-                      "((max - min) / median of output tok/s): the report's Repeats table shows which steps moved "
-                      "(eager and piecewise steps follow the host's speed)[/yellow]")
-    if num_busy:
-        console.print(f"[yellow]{num_busy} workload(s) had a repeat on a busy host (another process held the CPU: "
-                      "see each repeat's busy_host): their spread is the host's, not the engine's; the spread of "
-                      "the other repeats is given beside it[/yellow]")
-    for path, why in loaded.skipped:
-        console.print(f"[yellow]skipped malformed result {path}: {why}[/yellow]")
-
-
-def _startup_cell(result: dict) -> str:
-    """The point's start-ups: 'cold / warm' seconds ('-' for a start it did not make)."""
-    starts = [s for s in result.get("startups") or [result.get("startup") or {}] if isinstance(s, dict)]
-    cold = [s.get("total_s") for s in starts if s.get("cold")]
-    warm = [s.get("total_s") for s in starts if not s.get("cold")]
-
-    def text(values: list) -> str:
-        return f"{values[-1]:.1f}" if values and isinstance(values[-1], (int, float)) else "-"
-
-    if result.get("system") != "graphbench":  # a peer's one start: load (its compile is in the first call)
-        return f"{text(warm or cold)} (load)"
-    return f"{text(cold)} / {text(warm)}"
 
 
 def _write_report(console, results: Path, out: Path) -> None:

@@ -1,0 +1,102 @@
+"""The summary that closes `graphbench sweep`: per point and workload, then ladder against ladder."""
+
+from pathlib import Path
+
+
+def print_summary(console, results: Path) -> None:
+    """The table that closes a sweep: per point and workload what it measured, then ladder against ladder."""
+    from rich.table import Table
+
+    from graphbench.reports.aliases import stands_for
+    from graphbench.reports.padding_table import histogram, histogram_text
+    from graphbench.reports.stats import MAX_STEADY_SPREAD_PCT
+    from graphbench.reports.store import load_results
+
+    loaded = load_results([results])
+    table = Table("point", "system", "status", "start-up s\ncold / warm", "capture s", "graph MiB", "workload",
+                  "output tok/s", "spread %", "TPOT p50 ms", "padding %\n(of tokens)", "batch sizes (share of steps)")
+    num_unsteady = num_busy = 0
+    for r in sorted(loaded.results, key=lambda r: (r["status"] != "ok", r["label"])):
+        if r["status"] != "ok":
+            table.add_row(r["label"], r["system"], "[red]failed[/red]", "", "", "", "", "", "", "", "",
+                          (r.get("failure") or {}).get("reason", "")[:40])
+            continue
+        s = r["startup"] or {}
+        for i, w in enumerate(r["workloads"]):
+            m = w["summary"]
+            spread = m["output_tokens_per_s"].get("spread_pct")
+            busy = w.get("busy_host_repeats") or []
+            unsteady = spread is not None and spread > MAX_STEADY_SPREAD_PCT
+            num_unsteady += unsteady and not busy
+            num_busy += bool(busy)
+            spread_cell = "-" if spread is None else f"[yellow]{spread:.1f}[/yellow]" if unsteady else f"{spread:.1f}"
+            if busy:
+                quiet = w.get("quiet_spread_pct")
+                spread_cell = (f"[yellow]busy host[/yellow] ({len(busy)}/{len(w['repeats'])})"
+                               + (f"; {quiet:.1f} without" if quiet is not None else ""))
+            padding = m.get("padding_token_pct", m.get("padding_waste_pct", {})).get("median", 0)
+            table.add_row(r["label"] if i == 0 else "", r["system"] if i == 0 else "", "ok" if i == 0 else "",
+                          _startup_cell(r) if i == 0 else "", f"{s.get('capture_s') or 0:.2f}" if i == 0 else "",
+                          f"{s.get('graph_memory_bytes', 0) / 2**20:.0f}" if i == 0 else "", w["name"],
+                          f"{m['output_tokens_per_s']['median']:.0f}", spread_cell,
+                          f"{m.get('tpot_p50_ms', {}).get('median', float('nan')):.2f}", f"{padding:.1f}",
+                          histogram_text(histogram(w)))
+        for alias in stands_for(r):
+            table.add_row(alias, r["system"], f"[cyan]= {r['label']}[/cyan]", "", "", "",
+                          "same engine, measured once", "", "", "", "", "")
+    console.print(table)
+    if num_unsteady:
+        console.print(f"[yellow]{num_unsteady} workload(s) spread more than {MAX_STEADY_SPREAD_PCT:g}% between repeats "
+                      "((max - min) / median of output tok/s): the report's Repeats table shows which steps moved "
+                      "(eager and piecewise steps follow the host's speed)[/yellow]")
+    if num_busy:
+        console.print(f"[yellow]{num_busy} workload(s) had a repeat on a busy host (another process held the CPU: "
+                      "see each repeat's busy_host): their spread is the host's, not the engine's; the spread of "
+                      "the other repeats is given beside it[/yellow]")
+    _print_ladder_pairs(console, loaded.results)
+    for path, why in loaded.skipped:
+        console.print(f"[yellow]skipped malformed result {path}: {why}[/yellow]")
+
+
+def _startup_cell(result: dict) -> str:
+    """The point's start-ups: 'cold / warm' seconds ('-' for a start it did not make)."""
+    starts = [s for s in result.get("startups") or [result.get("startup") or {}] if isinstance(s, dict)]
+    cold = [s.get("total_s") for s in starts if s.get("cold")]
+    warm = [s.get("total_s") for s in starts if not s.get("cold")]
+
+    def text(values: list) -> str:
+        return f"{values[-1]:.1f}" if values and isinstance(values[-1], (int, float)) else "-"
+
+    if result.get("system") != "graphbench":  # a peer's one start: load (its compile is in the first call)
+        return f"{text(warm or cold)} (load)"
+    return f"{text(cold)} / {text(warm)}"
+
+
+def _print_ladder_pairs(console, results: list) -> None:
+    """Points that differ only in their ladder: what each pads and what that costs (reports.ladder_pairs)."""
+    from rich.table import Table
+
+    from graphbench.reports.ladder_pairs import ladder_pairs
+
+    pairs = ladder_pairs(results)
+    pairs = pairs[pairs["workload"] != "every workload"] if not pairs.empty else pairs  # one engine: rows above
+    if pairs.empty:
+        return
+
+    def change(value, p) -> str:
+        if not isinstance(value, float) or value != value:
+            return "-"
+        p_text = p if isinstance(p, str) else "p<0.001" if p < 0.001 else f"p={p:.3f}"
+        return f"{value:+.1f}% ({p_text})"
+
+    table = Table("ladder a -> b", "workload", "padding % (of tokens)", "graph step", "TPOT p50", "output tok/s",
+                  "test", title="Ladder against ladder: what padding costs (change of b against a, p over repeats)")
+    for _, row in pairs.iterrows():
+        table.add_row(row["pair"], row["workload"], row["paid padding %"],
+                      f"{row['graph step ms']}: {change(row['graph step change %'], row['graph step p'])}",
+                      change(row["TPOT change %"], row["TPOT p"]), change(row["output tok/s change %"], row["tok/s p"]),
+                      row["test"])
+    console.print(table)
+    console.print("[dim]graph step: the mean ms of the steps that replayed a FULL recording (PIECEWISE where "
+                  "there is none): what padding costs on the GPU; TPOT also counts the mixed and prefill steps, "
+                  "which follow the host's speed[/dim]")
