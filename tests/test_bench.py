@@ -141,7 +141,7 @@ def test_graphbench_run_writes_a_result(tmp_path, monkeypatch):
     assert r["config"]["optimization_level"] == 0
     assert [w["name"] for w in r["workloads"]] == ["closed-c1", "closed-c2"]
     w = r["workloads"][1]
-    assert len(w["repeats"]) == 2 and w["repeats"][0]["num_requests"] == 8
+    assert len(w["repeats"]) == 2 and w["repeats"][0]["num_requests"] == 6  # 3 x C by default
     assert w["summary"]["output_tokens_per_s"]["n"] == 2
     assert r["startup"]["cudagraph_mode"]["resolved"] == "NONE"
     assert r["_path"].endswith("0001_tiny.json")
@@ -235,7 +235,7 @@ def test_run_scales_short_closed_loop_repeats_to_the_target(tmp_path):
     (w,) = r["workloads"]
     cal = w["calibration"]
     assert cal["target_repeat_s"] == 1.0 and cal["scale"] == repeat_scale(cal["first_pass_s"], 1.0) > 1
-    assert [rep["num_requests"] for rep in w["repeats"]] == [4 * cal["scale"]] * 2 == [w["num_requests"]] * 2
+    assert [rep["num_requests"] for rep in w["repeats"]] == [3 * cal["scale"]] * 2 == [w["num_requests"]] * 2
     result = runner.invoke(app, [*common, "--target-repeat-s", "1", "--num-requests", "3", "--results", str(tmp_path / "b")])
     assert result.exit_code == 0, result.output
     (w,) = load_results([tmp_path / "b"]).results[0]["workloads"]

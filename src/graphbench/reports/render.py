@@ -127,7 +127,7 @@ def _without_empty(table: pd.DataFrame, column: str) -> pd.DataFrame:
 
 
 def table_sections(ctx: ReportContext) -> list[TableSection]:
-    """The tables between the headline and the charts, in report order (those with rows)."""
+    """The tables after the headline and the charts, in report order (those with rows)."""
     out = []
     if not ctx.ladders.empty:
         out.append(TableSection("Ladders: what the graphs cost", LADDERS_NOTE, list(ctx.ladders.columns),
@@ -165,13 +165,14 @@ def render_markdown(ctx: ReportContext) -> str:
     out += ["## Headline: best configuration per concurrency", "", _headline_note(ctx), ""]
     if not ctx.headline.empty:
         out += [_md_table(headline_headers(ctx.headline), headline_cells(ctx.headline)), ""]
-    for section in table_sections(ctx):
-        out += [f"{'#' * section.level} {section.title}", "", section.note, "",
-                _md_table(section.headers, section.rows), ""] + ([section.after, ""] if section.after else [])
+    # the charts right after the headline: what most readers look at first, before the long tables
     out += ["## Charts", ""]
     for chart in ctx.charts:
         out += [f"### {chart.title}", ""]
         out += [f"![{chart.title}]({chart.name})" if chart.written else f"_{chart.note}_", ""]
+    for section in table_sections(ctx):
+        out += [f"{'#' * section.level} {section.title}", "", section.note, "",
+                _md_table(section.headers, section.rows), ""] + ([section.after, ""] if section.after else [])
     out += ["## Summary", "", f"[{ctx.summary_file}]({ctx.summary_file}): {_summary_note(ctx)}", ""]
     out += ["## Failures", ""]
     if ctx.failures.empty:
@@ -221,12 +222,6 @@ def render_html(ctx: ReportContext) -> str:
         headers = headline_headers(ctx.headline)
         shift = len(headers) - len(HEADLINE_HEADERS)
         out.append(_html_table(headers, headline_cells(ctx.headline), {0, 1 + shift, 6 + shift}))
-    for section in table_sections(ctx):
-        h = f"h{section.level}"
-        out += [f"<{h}>{esc(section.title)}</{h}>", f"<p>{esc(section.note)}</p>",
-                _html_table(section.headers, section.rows, section.text_columns)]
-        if section.after:
-            out.append(f"<p>{esc(section.after)}</p>")
     out.append("<h2>Charts</h2>")
     for chart in ctx.charts:
         out.append(f"<h3>{esc(chart.title)}</h3>")
@@ -234,6 +229,12 @@ def render_html(ctx: ReportContext) -> str:
             out.append(f"<figure>{_img(chart.path, chart.title)}<figcaption>{esc(chart.name)}</figcaption></figure>")
         else:
             out.append(f'<p class="note">{esc(chart.note)}</p>')
+    for section in table_sections(ctx):
+        h = f"h{section.level}"
+        out += [f"<{h}>{esc(section.title)}</{h}>", f"<p>{esc(section.note)}</p>",
+                _html_table(section.headers, section.rows, section.text_columns)]
+        if section.after:
+            out.append(f"<p>{esc(section.after)}</p>")
     out += ["<h2>Summary</h2>",
             f"<p>{esc(ctx.summary_file)}: {esc(_summary_note(ctx))}</p>",
             "<details><summary>show the table</summary>",
