@@ -6,10 +6,10 @@
 Every system runs in its own process (fresh CUDA context, fresh compile state). Prints one
 table with step time, tokens/s, the fraction of the weight-bandwidth floor and ratios.
 
-    python bench/decode.py --levels 2 --peers hf-compile --variant kv=GRAPHBENCH_DECODE_WRITES_KV=1 \
-        --variant both=GRAPHBENCH_DECODE_WRITES_KV=1,GRAPHBENCH_GATE_UP_SILU=1
+    python bench/decode.py --levels 2 --peers hf-compile --variant nokv=GRAPHBENCH_DECODE_WRITES_KV=0 \
+        --variant both=GRAPHBENCH_DECODE_WRITES_KV=0,GRAPHBENCH_PDL=0
 
-adds graphbench-O2+kv and graphbench-O2+both: the same level in a process with those environment
+adds graphbench-O2+nokv and graphbench-O2+both: the same level in a process with those environment
 variables (A/B of the engine's switches in one run, with the peers' ratios and a "vs base" column).
 """
 

@@ -2,8 +2,8 @@
 
     python bench/gemv.py --model llama-3.2-1b [--out gemv.json]
 
-Session 3 timed these with back-to-back Python calls, which measured launch overhead (cuBLAS o_proj
-15.4 us isolated against 5.7 us in the engine's graph). Here every variant is recorded in a CUDA graph
+A first harness timed these with back-to-back Python calls, which measured launch overhead (cuBLAS o_proj
+15.4 us isolated against 5.7 us in the engine's graph: bench/RESULTS.md, 2026-11-29, a8b12c7). Here every variant is recorded in a CUDA graph
 as a run of calls over rotating weight copies (> 200 MB in all, so no copy is still in L2), the graph
 is replayed and timed with CUDA events (median of 7), and time per call = replay time / calls.
 
