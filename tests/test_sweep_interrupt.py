@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -44,14 +45,55 @@ def test_kill_at_random_moments_then_resume(tmp_path):
 
 def test_second_sweep_into_the_same_folder_is_refused(tmp_path):
     with sweep_lock(tmp_path):
-        with pytest.raises(GraphbenchError, match="another sweep"):
+        with pytest.raises(GraphbenchError, match=rf"another sweep \(pid {os.getpid()} on .*, since 20"):
             with sweep_lock(tmp_path):
                 pass
-    # a lock left by a dead process is taken over
+    # what a dead sweep left (its lock file, a holder note) holds nothing: the OS lock died with it
     (tmp_path / ".sweep.lock").write_text("999999999")
+    (tmp_path / ".sweep.holder").write_text("pid 999999999 on elsewhere\n")
     with sweep_lock(tmp_path):
-        assert (tmp_path / ".sweep.lock").read_text() == str(os.getpid())
-    assert not (tmp_path / ".sweep.lock").exists()
+        assert (tmp_path / ".sweep.holder").read_text().startswith(f"pid {os.getpid()} on ")
+    assert not (tmp_path / ".sweep.holder").exists()
+
+
+def _race(folder: str, start, out) -> None:
+    """One contender: wait for the start, try the lock; when held, record the interval it was held."""
+    import time
+
+    from graphbench.bench.sweep_lock import sweep_lock as lock
+    from graphbench.errors import GraphbenchError as Refused
+
+    start.wait()
+    try:
+        with lock(Path(folder)):
+            began = time.monotonic()
+            time.sleep(0.002)
+            out.put((began, time.monotonic()))
+    except Refused:
+        out.put(None)
+
+
+def test_racing_processes_never_hold_the_lock_twice(tmp_path):
+    """8 processes x 50 trials start together: at most one holds the lock at any moment."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    held_total = 0
+    for trial in range(50):
+        folder = tmp_path / f"t{trial}"
+        start, out = ctx.Event(), ctx.Queue()
+        procs = [ctx.Process(target=_race, args=(str(folder), start, out)) for _ in range(8)]
+        for p in procs:
+            p.start()
+        start.set()
+        results = [out.get(timeout=30) for _ in procs]
+        for p in procs:
+            p.join(timeout=30)
+        held = sorted(r for r in results if r is not None)
+        assert held, f"trial {trial}: nobody got the lock"
+        assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(held, held[1:])), f"trial {trial}: {held}"
+        held_total += len(held)
+    assert held_total >= 50
 
 
 def test_sigterm_stops_cleanly_with_a_report(tmp_path):

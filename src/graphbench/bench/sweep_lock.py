@@ -1,48 +1,49 @@
-"""One sweep per results folder at a time: a lock file holding the sweep's pid."""
+"""One sweep per results folder at a time: an OS lock (filelock) on `.sweep.lock`.
+
+The lock is the operating system's (flock on Unix): it is held while the sweep's process holds the
+file open and dies with that process, so there is no stale lock to guess about and no window in
+which two sweeps both think they hold it. Who holds it is written, after it is taken, to
+`.sweep.holder`, for the message a second sweep gets.
+"""
 
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from filelock import FileLock, Timeout
+
+from graphbench.bench.environment import utc_now
 from graphbench.errors import GraphbenchError
+
+LOCK_NAME = ".sweep.lock"
+HOLDER_NAME = ".sweep.holder"
 
 
 @contextmanager
 def sweep_lock(results_dir: Path) -> Iterator[None]:
-    """One sweep per results folder at a time; a lock left by a dead sweep is taken over."""
+    """Hold the results folder's sweep lock for the block; another sweep holding it is an error."""
     results_dir.mkdir(parents=True, exist_ok=True)
-    lock = results_dir / ".sweep.lock"
-    for _ in range(2):
-        try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            try:
-                pid = int(lock.read_text().strip() or 0)
-            except (OSError, ValueError):
-                pid = 0
-            if pid and _alive(pid):
-                raise GraphbenchError(
-                    f"another sweep (pid {pid}) is writing to {results_dir}; wait for it, or use another --results "
-                    f"(remove {lock} if that process is gone)") from None
-            lock.unlink(missing_ok=True)  # stale: its sweep died
-            continue
-        with os.fdopen(fd, "w") as f:
-            f.write(str(os.getpid()))
-        break
+    lock = FileLock(results_dir / LOCK_NAME, timeout=0)
     try:
+        lock.acquire()
+    except Timeout:
+        raise GraphbenchError(f"another sweep ({holder(results_dir)}) is writing to {results_dir}; wait for it, "
+                              "or use another --results") from None
+    try:
+        (results_dir / HOLDER_NAME).write_text(f"pid {os.getpid()} on {socket.gethostname()}, since {utc_now()}\n")
         yield
     finally:
-        lock.unlink(missing_ok=True)
+        (results_dir / HOLDER_NAME).unlink(missing_ok=True)
+        lock.release()
 
 
-def _alive(pid: int) -> bool:
+def holder(results_dir: Path) -> str:
+    """Who holds the folder's lock, as its holder wrote it ('holder unknown' before it has written)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        return (results_dir / HOLDER_NAME).read_text().strip()[:200] or "holder unknown"
+    except (OSError, UnicodeDecodeError):
+        return "holder unknown"
