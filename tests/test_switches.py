@@ -31,9 +31,9 @@ def test_changed_switches_are_those_off_their_default_sorted():
 
 
 def test_changed_switches_reads_the_process_environment(monkeypatch):
-    monkeypatch.setenv("GRAPHBENCH_FUSED_GEMV", "1")
-    monkeypatch.setenv("GRAPHBENCH_GATE_UP_SILU", "0")  # its default
-    assert changed_switches() == {"GRAPHBENCH_FUSED_GEMV": "1"}
+    monkeypatch.setenv("GRAPHBENCH_GEMV", "0")
+    monkeypatch.setenv("GRAPHBENCH_PDL", "1")  # its default
+    assert changed_switches() == {"GRAPHBENCH_GEMV": "0"}
 
 
 def test_every_graphbench_variable_in_the_code_is_registered_or_known_not_to_be_a_switch():

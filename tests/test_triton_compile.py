@@ -41,23 +41,18 @@ pytestmark = pytest.mark.skipif(not _ptxas_available(), reason="Triton's NVIDIA 
 BF16 = "*bf16"
 
 
-@pytest.mark.parametrize("gate_up, has_bias", [(False, False), (False, True), (True, False)])
-def test_gemv_compiles(gate_up, has_bias):
+@pytest.mark.parametrize("has_bias", [False, True])
+def test_gemv_compiles(has_bias):
     from graphbench.runner.gemv_kernel import _gemv_kernel
 
     sig = {"x_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "N": "i32", "K": "i32", "stride_wn": "i32"}
-    kernel = compile_sm90(_gemv_kernel, sig, {"HAS_BIAS": has_bias, "GATE_UP": gate_up, "BLOCK_N": 4, "BLOCK_K": 1024,
-                                              "INTERPRET": False})
+    kernel = compile_sm90(_gemv_kernel, sig, {"HAS_BIAS": has_bias, "BLOCK_N": 4, "BLOCK_K": 1024, "INTERPRET": False})
     assert kernel.asm["cubin"]
 
 
-def test_norm_gemv_and_add_rmsnorm_compile():
-    from graphbench.runner.norm_kernels import _add_rmsnorm_kernel, _norm_gemv_kernel
+def test_add_rmsnorm_compiles():
+    from graphbench.runner.norm_kernels import _add_rmsnorm_kernel
 
-    sig = {"x_ptr": BF16, "r_ptr": BF16, "nw_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "h_ptr": BF16,
-           "N": "i32", "K": "i32", "stride_wn": "i32", "eps": "fp32"}
-    assert compile_sm90(_norm_gemv_kernel, sig, {"HAS_BIAS": True, "BLOCK_N": 2, "BLOCK_K": 2048,
-                                                 "INTERPRET": False}).asm["cubin"]
     sig = {"x_ptr": BF16, "r_ptr": BF16, "nw_ptr": BF16, "out_ptr": BF16, "h_ptr": BF16, "K": "i32",
            "stride_x": "i32", "stride_r": "i32", "eps": "fp32"}
     assert compile_sm90(_add_rmsnorm_kernel, sig, {"BLOCK": 2048}).asm["cubin"]
@@ -115,8 +110,7 @@ def test_pdl_variants_compile_with_grid_dependency_control():
     chunk = {"logits_ptr": BF16, "values_ptr": "*fp32", "indices_ptr": "*i32", "vocab": "i32", "stride_row": "i32",
              "num_chunks": "i32"}
     rows = {"values_ptr": "*fp32", "indices_ptr": "*i32", "out_ptr": "*i64", "num_chunks": "i32"}
-    cases = [(_gemv_kernel, gemv, {"HAS_BIAS": False, "GATE_UP": False, "BLOCK_N": 4, "BLOCK_K": 1024,
-                                   "INTERPRET": False}),
+    cases = [(_gemv_kernel, gemv, {"HAS_BIAS": False, "BLOCK_N": 4, "BLOCK_K": 1024, "INTERPRET": False}),
              (_add_rmsnorm_kernel, norm, {"BLOCK": 2048}), (_silu_mul_kernel, silu, {"BLOCK": 1024}),
              (_chunk_argmax_kernel, chunk, {"BLOCK": 2048}), (_row_argmax_kernel, rows, {"BLOCK_C": 64})]
     for fn, sig, constexprs in cases:

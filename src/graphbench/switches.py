@@ -13,8 +13,6 @@ from collections.abc import Mapping
 
 SWITCH_DEFAULTS: dict[str, str] = {
     "GRAPHBENCH_GEMV": "1",
-    "GRAPHBENCH_FUSED_GEMV": "0",
-    "GRAPHBENCH_GATE_UP_SILU": "0",
     "GRAPHBENCH_DECODE_WRITES_KV": "1",
     "GRAPHBENCH_DECODE_MERGE_IN_KERNEL": "1",
     "GRAPHBENCH_DECODE_MIN_TILES": "4",

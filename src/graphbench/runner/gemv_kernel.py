@@ -1,6 +1,5 @@
 """The Triton kernels behind runner/linear.py: the one-row GEMV y[n] = sum_k x[k] * w[n, k] (+ b[n]),
-optionally as the MLP's gate/up projection that writes silu(gate) * up (the activation in its
-epilogue: no extra pass over anything), and silu(gate) * up alone.
+and silu(gate) * up (the MLP's activation after its gate/up projection).
 
 A program owns BLOCK_N output rows and streams them along K in BLOCK_K steps, keeping a
 [BLOCK_N, BLOCK_K] float32 partial sum that is reduced once at the end (no reduction inside the
@@ -20,68 +19,57 @@ from graphbench.runner.pdl import pdl_arguments, pdl_enter
 
 
 @triton.jit
-def _weight_tile(w_ptr, k0, N, offs_n, offs_k, n_ok, stride_wn, GATE_UP: tl.constexpr):
-    """The [BLOCK_N, BLOCK_K] weight tile at k0 (and its up tile: row N + n of the [gate; up] weight)."""
+def _weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn):
+    """The [BLOCK_N, BLOCK_K] weight tile at k0."""
     rows = offs_n[:, None].to(tl.int64) * stride_wn + (k0 + offs_k)[None, :]
-    w = tl.load(w_ptr + rows, mask=n_ok[:, None], other=0.0)
-    w_up = tl.load(w_ptr + N * stride_wn + rows, mask=n_ok[:, None], other=0.0) if GATE_UP else w
-    return w, w_up
+    return tl.load(w_ptr + rows, mask=n_ok[:, None], other=0.0)
 
 
 @triton.jit
-def _gemv_step(acc, acc_up, x_ptr, w, w_up, k0, offs_k, GATE_UP: tl.constexpr):
+def _gemv_step(acc, x_ptr, w, k0, offs_k):
     x = tl.load(x_ptr + k0 + offs_k).to(tl.float32)[None, :]
-    acc += w.to(tl.float32) * x
-    if GATE_UP:
-        acc_up += w_up.to(tl.float32) * x
-    return acc, acc_up
+    return acc + w.to(tl.float32) * x
 
 
 @triton.jit
-def _gemv_kernel(x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_wn, HAS_BIAS: tl.constexpr, GATE_UP: tl.constexpr,
+def _gemv_kernel(x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_wn, HAS_BIAS: tl.constexpr,
                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, INTERPRET: tl.constexpr, PDL: tl.constexpr = False):
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = offs_n < N
     offs_k = tl.arange(0, BLOCK_K)  # K % BLOCK_K == 0: no mask along K
     acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
-    acc_up = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32) if GATE_UP else acc
     # The first weight tile is loaded before waiting for the previous kernel (PDL): no kernel writes
     # weights, so under PDL the weight stream starts while that kernel finishes; x comes after the wait.
-    w, w_up = _weight_tile(w_ptr, 0, N, offs_n, offs_k, n_ok, stride_wn, GATE_UP)
+    w = _weight_tile(w_ptr, 0, offs_n, offs_k, n_ok, stride_wn)
     pdl_enter(PDL)
-    acc, acc_up = _gemv_step(acc, acc_up, x_ptr, w, w_up, 0, offs_k, GATE_UP)
+    acc = _gemv_step(acc, x_ptr, w, 0, offs_k)
     if INTERPRET:  # numpy >= 2.4 cannot turn the interpreter's 1-element scalars into range bounds
         k0 = BLOCK_K
         while k0 < K:
-            w, w_up = _weight_tile(w_ptr, k0, N, offs_n, offs_k, n_ok, stride_wn, GATE_UP)
-            acc, acc_up = _gemv_step(acc, acc_up, x_ptr, w, w_up, k0, offs_k, GATE_UP)
+            w = _weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn)
+            acc = _gemv_step(acc, x_ptr, w, k0, offs_k)
             k0 += BLOCK_K
     else:
         for k0 in range(BLOCK_K, K, BLOCK_K):
-            w, w_up = _weight_tile(w_ptr, k0, N, offs_n, offs_k, n_ok, stride_wn, GATE_UP)
-            acc, acc_up = _gemv_step(acc, acc_up, x_ptr, w, w_up, k0, offs_k, GATE_UP)
+            w = _weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn)
+            acc = _gemv_step(acc, x_ptr, w, k0, offs_k)
     y = tl.sum(acc, axis=1)
     if HAS_BIAS:
         y += tl.load(b_ptr + offs_n, mask=n_ok, other=0.0).to(tl.float32)
-    if GATE_UP:  # silu(gate) * up with gate and up rounded to the output dtype first, as the silu-mul kernel sees them
-        gate = y.to(y_ptr.dtype.element_ty).to(tl.float32)
-        up = tl.sum(acc_up, axis=1).to(y_ptr.dtype.element_ty).to(tl.float32)
-        y = gate * tl.sigmoid(gate) * up
     tl.store(y_ptr + offs_n, y.to(y_ptr.dtype.element_ty), mask=n_ok)
 
 
 def launch_gemv(x: torch.Tensor,  # [1, K] contiguous
-                weight: torch.Tensor,  # [N, K] (gate_up: [2N, K] = [gate; up]), unit stride along K
-                bias: torch.Tensor | None,  # [N] or None (not with gate_up)
+                weight: torch.Tensor,  # [N, K], unit stride along K
+                bias: torch.Tensor | None,  # [N] or None
                 out: torch.Tensor,  # [1, N]
-                block_n: int, block_k: int, num_warps: int, *, gate_up: bool = False, interpret: bool = False) -> None:
-    """out = x @ weight.T (+ bias), or silu(x @ gate.T) * (x @ up.T) with gate_up; K % block_k == 0."""
-    rows, k = weight.shape
-    n = rows // 2 if gate_up else rows
-    assert k % block_k == 0 and x.shape == (1, k) and out.shape == (1, n) and not (gate_up and bias is not None)
+                block_n: int, block_k: int, num_warps: int, *, interpret: bool = False) -> None:
+    """out = x @ weight.T (+ bias); K % block_k == 0."""
+    n, k = weight.shape
+    assert k % block_k == 0 and x.shape == (1, k) and out.shape == (1, n)
     _gemv_launch[(cdiv(n, block_n),)](
         x, weight, bias if bias is not None else out, out, n, k, weight.stride(0),
-        HAS_BIAS=bias is not None, GATE_UP=gate_up, BLOCK_N=block_n, BLOCK_K=block_k, INTERPRET=interpret,
+        HAS_BIAS=bias is not None, BLOCK_N=block_n, BLOCK_K=block_k, INTERPRET=interpret,
         num_warps=num_warps, num_stages=1, **pdl_arguments(out))
 
 

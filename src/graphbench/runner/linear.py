@@ -6,9 +6,8 @@ graph qkv took 6.5 us (1.9 TB/s), o_proj 6.1 us (1.4 TB/s) and down 13.8 us (2.4
 per layer. So a one-row linear runs this kernel; every other shape stays with cuBLAS.
 `add_rmsnorm_linear` puts the residual add + RMSNorm in front of a projection (qkv): one Triton launch
 (runner/norm_kernels.py), then the GEMV. `add_rmsnorm_gate_up` does the same for the MLP's gate/up
-projection and returns silu(gate) * up: at one row its GEMV can compute the activation in its epilogue
-(GRAPHBENCH_GATE_UP_SILU=1: one launch fewer than GEMV + silu-mul, but measured slower). Folding the norm into the GEMV as
-well (GRAPHBENCH_FUSED_GEMV=1) measured slower (see FUSED_GEMV below).
+projection and returns silu(gate) * up (one silu-mul launch after the projection). Folding the norm or
+the activation into the one-row GEMV measured slower on the H200 (see the note at GEMV_ENABLED below).
 
 Inside torch.compile every linear is traced as the `graphbench::linear` custom op, which picks its
 kernel when it runs (and so when each size is recorded in a CUDA graph); a variant compiled for a
@@ -73,18 +72,11 @@ def gemv_applies(x: torch.Tensor, weight: torch.Tensor) -> bool:
             and _gemv_config(n, k)[1] >= 128)
 
 
-def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
-         gate_up: bool = False) -> torch.Tensor:
-    """x[1, K] @ weight[N, K].T (+ bias[N]) -> [1, N], in x's dtype, accumulated in float32; gate_up:
-    weight [2I, K] = [gate; up] -> silu(x @ gate.T) * (x @ up.T) [1, I], the activation in the epilogue
-    (each program holds as many weight rows as a plain GEMV program of the same shape)."""
+def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x[1, K] @ weight[N, K].T (+ bias[N]) -> [1, N], in x's dtype, accumulated in float32."""
     n, k = weight.shape
-    block_n, block_k, warps = _gemv_config(n, k)
-    if gate_up:
-        n, block_n = n // 2, max(1, block_n // 2)
     out = torch.empty((1, n), dtype=x.dtype, device=x.device)
-    _kernels()[0].launch_gemv(x, weight, bias, out, block_n, block_k, warps, gate_up=gate_up,
-                              interpret=triton_interpreting())
+    _kernels()[0].launch_gemv(x, weight, bias, out, *_gemv_config(n, k), interpret=triton_interpreting())
     return out
 
 
@@ -122,13 +114,11 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 def add_rmsnorm_gate_up_impl(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
                              weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """h = x + residual; gate_up = rmsnorm(h) * norm_weight @ weight.T ([T, 2I] = [gate | up]);
-    -> (silu(gate) * up [T, I], h). On the GPU: one add-norm launch, the projection (the one-row GEMV,
-    which computes the activation itself with GRAPHBENCH_GATE_UP_SILU=1), one silu-mul launch."""
+    -> (silu(gate) * up [T, I], h). On the GPU: one add-norm launch, the projection (the one-row GEMV
+    at one row), one silu-mul launch."""
     if not _add_norm_fits(x, residual, norm_weight) or not (_on_triton_device(x) and x.is_contiguous()):
         return add_rmsnorm_gate_up_matmul(x, residual, norm_weight, eps, weight)
     normed, h = _add_rmsnorm(x, residual, norm_weight, eps)
-    if GATE_UP_SILU and gemv_applies(normed, weight):
-        return gemv(normed, weight, gate_up=True), h
     gate_up = linear_impl(normed, weight)
     hidden = torch.empty((gate_up.shape[0], weight.shape[0] // 2), dtype=x.dtype, device=x.device)
     _kernels()[0].launch_silu_mul(gate_up, hidden)
@@ -162,15 +152,9 @@ def add_rmsnorm_gate_up(x: torch.Tensor, residual: torch.Tensor, norm_weight: to
 def add_rmsnorm_linear_impl(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
                             weight: torch.Tensor, bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """h = x + residual; (linear(rmsnorm(h) * norm_weight, weight, bias), h): the residual add and the
-    norm in front of a projection. One row: one fused kernel; several: one add-norm launch + the matmul."""
-    fits = _add_norm_fits(x, residual, norm_weight)
-    if FUSED_GEMV and fits and gemv_applies(x, weight):
-        out = torch.empty((1, weight.shape[0]), dtype=x.dtype, device=x.device)
-        h = torch.empty_like(x)
-        _kernels()[1].launch_norm_gemv(x, residual, norm_weight, eps, weight, bias, out, h,
-                                       *_gemv_config(*weight.shape), interpret=triton_interpreting())
-        return out, h
-    if fits and _on_triton_device(x) and x.is_contiguous():
+    norm in front of a projection. On the GPU: one add-norm launch, then the projection (the one-row GEMV
+    at one row)."""
+    if _add_norm_fits(x, residual, norm_weight) and _on_triton_device(x) and x.is_contiguous():
         normed, h = _add_rmsnorm(x, residual, norm_weight, eps)
         return linear_impl(normed, weight, bias), h
     return add_rmsnorm_matmul(x, residual, norm_weight, eps, weight, bias)
@@ -223,18 +207,13 @@ class Linear(nn.Linear):
         return linear(x, self.weight, self.bias)
 
 
-# GRAPHBENCH_GEMV=0: every linear is F.linear (to measure the GEMV's effect, or rule it out);
-# GRAPHBENCH_FUSED_GEMV=1: the residual add + RMSNorm in front of qkv is computed inside its one-row
-# GEMV instead of by a kernel of its own. Off by default: on the H200 folding it (and, then, the
-# silu-mul into the down projection) made the batch-1 step slower (llama-3.2-1b -O2: 1.208 against
-# 1.029 ms; llama-3.1-8b: 5.51 against 4.28 ms; session 5, bench/RESULTS.md): with the many narrow
-# programs a GEMV needs, each program re-reads the row and the norm weight and recomputes the norm.
-# GRAPHBENCH_GATE_UP_SILU=1: the one-row gate/up GEMV writes silu(gate) * up (no silu-mul launch, no
-# recomputation: each output is computed by one program). Off: slower on the H200 (llama-3.2-1b -O2
-# batch 1: 1.188 against 1.082 ms, session 6): each program streams a second weight row.
+# GRAPHBENCH_GEMV=0: every linear is F.linear (to measure the GEMV's effect, or rule it out).
+# Folding more into the one-row GEMV was measured on the H200 and removed: the residual add + RMSNorm in
+# front of qkv (batch-1 -O2 step, llama-3.2-1b 1.208 against 1.029 ms, llama-3.1-8b 5.51 against 4.28 ms;
+# bench/RESULTS.md, 2026-11-29, 497f9e6) and silu(gate) * up in the gate/up GEMV's epilogue (1.188
+# against 1.082 ms; bench/RESULTS.md, 2026-11-29, 5ffed15): with the many narrow programs a GEMV needs,
+# each program re-reads the row and the norm weight and recomputes the norm, or streams a second weight row.
 GEMV_ENABLED = switch_value("GRAPHBENCH_GEMV") != "0"
-FUSED_GEMV = switch_value("GRAPHBENCH_FUSED_GEMV") == "1"
-GATE_UP_SILU = switch_value("GRAPHBENCH_GATE_UP_SILU") == "1"
 
 
 def _on_triton_device(x: torch.Tensor) -> bool:
