@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from graphbench.cli.main import app
-from graphbench.reports.charts import PNG_SIGNATURE
+from graphbench.reports.figures import PNG_SIGNATURE
 from tests.test_plan import EXPECTED
 from tests.test_report import CHARTS, SYNTHETIC
 

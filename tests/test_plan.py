@@ -15,7 +15,7 @@ import statistics
 import pytest
 
 from graphbench.errors import GraphbenchError
-from graphbench.reports.charts import PNG_SIGNATURE
+from graphbench.reports.figures import PNG_SIGNATURE
 from graphbench.reports.charts_plan import pareto_front, pareto_points, plan_json, write_plan
 from graphbench.reports.plan import (
     Slo,

@@ -20,7 +20,7 @@ import pytest
 
 import graphbench
 from graphbench.errors import GraphbenchError
-from graphbench.reports.charts import PNG_SIGNATURE, png_text
+from graphbench.reports.figures import PNG_SIGNATURE, png_text
 from graphbench.reports.charts_padding import ladders, measured_steps
 from graphbench.reports.frame import metric_median, results_frame
 from graphbench.reports.report import REPORT_HTML, REPORT_MD, SUMMARY_CSV, write_report
@@ -377,14 +377,15 @@ def test_no_torch_import():
 
 
 def test_ladder_table_from_the_h200_tune_results():
-    """Session 4's measured default vs tuned:25 ladders (bench/results): sizes, costs and ratios."""
+    """The H200's measured default vs tuned:25 ladders (bench/RESULTS.md, 2026-11-29, abaddfd): sizes, costs
+    and ratios."""
     from pathlib import Path
 
     from graphbench.reports.ladder_table import ladder_table
     from graphbench.reports.report import report_data
     from graphbench.reports.store import load_results
 
-    folder = Path(__file__).resolve().parents[1] / "bench/results/2026-11-29-s4-tune-llama-3.2-1b"
+    folder = Path(__file__).resolve().parents[1] / "bench/results/2026-11-29-tune-llama-3.2-1b-abaddfd"
     data = report_data(load_results([folder]).results)
     table = ladder_table(data.points, data.frame).set_index("ladder")
     default, tuned = table.loc["O2_default"], table.loc["O2_tuned25"]

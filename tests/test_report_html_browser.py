@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from graphbench.reports.charts import PNG_SIGNATURE
+from graphbench.reports.figures import PNG_SIGNATURE
 from graphbench.reports.report import write_report
 from tests.test_report import SYNTHETIC
 

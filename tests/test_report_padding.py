@@ -16,7 +16,7 @@ import pytest
 
 from graphbench.reports.aliases import alias_ladder, alias_map, with_aliases
 from graphbench.reports.banner import cpu_banner
-from graphbench.reports.charts import png_text
+from graphbench.reports.figures import png_text
 from graphbench.reports.charts_padding import PREDICTED_ONLY, ladders
 from graphbench.reports.frame import busy_repeats, metric_median
 from graphbench.reports.ladder_pairs import TOO_FEW, ladder_pairs, pairs_note

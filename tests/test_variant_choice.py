@@ -55,7 +55,7 @@ def test_choice_record_lists_kept_sizes():
 def test_a_size_switches_between_its_variant_and_the_dynamic_piece(monkeypatch):
     """The static variant (here: x * 2 + 1 compiled for size 4) and the dynamic code (here: marked x * 10)
     are told apart by their results."""
-    monkeypatch.setattr(pieces, "_inductor_compile", lambda graph, args, patches, dynamic: (graph, None))
+    monkeypatch.setattr(pieces, "inductor_compile", lambda graph, args, patches, dynamic: (graph, None))
     backend = SplittingBackend([], [4], autotune=False, piecewise_graphs=False, artefact_dir=None)
     graph = fx.symbolic_trace(lambda x: x * 2 + 1)
     runner = pieces.PieceRunner("piece_0", graph, lambda x: x * 10, lambda args: args[0].shape[0], backend, key="k")

@@ -44,7 +44,7 @@ def die_with_parent() -> None:
 
 
 def cold_start_in_child(config: EngineConfig) -> dict[str, Any]:
-    """Start `config` cold in a child process; return its startup record (see point.startup_dict)."""
+    """Start `config` cold in a child process; return its startup record (see engine_start.startup_dict)."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(config.to_dict(), f)
     try:
@@ -81,7 +81,7 @@ def kill_group(proc: subprocess.Popen) -> None:
 
 
 def main(argv: list[str]) -> None:
-    from graphbench.bench.point import startup_dict
+    from graphbench.bench.engine_start import startup_dict
     from graphbench.config import config_from_dict
     from graphbench.runner.engine import Engine
 

@@ -38,35 +38,6 @@ class PointSpec:
     same_engine_reason: str = ""
 
 
-def startup_dict(engine, cold: bool, wall_s: float) -> dict[str, Any]:
-    r = engine.report
-    # cold: this config's compile cache was cleared first, or held nothing for it (a new hash)
-    compiled = r.compile_cache_dir is not None
-    return {
-        "cold": cold or (compiled and not r.compile_from_cache), "cache_cleared": cold, "total_s": wall_s, "load_s": r.load_seconds, "kv_cache_s": r.kv_cache_seconds,
-        "dynamo_s": r.dynamo_seconds, "inductor_s": r.inductor_seconds, "compile_sizes_s": r.compile_sizes_seconds,
-        "compile_import_s": r.compile_import_seconds,
-        "loaded_s": r.compile_loaded_seconds, "compile_loaded": r.compile_loaded, "capture_s": r.capture_seconds,
-        "graph_memory_bytes": r.graph_memory_bytes, "graph_pool_bytes": r.graph_pool_bytes, "num_graphs": r.num_graphs, "num_recordings": r.num_recordings,
-        "cudagraph_mode": r.cudagraph_mode, "kv_cache_tokens": r.num_kv_tokens, "weights_bytes": r.weights_bytes,
-        "compile_cache_dir": r.compile_cache_dir,
-        "capture_sizes": list(engine.dispatcher.capture_sizes),
-        "static_variants": r.static_variants,
-    }
-
-
-def _start(config: EngineConfig, cold: bool):
-    import torch
-
-    from graphbench.runner.engine import Engine
-
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-    started = time.perf_counter()
-    engine = Engine(config, fresh_compile=cold)
-    return engine, startup_dict(engine, cold, time.perf_counter() - started)
-
-
 def _compiles(config: EngineConfig) -> bool:
     from graphbench.config import CompileMode
 
@@ -106,6 +77,7 @@ def run_point(spec: PointSpec, results_dir: str | Path,
     """Measure one point and write its result file; return the file."""
     from graphbench.bench.cold_start import cold_start_in_child, wants_own_process
     from graphbench.bench.driver import run_engine_workload, warm_up
+    from graphbench.bench.engine_start import start_engine
     from graphbench.bench.repeats import measure_repeats, workload_record
 
     inject_fault(spec.label)
@@ -122,7 +94,7 @@ def run_point(spec: PointSpec, results_dir: str | Path,
             del engine  # free its memory (graphs, KV cache) before the next start
             gc.collect()
         progress(f"{kind} start")
-        engine, startup = _start(spec.config, kind == "cold")
+        engine, startup = start_engine(spec.config, kind == "cold")
         startups.append(startup)
     env = environment(engine.device.type)
     workloads = []

@@ -12,7 +12,6 @@ from typing import Annotated
 
 import typer
 
-from graphbench.cli.main import app
 from graphbench.cli.output import confirm_or_exit
 from graphbench.cli.output import console as make_console
 from graphbench.errors import GraphbenchError
@@ -34,11 +33,8 @@ cache_app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-app.add_typer(
-    cache_app,
-    name="cache",
-    help="List or clear the on-disk torch.compile cache (GRAPHBENCH_CACHE_ROOT, default ~/.cache/graphbench).",
-)
+# its line in `graphbench --help` (cli/main.py adds cache_app under this help)
+CACHE_HELP = "List or clear the on-disk torch.compile cache (GRAPHBENCH_CACHE_ROOT, default ~/.cache/graphbench)."
 
 
 def human_size(num_bytes: int) -> str:

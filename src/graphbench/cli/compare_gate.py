@@ -15,7 +15,6 @@ from typing import Annotated
 
 import typer
 
-from graphbench.cli.main import app
 from graphbench.errors import GraphbenchError
 from graphbench.reports.compare import (
     DEFAULT_ALPHA,
@@ -66,7 +65,6 @@ def _csv_row(c: Comparison) -> dict[str, object]:
     return row
 
 
-@app.command("compare")
 def compare_command(
     baseline: Annotated[Path, typer.Argument(help="Baseline result file or folder (A).")],
     current: Annotated[Path, typer.Argument(help="Current result file or folder (B), compared against A.")],
@@ -172,7 +170,6 @@ def _write(path: Path, text: str) -> None:
         raise GraphbenchError(f"cannot write {path}: {exc}") from None
 
 
-@app.command("gate")
 def gate_command(
     baseline: Annotated[
         list[Path], typer.Option("--baseline", "-b", help="Baseline result file or folder (repeatable).")

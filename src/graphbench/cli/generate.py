@@ -7,12 +7,10 @@ from typing import Annotated, Optional
 import typer
 
 from graphbench.cli.engine_options import parse_int_list, with_engine_options
-from graphbench.cli.main import app
 from graphbench.cli.output import console as make_console
 from graphbench.config import EngineConfig
 
 
-@app.command()
 @with_engine_options
 def generate(
     engine_config: EngineConfig,

@@ -15,7 +15,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from graphbench.cli.main import app
 from graphbench.cli.output import console as make_console
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.compare import DEFAULT_BATCHES, LadderComparison, LadderSummary, compare_ladders
@@ -29,7 +28,6 @@ def _csv(values: tuple[int, ...]) -> str:
     return ",".join(map(str, values))
 
 
-@app.command("ladder")
 def ladder_command(
     max_num_seqs: Annotated[
         int,

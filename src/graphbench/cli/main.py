@@ -1,4 +1,5 @@
-"""The `graphbench` command. Subcommands register themselves on `app`; library errors exit with code 2."""
+"""The `graphbench` command: the app, its error handling (library errors exit with code 2), and the
+subcommands, registered here from the command modules (which know nothing of the app)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ except ImportError:  # pragma: no cover - older typer on plain click
     from click import exceptions as click_exceptions
 
 from graphbench import __version__
+# The command modules: keep their top-level imports light (no torch).
+from graphbench.cli import cache, compare_gate, generate, ladder, report_plan, run, sweep, tune
 from graphbench.cli.output import ABORTS
 from graphbench.errors import GraphbenchError
 
@@ -78,18 +81,19 @@ def _root(
     """graphbench: capture ladders, compile and CUDA-graph sweeps, reports, CI gates, capacity plans."""
 
 
+# in the order `graphbench --help` lists them
+app.command("ladder")(ladder.ladder_command)
+app.command("generate")(generate.generate)
+app.add_typer(cache.cache_app, name="cache", help=cache.CACHE_HELP)
+app.command("run")(run.run)
+app.command("sweep")(sweep.sweep)
+app.command("compare")(compare_gate.compare_command)
+app.command("gate")(compare_gate.gate_command)
+app.command("report")(report_plan.report_command)
+app.command("plan")(report_plan.plan_command)
+app.command("tune")(tune.tune_command)
+
+
 def main() -> None:
     """Console-script entry point."""
     app()
-
-
-
-# Each module adds its commands to `app`. Keep their top-level imports light: no torch.
-from graphbench.cli import ladder  # noqa: E402,F401
-from graphbench.cli import generate  # noqa: E402,F401
-from graphbench.cli import cache  # noqa: E402,F401
-from graphbench.cli import run  # noqa: E402,F401
-from graphbench.cli import sweep  # noqa: E402,F401
-from graphbench.cli import compare_gate  # noqa: E402,F401
-from graphbench.cli import report_plan  # noqa: E402,F401
-from graphbench.cli import tune  # noqa: E402,F401

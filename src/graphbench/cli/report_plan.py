@@ -12,7 +12,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from graphbench.cli.main import app
 from graphbench.cli.output import console as make_console
 from graphbench.errors import GraphbenchError
 
@@ -57,7 +56,6 @@ def _warn(lines: list[str]) -> None:
         typer.echo(f"warning: {line}", err=True)
 
 
-@app.command("report")
 def report_command(
     results: Annotated[list[Path], typer.Argument(help="Result files or folders (searched recursively).")],
     output: Annotated[
@@ -98,7 +96,6 @@ def _print_headline(console, headline) -> None:
     console.print(table)
 
 
-@app.command("plan")
 def plan_command(
     results: Annotated[list[Path], typer.Argument(help="Result files or folders (searched recursively).")],
     slo: Annotated[

@@ -6,7 +6,6 @@ import typer
 
 from graphbench.bench.workloads import GPU_TRAFFIC
 from graphbench.cli.engine_options import parse_int_list, with_engine_options
-from graphbench.cli.main import app
 from graphbench.cli.output import console as make_console
 from graphbench.config import EngineConfig
 from graphbench.errors import GraphbenchError
@@ -90,7 +89,6 @@ def check_results_folder(path) -> None:
         raise GraphbenchError(f"cannot create the results folder {folder}: {exc.strerror or exc}") from None
 
 
-@app.command()
 @with_engine_options
 def run(
     engine_config: EngineConfig,

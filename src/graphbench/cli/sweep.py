@@ -7,7 +7,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from graphbench.cli.main import app
 from graphbench.cli.output import console as make_console
 from graphbench.cli.sweep_summary import print_summary
 from graphbench.errors import GraphbenchError
@@ -36,7 +35,6 @@ def _parse_values(text: str) -> list:
     return values
 
 
-@app.command()
 def sweep(
     model: Annotated[str, typer.Option("--model", "-m", help="Preset or checkpoint folder.")] = "tiny-llama",
     levels: Annotated[str, typer.Option(help="-O levels to sweep.", rich_help_panel=GRID)] = "0,1,2,3",

@@ -15,7 +15,6 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from graphbench.cli.main import app
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.distributions import load_distribution
 from graphbench.ladders.plot import check_plot_path, plot_pareto
@@ -46,7 +45,6 @@ def _o(flag: str, help: str):  # noqa: A002 - typer's name
     return typer.Option(flag, help=help)
 
 
-@app.command("tune")
 def tune_command(
     from_results: Annotated[Optional[list[Path]], _o("--from", "Result files or folders of measured runs "
                                                    "(repeatable); their batch-size histograms are summed.")] = None,

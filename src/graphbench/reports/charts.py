@@ -1,104 +1,18 @@
-"""Report charts: the common figure plumbing and the list of charts a report draws.
-
-matplotlib is imported lazily inside the functions and only through the Agg canvas (no pyplot,
-no global backend switch). A chart function raises `NoData` when the results hold nothing for it;
-the report then skips it with a note instead of failing. Every figure carries its units on the
-axes and the GPU and versions in a footnote.
-"""
+"""The charts a report draws, in report order, and drawing them (reports/figures.py: what they share)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import pandas as pd
-
-from graphbench.errors import GraphbenchError
-
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-DPI = 100
-
-
-class NoData(Exception):
-    """The results hold nothing this chart could show; the message says what is missing."""
-
-
-@dataclass
-class ReportData:
-    """What the chart functions draw from."""
-
-    results: list[Mapping[str, Any]]  # successful points (the raw result dicts)
-    frame: pd.DataFrame  # reports.frame.results_frame
-    points: pd.DataFrame  # reports.frame.points_frame
-    environment: str  # reports.frame.environment_line
-    colors: dict[str, Any] = field(default_factory=dict)  # series or label -> colour
-
-
-@dataclass
-class ChartOutcome:
-    """One chart: written to path, or skipped (path None) with a note saying why."""
-
-    name: str
-    title: str
-    path: Path | None
-    note: str = ""
-
-    @property
-    def written(self) -> bool:
-        return self.path is not None
-
-
-ChartFunction = Callable[[ReportData, Path], None]
-
-
-def new_figure(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] = (10, 5.5), **kwargs: Any):
-    """A Figure on the Agg canvas and its axes (squeezed like pyplot.subplots)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=figsize, layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(nrows, ncols, squeeze=True, **kwargs)
-    return fig, axes
-
-
-def save_figure(fig: Any, path: Path, title: str, environment: str) -> Path:
-    """Title, footnote with GPU and versions (also in the PNG's Description text chunk), write a PNG."""
-    fig.suptitle(title, fontsize=12)
-    fig.supxlabel(environment, fontsize=7, color="0.35", ha="center")
-    metadata = {"Title": title, "Description": environment, "Software": "graphbench"}
-    try:
-        fig.savefig(path, dpi=DPI, format="png", metadata=metadata)
-    except OSError as exc:
-        raise GraphbenchError(f"cannot write chart {path}: {exc}") from None
-    return path
-
-
-def palette(names: list[str]) -> dict[str, Any]:
-    """A stable colour per name (sorted), from tab10 then tab20."""
-    from matplotlib import colormaps
-
-    cmap = colormaps["tab10" if len(names) <= 10 else "tab20"]
-    return {name: cmap(i % cmap.N) for i, name in enumerate(sorted(set(names)))}
-
-
-def log2_axis(ax: Any) -> None:
-    """Log base 2 on x with plain integer tick labels (concurrency, batch sizes)."""
-    from matplotlib.ticker import FuncFormatter, NullLocator
-
-    ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
-    ax.xaxis.set_minor_locator(NullLocator())
+from graphbench.reports.charts_padding import padding_chart
+from graphbench.reports.charts_perf import latency_chart, speedup_chart, throughput_chart
+from graphbench.reports.charts_startup import graph_memory_chart, startup_chart
+from graphbench.reports.figures import ChartFunction, ChartOutcome, NoData, ReportData
 
 
 def chart_list() -> list[tuple[str, str, ChartFunction]]:
     """(file name, title, function) of every report chart, in report order."""
-    from graphbench.reports.charts_padding import padding_chart
-    from graphbench.reports.charts_perf import latency_chart, speedup_chart, throughput_chart
-    from graphbench.reports.charts_startup import graph_memory_chart, startup_chart
-
     return [
         ("throughput.png", "Output tokens/s vs concurrency", throughput_chart),
         ("speedup.png", "Speed-up over -O0 and over each peer", speedup_chart),
@@ -129,30 +43,3 @@ def render_charts(
         if progress is not None:
             progress(i, len(charts), outcome)
     return outcomes
-
-
-def png_text(path: Path) -> dict[str, str]:
-    """The tEXt chunks of a PNG file (keyword -> text)."""
-    import struct
-    import zlib
-
-    data, out, pos = Path(path).read_bytes(), {}, 8
-    while pos + 8 <= len(data):
-        (length,), kind = struct.unpack(">I", data[pos : pos + 4]), data[pos + 4 : pos + 8]
-        body = data[pos + 8 : pos + 8 + length]
-        if kind == b"tEXt" and b"\0" in body:
-            key, _, text = body.partition(b"\0")
-            out[key.decode("latin-1")] = text.decode("latin-1")
-        elif kind == b"zTXt" and b"\0" in body:
-            key, _, text = body.partition(b"\0")
-            out[key.decode("latin-1")] = zlib.decompress(text[1:]).decode("latin-1")
-        pos += 12 + length
-    return out
-
-
-def is_png(path: Path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return f.read(8) == PNG_SIGNATURE
-    except OSError:
-        return False

@@ -22,7 +22,7 @@ from typing import Any
 from graphbench.ladders import waste
 from graphbench.ladders.padding import token_waste
 from graphbench.reports.aliases import alias_ladder, alias_map, ladder_mode
-from graphbench.reports.charts import NoData, ReportData, log2_axis, new_figure, save_figure
+from graphbench.reports.figures import NoData, ReportData, log2_axis, new_figure, save_figure
 from graphbench.reports.frame import GRAPHBENCH, asked_ladder, graphs_recorded
 from graphbench.reports.padding_table import ladder_name
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from graphbench.reports.charts import NoData, ReportData, log2_axis, new_figure, save_figure
+from graphbench.reports.figures import NoData, ReportData, log2_axis, new_figure, save_figure
 from graphbench.reports.frame import GRAPHBENCH
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from graphbench.errors import GraphbenchError
-from graphbench.reports.charts import ChartOutcome, NoData, new_figure, palette, save_figure
+from graphbench.reports.figures import ChartOutcome, NoData, new_figure, palette, save_figure
 from graphbench.reports.plan import TARGET_KINDS, Capacity, Plan, ceil_tolerant
 
 PLAN_JSON, PLAN_CSV = "plan.json", "plan.csv"

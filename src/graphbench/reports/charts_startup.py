@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from graphbench.reports.charts import NoData, ReportData, new_figure, save_figure
+from graphbench.reports.figures import NoData, ReportData, new_figure, save_figure
 from graphbench.reports.frame import GRAPHBENCH, STARTUP_PARTS, flag_is
 from graphbench.reports.ladder_table import graph_rows
 

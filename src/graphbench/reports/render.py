@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from graphbench.reports.charts import ChartOutcome
+from graphbench.reports.figures import ChartOutcome
 from graphbench.reports.ladder_pairs import pairs_note
 from graphbench.reports.padding_table import padding_note
 from graphbench.reports.render_cells import (  # (headline_cells, headline_headers: the CLI imports them from here)

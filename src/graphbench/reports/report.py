@@ -20,7 +20,8 @@ import pandas as pd
 from graphbench.errors import GraphbenchError
 from graphbench.reports.aliases import alias_map, alias_notes, with_aliases
 from graphbench.reports.banner import cpu_banner
-from graphbench.reports.charts import ChartOutcome, ReportData, palette, render_charts
+from graphbench.reports.charts import render_charts
+from graphbench.reports.figures import ChartOutcome, ReportData, palette
 from graphbench.reports.frame import (
     SUMMARY_COLUMNS,
     environment_line,

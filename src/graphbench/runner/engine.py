@@ -19,7 +19,7 @@ import torch
 
 from graphbench.config import CompileMode, CUDAGraphMode, EngineConfig, load_arch
 from graphbench.errors import GraphbenchError
-from graphbench.runner.attention.backend import create_backend
+from graphbench.runner.attention.selection import create_backend
 from graphbench.runner.compile.compiler import CompiledForward
 from graphbench.runner.compile.startup import compile_at_startup
 from graphbench.runner.compile.variant_choice import choose_static_variants

@@ -48,7 +48,7 @@ class WorkerGroup:
         for rank in range(1, tp_size):
             env = dict(os.environ, **common, RANK=str(rank), LOCAL_RANK=str(rank), **{WORKER_FLAG: "1"})
             self.processes.append(subprocess.Popen(
-                [sys.executable, "-m", "graphbench.runner.tp_workers", str(self.config_path)],
+                [sys.executable, "-m", "graphbench.runner.tp_worker_main", str(self.config_path)],
                 env=env, stdout=subprocess.DEVNULL))
         self.closed = False
 
@@ -80,32 +80,3 @@ class WorkerGroup:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-
-
-def run_worker(config_path: str) -> None:
-    """A worker rank: build the engine, then mirror the driver's calls until told to stop."""
-    from graphbench.config.engine import config_from_dict
-    from graphbench.runner.engine import Engine
-    from graphbench.runner.parallel import broadcast_object, close_tensor_parallel
-    from graphbench.runner.request import SamplingParams
-
-    config = config_from_dict(json.loads(Path(config_path).read_text()), source=config_path)
-    engine = Engine(config)
-    while True:
-        command, *args = broadcast_object()
-        if command == "shutdown":
-            break
-        if command == "add":
-            prompt, sampling = args
-            engine.add_request(prompt, SamplingParams(**sampling))
-        elif command == "step":
-            engine.step()
-        elif command == "drain":
-            engine.drain()
-        elif command == "prompt_logits":
-            engine.prompt_logits(*args)
-    close_tensor_parallel()
-
-
-if __name__ == "__main__":
-    run_worker(sys.argv[1])

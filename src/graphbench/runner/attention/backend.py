@@ -1,12 +1,11 @@
-"""Attention backends: metadata layout, declared CUDA-graph support, registry. No torch import here."""
+"""Attention backends: metadata layout, declared CUDA-graph support, registry (selection.py picks one).
+No torch import here."""
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
-
-from graphbench.errors import GraphbenchError
 
 if TYPE_CHECKING:
     import torch
@@ -76,19 +75,9 @@ def register_backend(name: str) -> Callable[[Callable[[], AttentionBackend]], Ca
     return wrap
 
 
-def create_backend(name: str, device_type: str) -> AttentionBackend:
-    """Instantiate a backend; 'auto' is triton on CUDA and reference on the CPU."""
-    from graphbench.runner.attention import reference  # noqa: F401  (registers)
-
-    if name == "auto":
-        name = "triton" if device_type == "cuda" else "reference"
-    if name == "triton":
-        if device_type != "cuda":
-            raise GraphbenchError("the triton attention backend needs a CUDA device; use --attention-backend reference")
-        from graphbench.runner.attention import triton_backend  # noqa: F401
-    if name not in _BACKENDS:
-        raise GraphbenchError(f"unknown attention backend {name!r}; choose from {', '.join(sorted(_BACKENDS))}")
-    return _BACKENDS[name]()
+def registered_backends() -> dict[str, Callable[[], AttentionBackend]]:
+    """The backends registered so far, by name (a copy; selection.create_backend registers the built-in ones)."""
+    return dict(_BACKENDS)
 
 
 def backend_info(backend: AttentionBackend) -> dict[str, Any]:

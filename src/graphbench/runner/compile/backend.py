@@ -23,14 +23,13 @@ from graphbench.runner.compile.aot_store import AotStore, ArgPlan
 from graphbench.runner.compile.pieces import (
     CompileStats,
     PieceRunner,
-    _fake_args_from_meta,
-    _inductor_compile,
-    _PieceCompiler,
-    _size_getter,
+    inductor_compile,
     piece_key,
+    size_getter,
     size_spec,
+    unbox_for,
 )
-from graphbench.runner.compile.split import Piece, split_graph
+from graphbench.runner.compile.split import Piece, fake_args_from_meta, split_graph
 from graphbench.runner.cudagraph import CUDAGraphWrapper
 
 __all__ = ["CompileStats", "SplittingBackend"]
@@ -67,7 +66,7 @@ class SplittingBackend:
         self.stats.piece_names = [p.name for p in pieces]
         to_compile = [p.name for p in pieces if not p.is_splitting_op]
         infos: dict[str, dict] = {}
-        fake_args = _fake_args_from_meta(gm, split, to_compile)
+        fake_args = fake_args_from_meta(gm, split, to_compile)
         if fake_args is None:  # fall back: propagate fake tensors through the split graph
             _PieceCompiler(split, set(to_compile), self).run(*example_inputs)
             pristine = None  # piece identities unknown to the saver
@@ -84,7 +83,7 @@ class SplittingBackend:
         dynamic_fn = self.dynamic_by_key.get(key) if key else None
         if dynamic_fn is None:
             started = time.perf_counter()
-            dynamic_fn, artifact = _inductor_compile(graph, fake_args, {}, dynamic=True)
+            dynamic_fn, artifact = inductor_compile(graph, fake_args, {}, dynamic=True)
             self.stats.inductor_seconds += time.perf_counter() - started
             self.stats.num_distinct_pieces += 1
             if key:
@@ -98,7 +97,7 @@ class SplittingBackend:
     def _add_runner(self, split: fx.GraphModule, name: str, graph: fx.GraphModule, dynamic_fn: Callable,
                     spec: list | None, key: str | None) -> PieceRunner:
         self.stats.num_compiled_pieces += 1
-        runner = PieceRunner(name, graph, dynamic_fn, _size_getter(spec), self, key)
+        runner = PieceRunner(name, graph, dynamic_fn, size_getter(spec), self, key)
         self.runners.append(runner)
         target: Callable = runner
         if self.piecewise_graphs:
@@ -124,10 +123,10 @@ class SplittingBackend:
         graph_of = {info["key"]: getattr(split, name) for name, info in infos.items()}
         try:
             for key, graph in graph_of.items():
-                self.dynamic_by_key[key] = _unbox_for(graph, self.aot.load_piece(key))
+                self.dynamic_by_key[key] = unbox_for(graph, self.aot.load_piece(key))
                 for size in self.compile_sizes:
                     if self.aot.has_static(key, size):
-                        self.static_by_key[(key, size)] = _unbox_for(graph, self.aot.load_piece(key, size))
+                        self.static_by_key[(key, size)] = unbox_for(graph, self.aot.load_piece(key, size))
         except Exception as exc:  # unreadable artefact: compile afresh
             log.warning("compiled pieces in %s could not be loaded (%s); compiling afresh", self.aot.directory, str(exc))
             self.dynamic_by_key.clear()
@@ -180,10 +179,26 @@ class SplittingBackend:
         (self.artefact_dir / "split_graph.py").write_text("\n".join(lines) + "\n\n" + split.code)
 
 
-def _unbox_for(graph: fx.GraphModule, compiled: Callable) -> Callable:
-    from graphbench.runner.compile.pieces import _returns_single, _unbox
+class _PieceCompiler(torch.fx.Interpreter):
+    """Runs the split graph on fake inputs; compiles each piece with the fake arguments it receives."""
 
-    return _unbox(compiled, _returns_single(graph))
+    def __init__(self, split: fx.GraphModule, to_compile: set[str], backend: SplittingBackend):
+        super().__init__(split)
+        self.split, self.to_compile, self.backend = split, to_compile, backend
+        self.fake_mode = torch._guards.detect_fake_mode()
+
+    def run(self, *args: Any) -> Any:
+        from torch._dispatch.python import enable_python_dispatcher
+
+        fake_args = [self.fake_mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args]
+        with self.fake_mode, enable_python_dispatcher():
+            return super().run(*fake_args)
+
+    def call_module(self, target: str, args: Any, kwargs: Any) -> Any:
+        output = super().call_module(target, args, kwargs)
+        if target in self.to_compile:
+            self.backend.install(self.split, target, self.fetch_attr(target), list(args))
+        return output
 
 
 class _SaveOnFirstCall:

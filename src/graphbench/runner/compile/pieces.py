@@ -6,17 +6,14 @@ import hashlib
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
 import torch
 import torch.fx as fx
 
 from graphbench.errors import GraphbenchError
-from graphbench.runner.compile.aot_store import standalone_available
+from graphbench.runner.compile.aot_store import AotStore, standalone_available
 from graphbench.switches import switch_value
-
-if TYPE_CHECKING:
-    from graphbench.runner.compile.backend import SplittingBackend
 
 log = logging.getLogger("graphbench.compile")
 
@@ -52,7 +49,8 @@ def size_spec(fake_args: list[Any]) -> list | None:
     return None
 
 
-def _size_getter(spec: list | None) -> Callable[[tuple], int] | None:
+def size_getter(spec: list | None) -> Callable[[tuple], int] | None:
+    """args -> the runtime token count, read where size_spec says it is (None: the piece has none)."""
     if spec is None:
         return None
     kind, i = spec
@@ -76,7 +74,12 @@ def _unbox(compiled: Callable, single: bool) -> Callable:
     return single_output
 
 
-def _inductor_compile(graph: fx.GraphModule, example_args: list[Any], patches: dict[str, Any],
+def unbox_for(graph: fx.GraphModule, compiled: Callable) -> Callable:
+    """`compiled` (Inductor's code for graph, fresh or loaded) returning exactly what graph returns."""
+    return _unbox(compiled, _returns_single(graph))
+
+
+def inductor_compile(graph: fx.GraphModule, example_args: list[Any], patches: dict[str, Any],
                       dynamic: bool) -> tuple[Callable, Any]:
     """Inductor-compile one piece -> (callable, saveable artefact or None).
 
@@ -126,11 +129,23 @@ def piece_key(graph: fx.GraphModule, fake_args: list[Any]) -> str | None:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
+class PieceOwner(Protocol):
+    """What a PieceRunner needs of the backend that made it (backend.SplittingBackend): the sizes to
+    compile variants for and how, the variants compiled so far by piece key, where to save them and
+    count their seconds."""
+
+    compile_sizes: list[int]
+    autotune: bool
+    aot: AotStore | None
+    stats: CompileStats
+    static_by_key: dict[tuple[str, int], Callable]
+
+
 class PieceRunner:
     """Runs one compiled piece: the concrete-size variant when there is one, else the dynamic code."""
 
     def __init__(self, name: str, graph: fx.GraphModule, dynamic_fn: Callable, size_of: Callable | None,
-                 backend: "SplittingBackend", key: str | None):
+                 backend: PieceOwner, key: str | None):
         self.name, self.graph, self.dynamic_fn, self.size_of = name, graph, dynamic_fn, size_of
         self.compile_sizes = set(backend.compile_sizes) if size_of is not None else set()
         self.static_sizes = set(self.compile_sizes)  # the sizes that run their variant (variant_choice.py)
@@ -172,7 +187,7 @@ class PieceRunner:
             # own kernels then compile one by one in this process too: ~27 of -O3's 37 s.)
             patches["compile_threads"] = 1
         graph = self.graph if size == 1 else linears_as_matmuls(self.graph)
-        fn, artifact = _inductor_compile(graph, list(args), patches, dynamic=False)
+        fn, artifact = inductor_compile(graph, list(args), patches, dynamic=False)
         self.static_fns[size] = fn
         if self.key:
             backend.static_by_key[(self.key, size)] = fn
@@ -203,45 +218,3 @@ def linears_as_matmuls(graph: fx.GraphModule) -> fx.GraphModule:
     if nodes:
         rewritten.recompile()
     return rewritten
-
-
-def _fake_args_from_meta(gm: fx.GraphModule, split: fx.GraphModule, names: list[str]) -> dict[str, list] | None:
-    """Each piece's fake inputs, read from the traced graph's node metadata (no re-propagation).
-
-    split_module names a piece's placeholders after the traced nodes they stand for. None if
-    any input cannot be found (the caller then propagates fake tensors instead).
-    """
-    values = {}
-    for node in gm.graph.nodes:
-        value = node.meta.get("example_value", node.meta.get("val"))
-        if value is not None:
-            values[node.name] = value
-    result = {}
-    for name in names:
-        placeholders = [n.name for n in getattr(split, name).graph.nodes if n.op == "placeholder"]
-        if any(p not in values for p in placeholders):
-            return None
-        result[name] = [values[p] for p in placeholders]
-    return result
-
-
-class _PieceCompiler(torch.fx.Interpreter):
-    """Runs the split graph on fake inputs; compiles each piece with the fake arguments it receives."""
-
-    def __init__(self, split: fx.GraphModule, to_compile: set[str], backend: "SplittingBackend"):
-        super().__init__(split)
-        self.split, self.to_compile, self.backend = split, to_compile, backend
-        self.fake_mode = torch._guards.detect_fake_mode()
-
-    def run(self, *args: Any) -> Any:
-        from torch._dispatch.python import enable_python_dispatcher
-
-        fake_args = [self.fake_mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args]
-        with self.fake_mode, enable_python_dispatcher():
-            return super().run(*fake_args)
-
-    def call_module(self, target: str, args: Any, kwargs: Any) -> Any:
-        output = super().call_module(target, args, kwargs)
-        if target in self.to_compile:
-            self.backend.install(self.split, target, self.fetch_attr(target), list(args))
-        return output

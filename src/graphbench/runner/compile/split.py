@@ -1,4 +1,5 @@
-"""Split a Dynamo FX graph at the splitting ops (attention): pieces between them get compiled."""
+"""Split a Dynamo FX graph at the splitting ops (attention): pieces between them get compiled; each
+piece's fake inputs, read from the traced graph."""
 
 from __future__ import annotations
 
@@ -43,3 +44,23 @@ def split_graph(gm: fx.GraphModule, splitting_ops: list[str]) -> tuple[fx.GraphM
         index = int(name.rsplit("_", 1)[1])
         pieces.append(Piece(name, index, index in split_at))
     return split, sorted(pieces, key=lambda p: p.index)
+
+
+def fake_args_from_meta(gm: fx.GraphModule, split: fx.GraphModule, names: list[str]) -> dict[str, list] | None:
+    """Each piece's fake inputs, read from the traced graph's node metadata (no re-propagation).
+
+    split_module names a piece's placeholders after the traced nodes they stand for. None if
+    any input cannot be found (the caller then propagates fake tensors instead).
+    """
+    values = {}
+    for node in gm.graph.nodes:
+        value = node.meta.get("example_value", node.meta.get("val"))
+        if value is not None:
+            values[node.name] = value
+    result = {}
+    for name in names:
+        placeholders = [n.name for n in getattr(split, name).graph.nodes if n.op == "placeholder"]
+        if any(p not in values for p in placeholders):
+            return None
+        result[name] = [values[p] for p in placeholders]
+    return result
