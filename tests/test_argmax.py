@@ -1,4 +1,4 @@
-"""Greedy sampling's Triton argmax (runner/argmax.py) against torch.argmax, in the Triton interpreter."""
+"""Greedy sampling's Triton argmax (runner/kernels/argmax.py) against torch.argmax, in the Triton interpreter."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from tests.interpreted import run_interpreted
 
 CODE = """
 import torch
-from graphbench.runner.argmax import chunk_size, triton_argmax
+from graphbench.runner.kernels.argmax import chunk_size, triton_argmax
 from graphbench.runner.sampler import greedy
 assert chunk_size(128256) == 2048 and chunk_size(151936) == 4096 and chunk_size(32000) == 1024
 # 63 chunks (bf16, the engine's case); 50 with a partial last one; 8 exact
@@ -28,7 +28,7 @@ wide = torch.randn(3, 40000, generator=g)
 assert torch.equal(triton_argmax(wide[:, :33000]), wide[:, :33000].argmax(-1))
 assert triton_argmax(torch.randn(0, 9000)).shape == (0,)
 # the stage-1 workspace is kept between calls: fewer rows, then more rows than it holds
-from graphbench.runner import argmax as argmax_module
+from graphbench.runner.kernels import argmax as argmax_module
 for rows in (5, 2, 11):
     x = torch.randn(rows, 9000, generator=g)
     assert torch.equal(triton_argmax(x), x.argmax(-1)), rows

@@ -1,4 +1,4 @@
-"""runner/launch.py: the launch key and the cached direct launch, with a stand-in for a Triton kernel."""
+"""runner/kernels/launch.py: the launch key and the cached direct launch, with a stand-in for a Triton kernel."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from graphbench.runner import launch
-from graphbench.runner.launch import DirectLauncher, make_key_function
+from graphbench.runner.kernels import launch
+from graphbench.runner.kernels.launch import DirectLauncher, make_key_function
 
 
 def _kernel_fn(x_ptr, out_ptr, n, eps, BLOCK, PDL=False):  # the signature of a jitted kernel
@@ -155,7 +155,7 @@ def test_a_launch_that_returns_no_compiled_kernel_stays_on_the_jit_path(direct):
 
 def test_a_real_kernel_signature_is_read_with_its_constexprs():
     pytest.importorskip("triton")
-    from graphbench.runner.norm_kernels import _add_rmsnorm_kernel
+    from graphbench.runner.kernels.add_rmsnorm import _add_rmsnorm_kernel
 
     launcher = DirectLauncher(_add_rmsnorm_kernel)
     assert launcher.names == ["x_ptr", "r_ptr", "nw_ptr", "out_ptr", "h_ptr", "K", "stride_x", "stride_r", "eps",

@@ -11,7 +11,7 @@ from tests.interpreted import run_interpreted
 
 CODE = """
 import torch, torch.nn.functional as F
-from graphbench.runner.gemv_kernel import launch_gemv
+from graphbench.runner.kernels.gemv import launch_gemv
 from graphbench.runner.linear import gemv_applies, linear_impl, _gemv_config
 g = torch.Generator().manual_seed(0)
 # through linear_impl (the small-matrix blocks); N not a multiple of BLOCK_N; with and without bias
@@ -129,7 +129,7 @@ def test_gemv_switched_off_means_plain_torch_ops(monkeypatch):
 
 def test_pdl_is_only_used_on_cuda_and_adds_no_launch_option_otherwise(monkeypatch):
     pytest.importorskip("triton")
-    from graphbench.runner import pdl
+    from graphbench.runner.kernels import pdl
 
     monkeypatch.setattr(pdl, "PDL_ENABLED", True)
     assert not pdl.use_pdl(torch.zeros(2))  # a CPU tensor (and the interpreter) never launches with PDL
@@ -148,9 +148,9 @@ def test_pdl_is_only_used_on_cuda_and_adds_no_launch_option_otherwise(monkeypatc
 
 
 def test_launch_arithmetic_equals_tritons():
-    """runner/device's next_power_of_2 / cdiv (plain Python, ~0.2 us) give what triton's (~5 us a call) give."""
+    """runner/kernels/util's next_power_of_2 / cdiv (plain Python, ~0.2 us) give what triton's (~5 us a call) give."""
     triton = pytest.importorskip("triton")
-    from graphbench.runner.device import cdiv, next_power_of_2
+    from graphbench.runner.kernels.util import cdiv, next_power_of_2
 
     assert all(next_power_of_2(n) == triton.next_power_of_2(n) for n in range(1, 70000))
     assert all(cdiv(a, b) == triton.cdiv(a, b) for a in range(0, 700) for b in range(1, 70))

@@ -43,7 +43,7 @@ BF16 = "*bf16"
 
 @pytest.mark.parametrize("has_bias", [False, True])
 def test_gemv_compiles(has_bias):
-    from graphbench.runner.gemv_kernel import _gemv_kernel
+    from graphbench.runner.kernels.gemv import _gemv_kernel
 
     sig = {"x_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "N": "i32", "K": "i32", "stride_wn": "i32"}
     kernel = compile_sm90(_gemv_kernel, sig, {"HAS_BIAS": has_bias, "BLOCK_N": 4, "BLOCK_K": 1024, "INTERPRET": False})
@@ -51,7 +51,7 @@ def test_gemv_compiles(has_bias):
 
 
 def test_add_rmsnorm_compiles():
-    from graphbench.runner.norm_kernels import _add_rmsnorm_kernel
+    from graphbench.runner.kernels.add_rmsnorm import _add_rmsnorm_kernel
 
     sig = {"x_ptr": BF16, "r_ptr": BF16, "nw_ptr": BF16, "out_ptr": BF16, "h_ptr": BF16, "K": "i32",
            "stride_x": "i32", "stride_r": "i32", "eps": "fp32"}
@@ -59,8 +59,8 @@ def test_add_rmsnorm_compiles():
 
 
 def test_silu_mul_and_argmax_compile():
-    from graphbench.runner.argmax import _chunk_argmax_kernel, _row_argmax_kernel
-    from graphbench.runner.gemv_kernel import _silu_mul_kernel
+    from graphbench.runner.kernels.argmax import _chunk_argmax_kernel, _row_argmax_kernel
+    from graphbench.runner.kernels.gemv import _silu_mul_kernel
 
     sig = {"x_ptr": BF16, "y_ptr": BF16, "K": "i32", "stride_x": "i32", "stride_y": "i32"}
     assert compile_sm90(_silu_mul_kernel, sig, {"BLOCK": 1024}).asm["cubin"]
@@ -73,8 +73,8 @@ def test_silu_mul_and_argmax_compile():
 
 @pytest.mark.parametrize("split", [False, True])
 def test_attention_kernels_compile(split):
-    from graphbench.runner.attention.triton_decode import _decode_kernel
-    from graphbench.runner.attention.triton_kernels import _attention_kernel, _merge_splits_kernel
+    from graphbench.runner.kernels.paged_attention import _attention_kernel, _merge_splits_kernel
+    from graphbench.runner.kernels.paged_decode import _decode_kernel
 
     pointers = {"q_ptr": BF16, "k_cache_ptr": BF16, "v_cache_ptr": BF16, "out_ptr": BF16, "part_ptr": "*fp32",
                 "lse_ptr": "*fp32", "qsl_ptr": "*i32", "seq_lens_ptr": "*i32", "block_tables_ptr": "*i32"}
@@ -99,9 +99,9 @@ def test_attention_kernels_compile(split):
 def test_pdl_variants_compile_with_grid_dependency_control():
     """GRAPHBENCH_PDL=1 compiles the kernels with PDL=True: each waits for the previous kernel and then
     lets the next launch (griddepcontrol in the PTX); with PDL=False neither instruction is there."""
-    from graphbench.runner.argmax import _chunk_argmax_kernel, _row_argmax_kernel
-    from graphbench.runner.gemv_kernel import _gemv_kernel, _silu_mul_kernel
-    from graphbench.runner.norm_kernels import _add_rmsnorm_kernel
+    from graphbench.runner.kernels.add_rmsnorm import _add_rmsnorm_kernel
+    from graphbench.runner.kernels.argmax import _chunk_argmax_kernel, _row_argmax_kernel
+    from graphbench.runner.kernels.gemv import _gemv_kernel, _silu_mul_kernel
 
     gemv = {"x_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "N": "i32", "K": "i32", "stride_wn": "i32"}
     norm = {"x_ptr": BF16, "r_ptr": BF16, "nw_ptr": BF16, "out_ptr": BF16, "h_ptr": BF16, "K": "i32",

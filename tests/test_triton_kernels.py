@@ -123,8 +123,9 @@ def check_case(case, *, num_splits=None, rtol=1e-5, atol=2e-5, rel_err=None, dec
     decode=True runs the uniform-decode kernel (every real row is one request's new token);
     writes_kv=True lets it write the new K/V rows itself (no write_kv_cache launch); merge_in_kernel=True
     has it merge its splits itself (no merge launch)."""
-    from graphbench.runner.attention.triton_decode import paged_decode
-    from graphbench.runner.attention.triton_kernels import paged_attention, write_kv_cache
+    from graphbench.runner.kernels.kv_cache_write import write_kv_cache
+    from graphbench.runner.kernels.paged_attention import paged_attention
+    from graphbench.runner.kernels.paged_decode import paged_decode
 
     want_kc, want_vc = expected_cache(case)
     if not writes_kv:
@@ -177,7 +178,7 @@ CASES = {
     "mixed_few_tokens_many_slots": (([(3, 10), (1, 4)], 4, 2, 16), {"max_reqs": 16, "num_tokens": 6}, None),
     "decode_one_token_many_slots_split2": (([(1, 70)], 4, 2, 64), {"max_reqs": 32, "num_tokens": 1}, 2),
 }
-# the uniform-decode kernel (triton_decode.py): one new token per request, padding rows past them
+# the uniform-decode kernel (runner/kernels/paged_decode.py): one new token per request, padding rows past them
 DECODE_CASES = {
     "decode_kernel_r3_g4_d64": (([(1, 5), (1, 16), (1, 33)], 4, 1, 64), {}, None),
     "decode_kernel_padded_g2_split4": (([(1, 70), (1, 3), (1, 129)], 4, 2, 64), {"max_reqs": 6, "num_tokens": 5}, 4),
@@ -206,7 +207,7 @@ MERGE_CASES = {
 def check_dummy_slots_write_nothing(merge_in_kernel: bool):
     """The engine's dummy batches (warm-up, profile, capture) have real rows with slot -1: the decode
     kernel writing K/V must then write nothing, neither in the cache nor just outside it (block -1)."""
-    from graphbench.runner.attention.triton_decode import paged_decode
+    from graphbench.runner.kernels.paged_decode import paged_decode
 
     case = make_case([(1, 20), (1, 33), (1, 300)], 4, 2, 16, seed=11)
     guarded = {}
@@ -280,7 +281,7 @@ def test_attention_config_is_shape_only():
     if importlib.util.find_spec("triton") is None:
         pytest.skip("triton is not installed")
     code = (
-        "import torch; from graphbench.runner.attention.triton_kernels import attention_config as c;"
+        "import torch; from graphbench.runner.kernels.paged_attention import attention_config as c;"
         "print(c(1, 1, 32, 8, 128, torch.bfloat16, 132)['NUM_SPLITS'], c(256, 256, 32, 8, 64, torch.bfloat16, 132)"
         "['NUM_SPLITS'], c(2048, 8, 32, 8, 64, torch.bfloat16, 132)['BLOCK_M'], c(1, 1, 32, 8, 64, torch.float16)['NUM_SPLITS'])"
     )

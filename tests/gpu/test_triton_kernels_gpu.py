@@ -64,8 +64,8 @@ def test_paged_decode_cuda(model, dtype, scenario, splits, kernel_mode):
 @pytest.mark.parametrize("kernel_mode", list(KERNEL_MODES))
 def test_paged_decode_cuda_graph_replay_with_new_lengths(kernel_mode):
     """One recording of write + decode attention for 4 slots replays correctly for new contexts."""
-    from graphbench.runner.attention.triton_decode import paged_decode
-    from graphbench.runner.attention.triton_kernels import write_kv_cache
+    from graphbench.runner.kernels.kv_cache_write import write_kv_cache
+    from graphbench.runner.kernels.paged_decode import paged_decode
 
     heads, kv_heads, head_dim = MODELS["llama-3.2-1b"]
     sizes = dict(max_reqs=8, num_tokens=4, num_blocks=700, max_blocks_per_seq=256, dtype=torch.bfloat16,
@@ -120,8 +120,8 @@ def _copy_into(static: dict, case: dict) -> None:
 @pytest.mark.parametrize("model", list(MODELS))
 def test_cuda_graph_replay_with_new_inputs(model, shape, explicit_workspace):
     """Capture write + attention once; new request layouts in the same buffers replay correctly."""
-    from graphbench.runner.attention.triton_kernels import (
-        attention_config, make_workspace, paged_attention, write_kv_cache)
+    from graphbench.runner.kernels.kv_cache_write import write_kv_cache
+    from graphbench.runner.kernels.paged_attention import attention_config, make_workspace, paged_attention
 
     heads, kv_heads, head_dim = MODELS[model]
     if shape == "mixed":
@@ -175,7 +175,7 @@ def test_cuda_graph_replay_with_new_inputs(model, shape, explicit_workspace):
 @pytest.mark.parametrize("rows", [1, 7, 64, 256])
 @pytest.mark.parametrize("vocab", [128256, 151936])
 def test_triton_argmax_cuda(rows, vocab):
-    from graphbench.runner.argmax import triton_argmax
+    from graphbench.runner.kernels.argmax import triton_argmax
 
     g = torch.Generator(device="cuda").manual_seed(rows)
     logits = torch.randn(rows, vocab, device="cuda", generator=g).to(torch.bfloat16)
@@ -185,11 +185,10 @@ def test_triton_argmax_cuda(rows, vocab):
 
 
 def test_cached_direct_launches_compute_what_the_jit_path_does(monkeypatch):
-    """runner/launch.py with GRAPHBENCH_DIRECT_LAUNCH on: the same scenarios pass, repeated launches of
+    """runner/kernels/launch.py with GRAPHBENCH_DIRECT_LAUNCH on: the same scenarios pass, repeated launches of
     the same specialisation skip the JIT path, and add-norm's output is bit-identical to the JIT path's."""
-    from graphbench.runner import launch
-    from graphbench.runner.attention import triton_cache_write, triton_decode, triton_kernels
-    from graphbench.runner.norm_kernels import _add_rmsnorm_launch, launch_add_rmsnorm
+    from graphbench.runner.kernels import kv_cache_write, launch, paged_attention, paged_decode
+    from graphbench.runner.kernels.add_rmsnorm import _add_rmsnorm_launch, launch_add_rmsnorm
 
     x, r = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16), torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(2048, device="cuda", dtype=torch.bfloat16)
@@ -197,8 +196,8 @@ def test_cached_direct_launches_compute_what_the_jit_path_does(monkeypatch):
     monkeypatch.setattr(launch, "DIRECT_LAUNCH", False)
     launch_add_rmsnorm(x, r, w, 1e-5, jit_out, jit_h)  # the JIT path
     monkeypatch.setattr(launch, "DIRECT_LAUNCH", True)
-    before = {k: k.num_direct for k in (triton_cache_write._write_kv_launch, triton_kernels._attention_launch,
-                                        triton_decode._decode_launch, _add_rmsnorm_launch)}
+    before = {k: k.num_direct for k in (kv_cache_write._write_kv_launch, paged_attention._attention_launch,
+                                        paged_decode._decode_launch, _add_rmsnorm_launch)}
     for _ in range(3):
         out, h = torch.empty_like(x), torch.empty_like(x)
         launch_add_rmsnorm(x, r, w, 1e-5, out, h)
@@ -214,7 +213,7 @@ def test_cached_direct_launches_compute_what_the_jit_path_does(monkeypatch):
 def test_cached_direct_launches_of_every_kernel_and_in_a_cuda_graph(monkeypatch):
     """GEMV, silu-mul and argmax give the JIT path's exact output through direct launches, and a graph
     captured from direct launches replays new inputs as the JIT path computes them."""
-    from graphbench.runner import argmax, gemv_kernel, launch, norm_kernels
+    from graphbench.runner.kernels import add_rmsnorm, argmax, gemv, launch
 
     x = torch.randn(1, 2048, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(3072, 2048, device="cuda", dtype=torch.bfloat16)
@@ -223,9 +222,9 @@ def test_cached_direct_launches_of_every_kernel_and_in_a_cuda_graph(monkeypatch)
 
     def run_all():
         y = torch.empty(1, 3072, device="cuda", dtype=torch.bfloat16)
-        gemv_kernel.launch_gemv(x, w, None, y, 8, 1024, 8)
+        gemv.launch_gemv(x, w, None, y, 8, 1024, 8)
         h = torch.empty(64, 2048, device="cuda", dtype=torch.bfloat16)
-        gemv_kernel.launch_silu_mul(gate_up, h)
+        gemv.launch_silu_mul(gate_up, h)
         return y, h, argmax.triton_argmax(logits)
 
     monkeypatch.setattr(launch, "DIRECT_LAUNCH", False)
@@ -234,7 +233,7 @@ def test_cached_direct_launches_of_every_kernel_and_in_a_cuda_graph(monkeypatch)
     for _ in range(3):
         for got, want in zip(run_all(), expected):
             assert torch.equal(got, want)
-    for launcher in (gemv_kernel._gemv_launch, gemv_kernel._silu_mul_launch, argmax._chunk_argmax_launch,
+    for launcher in (gemv._gemv_launch, gemv._silu_mul_launch, argmax._chunk_argmax_launch,
                      argmax._row_argmax_launch):
         assert launcher.num_direct >= 2, launcher.kernel.fn.__name__
 
@@ -244,8 +243,8 @@ def test_cached_direct_launches_of_every_kernel_and_in_a_cuda_graph(monkeypatch)
     normed, h, act = torch.empty_like(a), torch.empty_like(a), torch.empty(64, 2048, device="cuda", dtype=torch.bfloat16)
 
     def step():
-        norm_kernels.launch_add_rmsnorm(a, r, nw, 1e-5, normed, h)
-        gemv_kernel.launch_silu_mul(normed, act)
+        add_rmsnorm.launch_add_rmsnorm(a, r, nw, 1e-5, normed, h)
+        gemv.launch_silu_mul(normed, act)
 
     for _ in range(2):
         step()  # the second one direct

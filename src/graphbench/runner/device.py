@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import torch
@@ -10,23 +9,6 @@ import torch
 from graphbench.errors import GraphbenchError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-def triton_interpreting() -> bool:
-    """TRITON_INTERPRET is on: Triton kernels run on the CPU (read when asked: tests switch it per process)."""
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-
-# Launch-size arithmetic in plain Python: triton.next_power_of_2 and triton.cdiv are ConstexprFunction
-# objects whose calls cost ~5 us each on the host (Triton 3.6), several per launch of an eager step.
-def next_power_of_2(n: int) -> int:
-    """The smallest power of two >= n (1 for n <= 1)."""
-    return 1 if n <= 1 else 1 << (n - 1).bit_length()
-
-
-def cdiv(a: int, b: int) -> int:
-    """ceil(a / b) for positive b."""
-    return -(-a // b)
 
 
 def resolve_device(name: str) -> torch.device:

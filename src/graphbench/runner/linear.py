@@ -5,7 +5,7 @@ graph qkv took 6.5 us (1.9 TB/s), o_proj 6.1 us (1.4 TB/s) and down 13.8 us (2.4
 5.3, 4.3 and 10.3 us for the kernel below (bench/gemv.py, bench/RESULTS.md, session 4): 45.0 -> 37.7 us
 per layer. So a one-row linear runs this kernel; every other shape stays with cuBLAS.
 `add_rmsnorm_linear` puts the residual add + RMSNorm in front of a projection (qkv): one Triton launch
-(runner/norm_kernels.py), then the GEMV. `add_rmsnorm_gate_up` does the same for the MLP's gate/up
+(runner/kernels/add_rmsnorm.py), then the GEMV. `add_rmsnorm_gate_up` does the same for the MLP's gate/up
 projection and returns silu(gate) * up (one silu-mul launch after the projection). Folding the norm or
 the activation into the one-row GEMV measured slower on the H200 (see the note at GEMV_ENABLED below).
 
@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from graphbench.runner.device import triton_interpreting
+from graphbench.runner.kernels.util import triton_interpreting
 from graphbench.runner.op_registry import register_op
 from graphbench.switches import switch_value
 
@@ -58,9 +58,10 @@ def _gemv_config(n: int, k: int) -> tuple[int, int, int]:
 @functools.cache
 def _kernels():
     """The Triton kernel modules, imported once, on first use (the CPU path never needs Triton)."""
-    from graphbench.runner import gemv_kernel, norm_kernels
+    from graphbench.runner.kernels import add_rmsnorm
+    from graphbench.runner.kernels import gemv as gemv_kernels  # (gemv here is this module's function)
 
-    return gemv_kernel, norm_kernels
+    return gemv_kernels, add_rmsnorm
 
 
 def gemv_applies(x: torch.Tensor, weight: torch.Tensor) -> bool:

@@ -56,9 +56,9 @@ class CaptureReport:
 
 
 def _graph_launches():
-    """runner/pdl.py's graph_launches (a no-op without Triton, where no kernel of graphbench's runs)."""
+    """runner/kernels/pdl.py's graph_launches (a no-op without Triton, where no kernel of graphbench's runs)."""
     try:
-        from graphbench.runner.pdl import graph_launches
+        from graphbench.runner.kernels.pdl import graph_launches
     except ImportError:
         from contextlib import nullcontext
 
@@ -174,7 +174,7 @@ class ModelRunner:
         # Eager warm-up of every distinct batch first (one per size and kind, not per mode): kernels that
         # load lazily (cuBLAS picks per shape, Triton variants) load here, so the free-memory delta
         # below is what the recordings themselves hold, not code loaded on the way.
-        # Both loops launch graphbench's kernels with PDL (runner/pdl.py): the warm-up loads those variants.
+        # Both loops launch graphbench's kernels with PDL (runner/kernels/pdl.py): the warm-up loads those variants.
         with _graph_launches():
             warmed = set()
             for _mode, desc, num_reqs in plan:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import torch
 
-from graphbench.runner.device import triton_interpreting
+from graphbench.runner.kernels.util import triton_interpreting
 
 
 def greedy(logits: torch.Tensor) -> torch.Tensor:  # [R, V] any float dtype -> [R] int64
     """argmax per row (ties: the first index). On the GPU, for a large vocabulary, two Triton launches
-    with a program per chunk of the row (runner/argmax.py): PyTorch's one block per row is slow there."""
+    with a program per chunk of the row (runner/kernels/argmax.py): PyTorch's one block per row is slow there."""
     if (logits.is_cuda or triton_interpreting()) and logits.shape[-1] >= MIN_TRITON_VOCAB and logits.stride(-1) == 1:
-        from graphbench.runner.argmax import triton_argmax
+        from graphbench.runner.kernels.argmax import triton_argmax
 
         return triton_argmax(logits)
     return logits.argmax(dim=-1)

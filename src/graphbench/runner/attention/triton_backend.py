@@ -12,8 +12,9 @@ from graphbench.runner.attention.backend import (
     CudagraphSupport,
     register_backend,
 )
-from graphbench.runner.attention.triton_decode import paged_decode
-from graphbench.runner.attention.triton_kernels import paged_attention, write_kv_cache
+from graphbench.runner.kernels.kv_cache_write import write_kv_cache
+from graphbench.runner.kernels.paged_attention import paged_attention
+from graphbench.runner.kernels.paged_decode import paged_decode
 from graphbench.switches import switch_value
 
 

@@ -104,7 +104,7 @@ def _time_size(engine, size: int) -> tuple[float, float]:
 def _record_and_time(engine, size: int) -> dict[str, list[float]]:
     import torch
 
-    from graphbench.runner.pdl import graph_launches
+    from graphbench.runner.kernels.pdl import graph_launches
     from graphbench.runner.scheduler import BatchDescriptor
 
     runner, backend = engine.runner, engine.compiled.backend

@@ -10,9 +10,9 @@ import torch
 import triton
 import triton.language as tl
 
-from graphbench.runner.device import next_power_of_2
-from graphbench.runner.launch import DirectLauncher
-from graphbench.runner.pdl import pdl_arguments, pdl_enter
+from graphbench.runner.kernels.launch import DirectLauncher
+from graphbench.runner.kernels.pdl import pdl_arguments, pdl_enter
+from graphbench.runner.kernels.util import next_power_of_2
 
 
 @triton.jit
@@ -42,5 +42,5 @@ def launch_add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, norm_weight: tor
                                      BLOCK=block, num_warps=8 if block >= 4096 else 4, **pdl_arguments(out))
 
 
-# launched through runner/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
+# launched through kernels/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
 _add_rmsnorm_launch = DirectLauncher(_add_rmsnorm_kernel)

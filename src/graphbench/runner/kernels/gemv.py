@@ -13,9 +13,9 @@ import torch
 import triton
 import triton.language as tl
 
-from graphbench.runner.device import cdiv
-from graphbench.runner.launch import DirectLauncher
-from graphbench.runner.pdl import pdl_arguments, pdl_enter
+from graphbench.runner.kernels.launch import DirectLauncher
+from graphbench.runner.kernels.pdl import pdl_arguments, pdl_enter
+from graphbench.runner.kernels.util import cdiv
 
 
 @triton.jit
@@ -93,6 +93,6 @@ def launch_silu_mul(x: torch.Tensor, out: torch.Tensor) -> None:  # x [T, 2K] (u
                                                  **pdl_arguments(out))
 
 
-# launched through runner/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
+# launched through kernels/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
 _gemv_launch = DirectLauncher(_gemv_kernel)
 _silu_mul_launch = DirectLauncher(_silu_mul_kernel)

@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 import torch
 
-from graphbench.runner.device import triton_interpreting
+from graphbench.runner.kernels.util import triton_interpreting
 from graphbench.switches import switch_value
 
 DIRECT_LAUNCH = switch_value("GRAPHBENCH_DIRECT_LAUNCH") != "0"

@@ -27,7 +27,7 @@ import triton
 import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
-from graphbench.runner.device import triton_interpreting
+from graphbench.runner.kernels.util import triton_interpreting
 from graphbench.switches import switch_value
 
 PDL_ENABLED = switch_value("GRAPHBENCH_PDL") == "1"

@@ -22,11 +22,9 @@ import torch
 import triton
 import triton.language as tl
 
-from graphbench.runner.attention.triton_cache_write import write_kv_cache
-from graphbench.runner.device import next_power_of_2, triton_interpreting
-from graphbench.runner.launch import DirectLauncher
+from graphbench.runner.kernels.launch import DirectLauncher
+from graphbench.runner.kernels.util import next_power_of_2, triton_interpreting
 
-__all__ = ["write_kv_cache", "paged_attention", "attention_config", "make_workspace"]
 
 @triton.jit
 def _find_request(qsl_ptr, tile, max_reqs, BLOCK_Q: tl.constexpr):
@@ -80,7 +78,7 @@ def _attend_tile(q, pos, t, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, bt_row, kv_
 
 
 @triton.jit
-def _attend_tiles(q, pos, t_lo, t_hi, k_cache_ptr, v_cache_ptr, bt_row, kv_end, kv_head, scale,
+def attend_tiles(q, pos, t_lo, t_hi, k_cache_ptr, v_cache_ptr, bt_row, kv_end, kv_head, scale,
                   stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
                   BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_SIZE: tl.constexpr,
                   TILE_N: tl.constexpr, PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
@@ -107,7 +105,7 @@ def _attend_tiles(q, pos, t_lo, t_hi, k_cache_ptr, v_cache_ptr, bt_row, kv_end, 
 
 
 @triton.jit
-def _store_result(m_i, l_i, acc, out_ptr, out_offs, io_mask, part_ptr, lse_ptr, split_row, row_ok,
+def store_result(m_i, l_i, acc, out_ptr, out_offs, io_mask, part_ptr, lse_ptr, split_row, row_ok,
                   HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, SPLIT: tl.constexpr):
     """The normalised output into out, or (split-KV) into the workspace with its log2-sum-exp:
     part [T, num_heads, splits, HEAD_DIM] and lse [T, num_heads, splits], float32, at split_row."""
@@ -176,12 +174,12 @@ def _attention_kernel(
         t_hi = tl.minimum(t_lo + per_split, num_kv_tiles)
 
     bt_row = block_tables_ptr + req.to(tl.int64) * stride_bt
-    m_i, l_i, acc = _attend_tiles(
+    m_i, l_i, acc = attend_tiles(
         q, pos, t_lo, t_hi, k_cache_ptr, v_cache_ptr, bt_row, kv_end, kv_head, scale,
         stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
         BLOCK_M, HEAD_DIM, BLOCK_D, BLOCK_SIZE, TILE_N, PRECISION, INTERPRET)
     split_row = (tok64 * num_heads + head) * NUM_SPLITS + split
-    _store_result(m_i, l_i, acc, out_ptr, out_offs, io_mask, part_ptr, lse_ptr, split_row, row_ok,
+    store_result(m_i, l_i, acc, out_ptr, out_offs, io_mask, part_ptr, lse_ptr, split_row, row_ok,
                   HEAD_DIM, BLOCK_D, NUM_SPLITS != 1)
 
 
@@ -227,7 +225,7 @@ def merge_splits(part: torch.Tensor, lse: torch.Tensor, out: torch.Tensor, query
 
 
 @functools.lru_cache(maxsize=None)
-def _num_sms(device_index: int) -> int:
+def num_sms(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
@@ -288,7 +286,7 @@ def paged_attention(
     # query_start_loc's last value: the kernels need only the first min(T, max_reqs) slots. That keeps
     # the grid small for small batches in a large engine (e.g. 1 token with 256 request slots).
     max_reqs = min(num_tokens, max_reqs)
-    num_sms = _num_sms(q.device.index or 0) if q.is_cuda else None
+    num_sms = num_sms(q.device.index or 0) if q.is_cuda else None
     cfg = attention_config(num_tokens, max_reqs, num_heads, num_kv_heads, head_dim, q.dtype, num_sms)
     if num_splits is not None:
         assert 1 <= num_splits <= MAX_SPLITS and num_splits & (num_splits - 1) == 0, "num_splits: a power of two"
@@ -317,6 +315,6 @@ def paged_attention(
         merge_splits(part, lse, out, query_start_loc, max_reqs)
 
 
-# launched through runner/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
+# launched through kernels/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
 _merge_splits_launch = DirectLauncher(_merge_splits_kernel)
 _attention_launch = DirectLauncher(_attention_kernel)

@@ -13,9 +13,9 @@ import torch
 import triton
 import triton.language as tl
 
-from graphbench.runner.device import cdiv, next_power_of_2
-from graphbench.runner.launch import DirectLauncher
-from graphbench.runner.pdl import pdl_arguments, pdl_enter
+from graphbench.runner.kernels.launch import DirectLauncher
+from graphbench.runner.kernels.pdl import pdl_arguments, pdl_enter
+from graphbench.runner.kernels.util import cdiv, next_power_of_2
 
 MAX_CHUNKS = 64  # stage 2 reduces one row's chunk maxima in one program
 
@@ -90,6 +90,6 @@ def triton_argmax(logits: torch.Tensor) -> torch.Tensor:  # [R, V] float (unit s
     return out
 
 
-# launched through runner/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
+# launched through kernels/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
 _chunk_argmax_launch = DirectLauncher(_chunk_argmax_kernel)
 _row_argmax_launch = DirectLauncher(_row_argmax_kernel)

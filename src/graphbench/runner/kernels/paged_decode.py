@@ -1,6 +1,6 @@
 """Triton paged attention for uniform decode batches (one query token per request).
 
-The unified kernel (triton_kernels.py) must find each program's request with a binary search over
+The unified kernel (paged_attention.py) must find each program's request with a binary search over
 query_start_loc; in a pure-decode batch row r *is* request r, so this kernel skips the search:
 grid = (rows, kv heads, kv splits), a function of shapes only, hence CUDA-graph safe. Rows past the
 real requests (r >= query_start_loc[max_reqs], the padding of a recording) are zeroed.
@@ -16,17 +16,17 @@ import torch
 import triton
 import triton.language as tl
 
-from graphbench.runner.attention.triton_kernels import (
+from graphbench.runner.kernels.launch import DirectLauncher
+from graphbench.runner.kernels.paged_attention import (
     MAX_SPLITS,
-    _attend_tiles,
-    _num_sms,
-    _store_result,
+    attend_tiles,
+    num_sms,
+    store_result,
     make_workspace,
     merge_splits,
 )
-from graphbench.runner.device import next_power_of_2, triton_interpreting
-from graphbench.runner.launch import DirectLauncher
-from graphbench.runner.pdl import pdl_arguments, pdl_enter
+from graphbench.runner.kernels.pdl import pdl_arguments, pdl_enter
+from graphbench.runner.kernels.util import next_power_of_2, triton_interpreting
 from graphbench.switches import switch_value
 
 
@@ -87,19 +87,19 @@ def _decode_kernel(
                           HEAD_DIM, BLOCK_D, BLOCK_SIZE)
             tl.debug_barrier()  # every thread's stores land before any thread loads the tile
 
-    m_i, l_i, acc = _attend_tiles(
+    m_i, l_i, acc = attend_tiles(
         q, pos, t_lo, t_hi, k_cache_ptr, v_cache_ptr, block_tables_ptr + req64 * stride_bt, seq_len,
         kv_head, scale, stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
         BLOCK_M, HEAD_DIM, BLOCK_D, BLOCK_SIZE, TILE_N, PRECISION, INTERPRET)
     split_row = (req64 * num_heads + head) * num_splits + split
     if not MERGE:
-        _store_result(m_i, l_i, acc, out_ptr, out_offs, io_mask, part_ptr, lse_ptr, split_row, row_ok,
+        store_result(m_i, l_i, acc, out_ptr, out_offs, io_mask, part_ptr, lse_ptr, split_row, row_ok,
                       HEAD_DIM, BLOCK_D, SPLIT)
     elif num_active == 1:  # the whole context in this program: the output directly
-        _store_result(m_i, l_i, acc, out_ptr, out_offs, io_mask, part_ptr, lse_ptr, split_row, row_ok,
+        store_result(m_i, l_i, acc, out_ptr, out_offs, io_mask, part_ptr, lse_ptr, split_row, row_ok,
                       HEAD_DIM, BLOCK_D, False)
     else:  # a partial; the last of the active splits to finish merges them
-        _store_result(m_i, l_i, acc, out_ptr, out_offs, io_mask, part_ptr, lse_ptr, split_row, row_ok,
+        store_result(m_i, l_i, acc, out_ptr, out_offs, io_mask, part_ptr, lse_ptr, split_row, row_ok,
                       HEAD_DIM, BLOCK_D, True)
         tl.debug_barrier()  # every thread's partial stores come before the release of the count
         counter = count_ptr + req64 * (num_heads // GROUP) + kv_head
@@ -207,7 +207,7 @@ def paged_decode(
     assert block_size & (block_size - 1) == 0, "block_size must be a power of two"
     if num_rows == 0:
         return
-    num_sms = _num_sms(q.device.index or 0) if q.is_cuda else None
+    num_sms = num_sms(q.device.index or 0) if q.is_cuda else None
     cfg = decode_config(num_rows, num_kv_heads, head_dim, q.dtype, num_sms)
     if num_splits is not None:
         assert 1 <= num_splits <= MAX_SPLITS, f"num_splits must be in 1..{MAX_SPLITS}"
@@ -263,5 +263,5 @@ def _split_counters(device: torch.device, needed: int) -> torch.Tensor:
     return held
 
 
-# launched through runner/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
+# launched through kernels/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
 _decode_launch = DirectLauncher(_decode_kernel)

@@ -9,8 +9,8 @@ import torch
 import triton
 import triton.language as tl
 
-from graphbench.runner.device import next_power_of_2
-from graphbench.runner.launch import DirectLauncher
+from graphbench.runner.kernels.launch import DirectLauncher
+from graphbench.runner.kernels.util import next_power_of_2
 
 
 @triton.jit
@@ -71,5 +71,5 @@ def write_kv_cache(
     )
 
 
-# launched through runner/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
+# launched through kernels/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
 _write_kv_launch = DirectLauncher(_write_kv_kernel)

@@ -1,0 +1,7 @@
+"""graphbench's own Triton kernels and how they are launched (runner/kernels/).
+
+This room imports nothing of the engine: torch, Triton, the standard library and the switch registry
+(graphbench.switches) only (tests/test_import_graph.py checks it). The engine calls in: runner/linear.py
+(gemv, add_rmsnorm), runner/sampler.py (argmax), runner/attention/triton_backend.py (paged_attention,
+paged_decode, kv_cache_write), the capture phase (pdl.graph_launches).
+"""

@@ -1,0 +1,22 @@
+"""What the kernels' launch code needs besides Triton: the interpreter check and launch-size arithmetic."""
+
+from __future__ import annotations
+
+import os
+
+
+def triton_interpreting() -> bool:
+    """TRITON_INTERPRET is on: Triton kernels run on the CPU (read when asked: tests switch it per process)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+# Launch-size arithmetic in plain Python: triton.next_power_of_2 and triton.cdiv are ConstexprFunction
+# objects whose calls cost ~5 us each on the host (Triton 3.6), several per launch of an eager step.
+def next_power_of_2(n: int) -> int:
+    """The smallest power of two >= n (1 for n <= 1)."""
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def cdiv(a: int, b: int) -> int:
+    """ceil(a / b) for positive b."""
+    return -(-a // b)
