@@ -100,6 +100,15 @@ def test_failed_point_is_recorded_and_resume_completes(tmp_path):
     assert "skipped O0_default_num_blocks=64" in " ".join(again.stdout.split())
     labels = [r["label"] for r in load_results([results]).results if r["status"] == "ok"]
     assert labels.count("O0_default_num_blocks=64") == 1
+    # other repeats: the point's result is not this point's any more; it runs again, saying why
+    other = runner.invoke(app, ["sweep", *[a if a != "1" else "2" for a in FAST], "--levels", "0", "--grid",
+                                "num_blocks=64", "--results", str(results), "--resume"])
+    assert other.exit_code == 0, other.output
+    assert ("ok O0_default_num_blocks=64" in " ".join(other.stdout.split())
+            and "re-measured (--resume): its result was measured with another workload options or repeats"
+            in " ".join(other.stdout.split())), other.stdout
+    labels = [r["label"] for r in load_results([results]).results if r["status"] == "ok"]
+    assert labels.count("O0_default_num_blocks=64") == 2
 
 
 def test_timeout_is_a_failed_point(tmp_path):
@@ -240,12 +249,27 @@ def test_summary_shows_start_ups_padding_aliases_and_busy_repeats(tmp_path):
 
 
 def test_resume_counts_the_labels_a_result_stands_for(tmp_path):
-    from graphbench.bench.sweep import completed_labels
+    from graphbench.bench.sweep import measured_identities
     from graphbench.reports.store import write_result
 
     record = {"label": "O1_default", "system": "graphbench", "status": "ok", "failure": None,
               "created_utc": "2026-12-01T10:00:00Z", "environment": {}, "model": "tiny-llama", "config": {},
-              "config_hash": "x", "sweep": {}, "startup": {}, "startups": [], "workloads": [],
-              "stands_for": ["O1_interactivity", "O2_default", 7]}
+              "config_hash": "x", "sweep": {"identity": {"run": ["--repeats", "3"]}}, "startup": {}, "startups": [],
+              "workloads": [], "stands_for": ["O1_interactivity", "O2_default", 7]}
     write_result(tmp_path, "cpu", "O1_default", record)
-    assert completed_labels(tmp_path) == {"O1_default", "O1_interactivity", "O2_default"}
+    assert measured_identities(tmp_path) == {label: {"run": ["--repeats", "3"]}
+                                             for label in ("O1_default", "O1_interactivity", "O2_default")}
+
+
+def test_resume_reruns_a_point_measured_otherwise_and_says_why():
+    from graphbench.bench.sweep import point_identity, rerun_reason
+
+    (point,) = build_grid({"model.model": "tiny-llama"}, {"level": [0]}, [])
+    identity = point_identity(point, ["--repeats", "3"])
+    assert rerun_reason(identity, identity) == ""
+    assert rerun_reason(identity, point_identity(point, ["--repeats", "5"])) == \
+        "re-measured (--resume): its result was measured with another workload options or repeats"
+    other = dict(identity, graphbench="0.0.1", config={**identity["config"], "scheduler.max_num_seqs": 8})
+    assert rerun_reason(identity, other) == \
+        "re-measured (--resume): its result was measured with another config, graphbench version"
+    assert rerun_reason(identity, None) == "re-measured (--resume): its result does not record what it was measured with"

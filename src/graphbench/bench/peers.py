@@ -131,7 +131,8 @@ def run_peer_workload(model, workload: Workload, static: bool, vocab_size: int, 
 
 
 def run_peer_point(system: str, model_name: str, dtype_name: str, device: str, workloads: list[Workload], repeats: int,
-                   label: str, results_dir, seed: int = 0, progress=lambda message: None, target_repeat_s: float = 0.0):
+                   label: str, results_dir, seed: int = 0, progress=lambda message: None, target_repeat_s: float = 0.0,
+                   sweep: dict | None = None):
     """Measure a transformers peer on the workloads and write its result file."""
     import torch
 
@@ -169,7 +170,7 @@ def run_peer_point(system: str, model_name: str, dtype_name: str, device: str, w
     result = {"label": label, "system": system, "status": "ok", "failure": None, "created_utc": utc_now(),
               "environment": env, "model": model_name,
               "config": {"model": {"model": model_name, "dtype": str(dtype).removeprefix("torch."), "device": device_obj.type}},
-              "config_hash": None, "sweep": {}, "startup": startup, "startups": [startup], "workloads": measured}
+              "config_hash": None, "sweep": sweep or {}, "startup": startup, "startups": [startup], "workloads": measured}
     del model
     if device_obj.type == "cuda":
         torch.cuda.empty_cache()

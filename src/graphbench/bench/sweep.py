@@ -48,7 +48,9 @@ __all__ = [
     "SweepResult",
     "build_grid",
     "canonical_axis",
-    "completed_labels",
+    "measured_identities",
+    "point_identity",
+    "rerun_reason",
     "load_sweep_file",
     "point_label",
     "request_stop",
@@ -112,11 +114,40 @@ def tune_point(point: SweepPoint, results_dir: Path) -> None:
     point.overrides["compilation.cudagraph_capture_sizes"] = list(tuned.sizes)
 
 
-def completed_labels(results_dir: Path) -> set[str]:
+def point_identity(point: SweepPoint, run_args: list[str]) -> dict[str, Any]:
+    """What a point is measured with: its system, config overrides (a tuned:N ladder as N, before
+    tuning), its `graphbench run` options (workloads, repeats) and graphbench's version. --resume
+    counts a result only when it was measured with the very same (as JSON would give it back)."""
+    from graphbench import __version__
+
+    return json.loads(json.dumps({"system": point.system, "config": dict(sorted(point.overrides.items())),
+                                  "tuned_graphs": point.tuned_graphs, "run": list(run_args),
+                                  "graphbench": __version__}, default=str))
+
+
+def measured_identities(results_dir: Path) -> dict[str, Any]:
+    """Label -> the identity its ok result recorded (None for a result that recorded none), the labels a
+    result stands for included."""
     if not results_dir.exists():
-        return set()
-    loaded = load_results([results_dir])
-    return {label for r in loaded.results if r.get("status") == "ok" for label in [r["label"], *stands_for(r)]}
+        return {}
+    out: dict[str, Any] = {}
+    for r in load_results([results_dir]).results:
+        if r.get("status") == "ok":
+            identity = (r.get("sweep") or {}).get("identity") if isinstance(r.get("sweep"), dict) else None
+            out.update({label: identity for label in [r["label"], *stands_for(r)]})
+    return out
+
+
+def rerun_reason(identity: dict[str, Any], recorded: Any) -> str:
+    """Why a point measured before is measured again ('' when its result is this very point)."""
+    if recorded == identity:
+        return ""
+    if not isinstance(recorded, dict):
+        return "re-measured (--resume): its result does not record what it was measured with"
+    names = {"run": "workload options or repeats", "config": "config", "tuned_graphs": "tuned ladder",
+             "graphbench": "graphbench version", "system": "system"}
+    differ = [names[key] for key in names if recorded.get(key) != identity[key]]
+    return f"re-measured (--resume): its result was measured with another {', '.join(differ) or 'identity'}"
 
 
 def _toml_value(value: Any) -> str:
@@ -160,11 +191,12 @@ def _run_points_spread(points, results_dir: Path, run_args, timeout_s, resume, o
                        gpus: list[str]) -> SweepResult:
     from graphbench.bench.sweep_parallel import run_spread
 
-    done = completed_labels(results_dir) if resume else set()
+    done = measured_identities(results_dir) if resume else {}
     report = threading.Lock()  # progress callbacks come from several threads
+    identities = {point.label: point_identity(point, run_args) for point in points}
 
     def skip(point):
-        outcome = _skipped(point, done)
+        outcome = _skipped(point, done, identities[point.label])
         if outcome is None:
             return None
         with report:
@@ -174,7 +206,9 @@ def _run_points_spread(points, results_dir: Path, run_args, timeout_s, resume, o
     def run_one(point, extra_env):
         with report:
             on_start(point)
-        outcome = _tuned_then_run(point, results_dir, run_args, timeout_s, extra_env)
+        identity = identities[point.label]
+        outcome = _tuned_then_run(point, results_dir, run_args, timeout_s, identity,
+                                  _why_again(point, done, identity), extra_env)
         with report:
             on_done(outcome)
         return outcome
@@ -182,7 +216,9 @@ def _run_points_spread(points, results_dir: Path, run_args, timeout_s, resume, o
     return SweepResult(run_spread(points, gpus, run_one, skip))
 
 
-def _tuned_then_run(point, results_dir: Path, run_args, timeout_s, extra_env=None) -> SweepOutcome:
+def _tuned_then_run(point, results_dir: Path, run_args, timeout_s, identity: dict[str, Any], again: str = "",
+                    extra_env=None) -> SweepOutcome:
+    """Tune a tuned:N point's ladder, then run it; `again`: why a point measured before runs again."""
     if _STOP.is_set():
         return SweepOutcome(point, "interrupted", reason="not started (interrupted)")
     try:
@@ -190,36 +226,47 @@ def _tuned_then_run(point, results_dir: Path, run_args, timeout_s, extra_env=Non
             tune_point(point, results_dir)
     except GraphbenchError as exc:
         return _record_failure(point, results_dir, f"cannot tune the ladder: {exc}", "", 0.0)
-    return _run_point(point, results_dir, run_args, timeout_s, extra_env)
+    outcome = _run_point(point, results_dir, run_args, timeout_s, identity, extra_env)
+    if again and outcome.status == "ok":
+        outcome.reason = again
+    return outcome
+
+
+def _why_again(point: SweepPoint, done: dict[str, Any], identity: dict[str, Any]) -> str:
+    """Why a point with a result in the folder runs again ('' for a point not measured before)."""
+    return rerun_reason(identity, done[point.label]) if point.label in done else ""
 
 
 def _run_points(points, results_dir: Path, run_args, timeout_s, resume, on_start, on_done) -> SweepResult:
-    done = completed_labels(results_dir) if resume else set()
+    done = measured_identities(results_dir) if resume else {}
     result = SweepResult()
     for point in points:
-        if (skipped := _skipped(point, done)) is not None:
+        identity = point_identity(point, run_args)
+        if (skipped := _skipped(point, done, identity)) is not None:
             outcome = skipped
         elif _STOP.is_set():
             outcome = SweepOutcome(point, "interrupted", reason="not started (interrupted)")
         else:
             on_start(point)
-            outcome = _tuned_then_run(point, results_dir, run_args, timeout_s)
+            outcome = _tuned_then_run(point, results_dir, run_args, timeout_s, identity,
+                                      _why_again(point, done, identity))
         result.outcomes.append(outcome)
         on_done(outcome)
     return result
 
 
-def _skipped(point: SweepPoint, done: set[str]) -> SweepOutcome | None:
-    """The outcome of a point that is not run: the same engine as an earlier one, or measured before."""
+def _skipped(point: SweepPoint, done: dict[str, Any], identity: dict[str, Any]) -> SweepOutcome | None:
+    """The outcome of a point that is not run: the same engine as an earlier one, or measured before
+    with this very identity (--resume)."""
     if point.same_as is not None:
         return SweepOutcome(point, "same-engine", reason=f"= {point.same_as} (same engine, measured once)")
-    if point.label in done:
+    if point.label in done and not rerun_reason(identity, done[point.label]):
         return SweepOutcome(point, "skipped", reason="already measured (--resume)")
     return None
 
 
 def _run_point(point: SweepPoint, results_dir: Path, run_args: list[str], timeout_s: float,
-               extra_env: dict[str, str] | None = None) -> SweepOutcome:
+               identity: dict[str, Any], extra_env: dict[str, str] | None = None) -> SweepOutcome:
     config_file = write_point_config(point, results_dir / ".sweep")
     cmd = [sys.executable, "-m", "graphbench", "run", "--config", str(config_file), "--label", point.label,
            "--results", str(results_dir), "--quiet", *run_args]
@@ -229,6 +276,7 @@ def _run_point(point: SweepPoint, results_dir: Path, run_args: list[str], timeou
         cmd += ["--system", point.system]
     if point.stands_for:
         cmd += ["--stands-for", ",".join(point.stands_for), "--same-engine-reason", point.same_engine_reason]
+    cmd += ["--sweep-identity", json.dumps(identity)]
     env = dict(os.environ, **CHILD_ENV, PYTHONUNBUFFERED="1", **(extra_env or {}))
     before = _ok_count(results_dir, point.label)
     started = time.perf_counter()

@@ -109,8 +109,11 @@ def run(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
     stands_for: Annotated[Optional[str], typer.Option(hidden=True, help="Sweep: other labels of this very engine.")] = None,
     same_engine_reason: Annotated[str, typer.Option(hidden=True, help="Sweep: why they are this engine.")] = "",
+    sweep_identity: Annotated[Optional[str], typer.Option(hidden=True, help="Sweep: the point's identity (JSON), for --resume.")] = None,
 ) -> None:
     """Measure one configuration: start-up (cold and/or warm), then each workload with repeats."""
+
+    import json
 
     from graphbench.bench.point import PointSpec, run_point
 
@@ -123,6 +126,10 @@ def run(
     if num_requests is not None:
         target_repeat_s = 0.0  # the request count was given: measure exactly that
     console = make_console(stderr=True, quiet=quiet)
+    try:
+        sweep = {"identity": json.loads(sweep_identity)} if sweep_identity else {}
+    except ValueError:
+        raise GraphbenchError(f"--sweep-identity must be JSON, got {sweep_identity[:80]!r}") from None
     if system in ("hf-eager", "hf-compile"):
         from graphbench.bench.peers import run_peer_point
 
@@ -130,7 +137,7 @@ def run(
         model = resolved.model
         path = run_peer_point(system, model.model, model.dtype, model.device, workloads, repeats, label, results,
                               model.seed, progress=lambda message: console.print(f"[dim]{label}: {message}[/dim]"),
-                              target_repeat_s=target_repeat_s)
+                              target_repeat_s=target_repeat_s, sweep=sweep)
         _print_summary(path)
         return
     if system != "graphbench":
@@ -139,7 +146,8 @@ def run(
     label = label or f"O{resolved.optimization_level}_{resolved.compilation.performance_mode}"
     spec = PointSpec(engine_config, workloads, label, repeats, ("cold", "warm") if cold else ("warm",),
                      target_repeat_s=target_repeat_s,
-                     stands_for=[x for x in (stands_for or "").split(",") if x], same_engine_reason=same_engine_reason)
+                     stands_for=[x for x in (stands_for or "").split(",") if x], same_engine_reason=same_engine_reason,
+                     sweep=sweep)
     path = run_point(spec, results, progress=lambda message: console.print(f"[dim]{label}: {message}[/dim]"))
     _print_summary(path)
 
