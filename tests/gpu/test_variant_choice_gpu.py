@@ -51,7 +51,8 @@ def test_always_keeps_every_variant_unmeasured(monkeypatch):
 
 def test_the_timing_recordings_leave_no_memory_behind(monkeypatch):
     """Their pool is released before the engine's own capture, whose graph memory it would otherwise
-    shrink (sweep of session 10: -O3 230 MiB against -O2's 300 for the same ladder)."""
+    shrink (the default sweep of bench/RESULTS.md, 2026-11-30, 532ff86: -O3 230 MiB against -O2's 300 for
+    the same ladder)."""
     import torch
 
     from graphbench.runner.compile.variant_choice import choose_static_variants

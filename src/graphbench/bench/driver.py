@@ -119,6 +119,7 @@ def warm_up(engine, workload: Workload) -> None:
     prompt lengths and concurrency, so the same step sizes), outside the measurement: every step size
     the repeats meet has run once, with whatever its first run costs (new allocations, library
     heuristics, kernel variants). With one wave as warm-up the first repeat was the slowest in 6 of 7
-    -O2/-O3 points at C = 64 on the H200 (session 5); after a full pass it was not the slowest in
-    either point (session 6), and the full pass cost the default sweep ~35 s of its 10 minutes."""
+    -O2/-O3 points at C = 64 on the H200 (2026-11-29, 30b3db7); after a full pass it was not the slowest
+    in either point (bench/RESULTS.md, 2026-11-29, 5293619), and the full pass cost the default sweep
+    ~35 s of its 10 minutes (2026-11-30, e41c8c2)."""
     run_engine_workload(engine, workload, seed_offset=999, max_output_len=WARM_UP_OUTPUT_TOKENS)

@@ -57,7 +57,7 @@ class ModelConfig:
 # vLLM's server defaults for the token budget of a step: 8192 on a GPU of >= 70 GiB other than an A100
 # (H100, H200, MI300X), 2048 elsewhere. With 8192 a 64-request prefill of 128-token prompts is one
 # eager step instead of four; on an H200 at C = 64: the same tokens/s, TPOT p50 1.53 -> 1.33 ms,
-# TTFT p50 12.6 -> 26.5 ms (bench/RESULTS.md, session 8).
+# TTFT p50 12.6 -> 26.5 ms (bench/RESULTS.md, 2026-11-30, 1676d77).
 DEFAULT_TOKEN_BUDGET = 2048
 LARGE_GPU_DEFAULT_TOKEN_BUDGET = 8192
 LARGE_GPU_MIN_MEMORY = 70 << 30

@@ -2,8 +2,8 @@
 
 cuBLAS runs the batch-1 projections of llama-3.2-1b well under the copy bandwidth: inside a CUDA
 graph qkv took 6.5 us (1.9 TB/s), o_proj 6.1 us (1.4 TB/s) and down 13.8 us (2.4 TB/s), against
-5.3, 4.3 and 10.3 us for the kernel below (bench/gemv.py, bench/RESULTS.md, session 4): 45.0 -> 37.7 us
-per layer. So a one-row linear runs this kernel; every other shape stays with cuBLAS.
+5.3, 4.3 and 10.3 us for the kernel below (bench/gemv.py; bench/RESULTS.md, 2026-11-29, 2cffcf6): 45.0 ->
+37.7 us per layer. So a one-row linear runs this kernel; every other shape stays with cuBLAS.
 `add_rmsnorm_linear` puts the residual add + RMSNorm in front of a projection (qkv): one Triton launch
 (runner/kernels/add_rmsnorm.py), then the GEMV. `add_rmsnorm_gate_up` does the same for the MLP's gate/up
 projection and returns silu(gate) * up (one silu-mul launch after the projection). Folding the norm or
@@ -33,7 +33,7 @@ ADD_NORM_OP_NAME = "graphbench::add_rmsnorm_linear"
 
 
 # The fastest (BLOCK_N, BLOCK_K, num_warps) of bench/gemv.py's grid on the H200 for llama-3.2-1b's
-# projections (session 4, bench/RESULTS.md); other shapes use the rule below.
+# projections (bench/RESULTS.md, 2026-11-29, 2cffcf6); other shapes use the rule below.
 MEASURED_BEST = {
     (3072, 2048): (8, 1024, 8),  # qkv
     (2048, 2048): (4, 1024, 8),  # o_proj

@@ -23,7 +23,7 @@ from graphbench.switches import switch_value
 DECODE_WRITES_KV = switch_value("GRAPHBENCH_DECODE_WRITES_KV") == "1"
 # GRAPHBENCH_DECODE_MERGE_IN_KERNEL=0 turns off: split-KV decode without the merge launch (a short
 # context is one program per row and kv head; a long one is merged by its last split). H200, -O2,
-# batch 1: 1.065 vs 1.082 ms a step (session 6).
+# batch 1: 1.065 vs 1.082 ms a step (bench/RESULTS.md, 2026-11-29, 5ffed15).
 DECODE_MERGE_IN_KERNEL = switch_value("GRAPHBENCH_DECODE_MERGE_IN_KERNEL") == "1"
 
 

@@ -176,12 +176,14 @@ class PieceRunner:
         # and kept -O3's start-up over 200 s on an H200 (four decode sizes x three distinct pieces).
         # Nor are epilogue fusions benchmarked (Inductor's default benchmarks each fused candidate in the
         # scheduler). Switching that off was meant to cut -O3's compile_sizes but did not measurably:
-        # 160 s against 142 s on the H200 (session 4). The seconds were the recompiles below.
+        # 160 s against 142 s on the H200 (bench/RESULTS.md, 2026-11-29, fd8c381). The seconds were the
+        # recompiles below.
         patches = {"max_autotune_gemm": True, "benchmark_epilogue_fusion": False} if backend.autotune else {}
         if backend.autotune and AUTOTUNE_PRECOMPILE == "threads":
             # With Inductor's compile workers up, each GEMM's candidate kernels were precompiled in the
             # worker processes and then compiled again, one by one, in the main thread as they were
-            # benchmarked (H200, session 9: ~5 s of each of 18 autotunes in Triton's make_llir/ptxas).
+            # benchmarked (H200: ~5 s of each of 18 autotunes in Triton's make_llir/ptxas; bench/RESULTS.md,
+            # 2026-11-30, dd593d7).
             # One compile thread keeps the worker pool out of this compile: Inductor then precompiles
             # the candidates in threads of this process, where the benchmark finds them. (The variant's
             # own kernels then compile one by one in this process too: ~27 of -O3's 37 s.)

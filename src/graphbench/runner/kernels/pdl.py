@@ -10,7 +10,8 @@ memory effects is the stream's: a chain A -> B -> C holds because B waits for A 
 Only the engine's capture phase launches with it (`graph_launches`): the recordings, and the eager
 warm-up just before them, which compiles and loads the PDL variants so that nothing loads inside a
 capture. That is where the gaps are (a replayed graph has no host between its kernels) and where it
-was measured (H200, session 7: -O2 batch 1 1.026 -> 0.931 ms, batch 64 1.319 -> 1.255 ms). An eager
+was measured (H200: -O2 batch 1 1.026 -> 0.931 ms, batch 64 1.319 -> 1.255 ms; bench/RESULTS.md, 2026-11-30,
+5f3d955). An eager
 step's gaps are the host's launch time, which PDL does not shorten; the one eager measurement (-O0,
 batch 64) was 2x slower with it, beside another job, unexplained. Eager steps launch as without PDL.
 On by default; GRAPHBENCH_PDL=0 turns it off.
