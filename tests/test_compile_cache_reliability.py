@@ -21,7 +21,7 @@ PROMPTS = [[1, 2, 3], [9, 8, 7, 6]]
 
 
 def _start_in_subprocess(cache_root: Path) -> dict:
-    env = dict(os.environ, GRAPHBENCH_CACHE_ROOT=str(cache_root),
+    env = dict(os.environ, GRAPHBENCH_CACHE_ROOT=str(cache_root), XDG_CONFIG_HOME=f"{cache_root}-config",
                PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
     proc = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(OVERRIDES)], capture_output=True, text=True,
                           env=env, timeout=600)
@@ -40,6 +40,7 @@ def test_corrupt_cache_entry_is_rebuilt(tmp_path, monkeypatch, caplog):
     for path in files:
         path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 3])
     monkeypatch.setenv("GRAPHBENCH_CACHE_ROOT", str(tmp_path))
+    monkeypatch.setenv("XDG_CONFIG_HOME", f"{tmp_path}-config")
     with caplog.at_level("WARNING"):
         again = Engine(load_engine_config(overrides=OVERRIDES))
     assert again.generate(PROMPTS, SamplingParams(max_tokens=5)) == expected["tokens"]
@@ -48,6 +49,59 @@ def test_corrupt_cache_entry_is_rebuilt(tmp_path, monkeypatch, caplog):
     assert "is damaged" in caplog.text and "corrupt or truncated" in caplog.text
     # after the rebuild the entry is good again: the next start loads it
     assert _start_in_subprocess(tmp_path)["loaded"]
+
+
+class _Payload:
+    """A pickle that, when loaded, leaves a file behind: what a planted cache entry would run."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_planted_pickle_never_runs_and_the_entry_is_rebuilt(tmp_path):
+    import hashlib
+    import pickle
+
+    expected = _start_in_subprocess(tmp_path)
+    (directory,) = [p for p in (tmp_path / "torch_compile_cache").glob("*/rank_0_0")]
+    marker = tmp_path / "ran"
+    payload = pickle.dumps(_Payload(marker))
+    manifest = json.loads((directory / "manifest.json").read_text())
+    assert set(manifest) == {"files", "hmac"}
+    # every file of the entry (graphbench's split graph and pieces, Inductor's and AOTAutograd's caches)
+    # replaced by the payload, every size and checksum rewritten to match; the signature left as it was
+    planted = [p for p in directory.rglob("*") if p.is_file() and p.name not in ("manifest.json", "compiled.ok")]
+    assert any(p.name == "split_graph.pkl" for p in planted) and len(planted) > 5
+    for path in planted:
+        path.write_bytes(payload)
+        manifest["files"][str(path.relative_to(directory))] = [len(payload), hashlib.sha256(payload).hexdigest()]
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    again = _start_in_subprocess(tmp_path)
+    assert not marker.exists()
+    assert again == dict(expected, loaded=False)  # rebuilt, not loaded: the same tokens
+
+
+def test_the_cache_trusts_only_a_private_root_and_key(tmp_path, monkeypatch):
+    from graphbench.errors import GraphbenchError
+    from graphbench.runner.compile.cache_trust import check_private_root, key_path, signing_key
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    root = tmp_path / "root"
+    root.mkdir(mode=0o755)
+    check_private_root(root)
+    root.chmod(0o777)
+    with pytest.raises(GraphbenchError, match="writable by another user"):
+        check_private_root(root)
+    key = signing_key(root)
+    assert len(key) == 32 and signing_key(root) == key and key_path().stat().st_mode & 0o777 == 0o600
+    key_path().chmod(0o644)
+    with pytest.raises(GraphbenchError, match="only you can read"):
+        signing_key(root)
+    with pytest.raises(GraphbenchError, match="inside the cache root"):
+        signing_key(tmp_path)
 
 
 SCRIPT = """

@@ -21,7 +21,7 @@ from graphbench.config import CompileMode, CUDAGraphMode, EngineConfig, load_arc
 from graphbench.errors import GraphbenchError
 from graphbench.runner.attention.selection import create_backend
 from graphbench.runner.compile.compiler import CompiledForward
-from graphbench.runner.compile.startup import compile_at_startup
+from graphbench.runner.compile.startup import compile_at_startup, sign_cache_entry
 from graphbench.runner.compile.variant_choice import choose_static_variants
 from graphbench.runner.dispatcher import CudagraphDispatcher, resolve_cudagraph_mode
 from graphbench.runner.device import device_info, dtype_name, free_memory, resolve_device, resolve_dtype
@@ -97,6 +97,8 @@ class Engine:
             self._start_compiled()
         if self.dispatcher.mode != CUDAGraphMode.NONE:
             self._capture()
+        if self.compiled is not None:
+            sign_cache_entry(self)
         self.records: list[StepRecord] = []
         self._in_flight = None  # the launched step whose tokens are not on the host yet
         self._ids = itertools.count()

@@ -77,42 +77,6 @@ def cache_lock(directory: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-MANIFEST = "manifest.json"
-
-
-def _digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def write_manifest(directory: Path) -> None:
-    """Size and sha256 of every file of a complete cache entry, to detect corruption later."""
-    files = {str(p.relative_to(directory)): [p.stat().st_size, _digest(p)]
-             for p in sorted(directory.rglob("*")) if p.is_file() and p.name != MANIFEST}
-    tmp = directory / f".{MANIFEST}.tmp"
-    tmp.write_text(json.dumps(files))
-    os.replace(tmp, directory / MANIFEST)
-
-
-def verify_manifest(directory: Path) -> str | None:
-    """None when every file the manifest lists is intact; else what is wrong (a compiled library
-    that was truncated would crash the process when loaded, so this runs before any load)."""
-    try:
-        files = json.loads((directory / MANIFEST).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        return f"manifest unreadable ({exc})"
-    for name, (size, digest) in files.items():
-        path = directory / name
-        if not path.is_file():
-            return f"{name} is missing"
-        if path.stat().st_size != size or _digest(path) != digest:
-            return f"{name} is corrupt or truncated"
-    return None
-
-
 def write_meta(directory: Path, summary: str, factors: dict[str, Any]) -> None:
     meta = directory.parent / META_FILE
     if not meta.exists():

@@ -16,15 +16,8 @@ import torch
 from graphbench.errors import GraphbenchError
 from graphbench.runner.compile.aot_store import AotStore, standalone_available
 from graphbench.runner.compile.backend import SplittingBackend
-from graphbench.runner.compile.cache import (
-    COMPLETE_MARKER,
-    cache_lock,
-    compile_hash,
-    rank_dir,
-    verify_manifest,
-    write_manifest,
-    write_meta,
-)
+from graphbench.runner.compile.cache import COMPLETE_MARKER, cache_lock, cache_root, compile_hash, rank_dir, write_meta
+from graphbench.runner.compile.cache_trust import admit_entry, check_private_root, signing_key, write_manifest
 from graphbench.runner.compile.compiler import (
     CompiledForward, import_compile_stack, start_compile_workers, use_cache_dir)
 
@@ -32,8 +25,12 @@ log = logging.getLogger("graphbench.engine")
 
 
 def compile_at_startup(engine) -> None:
-    """Compile, or load from the cache, under the cache directory's lock; a corrupt entry is rebuilt once."""
+    """Compile, or load from the cache, under the cache directory's lock. An entry is loaded only when its
+    signed manifest checks out (cache_trust.py); anything else in the directory is deleted first, so that
+    neither graphbench nor Inductor loads what it did not write; a corrupt entry is rebuilt once."""
     engine.report.compile_import_seconds = import_compile_stack()
+    check_private_root(cache_root())
+    key = signing_key(cache_root())
     hash_ = compile_hash(engine.config.compute_hash(), torch.__version__)
     directory = rank_dir(hash_, engine.shard.rank)
     if engine._fresh_compile:
@@ -41,11 +38,14 @@ def compile_at_startup(engine) -> None:
     engine.report.compile_cache_dir = str(directory)
     log.info("Using cache directory: %s for torch.compile", directory)
     with cache_lock(directory):  # concurrent starts of one config: one compiles, the others then load
-        problem = verify_manifest(directory) if (directory / COMPLETE_MARKER).is_file() else None
-        if problem:
-            log.warning("compile cache entry %s is damaged (%s); rebuilding it", directory, problem)
+        if (directory / COMPLETE_MARKER).is_file():
+            problem = admit_entry(directory, key)
+            if problem:
+                log.warning("compile cache entry %s is damaged or untrusted (%s); rebuilding it", directory, problem)
+                shutil.rmtree(directory, ignore_errors=True)
+                engine.report.compile_cache_rebuilt = True
+        elif directory.exists():  # a start that died while compiling, or files nobody signed
             shutil.rmtree(directory, ignore_errors=True)
-            engine.report.compile_cache_rebuilt = True
         try:
             _compile_into(engine, directory)
         except GraphbenchError:
@@ -58,6 +58,15 @@ def compile_at_startup(engine) -> None:
             shutil.rmtree(directory, ignore_errors=True)
             engine.report.compile_cache_rebuilt = True
             _compile_into(engine, directory)
+        write_manifest(directory, key)  # this start's files (a warm start may add compile_sizes pieces)
+
+
+def sign_cache_entry(engine) -> None:
+    """Sign the entry again once start-up is over: kernels first compiled for the capture (Triton's cache
+    is in the entry) are then loaded, not compiled, by the next start."""
+    directory = Path(engine.report.compile_cache_dir)
+    with cache_lock(directory):
+        write_manifest(directory, signing_key(cache_root()))
 
 def _compile_into(engine, directory: Path) -> None:
     comp = engine.config.compilation
@@ -90,7 +99,6 @@ def _compile(engine) -> None:
         engine.runner.dummy_run(size, min(size, sched.max_num_seqs))
     engine.compiled.finish_startup()
     (Path(engine.report.compile_cache_dir) / COMPLETE_MARKER).write_text("ok\n")
-    write_manifest(Path(engine.report.compile_cache_dir))
     times = engine.compiled.times
     engine.report.dynamo_seconds = times.dynamo_seconds
     engine.report.inductor_seconds = times.inductor_seconds

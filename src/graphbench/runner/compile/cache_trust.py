@@ -1,0 +1,128 @@
+"""Whether a compile-cache entry may be loaded: a manifest signed with this user's key.
+
+A cache entry holds pickles (the split graph, Inductor's and AOTAutograd's caches) and compiled
+libraries: loading one runs code. Whoever can write the cache root could otherwise make a later
+start run theirs (a shared cache folder, a CI cache restored from an untrusted branch). So:
+- each complete entry has a manifest: the size and sha256 of every file in it, and an HMAC-SHA256 of
+  that list under a key only this user can read (`<config dir>/graphbench/cache.key`, created 0600
+  on first use, never inside the cache root);
+- before anything in an entry is loaded, the signature and every listed file are checked; an entry
+  that fails is deleted and compiled afresh, never loaded; files the manifest does not list (a kernel
+  compiled after the entry was signed, or one planted) are deleted, so they are compiled again;
+- a cache root that another user owns or can write is refused.
+An entry signed by another user's key (a cache copied from elsewhere) is rebuilt, not trusted.
+No torch import: `graphbench cache` uses it too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import stat
+from pathlib import Path
+
+from graphbench.errors import GraphbenchError
+
+MANIFEST = "manifest.json"
+KEY_BYTES = 32
+
+
+def key_path() -> Path:
+    """$XDG_CONFIG_HOME/graphbench/cache.key (default ~/.config/graphbench/cache.key)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base).expanduser() / "graphbench" / "cache.key"
+
+
+def signing_key(cache_root: Path) -> bytes:
+    """This user's key (created on first use), checked to be private and outside the cache root."""
+    path = key_path()
+    if _inside(path, cache_root):
+        raise GraphbenchError(f"the cache key {path} is inside the cache root {cache_root}: whoever can write the "
+                              "cache could replace it; set XDG_CONFIG_HOME or GRAPHBENCH_CACHE_ROOT elsewhere")
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    else:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(secrets.token_bytes(KEY_BYTES))
+    info = path.stat()
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise GraphbenchError(f"the cache key {path} must be a regular file only you can read (chmod 600 {path})")
+    key = path.read_bytes()
+    if len(key) < KEY_BYTES:
+        raise GraphbenchError(f"the cache key {path} is damaged ({len(key)} bytes); delete it (cached entries are "
+                              "then compiled afresh)")
+    return key
+
+
+def check_private_root(root: Path) -> None:
+    """The cache root (and its torch_compile_cache folder) must be this user's and not writable by others."""
+    for folder in (root, root / "torch_compile_cache"):
+        try:
+            info = folder.stat()
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISDIR(info.st_mode):
+            raise GraphbenchError(f"cache root {folder} is not a folder (GRAPHBENCH_CACHE_ROOT)")
+        if info.st_uid != os.getuid() or info.st_mode & 0o022:
+            raise GraphbenchError(
+                f"cache root {folder} is owned or writable by another user: an entry planted there would run as you; "
+                "use a private GRAPHBENCH_CACHE_ROOT (or chmod go-w it)")
+
+
+def write_manifest(directory: Path, key: bytes) -> None:
+    """Sign the size and sha256 of every file of a complete entry."""
+    files = {str(p.relative_to(directory)): [p.stat().st_size, _digest(p)]
+             for p in sorted(directory.rglob("*")) if p.is_file() and p.name != MANIFEST}
+    tmp = directory / f".{MANIFEST}.tmp"
+    tmp.write_text(json.dumps({"files": files, "hmac": _sign(key, files)}))
+    os.replace(tmp, directory / MANIFEST)
+
+
+def admit_entry(directory: Path, key: bytes) -> str | None:
+    """Check an entry before anything in it is loaded: None when it may be (files it does not list are
+    deleted first); else what is wrong with it. Nothing in it is loaded here."""
+    try:
+        manifest = json.loads((directory / MANIFEST).read_text())
+        files, signature = manifest["files"], manifest["hmac"]
+        if not isinstance(files, dict) or not isinstance(signature, str):
+            raise TypeError("fields of the wrong type")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return f"manifest unreadable or unsigned ({exc})"
+    if not hmac.compare_digest(signature, _sign(key, files)):
+        return "manifest not signed with this user's cache key (written elsewhere, or altered)"
+    for name, entry in files.items():
+        path = directory / name
+        if not path.is_file():
+            return f"{name} is missing"
+        if path.stat().st_size != entry[0] or _digest(path) != entry[1]:
+            return f"{name} is corrupt or truncated"
+    for path in directory.rglob("*"):
+        if (path.is_file() or path.is_symlink()) and path.name != MANIFEST and str(path.relative_to(directory)) not in files:
+            path.unlink()
+    return None
+
+
+def _sign(key: bytes, files: dict) -> str:
+    return hmac.new(key, json.dumps(files, sort_keys=True).encode(), hashlib.sha256).hexdigest()
+
+
+def _digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.resolve().relative_to(root.expanduser().resolve())
+        return True
+    except ValueError:
+        return False
