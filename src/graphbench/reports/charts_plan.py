@@ -16,6 +16,7 @@ import pandas as pd
 from graphbench.errors import GraphbenchError
 from graphbench.reports.figures import ChartOutcome, NoData, new_figure, palette, save_figure
 from graphbench.reports.plan import TARGET_KINDS, Capacity, Plan, ceil_tolerant
+from graphbench.reports.safe_text import csv_text
 
 PLAN_JSON, PLAN_CSV = "plan.json", "plan.csv"
 CSV_COLUMNS = [
@@ -151,7 +152,7 @@ def write_plan(
         (out / PLAN_JSON).write_text(plan_json(plan) + "\n", encoding="utf-8")
         table = pd.DataFrame([c.to_dict() for c in plan.capacities])
         table["gpus_needed"] = table["gpus_needed"].astype("Int64")
-        table[CSV_COLUMNS].to_csv(out / PLAN_CSV, index=False)
+        table[CSV_COLUMNS].map(csv_text).to_csv(out / PLAN_CSV, index=False)  # no formulas for a spreadsheet
     except OSError as exc:
         raise GraphbenchError(f"cannot write the plan into {out}: {exc}") from None
     charts = [("plan_pareto.png", "Tokens/s per GPU vs tokens/s per user (Pareto front)", pareto_chart),

@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 from graphbench.reports.compare_format import format_change, format_p, format_value
 from graphbench.reports.gate_thresholds import threshold_text
+from graphbench.reports.safe_text import markdown_text
 
 if TYPE_CHECKING:
     from graphbench.reports.gate import GateReport
 
 
 def _md(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    return markdown_text(text)
 
 
 def gate_markdown(report: GateReport) -> str:
@@ -22,7 +23,7 @@ def gate_markdown(report: GateReport) -> str:
     icon = "✅" if report.passed else "❌"
     lines = [f"## {icon} graphbench gate: {report.headline()}", ""]
     lines.append(
-        f"Baseline: `{', '.join(report.baseline_paths)}` · current: `{', '.join(report.current_paths)}`. "
+        f"Baseline: {_md(', '.join(report.baseline_paths))} · current: {_md(', '.join(report.current_paths))}. "
         f"A metric regresses only when its change is beyond its threshold in the bad direction **and** "
         f"statistically significant over the repeats (two-sided Mann–Whitney U, p < {report.alpha:g}); "
         f"per-point metrics (one value per point: start-up, capture, graph memory) are "

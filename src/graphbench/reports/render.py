@@ -11,6 +11,7 @@ import pandas as pd
 
 from graphbench.reports.figures import ChartOutcome
 from graphbench.reports.ladder_pairs import pairs_note
+from graphbench.reports.safe_text import markdown_text
 from graphbench.reports.padding_table import padding_note
 from graphbench.reports.render_cells import (  # (headline_cells, headline_headers: the CLI imports them from here)
     HEADLINE_HEADERS,
@@ -91,11 +92,8 @@ REPEATS_NOTE = ("How steady the repeats were: how long a repeat ran (closed loop
 
 
 def _md_table(headers: list[str], rows: list[list[str]]) -> str:
-    def esc(text: str) -> str:
-        return str(text).replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(map(esc, headers)) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(map(esc, row)) + " |" for row in rows]
+    lines = ["| " + " | ".join(map(markdown_text, headers)) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(map(markdown_text, row)) + " |" for row in rows]
     return "\n".join(lines)
 
 
@@ -156,12 +154,12 @@ def _md_banner(ctx: ReportContext) -> list[str]:
     head, _, rest = ctx.banner.partition(". ")
     out = [f"> **{head}.** {rest}", ""] if ctx.banner else []
     if ctx.same_engine:
-        out += ["Measured once for several labels:", ""] + [f"- {line}" for line in ctx.same_engine] + [""]
+        out += ["Measured once for several labels:", ""] + [f"- {markdown_text(line)}" for line in ctx.same_engine] + [""]
     return out
 
 
 def render_markdown(ctx: ReportContext) -> str:
-    out = [f"# {ctx.title}", "", f"{ctx.environment}  ", ctx.counts, ""] + _md_banner(ctx)
+    out = [f"# {ctx.title}", "", f"{markdown_text(ctx.environment)}  ", markdown_text(ctx.counts), ""] + _md_banner(ctx)
     out += ["## Headline: best configuration per concurrency", "", _headline_note(ctx), ""]
     if not ctx.headline.empty:
         out += [_md_table(headline_headers(ctx.headline), headline_cells(ctx.headline)), ""]
@@ -172,17 +170,19 @@ def render_markdown(ctx: ReportContext) -> str:
         out += [f"![{chart.title}]({chart.name})" if chart.written else f"_{chart.note}_", ""]
     for section in table_sections(ctx):
         out += [f"{'#' * section.level} {section.title}", "", section.note, "",
-                _md_table(section.headers, section.rows), ""] + ([section.after, ""] if section.after else [])
+                _md_table(section.headers, section.rows), ""] + ([markdown_text(section.after), ""] if section.after else [])
     out += ["## Summary", "", f"[{ctx.summary_file}]({ctx.summary_file}): {_summary_note(ctx)}", ""]
     out += ["## Failures", ""]
     if ctx.failures.empty:
         out += ["No failed points.", ""]
     for f in ctx.failures.itertuples(index=False):
-        out += [f"### {f.label} ({f.system})", "", f"Reason: {f.reason}  ", f"File: `{f.path}`", ""]
-        if f.stderr_tail:
+        out += [f"### {markdown_text(f.label)} ({markdown_text(f.system)})", "", f"Reason: {markdown_text(f.reason)}  ",
+                f"File: {markdown_text(f.path)}", ""]
+        if f.stderr_tail:  # in a fence nothing renders; a fence of its own could end it, so those go
             out += ["```text", f.stderr_tail.rstrip("\n").replace("```", "'''"), "```", ""]
     if ctx.skipped:
-        out += ["## Skipped files", ""] + [f"- `{file}`: {why}" for file, why in ctx.skipped] + [""]
+        out += ["## Skipped files", ""] + [f"- {markdown_text(file)}: {markdown_text(why)}"
+                                           for file, why in ctx.skipped] + [""]
     return "\n".join(out)
 
 

@@ -36,8 +36,9 @@ from graphbench.reports.ladder_table import ladder_table
 from graphbench.reports.padding_table import padding_table
 from graphbench.reports.render import ReportContext, render_html, render_markdown
 from graphbench.reports.repeats_table import repeats_table, steadiness_note
-from graphbench.reports.variants_table import variants_table
+from graphbench.reports.safe_text import csv_text
 from graphbench.reports.store import LoadedResults, load_results
+from graphbench.reports.variants_table import variants_table
 
 REPORT_MD, REPORT_HTML, SUMMARY_CSV = "report.md", "report.html", "summary.csv"
 Progress = Callable[[int, int, ChartOutcome], None]
@@ -142,7 +143,7 @@ def write_report(
     aliases = alias_map(data.results)
     summary = summary_frame(data.frame, aliases)
     try:
-        summary.to_csv(out / SUMMARY_CSV, index=False)
+        summary.map(csv_text).to_csv(out / SUMMARY_CSV, index=False)  # no formulas for a spreadsheet
     except OSError as exc:
         raise GraphbenchError(f"cannot write {out / SUMMARY_CSV}: {exc}") from None
     headline = headline_table(data.frame, data.points, aliases)

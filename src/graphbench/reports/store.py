@@ -8,6 +8,7 @@ not a graphbench result, of an unknown schema_version, or whose shape is wrong (
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import tempfile
@@ -20,6 +21,7 @@ from graphbench.errors import GraphbenchError
 SCHEMA_VERSION = 2
 KIND = "graphbench-result"
 _NAME = re.compile(r"^(\d{4})_(.+)\.json$")
+MAX_RESULT_BYTES = 64 << 20  # a sweep point's file is ~100 KB
 
 
 def safe_label(label: str) -> str:
@@ -137,22 +139,27 @@ def check_shape(result: dict[str, Any]) -> None:
 
 
 def _check_numbers(data: dict[str, Any], where: str, keys: tuple[str, ...], required: bool = False) -> None:
-    """The leaf values the report's tables compute with: numbers (absent or null allowed unless required)."""
+    """The leaf values the report's tables compute with: finite numbers (absent or null allowed unless
+    required). A NaN or an overflowed 1e400 (read as inf) skips the file by name instead of failing the
+    report, or printing +inf% in a comparison."""
     for key in keys:
         value = data.get(key)
         if value is None and not required:
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"{where}: {key!r} is not a number")
+        if not math.isfinite(value):
+            raise ValueError(f"{where}: {key!r} is {value!r}, not a finite number")
 
 
 def iter_result_files(paths: Iterable[str | Path]) -> list[Path]:
-    """Result files under the given files or folders (recursively), sorted."""
+    """Result files under the given files or folders (recursively), sorted. Only regular files: a FIFO
+    or a link to a device named *.json would block or never end (the loader skips them by name)."""
     files: list[Path] = []
     for path in map(Path, paths):
         if path.is_dir():
             files += sorted(p for p in path.rglob("*.json") if not p.name.startswith(".tmp-"))
-        elif path.is_file():
+        elif path.exists():
             files.append(path)
         else:
             raise GraphbenchError(f"no such result file or folder: {path}")
@@ -164,6 +171,10 @@ def load_results(paths: Iterable[str | Path]) -> LoadedResults:
     results, skipped = [], []
     for file in iter_result_files(paths):
         try:
+            if not file.is_file():
+                raise ValueError("not a regular file")
+            if file.stat().st_size > MAX_RESULT_BYTES:
+                raise ValueError(f"{file.stat().st_size} bytes: too large for a result file ({MAX_RESULT_BYTES >> 20} MiB at most)")
             data = json.loads(file.read_text())
             if not isinstance(data, dict) or data.get("kind") != KIND:
                 raise ValueError("not a graphbench result")
