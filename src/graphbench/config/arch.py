@@ -6,6 +6,7 @@ Pure Python (no torch): the CLI and the config hash read it without starting the
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -102,47 +103,102 @@ def _load_preset(name: str) -> ArchConfig:
     return _arch_from_dict(read_toml(PRESET_DIR / f"{name}.toml"), source=name)
 
 
+MAX_CONFIG_BYTES = 4 << 20  # a config.json is a few KB
+# What a decoder of this family can have and still fit a machine (larger values are typos or attacks)
+INT_FIELDS = {"hidden_size": 1 << 16, "intermediate_size": 1 << 20, "num_hidden_layers": 1024,
+              "num_attention_heads": 1024, "num_key_value_heads": 1024, "head_dim": 1024, "vocab_size": 1 << 22,
+              "max_position_embeddings": 1 << 24}
+ROPE_TYPES = ("default", "linear", "llama3")  # what runner/rotary.py computes
+ACTIVATIONS = ("silu",)  # the MLP computes silu(gate) * up
+
+
 def _arch_from_hf_dir(path: Path) -> ArchConfig:
     config_file = path / "config.json"
     if not config_file.is_file():
-        raise GraphbenchError(f"checkpoint folder {path} has no config.json")
+        raise GraphbenchError(f"checkpoint folder {path} has no config.json (or it is not a regular file)")
+    if config_file.stat().st_size > MAX_CONFIG_BYTES:
+        raise GraphbenchError(f"{config_file} is {config_file.stat().st_size} bytes: not a model config")
     try:
-        raw = json.loads(config_file.read_text())
+        raw = json.loads(config_file.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise GraphbenchError(f"{config_file} is not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise GraphbenchError(f"{config_file} is not valid JSON: {exc.msg} (line {exc.lineno})") from None
+    if not isinstance(raw, dict):
+        raise GraphbenchError(f"{config_file} must hold a JSON object, got a {type(raw).__name__}")
     archs = raw.get("architectures") or []
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+        raise GraphbenchError(f"{config_file}: architectures must be a list of names, got {archs!r}")
     raw = dict(raw, architecture=archs[0] if archs else raw.get("model_type", "?"))
     return _arch_from_dict(raw, source=str(path))
 
 
+def _int(raw: dict[str, Any], key: str, source: str, default: Any = None) -> int:
+    value = default if raw.get(key) is None else raw[key]  # (a null field is an absent one)
+    if value is None:
+        raise GraphbenchError(f"model config {source} lacks the field {key!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= INT_FIELDS[key]:
+        raise GraphbenchError(f"model config {source}: {key} must be an integer in 1..{INT_FIELDS[key]}, got {value!r}")
+    return value
+
+
+def _float(raw: dict[str, Any], key: str, source: str, default: float, below: float = math.inf) -> float:
+    value = default if raw.get(key) is None else raw[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value < below):
+        limit = f"below {below:g}" if math.isfinite(below) else "finite"
+        raise GraphbenchError(f"model config {source}: {key} must be a number > 0 and {limit}, got {value!r}")
+    return float(value)
+
+
 def _arch_from_dict(raw: dict[str, Any], *, source: str) -> ArchConfig:
-    """Read HF-style fields; transformers 5 nests rope_theta in rope_parameters, older ones use rope_scaling."""
-    try:
-        heads = int(raw["num_attention_heads"])
-        hidden = int(raw["hidden_size"])
-        rope = dict(raw.get("rope_parameters") or raw.get("rope_scaling") or {})
-        rope_theta = float(rope.pop("rope_theta", raw.get("rope_theta", 10000.0)))
-        rope_type = rope.get("rope_type", rope.get("type", "default"))
-        arch = raw["architecture"]
-        return ArchConfig(
-            architecture=arch,
-            hidden_size=hidden,
-            intermediate_size=int(raw["intermediate_size"]),
-            num_hidden_layers=int(raw["num_hidden_layers"]),
-            num_attention_heads=heads,
-            num_key_value_heads=int(raw.get("num_key_value_heads") or heads),
-            head_dim=int(raw.get("head_dim") or hidden // heads),
-            vocab_size=int(raw["vocab_size"]),
-            tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
-            attention_bias=bool(raw.get("attention_bias", arch == "Qwen2ForCausalLM")),
-            rope_theta=rope_theta,
-            rope_scaling=rope if rope_type not in ("default", None) else None,
-            rms_norm_eps=float(raw.get("rms_norm_eps", 1e-5)),
-            max_position_embeddings=int(raw.get("max_position_embeddings", 4096)),
-            sliding_window=raw.get("sliding_window") if raw.get("use_sliding_window") else None,
-            source=source,
-        )
-    except KeyError as exc:
-        raise GraphbenchError(f"model config {source} lacks the field {exc.args[0]!r}") from None
-    except (TypeError, ValueError) as exc:
-        raise GraphbenchError(f"model config {source} has a bad value: {exc}") from None
+    """Read HF-style fields; transformers 5 nests rope_theta in rope_parameters, older ones use rope_scaling.
+    Every field is checked for type and range, and what the engine cannot compute is refused."""
+    act = raw.get("hidden_act", raw.get("hidden_activation", "silu"))
+    if act not in ACTIVATIONS:
+        raise GraphbenchError(f"model config {source}: hidden_act {act!r} is not supported (graphbench runs "
+                              f"{', '.join(ACTIVATIONS)})")
+    rope = raw.get("rope_parameters") or raw.get("rope_scaling") or {}
+    if not isinstance(rope, dict):
+        raise GraphbenchError(f"model config {source}: rope_parameters / rope_scaling must be an object, got {rope!r}")
+    rope = dict(rope)
+    theta_from = rope if "rope_theta" in rope else raw
+    rope_theta = _float(theta_from, "rope_theta", source, 10000.0)
+    rope.pop("rope_theta", None)
+    rope_type = rope.get("rope_type", rope.get("type", "default"))
+    if rope_type not in (*ROPE_TYPES, None):
+        raise GraphbenchError(f"model config {source}: rope type {rope_type!r} is not supported "
+                              f"(supported: {', '.join(ROPE_TYPES)})")
+    for key, value in rope.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise GraphbenchError(f"model config {source}: rope {key} must be finite, got {value!r}")
+    heads = _int(raw, "num_attention_heads", source)
+    hidden = _int(raw, "hidden_size", source)
+    arch = raw.get("architecture")
+    window = raw.get("sliding_window") if raw.get("use_sliding_window") else None
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+        raise GraphbenchError(f"model config {source}: sliding_window must be a positive integer, got {window!r}")
+    return ArchConfig(
+        architecture=arch if isinstance(arch, str) else repr(arch),
+        hidden_size=hidden,
+        intermediate_size=_int(raw, "intermediate_size", source),
+        num_hidden_layers=_int(raw, "num_hidden_layers", source),
+        num_attention_heads=heads,
+        num_key_value_heads=_int(raw, "num_key_value_heads", source, default=raw.get("num_key_value_heads") or heads),
+        head_dim=_int(raw, "head_dim", source, default=raw.get("head_dim") or max(1, hidden // heads)),
+        vocab_size=_int(raw, "vocab_size", source),
+        tie_word_embeddings=_bool(raw, "tie_word_embeddings", source, False),
+        attention_bias=_bool(raw, "attention_bias", source, arch == "Qwen2ForCausalLM"),
+        rope_theta=rope_theta,
+        rope_scaling=rope if rope_type not in ("default", None) else None,
+        rms_norm_eps=_float(raw, "rms_norm_eps", source, 1e-5, below=1.0),
+        max_position_embeddings=_int(raw, "max_position_embeddings", source, default=4096),
+        sliding_window=window,
+        source=source,
+    )
+
+
+def _bool(raw: dict[str, Any], key: str, source: str, default: bool) -> bool:
+    value = default if raw.get(key) is None else raw[key]
+    if not isinstance(value, bool):
+        raise GraphbenchError(f"model config {source}: {key} must be true or false, got {value!r}")
+    return value
