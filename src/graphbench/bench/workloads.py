@@ -7,6 +7,7 @@ workloads have no arrival times (a request starts when one of the C in flight fi
 from __future__ import annotations
 
 import json
+import math
 import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -15,6 +16,12 @@ from typing import Any
 from graphbench.errors import GraphbenchError
 
 KINDS = ("closed", "poisson", "trace")
+# Bounds on what a workload may ask for: beyond them a run would not end, or not fit in memory
+MAX_TOKENS = 1 << 20  # a prompt or output length
+MAX_CONCURRENCY = 1 << 16
+MAX_REQUESTS = 1 << 20  # requests of one workload
+MAX_RATE = 1e6  # requests/s
+MAX_TRACE_BYTES = 256 << 20
 
 
 @dataclass(frozen=True)
@@ -84,8 +91,12 @@ class LengthDist:
 
     @classmethod
     def _checked(cls, dist: str, a: float, b: float, what: str) -> "LengthDist":
+        if not (math.isfinite(a) and math.isfinite(b)):
+            raise GraphbenchError(f"{what} must be finite numbers, got {dist}:{a:g},{b:g}")
         if a < 1 or b < 0:
-            raise GraphbenchError(f"{what} must be positive, got {dist}:{a},{b}")
+            raise GraphbenchError(f"{what} must be positive, got {dist}:{a:g},{b:g}")
+        if a > MAX_TOKENS or b > MAX_TOKENS:
+            raise GraphbenchError(f"{what} must stay within {MAX_TOKENS} tokens, got {dist}:{a:g},{b:g}")
         return cls(dist, a, b)
 
     def sample(self, rng: random.Random) -> int:
@@ -133,14 +144,15 @@ class Workload:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise GraphbenchError(f"unknown workload kind {self.kind!r}; choose from {', '.join(KINDS)}")
-        if self.kind == "closed" and self.concurrency < 1:
-            raise GraphbenchError(f"concurrency must be >= 1, got {self.concurrency}")
-        if self.kind == "poisson" and not (self.request_rate and self.request_rate > 0):
-            raise GraphbenchError("a poisson workload needs --request-rate > 0")
+        if self.kind == "closed" and not 1 <= self.concurrency <= MAX_CONCURRENCY:
+            raise GraphbenchError(f"concurrency must be in 1..{MAX_CONCURRENCY}, got {self.concurrency}")
+        if self.kind == "poisson" and not (self.request_rate and 0 < self.request_rate <= MAX_RATE):
+            raise GraphbenchError(f"a poisson workload needs a --request-rate in (0, {MAX_RATE:g}] requests/s, "
+                                  f"got {self.request_rate}")
         if self.kind == "trace" and not self.trace:
             raise GraphbenchError("a trace workload needs --trace FILE.jsonl")
-        if self.num_requests is not None and self.num_requests < 1:
-            raise GraphbenchError(f"num_requests must be >= 1, got {self.num_requests}")
+        if self.num_requests is not None and not 1 <= self.num_requests <= MAX_REQUESTS:
+            raise GraphbenchError(f"num_requests must be in 1..{MAX_REQUESTS}, got {self.num_requests}")
 
     @property
     def name(self) -> str:
@@ -175,20 +187,33 @@ class Workload:
 def load_trace(path: str | Path) -> list[RequestSpec]:
     """JSONL lines {"arrival_s": float, "prompt_len": int, "output_len": int}, sorted by arrival."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise GraphbenchError(f"trace file not found: {path}")
+    if not path.is_file():
+        raise GraphbenchError(f"trace {path} is not a regular file")
+    if path.stat().st_size > MAX_TRACE_BYTES:
+        raise GraphbenchError(f"trace {path} is {path.stat().st_size} bytes, over {MAX_TRACE_BYTES >> 20} MiB")
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise GraphbenchError(f"trace {path} is not UTF-8 text") from None
     specs = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
-            spec = RequestSpec(float(row["arrival_s"]), int(row["prompt_len"]), int(row["output_len"]))
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            arrival, prompt, output = row["arrival_s"], row["prompt_len"], row["output_len"]
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
             raise GraphbenchError(f"{path}:{number}: expected arrival_s, prompt_len, output_len ({exc})") from None
-        if spec.arrival_s < 0 or spec.prompt_len < 1 or spec.output_len < 1:
-            raise GraphbenchError(f"{path}:{number}: arrival_s must be >= 0 and lengths >= 1")
-        specs.append(spec)
+        if isinstance(arrival, bool) or not isinstance(arrival, (int, float)) or not 0 <= arrival < 1e9:
+            raise GraphbenchError(f"{path}:{number}: arrival_s must be a number of seconds in [0, 1e9), got {arrival!r}")
+        for name, value in (("prompt_len", prompt), ("output_len", output)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TOKENS:
+                raise GraphbenchError(f"{path}:{number}: {name} must be an integer in 1..{MAX_TOKENS}, got {value!r}")
+        specs.append(RequestSpec(float(arrival), prompt, output))
+        if len(specs) > MAX_REQUESTS:
+            raise GraphbenchError(f"trace {path} holds more than {MAX_REQUESTS} requests")
     if not specs:
         raise GraphbenchError(f"trace {path} holds no requests")
     return sorted(specs, key=lambda s: s.arrival_s)
