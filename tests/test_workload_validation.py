@@ -53,3 +53,17 @@ def test_a_trace_that_is_not_a_regular_file_is_refused_unread(tmp_path):
     os.mkfifo(tmp_path / "t.jsonl")
     with pytest.raises(GraphbenchError, match="is not a regular file"):
         load_trace(tmp_path / "t.jsonl")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"temperature": math.nan}, r"temperature must be a number in \[0, 100\], got nan"),
+    ({"temperature": math.inf}, "temperature must be a number"),
+    ({"temperature": -1.0}, "temperature must be a number"),
+    ({"top_p": math.nan}, r"top_p must be in \(0, 1\]"),
+    ({"max_tokens": 10**12}, "max_tokens must be at most 1048576"),
+])
+def test_sampling_params(kwargs, message):
+    from graphbench.runner.request import SamplingParams
+
+    with pytest.raises(GraphbenchError, match=message):
+        SamplingParams(**kwargs)

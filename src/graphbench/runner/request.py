@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 
 from graphbench.errors import GraphbenchError
 
+MAX_TEMPERATURE = 100.0  # beyond it sampling is uniform noise; inf and NaN would sample garbage
+MAX_OUTPUT_TOKENS = 1 << 20
+
 
 @dataclass(frozen=True, slots=True)
 class SamplingParams:
@@ -21,10 +24,13 @@ class SamplingParams:
     def __post_init__(self) -> None:
         if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens <= 0:
             raise GraphbenchError(f"max_tokens must be a positive integer, got {self.max_tokens!r}")
-        if self.temperature < 0:
-            raise GraphbenchError(f"temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise GraphbenchError(f"top_p must be in (0, 1], got {self.top_p}")
+        if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)) \
+                or not 0 <= self.temperature <= MAX_TEMPERATURE:  # (NaN fails this too)
+            raise GraphbenchError(f"temperature must be a number in [0, {MAX_TEMPERATURE:g}], got {self.temperature!r}")
+        if isinstance(self.top_p, bool) or not isinstance(self.top_p, (int, float)) or not 0 < self.top_p <= 1:
+            raise GraphbenchError(f"top_p must be in (0, 1], got {self.top_p!r}")
+        if self.max_tokens > MAX_OUTPUT_TOKENS:
+            raise GraphbenchError(f"max_tokens must be at most {MAX_OUTPUT_TOKENS}, got {self.max_tokens}")
 
 
 # Placeholder for a sampled token still on the device (asynchronous scheduling resolves it a step later).
