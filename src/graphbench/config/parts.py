@@ -14,6 +14,7 @@ from graphbench.config.validate import (
     require_choice,
     require_int,
     require_int_list,
+    require_at_most,
     require_positive,
 )
 from graphbench.errors import GraphbenchError
@@ -45,6 +46,8 @@ class ModelConfig:
         require_choice("device", self.device, DEVICES)
         require_choice("attention backend", self.attention_backend, ATTENTION_BACKENDS)
         require_int("seed", self.seed)
+        if not 0 <= self.seed < 2**63:
+            raise GraphbenchError(f"seed must be in 0..2**63-1, got {self.seed}")
 
     def compute_hash(self) -> str:
         """Architecture and dtype change the code; the path, seed and load format do not."""
@@ -69,6 +72,8 @@ def default_max_num_batched_tokens(device_name: str | None, total_memory: int | 
         return LARGE_GPU_DEFAULT_TOKEN_BUDGET
     return DEFAULT_TOKEN_BUDGET
 
+MAX_STEP_TOKENS = 1 << 20  # tokens in one step (a flat batch): 1M is past any GPU's activations
+
 
 @dataclass(slots=True)
 class SchedulerConfig:
@@ -83,9 +88,11 @@ class SchedulerConfig:
     async_scheduling: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("max_num_seqs", "max_num_batched_tokens", "max_model_len"):
+        limits = {"max_num_seqs": 1 << 16, "max_num_batched_tokens": MAX_STEP_TOKENS, "max_model_len": 1 << 24}
+        for name, limit in limits.items():
             require_int(name, getattr(self, name))
             require_positive(name, getattr(self, name))
+            require_at_most(name, getattr(self, name), limit)
 
     def compute_hash(self) -> str:
         return hash_factors([self.max_num_seqs, self.max_num_batched_tokens])
@@ -102,14 +109,17 @@ class CacheConfig:
     def __post_init__(self) -> None:
         require_int("block_size", self.block_size)
         require_positive("block_size", self.block_size)
+        require_at_most("block_size", self.block_size, 1024)
         if self.block_size & (self.block_size - 1):
             raise GraphbenchError(f"block_size must be a power of two, got {self.block_size}")
-        if not isinstance(self.gpu_memory_utilization, (int, float)) or not 0 < self.gpu_memory_utilization <= 1:
+        if isinstance(self.gpu_memory_utilization, bool) or not isinstance(self.gpu_memory_utilization, (int, float)) \
+                or not 0 < self.gpu_memory_utilization <= 1:
             raise GraphbenchError(
                 f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization!r}"
             )
         require_int("num_blocks", self.num_blocks)
         require_positive("num_blocks", self.num_blocks)
+        require_at_most("num_blocks", self.num_blocks, 1 << 24)
 
     def compute_hash(self) -> str:
         return hash_factors([self.block_size])
@@ -123,8 +133,8 @@ class SpeculativeConfig:
 
     def __post_init__(self) -> None:
         require_int("num_speculative_tokens", self.num_speculative_tokens)
-        if self.num_speculative_tokens < 0:
-            raise GraphbenchError(f"num_speculative_tokens must be >= 0, got {self.num_speculative_tokens}")
+        if not 0 <= self.num_speculative_tokens <= 32:
+            raise GraphbenchError(f"num_speculative_tokens must be in 0..32, got {self.num_speculative_tokens}")
 
     @property
     def decode_query_len(self) -> int:
@@ -143,6 +153,7 @@ class ParallelConfig:
     def __post_init__(self) -> None:
         require_int("tensor_parallel_size", self.tensor_parallel_size)
         require_positive("tensor_parallel_size", self.tensor_parallel_size)
+        require_at_most("tensor_parallel_size", self.tensor_parallel_size, 64)
 
     def compute_hash(self) -> str:
         return hash_factors([self.tensor_parallel_size])
@@ -167,16 +178,17 @@ class CompilationConfig:
         if self.cudagraph_mode is not None:
             self.cudagraph_mode = CUDAGraphMode.parse(self.cudagraph_mode)
         require_choice("performance mode", self.performance_mode, PERFORMANCE_MODES)
-        require_int_list("cudagraph_capture_sizes", self.cudagraph_capture_sizes)
+        require_int_list("cudagraph_capture_sizes", self.cudagraph_capture_sizes, MAX_STEP_TOKENS)
         require_int("max_cudagraph_capture_size", self.max_cudagraph_capture_size)
         require_positive("max_cudagraph_capture_size", self.max_cudagraph_capture_size)
+        require_at_most("max_cudagraph_capture_size", self.max_cudagraph_capture_size, MAX_STEP_TOKENS)
         if isinstance(self.compile_sizes, str):
             if self.compile_sizes != "decode<=8":
                 raise GraphbenchError(
                     f"compile_sizes must be a list of sizes or 'decode<=8', got {self.compile_sizes!r}"
                 )
         else:
-            require_int_list("compile_sizes", self.compile_sizes)
+            require_int_list("compile_sizes", self.compile_sizes, MAX_STEP_TOKENS)
         if self.splitting_ops is not None:
             if not isinstance(self.splitting_ops, (list, tuple)) or not all(
                 isinstance(op, str) and op for op in self.splitting_ops

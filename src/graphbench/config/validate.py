@@ -20,6 +20,12 @@ def require_int(name: str, value: object) -> None:
         raise GraphbenchError(f"{name} must be an integer, got {value!r}")
 
 
+def require_at_most(name: str, value: int | float | None, limit: int | float) -> None:
+    """Fail unless value is None or <= limit (what a machine can hold: bigger is a typo or an attack)."""
+    if value is not None and value > limit:
+        raise GraphbenchError(f"{name} must be at most {limit}, got {value}")
+
+
 def require_choice(name: str, value: str | None, choices: Iterable[str]) -> None:
     """Fail unless value is None or one of choices; suggest the closest choice."""
     choices = list(choices)
@@ -34,13 +40,20 @@ def suggest(word: str, choices: Iterable[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def require_int_list(name: str, values: list[int] | None) -> None:
-    """Fail unless values is None or a list of positive ints."""
+MAX_LIST = 4096  # sizes in a capture or compile list
+
+
+def require_int_list(name: str, values: list[int] | None, limit: int | None = None) -> None:
+    """Fail unless values is None or a list (at most MAX_LIST long) of positive ints, each <= limit."""
     if values is None:
         return
     if not isinstance(values, (list, tuple)):
         raise GraphbenchError(f"{name} must be a list of integers, got {values!r}")
+    if len(values) > MAX_LIST:
+        raise GraphbenchError(f"{name} must hold at most {MAX_LIST} sizes, got {len(values)}")
     for v in values:
         require_int(name, v)
         if v <= 0:
             raise GraphbenchError(f"{name} must hold positive sizes, got {v}")
+        if limit is not None:
+            require_at_most(name, v, limit)
