@@ -67,3 +67,35 @@ def test_sampling_params(kwargs, message):
 
     with pytest.raises(GraphbenchError, match=message):
         SamplingParams(**kwargs)
+
+
+def test_tuning_and_comparing_have_caps():
+    from graphbench.ladders.distributions import BatchSizeDistribution
+    from graphbench.ladders.tune import pareto_curve
+
+    dist = BatchSizeDistribution({1: 3, 9: 1})
+    with pytest.raises(GraphbenchError, match="max graphs must be at most 4096, got 1000000000000"):
+        pareto_curve(dist, 10**12)
+    with pytest.raises(GraphbenchError, match="top must be at most 1048576 tokens"):
+        pareto_curve(dist, 4, top=10**12)
+    with pytest.raises(GraphbenchError, match=r"max_size must be an integer in 1\.\.1048576"):
+        BatchSizeDistribution.uniform(10**12)
+
+
+def test_a_sharded_index_may_only_name_the_checkpoints_own_files(tmp_path):
+    from graphbench.runner.loader import checkpoint_files
+
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "../../etc/x.safetensors"}}))
+    with pytest.raises(GraphbenchError, match="outside the checkpoint folder"):
+        checkpoint_files(tmp_path)
+
+
+def test_a_point_whose_label_holds_a_path_or_an_emoji_gets_a_readable_config_file(tmp_path):
+    from graphbench.bench.sweep import write_point_config
+    from graphbench.bench.sweep_grid import SweepPoint
+    from graphbench.config.tomlio import read_toml
+
+    point = SweepPoint("O2_model=/data/ckpt \U0001F600", {"model.model": "/data/ckpt \U0001F600", "optimization_level": 2})
+    path = write_point_config(point, tmp_path)
+    assert path.parent == tmp_path and path.name == "O2_model-data-ckpt.toml"
+    assert read_toml(path)["model"]["model"] == "/data/ckpt \U0001F600"

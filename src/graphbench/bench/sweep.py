@@ -37,7 +37,7 @@ from graphbench.bench.sweep_lock import sweep_lock
 from graphbench.config.engine import config_from_dict
 from graphbench.errors import GraphbenchError
 from graphbench.reports.aliases import stands_for
-from graphbench.reports.store import load_results, write_result
+from graphbench.reports.store import load_results, safe_label, write_result
 
 __all__ = [
     "AXIS_ALIASES",
@@ -157,7 +157,7 @@ def _toml_value(value: Any) -> str:
         return repr(value)
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return json.dumps(str(value))
+    return json.dumps(str(value), ensure_ascii=False)  # (\\u escapes of an emoji's surrogates are not TOML)
 
 
 def write_point_config(point: SweepPoint, directory: Path) -> Path:
@@ -168,7 +168,7 @@ def write_point_config(point: SweepPoint, directory: Path) -> Path:
         lines.append(f"[{section}]")
         lines += [f"{key} = {_toml_value(value)}" for key, value in values.items()]
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{point.label}.toml"
+    path = directory / f"{safe_label(point.label)}.toml"  # a label may hold a checkpoint's path
     path.write_text("\n".join(lines) + "\n")
     return path
 

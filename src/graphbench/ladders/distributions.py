@@ -243,10 +243,13 @@ def _number_field(value: str, where: str, what: str = "count") -> float:
     return number
 
 
+MAX_BATCH_SIZE = 1 << 20  # tokens in one step: no engine runs more
+
+
 def _check_size(size: object, source: str, *, what: str = "batch size") -> None:
-    if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+    if isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= MAX_BATCH_SIZE:
         where = f"{source}: " if source else ""
-        raise GraphbenchError(f"{where}{what} must be a positive integer, got {size!r}")
+        raise GraphbenchError(f"{where}{what} must be an integer in 1..{MAX_BATCH_SIZE}, got {size!r}")
 
 
 def _check_weight(weight: object, size: int, source: str) -> None:

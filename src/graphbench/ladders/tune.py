@@ -54,6 +54,8 @@ __all__ = [
 
 _REL_TIE = 1e-12
 
+MAX_GRAPHS = 4096  # more graphs than any server captures; the curve is computed for every count up to it
+
 
 @dataclass(frozen=True, slots=True)
 class TunedLadder:
@@ -136,6 +138,8 @@ def pareto_curve(
     memory_model prediction fits are considered (n values with no fitting ladder are left out).
     """
     check_int("max_graphs", max_graphs)
+    if max_graphs > MAX_GRAPHS:
+        raise GraphbenchError(f"max graphs must be at most {MAX_GRAPHS}, got {max_graphs}")
     prob = LadderProblem(as_dist(distribution), objective, top, multiple_of, required, candidates)
     if max_graphs < prob.forced:
         raise GraphbenchError(

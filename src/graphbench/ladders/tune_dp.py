@@ -13,6 +13,7 @@ import numpy as np
 
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.tune_inputs import ceil_multiple, check_int, check_objective
+from graphbench.ladders.distributions import MAX_BATCH_SIZE
 
 _MAX_BUDGET_WORK = 4e8  # numpy element operations of the memory-budget DP
 _MAX_BUDGET_CELLS = 6e7  # back-pointers it stores
@@ -26,7 +27,9 @@ class LadderProblem:
         m = check_int("multiple_of", multiple_of)
         if top is None:
             top = ceil_multiple(dist.max_size, m)
-        elif check_int("top", top) % m:
+        elif check_int("top", top) > MAX_BATCH_SIZE:
+            raise GraphbenchError(f"top must be at most {MAX_BATCH_SIZE} tokens, got {top}")
+        elif top % m:
             raise GraphbenchError(f"top {top} is not a multiple of {m}")
         req = sorted({check_int("required size", s) for s in required})
         for s in req:

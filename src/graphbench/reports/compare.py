@@ -61,6 +61,8 @@ __all__ = [
 DEFAULT_ALPHA = 0.05
 VERDICTS = ("improved", "regressed", "unchanged", "n/a")
 
+MAX_BOOTSTRAP = 100_000  # resamples: a tighter CI than 3-5 repeats can support, in seconds
+
 
 
 @dataclass(frozen=True)
@@ -184,8 +186,8 @@ def compare_sets(
     """
     if not 0.0 < alpha < 1.0:
         raise GraphbenchError(f"alpha must be in (0, 1), got {alpha}")
-    if bootstrap < 0:
-        raise GraphbenchError(f"bootstrap resamples must be >= 0, got {bootstrap}")
+    if not 0 <= bootstrap <= MAX_BOOTSTRAP:
+        raise GraphbenchError(f"bootstrap resamples must be in 0..{MAX_BOOTSTRAP}, got {bootstrap}")
     selected = [resolve_metric(m) for m in metrics] if metrics is not None else list(CATALOGUE)
     selected = list({m.name: m for m in selected}.values())
     matching = match_results(baseline, current, allow_mismatch=allow_mismatch)

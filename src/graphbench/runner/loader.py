@@ -74,7 +74,12 @@ def checkpoint_files(folder: Path) -> list[Path]:
             weight_map = json.loads(index.read_text())["weight_map"]
         except (json.JSONDecodeError, KeyError) as exc:
             raise GraphbenchError(f"{index} is not a valid safetensors index: {exc}") from None
+        if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
+            raise GraphbenchError(f"{index}: weight_map must map tensor names to file names")
         files = sorted({folder / f for f in weight_map.values()})
+        outside = [f for f in files if f.resolve().parent != folder.resolve()]
+        if outside:  # an index may only name the checkpoint's own shards
+            raise GraphbenchError(f"{index} names {outside[0]}, outside the checkpoint folder {folder}")
         missing = [f.name for f in files if not f.is_file()]
         if missing:
             raise GraphbenchError(f"checkpoint {folder} is missing shard(s): {', '.join(missing)}")
