@@ -1,0 +1,44 @@
+"""The signed compile cache on the GPU: a second start of a configuration loads what the first compiled
+and captured (Triton's kernels compiled for the capture included), without rebuilding the entry."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+SCRIPT = """
+import json, sys
+from graphbench.config import load_engine_config
+from graphbench.runner.engine import Engine
+from graphbench.runner.request import SamplingParams
+e = Engine(load_engine_config(overrides={"model.model": "tiny-llama", "model.device": "cuda", "optimization_level": 2,
+                                         "scheduler.max_num_seqs": 8, "cache.gpu_memory_utilization": 0.2}))
+print(json.dumps({"loaded": e.report.compile_loaded, "rebuilt": e.report.compile_cache_rebuilt,
+                  "tokens": e.generate([[1, 2, 3], [9, 8, 7, 6]], SamplingParams(max_tokens=6))}))
+"""
+
+
+def _start(tmp_path: Path) -> dict:
+    env = dict(os.environ, GRAPHBENCH_CACHE_ROOT=str(tmp_path / "cache"), XDG_CONFIG_HOME=str(tmp_path / "config"),
+               PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src"))
+    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_warm_start_loads_the_signed_entry(tmp_path):
+    cold = _start(tmp_path)
+    warm = _start(tmp_path)
+    assert not cold["loaded"] and warm["loaded"] and not warm["rebuilt"]
+    assert warm["tokens"] == cold["tokens"]
+    (entry,) = (tmp_path / "cache" / "torch_compile_cache").glob("*/rank_0_0")
+    signed = json.loads((entry / "manifest.json").read_text())["files"]
+    assert any(name.startswith("triton/") for name in signed)  # the kernels the capture compiled
