@@ -225,7 +225,7 @@ def merge_splits(part: torch.Tensor, lse: torch.Tensor, out: torch.Tensor, query
 
 
 @functools.lru_cache(maxsize=None)
-def num_sms(device_index: int) -> int:
+def sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
@@ -286,7 +286,7 @@ def paged_attention(
     # query_start_loc's last value: the kernels need only the first min(T, max_reqs) slots. That keeps
     # the grid small for small batches in a large engine (e.g. 1 token with 256 request slots).
     max_reqs = min(num_tokens, max_reqs)
-    num_sms = num_sms(q.device.index or 0) if q.is_cuda else None
+    num_sms = sm_count(q.device.index or 0) if q.is_cuda else None
     cfg = attention_config(num_tokens, max_reqs, num_heads, num_kv_heads, head_dim, q.dtype, num_sms)
     if num_splits is not None:
         assert 1 <= num_splits <= MAX_SPLITS and num_splits & (num_splits - 1) == 0, "num_splits: a power of two"

@@ -20,7 +20,7 @@ from graphbench.runner.kernels.launch import DirectLauncher
 from graphbench.runner.kernels.paged_attention import (
     MAX_SPLITS,
     attend_tiles,
-    num_sms,
+    sm_count,
     store_result,
     make_workspace,
     merge_splits,
@@ -207,7 +207,7 @@ def paged_decode(
     assert block_size & (block_size - 1) == 0, "block_size must be a power of two"
     if num_rows == 0:
         return
-    num_sms = num_sms(q.device.index or 0) if q.is_cuda else None
+    num_sms = sm_count(q.device.index or 0) if q.is_cuda else None
     cfg = decode_config(num_rows, num_kv_heads, head_dim, q.dtype, num_sms)
     if num_splits is not None:
         assert 1 <= num_splits <= MAX_SPLITS, f"num_splits must be in 1..{MAX_SPLITS}"
