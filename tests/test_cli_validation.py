@@ -34,7 +34,7 @@ def test_rates_or_a_trace_alone_replace_the_default_closed_loops(tmp_path):
     (["--concurrency", "0"], "error: --concurrency levels must be >= 1, got 0"),
     (["--num-requests", "0"], "error: --num-requests must be >= 1, got 0"),
     (["--request-rate", "0"], "error: --request-rate must be > 0, got 0"),
-    (["--repeats", "0"], "error: --repeats must be >= 1, got 0"),
+    (["--repeats", "0"], "error: --repeats must be in 1..1000, got 0"),
     (["--concurrency", "1", "--prompt-len", "2040", "--output-len", "100"],
      "error: --prompt-len 2040 + --output-len 100 reach 2140 tokens, over max_model_len 2048 (--max-model-len)"),
     (["--concurrency", "1", "--prompt-len", "uniform:100-2000", "--output-len", "64", "--max-model-len", "1024"],
@@ -58,12 +58,12 @@ def test_run_checks_a_traces_lengths_and_its_results_folder(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--repeats", "-3"], "error: --repeats must be >= 1, got -3"),
+    (["--repeats", "-3"], "error: --repeats must be in 1..1000, got -3"),
     (["--concurrency", "x"], "error: --concurrency must be comma-separated integers like 1,2,4; got 'x'"),
     (["--prompt-len", "-1"], "error: --prompt-len must be positive, got fixed:-1,0"),
     (["--num-requests", "-1"], "error: --num-requests must be >= 1, got -1"),
-    (["--target-repeat-s", "-1"], "error: --target-repeat-s must be >= 0, got -1.0"),
-    (["--timeout", "0"], "error: --timeout must be > 0 seconds, got 0"),
+    (["--target-repeat-s", "-1"], "error: --target-repeat-s must be in 0..3600 seconds, got -1.0"),
+    (["--timeout", "0"], "error: --timeout must be in (0, 604800] seconds, got 0"),
     (["--gpus", "0,1"], "error: --gpus 0,1: no CUDA GPU is visible (--device cpu)"),
     (["--max-num-seqs", "0"], "error: --max-num-seqs must be >= 1, got 0"),
 ])
@@ -86,3 +86,20 @@ def test_sweep_file_workload_keys_are_checked(tmp_path):
                                  "--results", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert "--request-rate 2,8" in " ".join(result.output.split()) and "--concurrency" not in result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["sweep", "--dry-run", "--timeout", "nan"], r"error: --timeout must be in (0, 604800] seconds, got nan"),
+    (["sweep", "--dry-run", "--levels", ""], "error: --levels names nothing (got ''): give at least one, e.g. --levels 2"),
+    (["sweep", "--dry-run", "--target-repeat-s", "nan"], "error: --target-repeat-s must be in 0..3600 seconds, got nan"),
+    (["sweep", "--dry-run", "--repeats", "100000000"], "error: --repeats must be in 1..1000, got 100000000"),
+    (["sweep", "--results", "/etc/passwd", "--levels", "0", "--ladders", "default"],
+     "error: results folder /etc/passwd: /etc/passwd exists and is not a folder"),
+    (["tune", "--model", "uniform:1-1000000000000", "--max-graphs", "4"],
+     "error: bad model 'uniform:1-1000000000000': expected uniform:A-B with 1 <= A <= B <= 1048576"),
+    (["run", "--request-rate", "inf"], "error: a poisson workload needs a --request-rate in (0, 1e+06] requests/s, got inf"),
+])
+def test_unbounded_or_non_finite_options_are_one_line_errors(args, message):
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines()[-1] == message

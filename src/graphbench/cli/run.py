@@ -51,12 +51,16 @@ def build_workloads(concurrency: Optional[str], request_rate: Optional[str], tra
     return workloads
 
 
+MAX_REPEATS = 1000
+MAX_TARGET_REPEAT_S = 3600.0
+
+
 def check_measure_options(repeats: int, target_repeat_s: float) -> None:
     """--repeats and --target-repeat-s, checked before anything starts (run and sweep)."""
-    if repeats < 1:
-        raise GraphbenchError(f"--repeats must be >= 1, got {repeats}")
-    if target_repeat_s < 0:
-        raise GraphbenchError(f"--target-repeat-s must be >= 0, got {target_repeat_s}")
+    if not 1 <= repeats <= MAX_REPEATS:
+        raise GraphbenchError(f"--repeats must be in 1..{MAX_REPEATS}, got {repeats}")
+    if not 0 <= target_repeat_s <= MAX_TARGET_REPEAT_S:  # (NaN fails this too)
+        raise GraphbenchError(f"--target-repeat-s must be in 0..{MAX_TARGET_REPEAT_S:g} seconds, got {target_repeat_s}")
 
 
 def check_lengths(workloads: list, max_model_len: int) -> None:

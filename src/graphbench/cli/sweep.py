@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from graphbench.cli.output import console as make_console
+from graphbench.cli.run import check_results_folder
 from graphbench.cli.sweep_summary import print_summary
 from graphbench.errors import GraphbenchError
 
@@ -69,8 +70,11 @@ def sweep(
     gpu = _has_gpu(device)
     if gpu_ids and not gpu:
         raise GraphbenchError(f"--gpus {gpus}: no CUDA GPU is visible{' (--device cpu)' if device == 'cpu' else ''}")
-    if timeout <= 0:
-        raise GraphbenchError(f"--timeout must be > 0 seconds, got {timeout:g}")
+    if not 0 < timeout <= 7 * 86400:  # (NaN fails this too: it would switch every timeout off)
+        raise GraphbenchError(f"--timeout must be in (0, 604800] seconds, got {timeout:g}")
+    for name, text in (("--levels", levels), ("--ladders", ladders)):
+        if not _parse_values(text):
+            raise GraphbenchError(f"{name} names nothing (got {text!r}): give at least one, e.g. --levels 2")
     if max_num_seqs is not None and max_num_seqs < 1:
         raise GraphbenchError(f"--max-num-seqs must be >= 1, got {max_num_seqs}")
     base: dict = {"model.model": model, "model.device": device}
@@ -106,6 +110,7 @@ def sweep(
         console.print(table)
         console.print(f"[dim]{len(points)} points; each runs: graphbench run {' '.join(run_args)}[/dim]")
         return
+    check_results_folder(results)  # (a file, a path under /proc: refused before any point starts)
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("ETA"), TimeRemainingColumn()]
     with Progress(*columns, console=console) as progress:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from graphbench.errors import GraphbenchError
-from graphbench.ladders.distributions import BatchSizeDistribution
+from graphbench.ladders.distributions import MAX_BATCH_SIZE, BatchSizeDistribution
 
 CLOSED_WEIGHT = 0.9
 MODEL_FORMS = "closed:C, closed:C:W or uniform:A-B"
@@ -124,6 +124,8 @@ def model_distribution(spec: str, tokens_per_request: int = 1) -> BatchSizeDistr
         if not m or int(m.group(1)) <= 0:
             raise GraphbenchError(f"bad model {spec!r}: expected closed:C with C a positive integer (or closed:C:W)")
         c = int(m.group(1))
+        if c * max(1, tokens_per_request if isinstance(tokens_per_request, int) else 1) > MAX_BATCH_SIZE:
+            raise GraphbenchError(f"bad model {spec!r}: a closed loop of {c} requests is over {MAX_BATCH_SIZE} tokens a step")
         weight = CLOSED_WEIGHT if m.group(2) is None else _fraction(m.group(2), spec)
         if isinstance(tokens_per_request, bool) or not isinstance(tokens_per_request, int) or tokens_per_request <= 0:
             raise GraphbenchError(f"tokens per request must be a positive integer, got {tokens_per_request!r}")
@@ -137,8 +139,8 @@ def model_distribution(spec: str, tokens_per_request: int = 1) -> BatchSizeDistr
         if not m:
             raise GraphbenchError(f"bad model {spec!r}: expected uniform:A-B with 1 <= A <= B")
         low, high = int(m.group(1) or 1), int(m.group(2))
-        if not 1 <= low <= high:
-            raise GraphbenchError(f"bad model {spec!r}: expected uniform:A-B with 1 <= A <= B")
+        if not 1 <= low <= high <= MAX_BATCH_SIZE:
+            raise GraphbenchError(f"bad model {spec!r}: expected uniform:A-B with 1 <= A <= B <= {MAX_BATCH_SIZE}")
         return BatchSizeDistribution({n: 1.0 for n in range(low, high + 1)}, source=f"model uniform {low}..{high}")
     raise GraphbenchError(f"unknown distribution model {spec!r}; expected {MODEL_FORMS}")
 
