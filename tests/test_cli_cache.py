@@ -338,3 +338,17 @@ def test_cache_cli_never_imports_torch(tmp_path: Path) -> None:
         "assert 'torch' not in sys.modules, 'torch was imported by a command'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=60)
+
+
+def test_cache_metadata_of_the_wrong_shape_is_listed_as_unreadable(tmp_path, monkeypatch):
+    from graphbench.runner.compile.cache import list_entries
+
+    monkeypatch.setenv("GRAPHBENCH_CACHE_ROOT", str(tmp_path))
+    for name, content in (("a", b"[1, 2]"), ("b", b'{"created": "x", "summary": 5}'), ("c", b"\xff"),
+                          ("d", b'{"created": 1e400, "summary": "tiny-llama -O2"}')):
+        entry = tmp_path / "torch_compile_cache" / name
+        entry.mkdir(parents=True)
+        (entry / "graphbench_meta.json").write_bytes(content)
+    assert sorted((e.hash, e.created, e.summary) for e in list_entries()) == [
+        ("a", None, "(unreadable metadata)"), ("b", None, "(unreadable metadata)"),
+        ("c", None, "(unreadable metadata)"), ("d", None, "tiny-llama -O2")]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 import time
@@ -109,8 +110,11 @@ def list_entries() -> list[CacheEntry]:
             try:
                 data = json.loads(meta.read_text())
                 created, summary = data.get("created"), data.get("summary", "?")
-            except (json.JSONDecodeError, OSError):
-                summary = "(unreadable metadata)"
+                if not isinstance(created, (int, float)) or isinstance(created, bool) or not math.isfinite(created):
+                    created = None
+                summary = summary if isinstance(summary, str) else "(unreadable metadata)"
+            except (ValueError, OSError, AttributeError):  # not JSON, not UTF-8, not an object
+                created, summary = None, "(unreadable metadata)"
         entries.append(CacheEntry(path.name, path, _size(path), created, summary))
     return sorted(entries, key=lambda e: -(e.created or 0))
 
