@@ -273,3 +273,16 @@ def test_resume_reruns_a_point_measured_otherwise_and_says_why():
     assert rerun_reason(identity, other) == \
         "re-measured (--resume): its result was measured with another config, graphbench version"
     assert rerun_reason(identity, None) == "re-measured (--resume): its result does not record what it was measured with"
+
+
+@pytest.mark.parametrize("body, message", [
+    ("peers = 5\n", r"peers must be a list of names like \[\"hf-eager\"\], got 5"),
+    ('peers = ["hf-eager", 3]\n', "peers must be a list of names"),
+    ("base = 3\n", r"base must be a table \(\[base\]\), got 3"),
+    ('grid = "level"\n', "grid must be a table"),
+])
+def test_sweep_files_with_fields_of_the_wrong_type(tmp_path, body, message):
+    path = tmp_path / "s.toml"
+    path.write_text(body)
+    with pytest.raises(GraphbenchError, match=message):
+        load_sweep_file(path)

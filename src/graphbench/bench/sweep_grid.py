@@ -180,6 +180,12 @@ def load_sweep_file(path: str | Path) -> tuple[dict[str, Any], dict[str, list[An
     unknown = [k for k in data if k not in ("base", "grid", "workload", "peers")]
     if unknown:
         raise GraphbenchError(f"{path}: unknown section {unknown[0]!r}{suggest(unknown[0], ['base', 'grid', 'workload', 'peers'])}")
+    for section in ("base", "grid", "workload"):
+        if not isinstance(data.get(section, {}), dict):
+            raise GraphbenchError(f"{path}: {section} must be a table ([{section}]), got {data[section]!r}")
+    peers = data.get("peers", [])
+    if not isinstance(peers, list) or not all(isinstance(p, str) for p in peers):
+        raise GraphbenchError(f"{path}: peers must be a list of names like [\"hf-eager\"], got {peers!r}")
     grid = data.get("grid", {})
     for axis, values in grid.items():
         if not isinstance(values, list) or not values:
