@@ -68,6 +68,7 @@ def sign_cache_entry(engine) -> None:
     with cache_lock(directory):
         write_manifest(directory, signing_key(cache_root()))
 
+
 def _compile_into(engine, directory: Path) -> None:
     comp = engine.config.compilation
     engine.report.compile_from_cache = (directory / COMPLETE_MARKER).is_file()
