@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from graphbench.bench.metrics import distribution, quantile, step_metrics, summarize
+from graphbench.bench.metrics import distribution, step_metrics, summarize
+from graphbench.reports.stats import quantile
 from graphbench.bench.workloads import LengthDist, Workload, load_trace
 from graphbench.cli.main import app
 from graphbench.errors import GraphbenchError

@@ -1,4 +1,4 @@
-"""graphbench.reports.stats against hand-computed values (and scipy, when it is installed)."""
+"""graphbench.reports.stats against hand-computed values and brute-force enumeration."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from graphbench.reports.stats import (
     ratio,
     spread_pct,
     summarize,
-    u_distribution,
+    welch_t_test,
 )
 
 
@@ -68,16 +68,29 @@ def _brute_force_counts(n1: int, n2: int) -> list[int]:
     return counts
 
 
+def _brute_force_p(x: list[float], y: list[float]) -> float:
+    """Two-sided exact p: the share of rank placements whose U is at least as far from the middle."""
+    n1, n2 = len(x), len(y)
+    u = sum(a > b for a in x for b in y)
+    counts = _brute_force_counts(n1, n2)
+    total = math.comb(n1 + n2, n1)
+    return min(1.0, 2.0 * min(sum(counts[: u + 1]), sum(counts[u:])) / total)
+
+
 @pytest.mark.parametrize("n1,n2", [(1, 1), (1, 4), (2, 3), (3, 3), (4, 2), (4, 5), (5, 5), (6, 3)])
-def test_exact_distribution_matches_enumeration(n1, n2):
-    counts = u_distribution(n1, n2)
-    assert list(counts) == _brute_force_counts(n1, n2)
-    assert sum(counts) == math.comb(n1 + n2, n1)
+def test_exact_p_values_match_enumeration(n1, n2):
+    rng = random.Random(n1 * 10 + n2)
+    for _ in range(5):
+        pooled = rng.sample(range(100), n1 + n2)
+        x, y = pooled[:n1], pooled[n1:]
+        r = mann_whitney_u(x, y, method="exact")
+        assert r.method == "exact" and r.u1 == sum(a > b for a in x for b in y)
+        assert r.p_value == pytest.approx(_brute_force_p(x, y), rel=1e-12)
 
 
 def test_exact_p_values_by_hand():
     # n = m = 3: U counts 1,1,2,3,3,3,3,2,1,1 over C(6,3) = 20 orderings
-    assert u_distribution(3, 3) == (1, 1, 2, 3, 3, 3, 3, 2, 1, 1)
+    assert _brute_force_counts(3, 3) == [1, 1, 2, 3, 3, 3, 3, 2, 1, 1]
     r = mann_whitney_u([1, 2, 3], [4, 5, 6])
     assert (r.u1, r.u2, r.method) == (0, 9, "exact")
     assert r.p_value == pytest.approx(2 / 20)  # 0.1: never significant at 0.05
@@ -159,29 +172,24 @@ def test_bootstrap_ratio_ci_is_seeded_and_sensible():
         bootstrap_ratio_ci([], cur)
 
 
-def test_cross_check_with_scipy():
-    stats = pytest.importorskip("scipy.stats")
+def test_auto_stays_exact_beyond_scipys_own_auto():
+    # scipy's "auto" goes asymptotic above 8 values a side; graphbench keeps the exact test up to
+    # n1 * n2 = 2500 cells without ties, where the two agree only roughly
     rng = random.Random(11)
-    for n1, n2 in [(3, 3), (4, 6), (5, 5), (7, 9), (20, 25)]:
-        x = [rng.gauss(0, 1) for _ in range(n1)]
-        y = [rng.gauss(0.8, 1) for _ in range(n2)]
-        for method in ("exact", "asymptotic"):
-            ours = mann_whitney_u(x, y, method=method)
-            ref = stats.mannwhitneyu(x, y, alternative="two-sided", method=method)
-            assert ours.u1 == pytest.approx(ref.statistic)
-            assert ours.p_value == pytest.approx(ref.pvalue, rel=1e-9)
-    x, y = [1, 2, 2, 3, 3, 3], [2, 3, 4, 4, 5]
-    ref = stats.mannwhitneyu(x, y, alternative="two-sided", method="asymptotic")
-    assert mann_whitney_u(x, y).p_value == pytest.approx(ref.pvalue, rel=1e-9)
+    pooled = rng.sample(range(1000), 45)
+    x, y = pooled[:20], [v + 300 for v in pooled[20:]]
+    auto = mann_whitney_u(x, y)
+    assert auto.method == "exact"
+    assert auto.p_value == mann_whitney_u(x, y, method="exact").p_value
+    assert auto.p_value == pytest.approx(mann_whitney_u(x, y, method="asymptotic").p_value, abs=0.01)
+    assert mann_whitney_u(list(range(51)), list(range(100, 150))).method == "asymptotic"  # 2550 cells
 
 
-def test_welch_t_test_matches_scipy():
-    scipy_stats = pytest.importorskip("scipy.stats")
-    from graphbench.reports.welch import welch_t_test
-
-    rng = random.Random(7)
-    for _ in range(100):
-        x = [rng.gauss(0, 1) for _ in range(rng.randint(2, 9))]
-        y = [rng.gauss(rng.uniform(-2, 2), rng.uniform(0.1, 3)) for _ in range(rng.randint(2, 9))]
-        assert welch_t_test(x, y) == pytest.approx(scipy_stats.ttest_ind(x, y, equal_var=False).pvalue, abs=1e-9)
+def test_welch_t_test_by_hand():
+    # x = 1,2,3; y = 4,6,8,10: var/n = 1/3 and 20/3/4 = 5/3; t = (2 - 7) / sqrt(2) = -3.5355;
+    # df = 4 / ((1/3)^2 / 2 + (5/3)^2 / 3) = 4.0755; two-sided p = 2 * t_sf(3.5355, 4.0755) = 0.023377
+    assert welch_t_test([1.0, 2.0, 3.0], [4.0, 6.0, 8.0, 10.0]) == pytest.approx(0.0233767676, rel=1e-8)
+    assert welch_t_test([4.0, 6.0, 8.0, 10.0], [1.0, 2.0, 3.0]) == pytest.approx(0.0233767676, rel=1e-8)
     assert welch_t_test([1.0, 1.0], [1.0, 1.0]) == 1.0 and welch_t_test([1.0, 1.0], [2.0, 2.0]) == 0.0
+    with pytest.raises(GraphbenchError, match=">= 2 values"):
+        welch_t_test([1.0], [2.0, 3.0])

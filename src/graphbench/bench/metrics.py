@@ -6,19 +6,10 @@ import statistics
 from collections import Counter
 from typing import Any, Iterable
 
+from graphbench.reports.stats import iqr, quantile
+
 SUMMARY_PERCENTILES = {"tpot_ms": ("p50", "p99"), "ttft_ms": ("p50", "p99"), "itl_ms": ("p99",),
                        "e2e_ms": ("p99",), "step_ms": ("p50",)}
-
-
-def quantile(values: list[float], q: float) -> float:
-    """Linear-interpolation quantile (numpy's default)."""
-    data = sorted(values)
-    if not data:
-        return float("nan")
-    pos = (len(data) - 1) * q
-    lo = int(pos)
-    hi = min(lo + 1, len(data) - 1)
-    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
 
 
 def distribution(values: list[float]) -> dict[str, float]:
@@ -94,7 +85,7 @@ def summarize(repeats: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     for key, values in flat.items():
         median = statistics.median(values)
         summary[key] = {
-            "median": median, "iqr": quantile(values, 0.75) - quantile(values, 0.25),
+            "median": median, "iqr": iqr(values),
             "min": min(values), "max": max(values),
             "spread_pct": spread_pct(values), "n": len(values)}
     return summary

@@ -5,7 +5,7 @@ Two graphbench points form a pair when their configs are the same but for the la
 system and device. For each workload both ran: the paid padding of each, the TPOT p50 and output
 tokens/s medians over repeats, b's change against a, and a two-sided p over the repeats (repeats on a
 busy host are left out): Mann-Whitney U (reports.stats) when it can reach p < 0.05 with that many
-repeats, else Welch's t-test (reports.welch; 3 vs 3: the U test's smallest p is 0.1), which assumes
+repeats, else Welch's t-test (reports.stats; 3 vs 3: the U test's smallest p is 0.1), which assumes
 normal repeats; the "test" column says which. With fewer than 2 repeats a side: "too few repeats to test".
 
 Labels that stand for another's measurement (reports.aliases) pair by their names: two labels that
@@ -25,8 +25,7 @@ import pandas as pd
 
 from graphbench.reports.aliases import SAME_ENGINE, alias_map, ladder_mode
 from graphbench.reports.frame import GRAPHBENCH, asked_ladder, busy_repeats, metric_median, ok_results
-from graphbench.reports.stats import mann_whitney_u, median, min_two_sided_p
-from graphbench.reports.welch import welch_t_test
+from graphbench.reports.stats import mann_whitney_u, median, min_two_sided_p, welch_t_test
 
 ALPHA = 0.05
 TOO_FEW = "too few repeats to test"

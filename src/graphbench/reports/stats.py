@@ -1,24 +1,28 @@
-"""Small-sample statistics for benchmark repeats, in pure Python (no numpy, no scipy, no torch).
+"""Small-sample statistics for benchmark repeats; the tests themselves come from scipy.stats.
 
 - `median`, `quantile` (linear interpolation, numpy's default "linear" method), `iqr`,
-  `spread_pct` ((max - min) / median, %) and `summarize` (the `summary` block of a result file).
-- `mann_whitney_u`: the two-sided Mann-Whitney U test. Exact null distribution (no ties, small
-  samples: n1 * n2 <= EXACT_MAX_CELLS) computed from the Gaussian binomial coefficient, whose
-  coefficients count the arrangements with each value of U; otherwise the normal approximation
-  with tie correction and continuity correction (as scipy.stats.mannwhitneyu(method="asymptotic")).
-- `min_two_sided_p(n1, n2)`: the smallest p-value the exact test can give; when it is not below
+  `spread_pct` ((max - min) / median, %) and `summarize` (the `summary` block of a result file):
+  a few lines of pure Python each, so reading and summarising results needs no numpy.
+- `mann_whitney_u`: the two-sided Mann-Whitney U test (scipy.stats.mannwhitneyu), with graphbench's
+  own choice of method: exact when there are no ties and n1 * n2 <= EXACT_MAX_CELLS (scipy's "auto"
+  stops at 8 values a side), otherwise the normal approximation with tie and continuity correction.
+- `welch_t_test`: Welch's two-sample t-test (scipy.stats.ttest_ind, equal_var=False). With 3 repeats
+  a side the U test can never reach p < 0.05 (its smallest p is 0.1); assuming each side's repeats
+  are normal, Welch's test can, as pyperf's compare does. The report says which test a p came from.
+- `min_two_sided_p(n1, n2)`: the smallest p-value the exact U test can give; when it is not below
   alpha, no amount of change can be significant (n1 = n2 = 3 -> 0.1; 4 -> 0.029; 5 -> 0.0079).
 - `bootstrap_ratio_ci`: a seeded percentile-bootstrap confidence interval of
-  median(current) / median(baseline).
+  median(current) / median(baseline) (scipy.stats.bootstrap).
+
+scipy is imported inside the functions that use it: `gate --help`, `report` on results without
+repeats, and every command that never tests a difference start without it.
 """
 
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 from graphbench.errors import GraphbenchError
 
@@ -101,7 +105,7 @@ def ratio(current: float, baseline: float) -> float:
     return current / baseline
 
 
-# ---------------------------------------------------------------- Mann-Whitney U
+# ---------------------------------------------------------------- tests of a difference
 
 
 @dataclass(frozen=True)
@@ -114,55 +118,11 @@ class MannWhitneyResult:
     n2: int
 
 
-@lru_cache(maxsize=256)
-def u_distribution(n1: int, n2: int) -> tuple[int, ...]:
-    """counts[u] = number of the C(n1+n2, n1) orderings (no ties) whose U statistic is u.
-
-    These are the coefficients of the Gaussian binomial [n1+n2 choose n1]_q, built as
-    prod_{i=1..n1} (1 - q^(n2+i)) / (1 - q^i); each partial product is itself a polynomial
-    ([n2+i choose i]_q), so the divisions are exact.
-    """
-    if n1 < 0 or n2 < 0:
-        raise GraphbenchError("sample sizes must be >= 0")
-    size = n1 * n2 + n1 + 1
-    c = [0] * size
-    c[0] = 1
-    for i in range(1, n1 + 1):
-        k = n2 + i
-        for j in range(size - 1, k - 1, -1):  # multiply by (1 - q^k)
-            c[j] -= c[j - k]
-        for j in range(i, size):  # divide by (1 - q^i)
-            c[j] += c[j - i]
-    return tuple(c[: n1 * n2 + 1])
-
-
 def min_two_sided_p(n1: int, n2: int) -> float:
     """The smallest two-sided p-value the exact test can reach: 2 / C(n1+n2, n1) (1 if a side is empty)."""
     if n1 < 1 or n2 < 1:
         return 1.0
     return min(1.0, 2.0 / math.comb(n1 + n2, n1))
-
-
-def _ranks(values: list[float]) -> tuple[list[float], list[int]]:
-    """Average ranks (1-based) and the sizes of the tie groups."""
-    order = sorted(range(len(values)), key=values.__getitem__)
-    ranks = [0.0] * len(values)
-    ties: list[int] = []
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        avg = (i + j) / 2.0 + 1.0
-        for k in range(i, j + 1):
-            ranks[order[k]] = avg
-        ties.append(j - i + 1)
-        i = j + 1
-    return ranks, ties
-
-
-def _normal_sf(z: float) -> float:
-    return 0.5 * math.erfc(z / math.sqrt(2.0))
 
 
 def mann_whitney_u(
@@ -178,33 +138,31 @@ def mann_whitney_u(
         raise GraphbenchError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
     xs, ys = _values(x, "first sample"), _values(y, "second sample")
     n1, n2 = len(xs), len(ys)
-    ranks, ties = _ranks(xs + ys)
-    u1 = sum(ranks[:n1]) - n1 * (n1 + 1) / 2.0
-    u2 = n1 * n2 - u1
-    has_ties = any(t > 1 for t in ties)
+    has_ties = len(set(xs + ys)) < n1 + n2
     if method == "auto":
         method = "exact" if not has_ties and n1 * n2 <= EXACT_MAX_CELLS else "asymptotic"
-    if method == "exact":
-        if has_ties:
-            raise GraphbenchError("the exact Mann-Whitney test needs samples without ties; use method='asymptotic'")
-        counts = u_distribution(n1, n2)
-        total = math.comb(n1 + n2, n1)
-        u = round(u1)
-        below = sum(counts[: u + 1])  # P(U <= u1) * total
-        above = sum(counts[u:])  # P(U >= u1) * total
-        p = min(1.0, 2.0 * min(below, above) / total)
-        return MannWhitneyResult(u1, u2, p, "exact", n1, n2)
+    if method == "exact" and has_ties:
+        raise GraphbenchError("the exact Mann-Whitney test needs samples without ties; use method='asymptotic'")
+    if len(set(xs + ys)) == 1:  # every value equal: no evidence of any difference (scipy gives NaN)
+        u1 = n1 * n2 / 2.0
+        return MannWhitneyResult(u1, u1, 1.0, method, n1, n2)
+    from scipy import stats
 
-    n = n1 + n2
-    mu = n1 * n2 / 2.0
-    tie_term = sum(t**3 - t for t in ties)
-    var = n1 * n2 / 12.0 * ((n + 1) - tie_term / (n * (n - 1))) if n > 1 else 0.0
-    if var <= 0:  # every value equal: no evidence of any difference
-        return MannWhitneyResult(u1, u2, 1.0, "asymptotic", n1, n2)
-    u = max(u1, u2)
-    z = (u - mu - (0.5 if continuity else 0.0)) / math.sqrt(var)
-    p = min(1.0, max(0.0, 2.0 * _normal_sf(z)))
-    return MannWhitneyResult(u1, u2, p, "asymptotic", n1, n2)
+    test = stats.mannwhitneyu(xs, ys, use_continuity=continuity, alternative="two-sided", method=method)
+    u1 = float(test.statistic)
+    return MannWhitneyResult(u1, n1 * n2 - u1, min(1.0, float(test.pvalue)), method, n1, n2)
+
+
+def welch_t_test(x: Sequence[float], y: Sequence[float]) -> float:
+    """Two-sided p of Welch's t-test of x against y (each at least 2 values)."""
+    xs, ys = _values(x, "first sample"), _values(y, "second sample")
+    if len(xs) < 2 or len(ys) < 2:
+        raise GraphbenchError(f"Welch's t-test needs >= 2 values a side, got {len(xs)} and {len(ys)}")
+    if len(set(xs)) == 1 and len(set(ys)) == 1:  # no spread on either side (scipy gives NaN)
+        return 1.0 if xs[0] == ys[0] else 0.0
+    from scipy import stats
+
+    return min(1.0, float(stats.ttest_ind(xs, ys, equal_var=False).pvalue))
 
 
 # ---------------------------------------------------------------- bootstrap
@@ -220,18 +178,26 @@ def bootstrap_ratio_ci(
 ) -> tuple[float, float]:
     """Percentile-bootstrap CI of median(current) / median(baseline), resampling each side independently.
 
-    Seeded (random.Random(seed)): the same inputs give the same interval.
+    Seeded: the same inputs and seed give the same interval.
     """
     if not 0.0 < confidence < 1.0:
         raise GraphbenchError(f"confidence must be in (0, 1), got {confidence}")
     if n_resamples < 1:
         raise GraphbenchError(f"n_resamples must be >= 1, got {n_resamples}")
     base, cur = _values(baseline, "baseline samples"), _values(current, "current samples")
-    rng = random.Random(seed)
-    ratios = []
-    for _ in range(n_resamples):
-        b = median(rng.choices(base, k=len(base)))
-        c = median(rng.choices(cur, k=len(cur)))
-        ratios.append(ratio(c, b))
-    tail = (1.0 - confidence) / 2.0
-    return quantile(ratios, tail), quantile(ratios, 1.0 - tail)
+    import numpy as np
+    from scipy import stats
+
+    def ratio_of_medians(c: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+        mc, mb = np.median(c, axis=axis), np.median(b, axis=axis)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(mb == 0, np.where(mc == 0, 1.0, np.copysign(np.inf, mc)), mc / np.where(mb == 0, 1, mb))
+
+    if len(set(base)) == 1 and len(set(cur)) == 1:  # nothing to resample (scipy warns of a degenerate CI)
+        r = ratio(cur[0], base[0])
+        return r, r
+    result = stats.bootstrap(
+        (cur, base), ratio_of_medians, n_resamples=n_resamples, confidence_level=confidence,
+        method="percentile", paired=False, vectorized=True, rng=np.random.default_rng(seed),
+        batch=min(n_resamples, 1000))
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
