@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU checks a maintainer reruns, one group per device call (each fits the call's 10 minutes).
-#   bash bench/gpu_checks.sh tests     # pytest -m gpu tests/gpu, the whole GPU suite (~4-5 min; on 2 GPUs the TP tests run too)
+#   bash bench/gpu_checks.sh tests     # pytest -m gpu tests/gpu, the whole GPU suite (~6 min; on 2 GPUs the TP tests run too)
 #   bash bench/gpu_checks.sh suite     # the GPU suite without the 60-s OOM fault test (a warm follow-up call, ~3 min)
 #   bash bench/gpu_checks.sh sweep     # the default llama-3.2-1b sweep with both peers (run it with timeout_s 600)
 #   bash bench/gpu_checks.sh decode    # decode step: -O0/-O2 vs hf-compile at batch 1 and 64, llama-3.1-8b at 1 (~7 min)
