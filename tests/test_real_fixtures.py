@@ -65,7 +65,14 @@ def test_plan_on_real_results():
     assert json.loads(result.stdout)
 
 
-BLOCK_TORCH = ("import sys; sys.modules['torch'] = None  # any `import torch` now fails\n"
+# As if torch were not installed: a finder that refuses it. (sys.modules['torch'] = None would leave a
+# None under 'torch' that libraries probing sys.modules for torch arrays, scipy among them, trip over.)
+BLOCK_TORCH = ("import sys\n"
+               "class NoTorch:\n"
+               "    def find_spec(self, name, path=None, target=None):\n"
+               "        if name == 'torch' or name.startswith('torch.'):\n"
+               "            raise ModuleNotFoundError('import of torch halted: torch is not installed here')\n"
+               "sys.meta_path.insert(0, NoTorch())\n"
                "sys.argv = ['graphbench'] + sys.argv[1:]\n"
                "from graphbench.cli.main import main; main()")
 

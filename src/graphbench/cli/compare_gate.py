@@ -15,6 +15,7 @@ from typing import Annotated
 
 import typer
 
+from graphbench.cli.paths import check_output_file, write_output_text
 from graphbench.errors import GraphbenchError
 from graphbench.reports.compare import (
     DEFAULT_ALPHA,
@@ -162,14 +163,6 @@ def _print_report(report: GateReport) -> None:
         typer.echo(f"warning: {w}", err=True)
 
 
-def _write(path: Path, text: str) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    except OSError as exc:
-        raise GraphbenchError(f"cannot write {path}: {exc}") from None
-
-
 def gate_command(
     baseline: Annotated[
         list[Path], typer.Option("--baseline", "-b", help="Baseline result file or folder (repeatable).")
@@ -212,21 +205,25 @@ def gate_command(
     medians is checked against the threshold alone ("threshold-only", with a warning), as for the
     per-point metrics (startup_s, capture_s, graph_memory_bytes), which have one value per point.
     """
+    outputs = {"--markdown": markdown, "--junit": junit, "--json": json_path}
+    for option, path in outputs.items():
+        if path is not None:
+            check_output_file(path, option)
     try:
         limits = thresholds_from_specs(threshold or [])
         report = run_gate(baseline, current, limits, alpha=alpha, allow_mismatch=allow_mismatch,
                           allow_missing=allow_missing, require_significance=require_significance)
     except GraphbenchError as exc:
         if markdown is not None:
-            _write(markdown, error_markdown(str(exc)))
+            write_output_text(markdown, error_markdown(str(exc)), "--markdown")
         if junit is not None:
-            _write(junit, error_junit(str(exc)))
+            write_output_text(junit, error_junit(str(exc)), "--junit")
         raise
     if markdown is not None:
-        _write(markdown, report.to_markdown())
+        write_output_text(markdown, report.to_markdown(), "--markdown")
     if junit is not None:
-        _write(junit, report.to_junit())
+        write_output_text(junit, report.to_junit(), "--junit")
     if json_path is not None:
-        _write(json_path, json.dumps(report.to_dict(), indent=1))
+        write_output_text(json_path, json.dumps(report.to_dict(), indent=1), "--json")
     _print_report(report)
     raise typer.Exit(report.exit_code)

@@ -31,6 +31,12 @@ class _ErrorHandlingGroup(TyperGroup):
         except GraphbenchError as exc:
             typer.echo(f"error: {' '.join(str(exc).split())}", err=True)
             raise typer.Exit(2) from None
+        except OSError as exc:
+            # A path the user named that the checks let through (a name too long, a full disk, a file
+            # under /proc that cannot be read): the system's one-line reason, not a traceback.
+            where = f": {exc.filename}" if exc.filename else ""
+            typer.echo(f"error: {' '.join((exc.strerror or str(exc)).split())}{where}", err=True)
+            raise typer.Exit(2) from None
 
     def main(self, *args, standalone_mode: bool = True, **kwargs):  # type: ignore[override]
         try:

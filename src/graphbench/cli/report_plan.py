@@ -6,13 +6,13 @@ No torch import (pandas always, matplotlib only while drawing charts).
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from graphbench.cli.output import console as make_console
+from graphbench.cli.paths import check_output_folder
 from graphbench.errors import GraphbenchError
 
 PLAN_FORMATS = ("table", "json")
@@ -33,24 +33,6 @@ def _progress(console):
     return report
 
 
-def _check_output_folder(out: Path) -> None:
-    """Fail before any work (and before printing anything) when `out` cannot become the output folder:
-    it is an existing file, or the nearest existing parent is a file or not writable."""
-    if out.exists():
-        if not out.is_dir():
-            raise GraphbenchError(f"output path exists and is not a folder: {out}")
-        if not os.access(out, os.W_OK | os.X_OK):
-            raise GraphbenchError(f"cannot write into output folder {out}: permission denied")
-        return
-    parent = out.absolute().parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        raise GraphbenchError(f"cannot create output folder {out}: {parent} is not a folder")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise GraphbenchError(f"cannot create output folder {out}: permission denied in {parent}")
-
-
 def _warn(lines: list[str]) -> None:
     for line in lines:
         typer.echo(f"warning: {line}", err=True)
@@ -66,7 +48,7 @@ def report_command(
     """Write a comparison report: headline table, charts, summary.csv, failures (md + self-contained html)."""
     from graphbench.reports.report import load, skipped_warnings, write_report
 
-    _check_output_folder(output)
+    check_output_folder(output)
     loaded = load(results)
     _warn(skipped_warnings(loaded))
     console = make_console()
@@ -120,7 +102,7 @@ def plan_command(
     if output_format not in PLAN_FORMATS:
         raise GraphbenchError(f"unknown format {output_format!r}; choose from {', '.join(PLAN_FORMATS)}")
     if output is not None:
-        _check_output_folder(output)  # before the table: a bad -o must not come after all the work
+        check_output_folder(output)  # before the table: a bad -o must not come after all the work
     slos = parse_slos(slo or [])
     plan = plan_capacity(results, slos, target_rps=target_rps, target_users=target_users)
     _warn(plan.warnings)

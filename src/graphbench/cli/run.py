@@ -132,7 +132,7 @@ def run(
     console = make_console(stderr=True, quiet=quiet)
     try:
         sweep = {"identity": json.loads(sweep_identity)} if sweep_identity else {}
-    except ValueError:
+    except (ValueError, RecursionError):
         raise GraphbenchError(f"--sweep-identity must be JSON, got {sweep_identity[:80]!r}") from None
     if system in ("hf-eager", "hf-compile"):
         from graphbench.bench.peers import run_peer_point

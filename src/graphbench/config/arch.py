@@ -124,6 +124,8 @@ def _arch_from_hf_dir(path: Path) -> ArchConfig:
         raise GraphbenchError(f"{config_file} is not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise GraphbenchError(f"{config_file} is not valid JSON: {exc.msg} (line {exc.lineno})") from None
+    except RecursionError:
+        raise GraphbenchError(f"{config_file} nests too deeply to be a model config") from None
     if not isinstance(raw, dict):
         raise GraphbenchError(f"{config_file} must hold a JSON object, got a {type(raw).__name__}")
     archs = raw.get("architectures") or []

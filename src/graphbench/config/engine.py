@@ -53,7 +53,7 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         level = self.optimization_level
-        if level is not None and (isinstance(level, bool) or level not in OPTIMIZATION_PRESETS):
+        if level is not None and (not isinstance(level, int) or isinstance(level, bool) or level not in OPTIMIZATION_PRESETS):
             raise GraphbenchError(f"optimization level must be 0, 1, 2 or 3, got {level!r}")
         _check_token_budget(self.scheduler)
 
@@ -163,7 +163,10 @@ def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
         data[dotted] = value
         return
     section, key = dotted.split(".", 1)
-    data.setdefault(section, {})[key] = value
+    table = data.setdefault(section, {})
+    if not isinstance(table, dict):
+        raise GraphbenchError(f"config: [{section}] must be a table, got {table!r}")
+    table[key] = value
 
 
 def load_engine_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> EngineConfig:

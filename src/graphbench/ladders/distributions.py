@@ -131,6 +131,8 @@ def load_distribution(path: str | Path) -> BatchSizeDistribution:
             data = json.loads(text)
         except json.JSONDecodeError:
             return BatchSizeDistribution(_parse_jsonl(text, name), source=name)
+        except RecursionError:
+            raise GraphbenchError(f"{name}: JSON nested too deeply for a batch-size histogram") from None
         return BatchSizeDistribution(_json_counts(data, name), source=name)
     return BatchSizeDistribution(_parse_text(text, name), source=name)
 
@@ -140,6 +142,8 @@ def _parse_json(text: str, name: str) -> Counter[int]:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise GraphbenchError(f"{name}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise GraphbenchError(f"{name}: JSON nested too deeply for a batch-size histogram") from None
     return _json_counts(data, name)
 
 
@@ -168,6 +172,8 @@ def _parse_jsonl(text: str, name: str) -> Counter[int]:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise GraphbenchError(f"{name}:{lineno}: invalid JSON: {exc.msg}") from None
+        except RecursionError:
+            raise GraphbenchError(f"{name}:{lineno}: JSON nested too deeply") from None
         if not isinstance(record, dict):
             raise GraphbenchError(f"{name}:{lineno}: expected a JSON object with batch_size or num_tokens")
         key = next((k for k in SIZE_COLUMNS if k in record), None)

@@ -22,6 +22,8 @@ def check_plot_path(path: str | Path) -> Path:
         raise GraphbenchError(f"plot file must end in {', '.join(PLOT_FORMATS)}, got {out.name!r}")
     if not out.parent.is_dir():
         raise GraphbenchError(f"plot directory does not exist: {out.parent}")
+    if (out.exists() or out.is_symlink()) and not out.is_file():  # a folder, a FIFO (a write would wait), a device
+        raise GraphbenchError(f"plot path exists and is not a regular file: {out}")
     return out
 
 

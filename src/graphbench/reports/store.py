@@ -184,4 +184,6 @@ def load_results(paths: Iterable[str | Path]) -> LoadedResults:
             results.append(data)
         except (OSError, ValueError, UnicodeDecodeError) as exc:
             skipped.append((file, str(exc)))
+        except RecursionError:
+            skipped.append((file, "JSON nested too deeply for a result file"))
     return LoadedResults(results, skipped)

@@ -72,8 +72,8 @@ def checkpoint_files(folder: Path) -> list[Path]:
     if index.is_file():
         try:
             weight_map = json.loads(index.read_text())["weight_map"]
-        except (json.JSONDecodeError, KeyError) as exc:
-            raise GraphbenchError(f"{index} is not a valid safetensors index: {exc}") from None
+        except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError, RecursionError) as exc:
+            raise GraphbenchError(f"{index} is not a valid safetensors index: {type(exc).__name__} {exc}") from None
         if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
             raise GraphbenchError(f"{index}: weight_map must map tensor names to file names")
         files = sorted({folder / f for f in weight_map.values()})

@@ -113,7 +113,7 @@ def list_entries() -> list[CacheEntry]:
                 if not isinstance(created, (int, float)) or isinstance(created, bool) or not math.isfinite(created):
                     created = None
                 summary = summary if isinstance(summary, str) else "(unreadable metadata)"
-            except (ValueError, OSError, AttributeError):  # not JSON, not UTF-8, not an object
+            except (ValueError, OSError, AttributeError, RecursionError):  # not JSON, not UTF-8, not an object
                 created, summary = None, "(unreadable metadata)"
         entries.append(CacheEntry(path.name, path, _size(path), created, summary))
     return sorted(entries, key=lambda e: -(e.created or 0))

@@ -92,7 +92,7 @@ def admit_entry(directory: Path, key: bytes) -> str | None:
         files, signature = manifest["files"], manifest["hmac"]
         if not isinstance(files, dict) or not isinstance(signature, str):
             raise TypeError("fields of the wrong type")
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
         return f"manifest unreadable or unsigned ({exc})"
     if not hmac.compare_digest(signature, _sign(key, files)):
         return "manifest not signed with this user's cache key (written elsewhere, or altered)"

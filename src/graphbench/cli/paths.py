@@ -1,0 +1,74 @@
+"""Output paths a user names: checked before any work, written without blocking on a FIFO."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+from graphbench.errors import GraphbenchError
+
+
+def _nearest_existing_parent(path: Path) -> Path:
+    parent = path.absolute().parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    return parent
+
+
+def check_output_folder(out: Path) -> None:
+    """Fail before any work (and before printing anything) when `out` cannot become the output folder:
+    it is an existing file, the nearest existing parent is a file or not writable, the name too long."""
+    try:
+        if out.exists():
+            if not out.is_dir():
+                raise GraphbenchError(f"output path exists and is not a folder: {out}")
+            if not os.access(out, os.W_OK | os.X_OK):
+                raise GraphbenchError(f"cannot write into output folder {out}: permission denied")
+            return
+        parent = _nearest_existing_parent(out)
+    except OSError as exc:  # a name too long, a link loop
+        raise GraphbenchError(f"cannot use output folder {out}: {exc.strerror or exc}") from None
+    if not parent.is_dir():
+        raise GraphbenchError(f"cannot create output folder {out}: {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise GraphbenchError(f"cannot create output folder {out}: permission denied in {parent}")
+
+
+def check_output_file(path: Path, option: str) -> None:
+    """`path` can be written: a regular file or a new one in a folder that can be made, or a stream
+    (a FIFO, /dev/stdout); never a folder."""
+    try:
+        if path.exists():
+            mode = path.stat().st_mode
+            if stat.S_ISDIR(mode):
+                raise GraphbenchError(f"{option} {path} is a folder, not a file")
+            if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):
+                raise GraphbenchError(f"{option} {path} is not a file that can be written")
+            return
+        parent = _nearest_existing_parent(path)
+    except OSError as exc:
+        raise GraphbenchError(f"cannot use {option} {path}: {exc.strerror or exc}") from None
+    if not parent.is_dir():
+        raise GraphbenchError(f"cannot create {option} {path}: {parent} is not a folder")
+
+
+def write_output_text(path: Path, text: str, option: str) -> None:
+    """Write `text` to `path` (its folders made). A FIFO nobody reads is an error, not a wait forever."""
+    try:
+        if path.exists() and stat.S_ISFIFO(path.stat().st_mode):
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:
+                    raise GraphbenchError(f"{option} {path} is a FIFO that no process reads") from None
+                raise
+            os.set_blocking(fd, True)
+            with os.fdopen(fd, "w") as stream:
+                stream.write(text)
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    except OSError as exc:
+        raise GraphbenchError(f"cannot write {option} {path}: {exc.strerror or exc}") from None
