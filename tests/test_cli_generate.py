@@ -68,8 +68,9 @@ def test_prompts_are_checked_before_the_engine_starts(monkeypatch):
 NO_GRAPHS_ON_CPU = "CUDA graphs need a CUDA device; running on cpu"
 
 
-def test_header_names_the_resolved_mode_and_why_it_differs(caplog):
+def test_header_names_the_resolved_mode_and_why_it_differs(caplog, monkeypatch):
     """On the CPU FULL_AND_PIECEWISE resolves to NONE: the header says NONE, a note says why."""
+    monkeypatch.setattr("graphbench.cli.generate.PHASE_LINE_DELAY_S", 0.0)  # every phase's line, however short
     args = [*BASE, "-O2", "--compilation-mode", "none", "--cudagraph-mode", "FULL_AND_PIECEWISE", "-p", "1,2,3",
             "--max-tokens", "3"]  # fmt: skip
     result = runner.invoke(app, args)
@@ -89,6 +90,20 @@ def test_header_names_the_resolved_mode_and_why_it_differs(caplog):
     assert as_json.stdout == json.dumps({"outputs": [{"prompt_token_ids": [1, 2, 3],
                                                       "token_ids": [int(t) for t in table_tokens.split(",")]}]}) + "\n"
     assert as_json.stderr.splitlines()[-1] == "generating 3 tokens for 1 prompt(s)..."
+
+
+def test_a_start_that_fails_at_once_prints_its_error_alone(tmp_path):
+    # phases shorter than PHASE_LINE_DELAY_S print no line: a checkpoint whose weights do not match its
+    # config fails while loading weights, and its error is the one line
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                 num_attention_heads=4, num_key_value_heads=2)).save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "num_key_value_heads": 4}))
+    result = runner.invoke(app, ["generate", "--model", str(tmp_path), "--device", "cpu", "-p", "1,2"])
+    assert result.exit_code == 2
+    assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith("error: checkpoint weight"), result.stderr
 
 
 def test_no_note_when_the_mode_runs_as_asked():

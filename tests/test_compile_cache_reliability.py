@@ -29,10 +29,28 @@ def _start_in_subprocess(cache_root: Path) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_corrupt_cache_entry_is_rebuilt(tmp_path, monkeypatch, caplog):
-    # the entry is written by another process (files mapped by this process must not be truncated)
-    expected = _start_in_subprocess(tmp_path)
+@pytest.fixture(scope="module")
+def first_start(tmp_path_factory) -> tuple[Path, dict]:
+    """A cache root holding one good entry (compiled once for the module), and that start's tokens."""
+    root = tmp_path_factory.mktemp("first-start") / "root"
+    expected = _start_in_subprocess(root)
     assert not expected["loaded"]
+    return root, expected
+
+
+def _copy_of(first_start: tuple[Path, dict], tmp_path: Path) -> tuple[Path, dict]:
+    """The entry copied into a root of this test's own, with its signing key (modes kept)."""
+    import shutil
+
+    root, expected = first_start
+    shutil.copytree(root, tmp_path, dirs_exist_ok=True)
+    shutil.copytree(f"{root}-config", f"{tmp_path}-config")
+    return tmp_path, expected
+
+
+def test_corrupt_cache_entry_is_rebuilt(first_start, tmp_path, monkeypatch, caplog):
+    # the entry is written by another process (files mapped by this process must not be truncated)
+    tmp_path, expected = _copy_of(first_start, tmp_path)
     (directory,) = [p for p in (tmp_path / "torch_compile_cache").glob("*/rank_0_0")]
     # truncate every cached artefact: Inductor's and Triton's caches, the saved split graph and pieces
     files = [p for p in directory.rglob("*") if p.is_file() and p.name not in ("compiled.ok", "manifest.json")]
@@ -61,11 +79,11 @@ class _Payload:
         return (os.system, (f"touch {self.marker}",))
 
 
-def test_a_planted_pickle_never_runs_and_the_entry_is_rebuilt(tmp_path):
+def test_a_planted_pickle_never_runs_and_the_entry_is_rebuilt(first_start, tmp_path):
     import hashlib
     import pickle
 
-    expected = _start_in_subprocess(tmp_path)
+    tmp_path, expected = _copy_of(first_start, tmp_path)
     (directory,) = [p for p in (tmp_path / "torch_compile_cache").glob("*/rank_0_0")]
     marker = tmp_path / "ran"
     payload = pickle.dumps(_Payload(marker))

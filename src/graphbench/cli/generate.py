@@ -48,11 +48,34 @@ def generate(
         console.print(f"[dim]{line}[/dim]")
 
 
+PHASE_LINE_DELAY_S = 1.0
+
+
 @contextmanager
 def _status(console):
-    """A spinner naming the phase on a terminal; elsewhere (CI logs) one line per phase."""
+    """A spinner naming the phase on a terminal; elsewhere (CI logs) one line per phase that lasts
+    over PHASE_LINE_DELAY_S, so a start that fails at once (a bad checkpoint) prints its error alone."""
     if not console.is_terminal:
-        yield lambda phase: console.print(f"{phase}...", style="dim", markup=False)
+        import threading
+
+        timer: list[threading.Timer] = []
+
+        def phase_line(phase: str) -> None:
+            if timer:
+                timer.pop().cancel()
+            if PHASE_LINE_DELAY_S <= 0:
+                console.print(f"{phase}...", style="dim", markup=False)
+                return
+            timer.append(threading.Timer(PHASE_LINE_DELAY_S, console.print, (f"{phase}...",),
+                                         {"style": "dim", "markup": False}))
+            timer[0].daemon = True
+            timer[0].start()
+
+        try:
+            yield phase_line
+        finally:
+            if timer:
+                timer.pop().cancel()
         return
     with console.status("starting the engine...") as status:
         yield lambda phase: status.update(f"{phase}...")

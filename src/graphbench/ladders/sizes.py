@@ -81,8 +81,8 @@ def capture_sizes(
     _require_positive("max_num_seqs", max_num_seqs)
     if isinstance(num_speculative_tokens, bool) or not isinstance(num_speculative_tokens, int):
         raise GraphbenchError(f"num_speculative_tokens must be an integer, got {num_speculative_tokens!r}")
-    if num_speculative_tokens < 0:
-        raise GraphbenchError(f"num_speculative_tokens must be >= 0, got {num_speculative_tokens}")
+    if not 0 <= num_speculative_tokens <= MAX_LADDER_VALUE:
+        raise GraphbenchError(f"num_speculative_tokens must be in 0..{MAX_LADDER_VALUE}, got {num_speculative_tokens}")
     if performance_mode not in PERFORMANCE_MODES:
         raise GraphbenchError(
             f"unknown performance mode {performance_mode!r}; choose from {', '.join(PERFORMANCE_MODES)}"
@@ -211,6 +211,11 @@ def _round_to_multiple(sizes: list[int], multiple: int, cap: int | None) -> list
     return [s for s in rounded if cap is None or s <= cap]
 
 
+MAX_LADDER_VALUE = 1 << 20  # tokens or sequences in one step: no engine runs more (a ladder that tall is a list of 65k sizes)
+
+
 def _require_positive(name: str, value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise GraphbenchError(f"{name} must be a positive integer, got {value!r}")
+    if value > MAX_LADDER_VALUE:
+        raise GraphbenchError(f"{name} must be at most {MAX_LADDER_VALUE}, got {value}")
