@@ -21,6 +21,7 @@ AXIS_ALIASES = {
     "cudagraph_mode": "compilation.cudagraph_mode", "capture_sizes": "compilation.cudagraph_capture_sizes",
     "max_num_seqs": "scheduler.max_num_seqs", "max_num_batched_tokens": "scheduler.max_num_batched_tokens",
     "compile_sizes": "compilation.compile_sizes", "num_speculative_tokens": "speculative.num_speculative_tokens",
+    "speculative_method": "speculative.method", "replay_acceptance": "speculative.replay_acceptance",
     "dtype": "model.dtype", "attention_backend": "model.attention_backend",
     "tensor_parallel_size": "parallel.tensor_parallel_size",
     "num_kv_blocks": "cache.num_blocks", "num_blocks": "cache.num_blocks",

@@ -125,16 +125,45 @@ class CacheConfig:
         return hash_factors([self.block_size])
 
 
+SPECULATIVE_METHODS = ("ngram", "replay")
+
+
 @dataclass(slots=True)
 class SpeculativeConfig:
-    """Speculative decoding: only its shape matters here (decode_query_len = 1 + k)."""
+    """Speculative decoding with a drafter that needs no second model (runner/speculative/).
+
+    ngram: prompt lookup, as vLLM's: the longest suffix of a request's tokens, between
+    prompt_lookup_min and prompt_lookup_max tokens long, seen earlier in the same request proposes
+    the k tokens that followed it. replay: the tokens an earlier greedy run of the same prompt made
+    (a measurement tool: acceptance 100%, or replay_acceptance by corrupting each proposal with
+    1 - replay_acceptance probability). Only k changes the generated code and the recordings.
+    """
 
     num_speculative_tokens: int = 0
+    method: str = "ngram"
+    prompt_lookup_min: int = 2
+    prompt_lookup_max: int = 4
+    replay_acceptance: float = 1.0
 
     def __post_init__(self) -> None:
         require_int("num_speculative_tokens", self.num_speculative_tokens)
         if not 0 <= self.num_speculative_tokens <= 32:
             raise GraphbenchError(f"num_speculative_tokens must be in 0..32, got {self.num_speculative_tokens}")
+        require_choice("speculative method", self.method, SPECULATIVE_METHODS)
+        for name in ("prompt_lookup_min", "prompt_lookup_max"):
+            require_int(name, getattr(self, name))
+            if not 1 <= getattr(self, name) <= 64:
+                raise GraphbenchError(f"{name} must be in 1..64, got {getattr(self, name)}")
+        if self.prompt_lookup_min > self.prompt_lookup_max:
+            raise GraphbenchError(f"prompt_lookup_min {self.prompt_lookup_min} is above prompt_lookup_max "
+                                  f"{self.prompt_lookup_max}")
+        a = self.replay_acceptance
+        if isinstance(a, bool) or not isinstance(a, (int, float)) or not 0.0 <= a <= 1.0:  # (NaN fails too)
+            raise GraphbenchError(f"replay_acceptance must be a number in [0, 1], got {a!r}")
+
+    @property
+    def enabled(self) -> bool:
+        return self.num_speculative_tokens > 0
 
     @property
     def decode_query_len(self) -> int:

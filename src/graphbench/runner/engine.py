@@ -39,6 +39,7 @@ from graphbench.runner.parallel import (
 from graphbench.runner.request import PENDING_TOKEN, Request, SamplingParams, check_prompt
 from graphbench.runner.records import StartupReport, StepRecord
 from graphbench.runner.scheduler import Scheduler
+from graphbench.runner.speculative.decoding import SpeculativeDecoder
 
 log = logging.getLogger("graphbench.engine")
 
@@ -84,9 +85,11 @@ class Engine:
 
         self.dispatcher = self._make_dispatcher()
         self.allocator = BlockAllocator(num_blocks)
+        self.speculative = self._start_speculative()
         self.scheduler = Scheduler(
             self.allocator, block_size, sched.max_num_seqs, sched.max_num_batched_tokens,
-            self.config.decode_query_len, sched.enable_chunked_prefill)
+            self.config.decode_query_len, sched.enable_chunked_prefill,
+            drafts=self.speculative.drafts if self.speculative is not None else None)
         max_blocks_per_seq = -(-self.max_model_len // block_size)
         self.inputs = StepInputs(sched.max_num_batched_tokens, sched.max_num_seqs, max_blocks_per_seq,
                                  block_size, self.device)
@@ -171,6 +174,18 @@ class Engine:
         self.report.num_graphs = dispatcher.num_graphs()
         return dispatcher
 
+    def _start_speculative(self) -> SpeculativeDecoder | None:
+        """Speculative decoding (runner/speculative/): the drafter, and synchronous steps (drafting needs
+        the last step's tokens on the host, so nothing can be launched ahead)."""
+        spec = self.config.speculative
+        if not spec.enabled:
+            return None
+        if self.shard.size > 1:
+            raise GraphbenchError("speculative decoding with tensor parallelism is not supported")
+        self.report.extra["speculative"] = {"method": spec.method, "num_speculative_tokens": spec.num_speculative_tokens,
+                                            "async_scheduling": "off: drafting needs each step's tokens on the host"}
+        return SpeculativeDecoder(spec, self.arch.vocab_size, self.config.model.seed)
+
     def _start_compiled(self) -> None:
         """Compile (or load from the on-disk cache) before any request: see compile/startup.py; then
         keep each compile_sizes variant only where it is faster (compile/variant_choice.py)."""
@@ -235,6 +250,8 @@ class Engine:
         (dropped). Without it, a step waits for its own tokens.
         """
         self._require_open()
+        if self.speculative is not None:
+            return self._speculative_step()
         self._mirror("step")
         started = time.perf_counter()
         batch = self.scheduler.schedule()
@@ -257,6 +274,41 @@ class Engine:
                                            launched.runtime_mode.value, launched.padded_tokens, launch_seconds))
         elif not finished and self.scheduler.has_unfinished():
             raise GraphbenchError("the scheduler cannot make progress: the KV cache is too small for any waiting request")
+        return finished
+
+    def _speculative_step(self) -> list[Request]:
+        """One step of speculative decoding: drafts scheduled with each decoding request, verified, the
+        accepted tokens and one more appended, the rejected drafts' KV slots given back."""
+        started = time.perf_counter()
+        batch = self.scheduler.schedule()
+        if batch is None:
+            if self.scheduler.has_unfinished():
+                raise GraphbenchError("the scheduler cannot make progress: the KV cache is too small for any waiting request")
+            return []
+        tokens, mode, padded = self.runner.verify_step(batch)
+        launch_seconds = time.perf_counter() - started
+        self.scheduler.update(batch)
+        now = time.perf_counter()
+        finished = []
+        for request, drafts, gained in zip(batch.requests, batch.draft_token_ids, tokens):
+            if request.num_computed_tokens < request.num_tokens + len(drafts):
+                continue  # a prefill chunk that is not the prompt's last
+            self.speculative.record(drafts, gained)
+            self.scheduler.reject(request, len(drafts) - (len(gained) - 1))
+            for token in gained:
+                request.output_token_ids.append(token)
+                request.token_times.append(now)
+                if request.first_token_time is None:
+                    request.first_token_time = now
+                eos = not request.sampling.ignore_eos and token == request.sampling.eos_token_id
+                if eos or len(request.output_token_ids) >= request.sampling.max_tokens:
+                    request.finish_time = now
+                    self.scheduler.finish(request)
+                    self.speculative.forget(request)
+                    finished.append(request)
+                    break
+        self.records.append(StepRecord(batch.descriptor, time.perf_counter() - started, mode.value, padded,
+                                       launch_seconds))
         return finished
 
     def drain(self) -> list[Request]:

@@ -102,6 +102,7 @@ class StepInputs:
         decode_ids, decode_pos, decode_slots, firsts = [], [], [], []
         zero_rows, gather_dst, gather_src = [], [], []
         max_blocks_used, t = 1, 0
+        drafted = batch.draft_token_ids
         for r, (req, num_new) in enumerate(zip(batch.requests, batch.num_new_tokens)):
             first = req.num_computed_tokens
             blocks = req.block_ids
@@ -113,7 +114,7 @@ class StepInputs:
                 decode_pos.append(first)
                 decode_slots.append(blocks[first // block_size] * block_size + first % block_size)
             else:
-                tokens = req.all_token_ids
+                tokens = req.all_token_ids + drafted[r] if drafted is not None and drafted[r] else req.all_token_ids
                 ids[t:t + num_new] = tokens[first:first + num_new]
                 positions = np.arange(first, first + num_new)
                 pos[t:t + num_new] = positions

@@ -137,6 +137,29 @@ class ModelRunner:
             event.record()
         return InFlightStep(batch, host_ids, event, mode, num_padded)
 
+    @torch.inference_mode()
+    def verify_step(self, batch: ScheduledBatch) -> tuple[list[list[int]], CUDAGraphMode, int]:
+        """Speculative decoding: one step over every request's last token and drafts, then the drafts
+        verified (runner/speculative/verify.py). Per request the tokens it gains, the mode, the tokens run."""
+        from graphbench.runner.speculative.verify import verify
+
+        mode, padded = self.dispatcher.dispatch(batch.descriptor)
+        num_padded = padded.num_tokens if mode != NONE else batch.num_tokens
+        meta = self.inputs.prepare(batch, num_padded)
+        meta.uniform_decode = self._uniform_decode(padded if mode == FULL else batch.descriptor)
+        hidden = self.forward(num_padded, meta, mode, padded)
+        drafts = batch.draft_token_ids or [[] for _ in batch.requests]
+        rows, start = [], 0  # each request's last row and the rows of its drafts
+        for n, d in zip(batch.num_new_tokens, drafts):
+            rows.extend(range(start + n - 1 - len(d), start + n))
+            start += n
+        temps = [r.sampling.temperature for r in batch.requests]
+        greedy_only = all(t == 0 for t in temps)
+        row_index = torch.tensor(rows, dtype=torch.int64).to(self.device, non_blocking=True)
+        logits = self.model.compute_logits(hidden[row_index], float32=not greedy_only)  # [rows, V]
+        tokens = verify(logits, drafts, temps, [r.sampling.top_p for r in batch.requests], self.generator)
+        return tokens, mode, num_padded
+
     def _uniform_decode(self, descriptor: BatchDescriptor | None) -> bool:
         return descriptor is not None and descriptor.uniform and self.dispatcher.decode_query_len == 1
 

@@ -9,6 +9,7 @@ that does not fit simply waits.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from graphbench.runner.kv_cache import BlockAllocator
@@ -27,11 +28,13 @@ class BatchDescriptor:
 
 @dataclass(slots=True)
 class ScheduledBatch:
-    """One step: requests in flat-batch order and the number of new tokens of each."""
+    """One step: requests in flat-batch order and the number of new tokens of each (a decoding
+    request under speculative decoding: its last token and its drafts, 1 + len(drafts))."""
 
     requests: list[Request]
     num_new_tokens: list[int]
     descriptor: BatchDescriptor
+    draft_token_ids: list[list[int]] | None = None  # per request (empty: no drafts); None: no drafting
 
     @property
     def num_tokens(self) -> int:
@@ -47,6 +50,7 @@ class Scheduler:
         max_num_batched_tokens: int,
         decode_query_len: int = 1,
         enable_chunked_prefill: bool = True,
+        drafts: Callable[[Request, int], list[int]] | None = None,
     ):
         self.allocator = allocator
         self.block_size = block_size
@@ -54,6 +58,7 @@ class Scheduler:
         self.max_num_batched_tokens = max_num_batched_tokens
         self.decode_query_len = decode_query_len
         self.enable_chunked_prefill = enable_chunked_prefill
+        self.drafts = drafts  # speculative decoding: (decoding request, token budget) -> its drafts
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
 
@@ -69,6 +74,7 @@ class Scheduler:
         budget = self.max_num_batched_tokens
         scheduled: list[Request] = []
         counts: list[int] = []
+        drafted: list[list[int]] | None = [] if self.drafts is not None else None
         # Decodes first, then requests still in their (chunked) prefill, in admission order.
         # (this loop runs every step for every request: each property is read once)
         pending = sorted(((r.num_uncomputed_tokens, r) for r in self.running), key=lambda p: p[0] > 1)
@@ -78,11 +84,14 @@ class Scheduler:
             if request.all_sampled:
                 continue  # its last token is still on its way back from the device
             num_new = min(num_uncomputed, budget)
-            if not self._reserve(request, num_new, scheduled):  # (no allocation when the last block has room)
+            drafts = self.drafts(request, budget) if drafted is not None and num_uncomputed == 1 else []
+            if not self._reserve(request, num_new + len(drafts), scheduled):  # (no allocation when the last block has room)
                 continue
             scheduled.append(request)
-            counts.append(num_new)
-            budget -= num_new
+            counts.append(num_new + len(drafts))
+            if drafted is not None:
+                drafted.append(drafts)
+            budget -= num_new + len(drafts)
         while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             request = self.waiting[0]
             num_new = request.num_uncomputed_tokens
@@ -97,12 +106,14 @@ class Scheduler:
             self.running.append(request)
             scheduled.append(request)
             counts.append(num_new)
+            if drafted is not None:
+                drafted.append([])
             budget -= num_new
         if not scheduled:
             return None
         num_tokens = sum(counts)
         uniform = all(n == self.decode_query_len for n in counts)
-        return ScheduledBatch(scheduled, counts, BatchDescriptor(num_tokens, len(scheduled), uniform))
+        return ScheduledBatch(scheduled, counts, BatchDescriptor(num_tokens, len(scheduled), uniform), drafted)
 
     def _blocks_needed(self, request: Request, num_new: int) -> int:
         total = -(-(request.num_computed_tokens + num_new) // self.block_size)
@@ -143,6 +154,15 @@ class Scheduler:
         """Advance computed counts after the step ran (sampled tokens are appended by the engine)."""
         for request, num_new in zip(batch.requests, batch.num_new_tokens):
             request.num_computed_tokens += num_new
+
+    def reject(self, request: Request, num_rejected: int) -> None:
+        """Drafts the target model rejected: their KV rows are not part of the sequence, and the blocks
+        that held only them go back to the free list."""
+        request.num_computed_tokens -= num_rejected
+        keep = -(-request.num_computed_tokens // self.block_size)
+        if len(request.block_ids) > keep:
+            self.allocator.free(request.block_ids[keep:])
+            request.block_ids = request.block_ids[:keep]  # a new list: the step inputs rewrite its table row
 
     def finish(self, request: Request) -> None:
         """Retire a request (done, or stopped by EOS a step late); frees its blocks."""

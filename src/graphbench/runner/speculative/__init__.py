@@ -1,0 +1,1 @@
+"""Speculative decoding without a second model: drafters (pure Python) and verification (torch)."""

@@ -1,0 +1,81 @@
+"""The engine's side of speculative decoding: drafts for the scheduler, accepted lengths, statistics.
+
+Each decoding request is given d = min(k, tokens it still needs - 1) drafts a step, so its query
+is 1 + d tokens; when all have d = k the step is a uniform batch of 1 + k and runs a FULL
+recording keyed with num_reqs = tokens // (1 + k). A drafter that finds fewer than d tokens is
+filled up with the request's last token (counted as drafted and filled): the batch stays uniform,
+and a filler token that happens to be right is accepted like any other. Steps run synchronously
+(the next drafts need this step's tokens on the host).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from graphbench.config.parts import SpeculativeConfig
+from graphbench.runner.request import Request
+from graphbench.runner.speculative.drafters import NgramDrafter, ReplayDrafter
+
+
+@dataclass
+class SpeculativeStats:
+    """Counters over the engine's life (a repeat takes the difference of two snapshots)."""
+
+    num_drafted: int = 0  # tokens proposed and verified (filler included)
+    num_filled: int = 0  # of those, filler: the drafter found nothing for the position
+    num_accepted: int = 0  # drafts the target model agreed with
+    num_verified_requests: int = 0  # (request, step) pairs with at least one draft
+    num_emitted: int = 0  # tokens those requests gained (accepted + one each)
+
+    def to_dict(self) -> dict[str, float | int]:
+        out: dict[str, float | int] = dict(vars(self))
+        drafted, verified = self.num_drafted, self.num_verified_requests
+        out["acceptance_rate"] = self.num_accepted / drafted if drafted else 0.0
+        out["mean_accepted_tokens"] = self.num_accepted / verified if verified else 0.0
+        out["mean_tokens_per_verification"] = self.num_emitted / verified if verified else 0.0
+        out["num_wasted"] = drafted - self.num_accepted
+        return out
+
+    def minus(self, earlier: "SpeculativeStats") -> "SpeculativeStats":
+        return SpeculativeStats(*(getattr(self, f) - getattr(earlier, f) for f in vars(self)))
+
+
+class SpeculativeDecoder:
+    def __init__(self, config: SpeculativeConfig, vocab_size: int, seed: int):
+        self.k = config.num_speculative_tokens
+        self.method = config.method
+        self.ngram = NgramDrafter(config.prompt_lookup_min, config.prompt_lookup_max) if self.method == "ngram" else None
+        self.replay = ReplayDrafter(config.replay_acceptance, vocab_size, seed) if self.method == "replay" else None
+        self.drafting = True  # off: every decode is one token (a replay drafter's reference run)
+        self.stats = SpeculativeStats()
+
+    def drafts(self, request: Request, budget: int) -> list[int]:
+        """The drafts for a decoding request this step: exactly d = min(k, still needed - 1, budget - 1)."""
+        needed = request.sampling.max_tokens - len(request.output_token_ids)
+        d = min(self.k, needed - 1, budget - 1)
+        if d <= 0 or not self.drafting:
+            return []
+        if self.ngram is not None:
+            proposal = self.ngram.propose(request.request_id, request.all_token_ids, d)
+        else:
+            proposal = self.replay.propose(request.prompt_token_ids, len(request.output_token_ids), d)
+        filler = d - len(proposal)
+        self.stats.num_filled += filler
+        last = request.output_token_ids[-1] if request.output_token_ids else request.prompt_token_ids[-1]
+        return proposal + [last] * filler
+
+    def record(self, drafts: list[int], emitted: list[int]) -> None:
+        if drafts:
+            self.stats.num_drafted += len(drafts)
+            self.stats.num_accepted += len(emitted) - 1
+            self.stats.num_verified_requests += 1
+            self.stats.num_emitted += len(emitted)
+
+    def remember(self, prompt_token_ids: list[int], output_token_ids: list[int]) -> None:
+        """Replay: the greedy output of this prompt, to propose on later runs of it."""
+        if self.replay is not None:
+            self.replay.remember(prompt_token_ids, output_token_ids)
+
+    def forget(self, request: Request) -> None:
+        if self.ngram is not None:
+            self.ngram.forget(request.request_id)
