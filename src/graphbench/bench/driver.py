@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import gc
 import time
 from collections import deque
@@ -10,10 +11,13 @@ from typing import Any
 from graphbench.bench.decode_timing import random_prompts
 from graphbench.bench.host_load import HostProbe
 from graphbench.bench.metrics import request_metrics, step_metrics
-from graphbench.bench.workloads import RequestSpec, Workload
+from graphbench.bench.workloads import REPEATED_SPAN, RequestSpec, Workload
 
 
-def _prompt(spec: RequestSpec, vocab_size: int, seed: int) -> list[int]:
+def _prompt(spec: RequestSpec, vocab_size: int, seed: int, kind: str = "random") -> list[int]:
+    if kind == "repeated":  # a random span repeated to the prompt's length
+        span = random_prompts(1, min(REPEATED_SPAN, spec.prompt_len), vocab_size, seed)[0]
+        return (span * -(-spec.prompt_len // len(span)))[: spec.prompt_len]
     return random_prompts(1, spec.prompt_len, vocab_size, seed)[0]
 
 
@@ -25,7 +29,12 @@ def run_engine_workload(engine, workload: Workload, seed_offset: int = 0,
 
     specs = workload.requests()
     vocab = engine.arch.vocab_size
-    prompts = [_prompt(s, vocab, workload.seed * 100003 + seed_offset * 7919 + i) for i, s in enumerate(specs)]
+    prompts = [_prompt(s, vocab, workload.seed * 100003 + seed_offset * 7919 + i, workload.prompt_kind)
+               for i, s in enumerate(specs)]
+    speculative = getattr(engine, "speculative", None)
+    if speculative is not None and speculative.method == "replay":
+        _replay_reference(engine, specs, prompts, max_output_len)
+    stats_before = copy.copy(speculative.stats) if speculative is not None else None
     cuda = engine.device.type == "cuda"
     if cuda:
         torch.cuda.synchronize()
@@ -58,6 +67,12 @@ def run_engine_workload(engine, workload: Workload, seed_offset: int = 0,
         # to tell a slow repeat's cause: the host's load, this process's CPU share and its waits for a CPU
         **host,
     }
+    if speculative is not None:
+        spec = speculative.stats.minus(stats_before).to_dict()
+        result.update({"spec_acceptance_rate": spec["acceptance_rate"],
+                       "spec_mean_accepted_tokens": spec["mean_accepted_tokens"],
+                       "spec_drafted_tokens": spec["num_drafted"], "spec_accepted_tokens": spec["num_accepted"],
+                       "spec_wasted_tokens": spec["num_wasted"], "spec_filled_tokens": spec["num_filled"]})
     result.update(request_metrics(finished))
     result.update(step_metrics(engine.records[first_record:]))
     result["peak_memory_bytes"] = torch.cuda.max_memory_allocated() if cuda else None
@@ -65,6 +80,25 @@ def run_engine_workload(engine, workload: Workload, seed_offset: int = 0,
         result.update({name: after - allocator_before[name] for name, after in _allocator_calls().items()})
     del engine.records[first_record:]  # keep memory flat over long sweeps
     return result
+
+
+def _replay_reference(engine, specs: list[RequestSpec], prompts: list[list[int]], max_output_len: int | None) -> None:
+    """The replay drafter's reference: these prompts run once greedily without drafts (unmeasured),
+    and their outputs are what the measured run is proposed."""
+    from graphbench.runner.request import SamplingParams
+
+    speculative = engine.speculative
+    first_record, speculative.drafting = len(engine.records), False
+    try:
+        requests = [engine.add_request(p, SamplingParams(max_tokens=s.capped_output_len(max_output_len)))
+                    for s, p in zip(specs, prompts)]
+        while engine.has_unfinished():
+            engine.step()
+    finally:
+        speculative.drafting = True
+        del engine.records[first_record:]
+    for request in requests:
+        speculative.remember(request.prompt_token_ids, request.output_token_ids)
 
 
 def _allocator_calls() -> dict[str, int]:

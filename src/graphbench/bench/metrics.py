@@ -52,6 +52,8 @@ def step_metrics(records: list[Any]) -> dict[str, Any]:
         "padding_overhead": sum(padded) / sum(real) - 1,
         "eager_fraction": modes.get("NONE", 0) / len(records),
         "runtime_modes": dict(sorted(modes.items())),
+        # the uniform steps (every request decoding 1 + k tokens): what a FULL recording is for
+        "uniform_runtime_modes": dict(sorted(Counter(r.runtime_mode for r in records if r.descriptor.uniform).items())),
         "batch_size_histogram": {str(k): v for k, v in sorted(Counter(real).items())},
         # where a slow repeat lost its time: per runtime mode, and the slowest steps themselves
         "step_ms_by_mode": {mode: _mode_times([r for r in records if r.runtime_mode == mode]) for mode in sorted(modes)},

@@ -172,7 +172,8 @@ def _tuned_graphs(ladder: Any) -> int | None:
     return count
 
 
-WORKLOAD_KEYS = ("concurrency", "request_rate", "prompt_len", "output_len", "num_requests", "repeats", "target_repeat_s")
+WORKLOAD_KEYS = ("concurrency", "request_rate", "prompt_len", "output_len", "num_requests", "repeats", "target_repeat_s",
+                 "prompt_kind")
 
 
 def load_sweep_file(path: str | Path) -> tuple[dict[str, Any], dict[str, list[Any]], dict[str, Any]]:

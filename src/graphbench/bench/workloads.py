@@ -130,6 +130,10 @@ class RequestSpec:
         return self.output_len if max_output_len is None else min(self.output_len, max_output_len)
 
 
+PROMPT_KINDS = ("random", "repeated")
+REPEATED_SPAN = 16  # tokens in the span a repeated prompt repeats
+
+
 @dataclass
 class Workload:
     kind: str = "closed"
@@ -140,8 +144,13 @@ class Workload:
     output_len: LengthDist = field(default_factory=lambda: LengthDist("fixed", 64))
     trace: str | None = None
     seed: int = 0
+    # random: uniform random token ids; repeated: a random span of REPEATED_SPAN tokens repeated to the
+    # prompt's length (what an n-gram drafter finds something in: code edits, quoting, summaries)
+    prompt_kind: str = "random"
 
     def __post_init__(self) -> None:
+        if self.prompt_kind not in PROMPT_KINDS:
+            raise GraphbenchError(f"unknown prompt kind {self.prompt_kind!r}; choose from {', '.join(PROMPT_KINDS)}")
         if self.kind not in KINDS:
             raise GraphbenchError(f"unknown workload kind {self.kind!r}; choose from {', '.join(KINDS)}")
         if self.kind == "closed" and not 1 <= self.concurrency <= MAX_CONCURRENCY:
@@ -156,11 +165,12 @@ class Workload:
 
     @property
     def name(self) -> str:
+        suffix = "" if self.prompt_kind == "random" else f"-{self.prompt_kind}"
         if self.kind == "closed":
-            return f"closed-c{self.concurrency}"
+            return f"closed-c{self.concurrency}{suffix}"
         if self.kind == "poisson":
-            return f"poisson-r{self.request_rate:g}"
-        return f"trace-{Path(self.trace).stem}"
+            return f"poisson-r{self.request_rate:g}{suffix}"
+        return f"trace-{Path(self.trace).stem}{suffix}"
 
     def requests(self) -> list[RequestSpec]:
         """The seeded request list (same seed, same requests, on any machine)."""
@@ -181,7 +191,7 @@ class Workload:
         return {"name": self.name, "kind": self.kind, "concurrency": self.concurrency if self.kind == "closed" else None,
                 "request_rate": self.request_rate, "prompt_len": self.prompt_len.to_dict(),
                 "output_len": self.output_len.to_dict(), "num_requests": len(self.requests()), "seed": self.seed,
-                "trace": self.trace}
+                "trace": self.trace, "prompt_kind": self.prompt_kind}
 
 
 def load_trace(path: str | Path) -> list[RequestSpec]:

@@ -15,7 +15,7 @@ WORKLOAD = "Workload options"
 
 def build_workloads(concurrency: Optional[str], request_rate: Optional[str], trace: Optional[str], prompt_len: str,
                     output_len: str, num_requests: Optional[int], seed: int,
-                    per_concurrency: int = GPU_TRAFFIC.requests_per_concurrency) -> list:
+                    per_concurrency: int = GPU_TRAFFIC.requests_per_concurrency, prompt_kind: str = "random") -> list:
     """The workloads a run measures: closed-loop levels, Poisson rates, a trace. None of the three
     given: the default traffic (GPU_TRAFFIC's levels and rate); rates or a trace alone: only those."""
     from graphbench.bench.workloads import LengthDist, Workload, load_trace
@@ -25,7 +25,7 @@ def build_workloads(concurrency: Optional[str], request_rate: Optional[str], tra
         raise GraphbenchError(f"--num-requests must be >= 1, got {num_requests}")
     if per_concurrency < 1:
         raise GraphbenchError(f"--num-requests-per-concurrency must be >= 1, got {per_concurrency}")
-    common = dict(prompt_len=prompt, output_len=output, num_requests=num_requests, seed=seed)
+    common = dict(prompt_len=prompt, output_len=output, num_requests=num_requests, seed=seed, prompt_kind=prompt_kind)
     if concurrency is None and not (request_rate or trace):
         concurrency, request_rate = GPU_TRAFFIC.concurrency, GPU_TRAFFIC.request_rate
     levels = parse_int_list(concurrency, "--concurrency") or []
@@ -104,6 +104,7 @@ def run(
     num_requests: Annotated[Optional[int], typer.Option(help="Requests per workload (default 3 x concurrency; Poisson 32).", rich_help_panel=WORKLOAD)] = None,
     num_requests_per_concurrency: Annotated[int, typer.Option(help="Closed loop: requests = this x concurrency, unless --num-requests.", rich_help_panel=WORKLOAD)] = GPU_TRAFFIC.requests_per_concurrency,
     workload_seed: Annotated[int, typer.Option(help="Seed of the request lengths and prompts.", rich_help_panel=WORKLOAD)] = 0,
+    prompt_kind: Annotated[str, typer.Option(help="random token ids, or repeated: a 16-token span repeated (n-gram drafting finds it).", rich_help_panel=WORKLOAD)] = "random",
     repeats: Annotated[int, typer.Option(help="Measured repeats per workload, after a warm-up.")] = 3,
     target_repeat_s: Annotated[float, typer.Option(help="Closed loops: when a pass of the requests is shorter, each repeat runs a multiple of them to last about this many seconds, e.g. 1 (0: off; off with --num-requests).")] = 0.0,
     cold: Annotated[bool, typer.Option("--cold/--warm", help="--cold: clear this config's compile cache, start cold, then start again warm.")] = False,
@@ -123,7 +124,7 @@ def run(
 
     check_measure_options(repeats, target_repeat_s)
     workloads = build_workloads(concurrency, request_rate, trace, prompt_len, output_len, num_requests, workload_seed,
-                                num_requests_per_concurrency)
+                                num_requests_per_concurrency, prompt_kind)
     resolved = engine_config.resolve()
     check_lengths(workloads, _max_model_len(resolved))
     check_results_folder(results)

@@ -21,10 +21,12 @@ from graphbench.reports.render_cells import (  # (headline_cells, headline_heade
     padding_cells,
     pairs_cells,
     repeats_cells,
+    speculative_cells,
     summary_cells,
     variants_cells,
 )
 from graphbench.reports.repeats_table import steadiness_note
+from graphbench.reports.speculative_table import SPECULATIVE_NOTE
 from graphbench.reports.variants_table import VARIANTS_NOTE
 
 FAILURE_HEADERS = ["label", "system", "model", "reason", "file"]
@@ -59,6 +61,7 @@ class ReportContext:
     ladders: pd.DataFrame = field(default_factory=pd.DataFrame)  # ladder_table.ladder_table
     repeats: pd.DataFrame = field(default_factory=pd.DataFrame)  # repeats_table.repeats_table
     variants: pd.DataFrame = field(default_factory=pd.DataFrame)  # variants_table.variants_table
+    speculative: pd.DataFrame = field(default_factory=pd.DataFrame)  # speculative_table.speculative_table
     padding: pd.DataFrame = field(default_factory=pd.DataFrame)  # padding_table.padding_table
     pairs: pd.DataFrame = field(default_factory=pd.DataFrame)  # ladder_pairs.ladder_pairs
     steadiness: str | None = None  # the note under Repeats (None: from `repeats`; give it when repeats holds aliases)
@@ -138,6 +141,10 @@ def table_sections(ctx: ReportContext) -> list[TableSection]:
             out.append(TableSection("Ladder against ladder: TPOT and tokens/s", pairs_note(ctx.pairs),
                                     list(ctx.pairs.columns), pairs_cells(ctx.pairs),
                                     _named(ctx.pairs, ("pair", "workload", "repeats", "graph step p", "TPOT p", "tok/s p")), level=3))
+    if not ctx.speculative.empty:
+        out.append(TableSection("Speculative decoding: acceptance and what it buys", SPECULATIVE_NOTE,
+                                list(ctx.speculative.columns), speculative_cells(ctx.speculative),
+                                _named(ctx.speculative, ("point", "workload", "drafter", "graphs of uniform steps"))))
     if not ctx.variants.empty:
         out.append(TableSection("compile_sizes variants: kept where faster", VARIANTS_NOTE, list(ctx.variants.columns),
                                 variants_cells(ctx.variants), {0, 1, 6}))

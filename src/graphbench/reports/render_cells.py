@@ -117,3 +117,16 @@ def pairs_cells(pairs: pd.DataFrame) -> list[list[str]]:
 
     return [[cell(c, v) for c, v in row.items()] for _, row in pairs.iterrows()]
 
+
+def speculative_cells(table: pd.DataFrame) -> list[list[str]]:
+    def cell(column: str, value: Any) -> str:
+        if column in ("point", "workload", "drafter", "graphs of uniform steps", "k"):
+            return str(value)
+        if column.endswith("vs k=0 %"):
+            return signed(value) if isinstance(value, float) and not math.isnan(value) else "n/a"
+        if column in ("drafted", "wasted"):
+            return fmt(value, 0)
+        return fmt(value, 2 if column == "accepted / step" else 1)
+
+    return [[cell(c, v) for c, v in row.items()] for _, row in table.iterrows()]
+
