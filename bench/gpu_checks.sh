@@ -8,6 +8,7 @@
 #   bash bench/gpu_checks.sh profile   # where a -O2 decode step goes at batch 1 and 64 (host phases, GPU time, top kernels)
 #   bash bench/gpu_checks.sh gemv      # one-row projections inside a CUDA graph: cuBLAS / Inductor / Triton GEMV, ~2 min
 #   bash bench/gpu_checks.sh tune      # the default ladder against a tuned one with half the graphs
+#   bash bench/gpu_checks.sh speculative  # k = 0/2/4 with the replay and n-gram drafters at batch 1 and 16, then a k = 0,2 sweep (~7 min)
 # docs/DEVELOPING.md says what each group backs in bench/RESULTS.md. Logs and JSON go to $OUT (the device tool
 # brings them back); copy the figures into bench/RESULTS.md with the date and the local commit whose tree was
 # sent (pass it as COMMIT=<sha>: the device's own checkout reports a stale HEAD).
@@ -55,5 +56,12 @@ case "${1:-}" in
       --concurrency 3,11,24,45 --prompt-len uniform:64-256 --output-len uniform:32-128 --repeats 3 \
       --results "$OUT/tune" --report "$OUT/tune-report" 2>&1 | tee "$OUT/tune.log" | tail -30
     tar czf "$OUT/tune.tgz" -C "$OUT" tune tune-report 2>/dev/null ;;
-  *) echo "usage: bash bench/gpu_checks.sh tests|suite|sweep|decode|startup|profile|gemv|tune" >&2; exit 2 ;;
+  speculative)
+    timeout 330 python3 bench/speculative.py --model llama-3.2-1b --batches 1,16 --ks 0,2,4 --methods replay,ngram \
+      --out "$OUT/speculative.json" 2>&1 | grep -v "^DEBUG" | tee "$OUT/speculative.log" | tail -14
+    timeout $(( SECONDS < 560 ? 585 - SECONDS : 20 )) python3 -m graphbench sweep --model llama-3.2-1b --levels 2 --ladders default \
+      --peers none --grid num_speculative_tokens=0,2 --concurrency 1,16 --prompt-kind repeated --repeats 3 \
+      --results "$OUT/spec-sweep" --report "$OUT/spec-sweep-report" 2>&1 | tee "$OUT/spec-sweep.log" | tail -12
+    tar czf "$OUT/spec-sweep.tgz" -C "$OUT" spec-sweep spec-sweep-report 2>/dev/null && rm -rf "$OUT/spec-sweep" "$OUT/spec-sweep-report" ;;
+  *) echo "usage: bash bench/gpu_checks.sh tests|suite|sweep|decode|startup|profile|gemv|tune|speculative" >&2; exit 2 ;;
 esac
