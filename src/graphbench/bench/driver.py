@@ -83,8 +83,10 @@ def run_engine_workload(engine, workload: Workload, seed_offset: int = 0,
 
 
 def _replay_reference(engine, specs: list[RequestSpec], prompts: list[list[int]], max_output_len: int | None) -> None:
-    """The replay drafter's reference: these prompts run once greedily without drafts (unmeasured),
-    and their outputs are what the measured run is proposed."""
+    """The replay drafter's reference: these prompts run once greedily (unmeasured) with filler drafts,
+    so with the measured run's step shapes: in bfloat16 a reference made with one-token decodes
+    diverged from the 1 + k run's greedy tokens (acceptance 2% at k = 4, batch 16 on the H200,
+    bench/RESULTS.md, 2026-12-01). The outputs are what the measured run is proposed."""
     from graphbench.runner.request import SamplingParams
 
     speculative = engine.speculative

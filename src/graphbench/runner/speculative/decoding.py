@@ -46,16 +46,20 @@ class SpeculativeDecoder:
         self.method = config.method
         self.ngram = NgramDrafter(config.prompt_lookup_min, config.prompt_lookup_max) if self.method == "ngram" else None
         self.replay = ReplayDrafter(config.replay_acceptance, vocab_size, seed) if self.method == "replay" else None
-        self.drafting = True  # off: every decode is one token (a replay drafter's reference run)
+        # off: the drafter proposes nothing and every draft is filler (a replay drafter's reference run: the
+        # steps keep the measured run's 1 + k shapes, so its bf16 numerics and hence its greedy tokens match)
+        self.drafting = True
         self.stats = SpeculativeStats()
 
     def drafts(self, request: Request, budget: int) -> list[int]:
         """The drafts for a decoding request this step: exactly d = min(k, still needed - 1, budget - 1)."""
         needed = request.sampling.max_tokens - len(request.output_token_ids)
         d = min(self.k, needed - 1, budget - 1)
-        if d <= 0 or not self.drafting:
+        if d <= 0:
             return []
-        if self.ngram is not None:
+        if not self.drafting:
+            proposal = []
+        elif self.ngram is not None:
             proposal = self.ngram.propose(request.request_id, request.all_token_ids, d)
         else:
             proposal = self.replay.propose(request.prompt_token_ids, len(request.output_token_ids), d)
