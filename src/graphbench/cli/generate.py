@@ -16,7 +16,7 @@ def generate(
     engine_config: EngineConfig,
     prompt_token_ids: Annotated[
         Optional[list[str]],
-        typer.Option("--prompt-token-ids", "-p", help="Comma-separated token ids; repeat for more prompts."),
+        typer.Option("--prompt-token-ids", "-p", help="Comma-separated token ids (NAME:1,2,3 with LoRA adapter NAME); repeat for more prompts."),
     ] = None,
     max_tokens: Annotated[int, typer.Option(help="Tokens to generate per prompt.")] = 16,
     temperature: Annotated[float, typer.Option(help="0 = greedy.")] = 0.0,
@@ -29,10 +29,13 @@ def generate(
 
     if output_format not in ("table", "json"):
         raise GraphbenchError(f"--format must be table or json, got {output_format!r}")
-    prompts = [parse_int_list(p, "--prompt-token-ids") for p in (prompt_token_ids or ["1,2,3"])]
+    texts = prompt_token_ids or ["1,2,3"]
+    # NAME:1,2,3 runs the prompt with LoRA adapter NAME
+    loras = [t.split(":", 1)[0].strip() if ":" in t else None for t in texts]
+    prompts = [parse_int_list(t.split(":", 1)[1] if ":" in t else t, "--prompt-token-ids") for t in texts]
     with _status(make_console(stderr=True)) as progress:  # stderr: --format json's stdout stays the JSON
         result = run_generate(engine_config, prompts, max_tokens=max_tokens, temperature=temperature,
-                              top_p=top_p, progress=progress)
+                              top_p=top_p, progress=progress, loras=loras)
     if output_format == "json":
         typer.echo(json.dumps({"outputs": result.outputs}))
         return
@@ -40,9 +43,11 @@ def generate(
 
     console = make_console()
     console.print(f"[bold]{result.summary}[/bold]")
-    table = Table("prompt", "generated token ids")
+    with_lora = any(item.get("lora") for item in result.outputs)
+    table = Table("prompt", *(["adapter"] if with_lora else []), "generated token ids")
     for item in result.outputs:
-        table.add_row(",".join(map(str, item["prompt_token_ids"])), ",".join(map(str, item["token_ids"])))
+        table.add_row(",".join(map(str, item["prompt_token_ids"])), *([item.get("lora") or "-"] if with_lora else []),
+                      ",".join(map(str, item["token_ids"])))
     console.print(table)
     for line in result.notes:
         console.print(f"[dim]{line}[/dim]")

@@ -25,6 +25,7 @@ from graphbench.config.parts import (
     SpeculativeConfig,
     default_max_num_batched_tokens,
 )
+from graphbench.config.lora import LoRAConfig
 from graphbench.config.tomlio import read_toml
 from graphbench.config.validate import suggest
 from graphbench.errors import GraphbenchError
@@ -36,6 +37,7 @@ SECTIONS: dict[str, type] = {
     "compilation": CompilationConfig,
     "speculative": SpeculativeConfig,
     "parallel": ParallelConfig,
+    "lora": LoRAConfig,
 }
 
 
@@ -50,6 +52,7 @@ class EngineConfig:
     compilation: CompilationConfig = field(default_factory=CompilationConfig)
     speculative: SpeculativeConfig = field(default_factory=SpeculativeConfig)
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
+    lora: LoRAConfig = field(default_factory=LoRAConfig)
 
     def __post_init__(self) -> None:
         level = self.optimization_level
@@ -99,7 +102,9 @@ class EngineConfig:
 
     def compute_hash(self) -> str:
         """Hash of every factor that changes the compiled code (see docs/CONFIG.md)."""
-        return hash_factors([getattr(self, name).compute_hash() for name in SECTIONS])
+        # (LoRA only when on: a config without adapters keeps the hash, and the cache entry, it had)
+        return hash_factors([getattr(self, name).compute_hash() for name in SECTIONS
+                             if name != "lora" or self.lora.enabled])
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON/TOML-able dict (enums as their names)."""

@@ -78,13 +78,14 @@ class CudagraphDispatcher:
     """Maps a step's BatchDescriptor to (runtime mode, padded descriptor) over the captured keys."""
 
     def __init__(self, mode: CUDAGraphMode, capture_sizes: list[int], max_num_seqs: int,
-                 decode_query_len: int = 1, has_lora: bool = False):
+                 decode_query_len: int = 1, has_lora: bool = False, specialize_lora: bool = True):
         self.mode = mode
         self.capture_sizes = sorted(capture_sizes) if mode != NONE else []
         self.max_capture_size = self.capture_sizes[-1] if self.capture_sizes else 0
         self.decode_query_len = decode_query_len
         self.keys: dict[CUDAGraphMode, set[BatchDescriptor]] = {FULL: set(), PIECEWISE: set()}
-        lora_options = (False, True) if has_lora else (False,)
+        # adapters loaded: recordings with and without them (specialised), or only with them
+        lora_options = ((False, True) if specialize_lora else (True,)) if has_lora else (False,)
         for lora in lora_options:
             if mode.mixed_mode() != NONE:
                 for size in self.capture_sizes:

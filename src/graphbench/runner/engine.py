@@ -69,6 +69,7 @@ class Engine:
         t0 = time.perf_counter()
         self.model = build_model(self.local_arch, self.max_model_len, self.dtype, self.device, self.shard)
         self._load_weights()
+        self.lora_slots = self._load_adapters()
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         self.report.load_seconds = time.perf_counter() - t0
@@ -89,10 +90,13 @@ class Engine:
         self.scheduler = Scheduler(
             self.allocator, block_size, sched.max_num_seqs, sched.max_num_batched_tokens,
             self.config.decode_query_len, sched.enable_chunked_prefill,
-            drafts=self.speculative.drafts if self.speculative is not None else None)
+            drafts=self.speculative.drafts if self.speculative is not None else None,
+            lora=self._lora_keys())
         max_blocks_per_seq = -(-self.max_model_len // block_size)
         self.inputs = StepInputs(sched.max_num_batched_tokens, sched.max_num_seqs, max_blocks_per_seq,
                                  block_size, self.device)
+        if self.lora_slots:
+            self.inputs.lora_token_slots = self.model.lora_token_slots
         self.runner = ModelRunner(self.model, self.kv_cache, self.backend, self.inputs, self.config.model.seed,
                                   self.dispatcher)
         self.compiled: CompiledForward | None = None
@@ -170,7 +174,9 @@ class Engine:
         self.mode_resolution = resolution
         self.report.cudagraph_mode = resolution.to_dict()
         dispatcher = CudagraphDispatcher(resolution.resolved, comp.cudagraph_capture_sizes,
-                                         self.config.scheduler.max_num_seqs, self.config.decode_query_len)
+                                         self.config.scheduler.max_num_seqs, self.config.decode_query_len,
+                                         has_lora=self.config.lora.enabled,
+                                         specialize_lora=self.config.lora.cudagraph_specialize_lora)
         self.report.num_graphs = dispatcher.num_graphs()
         return dispatcher
 
@@ -185,6 +191,33 @@ class Engine:
         self.report.extra["speculative"] = {"method": spec.method, "num_speculative_tokens": spec.num_speculative_tokens,
                                             "async_scheduling": "off: drafting needs each step's tokens on the host"}
         return SpeculativeDecoder(spec, self.arch.vocab_size, self.config.model.seed)
+
+    def _load_adapters(self) -> dict[str, int]:
+        """LoRA adapters into their slots (runner/lora/): adapter name -> slot (1..); {} without adapters."""
+        lora = self.config.lora
+        if not lora.enabled:
+            return {}
+        if self.shard.size > 1:
+            raise GraphbenchError("LoRA adapters with tensor parallelism are not supported")
+        from graphbench.runner.lora.adapters import load_adapter
+        from graphbench.runner.lora.weights import attach_lora
+
+        attach_lora(self.model, self.arch, lora.num_slots, lora.max_lora_rank,
+                    self.config.scheduler.max_num_batched_tokens)
+        slots = {}
+        for slot, (name, source) in enumerate(lora.adapters(), start=1):
+            adapter = load_adapter(name, source, self.arch, lora.max_lora_rank, self.config.model.seed + slot)
+            for index, layer in enumerate(self.model.layers):
+                layer.lora.load(slot, adapter, index)
+            slots[name] = slot
+        self.report.extra["lora"] = {"adapters": list(slots), "slots": lora.num_slots, "max_lora_rank": lora.max_lora_rank,
+                                     "cudagraph_specialize_lora": lora.cudagraph_specialize_lora}
+        return slots
+
+    def _lora_keys(self) -> str | None:
+        if not self.lora_slots:
+            return None
+        return "specialize" if self.config.lora.cudagraph_specialize_lora else "always"
 
     def _start_compiled(self) -> None:
         """Compile (or load from the on-disk cache) before any request: see compile/startup.py; then
@@ -227,14 +260,19 @@ class Engine:
 
     # -- requests and steps ------------------------------------------------------------------
 
-    def add_request(self, prompt_token_ids: list[int], sampling: SamplingParams | None = None) -> Request:
-        """Queue a request; reject prompts that can never run."""
+    def add_request(self, prompt_token_ids: list[int], sampling: SamplingParams | None = None,
+                    lora: str | None = None) -> Request:
+        """Queue a request (lora: the name of a loaded adapter, or None); reject prompts that can never run."""
         self._require_open()
         sampling = sampling or SamplingParams()
+        if lora is not None and lora not in self.lora_slots:
+            known = ", ".join(self.lora_slots) or "none loaded"
+            raise GraphbenchError(f"unknown LoRA adapter {lora!r} (adapters: {known})")
         check_prompt(prompt_token_ids, sampling.max_tokens, self.arch.vocab_size, self.max_model_len,
                      self.kv_cache.block_size, self.kv_cache.num_blocks)
         self._mirror("add", list(prompt_token_ids), dataclasses.asdict(sampling))
-        request = Request(next(self._ids), list(prompt_token_ids), sampling, arrival_time=time.perf_counter())
+        request = Request(next(self._ids), list(prompt_token_ids), sampling, arrival_time=time.perf_counter(),
+                          lora_slot=self.lora_slots.get(lora, 0) if lora is not None else 0)
         self.scheduler.add(request)
         return request
 
@@ -344,14 +382,15 @@ class Engine:
         return finished
 
     @torch.inference_mode()
-    def prompt_logits(self, prompts: list[list[int]]) -> list[torch.Tensor]:
+    def prompt_logits(self, prompts: list[list[int]], loras: list[str | None] | None = None) -> list[torch.Tensor]:
         """Logits[len(p), V] (float32) at every prompt position, all prompts in one flat batch."""
         self._require_open()
         self._mirror("prompt_logits", prompts)
         self._drain()
         workers, self.workers = self.workers, None  # the workers run their own prompt_logits: no nested calls
         try:
-            requests = [self.add_request(p, SamplingParams(max_tokens=1)) for p in prompts]
+            requests = [self.add_request(p, SamplingParams(max_tokens=1), lora)
+                        for p, lora in zip(prompts, loras or [None] * len(prompts))]
         finally:
             self.workers = workers
         batch = self.scheduler.schedule()
@@ -363,9 +402,11 @@ class Engine:
             self.scheduler.finish(request)
         return list(logits.split([len(p) for p in prompts]))
 
-    def generate(self, prompts: list[list[int]], sampling: SamplingParams | None = None) -> list[list[int]]:
-        """Generate for every prompt (continuous batching); returns output token ids in prompt order."""
-        requests = [self.add_request(p, sampling) for p in prompts]
+    def generate(self, prompts: list[list[int]], sampling: SamplingParams | None = None,
+                 loras: list[str | None] | None = None) -> list[list[int]]:
+        """Generate for every prompt (continuous batching; loras: each prompt's adapter or None); returns
+        output token ids in prompt order."""
+        requests = [self.add_request(p, sampling, lora) for p, lora in zip(prompts, loras or [None] * len(prompts))]
         while self.has_unfinished():
             self.step()
         return [r.output_token_ids for r in requests]

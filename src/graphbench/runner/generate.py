@@ -96,7 +96,8 @@ def _check_prompts(config: EngineConfig, prompts: list[list[int]], max_tokens: i
 
 
 def run_generate(config: EngineConfig, prompts: list[list[int]], *, max_tokens: int, temperature: float,
-                 top_p: float, progress: Callable[[str], None] = lambda phase: None) -> GenerateResult:
+                 top_p: float, progress: Callable[[str], None] = lambda phase: None,
+                 loras: list[str | None] | None = None) -> GenerateResult:
     """Start an engine for config and generate max_tokens for each prompt; progress gets each phase."""
     from graphbench.runner.engine import Engine
     from graphbench.runner.request import SamplingParams
@@ -104,12 +105,18 @@ def run_generate(config: EngineConfig, prompts: list[list[int]], *, max_tokens: 
     if any(not p for p in prompts):
         raise GraphbenchError("--prompt-token-ids needs at least one token id per prompt")
     sampling = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p)
+    loras = loras or [None] * len(prompts)
+    known = [name for name, _ in config.lora.adapters()]
+    unknown = [name for name in loras if name is not None and name not in known]
+    if unknown:
+        raise GraphbenchError(f"unknown LoRA adapter {unknown[0]!r} in --prompt-token-ids (--lora-modules gives: "
+                              f"{', '.join(known) or 'none'})")
     _check_prompts(config, prompts, max_tokens)  # before a start-up that may compile for minutes
     with startup_phases(config, progress):
         engine = Engine(config)
     progress(f"generating {max_tokens} tokens for {len(prompts)} prompt(s)")
     try:
-        tokens = engine.generate(prompts, sampling)
+        tokens = engine.generate(prompts, sampling, loras)
     finally:
         engine.close()  # tensor-parallel workers stop here
     report = engine.report
@@ -121,5 +128,6 @@ def run_generate(config: EngineConfig, prompts: list[list[int]], *, max_tokens: 
     summary = (f"{cfg.model.model} -O{cfg.optimization_level} {report.cudagraph_mode.get('resolved', '?')} "
                f"seqs={cfg.scheduler.max_num_seqs} ladder={len(engine.dispatcher.capture_sizes)} "
                f"on {engine.device_info.name or engine.device.type} ({cfg.model.dtype})")
-    outputs = [{"prompt_token_ids": p, "token_ids": t} for p, t in zip(prompts, tokens)]
+    outputs = [{"prompt_token_ids": p, "token_ids": t, **({"lora": lora} if lora else {})}
+               for p, t, lora in zip(prompts, tokens, loras)]
     return GenerateResult(outputs, summary, notes)

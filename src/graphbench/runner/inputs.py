@@ -42,6 +42,7 @@ class StepInputs:
             "logits_indices": ((max_num_reqs,), torch.int64, 0),
             "block_tables": ((max_num_reqs, max_blocks_per_seq), torch.int32, 0),
             "gather_rows": ((2, max_num_reqs), torch.int64, 0),  # [input row, previous sampled row]
+            "lora_slots": ((max_num_tokens,), torch.int64, 0),  # each token's adapter slot (0: none)
         }
         for name, (shape, dtype, fill) in shapes.items():
             setattr(self, name, torch.full(shape, fill, dtype=dtype, device=device))
@@ -54,6 +55,7 @@ class StepInputs:
         self.num_tokens = 0
         self.num_reqs = 0
         self.num_gathers = 0  # input rows to fill from the previous step's sampled ids
+        self.lora_token_slots: torch.Tensor | None = None  # the model's buffer, when adapters are loaded
 
     def _next_stage(self) -> dict[str, np.ndarray]:
         """The other set of host mirrors, once the device has read it: overwriting pinned memory that a
@@ -85,6 +87,7 @@ class StepInputs:
         a["positions"][:num_tokens] = np.concatenate([np.arange(n) for n in per_req])
         a["slot_mapping"][:num_tokens] = -1
         a["logits_indices"][:num_reqs] = starts[1:num_reqs + 1] - 1
+        a["lora_slots"][:num_tokens] = 0
         self.num_gathers = 0
         return self._upload(num_tokens, num_tokens, num_reqs, max_blocks)
 
@@ -160,6 +163,9 @@ class StepInputs:
         slots[num_tokens:padded] = -1
         ids[num_tokens:padded] = 0
         a["logits_indices"][:num_reqs] = starts[1:num_reqs + 1] - 1
+        if self.lora_token_slots is not None:
+            a["lora_slots"][:num_tokens] = np.repeat([r.lora_slot for r in batch.requests], batch.num_new_tokens)
+            a["lora_slots"][num_tokens:padded] = 0
         self.num_gathers = num_gathers
         return self._upload(num_tokens, padded, num_reqs, max_blocks_used)
 
@@ -180,6 +186,8 @@ class StepInputs:
             host["block_tables"][:num_reqs, :max_blocks_used], non_blocking=True)
         if self.num_gathers:
             self.gather_rows[:, :self.num_gathers].copy_(host["gather_rows"][:, :self.num_gathers], non_blocking=True)
+        if self.lora_token_slots is not None:
+            self.lora_token_slots[:padded].copy_(host["lora_slots"][:padded], non_blocking=True)
         if self.device.type == "cuda":
             event = self._uploaded[self._turn] or torch.cuda.Event()
             event.record()

@@ -16,6 +16,7 @@ from torch import nn
 from graphbench.config.arch import ArchConfig
 from graphbench.runner.attention.op import attention
 from graphbench.runner.linear import Linear, add_rmsnorm_gate_up, add_rmsnorm_linear, rms_norm
+from graphbench.runner.lora.weights import lora_delta
 from graphbench.runner.parallel import Shard, all_gather_last, all_reduce, vocab_rows
 from graphbench.runner.rotary import RotaryEmbedding
 
@@ -48,8 +49,9 @@ class Attention(nn.Module):
         self.layer_idx = layer_idx
         self.rotary = rotary
 
-    def forward(self, positions: torch.Tensor, qkv: torch.Tensor) -> torch.Tensor:
-        """qkv[T, q + 2kv] (the layer computes it after its norm) -> o_proj output [T, H]."""
+    def forward(self, positions: torch.Tensor, qkv: torch.Tensor, lora=None) -> torch.Tensor:
+        """qkv[T, q + 2kv] (the layer computes it after its norm) -> o_proj output [T, H].
+        lora: (the layer's LayerLoRA, one-hot slots [T, S]) when adapters are loaded."""
         num_tokens = qkv.shape[0]
         qk, v = qkv.split([self.q_size + self.kv_size, self.kv_size], dim=-1)
         q, k = self.rotary(positions, qk).split([self.q_size, self.kv_size], dim=-1)  # RoPE on q and k heads at once
@@ -62,7 +64,10 @@ class Attention(nn.Module):
             out,
             self.layer_idx,
         )
-        out = self.o_proj(out.view(num_tokens, self.q_size))
+        flat = out.view(num_tokens, self.q_size)
+        out = self.o_proj(flat)
+        if lora is not None:
+            out = out + lora_delta(flat, lora[0].o_a, lora[0].o_b, lora[1])
         return all_reduce(out) if self.tp_size > 1 else out
 
 
@@ -87,8 +92,11 @@ class DecoderLayer(nn.Module):
         self.self_attn = Attention(arch, layer_idx, rotary, tp_size)
         self.post_attention_layernorm = RMSNorm(arch.hidden_size, arch.rms_norm_eps)
         self.mlp = MLP(arch, tp_size)
+        self.lora = None  # runner/lora/weights.py's LayerLoRA when adapters are loaded
 
-    def forward(self, positions, x, residual):
+    def forward(self, positions, x, residual, lora_onehot=None):
+        if lora_onehot is not None:
+            return self._forward_with_lora(positions, x, residual, lora_onehot)
         attn, mlp = self.self_attn, self.mlp
         if residual is None:  # the first layer: nothing to add yet
             residual = x
@@ -99,6 +107,24 @@ class DecoderLayer(nn.Module):
         hidden, residual = add_rmsnorm_gate_up(x, residual, *_norm(self.post_attention_layernorm),
                                                mlp.gate_up_proj.weight)
         return mlp(hidden), residual
+
+
+    def _forward_with_lora(self, positions, x, residual, onehot):
+        """The same layer with each projection's LoRA delta added (the norms unfused: the deltas need
+        the normed inputs). onehot [T, S]: each token's adapter slot (slot 0: none, all zeros)."""
+        attn, mlp, lora = self.self_attn, self.mlp, self.lora
+        if residual is None:
+            residual = x
+            h = self.input_layernorm(x)
+        else:
+            h, residual = self.input_layernorm(x, residual)
+        qkv = attn.qkv_proj(h) + lora_delta(h, lora.qkv_a, lora.qkv_b, onehot)
+        x = attn(positions, qkv, (lora, onehot))
+        h, residual = self.post_attention_layernorm(x, residual)
+        gate, up = (mlp.gate_up_proj(h) + lora_delta(h, lora.gate_up_a, lora.gate_up_b, onehot)).chunk(2, dim=-1)
+        hidden = torch.nn.functional.silu(gate) * up
+        out = mlp.down_proj(hidden) + lora_delta(hidden, lora.down_a, lora.down_b, onehot)
+        return (all_reduce(out) if mlp.tp_size > 1 else out), residual
 
 
 def _norm(norm: RMSNorm) -> tuple[torch.Tensor, float]:
@@ -130,8 +156,12 @@ class CausalLM(nn.Module):
         """input_ids[T], positions[T] -> hidden[T, H] (after the final norm)."""
         x = self._embed(input_ids)
         residual = None
+        onehot = None
+        if getattr(self, "lora_num_slots", 0):  # adapters loaded (runner/lora/weights.py attach_lora)
+            slots = self.lora_token_slots[: input_ids.shape[0]]
+            onehot = torch.nn.functional.one_hot(slots, self.lora_num_slots).to(x.dtype)  # [T, S]
         for layer in self.layers:
-            x, residual = layer(positions, x, residual)
+            x, residual = layer(positions, x, residual, onehot)
         x, _ = self.norm(x, residual)
         return x
 

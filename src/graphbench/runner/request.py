@@ -56,6 +56,7 @@ class Request:
     block_ids: list[int] = field(default_factory=list)
     status: RequestStatus = RequestStatus.WAITING
     num_preemptions: int = 0
+    lora_slot: int = 0  # the adapter's slot in the LoRA buffers (0: no adapter)
     # row of the last launched step's sampled ids holding this request's PENDING_TOKEN, if any
     pending_row: int | None = None
     # timestamps (perf_counter seconds) for the measurement layer

@@ -51,6 +51,7 @@ class Scheduler:
         decode_query_len: int = 1,
         enable_chunked_prefill: bool = True,
         drafts: Callable[[Request, int], list[int]] | None = None,
+        lora: str | None = None,
     ):
         self.allocator = allocator
         self.block_size = block_size
@@ -59,6 +60,8 @@ class Scheduler:
         self.decode_query_len = decode_query_len
         self.enable_chunked_prefill = enable_chunked_prefill
         self.drafts = drafts  # speculative decoding: (decoding request, token budget) -> its drafts
+        # adapters loaded: "specialize" (has_lora when any request has one) or "always" (every batch)
+        self.lora = lora
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
 
@@ -113,7 +116,8 @@ class Scheduler:
             return None
         num_tokens = sum(counts)
         uniform = all(n == self.decode_query_len for n in counts)
-        return ScheduledBatch(scheduled, counts, BatchDescriptor(num_tokens, len(scheduled), uniform), drafted)
+        has_lora = self.lora == "always" or (self.lora == "specialize" and any(r.lora_slot for r in scheduled))
+        return ScheduledBatch(scheduled, counts, BatchDescriptor(num_tokens, len(scheduled), uniform, has_lora), drafted)
 
     def _blocks_needed(self, request: Request, num_new: int) -> int:
         total = -(-(request.num_computed_tokens + num_new) // self.block_size)
