@@ -118,7 +118,7 @@ def command_lines(draw, path: tuple[str, ...], root: Path, files: dict[str, str]
 @pytest.mark.parametrize("path", sorted(COMMANDS), ids=" ".join)
 def test_every_option_of_every_command(place, path):
     # the report draws charts (about 1 s a case): fewer of those
-    examples = {("report",): 6, ("run",): 20, ("generate",): 15}.get(path, 30)
+    examples = {("report",): 4, ("run",): 12, ("generate",): 10}.get(path, 20)
 
     @fuzz(examples)
     @given(data=st.data())
@@ -165,13 +165,13 @@ def _read_result(place, result, reader: str) -> None:
     check(place["worker"].run(args), args, (0, 1, 2) if reader == "gate" else (0, 2))
 
 
-@fuzz(40)
+@fuzz(25)
 @given(result=mutated(RESULT_SEED), reader=st.sampled_from(["compare", "gate", "plan", "tune"]))
 def test_result_files(place, result, reader):
     _read_result(place, result, reader)
 
 
-@fuzz(5)
+@fuzz(3)
 @given(result=mutated(RESULT_SEED))
 def test_result_files_in_a_report(place, result):
     _read_result(place, result, "report")
@@ -180,7 +180,7 @@ def test_result_files_in_a_report(place, result):
 TRACE_SEED = [{"arrival_s": 0.0, "prompt_len": 4, "output_len": 2}, {"arrival_s": 0.01, "prompt_len": 6, "output_len": 3}]
 
 
-@fuzz(30)
+@fuzz(20)
 @given(trace=mutated(TRACE_SEED))
 def test_trace_files(place, trace):
     rows = trace if isinstance(trace, list) else [trace]
@@ -192,7 +192,7 @@ def test_trace_files(place, trace):
 HISTOGRAM_SEED = {"1": 5, "3": 2, "8": 1, "17": 4}
 
 
-@fuzz(40)
+@fuzz(25)
 @given(histogram=mutated(HISTOGRAM_SEED), as_csv=st.booleans(), reader=st.sampled_from(["ladder", "tune"]))
 def test_batch_size_histograms(place, histogram, as_csv, reader):
     if as_csv and isinstance(histogram, dict):
@@ -232,7 +232,7 @@ SWEEP_SEED = read_toml(SAMPLES / "sweeps" / "modes-tiny-cpu.toml")
 ENGINE_SEED = read_toml(SAMPLES / "engines" / "tiny-cpu.toml")
 
 
-@fuzz(30)
+@fuzz(20)
 @given(sweep=mutated(SWEEP_SEED))
 def test_sweep_files(place, sweep):
     path = _write(place, "sweep.toml", _toml(sweep))
@@ -240,7 +240,7 @@ def test_sweep_files(place, sweep):
     check(place["worker"].run(args), args)
 
 
-@fuzz(20)
+@fuzz(12)
 @given(config=mutated(ENGINE_SEED).filter(lambda c: not isinstance(c, dict) or c.get("optimization_level") in (0, None)))
 def test_engine_config_files(place, config):
     path = _write(place, "engine.toml", _toml(config))
@@ -262,7 +262,7 @@ def checkpoint(place):
     return folder
 
 
-@fuzz(20)
+@fuzz(12)
 @given(data=st.data())
 def test_checkpoint_configs(place, checkpoint, data):
     seed = json.loads((checkpoint / "config.json").read_text())
@@ -278,7 +278,7 @@ def test_checkpoint_configs(place, checkpoint, data):
 META_SEED = {"created": 1764590000.0, "summary": "tiny-llama -O1", "factors": {"torch": "2.13.0", "graphbench": "0.1.0"}}
 
 
-@fuzz(20)
+@fuzz(12)
 @given(meta=mutated(META_SEED), command=st.sampled_from([["list"], ["list", "--format", "json"], ["clear", "--yes"]]))
 def test_cache_metadata(place, meta, command):
     entry = place["root"] / "cache" / "torch_compile_cache" / "0123456789"
