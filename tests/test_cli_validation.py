@@ -80,7 +80,7 @@ def test_sweep_file_workload_keys_are_checked(tmp_path):
     assert result.exit_code == 2
     assert " ".join(result.output.split()) == (
         f"error: {path}: unknown key workload.concurrenc (did you mean 'concurrency'?); choose from concurrency, "
-        "request_rate, prompt_len, output_len, num_requests, repeats, target_repeat_s, prompt_kind")
+        "request_rate, prompt_len, output_len, num_requests, repeats, target_repeat_s, prompt_kind, lora_share")
     path.write_text("[workload]\nrequest_rate = [2, 8]\n")  # open loop only: no default closed loops added
     result = runner.invoke(app, ["sweep", "--device", "cpu", "--levels", "0", "--sweep-file", str(path), "--dry-run",
                                  "--results", str(tmp_path)])

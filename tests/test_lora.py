@@ -112,3 +112,54 @@ def test_bad_lora_settings(modules, match):
         return
     with pytest.raises(GraphbenchError, match=match):
         load_engine_config(overrides={"lora.modules": modules})
+
+
+def test_the_lora_op_adds_nothing_for_a_key_without_adapters():
+    from graphbench.runner.lora.weights import adapters_active, lora_add, lora_delta
+
+    torch.manual_seed(0)
+    x, a, b = torch.randn(3, 8), torch.randn(2, 4, 8), torch.randn(2, 6, 4)
+    a[0], b[0] = 0.0, 0.0  # slot 0: no adapter, as in the engine's buffers
+    onehot = torch.tensor([[0.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
+    out = torch.zeros(3, 6)
+    lora_add(out, x, a, b, onehot)
+    assert torch.allclose(out, lora_delta(x, a, b, onehot)) and out[1].abs().sum() == 0 < out[0].abs().sum()
+    assert torch.allclose(out[0], b[1] @ (a[1] @ x[0]), atol=1e-5)
+    with adapters_active(False):
+        again = torch.zeros(3, 6)
+        lora_add(again, x, a, b, onehot)
+    assert again.abs().sum() == 0
+
+
+def test_a_lora_share_spreads_adapters_evenly():
+    from graphbench.bench.workloads import Workload
+
+    names = ["a", "b"]
+    half = Workload(concurrency=4, lora_share=0.5)
+    assert [half.adapter_for(i, names) for i in range(6)] == [None, "a", None, "b", None, "a"]
+    assert [Workload(lora_share=1.0).adapter_for(i, names) for i in range(3)] == ["a", "b", "a"]
+    assert [Workload(lora_share=0.25).adapter_for(i, names) for i in range(8)].count(None) == 6
+    assert Workload(lora_share=0.0).adapter_for(3, []) is None
+    assert half.name == "closed-c4-lora0.5"
+    with pytest.raises(GraphbenchError, match="needs adapters"):
+        half.adapter_for(1, [])
+    with pytest.raises(GraphbenchError, match="LoRA share"):
+        Workload(lora_share=float("nan"))
+
+
+def test_the_report_table_compares_each_share_with_share_zero():
+    from graphbench.reports.lora_table import lora_table
+
+    def workload(name, share, tps, tpot):
+        return {"name": name, "lora_share": share, "summary": {"output_tokens_per_s": {"median": tps},
+                                                              "tpot_p50_ms": {"median": tpot}}}
+
+    result = {"label": "O2", "system": "graphbench", "status": "ok",
+              "config": {"lora": {"modules": ["dummy:r=16,n=4"], "cudagraph_specialize_lora": False}},
+              "startup": {"num_graphs": {"FULL": 11, "PIECEWISE": 19}, "capture_s": 1.5, "graph_memory_bytes": 60 << 20},
+              "workloads": [workload("closed-c16", 0.0, 100.0, 2.0), workload("closed-c16-lora1", 1.0, 80.0, 2.5)]}
+    table = lora_table([result, {"label": "plain", "status": "ok", "config": {}, "workloads": []}])
+    assert table["point"].tolist() == ["O2", "O2"] and table["adapters"].tolist() == [4, 4]
+    assert table["specialised"].tolist() == ["no", "no"] and table["graph keys"][0] == "FULL 11 / PIECEWISE 19"
+    assert table["tok/s vs share 0 %"].tolist() == pytest.approx([0.0, -20.0])
+    assert table["TPOT vs share 0 %"].tolist() == pytest.approx([0.0, 25.0]) and table["graph MiB"][0] == 60.0

@@ -122,18 +122,28 @@ def _drive(engine, workload: Workload, pending: deque, finished: list, start: fl
     def params(spec) -> SamplingParams:
         return SamplingParams(max_tokens=spec.capped_output_len(max_output_len))
 
+    names = list(getattr(engine, "lora_slots", {}) or {})
+    adapters = [workload.adapter_for(i, names) for i in range(len(pending))]  # in request order
+    added = 0
+
+    def add(spec, prompt):
+        nonlocal added
+        request = engine.add_request(prompt, params(spec), adapters[added])
+        added += 1
+        return request
+
     in_flight = 0
     while pending or engine.has_unfinished():
         now = time.perf_counter()
         if workload.kind == "closed":
             while pending and in_flight < workload.concurrency:
                 spec, prompt = pending.popleft()
-                engine.add_request(prompt, params(spec))
+                add(spec, prompt)
                 in_flight += 1
         else:
             while pending and start + pending[0][0].arrival_s <= now:
                 spec, prompt = pending.popleft()
-                request = engine.add_request(prompt, params(spec))
+                request = add(spec, prompt)
                 request.arrival_time = start + spec.arrival_s  # latency counts from the scheduled arrival
             if not engine.has_unfinished() and pending:
                 time.sleep(max(0.0, start + pending[0][0].arrival_s - time.perf_counter()))

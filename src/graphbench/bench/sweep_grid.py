@@ -24,6 +24,8 @@ AXIS_ALIASES = {
     "speculative_method": "speculative.method", "replay_acceptance": "speculative.replay_acceptance",
     "dtype": "model.dtype", "attention_backend": "model.attention_backend",
     "tensor_parallel_size": "parallel.tensor_parallel_size",
+    "lora_modules": "lora.modules", "max_loras": "lora.max_loras", "max_lora_rank": "lora.max_lora_rank",
+    "cudagraph_specialize_lora": "lora.cudagraph_specialize_lora",
     "num_kv_blocks": "cache.num_blocks", "num_blocks": "cache.num_blocks",
 }
 PEERS = ("hf-eager", "hf-compile")
@@ -173,7 +175,7 @@ def _tuned_graphs(ladder: Any) -> int | None:
 
 
 WORKLOAD_KEYS = ("concurrency", "request_rate", "prompt_len", "output_len", "num_requests", "repeats", "target_repeat_s",
-                 "prompt_kind")
+                 "prompt_kind", "lora_share")
 
 
 def load_sweep_file(path: str | Path) -> tuple[dict[str, Any], dict[str, list[Any]], dict[str, Any]]:

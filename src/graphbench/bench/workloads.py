@@ -147,8 +147,13 @@ class Workload:
     # random: uniform random token ids; repeated: a random span of REPEATED_SPAN tokens repeated to the
     # prompt's length (what an n-gram drafter finds something in: code edits, quoting, summaries)
     prompt_kind: str = "random"
+    # the fraction of requests that name a LoRA adapter (spread evenly, the loaded adapters in turn)
+    lora_share: float = 0.0
 
     def __post_init__(self) -> None:
+        share = self.lora_share
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 <= share <= 1.0:
+            raise GraphbenchError(f"a LoRA share must be a number in [0, 1], got {share!r}")
         if self.prompt_kind not in PROMPT_KINDS:
             raise GraphbenchError(f"unknown prompt kind {self.prompt_kind!r}; choose from {', '.join(PROMPT_KINDS)}")
         if self.kind not in KINDS:
@@ -165,12 +170,23 @@ class Workload:
 
     @property
     def name(self) -> str:
-        suffix = "" if self.prompt_kind == "random" else f"-{self.prompt_kind}"
+        suffix = ("" if self.prompt_kind == "random" else f"-{self.prompt_kind}") + (
+            f"-lora{self.lora_share:g}" if self.lora_share else "")
         if self.kind == "closed":
             return f"closed-c{self.concurrency}{suffix}"
         if self.kind == "poisson":
             return f"poisson-r{self.request_rate:g}{suffix}"
         return f"trace-{Path(self.trace).stem}{suffix}"
+
+    def adapter_for(self, index: int, names: list[str]) -> str | None:
+        """The adapter request `index` names: every 1/share-th request, the loaded adapters in turn."""
+        if not self.lora_share:
+            return None
+        if not names:
+            raise GraphbenchError(f"workload {self.name}: a LoRA share needs adapters (--lora-modules)")
+        if math.floor((index + 1) * self.lora_share) == math.floor(index * self.lora_share):
+            return None
+        return names[(math.floor((index + 1) * self.lora_share) - 1) % len(names)]
 
     def requests(self) -> list[RequestSpec]:
         """The seeded request list (same seed, same requests, on any machine)."""
@@ -191,7 +207,7 @@ class Workload:
         return {"name": self.name, "kind": self.kind, "concurrency": self.concurrency if self.kind == "closed" else None,
                 "request_rate": self.request_rate, "prompt_len": self.prompt_len.to_dict(),
                 "output_len": self.output_len.to_dict(), "num_requests": len(self.requests()), "seed": self.seed,
-                "trace": self.trace, "prompt_kind": self.prompt_kind}
+                "trace": self.trace, "prompt_kind": self.prompt_kind, "lora_share": self.lora_share}
 
 
 def load_trace(path: str | Path) -> list[RequestSpec]:

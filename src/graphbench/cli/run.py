@@ -15,7 +15,8 @@ WORKLOAD = "Workload options"
 
 def build_workloads(concurrency: Optional[str], request_rate: Optional[str], trace: Optional[str], prompt_len: str,
                     output_len: str, num_requests: Optional[int], seed: int,
-                    per_concurrency: int = GPU_TRAFFIC.requests_per_concurrency, prompt_kind: str = "random") -> list:
+                    per_concurrency: int = GPU_TRAFFIC.requests_per_concurrency, prompt_kind: str = "random",
+                    lora_shares: str | None = None) -> list:
     """The workloads a run measures: closed-loop levels, Poisson rates, a trace. None of the three
     given: the default traffic (GPU_TRAFFIC's levels and rate); rates or a trace alone: only those."""
     from graphbench.bench.workloads import LengthDist, Workload, load_trace
@@ -48,6 +49,16 @@ def build_workloads(concurrency: Optional[str], request_rate: Optional[str], tra
         workloads.append(Workload(kind="trace", trace=trace, seed=seed))
     if not workloads:
         raise GraphbenchError("no workload: give --concurrency, --request-rate or --trace")
+    if lora_shares:
+        import dataclasses
+
+        shares = []
+        for text in lora_shares.split(","):
+            try:
+                shares.append(float(text))
+            except ValueError:
+                raise GraphbenchError(f"--lora-share must be numbers in [0, 1] like 0,0.5,1; got {text!r}") from None
+        workloads = [dataclasses.replace(w, lora_share=share) for w in workloads for share in shares]
     return workloads
 
 
@@ -105,6 +116,7 @@ def run(
     num_requests_per_concurrency: Annotated[int, typer.Option(help="Closed loop: requests = this x concurrency, unless --num-requests.", rich_help_panel=WORKLOAD)] = GPU_TRAFFIC.requests_per_concurrency,
     workload_seed: Annotated[int, typer.Option(help="Seed of the request lengths and prompts.", rich_help_panel=WORKLOAD)] = 0,
     prompt_kind: Annotated[str, typer.Option(help="random token ids, or repeated: a 16-token span repeated (n-gram drafting finds it).", rich_help_panel=WORKLOAD)] = "random",
+    lora_share: Annotated[Optional[str], typer.Option(help="Fractions of requests with a LoRA adapter, e.g. 0,0.5,1: each workload once per share (needs --lora-modules).", rich_help_panel=WORKLOAD)] = None,
     repeats: Annotated[int, typer.Option(help="Measured repeats per workload, after a warm-up.")] = 3,
     target_repeat_s: Annotated[float, typer.Option(help="Closed loops: when a pass of the requests is shorter, each repeat runs a multiple of them to last about this many seconds, e.g. 1 (0: off; off with --num-requests).")] = 0.0,
     cold: Annotated[bool, typer.Option("--cold/--warm", help="--cold: clear this config's compile cache, start cold, then start again warm.")] = False,
@@ -124,7 +136,7 @@ def run(
 
     check_measure_options(repeats, target_repeat_s)
     workloads = build_workloads(concurrency, request_rate, trace, prompt_len, output_len, num_requests, workload_seed,
-                                num_requests_per_concurrency, prompt_kind)
+                                num_requests_per_concurrency, prompt_kind, lora_share)
     resolved = engine_config.resolve()
     check_lengths(workloads, _max_model_len(resolved))
     check_results_folder(results)

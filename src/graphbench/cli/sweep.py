@@ -50,6 +50,7 @@ def sweep(
     num_requests: Annotated[Optional[int], typer.Option(help="Requests per workload (default 3 x concurrency; CPU 2 x; Poisson 32).")] = None,
     repeats: Annotated[int, typer.Option(help="Repeats per workload.")] = 3,
     prompt_kind: Annotated[Optional[str], typer.Option(help="random (default) or repeated: a 16-token span repeated (n-gram drafting finds it).")] = None,
+    lora_share: Annotated[Optional[str], typer.Option(help="LoRA shares, e.g. 0,0.5,1: each workload once per share (points need --grid lora_modules=... or a [base] lora_modules).")] = None,
     target_repeat_s: Annotated[Optional[float], typer.Option(help="Closed loops: a repeat runs a multiple of the requests to last about this many seconds, e.g. 1 (default 0: off; adds ~70 s to the default H200 sweep).")] = None,
     max_num_seqs: Annotated[Optional[int], typer.Option(help="Engine max_num_seqs (default 256; CPU 64).")] = None,
     results: Annotated[Path, typer.Option(help="Results folder.")] = Path("results"),
@@ -97,7 +98,7 @@ def sweep(
     points = build_grid(base, {k: v for k, v in axes.items() if v}, peer_list, graphs_possible=gpu)
     _check_tuned_points(points, results)
     run_values = _run_values(workload, concurrency, prompt_len, output_len, num_requests, repeats, gpu, target_repeat_s,
-                             prompt_kind)
+                             prompt_kind, lora_share)
     _check_run_values(run_values)
     run_args = [arg for key, value in run_values.items() for arg in (f"--{key}", str(value))]
 
@@ -215,11 +216,12 @@ def _check_run_values(values: dict[str, str]) -> None:
     check_measure_options(number("repeats", int), number("target-repeat-s", float))
     build_workloads(values.get("concurrency"), values.get("request-rate"), None, values["prompt-len"],
                     values["output-len"], number("num-requests", int), 0, number("num-requests-per-concurrency", int) or 4,
-                    values.get("prompt-kind", "random"))
+                    values.get("prompt-kind", "random"), values.get("lora-share"))
 
 
 def _run_values(workload: dict, concurrency, prompt_len, output_len, num_requests, repeats: int, gpu: bool,
-                target_repeat_s: float | None = None, prompt_kind: str | None = None) -> dict[str, str]:
+                target_repeat_s: float | None = None, prompt_kind: str | None = None,
+                lora_share: str | None = None) -> dict[str, str]:
     """Each point's `graphbench run` workload options (flag name -> value), defaults filled in: the
     default traffic (bench/workloads.py) unless closed-loop levels or rates were given."""
     from graphbench.bench.workloads import default_traffic
@@ -251,6 +253,9 @@ def _run_values(workload: dict, concurrency, prompt_len, output_len, num_request
     kind = prompt_kind or workload.get("prompt_kind")
     if kind and kind != "random":
         values["prompt-kind"] = kind
+    shares = lora_share or workload.get("lora_share")
+    if shares:
+        values["lora-share"] = ",".join(map(str, shares)) if isinstance(shares, list) else str(shares)
     return {key: str(value) for key, value in values.items()}
 
 

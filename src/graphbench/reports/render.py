@@ -18,6 +18,7 @@ from graphbench.reports.render_cells import (  # (headline_cells, headline_heade
     headline_cells,
     headline_headers,
     ladder_cells,
+    lora_cells,
     padding_cells,
     pairs_cells,
     repeats_cells,
@@ -26,6 +27,7 @@ from graphbench.reports.render_cells import (  # (headline_cells, headline_heade
     variants_cells,
 )
 from graphbench.reports.repeats_table import steadiness_note
+from graphbench.reports.lora_table import LORA_NOTE
 from graphbench.reports.speculative_table import SPECULATIVE_NOTE
 from graphbench.reports.variants_table import VARIANTS_NOTE
 
@@ -62,6 +64,7 @@ class ReportContext:
     repeats: pd.DataFrame = field(default_factory=pd.DataFrame)  # repeats_table.repeats_table
     variants: pd.DataFrame = field(default_factory=pd.DataFrame)  # variants_table.variants_table
     speculative: pd.DataFrame = field(default_factory=pd.DataFrame)  # speculative_table.speculative_table
+    lora: pd.DataFrame = field(default_factory=pd.DataFrame)  # lora_table.lora_table
     padding: pd.DataFrame = field(default_factory=pd.DataFrame)  # padding_table.padding_table
     pairs: pd.DataFrame = field(default_factory=pd.DataFrame)  # ladder_pairs.ladder_pairs
     steadiness: str | None = None  # the note under Repeats (None: from `repeats`; give it when repeats holds aliases)
@@ -145,6 +148,9 @@ def table_sections(ctx: ReportContext) -> list[TableSection]:
         out.append(TableSection("Speculative decoding: acceptance and what it buys", SPECULATIVE_NOTE,
                                 list(ctx.speculative.columns), speculative_cells(ctx.speculative),
                                 _named(ctx.speculative, ("point", "workload", "drafter", "graphs of uniform steps"))))
+    if not ctx.lora.empty:
+        out.append(TableSection("LoRA: what adapters cost in graphs and steps", LORA_NOTE, list(ctx.lora.columns),
+                                lora_cells(ctx.lora), _named(ctx.lora, ("point", "specialised", "graph keys", "workload"))))
     if not ctx.variants.empty:
         out.append(TableSection("compile_sizes variants: kept where faster", VARIANTS_NOTE, list(ctx.variants.columns),
                                 variants_cells(ctx.variants), {0, 1, 6}))

@@ -130,3 +130,16 @@ def speculative_cells(table: pd.DataFrame) -> list[list[str]]:
 
     return [[cell(c, v) for c, v in row.items()] for _, row in table.iterrows()]
 
+
+def lora_cells(table: pd.DataFrame) -> list[list[str]]:
+    def cell(column: str, value: Any) -> str:
+        if column in ("point", "adapters", "specialised", "graph keys", "workload"):
+            return str(value)
+        if column.endswith("vs share 0 %"):
+            return signed(value) if isinstance(value, float) and not math.isnan(value) else "n/a"
+        if column == "LoRA share":
+            return f"{value:g}"
+        return fmt(value, 2 if column == "capture s" else 1)
+
+    return [[cell(c, v) for c, v in row.items()] for _, row in table.iterrows()]
+

@@ -38,6 +38,7 @@ from graphbench.reports.render import ReportContext, render_html, render_markdow
 from graphbench.reports.repeats_table import repeats_table, steadiness_note
 from graphbench.reports.safe_text import csv_text
 from graphbench.reports.store import LoadedResults, load_results
+from graphbench.reports.lora_table import lora_table
 from graphbench.reports.speculative_table import speculative_table
 from graphbench.reports.variants_table import variants_table
 
@@ -170,6 +171,7 @@ def write_report(
         steadiness=steadiness_note(repeats),  # (each measurement once)
         variants=variants_table(data.results),
         speculative=speculative_table(data.results),
+        lora=lora_table(data.results),
         padding=padding,
         pairs=ladder_pairs(data.results),
         banner=cpu_banner(data.results),

@@ -16,7 +16,7 @@ from torch import nn
 from graphbench.config.arch import ArchConfig
 from graphbench.runner.attention.op import attention
 from graphbench.runner.linear import Linear, add_rmsnorm_gate_up, add_rmsnorm_linear, rms_norm
-from graphbench.runner.lora.weights import lora_delta
+from graphbench.runner.lora.weights import lora_add
 from graphbench.runner.parallel import Shard, all_gather_last, all_reduce, vocab_rows
 from graphbench.runner.rotary import RotaryEmbedding
 
@@ -67,7 +67,7 @@ class Attention(nn.Module):
         flat = out.view(num_tokens, self.q_size)
         out = self.o_proj(flat)
         if lora is not None:
-            out = out + lora_delta(flat, lora[0].o_a, lora[0].o_b, lora[1])
+            lora_add(out, flat, lora[0].o_a, lora[0].o_b, lora[1])
         return all_reduce(out) if self.tp_size > 1 else out
 
 
@@ -118,12 +118,16 @@ class DecoderLayer(nn.Module):
             h = self.input_layernorm(x)
         else:
             h, residual = self.input_layernorm(x, residual)
-        qkv = attn.qkv_proj(h) + lora_delta(h, lora.qkv_a, lora.qkv_b, onehot)
+        qkv = attn.qkv_proj(h)
+        lora_add(qkv, h, lora.qkv_a, lora.qkv_b, onehot)
         x = attn(positions, qkv, (lora, onehot))
         h, residual = self.post_attention_layernorm(x, residual)
-        gate, up = (mlp.gate_up_proj(h) + lora_delta(h, lora.gate_up_a, lora.gate_up_b, onehot)).chunk(2, dim=-1)
+        gate_up = mlp.gate_up_proj(h)
+        lora_add(gate_up, h, lora.gate_up_a, lora.gate_up_b, onehot)
+        gate, up = gate_up.chunk(2, dim=-1)
         hidden = torch.nn.functional.silu(gate) * up
-        out = mlp.down_proj(hidden) + lora_delta(hidden, lora.down_a, lora.down_b, onehot)
+        out = mlp.down_proj(hidden)
+        lora_add(out, hidden, lora.down_a, lora.down_b, onehot)
         return (all_reduce(out) if mlp.tp_size > 1 else out), residual
 
 

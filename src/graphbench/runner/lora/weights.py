@@ -9,21 +9,54 @@ their addresses: loading an adapter into a slot is a copy, which a CUDA-graph re
 The delta of a flat batch, each token with its slot (one-hot [T, S]): y = x A_s^T for every slot
 s, masked to each token's own slot, then y B_s^T summed over slots. Its cost is S times one
 adapter's (S is small); the shapes are static, so it compiles and records like the rest.
+
+The delta is added by a custom op (`graphbench::lora_add`, opaque to the compiler) that does nothing
+while adapters are inactive: the model runner makes them inactive for a batch whose key has
+has_lora False, so with cudagraph_specialize_lora the recordings of such batches hold no LoRA
+kernel at all (their own graphs, and fewer operations), as vLLM's do.
 """
 
 from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
 
 import torch
 from torch import nn
 
 from graphbench.config.arch import ArchConfig
 from graphbench.runner.lora.adapters import Adapter
+from graphbench.runner.op_registry import register_op
+
+_ACTIVE = [True]
+
+
+@contextmanager
+def adapters_active(active: bool) -> Iterator[None]:
+    """Inside: lora_add adds the deltas (True) or does nothing (False)."""
+    before, _ACTIVE[0] = _ACTIVE[0], active
+    try:
+        yield
+    finally:
+        _ACTIVE[0] = before
 
 
 def lora_delta(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, onehot: torch.Tensor) -> torch.Tensor:
     """x [T, in], a [S, R', in], b [S, out, R'], onehot [T, S] -> [T, out]."""
     y = torch.einsum("ti,sri->tsr", x, a) * onehot[:, :, None]  # [T, S, R']: each token's own slot only
     return torch.einsum("tsr,sor->to", y, b)
+
+
+def _lora_add(out: torch.Tensor, x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, onehot: torch.Tensor) -> None:
+    if _ACTIVE[0]:
+        out.add_(lora_delta(x, a, b, onehot))
+
+
+def _lora_add_fake(out: torch.Tensor, x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, onehot: torch.Tensor) -> None:
+    return None
+
+
+lora_add = register_op("graphbench::lora_add", _lora_add, _lora_add_fake, mutates_args=("out",))
 
 
 class LayerLoRA(nn.Module):
