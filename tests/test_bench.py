@@ -114,8 +114,8 @@ def test_warm_up_pass_caps_outputs_and_keeps_prompts_and_concurrency(monkeypatch
                         output_len=LengthDist("uniform", 2, 40), seed=1)
     added = []
     add_request = engine.add_request
-    monkeypatch.setattr(engine, "add_request", lambda prompt, params: added.append((len(prompt), params.max_tokens))
-                        or add_request(prompt, params))
+    monkeypatch.setattr(engine, "add_request", lambda prompt, params, lora=None: added.append(
+        (len(prompt), params.max_tokens)) or add_request(prompt, params, lora))
     driver.warm_up(engine, workload)
     specs = workload.requests()
     assert added == [(s.prompt_len, min(s.output_len, driver.WARM_UP_OUTPUT_TOKENS)) for s in specs]

@@ -214,3 +214,18 @@ def test_greedy_outputs_with_drafts_are_those_without(checkpoint):
             if method == "replay":  # the reference's own tokens: every draft accepted
                 assert stats.num_accepted == stats.num_drafted
             assert any(r.descriptor.uniform and r.descriptor.num_tokens % (1 + k) == 0 for r in engine.records)
+
+
+def test_generate_with_the_replay_drafter_makes_its_reference_first():
+    import json
+
+    from typer.testing import CliRunner
+
+    from graphbench.cli.main import app
+
+    base = ["generate", "--device", "cpu", "-O", "0", "-p", "5,6,7,8", "-p", "9,10", "--max-tokens", "12", "--format", "json"]
+    runner = CliRunner()
+    plain = runner.invoke(app, base)
+    replay = runner.invoke(app, [*base, "--num-speculative-tokens", "3", "--speculative-method", "replay"])
+    assert plain.exit_code == 0 and replay.exit_code == 0, replay.output
+    assert json.loads(replay.stdout) == json.loads(plain.stdout)

@@ -33,7 +33,9 @@ def run_engine_workload(engine, workload: Workload, seed_offset: int = 0,
                for i, s in enumerate(specs)]
     speculative = getattr(engine, "speculative", None)
     if speculative is not None and speculative.method == "replay":
-        _replay_reference(engine, specs, prompts, max_output_len)
+        from graphbench.runner.speculative.decoding import make_replay_reference
+
+        make_replay_reference(engine, prompts, [s.capped_output_len(max_output_len) for s in specs])
     stats_before = copy.copy(speculative.stats) if speculative is not None else None
     cuda = engine.device.type == "cuda"
     if cuda:
@@ -80,27 +82,6 @@ def run_engine_workload(engine, workload: Workload, seed_offset: int = 0,
         result.update({name: after - allocator_before[name] for name, after in _allocator_calls().items()})
     del engine.records[first_record:]  # keep memory flat over long sweeps
     return result
-
-
-def _replay_reference(engine, specs: list[RequestSpec], prompts: list[list[int]], max_output_len: int | None) -> None:
-    """The replay drafter's reference: these prompts run once greedily (unmeasured) with filler drafts,
-    so with the measured run's step shapes: in bfloat16 a reference made with one-token decodes
-    diverged from the 1 + k run's greedy tokens (acceptance 2% at k = 4, batch 16 on the H200,
-    bench/RESULTS.md, 2026-12-01). The outputs are what the measured run is proposed."""
-    from graphbench.runner.request import SamplingParams
-
-    speculative = engine.speculative
-    first_record, speculative.drafting = len(engine.records), False
-    try:
-        requests = [engine.add_request(p, SamplingParams(max_tokens=s.capped_output_len(max_output_len)))
-                    for s, p in zip(specs, prompts)]
-        while engine.has_unfinished():
-            engine.step()
-    finally:
-        speculative.drafting = True
-        del engine.records[first_record:]
-    for request in requests:
-        speculative.remember(request.prompt_token_ids, request.output_token_ids)
 
 
 def _allocator_calls() -> dict[str, int]:

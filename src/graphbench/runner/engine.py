@@ -39,7 +39,7 @@ from graphbench.runner.parallel import (
 from graphbench.runner.request import PENDING_TOKEN, Request, SamplingParams, check_prompt
 from graphbench.runner.records import StartupReport, StepRecord
 from graphbench.runner.scheduler import Scheduler
-from graphbench.runner.speculative.decoding import SpeculativeDecoder
+from graphbench.runner.speculative.decoding import SpeculativeDecoder, speculative_step
 
 log = logging.getLogger("graphbench.engine")
 
@@ -194,22 +194,15 @@ class Engine:
 
     def _load_adapters(self) -> dict[str, int]:
         """LoRA adapters into their slots (runner/lora/): adapter name -> slot (1..); {} without adapters."""
-        lora = self.config.lora
-        if not lora.enabled:
+        if not self.config.lora.enabled:
             return {}
         if self.shard.size > 1:
             raise GraphbenchError("LoRA adapters with tensor parallelism are not supported")
-        from graphbench.runner.lora.adapters import load_adapter
-        from graphbench.runner.lora.weights import attach_lora
+        from graphbench.runner.lora.weights import load_adapters
 
-        attach_lora(self.model, self.arch, lora.num_slots, lora.max_lora_rank,
-                    self.config.scheduler.max_num_batched_tokens)
-        slots = {}
-        for slot, (name, source) in enumerate(lora.adapters(), start=1):
-            adapter = load_adapter(name, source, self.arch, lora.max_lora_rank, self.config.model.seed + slot)
-            for index, layer in enumerate(self.model.layers):
-                layer.lora.load(slot, adapter, index)
-            slots[name] = slot
+        slots = load_adapters(self.model, self.arch, self.config.lora, self.config.scheduler.max_num_batched_tokens,
+                              self.config.model.seed)
+        lora = self.config.lora
         self.report.extra["lora"] = {"adapters": list(slots), "slots": lora.num_slots, "max_lora_rank": lora.max_lora_rank,
                                      "cudagraph_specialize_lora": lora.cudagraph_specialize_lora}
         return slots
@@ -315,39 +308,7 @@ class Engine:
         return finished
 
     def _speculative_step(self) -> list[Request]:
-        """One step of speculative decoding: drafts scheduled with each decoding request, verified, the
-        accepted tokens and one more appended, the rejected drafts' KV slots given back."""
-        started = time.perf_counter()
-        batch = self.scheduler.schedule()
-        if batch is None:
-            if self.scheduler.has_unfinished():
-                raise GraphbenchError("the scheduler cannot make progress: the KV cache is too small for any waiting request")
-            return []
-        tokens, mode, padded = self.runner.verify_step(batch)
-        launch_seconds = time.perf_counter() - started
-        self.scheduler.update(batch)
-        now = time.perf_counter()
-        finished = []
-        for request, drafts, gained in zip(batch.requests, batch.draft_token_ids, tokens):
-            if request.num_computed_tokens < request.num_tokens + len(drafts):
-                continue  # a prefill chunk that is not the prompt's last
-            self.speculative.record(drafts, gained)
-            self.scheduler.reject(request, len(drafts) - (len(gained) - 1))
-            for token in gained:
-                request.output_token_ids.append(token)
-                request.token_times.append(now)
-                if request.first_token_time is None:
-                    request.first_token_time = now
-                eos = not request.sampling.ignore_eos and token == request.sampling.eos_token_id
-                if eos or len(request.output_token_ids) >= request.sampling.max_tokens:
-                    request.finish_time = now
-                    self.scheduler.finish(request)
-                    self.speculative.forget(request)
-                    finished.append(request)
-                    break
-        self.records.append(StepRecord(batch.descriptor, time.perf_counter() - started, mode.value, padded,
-                                       launch_seconds))
-        return finished
+        return speculative_step(self)
 
     def drain(self) -> list[Request]:
         """Take in the tokens of a launched step still in flight (asynchronous scheduling); finished requests."""

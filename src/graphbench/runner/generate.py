@@ -116,6 +116,11 @@ def run_generate(config: EngineConfig, prompts: list[list[int]], *, max_tokens: 
         engine = Engine(config)
     progress(f"generating {max_tokens} tokens for {len(prompts)} prompt(s)")
     try:
+        if engine.speculative is not None and engine.speculative.method == "replay":
+            from graphbench.runner.speculative.decoding import make_replay_reference
+
+            progress("replay drafter: a greedy reference pass of the prompts")
+            make_replay_reference(engine, prompts, [max_tokens] * len(prompts))
         tokens = engine.generate(prompts, sampling, loras)
     finally:
         engine.close()  # tensor-parallel workers stop here

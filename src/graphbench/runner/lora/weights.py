@@ -107,3 +107,18 @@ def attach_lora(model, arch: ArchConfig, num_slots: int, rank: int, max_num_toke
                           persistent=False)
     model.lora_num_slots = num_slots
     return model.lora_token_slots
+
+
+def load_adapters(model, arch: ArchConfig, lora, max_num_tokens: int, seed: int) -> dict[str, int]:
+    """Attach the slot buffers and load every configured adapter into its slot: name -> slot (1..)."""
+    from graphbench.runner.lora.adapters import load_adapter
+
+    attach_lora(model, arch, lora.num_slots, lora.max_lora_rank, max_num_tokens)
+    slots = {}
+    for slot, (name, source) in enumerate(lora.adapters(), start=1):
+        adapter = load_adapter(name, source, arch, lora.max_lora_rank, seed + slot)
+        for index, layer in enumerate(model.layers):
+            layer.lora.load(slot, adapter, index)
+        slots[name] = slot
+    return slots
+

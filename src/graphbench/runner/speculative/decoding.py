@@ -12,7 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import time
+
 from graphbench.config.parts import SpeculativeConfig
+from graphbench.errors import GraphbenchError
+from graphbench.runner.records import StepRecord
 from graphbench.runner.request import Request
 from graphbench.runner.speculative.drafters import NgramDrafter, ReplayDrafter
 
@@ -83,3 +87,61 @@ class SpeculativeDecoder:
     def forget(self, request: Request) -> None:
         if self.ngram is not None:
             self.ngram.forget(request.request_id)
+
+
+def speculative_step(engine) -> list[Request]:
+    """One step of speculative decoding for `engine` (runner/engine.py's Engine): drafts scheduled with each decoding request, verified, the
+    accepted tokens and one more appended, the rejected drafts' KV slots given back."""
+    started = time.perf_counter()
+    batch = engine.scheduler.schedule()
+    if batch is None:
+        if engine.scheduler.has_unfinished():
+            raise GraphbenchError("the scheduler cannot make progress: the KV cache is too small for any waiting request")
+        return []
+    tokens, mode, padded = engine.runner.verify_step(batch)
+    launch_seconds = time.perf_counter() - started
+    engine.scheduler.update(batch)
+    now = time.perf_counter()
+    finished = []
+    for request, drafts, gained in zip(batch.requests, batch.draft_token_ids, tokens):
+        if request.num_computed_tokens < request.num_tokens + len(drafts):
+            continue  # a prefill chunk that is not the prompt's last
+        engine.speculative.record(drafts, gained)
+        engine.scheduler.reject(request, len(drafts) - (len(gained) - 1))
+        for token in gained:
+            request.output_token_ids.append(token)
+            request.token_times.append(now)
+            if request.first_token_time is None:
+                request.first_token_time = now
+            eos = not request.sampling.ignore_eos and token == request.sampling.eos_token_id
+            if eos or len(request.output_token_ids) >= request.sampling.max_tokens:
+                request.finish_time = now
+                engine.scheduler.finish(request)
+                engine.speculative.forget(request)
+                finished.append(request)
+                break
+    engine.records.append(StepRecord(batch.descriptor, time.perf_counter() - started, mode.value, padded,
+                                     launch_seconds))
+    return finished
+
+
+def make_replay_reference(engine, prompts: list[list[int]], max_tokens: list[int]) -> None:
+    """The replay drafter's reference: these prompts run once greedily, with filler drafts (the
+    measured run's 1 + k shapes: in bfloat16 a reference made with one-token decodes diverged from
+    the 1 + k run's greedy tokens, acceptance 2% at k = 4, batch 16 on the H200, bench/RESULTS.md,
+    2026-12-01, ff050d4). Their outputs are what later runs of the same prompts are proposed; the
+    steps are not kept in engine.records."""
+    from graphbench.runner.request import SamplingParams
+
+    speculative = engine.speculative
+    first_record, speculative.drafting = len(engine.records), False
+    try:
+        requests = [engine.add_request(p, SamplingParams(max_tokens=n)) for p, n in zip(prompts, max_tokens)]
+        while engine.has_unfinished():
+            engine.step()
+    finally:
+        speculative.drafting = True
+        del engine.records[first_record:]
+    for request in requests:
+        speculative.remember(request.prompt_token_ids, request.output_token_ids)
+
