@@ -19,6 +19,7 @@ from graphbench.cli.output import console as make_console
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.compare import DEFAULT_BATCHES, LadderComparison, LadderSummary, compare_ladders
 from graphbench.ladders.distributions import load_distribution
+from graphbench.ladders.emit import SERVERS
 from graphbench.ladders.plot import check_plot_path
 
 FORMATS = ("table", "json", "csv")
@@ -86,6 +87,7 @@ def ladder_command(
         ),
     ] = None,
     output_format: Annotated[str, typer.Option("--format", help="Output format: table, json or csv.")] = "table",
+    emit: Annotated[Optional[str], typer.Option("--emit", help="Print only the selected ladder as a server's configuration: vllm, sglang or trtllm.")] = None,
     plot: Annotated[
         Optional[Path],
         typer.Option("--plot", help="Also write waste % vs batch size, one curve per ladder, to this .png file."),
@@ -94,6 +96,8 @@ def ladder_command(
     """Show the CUDA-graph capture ladders, padding waste per batch size and graphs to capture per mode."""
     if output_format not in FORMATS:
         raise GraphbenchError(f"unknown format {output_format!r}; choose from {', '.join(FORMATS)}")
+    if emit is not None and emit not in SERVERS:
+        raise GraphbenchError(f"unknown server {emit!r} for --emit; choose from {', '.join(SERVERS)}")
     if plot is not None:
         check_plot_path(plot)  # fail before printing anything
     comparison = compare_ladders(
@@ -109,6 +113,12 @@ def ladder_command(
     )
     for warning in comparison.warnings:
         typer.echo(f"warning: {warning}", err=True)
+    if emit is not None:
+        from graphbench.ladders.emit import server_config
+
+        typer.echo(server_config(comparison.selected.ladder.sizes, emit, comparison.decode_query_len,
+                                 comparison.max_num_seqs))
+        return
     if output_format == "json":
         typer.echo(json.dumps(comparison.to_dict()))
     elif output_format == "csv":

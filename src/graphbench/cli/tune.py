@@ -17,6 +17,7 @@ import typer
 
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.distributions import load_distribution
+from graphbench.ladders.emit import SERVERS, server_config
 from graphbench.ladders.plot import check_plot_path, plot_pareto
 from graphbench.ladders.sizes import PERFORMANCE_MODES
 from graphbench.ladders.tune import (
@@ -72,6 +73,8 @@ def tune_command(
                                                      "the fitted memory model.")] = None,
     memory_from: Annotated[Optional[list[Path]], _o("--memory-from", "Results to fit graph memory "
                                                     "~ a + b*size per size (default: --from).")] = None,
+    emit: Annotated[Optional[str], _o("--emit", "Print only the tuned ladder as a server's configuration: "
+                                      "vllm, sglang or trtllm.")] = None,
     plot: Annotated[Optional[Path], _o("--plot", "Write the Pareto curve, default/interactivity ladders "
                                        "marked, to this .png.")] = None,
     output_format: Annotated[str, _o("--format", "table or json.")] = "table",
@@ -81,6 +84,8 @@ def tune_command(
         raise GraphbenchError(f"unknown format {output_format!r}; choose from {', '.join(FORMATS)}")
     if objective not in OBJECTIVES:
         raise GraphbenchError(f"unknown objective {objective!r}; choose from {', '.join(OBJECTIVES)}")
+    if emit is not None and emit not in SERVERS:
+        raise GraphbenchError(f"unknown server {emit!r} for --emit; choose from {', '.join(SERVERS)}")
     if plot is not None:
         check_plot_path(plot)
     warnings: list[str] = []
@@ -115,6 +120,9 @@ def tune_command(
     points = [(p, evaluate_ladder(p.sizes, dist, objective=objective)) for p in curve]
     bend = knee(curve)
     doc = _document(dist, options, bounds, max_graphs, ladders, points, bend, memory_model)
+    if emit is not None:
+        typer.echo(server_config(tuned.sizes, emit, bounds.multiple_of))
+        return
     if output_format == "json":
         typer.echo(json.dumps(doc))
     else:
