@@ -89,15 +89,22 @@ def tune_command(
     if plot is not None:
         check_plot_path(plot)
     warnings: list[str] = []
-    measured = _measured(from_results, workload, distribution, model, warnings)
+    server_log = _server_logs(from_results) if from_results else None
+    if server_log is not None:
+        if distribution or model:
+            raise GraphbenchError("give exactly one of --from, --distribution or --model")
+        measured = []
+    else:
+        measured = _measured(from_results, workload, distribution, model, warnings)
     bounds = tune_bounds(measured, top=top, max_num_seqs=max_num_seqs, multiple_of=multiple_of)
     warnings += bounds.warnings
     if measured:
         dist = distribution_from_results(measured, workload or None)
     else:
-        dist = load_distribution(distribution) if distribution else model_distribution(model, bounds.multiple_of)
+        dist = server_log or (load_distribution(distribution) if distribution
+                              else model_distribution(model, bounds.multiple_of))
     comparisons = {mode: bounds.comparison(mode) for mode in PERFORMANCE_MODES}
-    memory_model = _memory_model(memory_from, from_results, memory_budget_mib, warnings)
+    memory_model = _memory_model(memory_from, None if server_log is not None else from_results, memory_budget_mib, warnings)
     options: dict[str, Any] = dict(
         objective=objective,
         top=bounds.top,
@@ -130,6 +137,36 @@ def tune_command(
     if plot is not None:
         written = plot_pareto(curve, ladders, bend, objective, plot)
         typer.echo(f"wrote {written}", err=output_format != "table")
+
+
+def _server_logs(paths: list[Path]):
+    """--from files that are vLLM server logs with --cudagraph-metrics tables, summed into one
+    distribution; None when none is (then they are graphbench results)."""
+    from graphbench.ladders.distributions import BatchSizeDistribution
+    from graphbench.ladders.vllm_log import is_cudagraph_log, parse_cudagraph_metrics
+
+    logs, others = [], []
+    for path in paths:
+        text = None
+        if path.is_file() and path.suffix.lower() != ".json" and path.stat().st_size <= MAX_LOG_BYTES:
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                text = None
+        (logs if text is not None and is_cudagraph_log(text) else others).append((path, text))
+    if not logs:
+        return None
+    if others:
+        raise GraphbenchError(f"--from mixes vLLM logs ({logs[0][0]}) with graphbench results ({others[0][0]}): "
+                              "give one kind")
+    total: dict[int, int] = {}
+    for path, text in logs:
+        for size, count in parse_cudagraph_metrics(text, str(path)).items():
+            total[size] = total.get(size, 0) + count
+    return BatchSizeDistribution(total, source=", ".join(str(p) for p, _ in logs))
+
+
+MAX_LOG_BYTES = 1 << 30  # a server log of a long run; read whole, so not past this
 
 
 def _measured(from_results, workloads, path, model, warnings) -> list[dict[str, Any]]:

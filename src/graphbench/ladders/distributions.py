@@ -6,7 +6,8 @@ nothing):
 - ``.json``: an object ``{"<size>": count, ...}`` (or an array of batch sizes);
 - ``.jsonl`` / ``.ndjson``: a trace, one JSON object a line with ``batch_size`` (or ``num_tokens``);
 - anything else (``.csv``, ``.txt``, ...): a CSV with a header naming ``batch_size`` (or
-  ``num_tokens``) and optionally ``count``, or a plain list of batch sizes, one per line.
+  ``num_tokens``) and optionally ``count``, or a plain list of batch sizes, one per line;
+- a vLLM server log with ``--cudagraph-metrics`` tables, whatever its suffix (ladders/vllm_log.py).
 
 Blank lines and lines starting with ``#`` are ignored in the line-based formats.
 """
@@ -21,6 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from graphbench.errors import GraphbenchError
+from graphbench.ladders.vllm_log import is_cudagraph_log, parse_cudagraph_metrics
 
 SIZE_COLUMNS = ("batch_size", "num_tokens")
 COUNT_COLUMNS = ("count", "weight", "frequency")
@@ -122,6 +124,8 @@ def load_distribution(path: str | Path) -> BatchSizeDistribution:
         raise GraphbenchError(f"cannot read distribution file {p}: {exc}") from None
     suffix = p.suffix.lower()
     name = str(p)
+    if is_cudagraph_log(text):  # a vLLM server log with --cudagraph-metrics tables
+        return BatchSizeDistribution(parse_cudagraph_metrics(text, name), source=name)
     if suffix == ".json":
         return BatchSizeDistribution(_parse_json(text, name), source=name)
     if suffix in (".jsonl", ".ndjson"):
