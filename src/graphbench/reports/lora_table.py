@@ -9,7 +9,6 @@ Shown when any point loads adapters. Pure pandas: no torch.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,6 +17,7 @@ import pandas as pd
 from graphbench.config.lora import parse_module
 from graphbench.errors import GraphbenchError
 from graphbench.reports.frame import GRAPHBENCH, metric_median, ok_results, startups_of
+from graphbench.reports.stats import percent_change
 
 LORA_COLUMNS = [
     "point", "adapters", "specialised", "graph keys", "capture s", "graph MiB", "workload", "LoRA share",
@@ -40,12 +40,6 @@ def _adapters(config: Mapping[str, Any]) -> int:
         return sum(len(parse_module(m)) for m in modules)
     except GraphbenchError:
         return 0
-
-
-def _change(value: float, base: float | None) -> float | None:
-    if base is None or not base or math.isnan(base) or math.isnan(value):
-        return None
-    return 100.0 * (value / base - 1.0)
 
 
 def lora_table(results: list[Mapping[str, Any]]) -> pd.DataFrame:
@@ -74,5 +68,5 @@ def lora_table(results: list[Mapping[str, Any]]) -> pd.DataFrame:
             rows.append([r.get("label"), count, "yes" if specialised else "no",
                          " / ".join(f"{m} {n}" for m, n in keys.items()) or "none", start.get("capture_s"),
                          memory / 2**20 if isinstance(memory, (int, float)) else None, w.get("name"), share,
-                         tps, _change(tps, base_tps), tpot, _change(tpot, base_tpot)])
+                         tps, percent_change(tps, base_tps), tpot, percent_change(tpot, base_tpot)])
     return pd.DataFrame(rows, columns=LORA_COLUMNS)

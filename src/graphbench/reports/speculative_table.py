@@ -8,13 +8,13 @@ against the point with the same config at k = 0 on the same workload. Pure panda
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
 from graphbench.reports.frame import GRAPHBENCH, metric_median, ok_results
+from graphbench.reports.stats import percent_change
 
 SPECULATIVE_COLUMNS = [
     "point", "workload", "k", "drafter", "acceptance %", "accepted / step", "drafted", "wasted",
@@ -45,12 +45,6 @@ def _without_drafts(config: Any) -> Any:
         plain["compilation"] = {key: value for key, value in compilation.items()
                                 if key not in ("cudagraph_capture_sizes", "max_cudagraph_capture_size")}
     return plain
-
-
-def _change(value: float, base: float | None) -> float | None:
-    if base is None or not base or math.isnan(base) or math.isnan(value):
-        return None
-    return 100.0 * (value / base - 1.0)
 
 
 def _uniform_modes(workload: Mapping[str, Any]) -> str:
@@ -86,6 +80,6 @@ def speculative_table(results: list[Mapping[str, Any]]) -> pd.DataFrame:
             acceptance = metric_median(w, "spec_acceptance_rate")
             rows.append([r.get("label"), w.get("name"), k, method, 100.0 * acceptance,
                          metric_median(w, "spec_mean_accepted_tokens"), metric_median(w, "spec_drafted_tokens"),
-                         metric_median(w, "spec_wasted_tokens"), tps, _change(tps, base_tps), tpot,
-                         _change(tpot, base_tpot), _uniform_modes(w)])
+                         metric_median(w, "spec_wasted_tokens"), tps, percent_change(tps, base_tps), tpot,
+                         percent_change(tpot, base_tpot), _uniform_modes(w)])
     return pd.DataFrame(rows, columns=SPECULATIVE_COLUMNS)

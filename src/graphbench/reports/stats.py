@@ -98,6 +98,13 @@ def summarize(samples: Sequence[float]) -> dict[str, float | int | None]:
     }
 
 
+def percent_change(value: float, base: float | None) -> float | None:
+    """100 * (value / base - 1); None when there is no base to compare with (missing, 0 or NaN)."""
+    if base is None or not base or math.isnan(base) or math.isnan(value):
+        return None
+    return 100.0 * (value / base - 1.0)
+
+
 def ratio(current: float, baseline: float) -> float:
     """current / baseline; 1 when both are 0, inf when only the baseline is 0."""
     if baseline == 0:

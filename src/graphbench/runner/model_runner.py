@@ -18,7 +18,7 @@ from graphbench.runner.cudagraph import CUDAGraphWrapper, capture_session, graph
 from graphbench.runner.dispatcher import CudagraphDispatcher
 from graphbench.runner.inputs import StepInputs
 from graphbench.runner.kv_cache import KVCache
-from graphbench.runner.lora.weights import adapters_active
+from graphbench.runner.lora.weights import set_adapters_active
 from graphbench.runner.model import CausalLM
 from graphbench.runner.sampler import greedy, sample
 from graphbench.runner.scheduler import BatchDescriptor, ScheduledBatch
@@ -99,9 +99,10 @@ class ModelRunner:
         """Forward over the first num_tokens rows of the static buffers -> hidden[num_tokens, H]."""
         ctx = ForwardContext(meta, self.kv_cache.layers, self.backend, self.scale)
         ids, pos = self.inputs.input_ids[:num_tokens], self.inputs.positions[:num_tokens]
-        # a key without adapters runs (and records) no LoRA kernel; no key (prompt_logits): the slots decide
-        lora_on = descriptor is None or descriptor.has_lora
-        with forward_context(ctx), graph_runtime(mode, descriptor, capturing), adapters_active(lora_on):
+        if self.inputs.lora_token_slots is not None:
+            # a key without adapters runs (and records) no LoRA kernel; no key (prompt_logits): the slots decide
+            set_adapters_active(descriptor is None or descriptor.has_lora)
+        with forward_context(ctx), graph_runtime(mode, descriptor, capturing):
             if mode == FULL:
                 return self.full_graph(ids, pos)
             return self.forward_fn(ids, pos)

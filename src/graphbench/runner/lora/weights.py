@@ -31,14 +31,20 @@ from graphbench.runner.op_registry import register_op
 _ACTIVE = [True]
 
 
+def set_adapters_active(active: bool) -> None:
+    """From now on lora_add adds the deltas (True) or does nothing (False)."""
+    _ACTIVE[0] = active
+
+
 @contextmanager
 def adapters_active(active: bool) -> Iterator[None]:
     """Inside: lora_add adds the deltas (True) or does nothing (False)."""
-    before, _ACTIVE[0] = _ACTIVE[0], active
+    before = _ACTIVE[0]
+    set_adapters_active(active)
     try:
         yield
     finally:
-        _ACTIVE[0] = before
+        set_adapters_active(before)
 
 
 def lora_delta(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, onehot: torch.Tensor) -> torch.Tensor:
