@@ -13,7 +13,7 @@ from graphbench.errors import GraphbenchError
 from graphbench.runner.attention.backend import CudagraphSupport
 from graphbench.runner.dispatcher import CudagraphDispatcher, resolve_cudagraph_mode
 from graphbench.runner.engine import Engine
-from graphbench.runner.kv_cache import BlockAllocator
+from graphbench.runner.block_allocator import BlockAllocator
 from graphbench.runner.request import Request, SamplingParams
 from graphbench.runner.scheduler import Scheduler
 from graphbench.runner.speculative.drafters import NgramDrafter, ReplayDrafter

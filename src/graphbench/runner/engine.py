@@ -26,7 +26,8 @@ from graphbench.runner.compile.variant_choice import choose_static_variants
 from graphbench.runner.dispatcher import CudagraphDispatcher, resolve_cudagraph_mode
 from graphbench.runner.device import device_info, dtype_name, free_memory, resolve_device, resolve_dtype
 from graphbench.runner.inputs import StepInputs
-from graphbench.runner.kv_cache import BlockAllocator, KVCache, bytes_per_block, num_kv_blocks
+from graphbench.runner.block_allocator import BlockAllocator
+from graphbench.runner.kv_cache import KVCache, bytes_per_block, num_kv_blocks
 from graphbench.runner.loader import build_model, fill_dummy_weights, load_checkpoint
 from graphbench.runner.model_runner import ModelRunner
 from graphbench.runner.parallel import (
@@ -227,6 +228,7 @@ class Engine:
         self.report.capture_seconds = report.seconds
         self.report.graph_memory_bytes = report.memory_bytes
         self.report.graph_pool_bytes = report.pool_bytes
+        self.report.capture_log = report.per_key
         self.report.num_recordings = report.num_graphs
         log.info("Graph capturing finished in %.0f secs, took %.2f GiB", report.seconds, report.memory_bytes / 2**30)
 

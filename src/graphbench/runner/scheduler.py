@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from graphbench.runner.kv_cache import BlockAllocator
+from graphbench.runner.block_allocator import BlockAllocator
 from graphbench.runner.request import Request, RequestStatus
 
 
