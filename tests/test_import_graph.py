@@ -322,3 +322,10 @@ def test_ladders_and_reports_import_no_torch_when_they_load():
     assert len(rooms) > 30
     found = torch_when_loaded(rooms, MODULES)
     assert found == [], "\n".join(found)
+
+
+def test_tune_and_its_trace_replay_import_no_torch_when_they_load():
+    """`graphbench tune` replays request traces through the scheduler: that path stays torch-free."""
+    found = torch_when_loaded(["graphbench.cli.tune", "graphbench.runner.replay", "graphbench.runner.scheduler"],
+                              MODULES)
+    assert found == [], "\n".join(found)

@@ -28,7 +28,7 @@ from graphbench.ladders.tune import (
     knee,
     pareto_curve,
 )
-from graphbench.ladders.tune_inputs import EngineLimits, TuneBounds, tune_bounds
+from graphbench.ladders.tune_inputs import DEFAULT_MAX_NUM_SEQS, EngineLimits, TuneBounds, tune_bounds
 from graphbench.ladders.tune_sources import (
     MODEL_FORMS,
     MemoryModel,
@@ -37,6 +37,8 @@ from graphbench.ladders.tune_sources import (
     load_run_results,
     model_distribution,
 )
+from graphbench.config.parts import DEFAULT_TOKEN_BUDGET
+from graphbench.runner.replay import ReplayLimits, replay_files
 
 FORMATS = ("table", "json")
 MIB = 2**20
@@ -48,12 +50,16 @@ def _o(flag: str, help: str):  # noqa: A002 - typer's name
 
 def tune_command(
     from_results: Annotated[Optional[list[Path]], _o("--from", "Result files or folders of measured runs "
-                                                   "(repeatable); their batch-size histograms are summed.")] = None,
+                                                   "(repeatable); their batch-size histograms are summed. Also vLLM server logs "
+                                                   "with --cudagraph-metrics tables, and per-request benchmark "
+                                                   "outputs (vLLM bench serve --save-detailed JSON, lists of "
+                                                   "input_len/output_len), replayed through graphbench's "
+                                                   "scheduler.")] = None,
     workload: Annotated[Optional[list[str]], _o("--workload", "With --from: only these workloads "
                                                 "(repeatable; default all).")] = None,
     distribution: Annotated[Optional[Path], _o("--distribution", "Batch-size file: JSONL trace (batch_size or "
                                                "num_tokens), CSV (batch_size[,count]), JSON {size: count} or one "
-                                               "size per line.")] = None,
+                                               "size per line; or a request trace, as for --from.")] = None,
     model: Annotated[Optional[str], _o("--model", f"Parametric distribution: {MODEL_FORMS} (closed: weight W, "
                                        "default 0.9, on C, the rest uniform over 1..C-1).")] = None,
     max_graphs: Annotated[int, _o("--max-graphs", "Most sizes in the tuned ladder.")] = ...,  # type: ignore[assignment]
@@ -69,6 +75,12 @@ def tune_command(
     require: Annotated[Optional[str], _o("--require", "Sizes that must be in the ladder, e.g. 1,2,4.")] = None,
     candidates: Annotated[Optional[str], _o("--candidates", "Restrict the sizes to this comma list, or to "
                                             "the 'default' or 'interactivity' ladder's sizes.")] = None,
+    max_num_batched_tokens: Annotated[Optional[int], _o("--max-num-batched-tokens", "Request-trace replay: "
+                                                        "tokens per step (default 2048, at least "
+                                                        "--max-num-seqs).")] = None,
+    block_size: Annotated[int, _o("--block-size", "Request-trace replay: KV block size.")] = 16,
+    num_kv_blocks: Annotated[Optional[int], _o("--num-kv-blocks", "Request-trace replay: KV blocks (default: "
+                                               "enough that nothing is preempted).")] = None,
     memory_budget_mib: Annotated[Optional[float], _o("--memory-budget-mib", "Graph-memory budget in MiB under "
                                                      "the fitted memory model.")] = None,
     memory_from: Annotated[Optional[list[Path]], _o("--memory-from", "Results to fit graph memory "
@@ -90,8 +102,11 @@ def tune_command(
         check_plot_path(plot)
     warnings: list[str] = []
     server_log = _server_logs(from_results) if from_results else None
+    if server_log is None and (from_results or distribution):
+        limits = (max_num_seqs, max_num_batched_tokens, block_size, num_kv_blocks)
+        server_log = _request_traces(from_results or [distribution], limits, multiple_of, warnings)
     if server_log is not None:
-        if distribution or model:
+        if sum(map(bool, (from_results, distribution, model))) != 1:
             raise GraphbenchError("give exactly one of --from, --distribution or --model")
         measured = []
     else:
@@ -167,6 +182,19 @@ def _server_logs(paths: list[Path]):
 
 
 MAX_LOG_BYTES = 1 << 30  # a server log of a long run; read whole, so not past this
+
+
+def _request_traces(paths: list[Path], limits: tuple, multiple_of: int | None, warnings: list[str]):
+    """The files as request traces replayed through the scheduler into one distribution (None: not traces)."""
+    seqs, tokens, block, blocks = limits
+    seqs = seqs or DEFAULT_MAX_NUM_SEQS
+    replayed = replay_files(paths, ReplayLimits(seqs, tokens or max(DEFAULT_TOKEN_BUDGET, seqs), block, blocks))
+    if replayed is None:
+        return None
+    if multiple_of is not None and multiple_of > 1:
+        warnings.append("the trace replay models no speculative decoding: one token per decode step")
+    warnings += replayed[1]
+    return replayed[0]
 
 
 def _measured(from_results, workloads, path, model, warnings) -> list[dict[str, Any]]:

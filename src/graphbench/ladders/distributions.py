@@ -9,6 +9,10 @@ nothing):
   ``num_tokens``) and optionally ``count``, or a plain list of batch sizes, one per line;
 - a vLLM server log with ``--cudagraph-metrics`` tables, whatever its suffix (ladders/vllm_log.py).
 
+Per-request benchmark outputs (ladders/request_trace.py) are not distributions of step sizes: they are
+replayed through the scheduler first (runner/replay.py, what `graphbench tune` does with them); given
+here they are an error that says so.
+
 Blank lines and lines starting with ``#`` are ignored in the line-based formats.
 """
 
@@ -22,6 +26,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from graphbench.errors import GraphbenchError
+from graphbench.ladders.request_trace import is_request_trace
 from graphbench.ladders.vllm_log import is_cudagraph_log, parse_cudagraph_metrics
 
 SIZE_COLUMNS = ("batch_size", "num_tokens")
@@ -126,6 +131,9 @@ def load_distribution(path: str | Path) -> BatchSizeDistribution:
     name = str(p)
     if is_cudagraph_log(text):  # a vLLM server log with --cudagraph-metrics tables
         return BatchSizeDistribution(parse_cudagraph_metrics(text, name), source=name)
+    if is_request_trace(text):
+        raise GraphbenchError(f"{name}: a per-request trace (request lengths), not batch sizes: replay it through "
+                              "the scheduler (runner/replay.py; `graphbench tune --from` does)")
     if suffix == ".json":
         return BatchSizeDistribution(_parse_json(text, name), source=name)
     if suffix in (".jsonl", ".ndjson"):

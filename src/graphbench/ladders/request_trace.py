@@ -1,0 +1,186 @@
+"""Per-request benchmark outputs as a trace of (input length, output length) to replay (pure Python).
+
+Two layouts, told apart by their content, not by their suffix:
+
+- vLLM's `vllm bench serve --save-result --save-detailed` JSON (vllm/benchmarks/serve.py): one object
+  with per-request lists ``input_lens``, ``output_lens`` (the tokens each request actually generated; 0
+  for a failed one), ``errors``, ``itls`` (each request's inter-token latencies, seconds) and the traffic
+  settings ``request_rate`` (requests/s, or "inf") and ``max_concurrency`` (null: unbounded). With
+  ``--append-result`` the file holds one such object a line: each is a trace of its own. Without
+  ``--save-detailed`` vLLM drops the per-request lists: that file is an error saying so.
+- Plain lists of lengths: a JSON array, or JSONL, of objects with ``input_len`` (or ``prompt_len``) and
+  ``output_len``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from graphbench.errors import GraphbenchError
+
+INPUT_KEYS = ("input_len", "prompt_len")
+MAX_LEN = 1 << 24  # tokens of one request
+BENCH_KEYS = ("request_throughput", "completed", "total_input_tokens")  # a bench serve result's summary
+
+
+@dataclass(frozen=True, slots=True)
+class RequestTrace:
+    """The requests of one benchmark run, in the order they were sent, and how they were sent."""
+
+    input_lens: tuple[int, ...]
+    output_lens: tuple[int, ...]
+    source: str
+    max_concurrency: int | None = None  # None: every request sent at once
+    request_rate: float | None = None  # requests per second; None: all at once ("inf")
+    seconds_per_step: float | None = None  # the median recorded inter-token latency
+    num_failed: int = 0  # failed requests (vLLM: an error, no output), left out
+
+    def __len__(self) -> int:
+        return len(self.input_lens)
+
+
+def is_request_trace(text: str) -> bool:
+    """Whether the text looks like a bench serve result or a list of request lengths (a cheap sniff)."""
+    head = text.lstrip()[:1]
+    if head not in ("{", "["):
+        return False
+    if '"input_lens"' in text or all(f'"{k}"' in text for k in BENCH_KEYS):
+        return True
+    return '"output_len"' in text and any(f'"{k}"' in text for k in INPUT_KEYS)
+
+
+def load_request_trace(path: str | Path) -> list[RequestTrace]:
+    """Read a request-trace file (see the module docstring); GraphbenchError naming the line or key."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise GraphbenchError(f"cannot read request trace {p}: {exc}") from None
+    return parse_request_trace(text, str(p))
+
+
+def parse_request_trace(text: str, name: str) -> list[RequestTrace]:
+    """The traces in a file's text: one per bench serve result, one for a list of request lengths."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return _parse_lines(text, name)
+    except RecursionError:
+        raise GraphbenchError(f"{name}: JSON nested too deeply for a request trace") from None
+    if isinstance(data, dict):
+        return [_bench_result(data, name)]
+    if isinstance(data, list):
+        pairs = [_lengths(item, f"{name}: item {i}") for i, item in enumerate(data)]
+        return [_from_pairs(pairs, name)]
+    raise GraphbenchError(f"{name}: expected a vLLM bench serve result or a list of request lengths")
+
+
+def _parse_lines(text: str, name: str) -> list[RequestTrace]:
+    traces: list[RequestTrace] = []
+    pairs: list[tuple[int, int]] = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise GraphbenchError(f"{name}:{lineno}: invalid JSON: {exc.msg}") from None
+        except RecursionError:
+            raise GraphbenchError(f"{name}:{lineno}: JSON nested too deeply") from None
+        where = f"{name}:{lineno}"
+        if isinstance(record, dict) and ("input_lens" in record or all(k in record for k in BENCH_KEYS)):
+            traces.append(_bench_result(record, where))
+        else:
+            pairs.append(_lengths(record, where))
+        if traces and pairs:
+            raise GraphbenchError(f"{where}: mixes bench serve results with request lengths: give one kind")
+    if not traces and not pairs:
+        raise GraphbenchError(f"{name}: no requests in the file")
+    return traces or [_from_pairs(pairs, name)]
+
+
+def _lengths(record: object, where: str) -> tuple[int, int]:
+    if not isinstance(record, dict):
+        raise GraphbenchError(f"{where}: expected an object with input_len (or prompt_len) and output_len")
+    key = next((k for k in INPUT_KEYS if k in record), None)
+    if key is None or "output_len" not in record:
+        raise GraphbenchError(f"{where}: a request needs input_len (or prompt_len) and output_len")
+    return _count(record[key], where, key, 1), _count(record["output_len"], where, "output_len", 1)
+
+
+def _from_pairs(pairs: list[tuple[int, int]], name: str) -> RequestTrace:
+    if not pairs:
+        raise GraphbenchError(f"{name}: no requests in the file")
+    return RequestTrace(tuple(p for p, _ in pairs), tuple(o for _, o in pairs), name)
+
+
+def _bench_result(data: dict[str, Any], name: str) -> RequestTrace:
+    """One `vllm bench serve` result (see the module docstring)."""
+    if "input_lens" not in data or "output_lens" not in data:
+        raise GraphbenchError(f"{name}: a vLLM bench serve result without per-request lengths (input_lens, "
+                              "output_lens): rerun `vllm bench serve` with --save-result --save-detailed")
+    inputs, outputs = data["input_lens"], data["output_lens"]
+    for key, values in (("input_lens", inputs), ("output_lens", outputs)):
+        if not isinstance(values, list):
+            raise GraphbenchError(f"{name}: key {key} must be a list of token counts, got {type(values).__name__}")
+    if len(inputs) != len(outputs):
+        raise GraphbenchError(f"{name}: key output_lens has {len(outputs)} entries but input_lens has {len(inputs)}")
+    errors = data.get("errors")
+    errors = errors if isinstance(errors, list) and len(errors) == len(inputs) else [""] * len(inputs)
+    kept: list[tuple[int, int]] = []
+    for i, (n_in, n_out) in enumerate(zip(inputs, outputs)):
+        n_out = _count(n_out, name, f"output_lens[{i}]", 0)
+        if errors[i] or n_out == 0:  # failed (vLLM records 0 tokens for it): it never ran
+            continue
+        kept.append((_count(n_in, name, f"input_lens[{i}]", 1), n_out))
+    if not kept:
+        raise GraphbenchError(f"{name}: no successful request (every output_lens entry is 0 or has an error)")
+    return RequestTrace(tuple(p for p, _ in kept), tuple(o for _, o in kept), name,
+                        max_concurrency=_concurrency(data.get("max_concurrency"), name),
+                        request_rate=_rate(data.get("request_rate", "inf"), name),
+                        seconds_per_step=_median_itl(data.get("itls"), name),
+                        num_failed=len(inputs) - len(kept))
+
+
+def _count(value: object, where: str, key: str, least: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= MAX_LEN:
+        raise GraphbenchError(f"{where}: {key} must be an integer in {least}..{MAX_LEN}, got {value!r}")
+    return value
+
+
+def _concurrency(value: object, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise GraphbenchError(f"{name}: key max_concurrency must be a positive integer or null, got {value!r}")
+    return value
+
+
+def _rate(value: object, name: str) -> float | None:
+    if value == "inf" or (isinstance(value, float) and value == math.inf):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise GraphbenchError(f"{name}: key request_rate must be a positive number or \"inf\", got {value!r}")
+    return float(value)
+
+
+def _median_itl(itls: object, name: str) -> float | None:
+    """The median of every recorded inter-token latency (seconds), None when none is recorded."""
+    if not isinstance(itls, list):
+        return None
+    values: list[float] = []
+    for i, per_request in enumerate(itls):
+        if not isinstance(per_request, list):
+            raise GraphbenchError(f"{name}: key itls[{i}] must be a list of seconds, got {per_request!r:.60}")
+        for value in per_request:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+                raise GraphbenchError(f"{name}: key itls[{i}] holds {value!r}, not a number of seconds")
+            values.append(float(value))
+    positive = [v for v in values if v > 0]
+    return statistics.median(positive) if positive else None
