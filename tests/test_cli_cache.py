@@ -335,6 +335,9 @@ def test_cache_cli_never_imports_torch(tmp_path: Path) -> None:
         "assert r.exit_code == 0, r.output\n"
         "r = CliRunner().invoke(graphbench.cli.main.app, ['cache', 'clear', '--yes'])\n"
         "assert r.exit_code == 0, r.output\n"
+        f"config = {str(Path(graphbench.__file__).parent / 'sample_configs' / 'engines' / 'tiny-cpu.toml')!r}\n"
+        "r = CliRunner().invoke(graphbench.cli.main.app, ['cache', 'diff', config, config])\n"
+        "assert r.exit_code == 0 and 'identical' in r.output, r.output\n"
         "assert 'torch' not in sys.modules, 'torch was imported by a command'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=60)

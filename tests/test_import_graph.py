@@ -324,8 +324,9 @@ def test_ladders_and_reports_import_no_torch_when_they_load():
     assert found == [], "\n".join(found)
 
 
-def test_tune_and_its_trace_replay_import_no_torch_when_they_load():
-    """`graphbench tune` replays request traces through the scheduler: that path stays torch-free."""
-    found = torch_when_loaded(["graphbench.cli.tune", "graphbench.runner.replay", "graphbench.runner.scheduler"],
-                              MODULES)
+def test_tune_and_cache_import_no_torch_when_they_load():
+    """`graphbench tune` replays request traces through the scheduler, `cache diff` resolves configs:
+    both paths stay torch-free."""
+    found = torch_when_loaded(["graphbench.cli.tune", "graphbench.runner.replay", "graphbench.runner.scheduler",
+                               "graphbench.cli.cache", "graphbench.runner.compile.cache_diff"], MODULES)
     assert found == [], "\n".join(found)

@@ -1,7 +1,7 @@
-"""`graphbench cache list|clear`: the on-disk torch.compile cache (SPEC §1.6).
+"""`graphbench cache list|clear|diff`: the on-disk torch.compile cache (SPEC §1.6).
 
 Entries live under <cache_root>/torch_compile_cache/<hash>/ (cache root: GRAPHBENCH_CACHE_ROOT,
-default ~/.cache/graphbench). No torch import: listing and clearing must start fast.
+default ~/.cache/graphbench). No torch import: listing, clearing and diffing must start fast.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import typer
 from graphbench.cli.output import confirm_or_exit
 from graphbench.cli.output import console as make_console
 from graphbench.errors import GraphbenchError
+from graphbench.runner.compile.cache_diff import FactorSet, diff_factors, factor_set
 from graphbench.runner.compile.cache import (
     CACHE_SUBDIR,
     CacheEntry,
@@ -27,14 +28,14 @@ FORMATS = ("table", "json")
 
 cache_app = typer.Typer(
     name="cache",
-    help="List or clear the on-disk torch.compile cache.",
+    help="List, clear or diff the on-disk torch.compile cache.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 # its line in `graphbench --help` (cli/main.py adds cache_app under this help)
-CACHE_HELP = "List or clear the on-disk torch.compile cache (GRAPHBENCH_CACHE_ROOT, default ~/.cache/graphbench)."
+CACHE_HELP = "List, clear or diff the on-disk torch.compile cache (GRAPHBENCH_CACHE_ROOT, default ~/.cache/graphbench)."
 
 
 def human_size(num_bytes: int) -> str:
@@ -157,3 +158,44 @@ def clear_command(
     typer.echo(f"freed {human_size(freed)} ({freed} bytes) from {_plural(len(removed) - len(left))}")
     if left:
         raise GraphbenchError(f"could not remove {', '.join(str(e.path) for e in left)}")
+
+
+def _value(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _side(name: str, side: FactorSet) -> str:
+    what = f"entry {side.label} ({side.path})" if side.kind == "entry" else f"config {side.label} (for this machine)"
+    extra = "; ".join(x for x in (side.summary, side.device_name and f"on {side.device_name}") if x)
+    return f"{name}: {what}" + (f": {extra}" if extra else "")
+
+
+@cache_app.command("diff")
+def diff_command(
+    a: Annotated[str, typer.Argument(help="A cache entry (hash, unique hash prefix or its directory) or an "
+                                     "engine config (TOML, as `run --config` takes).")],
+    b: Annotated[str, typer.Argument(help="The other entry or config.")],
+    output_format: Annotated[str, typer.Option("--format", help="table|json.")] = "table",
+) -> None:
+    """The compile-cache hash factors that differ between A and B: which flag or version made a start cold."""
+    if output_format not in FORMATS:
+        raise GraphbenchError(f"unknown format {output_format!r}; choose from {', '.join(FORMATS)}")
+    left, right = factor_set(a), factor_set(b)
+    diffs = diff_factors(left, right)
+    if output_format == "json":
+        typer.echo(json.dumps({"a": left.to_dict(), "b": right.to_dict(), "identical": not diffs,
+                               "differences": [{"factor": d.name, "a": d.a, "b": d.b} for d in diffs]}))
+        return
+    typer.echo(_side("A", left))
+    typer.echo(_side("B", right))
+    for note in dict.fromkeys([*left.notes, *right.notes]):
+        typer.echo(f"note: {note}")
+    if not diffs:
+        typer.echo("identical: no hash factor differs (a start of one loads the other's entry)")
+        return
+    rows = [(d.name, _value(d.a), _value(d.b)) for d in diffs]
+    widths = [max(len(r[i]) for r in [("factor", "A", "B"), *rows]) for i in range(3)]
+    for row in [("factor", "A", "B"), *rows]:
+        typer.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    if left.device_name != right.device_name and left.device_name and right.device_name:
+        typer.echo(f"devices: {left.device_name} vs {right.device_name} (not a factor itself; it sets the defaults above)")

@@ -54,6 +54,39 @@ def environment_factors(torch_version: str) -> dict[str, str]:
             "model_source": source_hash()}
 
 
+def config_factors(config: Any) -> dict[str, Any]:
+    """A resolved EngineConfig's hash factors by name (what each section's compute_hash reads, see
+    docs/CONFIG.md), and each section's hash (so a factor added to a compute_hash but not named here
+    still shows as its section's hash)."""
+    from graphbench.config.arch import load_arch  # local: reads a file
+
+    model, comp = config.model, config.compilation
+    factors: dict[str, Any] = {f"model.arch.{k}": v for k, v in load_arch(model.model).code_factors().items()}
+    factors |= {
+        "model.dtype": model.dtype, "model.device": model.device, "model.attention_backend": model.attention_backend,
+        "scheduler.max_num_seqs": config.scheduler.max_num_seqs,
+        "scheduler.max_num_batched_tokens": config.scheduler.max_num_batched_tokens,
+        "cache.block_size": config.cache.block_size,
+        "compilation.mode": comp.mode.value if comp.mode else None,
+        "compilation.splitting_ops": list(comp.effective_splitting_ops),
+        "compilation.compile_sizes": comp.compile_sizes, "compilation.max_autotune": comp.max_autotune,
+        "speculative.num_speculative_tokens": config.speculative.num_speculative_tokens,
+        "parallel.tensor_parallel_size": config.parallel.tensor_parallel_size,
+    }
+    if config.lora.enabled:
+        factors |= {f"lora.{k}": getattr(config.lora, k)
+                    for k in ("enabled", "num_slots", "max_lora_rank", "cudagraph_specialize_lora")}
+    sections = ["model", "scheduler", "cache", "compilation", "speculative", "parallel"] + ["lora"] * config.lora.enabled
+    factors |= {f"{name} (section hash)": getattr(config, name).compute_hash() for name in sections}
+    return json.loads(json.dumps(factors, default=str))  # as the metadata file holds them
+
+
+def entry_factors(config: Any, torch_version: str) -> dict[str, Any]:
+    """Every factor of the compile-cache hash of a resolved config, by name: the config's, then the
+    environment's (torch, triton, graphbench, model_source)."""
+    return config_factors(config) | environment_factors(torch_version)
+
+
 def compile_hash(config_hash: str, torch_version: str) -> str:
     """Config factors + torch/triton/graphbench versions + model source."""
     return hash_factors([config_hash, environment_factors(torch_version)])

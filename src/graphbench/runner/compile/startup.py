@@ -16,7 +16,8 @@ import torch
 from graphbench.errors import GraphbenchError
 from graphbench.runner.compile.aot_store import AotStore, standalone_available
 from graphbench.runner.compile.backend import SplittingBackend
-from graphbench.runner.compile.cache import COMPLETE_MARKER, cache_lock, cache_root, compile_hash, rank_dir, write_meta
+from graphbench.runner.compile.cache import (
+    COMPLETE_MARKER, cache_lock, cache_root, compile_hash, entry_factors, rank_dir, write_meta)
 from graphbench.runner.compile.cache_trust import admit_entry, check_private_root, signing_key, write_manifest
 from graphbench.runner.compile.compiler import (
     CompiledForward, import_compile_stack, start_compile_workers, use_cache_dir)
@@ -75,7 +76,8 @@ def _compile_into(engine, directory: Path) -> None:
     use_cache_dir(directory)
     if not engine.report.compile_from_cache and engine.device.type == "cuda":  # (2-core CI: workers only compete)
         log.info("Inductor compile_threads: %d", start_compile_workers())
-    write_meta(directory, engine.config.summary(), {"config": engine.config.to_dict()})
+    write_meta(directory, engine.config.summary(), {"config": engine.config.to_dict(), "device_name": engine.device_info.name,
+                                                     "hash_factors": entry_factors(engine.config, torch.__version__)})
     backend = SplittingBackend(comp.effective_splitting_ops, list(comp.compile_sizes or []), comp.max_autotune,
                                engine.dispatcher.mode.has_piecewise_graphs(), directory / "graphbench",
                                model=engine.model, aot=AotStore(directory) if standalone_available() else None)
