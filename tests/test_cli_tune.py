@@ -64,7 +64,7 @@ def test_json_is_exact() -> None:
     def ladder(sizes, tokens, waste):
         return {"sizes": sizes, "expected_padded_tokens": tokens, "expected_waste_pct": waste,
                 "num_sizes": len(sizes), "predicted_graph_memory_bytes": None, "objective": "tokens",
-                "eager_pct": 0.0}
+                "eager_pct": 0.0, "expected_step_ms": None, "predicted_capture_s": None}
 
     tuned = ladder([1, 4, 8], 0.125, 3.125)
     assert doc == {

@@ -15,7 +15,7 @@ except ImportError:  # pragma: no cover - older typer on plain click
 
 from graphbench import __version__
 # The command modules: keep their top-level imports light (no torch).
-from graphbench.cli import cache, compare_gate, generate, ladder, report_plan, run, sweep, tune
+from graphbench.cli import cache, compare_gate, curve, generate, ladder, report_plan, run, sweep, tune
 from graphbench.cli.output import ABORTS
 from graphbench.errors import GraphbenchError
 
@@ -98,6 +98,7 @@ app.command("gate")(compare_gate.gate_command)
 app.command("report")(report_plan.report_command)
 app.command("plan")(report_plan.plan_command)
 app.command("tune")(tune.tune_command)
+app.command("curve")(curve.curve_command)
 
 
 def main() -> None:

@@ -40,6 +40,7 @@ from graphbench.ladders.tune_inputs import (
     check_int,
     check_objective,
 )
+from graphbench.ladders.step_curve import LinearCost, StepCurve, expected_step_ms
 from graphbench.ladders.tune_sources import MemoryModel
 
 __all__ = [
@@ -68,9 +69,13 @@ class TunedLadder:
     predicted_graph_memory_bytes: float | None = None
     objective: str = "tokens"
     eager_pct: float = 0.0  # % of batches above the top rung
+    expected_step_ms: float | None = None  # E[t(pad(n))] under a measured step-time curve
+    predicted_capture_s: float | None = None  # under the curve's capture-time model
 
     @property
     def objective_value(self) -> float:
+        if self.objective == "time":
+            return self.expected_step_ms
         return self.expected_padded_tokens if self.objective == "tokens" else self.expected_waste_pct
 
     def to_dict(self) -> dict[str, Any]:
@@ -91,11 +96,16 @@ def evaluate_ladder(
     *,
     objective: str = "tokens",
     memory_model: MemoryModel | None = None,
+    step_curve: StepCurve | None = None,
 ) -> TunedLadder:
-    """Expected padding tokens, waste % and eager % of any ladder over a distribution."""
+    """Expected padding tokens, waste % and eager % of any ladder over a distribution; with a
+    step-time curve also its expected ms per step and predicted capture seconds."""
     rungs = tuple(sorted(set(sizes)))
     dist = as_dist(distribution)
     check_objective(objective)
+    if objective == "time" and step_curve is None:
+        raise GraphbenchError("the time objective needs a measured step-time curve (--curve)")
+    capture = None if step_curve is None else step_curve.capture_model()
     tokens = math.fsum(p * (padded - n) for n, p in dist.items() if (padded := pad_to(rungs, n)) is not None)
     return TunedLadder(
         rungs,
@@ -105,16 +115,36 @@ def evaluate_ladder(
         None if memory_model is None else memory_model.predict(rungs),
         objective,
         100 * eager_fraction(rungs, dist),
+        None if step_curve is None else expected_step_ms(rungs, dist, step_curve),
+        None if capture is None else capture.predict(rungs),
     )
 
 
 def tune_ladder(distribution: Mapping[int, float], max_graphs: int, **options: Any) -> TunedLadder:
     """The exact best ladder of at most max_graphs sizes; options as `pareto_curve`."""
-    memory_model = options.get("memory_model")
     point = pareto_curve(distribution, max_graphs, **options)[-1]
-    return evaluate_ladder(
-        point.sizes, distribution, objective=options.get("objective", "tokens"), memory_model=memory_model
-    )
+    return evaluate_ladder(point.sizes, distribution, objective=options.get("objective", "tokens"),
+                           memory_model=options.get("memory_model"), step_curve=options.get("step_curve"))
+
+
+def time_candidates(sizes: Iterable[int], top: int, multiple_of: int, curve: StepCurve) -> list[int]:
+    """Sizes worth a rung under the time objective: the distribution's own (rounded up to the multiple)
+    and, between two of them, each size faster than every size from the lower one up to it (a curve
+    need not rise everywhere: padding 47 up to 48 may be faster than a recording of 47)."""
+    m = multiple_of
+    own = sorted({-(-s // m) * m for s in sizes if -(-s // m) * m <= top} | {top})
+    if top > curve.max_size:
+        raise GraphbenchError(f"the step-time curve covers 1..{curve.max_size}, below the top {top}: "
+                              "measure a longer curve (graphbench curve --max-size) or lower --top")
+    out = set(own)
+    for low, high in zip(own, own[1:] + [top + m]):
+        best = curve.graph_time(low)
+        for c in range(low + m, min(high, top + 1), m):
+            t = curve.graph_ms.get(c)
+            if t is not None and t < best:
+                out.add(c)
+                best = t
+    return sorted(out)
 
 
 def pareto_curve(
@@ -128,6 +158,8 @@ def pareto_curve(
     candidates: Iterable[int] | None = None,
     memory_model: MemoryModel | None = None,
     memory_budget_bytes: float | None = None,
+    step_curve: StepCurve | None = None,
+    capture_budget_s: float | None = None,
 ) -> list[ParetoPoint]:
     """(n, objective value, sizes) of the best ladder with at most n sizes, n = fewest possible..max_graphs.
 
@@ -140,32 +172,28 @@ def pareto_curve(
     check_int("max_graphs", max_graphs)
     if max_graphs > MAX_GRAPHS:
         raise GraphbenchError(f"max graphs must be at most {MAX_GRAPHS}, got {max_graphs}")
-    prob = LadderProblem(as_dist(distribution), objective, top, multiple_of, required, candidates)
+    dist = as_dist(distribution)
+    step_ms = None if step_curve is None else step_curve.graph_time
+    if objective == "time" and step_curve is not None and candidates is None:
+        rounded_top = top if top is not None else -(-dist.max_size // multiple_of) * multiple_of
+        candidates = time_candidates(dist.sizes, rounded_top, multiple_of, step_curve)
+    prob = LadderProblem(dist, objective, top, multiple_of, required, candidates, step_ms)
     if max_graphs < prob.forced:
         raise GraphbenchError(
             f"max graphs {max_graphs} is fewer than the {prob.forced} sizes that must be in the ladder "
             f"(top {prob.top}{', required ' + ','.join(map(str, prob.required)) if prob.required else ''})"
         )
     limit = min(max_graphs, prob.K)
-    if memory_budget_bytes is not None:
-        if memory_model is None:
-            raise GraphbenchError("a graph-memory budget needs a memory model (fit one from measured results)")
-        if not memory_budget_bytes > 0:
-            raise GraphbenchError(f"the memory budget must be positive, got {memory_budget_bytes!r}")
-        if min(memory_model.per_graph_bytes, memory_model.per_token_bytes, memory_model.fixed_bytes) < 0:
-            raise GraphbenchError("the memory model's coefficients must be non-negative")
+    limits = _linear_limits(memory_model, memory_budget_bytes, step_curve, capture_budget_s)
     values, paths = prob.solve(limit)
-    budget = memory_budget_bytes
-    if budget is not None and any(p is not None and memory_model.predict(p) > budget * (1 + 1e-9) for p in paths):
-        a, b = memory_model.per_graph_bytes, memory_model.per_token_bytes
-        room = budget - memory_model.fixed_bytes  # what the sizes themselves may take
-        if room < 0:
+    if any(p is not None and not _within(p, limits) for p in paths):
+        if any(room < 0 for _, _, room in limits):
             values, paths = values[:0], paths[:0]
-        elif b == 0:
-            cap = limit if a == 0 else min(limit, math.floor(room / a * (1 + 1e-9)))
+        elif all(b == 0 for _, b, _ in limits):
+            cap = min([limit] + [math.floor(room / a * (1 + 1e-9)) for a, _, room in limits if a > 0])
             values, paths = values[: cap + 1], paths[: cap + 1]
         else:
-            values, paths = prob.solve_budget(limit, a, b, room)
+            values, paths = prob.solve_budget(limit, limits)
     curve: list[ParetoPoint] = []
     best_k, last = None, None
     for n in range(prob.forced, max_graphs + 1):
@@ -174,19 +202,52 @@ def pareto_curve(
             continue
         low = min(values[k] for k in ks)
         best_k = next(k for k in ks if values[k] <= low + _REL_TIE * max(abs(low), abs(values[ks[0]])))
-        ladder = evaluate_ladder(paths[best_k], prob.dist, objective=objective)
+        ladder = evaluate_ladder(paths[best_k], prob.dist, objective=objective, step_curve=step_curve)
         point = ParetoPoint(n, ladder.objective_value, ladder.sizes)
         if last is not None and point.value > last.value:  # float noise between equal optima
             point = ParetoPoint(n, last.value, last.sizes)
         curve.append(point)
         last = point
     if not curve:
-        need = memory_model.predict(prob.forced_sizes)
-        raise GraphbenchError(
-            f"no ladder fits the graph-memory budget of {budget / 2**20:.1f} MiB: the forced sizes "
-            f"({','.join(map(str, prob.forced_sizes))}) alone are predicted to need {need / 2**20:.1f} MiB"
-        )
+        forced = ",".join(map(str, prob.forced_sizes))
+        needs = []
+        if memory_budget_bytes is not None:
+            needs.append(f"{memory_model.predict(prob.forced_sizes) / 2**20:.1f} MiB of graph memory "
+                         f"(budget {memory_budget_bytes / 2**20:.1f} MiB)")
+        if capture_budget_s is not None:
+            needs.append(f"{step_curve.capture_model().predict(prob.forced_sizes):.2f} s of capture "
+                         f"(budget {capture_budget_s:g} s)")
+        which = "graph-memory budget" if capture_budget_s is None else (
+            "capture-time budget" if memory_budget_bytes is None else "graph-memory and capture-time budgets")
+        raise GraphbenchError(f"no ladder fits the {which}: the forced sizes ({forced}) alone are predicted "
+                              f"to need {' and '.join(needs)}")
     return curve
+
+
+def _linear_limits(memory_model, memory_budget_bytes, step_curve, capture_budget_s) -> list[tuple[float, float, float]]:
+    """The budgets as (per graph, per token of size, room left after the fixed part)."""
+    limits = []
+    if memory_budget_bytes is not None:
+        if memory_model is None:
+            raise GraphbenchError("a graph-memory budget needs a memory model (fit one from measured results)")
+        if not memory_budget_bytes > 0:
+            raise GraphbenchError(f"the memory budget must be positive, got {memory_budget_bytes!r}")
+        if min(memory_model.per_graph_bytes, memory_model.per_token_bytes, memory_model.fixed_bytes) < 0:
+            raise GraphbenchError("the memory model's coefficients must be non-negative")
+        limits.append((memory_model.per_graph_bytes, memory_model.per_token_bytes,
+                       memory_budget_bytes - memory_model.fixed_bytes))
+    if capture_budget_s is not None:
+        model: LinearCost | None = None if step_curve is None else step_curve.capture_model()
+        if model is None:
+            raise GraphbenchError("a capture-time budget needs a step-time curve with capture times (--curve)")
+        if not capture_budget_s > 0 or not math.isfinite(capture_budget_s):
+            raise GraphbenchError(f"the capture-time budget must be a positive number of seconds, got {capture_budget_s!r}")
+        limits.append((model.per_graph, model.per_token, capture_budget_s - model.fixed))
+    return limits
+
+
+def _within(sizes: Sequence[int], limits: list[tuple[float, float, float]]) -> bool:
+    return all(a * len(sizes) + b * sum(sizes) <= room * (1 + 1e-9) + 1e-12 for a, b, room in limits)
 
 
 def knee(curve: Sequence[ParetoPoint]) -> ParetoPoint:

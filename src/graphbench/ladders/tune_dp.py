@@ -22,8 +22,10 @@ _MAX_BUDGET_CELLS = 6e7  # back-pointers it stores
 class LadderProblem:
     """Candidates, forced rungs and the run-cost matrix of one tuning problem."""
 
-    def __init__(self, dist, objective, top, multiple_of, required, candidates) -> None:
+    def __init__(self, dist, objective, top, multiple_of, required, candidates, step_ms=None) -> None:
         check_objective(objective)
+        if objective == "time" and step_ms is None:
+            raise GraphbenchError("the time objective needs a measured step-time curve (--curve)")
         m = check_int("multiple_of", multiple_of)
         if top is None:
             top = ceil_multiple(dist.max_size, m)
@@ -56,7 +58,13 @@ class LadderProblem:
         mass = P_[None, :] - P_[:, None]
         msum = S_[None, :] - S_[:, None]
         with np.errstate(divide="ignore", invalid="ignore"):
-            cost = c[None, :] * mass - msum if objective == "tokens" else mass - msum / c[None, :]
+            if objective == "time":  # a rung's recording runs every batch it serves: t(c_j) * mass
+                t = np.array([0.0, *(step_ms(s) for s in cand)])
+                cost = t[None, :] * mass
+            elif objective == "tokens":
+                cost = c[None, :] * mass - msum
+            else:
+                cost = mass - msum / c[None, :]
         cost = np.maximum(cost, 0.0)
         # A transition i -> j is allowed when i < j and no forced rung lies strictly between them.
         forced_idx = {cand.index(s) + 1 for s in self.forced_sizes}
@@ -94,19 +102,29 @@ class LadderProblem:
         return tuple(reversed(sizes))
 
     def solve_budget(
-        self, limit: int, a: float, b: float, budget: float
+        self, limit: int, budgets: list[tuple[float, float, float]]
     ) -> tuple[list[float], list[tuple[int, ...] | None]]:
-        """As `solve`, but only ladders with a*k + b*sum(sizes) <= budget (sum tracked exactly)."""
+        """As `solve`, but only ladders with a*k + b*sum(sizes) <= budget for every (a, b, budget) given,
+        some b > 0 (the sum is tracked exactly; a limit with b = 0 caps k alone)."""
         K, g = self.K, math.gcd(*self.cand)
         units = [0, *(c // g for c in self.cand)]
-        smax = math.floor((budget - a * self.forced) / (b * g) * (1 + 1e-12) + 1e-9)
-        smax = min(smax, sum(sorted(units)[-limit:]))
+
+        def bound(k: int) -> float:  # the largest sum of units a ladder of k rungs may have
+            out = math.inf
+            for a, b, budget in budgets:
+                if budget - a * k < -1e-9 * max(abs(budget), 1.0):
+                    return -1
+                if b > 0:
+                    out = min(out, math.floor((budget - a * k) / (b * g) * (1 + 1e-12) + 1e-9))
+            return out
+
+        smax = int(min(bound(self.forced), sum(sorted(units)[-limit:])))
         if smax < 0:
             return [math.inf] * (limit + 1), [None] * (limit + 1)
         work, cells = limit * K * K * (smax + 1) / 2, limit * (K + 1) * (smax + 1)
         if work > _MAX_BUDGET_WORK or cells > _MAX_BUDGET_CELLS:
             raise GraphbenchError(
-                f"the exact memory-budget search is too large ({K} candidate sizes, sums up to {smax * g} "
+                f"the exact budget search is too large ({K} candidate sizes, sums up to {smax * g} "
                 f"tokens, {limit} graphs); narrow it with fewer --max-graphs, --candidates or --multiple-of"
             )
         F = np.full((K + 1, smax + 1), np.inf)
@@ -128,8 +146,8 @@ class LadderProblem:
                 arg[j, u:] = src[best]
             F = new
             back.append(arg)
-            bound = min(smax, math.floor((budget - a * k) / (b * g) * (1 + 1e-12) + 1e-9))
-            row = F[K, : bound + 1] if bound >= 0 else np.array([])
+            top_sum = min(smax, bound(k))
+            row = F[K, : int(top_sum) + 1] if top_sum >= 0 else np.array([])
             if not len(row) or not np.isfinite(row).any():
                 values.append(math.inf)
                 paths.append(None)

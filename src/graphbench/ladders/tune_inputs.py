@@ -19,7 +19,7 @@ from graphbench.errors import GraphbenchError
 from graphbench.ladders.distributions import BatchSizeDistribution
 from graphbench.ladders.sizes import capture_sizes
 
-OBJECTIVES = ("tokens", "waste")
+OBJECTIVES = ("tokens", "waste", "time")
 DEFAULT_MAX_NUM_SEQS = 256
 
 

@@ -54,6 +54,9 @@ class CaptureReport:
     memory_bytes: int = 0
     pool_bytes: int = 0  # what the caching allocator reserved for the recordings (their memory pool)
     num_graphs: dict[str, int] = field(default_factory=dict)
+    # one row per dispatcher key in capture order: [mode, num_tokens, seconds, free-memory delta bytes];
+    # what vLLM-style estimates sample (bench/graph_memory.py) and the capture-time model fits
+    per_key: list[list] = field(default_factory=list)
 
 
 def _graph_launches():
@@ -216,8 +219,16 @@ class ModelRunner:
             self.graph_pool = torch.cuda.graph_pool_handle()
             self.capture_stream = torch.cuda.Stream(device=self.device)
             with capture_session(self.graph_pool, self.capture_stream):
+                free_last = free_before
                 for mode, desc, num_reqs in plan:
+                    key_started = time.perf_counter()
                     self.dummy_run(desc.num_tokens, num_reqs, mode, desc, capturing=True)
+                    # the recording's memory is taken while capturing (pool blocks, instantiation), so
+                    # the free-memory reading needs no sync; cudaMemGetInfo costs microseconds
+                    free_now = free_memory()
+                    report.per_key.append([mode.name, desc.num_tokens, time.perf_counter() - key_started,
+                                           free_last - free_now])
+                    free_last = free_now
         torch.cuda.synchronize(self.device)
         report.seconds = time.perf_counter() - started
         report.memory_bytes = free_before - free_memory()

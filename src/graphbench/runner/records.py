@@ -38,6 +38,7 @@ class StartupReport:
     capture_seconds: float = 0.0
     graph_memory_bytes: int = 0  # free device memory before capture minus after (SPEC §1.7)
     graph_pool_bytes: int = 0  # of which the allocator reserved for the recordings' pool
+    capture_log: list = field(default_factory=list)  # [mode, num_tokens, seconds, memory bytes] per key
     num_graphs: dict = field(default_factory=dict)  # dispatcher keys per runtime mode
     num_recordings: dict = field(default_factory=dict)  # CUDA graphs recorded (piecewise: per piece)
     cudagraph_mode: dict = field(default_factory=dict)  # requested, resolved, reason

@@ -1,0 +1,123 @@
+"""The step-time curve (ladders/step_curve.py) and `tune --objective time`: exact, hand-checked values."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from graphbench.cli.main import app
+from graphbench.errors import GraphbenchError
+from graphbench.ladders.step_curve import (
+    CURVE_KIND,
+    StepCurve,
+    curve_from_dict,
+    expected_step_ms,
+    load_curve,
+    write_curve,
+)
+from graphbench.ladders.tune import evaluate_ladder, pareto_curve, time_candidates, tune_ladder
+
+# 4 is faster than 3 (a dip), 1 the fastest; capture takes 0.01 s a graph + 1 ms a token of size
+GRAPH_MS = {1: 0.9, 2: 1.0, 3: 1.2, 4: 1.1, 5: 1.5, 6: 1.5, 7: 1.6, 8: 1.6}
+CURVE = StepCurve(GRAPH_MS, eager_ms={1: 3.0, 16: 6.0}, capture_s={s: 0.01 + 0.001 * s for s in GRAPH_MS},
+                  meta={"model": "tiny", "environment": {"gpu": "NVIDIA H200"}, "date": "2026-12-01T00:00:00Z"})
+DIST = {1: 1, 3: 1, 5: 1, 8: 1}
+
+
+def test_candidates_keep_sizes_faster_than_the_ones_below() -> None:
+    # in [3, 5) size 4 (1.1 ms) beats 3 (1.2 ms); 2 is slower than 1, 6 and 7 no faster than 5
+    assert time_candidates(DIST, 8, 1, CURVE) == [1, 3, 4, 5, 8]
+
+
+def test_time_objective_takes_the_dip_where_padding_tokens_would_not() -> None:
+    # 2 graphs: {4, 8} = (1.1 + 1.1 + 1.6 + 1.6) / 4 = 1.35 ms beats {3, 8} = 1.4 and {1, 8} = 1.425
+    timed = tune_ladder(DIST, 2, objective="time", top=8, step_curve=CURVE)
+    assert timed.sizes == (4, 8)
+    assert timed.expected_step_ms == pytest.approx(1.35, abs=1e-12)
+    # padding tokens: {3, 8} pads 1->3 and 5->8: 5/4 tokens, against 7/4 for {4, 8}
+    assert tune_ladder(DIST, 2, objective="tokens", top=8).sizes == (3, 8)
+    # 3 graphs: {1, 4, 8} = (0.9 + 1.1 + 1.6 + 1.6) / 4 = 1.3, as fast as every size 1..8
+    curve = pareto_curve(DIST, 3, objective="time", top=8, step_curve=CURVE)
+    assert [(p.num_graphs, p.sizes) for p in curve] == [(1, (8,)), (2, (4, 8)), (3, (1, 4, 8))]
+    assert [p.value for p in curve] == pytest.approx([1.6, 1.35, 1.3], abs=1e-12)
+    assert expected_step_ms(range(1, 9), DIST, CURVE) == pytest.approx(1.3, abs=1e-12)
+
+
+def test_eager_above_the_top_is_interpolated() -> None:
+    # 12 is above the top 8: eager, 3.0 + (12 - 1) / 15 * 3.0 = 5.2 ms
+    dist = {**DIST, 12: 1}
+    assert expected_step_ms((4, 8), dist, CURVE) == pytest.approx((1.1 + 1.1 + 1.6 + 1.6 + 5.2) / 5, abs=1e-12)
+    no_eager = StepCurve(GRAPH_MS)
+    with pytest.raises(GraphbenchError, match="no eager times"):
+        expected_step_ms((4, 8), dist, no_eager)
+
+
+def test_capture_budget_limits_the_ladder() -> None:
+    model = CURVE.capture_model()
+    assert (model.per_graph, model.per_token) == pytest.approx((0.01, 0.001), abs=1e-12)
+    # 0.04 s: 3 rungs would need 0.03 + 0.001 * sum <= 0.04, a sum <= 10 with 8 in it: none fits
+    curve = pareto_curve(DIST, 3, objective="time", top=8, step_curve=CURVE, capture_budget_s=0.04)
+    assert curve[-1].sizes == (4, 8)
+    ladder = evaluate_ladder((4, 8), DIST, objective="time", step_curve=CURVE)
+    assert ladder.predicted_capture_s == pytest.approx(0.032, abs=1e-12)
+    with pytest.raises(GraphbenchError, match="capture-time budget"):
+        pareto_curve(DIST, 3, objective="time", top=8, step_curve=CURVE, capture_budget_s=0.01)
+
+
+def test_curve_files_are_checked_and_never_overwritten(tmp_path: Path) -> None:
+    path = write_curve(tmp_path / "c.json", CURVE)
+    again = load_curve(path)
+    assert again.graph_ms == GRAPH_MS and again.eager_ms == {1: 3.0, 16: 6.0}
+    assert again.meta["model"] == "tiny"
+    with pytest.raises(GraphbenchError, match="never overwritten"):
+        write_curve(path, CURVE)
+    good = json.loads(path.read_text())
+    for change, message in (({"kind": "graphbench-result"}, "not a graphbench step-time curve"),
+                            ({"schema_version": 9}, "unknown schema_version 9"),
+                            ({"graph_ms": {"0": 1.0}}, "graph_ms has a size '0'"),
+                            ({"graph_ms": {"2": -1.0}}, r"graph_ms\[2\] must be a positive"),
+                            ({"graph_ms": {"2": 0}}, r"graph_ms\[2\] must be a positive"),
+                            ({"graph_ms": {}}, "graph_ms holds no sizes"),
+                            ({"capture_bytes": {"2": 1.5}}, r"capture_bytes\[2\] must be a non-negative integer")):
+        with pytest.raises(GraphbenchError, match=message):
+            curve_from_dict({**good, **change}, "c.json")
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(GraphbenchError, match="cannot read a step-time curve"):
+        load_curve(tmp_path / "bad.json")
+    assert good["kind"] == CURVE_KIND
+
+
+def test_tune_objective_time_on_the_command_line(tmp_path: Path) -> None:
+    curve = write_curve(tmp_path / "curve.json", CURVE)
+    dist = tmp_path / "dist.json"
+    dist.write_text(json.dumps({str(k): v for k, v in DIST.items()}))
+    runner = CliRunner()
+    base = ["tune", "--distribution", str(dist), "--max-graphs", "2", "--top", "8", "--objective", "time"]
+    result = runner.invoke(app, [*base, "--curve", str(curve), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["tuned"]["sizes"] == [4, 8]
+    assert doc["curve"]["every_size_ms"] == pytest.approx(1.3, abs=1e-12)
+    assert doc["curve"]["vs_every_size_pct"]["tuned"] == pytest.approx(100 * (1.35 / 1.3 - 1), abs=1e-9)
+    assert [p["expected_step_ms"] for p in doc["pareto"]] == pytest.approx([1.6, 1.35], abs=1e-12)
+    table = runner.invoke(app, [*base, "--curve", str(curve)])
+    assert table.exit_code == 0, table.output
+    assert "a ladder with every size 1..8: 1.3000 ms per step" in table.stdout
+    # {4, 8} pads 1->4, 3->4, 5->8: 7/4 tokens; capture 2 * 0.01 + 0.012 s
+    rows = {line.split()[0]: line.split()[1:] for line in table.stdout.splitlines() if line.startswith("tuned ")}
+    assert rows["tuned"] == ["2", "1.7500", "34.38%", "0.00%", "1.3500", "+3.85%", "0.03"]
+    missing = runner.invoke(app, base)
+    assert missing.exit_code == 2 and "needs a measured step-time curve" in missing.output
+
+
+def test_curve_chart_is_written(tmp_path: Path) -> None:
+    from graphbench.ladders.plot_curve import padded_times, plot_step_curve
+
+    # {4, 8}: 1..4 run the 4 recording, 5..8 the 8, above the top eager (interpolated), 17.. unknown
+    times = padded_times(CURVE, (4, 8), 9)
+    assert times[:8] == [1.1] * 4 + [1.6] * 4 and times[8] == pytest.approx(3.0 + 8 / 15 * 3.0)
+    out = plot_step_curve(CURVE, tmp_path / "curve.png", {"tuned": (4, 8)})
+    assert out.read_bytes().startswith(b"\x89PNG")
