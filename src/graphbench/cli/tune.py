@@ -64,7 +64,12 @@ def tune_command(
                                        "default 0.9, on C, the rest uniform over 1..C-1).")] = None,
     max_graphs: Annotated[int, _o("--max-graphs", "Most sizes in the tuned ladder.")] = ...,  # type: ignore[assignment]
     objective: Annotated[str, _o("--objective", "tokens: expected padding tokens per step; "
-                                 "waste: expected padding fraction.")] = "tokens",
+                                 "waste: expected padding fraction; time: expected ms per step under a "
+                                 "measured step-time curve (--curve).")] = "tokens",
+    curve: Annotated[Optional[Path], _o("--curve", "Step-time curve from `graphbench curve`: every ladder "
+                                        "gets its expected ms per step (needed by --objective time).")] = None,
+    max_capture_s: Annotated[Optional[float], _o("--max-capture-s", "Capture-time budget in seconds under "
+                                                 "the curve's capture-time model.")] = None,
     max_num_seqs: Annotated[Optional[int], _o("--max-num-seqs", "For the default/interactivity ladders and the "
                                               "default top (default: the --from results' engine, else 256).")] = None,
     top: Annotated[Optional[int], _o("--top", "Largest size, always kept (default: the max capture size of the "
@@ -100,6 +105,7 @@ def tune_command(
         raise GraphbenchError(f"unknown server {emit!r} for --emit; choose from {', '.join(SERVERS)}")
     if plot is not None:
         check_plot_path(plot)
+    step_curve = _step_curve(curve, objective, max_capture_s)
     warnings: list[str] = []
     server_log = _server_logs(from_results) if from_results else None
     if server_log is None and (from_results or distribution):
@@ -128,20 +134,26 @@ def tune_command(
         candidates=_candidates(candidates, comparisons),
         memory_model=memory_model,
         memory_budget_bytes=None if memory_budget_mib is None else memory_budget_mib * MIB,
+        step_curve=step_curve,
+        capture_budget_s=max_capture_s,
     )
-    curve = pareto_curve(dist, max_graphs, **options)
-    tuned = evaluate_ladder(curve[-1].sizes, dist, objective=objective, memory_model=memory_model)
+    pareto = pareto_curve(dist, max_graphs, **options)
+    tuned = evaluate_ladder(pareto[-1].sizes, dist, objective=objective, memory_model=memory_model,
+                            step_curve=step_curve)
     ladders = {"tuned": tuned} | {
-        mode: evaluate_ladder(ladder.sizes, dist, objective=objective, memory_model=memory_model)
+        mode: evaluate_ladder(ladder.sizes, dist, objective=objective, memory_model=memory_model,
+                              step_curve=step_curve)
         for mode, ladder in comparisons.items()
     }
     if tuned.eager_pct > 0:
         warnings.append(f"{tuned.eager_pct:.2f}% of batches are above the top {bounds.top} and run eager")
     for warning in warnings:
         typer.echo(f"warning: {warning}", err=True)
-    points = [(p, evaluate_ladder(p.sizes, dist, objective=objective)) for p in curve]
-    bend = knee(curve)
+    points = [(p, evaluate_ladder(p.sizes, dist, objective=objective, step_curve=step_curve)) for p in pareto]
+    bend = knee(pareto)
     doc = _document(dist, options, bounds, max_graphs, ladders, points, bend, memory_model)
+    if step_curve is not None:
+        doc["curve"] = _curve_summary(step_curve, curve, dist, options["top"], ladders)
     if emit is not None:
         typer.echo(server_config(tuned.sizes, emit, bounds.multiple_of))
         return
@@ -150,8 +162,42 @@ def tune_command(
     else:
         _print_table(doc)
     if plot is not None:
-        written = plot_pareto(curve, ladders, bend, objective, plot)
+        written = plot_pareto(pareto, ladders, bend, objective, plot)
         typer.echo(f"wrote {written}", err=output_format != "table")
+        if step_curve is not None:
+            from graphbench.ladders.plot_curve import plot_step_curve
+
+            staircase = plot.with_name(plot.stem + "-step-time" + plot.suffix)
+            written = plot_step_curve(step_curve, staircase, {name: ladder.sizes for name, ladder in ladders.items()})
+            typer.echo(f"wrote {written}", err=output_format != "table")
+
+
+def _step_curve(path: Path | None, objective: str, max_capture_s: float | None):
+    """The --curve file, checked against what asks for it."""
+    from graphbench.ladders.step_curve import load_curve
+
+    if path is None:
+        if objective == "time":
+            raise GraphbenchError("--objective time needs a measured step-time curve: give --curve FILE "
+                                  "(make one on the GPU with `graphbench curve`)")
+        if max_capture_s is not None:
+            raise GraphbenchError("--max-capture-s needs a step-time curve with capture times: give --curve FILE")
+        return None
+    return load_curve(path)
+
+
+def _curve_summary(step_curve, path: Path, dist, top: int, ladders) -> dict[str, Any]:
+    """What the curve says: the expected ms per step of a ladder with every size up to the top, and
+    how far each ladder is from it."""
+    from graphbench.ladders.step_curve import expected_step_ms
+
+    every = expected_step_ms(range(1, top + 1), dist, step_curve)
+    return {
+        "file": str(path), "model": step_curve.meta.get("model"),
+        "gpu": (step_curve.meta.get("environment") or {}).get("gpu"), "date": step_curve.meta.get("date"),
+        "every_size_ms": every,
+        "vs_every_size_pct": {name: 100 * (ladder.expected_step_ms / every - 1) for name, ladder in ladders.items()},
+    }
 
 
 def _server_logs(paths: list[Path]):
@@ -282,6 +328,7 @@ def _document(dist, options, bounds: TuneBounds, max_graphs, ladders, points, be
                 "expected_padded_tokens": e.expected_padded_tokens,
                 "expected_waste_pct": e.expected_waste_pct,
                 "sizes": list(p.sizes),
+                **({} if e.expected_step_ms is None else {"expected_step_ms": e.expected_step_ms}),
             }
             for p, e in points
         ],
@@ -298,7 +345,7 @@ def _print_table(doc: dict[str, Any]) -> None:
     d = doc["distribution"]
     say(f"distribution: {d['source']} ({d['num_sizes']} sizes in {d['min_size']}..{d['max_size']}, "
         f"mean {d['mean']:.2f})")
-    unit = "padding tokens per step" if doc["objective"] == "tokens" else "padding waste %"
+    unit = {"tokens": "padding tokens per step", "waste": "padding waste %", "time": "ms per step"}[doc["objective"]]
     extra = [f"multiple of {doc['multiple_of']}"] if doc["multiple_of"] > 1 else []
     extra += [f"required {','.join(map(str, doc['required']))}"] if doc["required"] else []
     if doc["memory_budget_bytes"] is not None:
@@ -312,24 +359,35 @@ def _print_table(doc: dict[str, Any]) -> None:
         say(f"graph memory model: {mm.get('fixed_bytes', 0.0) / MIB:.1f} MiB fixed + {mm['per_graph_bytes'] / MIB:.3f} MiB per size + "
             f"{mm['per_token_bytes'] / 1024:.3f} KiB per token of size (fit over {mm['num_points']} result(s), "
             f"rms error {mm['rms_error_bytes'] / MIB:.3f} MiB{'; ' + mm['note'] if mm['note'] else ''})")
+    timed = doc.get("curve")
+    if timed is not None:
+        say(f"step-time curve: {timed['file']} ({timed['model']}, {timed['gpu']}, {timed['date']}); a ladder "
+            f"with every size 1..{doc['top']}: {timed['every_size_ms']:.4f} ms per step")
     say(f"tuned ladder ({doc['tuned']['num_sizes']} sizes): {' '.join(map(str, doc['tuned']['sizes']))}")
     say("")
     with_memory = doc["memory_model"] is not None
     head = f"{'ladder':<14}{'graphs':>7}{'pad tokens/step':>17}{'waste':>9}{'eager':>9}"
+    head += f"{'ms/step':>10}{'vs every':>10}{'capture s':>11}" if timed else ""
     say(head + (f"{'graph MiB':>11}" if with_memory else ""))
     for row in doc["ladders"]:
         line = (f"{row['name']:<14}{row['num_sizes']:>7}{row['expected_padded_tokens']:>17.4f}"
                 f"{row['expected_waste_pct']:>8.2f}%{row['eager_pct']:>8.2f}%")
+        if timed:
+            capture = row["predicted_capture_s"]
+            line += (f"{row['expected_step_ms']:>10.4f}{timed['vs_every_size_pct'][row['name']]:>+9.2f}%"
+                     + (f"{capture:>11.2f}" if capture is not None else f"{'-':>11}"))
         say(line + (f"{row['predicted_graph_memory_bytes'] / MIB:>11.1f}" if with_memory else ""))
     say("")
     say("Pareto curve: best ladder with at most n graphs (* = knee)")
-    say(f"{'graphs':>7}{'pad tokens/step':>17}{'waste':>9}  sizes")
+    say(f"{'graphs':>7}{'pad tokens/step':>17}{'waste':>9}" + (f"{'ms/step':>10}" if timed else "") + "  sizes")
     for p in doc["pareto"]:
         mark = "*" if p["num_graphs"] == doc["knee"] else " "
-        say(f"{p['num_graphs']:>6}{mark}{p['expected_padded_tokens']:>17.4f}{p['expected_waste_pct']:>8.2f}%  "
+        ms = f"{p['expected_step_ms']:>10.4f}" if timed else ""
+        say(f"{p['num_graphs']:>6}{mark}{p['expected_padded_tokens']:>17.4f}{p['expected_waste_pct']:>8.2f}%{ms}  "
             + " ".join(map(str, p["sizes"])))
     k = next(p for p in doc["pareto"] if p["num_graphs"] == doc["knee"])
-    say(f"knee: {doc['knee']} graphs ({k['expected_padded_tokens']:.4f} padding tokens per step, "
+    at_knee = f"{k['expected_step_ms']:.4f} ms per step, " if timed else ""
+    say(f"knee: {doc['knee']} graphs ({at_knee}{k['expected_padded_tokens']:.4f} padding tokens per step, "
         f"{k['expected_waste_pct']:.2f}% waste); more graphs buy less beyond it")
     say("")
     say("apply the tuned ladder:")
