@@ -9,6 +9,7 @@
 #   bash bench/gpu_checks.sh gemv      # one-row projections inside a CUDA graph: cuBLAS / Inductor / Triton GEMV, ~2 min
 #   bash bench/gpu_checks.sh tune      # the default ladder against a tuned one with half the graphs
 #   bash bench/gpu_checks.sh speculative  # k = 0/2/4 with the replay and n-gram drafters at batch 1 and 16, then a k = 0,2 sweep (~7 min)
+#   bash bench/gpu_checks.sh curve     # the step-time curve 1..512, tune --objective time against replays, graph memory predicted vs measured (~8 min)
 #   bash bench/gpu_checks.sh lora      # LoRA's graph keys, capture, memory and step cost (bench/lora.py), then the LoRA-share sweep (~6 min)
 # docs/DEVELOPING.md says what each group backs in bench/RESULTS.md. Logs and JSON go to $OUT (the device tool
 # brings them back); copy the figures into bench/RESULTS.md with the date and the local commit whose tree was
@@ -71,5 +72,10 @@ case "${1:-}" in
       --sweep-file src/graphbench/sample_configs/sweeps/lora-llama-1b.toml --results "$OUT/lora-sweep" \
       --report "$OUT/lora-sweep-report" 2>&1 | tee "$OUT/lora-sweep.log" | tail -12
     tar czf "$OUT/lora-sweep.tgz" -C "$OUT" lora-sweep lora-sweep-report 2>/dev/null && rm -rf "$OUT/lora-sweep" "$OUT/lora-sweep-report" ;;
-  *) echo "usage: bash bench/gpu_checks.sh tests|suite|sweep|decode|startup|profile|gemv|tune|speculative|lora" >&2; exit 2 ;;
+  curve)
+    timeout 400 python3 bench/tune_time.py --model llama-3.2-1b --max-size 512 --graphs 16 --out-dir "$OUT/tune-time" 2>&1 \
+      | grep -v -E "^DEBUG|[Ww]arn" | tee "$OUT/tune-time.log" | tail -16
+    timeout $(( SECONDS < 560 ? 585 - SECONDS : 20 )) python3 bench/graph_memory.py --model llama-3.2-1b \
+      --out "$OUT/graph-memory.json" 2>&1 | grep -v -E "^DEBUG|[Ww]arn" | tee "$OUT/graph-memory.log" | tail -8 ;;
+  *) echo "usage: bash bench/gpu_checks.sh tests|suite|sweep|decode|startup|profile|gemv|tune|speculative|lora|curve" >&2; exit 2 ;;
 esac

@@ -121,3 +121,46 @@ def test_curve_chart_is_written(tmp_path: Path) -> None:
     assert times[:8] == [1.1] * 4 + [1.6] * 4 and times[8] == pytest.approx(3.0 + 8 / 15 * 3.0)
     out = plot_step_curve(CURVE, tmp_path / "curve.png", {"tuned": (4, 8)})
     assert out.read_bytes().startswith(b"\x89PNG")
+
+
+def test_graph_memory_predictions_from_the_first_captures() -> None:
+    from graphbench.ladders.graph_memory import fit_pool_model, capture_rows, predict_from_log
+
+    mib = 1 << 20
+    # FULL: the pool (100 MiB) then 4, 2, 2, 2; PIECEWISE: 10, 1, 1, 1 -- 123 MiB in all
+    log = [["FULL", 512 - i, 0.01, m * mib] for i, m in enumerate((100, 4, 2, 2, 2))]
+    log += [["PIECEWISE", 512 - i, 0.02, m * mib] for i, m in enumerate((10, 1, 1, 1))]
+    prediction = predict_from_log(log, 123 * mib)
+    # vLLM: max(100, 10) shared + max(4, 1) * 4 + max(1, 1) * 3 = 119 MiB
+    assert prediction.vllm_bytes == 119 * mib
+    # graphbench: 100 + FULL's line through 4, 6, 8, 10 (2 + 2 * 4) + PIECEWISE's through 10..13 (9 + 1 * 4)
+    assert prediction.graphbench_bytes == pytest.approx(123 * mib)
+    assert prediction.counts == {"FULL": 5, "PIECEWISE": 4}
+    assert prediction.error_pct(prediction.vllm_bytes) == pytest.approx(100 * (119 / 123 - 1))
+    # fitted on the first 2 graphs after the pool only: FULL's line through 4, 6 is 2 + 2 * 4 all the same
+    model = fit_pool_model(capture_rows(log), fit_graphs=2)
+    assert model.per_mode["FULL"] == pytest.approx((2 * mib, 2 * mib))
+    with pytest.raises(GraphbenchError, match="capture_log row 0"):
+        capture_rows([["FULL", 1, 0.1]])
+
+
+def test_decode_pool_steps_rewrite_the_same_slot() -> None:
+    # the curve's timed steps never advance the requests: the same last tokens give the same samples
+    from graphbench.bench.step_curve import DecodePool, derived_config
+    from graphbench.config import load_engine_config
+    from graphbench.runner.engine import Engine
+
+    config = derived_config(load_engine_config(overrides={"model.model": "tiny-llama", "optimization_level": 0}),
+                            {"scheduler.max_num_seqs": 4, "model.device": "cpu"})
+    engine = Engine(config)
+    try:
+        pool = DecodePool(engine, 4)
+        assert [r.num_computed_tokens for r in pool.requests] == [120] * 4
+        batch = pool.batch(3)
+        assert batch.num_new_tokens == [1, 1, 1] and batch.descriptor.uniform and batch.descriptor.num_reqs == 3
+        first = engine.runner.launch(batch).result().tokens
+        again = engine.runner.launch(batch).result().tokens
+        assert first == again and len(first) == 3
+        assert [r.num_computed_tokens for r in pool.requests] == [120] * 4
+    finally:
+        engine.close()
