@@ -119,15 +119,15 @@ def test_the_lora_op_adds_nothing_for_a_key_without_adapters():
 
     torch.manual_seed(0)
     x, a, b = torch.randn(3, 8), torch.randn(2, 4, 8), torch.randn(2, 6, 4)
-    a[0], b[0] = 0.0, 0.0  # slot 0: no adapter, as in the engine's buffers
-    onehot = torch.tensor([[0.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
+    index = torch.tensor([1, -1, 0], dtype=torch.int32)  # each token's adapter row, -1: none
     out = torch.zeros(3, 6)
-    lora_add(out, x, a, b, onehot)
-    assert torch.allclose(out, lora_delta(x, a, b, onehot)) and out[1].abs().sum() == 0 < out[0].abs().sum()
+    lora_add(out, x, a, b, index, [6])
+    assert torch.allclose(out, lora_delta(x, a, b, index)) and out[1].abs().sum() == 0 < out[0].abs().sum()
     assert torch.allclose(out[0], b[1] @ (a[1] @ x[0]), atol=1e-5)
+    assert torch.allclose(out[2], b[0] @ (a[0] @ x[2]), atol=1e-5)
     with adapters_active(False):
         again = torch.zeros(3, 6)
-        lora_add(again, x, a, b, onehot)
+        lora_add(again, x, a, b, index, [6])
     assert again.abs().sum() == 0
 
 

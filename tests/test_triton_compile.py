@@ -12,7 +12,10 @@ import pytest
 triton = pytest.importorskip("triton")
 
 
-def compile_sm90(fn, signature: dict[str, str], constexprs: dict[str, object]):
+def compile_sm90(fn, signature: dict[str, str], constexprs: dict[str, object], divisible: tuple[str, ...] = (),
+                 options: dict | None = None):
+    """divisible: arguments a launch would specialise as multiples of 16 (aligned pointers, ints);
+    options: launch options such as num_warps."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
@@ -21,7 +24,9 @@ def compile_sm90(fn, signature: dict[str, str], constexprs: dict[str, object]):
                 if name not in signature and name not in constexprs and p.default is not p.empty}
     constexprs = {**defaults, **constexprs}
     sig = dict(signature, **{name: "constexpr" for name in constexprs})
-    return triton.compile(ASTSource(fn=fn, signature=sig, constexprs=constexprs), target=GPUTarget("cuda", 90, 32))
+    attrs = {(fn.arg_names.index(name),): [["tt.divisibility", 16]] for name in divisible}
+    return triton.compile(ASTSource(fn=fn, signature=sig, constexprs=constexprs, attrs=attrs),
+                          target=GPUTarget("cuda", 90, 32), options=options)
 
 
 def _ptxas_available() -> bool:
@@ -120,3 +125,47 @@ def test_pdl_variants_compile_with_grid_dependency_control():
         assert "griddepcontrol" not in without, fn.__name__
         if fn is _gemv_kernel:  # its first weight tile is loaded before the wait (weights are never written)
             assert "ld.global" in with_pdl[:with_pdl.index("griddepcontrol.wait")]
+
+
+def _stack_and_local_bytes(cubin: bytes) -> tuple[int, int]:
+    """(STACK, LOCAL) of the cubin's kernel, from the cuobjdump in Triton's wheel: spills show as stack."""
+    import re
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    import triton.backends.nvidia as nvidia
+
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        out = subprocess.run([str(Path(nvidia.__file__).parent / "bin" / "cuobjdump"), "-res-usage", f.name],
+                             capture_output=True, text=True, check=True).stdout
+    stack, local = re.search(r"STACK:(\d+) SHARED:\d+ LOCAL:(\d+)", out).groups()
+    return int(stack), int(local)
+
+
+def test_lora_kernels_compile_without_local_memory():
+    """The shrink and expand kernels at llama-3.2-1b's decode block (qkv at rank 16: R' 48) and a prefill
+    chunk's (qkv at rank 64: R' 192, 8 warps), with the launch's divisibility: no spills, no local memory."""
+    from graphbench.runner.kernels.lora_bgmv import _expand_kernel, _shrink_kernel, lora_blocks
+
+    shrink = {"x_ptr": BF16, "a_ptr": BF16, "idx_ptr": "*i32", "part_ptr": "*fp32", "T": "i32", "K": "i32", "R": "i32",
+              "stride_xt": "i32", "stride_al": "i32", "stride_ar": "i32"}
+    expand = {"part_ptr": "*fp32", "b_ptr": BF16, "idx_ptr": "*i32", "out_ptr": BF16, "T": "i32", "N": "i32",
+              "R": "i32", "seg1": "i32", "seg2": "i32", "stride_bl": "i32", "stride_bn": "i32", "stride_ot": "i32"}
+    for t, k, r, segments, pdl in ((16, 2048, 48, 3, True), (512, 2048, 192, 3, False)):  # (T, K, R', segments)
+        cfg = lora_blocks(t, k, r, segments)
+        common = {"BLOCK_T": cfg["BLOCK_T"], "PRECISION": "tf32", "INTERPRET": False, "PDL": pdl}
+        kernel = compile_sm90(_shrink_kernel, shrink, dict(common, BLOCK_R=cfg["BLOCK_R"], BLOCK_K=cfg["BLOCK_K"],
+                                                           K_SPLIT=cfg["K_SPLIT"]),
+                              divisible=("x_ptr", "a_ptr", "idx_ptr", "part_ptr", "K", "R", "stride_xt", "stride_al",
+                                         "stride_ar"), options={"num_warps": cfg["shrink_warps"], "num_stages": 2})
+        assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0), ("shrink", t, k, r)
+        assert ("griddepcontrol.wait" in kernel.asm["ptx"]) == pdl and "mma" in kernel.asm["ptx"]
+        kernel = compile_sm90(_expand_kernel, expand, dict(common, NUM_SEG=segments, SPLIT_K=cfg["SPLIT_K"],
+                                                           BLOCK_N=cfg["BLOCK_N"], BLOCK_RS=cfg["BLOCK_RS"]),
+                              divisible=("part_ptr", "b_ptr", "idx_ptr", "out_ptr", "N", "R", "stride_bl", "stride_bn",
+                                         "stride_ot"), options={"num_warps": cfg["expand_warps"], "num_stages": 2})
+        assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0), ("expand", t, k, r)
+        assert ("griddepcontrol.wait" in kernel.asm["ptx"]) == pdl and "mma" in kernel.asm["ptx"]

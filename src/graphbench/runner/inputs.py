@@ -42,7 +42,7 @@ class StepInputs:
             "logits_indices": ((max_num_reqs,), torch.int64, 0),
             "block_tables": ((max_num_reqs, max_blocks_per_seq), torch.int32, 0),
             "gather_rows": ((2, max_num_reqs), torch.int64, 0),  # [input row, previous sampled row]
-            "lora_slots": ((max_num_tokens,), torch.int64, 0),  # each token's adapter slot (0: none)
+            "lora_slots": ((max_num_tokens,), torch.int32, -1),  # each token's adapter row (slot - 1; -1: none)
         }
         for name, (shape, dtype, fill) in shapes.items():
             setattr(self, name, torch.full(shape, fill, dtype=dtype, device=device))
@@ -87,7 +87,7 @@ class StepInputs:
         a["positions"][:num_tokens] = np.concatenate([np.arange(n) for n in per_req])
         a["slot_mapping"][:num_tokens] = -1
         a["logits_indices"][:num_reqs] = starts[1:num_reqs + 1] - 1
-        a["lora_slots"][:num_tokens] = 0
+        a["lora_slots"][:num_tokens] = -1
         self.num_gathers = 0
         return self._upload(num_tokens, num_tokens, num_reqs, max_blocks)
 
@@ -164,8 +164,8 @@ class StepInputs:
         ids[num_tokens:padded] = 0
         a["logits_indices"][:num_reqs] = starts[1:num_reqs + 1] - 1
         if self.lora_token_slots is not None:
-            a["lora_slots"][:num_tokens] = np.repeat([r.lora_slot for r in batch.requests], batch.num_new_tokens)
-            a["lora_slots"][num_tokens:padded] = 0
+            a["lora_slots"][:num_tokens] = np.repeat([r.lora_slot - 1 for r in batch.requests], batch.num_new_tokens)
+            a["lora_slots"][num_tokens:padded] = -1
         self.num_gathers = num_gathers
         return self._upload(num_tokens, padded, num_reqs, max_blocks_used)
 

@@ -51,7 +51,7 @@ class Attention(nn.Module):
 
     def forward(self, positions: torch.Tensor, qkv: torch.Tensor, lora=None) -> torch.Tensor:
         """qkv[T, q + 2kv] (the layer computes it after its norm) -> o_proj output [T, H].
-        lora: (the layer's LayerLoRA, one-hot slots [T, S]) when adapters are loaded."""
+        lora: (the layer's LayerLoRA, each token's adapter row [T] int32) when adapters are loaded."""
         num_tokens = qkv.shape[0]
         qk, v = qkv.split([self.q_size + self.kv_size, self.kv_size], dim=-1)
         q, k = self.rotary(positions, qk).split([self.q_size, self.kv_size], dim=-1)  # RoPE on q and k heads at once
@@ -67,7 +67,7 @@ class Attention(nn.Module):
         flat = out.view(num_tokens, self.q_size)
         out = self.o_proj(flat)
         if lora is not None:
-            lora_add(out, flat, lora[0].o_a, lora[0].o_b, lora[1])
+            lora_add(out, flat, lora[0].o_a, lora[0].o_b, lora[1], lora[0].out_segments)
         return all_reduce(out) if self.tp_size > 1 else out
 
 
@@ -94,9 +94,9 @@ class DecoderLayer(nn.Module):
         self.mlp = MLP(arch, tp_size)
         self.lora = None  # runner/lora/weights.py's LayerLoRA when adapters are loaded
 
-    def forward(self, positions, x, residual, lora_onehot=None):
-        if lora_onehot is not None:
-            return self._forward_with_lora(positions, x, residual, lora_onehot)
+    def forward(self, positions, x, residual, lora_index=None):
+        if lora_index is not None:
+            return self._forward_with_lora(positions, x, residual, lora_index)
         attn, mlp = self.self_attn, self.mlp
         if residual is None:  # the first layer: nothing to add yet
             residual = x
@@ -109,9 +109,9 @@ class DecoderLayer(nn.Module):
         return mlp(hidden), residual
 
 
-    def _forward_with_lora(self, positions, x, residual, onehot):
+    def _forward_with_lora(self, positions, x, residual, index):
         """The same layer with each projection's LoRA delta added (the norms unfused: the deltas need
-        the normed inputs). onehot [T, S]: each token's adapter slot (slot 0: none, all zeros)."""
+        the normed inputs). index [T] int32: each token's adapter row in the layer's buffers (-1: none)."""
         attn, mlp, lora = self.self_attn, self.mlp, self.lora
         if residual is None:
             residual = x
@@ -119,15 +119,15 @@ class DecoderLayer(nn.Module):
         else:
             h, residual = self.input_layernorm(x, residual)
         qkv = attn.qkv_proj(h)
-        lora_add(qkv, h, lora.qkv_a, lora.qkv_b, onehot)
-        x = attn(positions, qkv, (lora, onehot))
+        lora_add(qkv, h, lora.qkv_a, lora.qkv_b, index, lora.qkv_segments)
+        x = attn(positions, qkv, (lora, index))
         h, residual = self.post_attention_layernorm(x, residual)
         gate_up = mlp.gate_up_proj(h)
-        lora_add(gate_up, h, lora.gate_up_a, lora.gate_up_b, onehot)
+        lora_add(gate_up, h, lora.gate_up_a, lora.gate_up_b, index, lora.gate_up_segments)
         gate, up = gate_up.chunk(2, dim=-1)
         hidden = torch.nn.functional.silu(gate) * up
         out = mlp.down_proj(hidden)
-        lora_add(out, hidden, lora.down_a, lora.down_b, onehot)
+        lora_add(out, hidden, lora.down_a, lora.down_b, index, lora.out_segments)
         return (all_reduce(out) if mlp.tp_size > 1 else out), residual
 
 
@@ -160,12 +160,11 @@ class CausalLM(nn.Module):
         """input_ids[T], positions[T] -> hidden[T, H] (after the final norm)."""
         x = self._embed(input_ids)
         residual = None
-        onehot = None
+        lora_index = None
         if getattr(self, "lora_num_slots", 0):  # adapters loaded (runner/lora/weights.py attach_lora)
-            slots = self.lora_token_slots[: input_ids.shape[0]]
-            onehot = torch.nn.functional.one_hot(slots, self.lora_num_slots).to(x.dtype)  # [T, S]
+            lora_index = self.lora_token_slots[: input_ids.shape[0]]  # [T] int32 adapter rows, -1: none
         for layer in self.layers:
-            x, residual = layer(positions, x, residual, onehot)
+            x, residual = layer(positions, x, residual, lora_index)
         x, _ = self.norm(x, residual)
         return x
 

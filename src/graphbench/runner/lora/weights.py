@@ -1,14 +1,17 @@
 """The adapters' static slot buffers, one module per decoder layer, and the batched LoRA delta.
 
-Each projection's adapters are stacked over slots, slot 0 (no adapter) all zeros:
-A [S, R', in], B [S, out, R'] with S = max_loras + 1. q/k/v share the fused qkv projection, so
-their A's stack to R' = 3R rows and their B's form a block-diagonal [S, q + 2kv, 3R]; gate/up
-likewise (R' = 2R). A smaller adapter rank is zero-padded to R = max_lora_rank. The buffers keep
-their addresses: loading an adapter into a slot is a copy, which a CUDA-graph replay sees.
+Each projection's adapters are stacked over rows, one per resident adapter (the engine's slot s >= 1
+is row s - 1): A [L, R', in], B [L, out, R'] with L = max_loras. q/k/v share the fused qkv
+projection, so their A's stack to R' = 3R rows and their B's form a block-diagonal [L, q + 2kv, 3R];
+gate/up likewise (R' = 2R). A smaller adapter rank is zero-padded to R = max_lora_rank. The buffers
+keep their addresses: loading an adapter into a slot is a copy, which a CUDA-graph replay sees.
 
-The delta of a flat batch, each token with its slot (one-hot [T, S]): y = x A_s^T for every slot
-s, masked to each token's own slot, then y B_s^T summed over slots. Its cost is S times one
-adapter's (S is small); the shapes are static, so it compiles and records like the rest.
+Each token of a flat batch has its adapter row in an int32 index [T] (-1: no adapter), filled by the
+step inputs into the model's static buffer. On CUDA the delta is two Triton launches over tokens
+(runner/kernels/lora_bgmv.py: shrink x A^T, then expand-add into the projection's output, each token
+with its own adapter; rows without one are not touched). On the CPU it is the plain torch path: y =
+x A_l^T for every row l, masked to each token's own row (one-hot [T, L]), then y B_l^T summed over
+rows; its cost is L times one adapter's (L is small).
 
 The delta is added by a custom op (`graphbench::lora_add`, opaque to the compiler) that does nothing
 while adapters are inactive: the model runner makes them inactive for a batch whose key has
@@ -18,6 +21,7 @@ kernel at all (their own graphs, and fewer operations), as vLLM's do.
 
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -47,44 +51,72 @@ def adapters_active(active: bool) -> Iterator[None]:
         set_adapters_active(before)
 
 
-def lora_delta(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, onehot: torch.Tensor) -> torch.Tensor:
-    """x [T, in], a [S, R', in], b [S, out, R'], onehot [T, S] -> [T, out]."""
-    y = torch.einsum("ti,sri->tsr", x, a) * onehot[:, :, None]  # [T, S, R']: each token's own slot only
+_KERNEL = [True]
+
+
+def use_lora_kernel(on: bool) -> None:
+    """On CUDA, lora_add runs the Triton kernels (True, the default) or the torch path (False: for A/B
+    measurements and tests; a recording keeps the path it was captured with)."""
+    _KERNEL[0] = on
+
+
+def lora_delta(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """x [T, in], a [L, R', in], b [L, out, R'], index [T] (-1: none) -> [T, out], in plain torch ops."""
+    onehot = (index[:, None] == torch.arange(a.shape[0], device=index.device)).to(x.dtype)  # [T, L]
+    y = torch.einsum("ti,sri->tsr", x, a) * onehot[:, :, None]  # [T, L, R']: each token's own row only
     return torch.einsum("tsr,sor->to", y, b)
 
 
-def _lora_add(out: torch.Tensor, x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, onehot: torch.Tensor) -> None:
-    if _ACTIVE[0]:
-        out.add_(lora_delta(x, a, b, onehot))
+@functools.cache
+def _kernel():
+    """The Triton launcher, imported on first use (the CPU path never needs Triton)."""
+    from graphbench.runner.kernels.lora_bgmv import lora_add_triton
+
+    return lora_add_triton
 
 
-def _lora_add_fake(out: torch.Tensor, x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, onehot: torch.Tensor) -> None:
+def _lora_add(out: torch.Tensor, x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, index: torch.Tensor,
+              segments: list[int]) -> None:
+    if not _ACTIVE[0]:
+        return
+    if out.is_cuda and _KERNEL[0]:
+        _kernel()(out, x, a, b, index, segments)
+    else:
+        out.add_(lora_delta(x, a, b, index))
+
+
+def _lora_add_fake(out: torch.Tensor, x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, index: torch.Tensor,
+                   segments: list[int]) -> None:
     return None
 
 
+# lora_add(out [T, out], x [T, in], a, b, index [T] int32, segments: the output rows of each block of B's
+# block diagonal, e.g. [q, kv, kv]): out += each token's delta
 lora_add = register_op("graphbench::lora_add", _lora_add, _lora_add_fake, mutates_args=("out",))
 
 
 class LayerLoRA(nn.Module):
     """One decoder layer's slot buffers (see the module docstring for the layout)."""
 
-    def __init__(self, arch: ArchConfig, num_slots: int, rank: int, dtype: torch.dtype, device):
+    def __init__(self, arch: ArchConfig, num_rows: int, rank: int, dtype: torch.dtype, device):
         super().__init__()
         q, kv = arch.num_attention_heads * arch.head_dim, arch.num_key_value_heads * arch.head_dim
-        h, i, s, r = arch.hidden_size, arch.intermediate_size, num_slots, rank
+        h, i, s, r = arch.hidden_size, arch.intermediate_size, num_rows, rank
         self.rank, self.q, self.kv, self.intermediate = r, q, kv, i
+        # each B's output rows per block of its block diagonal (lora_add's segments)
+        self.qkv_segments, self.gate_up_segments, self.out_segments = [q, kv, kv], [i, i], [h]
         shapes = {"qkv_a": (s, 3 * r, h), "qkv_b": (s, q + 2 * kv, 3 * r), "o_a": (s, r, q), "o_b": (s, h, r),
                   "gate_up_a": (s, 2 * r, h), "gate_up_b": (s, 2 * i, 2 * r), "down_a": (s, r, i), "down_b": (s, h, r)}
         for name, shape in shapes.items():
             self.register_buffer(name, torch.zeros(shape, dtype=dtype, device=device), persistent=False)
 
     @torch.no_grad()
-    def load(self, slot: int, adapter: Adapter, layer: int) -> None:
-        """Copy the adapter's weights of this layer into a slot (targets it lacks stay zero)."""
+    def load(self, row: int, adapter: Adapter, layer: int) -> None:
+        """Copy the adapter's weights of this layer into a buffer row (targets it lacks stay zero)."""
         r, q, kv, i = self.rank, self.q, self.kv, self.intermediate
         for buffer in (self.qkv_a, self.qkv_b, self.o_a, self.o_b, self.gate_up_a, self.gate_up_b,
                        self.down_a, self.down_b):
-            buffer[slot].zero_()
+            buffer[row].zero_()
         # target -> (A buffer, A row offset, B buffer, B row range, B column offset)
         places = {"q_proj": (self.qkv_a, 0, self.qkv_b, (0, q), 0),
                   "k_proj": (self.qkv_a, r, self.qkv_b, (q, q + kv), r),
@@ -99,32 +131,33 @@ class LayerLoRA(nn.Module):
                 continue
             a, b = pair
             rank = a.shape[0]
-            a_buf[slot, a_row:a_row + rank].copy_(a)
-            b_buf[slot, b_lo:b_hi, b_col:b_col + rank].copy_(b)
+            a_buf[row, a_row:a_row + rank].copy_(a)
+            b_buf[row, b_lo:b_hi, b_col:b_col + rank].copy_(b)
 
 
-def attach_lora(model, arch: ArchConfig, num_slots: int, rank: int, max_num_tokens: int) -> torch.Tensor:
-    """Give every decoder layer its slot buffers and the model a [max_num_tokens] slot-per-token buffer
-    (filled by the step inputs); returns that buffer."""
+def attach_lora(model, arch: ArchConfig, num_rows: int, rank: int, max_num_tokens: int) -> torch.Tensor:
+    """Give every decoder layer its buffers for num_rows adapters and the model a [max_num_tokens] int32
+    buffer of each token's adapter row (-1: none; filled by the step inputs); returns that buffer."""
     weight = model.embed_tokens.weight
     for layer in model.layers:
-        layer.lora = LayerLoRA(arch, num_slots, rank, weight.dtype, weight.device)
-    model.register_buffer("lora_token_slots", torch.zeros(max_num_tokens, dtype=torch.int64, device=weight.device),
-                          persistent=False)
-    model.lora_num_slots = num_slots
+        layer.lora = LayerLoRA(arch, num_rows, rank, weight.dtype, weight.device)
+    model.register_buffer("lora_token_slots", torch.full((max_num_tokens,), -1, dtype=torch.int32,
+                                                         device=weight.device), persistent=False)
+    model.lora_num_slots = num_rows
     return model.lora_token_slots
 
 
 def load_adapters(model, arch: ArchConfig, lora, max_num_tokens: int, seed: int) -> dict[str, int]:
-    """Attach the slot buffers and load every configured adapter into its slot: name -> slot (1..)."""
+    """Attach the slot buffers and load every configured adapter into its slot: name -> slot (1..; its
+    buffer row is slot - 1)."""
     from graphbench.runner.lora.adapters import load_adapter
 
-    attach_lora(model, arch, lora.num_slots, lora.max_lora_rank, max_num_tokens)
+    attach_lora(model, arch, lora.num_slots - 1, lora.max_lora_rank, max_num_tokens)
     slots = {}
     for slot, (name, source) in enumerate(lora.adapters(), start=1):
         adapter = load_adapter(name, source, arch, lora.max_lora_rank, seed + slot)
         for index, layer in enumerate(model.layers):
-            layer.lora.load(slot, adapter, index)
+            layer.lora.load(slot - 1, adapter, index)
         slots[name] = slot
     return slots
 
