@@ -31,6 +31,8 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the fuzz worker
 HERE = Path(__file__).resolve().parent
 RESULTS_A = str(HERE / "data" / "gate" / "baseline")
 RESULTS_B = str(HERE / "data" / "gate" / "current")
+TINY_CONFIG = str(HERE.parent / "src" / "graphbench" / "sample_configs" / "engines" / "tiny-cpu.toml")
+POSITIONALS = (RESULTS_A, RESULTS_B, TINY_CONFIG)  # what a hostile positional replaces
 SAMPLES = HERE.parent / "src" / "graphbench" / "sample_configs"
 
 
@@ -85,6 +87,7 @@ def base_args(path: tuple[str, ...], root: Path) -> list[str]:
         ("plan",): [RESULTS_A, "--slo", "tpot_p99_ms=50"],
         ("tune",): ["--model", "uniform:1-64", "--max-graphs", "4"],
         ("cache", "clear"): ["--yes"],
+        ("cache", "diff"): [TINY_CONFIG, TINY_CONFIG],
     }.get(path, [])
 
 
@@ -101,7 +104,7 @@ def command_lines(draw, path: tuple[str, ...], root: Path, files: dict[str, str]
     arguments = [p for p in command.params if p.param_type_name == "argument"]
     args = base_args(path, root)
     if arguments and draw(st.booleans()):  # a hostile positional in place of the first one
-        args = [a for a in args if a not in (RESULTS_A, RESULTS_B)]
+        args = [a for a in args if a not in POSITIONALS]
         args = [draw(hostile_values(files)), *args]
         if len(arguments) > 1:
             args.insert(1, draw(hostile_values(files)))
