@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import platform
 import socket
 import subprocess
@@ -37,7 +38,7 @@ def utc_now() -> str:
 
 
 def environment(device_type: str | None = None) -> dict[str, Any]:
-    """graphbench/torch/triton/transformers/CUDA versions, GPU name and driver, host, git commit."""
+    """graphbench/torch/triton/transformers/CUDA versions, GPU name, index and driver, host, git commit."""
     import torch
 
     env: dict[str, Any] = {
@@ -49,6 +50,8 @@ def environment(device_type: str | None = None) -> dict[str, Any]:
     }
     if env["device"] == "cuda" and torch.cuda.is_available():
         env["gpu"] = torch.cuda.get_device_name()
+        # the host's GPU ids the point ran on (a sweep's executor sets CUDA_VISIBLE_DEVICES; Ray does too)
+        env["gpu_index"] = os.environ.get("CUDA_VISIBLE_DEVICES") or str(torch.cuda.current_device())
         try:
             out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                                  capture_output=True, text=True, timeout=10)

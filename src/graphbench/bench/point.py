@@ -12,7 +12,9 @@ from __future__ import annotations
 import gc
 import os
 import signal
+import socket
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -53,13 +55,20 @@ def _device_type(config: EngineConfig) -> str:
     return str(device).split(":")[0]
 
 
-FAULT_ENV = "GRAPHBENCH_INJECT_FAULT"  # "label:kind[,label:kind]": kill | oom | compile-error | hang
+# "label:kind[,label:kind]": kill | oom | compile-error | hang (in the point's process); worker-exit
+# (the Ray worker running the point exits while the point runs: bench/sweep_ray.py)
+FAULT_ENV = "GRAPHBENCH_INJECT_FAULT"
+
+
+def injected_fault(label: str, environ: Mapping[str, str] = os.environ) -> str | None:
+    """The fault FAULT_ENV injects into the point `label` (None: none)."""
+    faults = dict(item.split(":", 1) for item in environ.get(FAULT_ENV, "").split(",") if ":" in item)
+    return faults.get(label)
 
 
 def inject_fault(label: str) -> None:
     """Fault injection for tests of the sweep's failure handling (faults a GPU would produce)."""
-    faults = dict(item.split(":", 1) for item in os.environ.get(FAULT_ENV, "").split(",") if ":" in item)
-    kind = faults.get(label)
+    kind = injected_fault(label)
     if kind == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     elif kind == "oom":
@@ -129,6 +138,6 @@ def failed_result(label: str, system: str, config: dict[str, Any] | None, reason
     """The record of a point that crashed, ran out of memory or timed out."""
     return {"label": label, "system": system, "status": "failed",
             "failure": {"reason": reason, "stderr_tail": stderr_tail[-4000:]}, "created_utc": utc_now(),
-            "environment": env or {"switches": changed_switches()},
+            "environment": env or {"switches": changed_switches(), "host": socket.gethostname()},
             "model": (config or {}).get("model", {}).get("model"), "config": config or {},
             "config_hash": None, "sweep": sweep or {}, "startup": None, "startups": [], "workloads": []}

@@ -13,16 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from graphbench.bench.cold_start import die_with_parent, kill_group
+from graphbench.bench.point_process import CHILD_ENV, exit_reason, point_args, point_command, run_child
 from graphbench.bench.sweep_grid import (
     AXIS_ALIASES,
     PEERS,
@@ -37,7 +34,8 @@ from graphbench.bench.sweep_lock import sweep_lock
 from graphbench.config.engine import config_from_dict
 from graphbench.errors import GraphbenchError
 from graphbench.reports.aliases import stands_for
-from graphbench.reports.store import load_results, safe_label, write_result
+from graphbench.reports.store import check_shape, load_results, safe_label, write_result
+from graphbench.switches import changed_switches
 
 __all__ = [
     "AXIS_ALIASES",
@@ -59,10 +57,6 @@ __all__ = [
     "tune_point",
     "write_point_config",
 ]
-
-# Env for every child: NVLink multicast stays off on shared machines.
-CHILD_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-
 
 _STOP = threading.Event()
 POLL_S = 0.25  # how often a running point checks for a stop request
@@ -175,13 +169,19 @@ def write_point_config(point: SweepPoint, directory: Path) -> Path:
 
 def run_sweep(points: list[SweepPoint], results_dir: str | Path, run_args: list[str], *, timeout_s: float,
               resume: bool, on_start: Callable[[SweepPoint], None] = lambda p: None,
-              on_done: Callable[[SweepOutcome], None] = lambda o: None, gpus: list[str] | None = None) -> SweepResult:
+              on_done: Callable[[SweepOutcome], None] = lambda o: None, gpus: list[str] | None = None,
+              executor: str = "local", ray_address: str | None = None) -> SweepResult:
     """Run each point as `graphbench run` in its own process; record failures; go on.
 
-    gpus: device ids to spread the points over (one point per GPU, or per tensor-parallel group, at a time)."""
+    gpus: device ids to spread the points over (one point per GPU, or per tensor-parallel group, at a time).
+    executor "ray": each point is a Ray task on the cluster at ray_address (bench/sweep_ray.py)."""
     results_dir = Path(results_dir)
     _STOP.clear()
+    if executor not in ("local", "ray"):
+        raise GraphbenchError(f"unknown executor {executor!r}; choose from local, ray")
     with sweep_lock(results_dir):
+        if executor == "ray":
+            return _run_points_ray(points, results_dir, run_args, timeout_s, resume, on_start, on_done, ray_address)
         if gpus:
             return _run_points_spread(points, results_dir, run_args, timeout_s, resume, on_start, on_done, gpus)
         return _run_points(points, results_dir, run_args, timeout_s, resume, on_start, on_done)
@@ -214,6 +214,63 @@ def _run_points_spread(points, results_dir: Path, run_args, timeout_s, resume, o
         return outcome
 
     return SweepResult(run_spread(points, gpus, run_one, skip))
+
+
+def _run_points_ray(points, results_dir: Path, run_args, timeout_s, resume, on_start, on_done,
+                    address: str | None) -> SweepResult:
+    from graphbench.bench.sweep_ray import PointJob, run_on_ray
+
+    done = measured_identities(results_dir) if resume else {}
+    identities = {point.label: point_identity(point, run_args) for point in points}
+    # the sweep's switches (and fault injections) travel with each point, as a local child inherits them
+    switches = {key: value for key, value in os.environ.items() if key.startswith("GRAPHBENCH_")}
+
+    def skip(point):
+        outcome = _skipped(point, done, identities[point.label])
+        if outcome is not None:
+            on_done(outcome)
+        return outcome
+
+    def prepare(point):
+        if point.tuned_graphs is not None:
+            try:
+                tune_point(point, results_dir)
+            except GraphbenchError as exc:
+                outcome = _record_failure(point, results_dir, f"cannot tune the ladder: {exc}", "", 0.0)
+                on_done(outcome)
+                return outcome
+        on_start(point)
+        config = write_point_config(point, results_dir / ".sweep").read_text()
+        return PointJob(point.label, config, point_args(point, run_args, identities[point.label]), switches, timeout_s)
+
+    def finish(point, run):
+        if run.interrupted:
+            outcome = SweepOutcome(point, "interrupted", reason=run.reason, seconds=run.seconds)
+        elif run.result_text is not None:
+            outcome = _write_returned(point, results_dir, run.result_text, run.seconds)
+            again = _why_again(point, done, identities[point.label])
+            if again and outcome.status == "ok":
+                outcome.reason = again
+        else:
+            env = {"switches": changed_switches(), "host": run.host, "gpu_index": ",".join(run.gpu_ids) or None}
+            outcome = _record_failure(point, results_dir, run.reason, run.stderr, run.seconds, env)
+        on_done(outcome)
+        return outcome
+
+    return SweepResult(run_on_ray(points, address, skip, prepare, finish, _STOP.is_set))
+
+
+def _write_returned(point: SweepPoint, results_dir: Path, text: str, seconds: float) -> SweepOutcome:
+    """A result another machine measured, written into the sweep's folder (its machine's sub-folder)."""
+    from graphbench.bench.environment import machine_name
+
+    try:
+        record = json.loads(text)
+        check_shape(record)
+    except (ValueError, RecursionError) as exc:
+        return _record_failure(point, results_dir, f"the point sent back a malformed result: {exc}", "", seconds)
+    path = write_result(results_dir, machine_name(record.get("environment") or {}), point.label, record)
+    return SweepOutcome(point, "ok", path, seconds=seconds)
 
 
 def _tuned_then_run(point, results_dir: Path, run_args, timeout_s, identity: dict[str, Any], again: str = "",
@@ -268,67 +325,32 @@ def _skipped(point: SweepPoint, done: dict[str, Any], identity: dict[str, Any]) 
 def _run_point(point: SweepPoint, results_dir: Path, run_args: list[str], timeout_s: float,
                identity: dict[str, Any], extra_env: dict[str, str] | None = None) -> SweepOutcome:
     config_file = write_point_config(point, results_dir / ".sweep")
-    cmd = [sys.executable, "-m", "graphbench", "run", "--config", str(config_file), "--label", point.label,
-           "--results", str(results_dir), "--quiet", *run_args]
-    if point.cold:
-        cmd.append("--cold")
-    if point.system != "graphbench":
-        cmd += ["--system", point.system]
-    if point.stands_for:
-        cmd += ["--stands-for", ",".join(point.stands_for), "--same-engine-reason", point.same_engine_reason]
-    cmd += ["--sweep-identity", json.dumps(identity)]
+    cmd = point_command(config_file, results_dir, point_args(point, run_args, identity))
     env = dict(os.environ, **CHILD_ENV, PYTHONUNBUFFERED="1", **(extra_env or {}))
     before = _ok_count(results_dir, point.label)
-    started = time.perf_counter()
-    # its own process group: a timeout or a stop kills the point's children too (cold-start process,
-    # tensor-parallel ranks); and it dies with the sweep if the sweep is killed outright
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True, preexec_fn=die_with_parent if os.name == "posix" else None)
-    reason, stderr = "", ""
-    while True:
-        try:
-            _stdout, stderr = proc.communicate(timeout=POLL_S)
-            break
-        except subprocess.TimeoutExpired:
-            overdue = time.perf_counter() - started > timeout_s
-            if overdue or _STOP.is_set():
-                kill_group(proc)
-                _stdout, stderr = proc.communicate()
-                if not overdue:  # stopped: unless its result was already written, nothing is recorded
-                    seconds = time.perf_counter() - started
-                    if _ok_count(results_dir, point.label) > before:
-                        return SweepOutcome(point, "ok", seconds=seconds)
-                    return SweepOutcome(point, "interrupted", reason="stopped while running (interrupted)",
-                                        seconds=seconds)
-                reason = f"timed out after {timeout_s:g} s"
-                break
-    if not reason and proc.returncode != 0:
-        reason = _exit_reason(proc.returncode, stderr)
-    seconds = time.perf_counter() - started
+    child = run_child(cmd, env, timeout_s, _STOP.is_set, POLL_S)
+    if child.stopped:  # unless its result was already written, nothing is recorded
+        if _ok_count(results_dir, point.label) > before:
+            return SweepOutcome(point, "ok", seconds=child.seconds)
+        return SweepOutcome(point, "interrupted", reason="stopped while running (interrupted)", seconds=child.seconds)
+    reason = f"timed out after {timeout_s:g} s" if child.timed_out else ""
+    if not reason and child.returncode != 0:
+        reason = exit_reason(child.returncode, child.stderr)
     if not reason and _ok_count(results_dir, point.label) <= before:
         reason = "the point exited without writing a result"
     if not reason:
-        return SweepOutcome(point, "ok", seconds=seconds)
-    return _record_failure(point, results_dir, reason, stderr, seconds)
+        return SweepOutcome(point, "ok", seconds=child.seconds)
+    return _record_failure(point, results_dir, reason, child.stderr, child.seconds)
 
 
-def _record_failure(point: SweepPoint, results_dir: Path, reason: str, stderr: str, seconds: float) -> SweepOutcome:
+def _record_failure(point: SweepPoint, results_dir: Path, reason: str, stderr: str, seconds: float,
+                    env: dict[str, Any] | None = None) -> SweepOutcome:
     from graphbench.bench.point import failed_result
 
     record = failed_result(point.label, point.system, nest_overrides(point.overrides), reason, stderr,
-                           sweep={"point": point.overrides})
+                           sweep={"point": point.overrides}, env=env)
     path = write_result(results_dir, "failed", point.label, record)
     return SweepOutcome(point, "failed", path, reason, seconds)
-
-
-def _exit_reason(code: int, stderr: str) -> str:
-    lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
-    last = lines[-1][:300] if lines else ""
-    if code < 0:
-        return f"killed by signal {-code}" + (f": {last}" if last else "")
-    if "out of memory" in stderr.lower():
-        return f"out of memory: {last}"
-    return f"exit code {code}: {last}"
 
 
 def _ok_count(results_dir: Path, label: str) -> int:

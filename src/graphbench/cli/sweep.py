@@ -59,6 +59,8 @@ def sweep(
     resume: Annotated[bool, typer.Option(help="Skip points that already have an ok result.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List the points and exit.")] = False,
     gpus: Annotated[Optional[str], typer.Option(help="Spread points over these GPU ids in parallel, e.g. 0,1 (one point per GPU, or per TP group, at a time).")] = None,
+    executor: Annotated[str, typer.Option(help="local (this host), or ray: each point a Ray task asking for its tensor-parallel size in GPUs (pip install -e \".\\[ray]\").")] = "local",
+    ray_address: Annotated[Optional[str], typer.Option(help="With --executor ray: the head node's HOST:PORT (e.g. 10.0.0.1:6379), or auto (the cluster `ray start` started on this machine); default RAY_ADDRESS, else a new Ray on this machine.")] = None,
 ) -> None:
     """Sweep -O levels x capture ladders (x any config field) with peers; write results and a report."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -68,8 +70,14 @@ def sweep(
     from graphbench.bench.sweep_parallel import parse_gpus
 
     gpu_ids = parse_gpus(gpus)
+    if executor not in ("local", "ray"):
+        raise GraphbenchError(f"--executor must be local or ray, got {executor!r}")
+    if executor == "local" and ray_address is not None:
+        raise GraphbenchError("--ray-address needs --executor ray")
+    if executor == "ray" and gpu_ids:
+        raise GraphbenchError("--gpus is for --executor local: on Ray each point asks for the GPUs it needs")
 
-    gpu = _has_gpu(device)
+    gpu = _has_gpu(device) if executor == "local" else _cluster_has_gpu(device, ray_address)
     if gpu_ids and not gpu:
         raise GraphbenchError(f"--gpus {gpus}: no CUDA GPU is visible{' (--device cpu)' if device == 'cpu' else ''}")
     if not 0 < timeout <= 7 * 86400:  # (NaN fails this too: it would switch every timeout off)
@@ -133,7 +141,7 @@ def sweep(
 
         with _stop_on_signals() as received:
             result = run_sweep(points, results, run_args, timeout_s=timeout, resume=resume, on_start=started,
-                               on_done=done, gpus=gpu_ids)
+                               on_done=done, gpus=gpu_ids, executor=executor, ray_address=ray_address)
     if not any(o.status in ("ok", "failed", "same-engine", "skipped") for o in result.outcomes):
         console.print("[yellow]interrupted before any point finished: no report[/yellow]")
         raise typer.Exit(128 + (received[0] if received else signal.SIGINT))
@@ -179,6 +187,13 @@ def _has_gpu(device: str) -> bool:
     except ImportError:
         return False
     return torch.cuda.is_available()
+
+
+def _cluster_has_gpu(device: str, address: Optional[str]) -> bool:
+    """Whether the sweep's points get GPUs on the Ray cluster (the grid's CUDA-graph rules follow it)."""
+    from graphbench.bench.sweep_ray import connect
+
+    return device != "cpu" and any(count > 0 for count in connect(address).values())
 
 
 def _parse_peers(text, gpu: bool) -> list[str]:
