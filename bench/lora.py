@@ -9,6 +9,16 @@ engine: graph keys, capture seconds, graph memory, then a closed loop of --concu
 the loaded ones in turn): output tokens/s and TPOT p50, medians of 3 repeats after a warm-up.
 Then the check that a recording replays what the un-captured run computes: the same -O2 config with
 4 adapters and cudagraph_mode NONE must give the same greedy tokens for a mixed batch.
+--compare-torch adds the 4-adapter setup once more with the torch path instead of the Triton kernels.
+
+    python bench/lora.py --delta --model llama-3.2-1b --rank 16 --out lora-delta.json
+
+The delta alone (no engine): one CUDA graph holding every layer's four LoRA ops (qkv, o, gate/up,
+down; each layer its own slot buffers of 1 or 4 seeded adapters) at T tokens, recorded once per path:
+the Triton kernels (recorded inside graph_launches, with PDL as the engine records them), the op's
+torch path (one-hot from the index, two einsums, add) and the einsums with the one-hot made once per
+step (the path before the kernels). Each replay timed with CUDA events, medians of --replays after
+a warm-up; share 1 (every token with an adapter, in turn) and 0.5 (every other token none).
 """
 
 from __future__ import annotations
@@ -55,6 +65,107 @@ def measure(engine, names: list[str], share: float, concurrency: int, repeats: i
             "tpot_p50_ms": statistics.median(r[1] for r in runs), "step_modes": runs[-1][2]}
 
 
+def step_deltas(layers, acts: dict, index, onehot, path: str) -> None:
+    """Every layer's four LoRA ops on the shared activations acts (path: triton, torch, einsum)."""
+    import torch
+
+    from graphbench.runner.kernels.lora_bgmv import lora_add_triton
+    from graphbench.runner.lora.weights import lora_delta
+
+    for lora in layers:
+        for out, x, a, b, segments in ((acts["qkv"], acts["h"], lora.qkv_a, lora.qkv_b, lora.qkv_segments),
+                                       (acts["o"], acts["flat"], lora.o_a, lora.o_b, lora.out_segments),
+                                       (acts["gate_up"], acts["h"], lora.gate_up_a, lora.gate_up_b,
+                                        lora.gate_up_segments),
+                                       (acts["down"], acts["hidden"], lora.down_a, lora.down_b, lora.out_segments)):
+            if path == "triton":
+                lora_add_triton(out, x, a, b, index, segments)
+            elif path == "torch":
+                out.add_(lora_delta(x, a, b, index))
+            else:  # the einsums with the step's one-hot (made once, outside the ops)
+                y = torch.einsum("ti,sri->tsr", x, a) * onehot[:, :, None]
+                out.add_(torch.einsum("tsr,sor->to", y, b))
+
+
+def _delta_graph(layers, acts: dict, index, path: str):
+    """A CUDA graph of step_deltas."""
+    import torch
+
+    from graphbench.runner.kernels.pdl import graph_launches
+
+    onehot = (index[:, None] == torch.arange(layers[0].qkv_a.shape[0], device=index.device)).to(acts["h"].dtype)
+
+    def run():
+        step_deltas(layers, acts, index, onehot, path)
+
+    with graph_launches():  # PDL for the Triton kernels, as the engine's capture phase launches them
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            run()  # warm-up: compiles and loads every kernel outside the capture
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            run()
+    return graph
+
+
+def _replay_ms(graph, replays: int) -> float:
+    import torch
+
+    times = []
+    for i in range(replays + 5):  # the first 5 warm up
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        if i >= 5:
+            times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def time_deltas(model: str, rank: int, replays: int, token_counts: list[int]) -> list[dict]:
+    """The delta of a whole step (every layer), per path, at each T, 1 and 4 adapters, share 1 and 0.5."""
+    import torch
+
+    from graphbench.config.arch import load_arch
+    from graphbench.runner.lora.adapters import dummy_adapter
+    from graphbench.runner.lora.weights import LayerLoRA
+
+    arch = load_arch(model)
+    q = arch.num_attention_heads * arch.head_dim
+    rows = []
+    for num_adapters in (1, 4):
+        layers = [LayerLoRA(arch, num_adapters, rank, torch.bfloat16, "cuda") for _ in range(arch.num_hidden_layers)]
+        for row in range(num_adapters):
+            adapter = dummy_adapter(f"d{row}", rank, arch, seed=row)
+            for i, layer in enumerate(layers):
+                layer.load(row, adapter, i)
+        for t in token_counts:
+            g = torch.Generator().manual_seed(t)
+            shapes = {"h": arch.hidden_size, "flat": q, "hidden": arch.intermediate_size,
+                      "qkv": layers[0].qkv_b.shape[1], "o": arch.hidden_size, "gate_up": 2 * arch.intermediate_size,
+                      "down": arch.hidden_size}
+            acts = {name: torch.randn(t, n, generator=g).to(torch.bfloat16).cuda() for name, n in shapes.items()}
+            for share in (1.0, 0.5):
+                every = 1 if share == 1.0 else 2  # share 0.5: the odd tokens have no adapter
+                index = torch.tensor([(i // every) % num_adapters if i % every == 0 else -1 for i in range(t)],
+                                     dtype=torch.int32, device="cuda")
+                row = {"adapters": num_adapters, "tokens": t, "share": share}
+                for path in ("triton", "torch", "einsum"):
+                    graph = _delta_graph(layers, acts, index, path)
+                    row[f"{path}_ms"] = _replay_ms(graph, replays)
+                    del graph
+                rows.append(row)
+                print(f"adapters {num_adapters} T {t:4d} share {share:.1f}: triton {row['triton_ms']:.3f} ms, "
+                      f"torch {row['torch_ms']:.3f} ms, einsum (one-hot once) {row['einsum_ms']:.3f} ms a step "
+                      f"({arch.num_hidden_layers} layers x 4 ops)", flush=True)
+        del layers
+        torch.cuda.empty_cache()
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="llama-3.2-1b")
@@ -62,10 +173,20 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default="lora.json")
+    parser.add_argument("--compare-torch", action="store_true", help="also the 4-adapter setup on the torch path")
+    parser.add_argument("--delta", action="store_true", help="time the LoRA delta alone (no engine)")
+    parser.add_argument("--tokens", default="1,8,16,64,256,512", help="--delta: token counts")
+    parser.add_argument("--replays", type=int, default=30, help="--delta: timed replays per graph")
     args = parser.parse_args()
+    if args.delta:
+        rows = time_deltas(args.model, args.rank, args.replays, [int(t) for t in args.tokens.split(",")])
+        with open(args.out, "w") as f:
+            json.dump({"model": args.model, "rank": args.rank, "replays": args.replays, "rows": rows}, f, indent=1)
+        return
 
     from graphbench.config import load_engine_config
     from graphbench.runner.engine import Engine
+    from graphbench.runner.lora.weights import use_lora_kernel
 
     base = {"model.model": args.model, "optimization_level": 2, "scheduler.max_num_seqs": 64,
             "scheduler.max_model_len": 1024, "lora.max_lora_rank": args.rank}
@@ -73,8 +194,11 @@ def main() -> None:
               ("4 adapters", {"lora.modules": [f"dummy:r={args.rank},n=4"]}),
               ("4 adapters, not specialised", {"lora.modules": [f"dummy:r={args.rank},n=4"],
                                                "lora.cudagraph_specialize_lora": False})]
+    if args.compare_torch:
+        setups.append(("4 adapters, torch path", setups[2][1]))
     rows, tokens = [], {}
     for label, extra in setups:
+        use_lora_kernel(not label.endswith("torch path"))  # a recording keeps the path it was captured with
         engine = Engine(load_engine_config(overrides={**base, **extra}))
         names = list(engine.lora_slots)
         report = engine.report
@@ -91,6 +215,7 @@ def main() -> None:
             print(f"    LoRA share {w['share']:.1f}: {w['output_tokens_per_s']:8.1f} tok/s, TPOT p50 "
                   f"{w['tpot_p50_ms']:.3f} ms, steps {w['step_modes']}", flush=True)
         engine.close()
+    use_lora_kernel(True)
     eager = Engine(load_engine_config(overrides={**base, **setups[2][1], "compilation.cudagraph_mode": "NONE"}))
     tokens["uncaptured"] = _mixed_tokens(eager, list(eager.lora_slots))
     eager.close()

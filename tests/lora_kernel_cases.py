@@ -45,9 +45,9 @@ def projections(layer: LayerLoRA, arch: ArchConfig) -> dict[str, tuple]:
 def reference(out: torch.Tensor, x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """out + each token's delta, in float64 (rows with index -1 unchanged)."""
     ref = out.double().clone()
-    for t, row in enumerate(index.tolist()):
-        if row >= 0:
-            ref[t] += b[row].double() @ (a[row].double() @ x[t].double())
+    for row in range(a.shape[0]):  # one adapter at a time: its tokens, one matmul each way
+        mine = index == row
+        ref[mine] += (x[mine].double() @ a[row].double().T) @ b[row].double().T
     return ref
 
 

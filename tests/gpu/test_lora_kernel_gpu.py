@@ -1,0 +1,136 @@
+"""The Triton LoRA kernels (runner/kernels/lora_bgmv.py) on CUDA: against a float64 reference and the torch
+path at llama-3.2-1b's and a Qwen2's shapes, inside CUDA-graph replays whose token rows and adapter
+weights change between replays, and in the engine (-O2 recordings against the torch path, un-captured)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+
+from graphbench.config.arch import ArchConfig
+from graphbench.runner.lora.adapters import dummy_adapter
+from graphbench.runner.lora.weights import lora_add, lora_delta, use_lora_kernel
+from tests.lora_kernel_cases import check_projection, make_layer, projections, reference, token_rows
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+    pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton"),
+]
+
+ARCHS = {
+    "llama-3.2-1b": ArchConfig("LlamaForCausalLM", hidden_size=2048, intermediate_size=8192, num_hidden_layers=1,
+                               num_attention_heads=32, num_key_value_heads=8, head_dim=64, vocab_size=128),
+    "qwen2-0.5b": ArchConfig("Qwen2ForCausalLM", hidden_size=896, intermediate_size=4864, num_hidden_layers=1,
+                             num_attention_heads=14, num_key_value_heads=2, head_dim=64, vocab_size=128),
+}
+
+
+def _triton(out, x, a, b, index, segments):
+    from graphbench.runner.kernels.lora_bgmv import lora_add_triton
+
+    lora_add_triton(out, x, a, b, index, segments)
+
+
+def _torch(out, x, a, b, index, segments):
+    out.add_(lora_delta(x, a, b, index))
+
+
+@pytest.mark.parametrize("num_tokens", [1, 16, 37, 512, 2048])
+@pytest.mark.parametrize("max_rank, ranks", [(16, [16, 16, 8, 16]), (8, [8]), (64, [64, 32])],
+                         ids=["r16x4", "r8x1", "r64x2"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+@pytest.mark.parametrize("arch", list(ARCHS))
+def test_lora_kernels_match_the_reference_and_the_torch_path(arch, dtype, max_rank, ranks, num_tokens):
+    layer = make_layer(ARCHS[arch], max_rank, ranks, dtype, "cuda", seed=max_rank)
+    for i, name in enumerate(("qkv", "o", "gate_up", "down")):
+        index = token_rows(num_tokens, len(ranks), seed=num_tokens + i).cuda()
+        if dtype == torch.float32:
+            check_projection(_triton, layer, ARCHS[arch], name, index, seed=i, rel_tol=1e-4)
+            continue
+        torch_err = check_projection(_torch, layer, ARCHS[arch], name, index, seed=i, rel_tol=2e-2)
+        kernel_err = check_projection(_triton, layer, ARCHS[arch], name, index, seed=i, rel_tol=2e-2)
+        assert kernel_err <= 2 * torch_err + 1e-3, (name, kernel_err, torch_err)
+
+
+@pytest.mark.parametrize("pdl", [False, True], ids=["plain", "pdl"])
+def test_a_graph_replay_follows_new_token_rows_and_new_adapter_weights(pdl):
+    """One recording of the op (the kernels, as the engine captures them: PDL inside graph_launches); each
+    replay after copying other token rows into the index buffer, or another adapter into a row, equals
+    the op run eagerly on the same inputs."""
+    from graphbench.runner.kernels.pdl import graph_launches
+
+    arch, t = ARCHS["llama-3.2-1b"], 16
+    layer = make_layer(arch, 16, [16, 8, 16], torch.bfloat16, "cuda", seed=5)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(t, arch.hidden_size, generator=g).to(torch.bfloat16).cuda()
+    base = torch.randn(t, layer.qkv_b.shape[1], generator=g).to(torch.bfloat16).cuda()
+    index = torch.full((t,), -1, dtype=torch.int32, device="cuda")  # the static buffer the step inputs fill
+    use_lora_kernel(True)
+
+    def step():
+        out = base.clone()
+        lora_add(out, x, layer.qkv_a, layer.qkv_b, index, layer.qkv_segments)
+        return out
+
+    context = graph_launches() if pdl else torch.no_grad()
+    with context:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            step()  # warm-up: compiles and loads the kernels outside the capture
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            recorded = step()
+    rows = [torch.full((t,), -1, dtype=torch.int32), torch.tensor([0, 1, 2, -1] * 4, dtype=torch.int32),
+            torch.zeros(t, dtype=torch.int32), token_rows(t, 3, seed=7)]
+    for i, new_rows in enumerate(rows):
+        index.copy_(new_rows)
+        if i == 3:  # another adapter into row 1: a copy into the same buffers, no re-capture
+            layer.load(1, dummy_adapter("new", 16, arch, seed=77), 0)
+        graph.replay()
+        torch.cuda.synchronize()
+        expected = step()
+        assert torch.equal(recorded, expected), (i, (recorded.float() - expected.float()).abs().max())
+        ref = reference(base, x, layer.qkv_a, layer.qkv_b, index).float()
+        err = (recorded.float() - ref).abs().max() / ref.abs().max()
+        assert err < 2e-2, (i, err)
+    assert not torch.equal(recorded, base)  # the last rows had adapters
+
+
+def test_the_engine_with_the_kernels_gives_the_torch_paths_tokens():
+    """llama-3.2-1b (dummy weights, float32: no near-ties flipped by rounding), two rank-16 adapters and
+    a mixed batch: -O2 with FULL_AND_PIECEWISE recordings and the kernels against -O0, no graphs, the
+    torch path."""
+    from graphbench.config import load_engine_config
+    from graphbench.runner.engine import Engine
+    from graphbench.runner.request import SamplingParams
+
+    base = {"model.model": "llama-3.2-1b", "model.device": "cuda", "model.dtype": "float32",
+            "scheduler.max_num_seqs": 8, "scheduler.max_num_batched_tokens": 512, "scheduler.max_model_len": 512,
+            "cache.num_blocks": 256, "lora.modules": ["dummy:r=16,n=2"], "lora.max_lora_rank": 16}
+    prompts = [[(13 * i + j) % 900 + 5 for j in range(8 + 5 * i)] for i in range(6)]
+    loras = ["dummy0", None, "dummy1", "dummy0", None, "dummy1"]
+    results = {}
+    for label, level, mode, kernel in (("torch", 0, "NONE", False), ("kernels", 2, None, True)):
+        use_lora_kernel(kernel)
+        try:
+            extra = {"compilation.cudagraph_mode": mode} if mode else {}
+            engine = Engine(load_engine_config(overrides=dict(base, optimization_level=level, **extra)))
+            tokens = engine.generate(prompts, SamplingParams(max_tokens=24), loras)
+            logits = engine.prompt_logits([p[:6] for p in prompts], loras)
+            engine.close()
+        finally:
+            use_lora_kernel(True)
+        results[label] = tokens, torch.stack([lg[-1].float().cpu() for lg in logits])
+    assert results["kernels"][0] == results["torch"][0]
+    assert torch.allclose(results["kernels"][1], results["torch"][1], atol=2e-3, rtol=1e-3)
+
+
+def test_projections_cover_the_layers_buffers():
+    layer = make_layer(ARCHS["qwen2-0.5b"], 8, [8], torch.bfloat16, "cuda")
+    assert {name: segs for name, (_, _, segs, _) in projections(layer, ARCHS["qwen2-0.5b"]).items()} == {
+        "qkv": [896, 128, 128], "o": [896], "gate_up": [4864, 4864], "down": [896]}
