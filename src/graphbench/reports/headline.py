@@ -1,5 +1,9 @@
 """The headline table: per concurrency, the best graphbench configuration and the best peer.
 
+Results measured on different GPUs (a sweep over a Ray cluster of mixed nodes, or folders of several
+machines) are ranked per GPU type: a row per (GPU, shape, concurrency), so that one GPU's best never
+hides another's.
+
 Best = highest median output tokens/s at that concurrency (ties: the name first in sort order).
 The cost of the best configuration is its startup (median total over its cold starts, and over
 its warm starts, reports.frame.points_frame) and its graph memory (the largest over its starts).
@@ -18,7 +22,7 @@ from collections.abc import Mapping
 from graphbench.reports.frame import GRAPHBENCH, flag_is
 
 HEADLINE_COLUMNS = [
-    "shape", "concurrency", "best", "output_tokens_per_s", "startup_cold_s", "startup_warm_s", "graph_memory_bytes",
+    "gpu", "shape", "concurrency", "best", "output_tokens_per_s", "startup_cold_s", "startup_warm_s", "graph_memory_bytes",
     "best_peer", "peer_output_tokens_per_s", "speedup_vs_peer", "best_also",
 ]  # fmt: skip
 
@@ -40,27 +44,28 @@ def _startup(points: pd.DataFrame, label: str, cold: bool) -> float:
 
 def headline_table(frame: pd.DataFrame, points: pd.DataFrame,
                    aliases: Mapping[str, list[str]] | None = None) -> pd.DataFrame:
-    """One row per measured (workload shape, concurrency), ascending; see HEADLINE_COLUMNS.
+    """One row per measured (GPU, workload shape, concurrency), ascending; see HEADLINE_COLUMNS.
 
     Configurations are only compared on the same prompt/output shape. NaN / '' where absent.
     aliases: measured label -> the labels it stands for (reports.aliases.alias_map)."""
     rows = frame[frame["concurrency"].notna() & frame["output_tokens_per_s"].notna()]
-    keys = ["series", "label", "system", "shape", "concurrency"]
+    keys = ["gpu", "series", "label", "system", "shape", "concurrency"]
     table = rows.groupby(keys, as_index=False)["output_tokens_per_s"].median()
     out = []
-    for shape, conc in sorted(set(zip(table["shape"], table["concurrency"]))):
-        at = table[(table["shape"] == shape) & (table["concurrency"] == conc)]
+    for gpu, shape, conc in sorted(set(zip(table["gpu"], table["shape"], table["concurrency"]))):
+        at = table[(table["gpu"] == gpu) & (table["shape"] == shape) & (table["concurrency"] == conc)]
+        on_gpu = points[points["gpu"] == gpu]
         best = _best(at[at["system"] == GRAPHBENCH])
         peer = _best(at[at["system"] != GRAPHBENCH])
-        row = {"shape": shape, "concurrency": conc, "best": "", "output_tokens_per_s": math.nan, "startup_cold_s": math.nan,
+        row = {"gpu": gpu, "shape": shape, "concurrency": conc, "best": "", "output_tokens_per_s": math.nan, "startup_cold_s": math.nan,
                "startup_warm_s": math.nan, "graph_memory_bytes": math.nan, "best_peer": "",
                "peer_output_tokens_per_s": math.nan, "speedup_vs_peer": math.nan, "best_also": ""}  # fmt: skip
         if best is not None:
             series, tps = best
             label = at.loc[at["series"] == series, "label"].iloc[0]
-            memory = points.loc[(points["label"] == label) & (points["system"] == GRAPHBENCH), "graph_memory_bytes"]
-            row.update(best=series, output_tokens_per_s=tps, startup_cold_s=_startup(points, label, True),
-                       startup_warm_s=_startup(points, label, False),
+            memory = on_gpu.loc[(on_gpu["label"] == label) & (on_gpu["system"] == GRAPHBENCH), "graph_memory_bytes"]
+            row.update(best=series, output_tokens_per_s=tps, startup_cold_s=_startup(on_gpu, label, True),
+                       startup_warm_s=_startup(on_gpu, label, False),
                        graph_memory_bytes=float(memory.max()) if memory.notna().any() else math.nan,
                        best_also=", ".join((aliases or {}).get(label, [])))  # fmt: skip
         if peer is not None:

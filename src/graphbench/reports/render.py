@@ -234,7 +234,7 @@ def render_html(ctx: ReportContext) -> str:
     if not ctx.headline.empty:
         headers = headline_headers(ctx.headline)
         shift = len(headers) - len(HEADLINE_HEADERS)
-        out.append(_html_table(headers, headline_cells(ctx.headline), {0, 1 + shift, 6 + shift}))
+        out.append(_html_table(headers, headline_cells(ctx.headline), {*range(shift), 1 + shift, 6 + shift}))
     out.append("<h2>Charts</h2>")
     for chart in ctx.charts:
         out.append(f"<h3>{esc(chart.title)}</h3>")
