@@ -208,7 +208,8 @@ class ModelRunner:
         with _graph_launches():
             warmed = set()
             for _mode, desc, num_reqs in plan:
-                batch = (desc.num_tokens, num_reqs, self._uniform_decode(desc))
+                # has_lora apart: a key with adapters runs the LoRA kernels, which must load here too
+                batch = (desc.num_tokens, num_reqs, self._uniform_decode(desc), desc.has_lora)
                 if batch not in warmed:
                     warmed.add(batch)
                     self.dummy_run(desc.num_tokens, num_reqs, NONE, desc)
