@@ -38,11 +38,18 @@ def _torch(out, x, a, b, index, segments):
     out.add_(lora_delta(x, a, b, index))
 
 
-@pytest.mark.parametrize("num_tokens", [1, 16, 37, 512, 2048])
-@pytest.mark.parametrize("max_rank, ranks", [(16, [16, 16, 8, 16]), (8, [8]), (64, [64, 32])],
-                         ids=["r16x4", "r8x1", "r64x2"])
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
-@pytest.mark.parametrize("arch", list(ARCHS))
+BF16, FP32 = torch.bfloat16, torch.float32
+# (arch, dtype, max rank, the adapters' ranks, T): decode sizes (1, 16, 37: a partial block) and prefill
+# chunks (512, 2048: BLOCK_T 64); four rank-16 adapters (one of rank 8), ranks 8 and 64 at the edges
+CASES = ([("llama-3.2-1b", BF16, 16, [16, 16, 8, 16], t) for t in (1, 16, 37, 512, 2048)]
+         + [("llama-3.2-1b", FP32, 16, [16, 16, 8, 16], t) for t in (1, 37)]
+         + [("qwen2-0.5b", BF16, 16, [16, 8], t) for t in (1, 37, 512)]
+         + [("llama-3.2-1b", BF16, 64, [64, 32], t) for t in (16, 512)]
+         + [("llama-3.2-1b", BF16, 8, [8], t) for t in (1, 64)])
+
+
+@pytest.mark.parametrize("arch, dtype, max_rank, ranks, num_tokens", CASES,
+                         ids=[f"{a}-{str(d)[6:]}-r{m}x{len(r)}-T{t}" for a, d, m, r, t in CASES])
 def test_lora_kernels_match_the_reference_and_the_torch_path(arch, dtype, max_rank, ranks, num_tokens):
     layer = make_layer(ARCHS[arch], max_rank, ranks, dtype, "cuda", seed=max_rank)
     for i, name in enumerate(("qkv", "o", "gate_up", "down")):
