@@ -62,8 +62,12 @@ def plot_step_curve(curve: StepCurve, path: str | Path, ladders: Mapping[str, Se
         (line,) = ax_ms.plot(xs, times, linewidth=1, drawstyle="steps-pre", label=f"{name} ({len(rungs)} graphs, padded)")
         ax_tps.plot(xs, [n * 1e3 / t if t == t else math.nan for n, t in zip(xs, times)], linewidth=1,
                     drawstyle="steps-pre", color=line.get_color())
-    ax_ms.set_ylabel("decode step (ms, median)")
-    ax_ms.set_ylim(bottom=0)
+    if curve.eager_ms and max(curve.eager_ms.values()) > 3 * max(graph):
+        ax_ms.set_yscale("log")  # eager steps (host-bound) would flatten the recordings' curve
+        ax_ms.set_ylabel("decode step (ms, median, log scale)")
+    else:
+        ax_ms.set_ylabel("decode step (ms, median)")
+        ax_ms.set_ylim(bottom=0)
     ax_ms.grid(True, alpha=0.3)
     ax_ms.legend(fontsize=8)
     ax_tps.set_ylabel("tokens per second")
