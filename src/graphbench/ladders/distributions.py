@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from graphbench.errors import GraphbenchError
+from graphbench.ladders.jsonl import json_lines
 from graphbench.ladders.request_trace import is_request_trace
 from graphbench.ladders.vllm_log import is_cudagraph_log, parse_cudagraph_metrics
 
@@ -176,16 +177,7 @@ def _json_counts(data: object, name: str) -> Counter[int]:
 
 def _parse_jsonl(text: str, name: str) -> Counter[int]:
     counts: Counter[int] = Counter()
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise GraphbenchError(f"{name}:{lineno}: invalid JSON: {exc.msg}") from None
-        except RecursionError:
-            raise GraphbenchError(f"{name}:{lineno}: JSON nested too deeply") from None
+    for lineno, record in json_lines(text, name):
         if not isinstance(record, dict):
             raise GraphbenchError(f"{name}:{lineno}: expected a JSON object with batch_size or num_tokens")
         key = next((k for k in SIZE_COLUMNS if k in record), None)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from graphbench.errors import GraphbenchError
+from graphbench.ladders.jsonl import json_lines
 
 INPUT_KEYS = ("input_len", "prompt_len")
 MAX_LEN = 1 << 24  # tokens of one request
@@ -83,16 +84,7 @@ def parse_request_trace(text: str, name: str) -> list[RequestTrace]:
 def _parse_lines(text: str, name: str) -> list[RequestTrace]:
     traces: list[RequestTrace] = []
     pairs: list[tuple[int, int]] = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise GraphbenchError(f"{name}:{lineno}: invalid JSON: {exc.msg}") from None
-        except RecursionError:
-            raise GraphbenchError(f"{name}:{lineno}: JSON nested too deeply") from None
+    for lineno, record in json_lines(text, name):
         where = f"{name}:{lineno}"
         if isinstance(record, dict) and ("input_lens" in record or all(k in record for k in BENCH_KEYS)):
             traces.append(_bench_result(record, where))
