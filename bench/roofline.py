@@ -1,0 +1,168 @@
+"""Roofline of one decode step: each kernel of the recorded graph, its bytes, time and the gap to the copy bandwidth.
+
+    python bench/roofline.py --model llama-3.2-1b --level 2 --batches 1,64 --out roofline.json
+
+The engine records FULL_DECODE_ONLY graphs of exactly the timed batch sizes; each size's step (inputs,
+the graph's replay, lm_head and greedy sampling) runs under torch.profiler several times. A step's
+kernels, in launch order, are put in layer parts: the projections by their order within a layer
+(qkv, o, gate/up, down; the last one is lm_head), the decode kernel (attention, K/V write included),
+add-norm kernels (norms), the rest by name (rotary, silu-mul, sampling, other). Bytes are the fewest a
+kernel must move (each weight and activation read once, each output written once; attention reads
+the context's K and V); achieved TB/s is bytes over the kernel's median time, against a measured
+device-to-device copy. The launch gaps are the idle time between consecutive kernels of the step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections import defaultdict
+
+PROJECTIONS = ("qkv", "o", "gate/up", "down")
+PROJECTION_NAMES = ("gemv", "gemm", "nvjet", "cutlass", "xmma", "matmul", "splitk", "sm90")
+
+
+def part_of(name: str) -> str:
+    low = name.lower()
+    if any(k in low for k in PROJECTION_NAMES) and "attention" not in low:
+        return "projection"
+    if "decode" in low or "attention" in low or "paged" in low:
+        return "attention"
+    if "rmsnorm" in low or "norm" in low:
+        return "norms"
+    if "argmax" in low or "sample" in low or "max" in low:
+        return "sampling"
+    if "rotary" in low or "rope" in low or "cos" in low or "sin" in low:
+        return "rotary"
+    if "silu" in low or "mul" in low:
+        return "silu-mul"
+    return "other"
+
+
+def projection_bytes(arch, role: str, batch: int, elem: int = 2) -> int:
+    h, q, kv, inter = arch.hidden_size, arch.num_attention_heads * arch.head_dim, \
+        arch.num_key_value_heads * arch.head_dim, arch.intermediate_size
+    shapes = {"qkv": (h, q + 2 * kv), "o": (q, h), "gate/up": (h, 2 * inter), "down": (inter, h),
+              "lm_head": (h, arch.vocab_size)}
+    k, n = shapes[role]
+    return (k * n + batch * (k + n)) * elem
+
+
+def other_bytes(arch, part: str, batch: int, context: int, elem: int = 2) -> int | None:
+    h = arch.hidden_size
+    kv = arch.num_key_value_heads * arch.head_dim
+    if part == "attention":  # K and V of the context read, the new row written, q read, out written
+        return batch * (2 * context * kv + 2 * kv + 2 * arch.num_attention_heads * arch.head_dim) * elem
+    if part == "norms":  # x and residual read, both written, the weight read
+        return (4 * batch * h + h) * elem
+    if part == "silu-mul":
+        return 3 * batch * arch.intermediate_size * elem
+    return None
+
+
+def classify(kernels: list[dict], arch, batch: int, context: int) -> list[dict]:
+    """Each kernel's part (projections by their order in the layer) and fewest bytes."""
+    projection = 0
+    num_proj = sum(1 for k in kernels if part_of(k["name"]) == "projection")
+    for k in kernels:
+        part = part_of(k["name"])
+        if part == "projection":
+            role = "lm_head" if projection == num_proj - 1 else PROJECTIONS[projection % 4]
+            k["part"], k["bytes"] = role, projection_bytes(arch, role, batch)
+            projection += 1
+        else:
+            k["part"], k["bytes"] = part, other_bytes(arch, part, batch, context)
+    return kernels
+
+
+def profile_steps(engine, pool, batch: int, steps: int) -> list[list[dict]]:
+    """Kernels (name, start us, duration us) of each profiled step, in launch order."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(10):
+        engine.runner.launch(pool.batch(batch)).result()
+    torch.cuda.synchronize()
+    marks = []
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            torch.cuda.synchronize()
+            engine.runner.launch(pool.batch(batch)).result()
+            torch.cuda.synchronize()
+            marks.append(None)
+    kernels = sorted(({"name": e.name, "start": e.time_range.start, "us": e.time_range.elapsed_us()}
+                      for e in prof.events() if e.device_type.name == "CUDA" and e.time_range.elapsed_us() > 0
+                      and "memcpy" not in e.name.lower() and "memset" not in e.name.lower()),
+                     key=lambda k: k["start"])
+    per_step = len(kernels) // steps
+    if per_step * steps != len(kernels):
+        raise SystemExit(f"{len(kernels)} kernels in {steps} steps: not the same kernels each step")
+    return [kernels[i * per_step:(i + 1) * per_step] for i in range(steps)]
+
+
+def summarise(steps: list[list[dict]], arch, batch: int, context: int, copy_gbs: float) -> dict:
+    median_us = [statistics.median(s[i]["us"] for s in steps) for i in range(len(steps[0]))]
+    gaps = [statistics.median(s[i + 1]["start"] - (s[i]["start"] + s[i]["us"]) for s in steps)
+            for i in range(len(steps[0]) - 1)]
+    kernels = classify([dict(k, us=u) for k, u in zip(steps[0], median_us)], arch, batch, context)
+    parts: dict[str, dict] = defaultdict(lambda: {"kernels": 0, "us": 0.0, "bytes": 0, "bytes_known": True})
+    for k in kernels:
+        p = parts[k["part"]]
+        p["kernels"] += 1
+        p["us"] += k["us"]
+        if k["bytes"] is None:
+            p["bytes_known"] = False
+        else:
+            p["bytes"] += k["bytes"]
+    rows = []
+    for name, p in sorted(parts.items(), key=lambda kv: -kv[1]["us"]):
+        floor_us = p["bytes"] / (copy_gbs * 1e3) if p["bytes_known"] else None
+        rows.append({"part": name, "kernels": p["kernels"], "us": p["us"], "bytes": p["bytes"] if p["bytes_known"] else None,
+                     "tb_s": p["bytes"] / p["us"] / 1e6 if p["bytes_known"] and p["us"] else None,
+                     "floor_us": floor_us, "gap_us": p["us"] - floor_us if floor_us is not None else None})
+    return {"batch": batch, "kernels_per_step": len(kernels), "kernel_us": sum(median_us),
+            "launch_gaps_us": sum(g for g in gaps if g > 0), "parts": rows,
+            "kernels": [{"name": k["name"], "part": k["part"], "us": k["us"], "bytes": k["bytes"]} for k in kernels]}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="llama-3.2-1b")
+    p.add_argument("--level", type=int, default=2)
+    p.add_argument("--batches", default="1,64")
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--out", default=None)
+    args = p.parse_args()
+    from graphbench.bench.decode_timing import copy_bandwidth_gbs
+    from graphbench.bench.step_curve import DecodePool
+    from graphbench.config import load_engine_config
+    from graphbench.runner.engine import Engine
+
+    batches = [int(b) for b in args.batches.split(",")]
+    copy_gbs = copy_bandwidth_gbs()
+    engine = Engine(load_engine_config(overrides={
+        "model.model": args.model, "optimization_level": args.level, "scheduler.max_num_seqs": max(batches),
+        "compilation.cudagraph_mode": "FULL_DECODE_ONLY", "compilation.cudagraph_capture_sizes": batches,
+        "compilation.max_cudagraph_capture_size": max(batches)}))
+    pool = DecodePool(engine, max(batches))
+    context = pool.contexts[-1]
+    results = [summarise(profile_steps(engine, pool, b, args.steps), engine.arch, b, context, copy_gbs) for b in batches]
+    engine.close()
+    for r in results:
+        print(f"\nbatch {r['batch']}: {r['kernels_per_step']} kernels, {r['kernel_us']:.1f} us of kernels + "
+              f"{r['launch_gaps_us']:.1f} us of gaps between them (copy {copy_gbs / 1e3:.2f} TB/s, context {context})")
+        print(f"{'part':<10}{'kernels':>8}{'us':>9}{'MB':>9}{'TB/s':>7}{'floor us':>10}{'gap us':>9}")
+        for row in r["parts"]:
+            known = row["bytes"] is not None
+            print(f"{row['part']:<10}{row['kernels']:>8}{row['us']:>9.1f}"
+                  + (f"{row['bytes'] / 1e6:>9.2f}{row['tb_s']:>7.2f}{row['floor_us']:>10.1f}{row['gap_us']:>9.1f}" if known
+                     else f"{'-':>9}{'-':>7}{'-':>10}{'-':>9}"))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"model": args.model, "level": args.level, "copy_gbs": copy_gbs, "context": context,
+                       "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
