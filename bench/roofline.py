@@ -10,6 +10,9 @@ add-norm kernels (norms), the rest by name (rotary, silu-mul, sampling, other). 
 kernel must move (each weight and activation read once, each output written once; attention reads
 the context's K and V); achieved TB/s is bytes over the kernel's median time, against a measured
 device-to-device copy. The launch gaps are the idle time between consecutive kernels of the step.
+Run it with GRAPHBENCH_PDL=0 for per-kernel times: with programmatic dependent launch a kernel starts
+before the one it depends on ends and waits inside, so its span counts the wait (the sum of the spans
+exceeds the step and the gaps vanish; bench/RESULTS.md, 2026-12-01).
 """
 
 from __future__ import annotations
@@ -25,17 +28,21 @@ PROJECTION_NAMES = ("gemv", "gemm", "nvjet", "cutlass", "xmma", "matmul", "split
 
 def part_of(name: str) -> str:
     low = name.lower()
+    if "splitkreduce" in low:
+        return "reduce"  # cuBLAS's split-K reduction: the second kernel of the projection before it
     if any(k in low for k in PROJECTION_NAMES) and "attention" not in low:
         return "projection"
     if "decode" in low or "attention" in low or "paged" in low:
         return "attention"
-    if "rmsnorm" in low or "norm" in low:
+    if "embedding" in low:
+        return "embedding+norm"  # Inductor fuses the first layer's norm into the embedding lookup
+    if "rmsnorm" in low or "rsqrt" in low:
         return "norms"
-    if "argmax" in low or "sample" in low or "max" in low:
+    if "argmax" in low or "sample" in low:
         return "sampling"
-    if "rotary" in low or "rope" in low or "cos" in low or "sin" in low:
-        return "rotary"
-    if "silu" in low or "mul" in low:
+    if "rotary" in low or "cat_index" in low or "split_with_sizes" in low:
+        return "rotary"  # Inductor's fused rotary: cat of the rotated halves, indexed by position
+    if "silu" in low:
         return "silu-mul"
     return "other"
 
@@ -58,12 +65,14 @@ def other_bytes(arch, part: str, batch: int, context: int, elem: int = 2) -> int
         return (4 * batch * h + h) * elem
     if part == "silu-mul":
         return 3 * batch * arch.intermediate_size * elem
+    if part == "rotary":  # q and k read and written
+        return 2 * batch * (arch.num_attention_heads + arch.num_key_value_heads) * arch.head_dim * elem
     return None
 
 
 def classify(kernels: list[dict], arch, batch: int, context: int) -> list[dict]:
     """Each kernel's part (projections by their order in the layer) and fewest bytes."""
-    projection = 0
+    projection, role = 0, "other"
     num_proj = sum(1 for k in kernels if part_of(k["name"]) == "projection")
     for k in kernels:
         part = part_of(k["name"])
@@ -71,6 +80,8 @@ def classify(kernels: list[dict], arch, batch: int, context: int) -> list[dict]:
             role = "lm_head" if projection == num_proj - 1 else PROJECTIONS[projection % 4]
             k["part"], k["bytes"] = role, projection_bytes(arch, role, batch)
             projection += 1
+        elif part == "reduce":  # its bytes (fp32 partials) are not in the projection's fewest bytes
+            k["part"], k["bytes"] = role, 0
         else:
             k["part"], k["bytes"] = part, other_bytes(arch, part, batch, context)
     return kernels
