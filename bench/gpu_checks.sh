@@ -10,6 +10,7 @@
 #   bash bench/gpu_checks.sh tune      # the default ladder against a tuned one with half the graphs
 #   bash bench/gpu_checks.sh speculative  # k = 0/2/4 with the replay and n-gram drafters at batch 1 and 16, then a k = 0,2 sweep (~7 min)
 #   bash bench/gpu_checks.sh curve     # the step-time curve 1..512, tune --objective time against replays, graph memory predicted vs measured (~8 min)
+#   bash bench/gpu_checks.sh roofline  # a decode step's kernels per layer part at batch 1 and 64, bytes, TB/s, gaps (~1 min)
 #   bash bench/gpu_checks.sh lora      # LoRA's graph keys, capture, memory and step cost (bench/lora.py), then the LoRA-share sweep (~6 min)
 # docs/DEVELOPING.md says what each group backs in bench/RESULTS.md. Logs and JSON go to $OUT (the device tool
 # brings them back); copy the figures into bench/RESULTS.md with the date and the local commit whose tree was
@@ -77,5 +78,9 @@ case "${1:-}" in
       | grep -v -E "^DEBUG|[Ww]arn" | tee "$OUT/tune-time.log" | tail -16
     timeout $(( SECONDS < 560 ? 585 - SECONDS : 20 )) python3 bench/graph_memory.py --model llama-3.2-1b \
       --out "$OUT/graph-memory.json" 2>&1 | grep -v -E "^DEBUG|[Ww]arn" | tee "$OUT/graph-memory.log" | tail -8 ;;
-  *) echo "usage: bash bench/gpu_checks.sh tests|suite|sweep|decode|startup|profile|gemv|tune|speculative|lora|curve" >&2; exit 2 ;;
+  roofline)  # per-kernel spans need PDL off (with PDL a kernel's span counts its wait); the second run is as the engine runs
+    GRAPHBENCH_PDL=0 timeout 200 python3 bench/roofline.py --model llama-3.2-1b --level 2 --batches 1,64 \
+      --out "$OUT/roofline-nopdl.json" 2>&1 | grep -v -E "^DEBUG|[Ww]arn" | tee "$OUT/roofline.log" | tail -30
+    timeout 150 python3 bench/roofline.py --model llama-3.2-1b --level 2 --batches 1,64 --out "$OUT/roofline-pdl.json" 2>&1 | grep -E "^batch" ;;
+  *) echo "usage: bash bench/gpu_checks.sh tests|suite|sweep|decode|startup|profile|gemv|tune|speculative|lora|curve|roofline" >&2; exit 2 ;;
 esac
