@@ -21,20 +21,36 @@ PROMPTS = [[1, 2, 3], [9, 8, 7, 6]]
 
 
 def _start_in_subprocess(cache_root: Path) -> dict:
-    env = dict(os.environ, GRAPHBENCH_CACHE_ROOT=str(cache_root), XDG_CONFIG_HOME=f"{cache_root}-config",
-               PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
     proc = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(OVERRIDES)], capture_output=True, text=True,
-                          env=env, timeout=600)
+                          env=_env(cache_root), timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _env(cache_root: Path) -> dict[str, str]:
+    return dict(os.environ, GRAPHBENCH_CACHE_ROOT=str(cache_root), XDG_CONFIG_HOME=f"{cache_root}-config",
+                PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
+
+
 @pytest.fixture(scope="module")
-def first_start(tmp_path_factory) -> tuple[Path, dict]:
-    """A cache root holding one good entry (compiled once for the module), and that start's tokens."""
+def concurrent_starts(tmp_path_factory) -> tuple[Path, list[dict]]:
+    """Two processes started at once on an empty cache root (what each printed): the module's one compile."""
     root = tmp_path_factory.mktemp("first-start") / "root"
-    expected = _start_in_subprocess(root)
-    assert not expected["loaded"]
+    procs = [subprocess.Popen([sys.executable, "-c", SCRIPT, json.dumps(OVERRIDES)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=_env(root)) for _ in range(2)]
+    outs = []
+    for proc in procs:
+        stdout, stderr = proc.communicate(timeout=600)
+        assert proc.returncode == 0, stderr[-2000:]
+        outs.append(json.loads(stdout.strip().splitlines()[-1]))
+    return root, outs
+
+
+@pytest.fixture(scope="module")
+def first_start(concurrent_starts) -> tuple[Path, dict]:
+    """A cache root holding one good entry (compiled once for the module), and that start's tokens."""
+    root, outs = concurrent_starts
+    expected = next(o for o in outs if not o["loaded"])
     return root, expected
 
 
@@ -133,15 +149,30 @@ print(json.dumps({"loaded": e.report.compile_loaded,
 """
 
 
-def test_concurrent_starts_share_one_cache_entry(tmp_path):
-    env = dict(os.environ, GRAPHBENCH_CACHE_ROOT=str(tmp_path),
-               PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
-    procs = [subprocess.Popen([sys.executable, "-c", SCRIPT, json.dumps(OVERRIDES)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
-    outs = []
-    for proc in procs:
-        stdout, stderr = proc.communicate(timeout=600)
-        assert proc.returncode == 0, stderr[-2000:]
-        outs.append(json.loads(stdout.strip().splitlines()[-1]))
+def test_concurrent_starts_share_one_cache_entry(concurrent_starts):
+    _, outs = concurrent_starts
     assert outs[0]["tokens"] == outs[1]["tokens"]
     assert sorted(o["loaded"] for o in outs) == [False, True]  # one compiled, the other waited and loaded
+
+
+def test_cache_diff_finds_a_config_identical_to_the_entry_it_compiled(concurrent_starts, tmp_path, monkeypatch):
+    # the entry a real compiling start wrote records its factors, and the config it ran resolves to them
+    from typer.testing import CliRunner
+
+    from graphbench.cli.main import app
+
+    root, _ = concurrent_starts
+    (entry,) = [p.parent for p in (root / "torch_compile_cache").glob("*/rank_0_0")]
+    config = tmp_path / "engine.toml"
+    config.write_text('optimization_level = 1\n[model]\ndevice = "cpu"\n'
+                      "[scheduler]\nmax_num_seqs = 4\nmax_num_batched_tokens = 32\n")
+    monkeypatch.setenv("GRAPHBENCH_CACHE_ROOT", str(root))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the starts above ran on the CPU
+    result = CliRunner().invoke(app, ["cache", "diff", entry.name, str(config), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["identical"], doc["differences"]
+    other = tmp_path / "other.toml"
+    other.write_text(config.read_text().replace("max_num_seqs = 4", "max_num_seqs = 8"))
+    result = CliRunner().invoke(app, ["cache", "diff", entry.name, str(other), "--format", "json"])
+    assert [d["factor"] for d in json.loads(result.stdout)["differences"]] == ["scheduler.max_num_seqs"]
