@@ -154,13 +154,13 @@ def test_decode_pool_steps_rewrite_the_same_slot() -> None:
                             {"scheduler.max_num_seqs": 4, "model.device": "cpu"})
     engine = Engine(config)
     try:
-        pool = DecodePool(engine, 4)
-        assert [r.num_computed_tokens for r in pool.requests] == [120] * 4
+        pool = DecodePool(engine, 4, context=20)
+        assert [r.num_computed_tokens for r in pool.requests] == [20] * 4
         batch = pool.batch(3)
         assert batch.num_new_tokens == [1, 1, 1] and batch.descriptor.uniform and batch.descriptor.num_reqs == 3
         first = engine.runner.launch(batch).result().tokens
         again = engine.runner.launch(batch).result().tokens
         assert first == again and len(first) == 3
-        assert [r.num_computed_tokens for r in pool.requests] == [120] * 4
+        assert [r.num_computed_tokens for r in pool.requests] == [20] * 4
     finally:
         engine.close()

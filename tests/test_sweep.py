@@ -168,14 +168,14 @@ def test_crash_oom_compile_error_and_hang_are_failed_points(tmp_path, monkeypatc
     monkeypatch.setenv("GRAPHBENCH_INJECT_FAULT", "O0_default_max_num_seqs=4:kill,O0_default_max_num_seqs=5:oom,"
                        "O0_default_max_num_seqs=6:compile-error,O0_default_max_num_seqs=7:hang")
     result = runner.invoke(app, ["sweep", *FAST, "--levels", "0", "--grid", "max_num_seqs=4,5,6,7,8",
-                                 "--results", str(tmp_path), "--timeout", "25"])
+                                 "--results", str(tmp_path), "--timeout", "15"])
     assert result.exit_code == 0, result.output
     by_label = {r["label"]: r for r in load_results([tmp_path]).results}
     reason = {n: by_label[f"O0_default_max_num_seqs={n}"]["failure"]["reason"] for n in (4, 5, 6, 7)}
     assert reason[4].startswith("killed by signal 9")
     assert reason[5].startswith("out of memory") and "80.00 GiB" in reason[5]
     assert reason[6].startswith("exit code 1") and "Inductor compilation failed" in reason[6]
-    assert reason[7] == "timed out after 25 s"
+    assert reason[7] == "timed out after 15 s"
     assert "Traceback" in by_label["O0_default_max_num_seqs=6"]["failure"]["stderr_tail"]
     assert by_label["O0_default_max_num_seqs=8"]["status"] == "ok"
     # the report lists the failures

@@ -74,12 +74,13 @@ def _race(folder: str, start, out) -> None:
 
 
 def test_racing_processes_never_hold_the_lock_twice(tmp_path):
-    """8 processes x 50 trials start together: at most one holds the lock at any moment."""
+    """8 processes x 20 trials start together: at most one holds the lock at any moment (50 trials, 2026-12-01:
+    never two holders)."""
     import multiprocessing
 
     ctx = multiprocessing.get_context("fork")
     held_total = 0
-    for trial in range(50):
+    for trial in range(20):
         folder = tmp_path / f"t{trial}"
         start, out = ctx.Event(), ctx.Queue()
         procs = [ctx.Process(target=_race, args=(str(folder), start, out)) for _ in range(8)]
@@ -93,7 +94,7 @@ def test_racing_processes_never_hold_the_lock_twice(tmp_path):
         assert held, f"trial {trial}: nobody got the lock"
         assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(held, held[1:])), f"trial {trial}: {held}"
         held_total += len(held)
-    assert held_total >= 50
+    assert held_total >= 20
 
 
 def test_sigterm_stops_cleanly_with_a_report(tmp_path):
