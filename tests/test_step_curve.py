@@ -164,3 +164,22 @@ def test_decode_pool_steps_rewrite_the_same_slot() -> None:
         assert [r.num_computed_tokens for r in pool.requests] == [20] * 4
     finally:
         engine.close()
+
+
+def test_a_comparison_ladder_the_curve_cannot_time_is_shown_without_ms(tmp_path: Path) -> None:
+    # a curve of 1..8 with eager times up to 16; a batch of 12: the tuned ladder (top 8) runs it eager
+    # (6.0 * 11/15 + 3.0 * 4/15 = 5.2 ms), the default ladder for 12 sequences pads it to 16, which has no
+    # recording: that row gets no ms per step, and the tuning goes on
+    curve = write_curve(tmp_path / "curve.json", StepCurve(GRAPH_MS, eager_ms={1: 3.0, 16: 6.0}))
+    dist = tmp_path / "dist.json"
+    dist.write_text(json.dumps({"1": 1, "3": 1, "5": 1, "8": 1, "12": 1}))
+    result = CliRunner().invoke(app, ["tune", "--distribution", str(dist), "--max-graphs", "2", "--top", "8",
+                                      "--objective", "time", "--curve", str(curve), "--max-num-seqs", "12",
+                                      "--format", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    rows = {row["name"]: row for row in doc["ladders"]}
+    assert rows["tuned"]["sizes"] == [4, 8]
+    assert rows["tuned"]["expected_step_ms"] == pytest.approx((1.1 + 1.1 + 1.6 + 1.6 + 5.2) / 5)
+    assert rows["default"]["expected_step_ms"] is None and "default" not in doc["curve"]["vs_every_size_pct"]
+    assert "gets no ms per step" in result.stderr

@@ -141,8 +141,7 @@ def tune_command(
     tuned = evaluate_ladder(pareto[-1].sizes, dist, objective=objective, memory_model=memory_model,
                             step_curve=step_curve)
     ladders = {"tuned": tuned} | {
-        mode: evaluate_ladder(ladder.sizes, dist, objective=objective, memory_model=memory_model,
-                              step_curve=step_curve)
+        mode: _compared(ladder.sizes, dist, objective, memory_model, step_curve, warnings)
         for mode, ladder in comparisons.items()
     }
     if tuned.eager_pct > 0:
@@ -172,6 +171,20 @@ def tune_command(
             typer.echo(f"wrote {written}", err=output_format != "table")
 
 
+def _compared(sizes, dist, objective, memory_model, step_curve, warnings) -> TunedLadder:
+    """A comparison ladder; one the curve cannot time (its batches above its top need eager times the
+    curve lacks) is shown without ms per step, with a warning, rather than stopping the tuning."""
+    from graphbench.ladders.tune import evaluate_ladder as evaluate
+
+    try:
+        return evaluate(sizes, dist, objective=objective, memory_model=memory_model, step_curve=step_curve)
+    except GraphbenchError as exc:
+        if step_curve is None:
+            raise
+        warnings.append(f"the ladder topped at {max(sizes)} gets no ms per step: {exc}")
+        return evaluate(sizes, dist, objective="tokens" if objective == "time" else objective, memory_model=memory_model)
+
+
 def _step_curve(path: Path | None, objective: str, max_capture_s: float | None):
     """The --curve file, checked against what asks for it."""
     from graphbench.ladders.step_curve import load_curve
@@ -196,7 +209,8 @@ def _curve_summary(step_curve, path: Path, dist, top: int, ladders) -> dict[str,
         "file": str(path), "model": step_curve.meta.get("model"),
         "gpu": (step_curve.meta.get("environment") or {}).get("gpu"), "date": step_curve.meta.get("date"),
         "every_size_ms": every,
-        "vs_every_size_pct": {name: 100 * (ladder.expected_step_ms / every - 1) for name, ladder in ladders.items()},
+        "vs_every_size_pct": {name: 100 * (ladder.expected_step_ms / every - 1) for name, ladder in ladders.items()
+                              if ladder.expected_step_ms is not None},
     }
 
 
@@ -372,7 +386,9 @@ def _print_table(doc: dict[str, Any]) -> None:
     for row in doc["ladders"]:
         line = (f"{row['name']:<14}{row['num_sizes']:>7}{row['expected_padded_tokens']:>17.4f}"
                 f"{row['expected_waste_pct']:>8.2f}%{row['eager_pct']:>8.2f}%")
-        if timed:
+        if timed and row["expected_step_ms"] is None:
+            line += f"{'-':>10}{'-':>10}{'-':>11}"
+        elif timed:
             capture = row["predicted_capture_s"]
             line += (f"{row['expected_step_ms']:>10.4f}{timed['vs_every_size_pct'][row['name']]:>+9.2f}%"
                      + (f"{capture:>11.2f}" if capture is not None else f"{'-':>11}"))

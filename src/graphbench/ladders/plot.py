@@ -89,7 +89,8 @@ def plot_pareto(
     xs, ys = [p.num_graphs for p in curve], [p.value for p in curve]
     ax.step(xs, ys, where="post", marker=".", label="tuned (Pareto curve)")
     ax.plot([bend.num_graphs], [bend.value], "o", mfc="none", ms=12, label=f"knee ({bend.num_graphs} graphs)")
-    for marker, (name, ladder) in zip("sD^", ladders.items()):
+    shown = {name: ladder for name, ladder in ladders.items() if ladder.objective == objective}  # (one the curve cannot time)
+    for marker, (name, ladder) in zip("sD^", shown.items()):
         ax.plot([ladder.num_sizes], [ladder.objective_value], marker, label=f"{name} ({ladder.num_sizes} sizes)")
     ax.set_xlabel("number of graphs (ladder sizes)")
     ax.set_ylabel({"tokens": "expected padding tokens per step", "waste": "expected padding waste (%)",
