@@ -2,7 +2,9 @@
 
 vLLM logs, at intervals, a markdown table through its logger: a header
 `| Unpadded Tokens | Padded Tokens | Num Paddings | Runtime Mode | Count |`, a separator, then one
-row per (unpadded, padded, mode) with the number of steps since the previous table. Every line may
+row per (unpadded, padded, mode) with the number of steps since the previous table (vLLM's
+`CUDAGraphLogging.generate_metric_table`, vllm/compilation/cuda_graph.py; the mode cell is the enum's
+name, or its str() "CUDAGraphMode.FULL" in some versions). Every line may
 carry a prefix (the logger's `INFO 11-30 10:05:00 [cuda_graph.py:118] `, or the engine-core
 process's `(EngineCore_DP0 pid=4242) `). Every table in the log is summed: the distribution of the
 steps' unpadded token counts, which is what a ladder is tuned for.
@@ -47,10 +49,17 @@ def parse_cudagraph_metrics(text: str, name: str) -> Counter[int]:
             continue
         if cells is not None and all(re.fullmatch(r":?-+:?", c) for c in cells):
             continue  # the separator
-        if cells is None or len(cells) != len(HEADER):
+        if cells is None:
+            if re.search(r"\|\s*\d+\s*\|", line):  # a row cut short (no closing |) is not the table's end
+                raise GraphbenchError(f"{name}:{number}: a cudagraph-metrics row cut short: {line.strip()[:120]!r}")
             in_table = False  # the table ended
             continue
+        if len(cells) != len(HEADER):
+            raise GraphbenchError(f"{name}:{number}: a cudagraph-metrics row has {len(cells)} cells, expected "
+                                  f"{len(HEADER)} ({' | '.join(HEADER)}): {line.strip()[:120]!r}")
         unpadded, padded, paddings, mode, count = cells
+        # vLLM writes the mode as str() of its enum in some versions ("CUDAGraphMode.FULL")
+        mode = mode.removeprefix("CUDAGraphMode.")
         try:
             values = [int(unpadded), int(padded), int(paddings), int(count)]
         except ValueError:
@@ -60,6 +69,8 @@ def parse_cudagraph_metrics(text: str, name: str) -> Counter[int]:
         if not (0 < u <= MAX_TOKENS and u <= p <= MAX_TOKENS and 0 <= n and 0 <= c <= MAX_COUNT):
             raise GraphbenchError(f"{name}:{number}: unpadded {u}, padded {p}, paddings {n} and count {c} "
                                   f"are not a possible row (1 <= unpadded <= padded <= {MAX_TOKENS})")
+        if n != p - u:  # vLLM's num_paddings is padded - unpadded (CUDAGraphStat, gpu_model_runner.py)
+            raise GraphbenchError(f"{name}:{number}: paddings {n} is not padded {p} - unpadded {u}")
         if mode not in MODES:
             raise GraphbenchError(f"{name}:{number}: unknown runtime mode {mode!r}; vLLM logs "
                                   f"{', '.join(MODES)}")
