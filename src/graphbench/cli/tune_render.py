@@ -1,0 +1,117 @@
+"""What `graphbench tune` prints: its JSON document and the table made from it (no torch)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+import typer
+
+from graphbench.ladders.tune import ParetoPoint, TunedLadder
+from graphbench.ladders.tune_inputs import EngineLimits, TuneBounds
+
+MIB = 2**20
+
+
+def ladder_row(name: str, ladder: TunedLadder) -> dict[str, Any]:
+    return {"name": name, **ladder.to_dict()}
+
+
+def tune_document(dist, options, bounds: TuneBounds, max_graphs, ladders, points, bend: ParetoPoint,
+              memory_model) -> dict[str, Any]:
+    sizes = list(ladders["tuned"].sizes)
+    budget = options["memory_budget_bytes"]
+    return {
+        "distribution": {
+            "source": dist.source,
+            "num_sizes": len(dist),
+            "min_size": dist.min_size,
+            "max_size": dist.max_size,
+            "mean": dist.mean(),
+        },
+        "objective": options["objective"],
+        "max_graphs": max_graphs,
+        "top": options["top"],
+        "top_from": bounds.top_from,
+        "engine": None if bounds.engine is None else asdict(bounds.engine),
+        "multiple_of": options["multiple_of"],
+        "required": sorted(set(options["required"])),
+        "memory_budget_bytes": budget,
+        "memory_model": None if memory_model is None else memory_model.to_dict(),
+        "tuned": ladders["tuned"].to_dict(),
+        "ladders": [ladder_row(name, ladder) for name, ladder in ladders.items()],
+        "pareto": [
+            {
+                "num_graphs": p.num_graphs,
+                "value": p.value,
+                "expected_padded_tokens": e.expected_padded_tokens,
+                "expected_waste_pct": e.expected_waste_pct,
+                "sizes": list(p.sizes),
+                **({} if e.expected_step_ms is None else {"expected_step_ms": e.expected_step_ms}),
+            }
+            for p, e in points
+        ],
+        "knee": bend.num_graphs,
+        "apply": {
+            "graphbench": "--capture-sizes " + ",".join(map(str, sizes)),
+            "vllm": "--compilation-config " + f"'{json.dumps({'cudagraph_capture_sizes': sizes})}'",
+        },
+    }
+
+
+def print_tune_table(doc: dict[str, Any]) -> None:
+    say = typer.echo
+    d = doc["distribution"]
+    say(f"distribution: {d['source']} ({d['num_sizes']} sizes in {d['min_size']}..{d['max_size']}, "
+        f"mean {d['mean']:.2f})")
+    unit = {"tokens": "padding tokens per step", "waste": "padding waste %", "time": "ms per step"}[doc["objective"]]
+    extra = [f"multiple of {doc['multiple_of']}"] if doc["multiple_of"] > 1 else []
+    extra += [f"required {','.join(map(str, doc['required']))}"] if doc["required"] else []
+    if doc["memory_budget_bytes"] is not None:
+        extra.append(f"graph memory <= {doc['memory_budget_bytes'] / MIB:.1f} MiB")
+    say(f"objective: {doc['objective']} ({unit}); at most {doc['max_graphs']} graphs; top {doc['top']}"
+        + "".join(f"; {e}" for e in extra))
+    if (engine := doc["engine"]) is not None:
+        say(f"measured engine: {EngineLimits(**engine).text()}"
+            + (" (the top is its max capture size)" if doc["top_from"] == "results" else ""))
+    if (mm := doc["memory_model"]) is not None:
+        say(f"graph memory model: {mm.get('fixed_bytes', 0.0) / MIB:.1f} MiB fixed + {mm['per_graph_bytes'] / MIB:.3f} MiB per size + "
+            f"{mm['per_token_bytes'] / 1024:.3f} KiB per token of size (fit over {mm['num_points']} result(s), "
+            f"rms error {mm['rms_error_bytes'] / MIB:.3f} MiB{'; ' + mm['note'] if mm['note'] else ''})")
+    timed = doc.get("curve")
+    if timed is not None:
+        say(f"step-time curve: {timed['file']} ({timed['model']}, {timed['gpu']}, {timed['date']}); a ladder "
+            f"with every size 1..{doc['top']}: {timed['every_size_ms']:.4f} ms per step")
+    say(f"tuned ladder ({doc['tuned']['num_sizes']} sizes): {' '.join(map(str, doc['tuned']['sizes']))}")
+    say("")
+    with_memory = doc["memory_model"] is not None
+    head = f"{'ladder':<14}{'graphs':>7}{'pad tokens/step':>17}{'waste':>9}{'eager':>9}"
+    head += f"{'ms/step':>10}{'vs every':>10}{'capture s':>11}" if timed else ""
+    say(head + (f"{'graph MiB':>11}" if with_memory else ""))
+    for row in doc["ladders"]:
+        line = (f"{row['name']:<14}{row['num_sizes']:>7}{row['expected_padded_tokens']:>17.4f}"
+                f"{row['expected_waste_pct']:>8.2f}%{row['eager_pct']:>8.2f}%")
+        if timed and row["expected_step_ms"] is None:
+            line += f"{'-':>10}{'-':>10}{'-':>11}"
+        elif timed:
+            capture = row["predicted_capture_s"]
+            line += (f"{row['expected_step_ms']:>10.4f}{timed['vs_every_size_pct'][row['name']]:>+9.2f}%"
+                     + (f"{capture:>11.2f}" if capture is not None else f"{'-':>11}"))
+        say(line + (f"{row['predicted_graph_memory_bytes'] / MIB:>11.1f}" if with_memory else ""))
+    say("")
+    say("Pareto curve: best ladder with at most n graphs (* = knee)")
+    say(f"{'graphs':>7}{'pad tokens/step':>17}{'waste':>9}" + (f"{'ms/step':>10}" if timed else "") + "  sizes")
+    for p in doc["pareto"]:
+        mark = "*" if p["num_graphs"] == doc["knee"] else " "
+        ms = f"{p['expected_step_ms']:>10.4f}" if timed else ""
+        say(f"{p['num_graphs']:>6}{mark}{p['expected_padded_tokens']:>17.4f}{p['expected_waste_pct']:>8.2f}%{ms}  "
+            + " ".join(map(str, p["sizes"])))
+    k = next(p for p in doc["pareto"] if p["num_graphs"] == doc["knee"])
+    at_knee = f"{k['expected_step_ms']:.4f} ms per step, " if timed else ""
+    say(f"knee: {doc['knee']} graphs ({at_knee}{k['expected_padded_tokens']:.4f} padding tokens per step, "
+        f"{k['expected_waste_pct']:.2f}% waste); more graphs buy less beyond it")
+    say("")
+    say("apply the tuned ladder:")
+    say(f"  graphbench: {doc['apply']['graphbench']}")
+    say(f"  vLLM:       {doc['apply']['vllm']}")
