@@ -12,7 +12,9 @@ the context's K and V); achieved TB/s is bytes over the kernel's median time, ag
 device-to-device copy. The launch gaps are the idle time between consecutive kernels of the step.
 Run it with GRAPHBENCH_PDL=0 for per-kernel times: with programmatic dependent launch a kernel starts
 before the one it depends on ends and waits inside, so its span counts the wait (the sum of the spans
-exceeds the step and the gaps vanish; bench/RESULTS.md, 2026-12-01).
+exceeds the step and the gaps vanish; bench/RESULTS.md, 2026-12-01). The step is also timed unprofiled:
+where the profiled kernels and gaps add up to more (batch 64 with cuBLAS: 1.69 against 1.25 ms,
+2026-12-01), the profiler's own cost is in them.
 """
 
 from __future__ import annotations
@@ -158,11 +160,18 @@ def main() -> None:
         "compilation.max_cudagraph_capture_size": max(batches)}))
     pool = DecodePool(engine, max(batches))
     context = pool.contexts[-1]
+    from graphbench.bench.step_curve import measure_sizes
+
+    # the same steps unprofiled (CUDA events, back to back): what the profiled kernels and gaps add up against
+    unprofiled = measure_sizes(engine, pool, batches, warmup=10, timed=50)
     results = [summarise(profile_steps(engine, pool, b, args.steps), engine.arch, b, context, copy_gbs) for b in batches]
+    for r in results:
+        r["step_us_unprofiled"] = 1e3 * unprofiled[r["batch"]]["median_ms"]
     engine.close()
     for r in results:
         print(f"\nbatch {r['batch']}: {r['kernels_per_step']} kernels, {r['kernel_us']:.1f} us of kernels + "
-              f"{r['launch_gaps_us']:.1f} us of gaps between them (copy {copy_gbs / 1e3:.2f} TB/s, context {context})")
+              f"{r['launch_gaps_us']:.1f} us of gaps between them; the step unprofiled {r['step_us_unprofiled']:.1f} us "
+              f"(copy {copy_gbs / 1e3:.2f} TB/s, context {context})")
         print(f"{'part':<10}{'kernels':>8}{'us':>9}{'MB':>9}{'TB/s':>7}{'floor us':>10}{'gap us':>9}")
         for row in r["parts"]:
             known = row["bytes"] is not None
