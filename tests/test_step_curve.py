@@ -183,3 +183,4 @@ def test_a_comparison_ladder_the_curve_cannot_time_is_shown_without_ms(tmp_path:
     assert rows["tuned"]["expected_step_ms"] == pytest.approx((1.1 + 1.1 + 1.6 + 1.6 + 5.2) / 5)
     assert rows["default"]["expected_step_ms"] is None and "default" not in doc["curve"]["vs_every_size_pct"]
     assert "gets no ms per step" in result.stderr
+

@@ -144,3 +144,11 @@ def test_tune_replays_a_trace_without_importing_torch():
         "assert 'graphbench.runner.scheduler' in sys.modules, 'no replay ran'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=60)
+
+
+def test_replay_only_options_warn_when_the_source_is_no_trace() -> None:
+    result = CliRunner().invoke(app, ["tune", "--model", "closed:8", "--max-graphs", "2", "--block-size", "32"])
+    assert result.exit_code == 0, result.output
+    assert "shape a request trace's replay only" in result.stderr
+    quiet = CliRunner().invoke(app, ["tune", "--model", "closed:8", "--max-graphs", "2"])
+    assert quiet.exit_code == 0 and "replay only" not in quiet.stderr

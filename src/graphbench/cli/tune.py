@@ -107,9 +107,13 @@ def tune_command(
     step_curve = _step_curve(curve, objective, max_capture_s)
     warnings: list[str] = []
     server_log = _server_logs(from_results) if from_results else None
+    replayed = None
     if server_log is None and (from_results or distribution):
         limits = (max_num_seqs, max_num_batched_tokens, block_size, num_kv_blocks)
-        server_log = _request_traces(from_results or [distribution], limits, multiple_of, warnings)
+        server_log = replayed = _request_traces(from_results or [distribution], limits, multiple_of, warnings)
+    if replayed is None and (max_num_batched_tokens is not None or block_size != 16 or num_kv_blocks is not None):
+        warnings.append("--max-num-batched-tokens, --block-size and --num-kv-blocks shape a request trace's "
+                        "replay only; this source is not one, so they are not used")
     if server_log is not None:
         if sum(map(bool, (from_results, distribution, model))) != 1:
             raise GraphbenchError("give exactly one of --from, --distribution or --model")
