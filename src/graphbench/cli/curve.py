@@ -49,10 +49,14 @@ def curve_command(
         raise GraphbenchError(f"{path} exists: results are never overwritten; choose another --out")
     if path.suffix.lower() != ".json":
         raise GraphbenchError(f"--out must end in .json, got {path.name!r}")
+    import torch
+
+    if not torch.cuda.is_available():  # before any folder is made for the result
+        raise GraphbenchError("the step-time curve times CUDA-graph replays and needs a GPU (none is visible)")
     if plot:
         path.parent.mkdir(parents=True, exist_ok=True)
         check_plot_path(path.with_suffix(".png"))
-    from graphbench.bench.step_curve import measure_step_curve  # imports torch
+    from graphbench.bench.step_curve import measure_step_curve
 
     console = make_console(stderr=True)
     with console.status("starting the engine (one recording per size)...") as status:
