@@ -34,8 +34,10 @@ def curve_command(
     out: Annotated[Optional[Path], typer.Option("--out", help="Curve JSON (default results/step-curve-<model>.json; never overwritten).")] = None,
     plot: Annotated[bool, typer.Option("--plot/--no-plot", help="Write a PNG chart beside the JSON.")] = True,
 ) -> None:
-    """Measure the pure-decode step time at every batch size 1..MAX: a dense ladder of exact FULL
-    recordings timed with CUDA events, for `graphbench tune --objective time --curve FILE`."""
+    """Measure the pure-decode step time at every batch size 1..MAX, for tune --objective time (GPU).
+
+    One exact FULL recording per size, timed with CUDA events; writes a JSON (never overwritten) and a
+    chart. Read it with `graphbench tune --curve FILE`."""
     from graphbench.ladders.plot import check_plot_path
     from graphbench.ladders.step_curve import write_curve
 
