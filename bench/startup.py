@@ -35,15 +35,19 @@ def worker(args: argparse.Namespace) -> None:
 def start(args, label: str, level: int, mode: str | None, max_num_seqs: int, env: dict) -> dict | None:
     cmd = [sys.executable, __file__, "--worker", "--model", args.model, "--level", str(level),
            "--max-num-seqs", str(max_num_seqs)] + (["--mode", mode] if mode else [])
+    launched = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
+    process_seconds = time.perf_counter() - launched  # interpreter, imports, the engine's start, exit
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if proc.returncode or not lines:
         print(f"{label}: failed (exit {proc.returncode})\n{proc.stderr[-3000:]}", flush=True)
         return None
     report = json.loads(lines[-1][7:])
-    report.update(label=label, level=level, requested_mode=mode, max_num_seqs=max_num_seqs)
+    report.update(label=label, level=level, requested_mode=mode, max_num_seqs=max_num_seqs,
+                  process_seconds=process_seconds)
     c = report
-    print(f"{label:<28} wall {c['wall_seconds']:6.1f} s  imports {c.get('compile_import_seconds', 0):4.1f}  dynamo {c['dynamo_seconds']:5.1f}  inductor "
+    print(f"{label:<28} process {process_seconds:6.1f} s  engine {c['wall_seconds']:6.1f} s  load {c['load_seconds']:4.1f}  "
+          f"kv {c['kv_cache_seconds']:4.1f}  imports {c.get('compile_import_seconds', 0):4.1f}  dynamo {c['dynamo_seconds']:5.1f}  inductor "
           f"{c['inductor_seconds']:6.1f}  sizes {c['compile_sizes_seconds']:5.1f}  loaded {c['compile_loaded_seconds']:5.2f}  "
           f"capture {c['capture_seconds']:5.2f} s  "
           f"graph mem {c['graph_memory_bytes'] / 2**30:.3f} GiB (pool {c.get('graph_pool_bytes', 0) / 2**30:.3f})  graphs {c['num_graphs']}  "
@@ -70,7 +74,7 @@ def main() -> None:
     n = args.max_num_seqs
     runs = [start(args, "O2 cold", 2, None, n, env), start(args, "O2 warm", 2, None, n, env),
             start(args, f"O2 max_num_seqs {n // 2} (new hash)", 2, None, n // 2, env)]
-    for mode in args.modes.split(","):
+    for mode in [m for m in args.modes.split(",") if m]:
         runs.append(start(args, f"O2 {mode}", 2, mode, n, env))
     for level in [int(x) for x in args.levels.split(",") if x]:
         runs.append(start(args, f"O{level}", level, None, n, env))
