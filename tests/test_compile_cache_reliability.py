@@ -95,14 +95,24 @@ class _Payload:
         return (os.system, (f"touch {self.marker}",))
 
 
-def test_a_planted_pickle_never_runs_and_the_entry_is_rebuilt(first_start, tmp_path):
+def test_a_planted_pickle_is_never_loaded(first_start, tmp_path, monkeypatch):
+    # what a start checks before it loads anything (runner/compile/startup.py: an entry that fails is
+    # deleted and compiled afresh, as test_corrupt_cache_entry_is_rebuilt runs end to end)
     import hashlib
     import pickle
 
-    tmp_path, expected = _copy_of(first_start, tmp_path)
+    from graphbench.runner.compile.cache_trust import admit_entry, signing_key
+
+    tmp_path, _ = _copy_of(first_start, tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", f"{tmp_path}-config")
+    key = signing_key(tmp_path)
     (directory,) = [p for p in (tmp_path / "torch_compile_cache").glob("*/rank_0_0")]
     marker = tmp_path / "ran"
     payload = pickle.dumps(_Payload(marker))
+    # a file the manifest does not list: deleted unread, and the entry stays good
+    extra = directory / "graphbench_aot" / "planted.pkl"
+    extra.write_bytes(payload)
+    assert admit_entry(directory, key) is None and not extra.exists() and not marker.exists()
     manifest = json.loads((directory / "manifest.json").read_text())
     assert set(manifest) == {"files", "hmac"}
     # every file of the entry (graphbench's split graph and pieces, Inductor's and AOTAutograd's caches)
@@ -113,9 +123,8 @@ def test_a_planted_pickle_never_runs_and_the_entry_is_rebuilt(first_start, tmp_p
         path.write_bytes(payload)
         manifest["files"][str(path.relative_to(directory))] = [len(payload), hashlib.sha256(payload).hexdigest()]
     (directory / "manifest.json").write_text(json.dumps(manifest))
-    again = _start_in_subprocess(tmp_path)
+    assert admit_entry(directory, key).startswith("manifest not signed with this user's cache key")
     assert not marker.exists()
-    assert again == dict(expected, loaded=False)  # rebuilt, not loaded: the same tokens
 
 
 def test_the_cache_trusts_only_a_private_root_and_key(tmp_path, monkeypatch):
