@@ -177,15 +177,14 @@ def tune_command(
 def _compared(sizes, dist, objective, memory_model, step_curve, warnings) -> TunedLadder:
     """A comparison ladder; one the curve cannot time (its batches above its top need eager times the
     curve lacks) is shown without ms per step, with a warning, rather than stopping the tuning."""
-    from graphbench.ladders.tune import evaluate_ladder as evaluate
-
     try:
-        return evaluate(sizes, dist, objective=objective, memory_model=memory_model, step_curve=step_curve)
+        return evaluate_ladder(sizes, dist, objective=objective, memory_model=memory_model, step_curve=step_curve)
     except GraphbenchError as exc:
         if step_curve is None:
             raise
         warnings.append(f"the ladder topped at {max(sizes)} gets no ms per step: {exc}")
-        return evaluate(sizes, dist, objective="tokens" if objective == "time" else objective, memory_model=memory_model)
+        return evaluate_ladder(sizes, dist, objective="tokens" if objective == "time" else objective,
+                               memory_model=memory_model)
 
 
 def _step_curve(path: Path | None, objective: str, max_capture_s: float | None):
