@@ -89,16 +89,31 @@ def test_attention_kernels_compile(split):
               "PRECISION": "tf32", "INTERPRET": False}
     decode = dict(pointers, k_ptr=BF16, v_ptr=BF16, slot_ptr="*i64", scale="fp32", max_reqs="i32", num_heads="i32",
                   num_splits="i32", stride_nkt="i32", stride_nkh="i32", stride_nvt="i32", stride_nvh="i32", **strides)
-    decode["count_ptr"] = "*i32"
-    for write_kv, merge, pdl in ((False, False, False), (True, False, False), (True, split, True)):
+    decode.update(count_ptr="*i32", cos_sin_ptr=BF16, stride_cs="i32")
+    for write_kv, merge, rotary, pdl in ((False, False, False, False), (True, False, False, False),
+                                         (True, split, True, True), (True, split, False, True)):
         kernel = compile_sm90(_decode_kernel, decode, dict(shared, SPLIT=split, WRITE_KV=write_kv, MERGE=merge,
-                                                           MIN_TILES=4, PDL=pdl))
-        assert kernel.asm["cubin"] and ("griddepcontrol.wait" in kernel.asm["ptx"]) == pdl
+                                                           MIN_TILES=4, ROTARY=rotary, EARLY_LOADS=True, PDL=pdl))
+        ptx = kernel.asm["ptx"]
+        assert kernel.asm["cubin"] and ("griddepcontrol.wait" in ptx) == pdl
+        if pdl:  # the metadata, the first cached K/V tile (and the rotary table) load before the wait
+            assert ptx[:ptx.index("griddepcontrol.wait")].count("ld.global") >= 4
     unified = dict(pointers, scale="fp32", num_tokens="i32", max_reqs="i32", num_heads="i32", **strides)
     assert compile_sm90(_attention_kernel, unified, dict(shared, BLOCK_Q=4, NUM_SPLITS=4 if split else 1)).asm["cubin"]
     merge = {"part_ptr": "*fp32", "lse_ptr": "*fp32", "out_ptr": BF16, "qsl_ptr": "*i32", "max_reqs": "i32",
              "num_heads": "i32", "num_splits": "i32", "stride_ot": "i32", "stride_oh": "i32"}
     assert compile_sm90(_merge_splits_kernel, merge, {"HEAD_DIM": 64, "BLOCK_D": 64, "MAX_SPLITS": 16}).asm["cubin"]
+
+
+def test_rotary_kernel_compiles():
+    from graphbench.runner.kernels.rotary import _rotary_qk_kernel
+
+    sig = {"q_ptr": BF16, "k_ptr": BF16, "q_out_ptr": BF16, "k_out_ptr": BF16, "pos_ptr": "*i64", "cs_ptr": BF16,
+           "num_heads": "i32", "num_kv_heads": "i32", "stride_qt": "i32", "stride_qh": "i32", "stride_kt": "i32",
+           "stride_kh": "i32", "stride_cs": "i32"}
+    for pdl in (False, True):
+        kernel = compile_sm90(_rotary_qk_kernel, sig, {"HEAD_DIM": 128, "BLOCK_D": 128, "PDL": pdl}, options={"num_warps": 1})
+        assert kernel.asm["cubin"] and ("griddepcontrol.wait" in kernel.asm["ptx"]) == pdl
 
 
 def test_pdl_variants_compile_with_grid_dependency_control():

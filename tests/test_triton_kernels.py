@@ -91,10 +91,35 @@ def expected_cache(case):
     return kc, vc
 
 
-def _check_cache(case, want_kc, want_vc):
+def _check_cache(case, want_kc, want_vc, atol=0.0):
     for got, want in ((case["k_cache"], want_kc), (case["v_cache"], want_vc)):
         assert torch.equal(got.isnan(), want.isnan()), "cache written outside the real rows' slots"
-        assert torch.equal(got.nan_to_num(0.0), want.nan_to_num(0.0)), "cache contents differ"
+        if atol:  # rotary computed in the kernel: the same float32 math, rounded in another order
+            torch.testing.assert_close(got.nan_to_num(0.0), want.nan_to_num(0.0), rtol=0, atol=atol)
+        else:
+            assert torch.equal(got.nan_to_num(0.0), want.nan_to_num(0.0)), "cache contents differ"
+
+
+def rotary_table(case, theta=10000.0):
+    """A RotaryEmbedding table [max_positions, 1, hd] (cos | sin halves) in the case's dtype, for its contexts."""
+    from graphbench.runner.rotary import inverse_frequencies
+
+    head_dim = case["q"].shape[-1]
+    positions = int(case["seq_lens"].max().item()) + 1
+    freqs = torch.outer(torch.arange(positions, dtype=torch.float32), inverse_frequencies(head_dim, theta, None))
+    table = torch.cat([freqs.cos(), freqs.sin()], dim=-1).unsqueeze(1)
+    return table.to(dtype=case["q"].dtype, device=case["q"].device)
+
+
+def rotated_inputs(case, cos_sin):
+    """(q, k) of a decode case rotated in torch at each row's position seq_len - 1 (padding rows: 0)."""
+    from graphbench.runner.rotary import apply_rotary
+
+    rows = case["q"].shape[0]
+    positions = torch.zeros(rows, dtype=torch.int64, device=case["q"].device)
+    n = case["num_real_tokens"]
+    positions[:n] = case["seq_lens"][:n].long() - 1
+    return apply_rotary(case["q"], positions, cos_sin), apply_rotary(case["k"], positions, cos_sin)
 
 
 def reference_attention(q, k_cache, v_cache, query_start_loc, seq_lens, block_tables, num_reqs, scale):
@@ -117,16 +142,22 @@ def reference_attention(q, k_cache, v_cache, query_start_loc, seq_lens, block_ta
 
 
 def check_case(case, *, num_splits=None, rtol=1e-5, atol=2e-5, rel_err=None, decode=False, writes_kv=False,
-               merge_in_kernel=False):
+               merge_in_kernel=False, rotary=False):
     """Run both kernels on case (in place), compare cache and output; raises AssertionError.
 
     decode=True runs the uniform-decode kernel (every real row is one request's new token);
     writes_kv=True lets it write the new K/V rows itself (no write_kv_cache launch); merge_in_kernel=True
-    has it merge its splits itself (no merge launch)."""
+    has it merge its splits itself (no merge launch); rotary=True hands it q and k unrotated with a
+    rotary table (it applies RoPE itself; needs writes_kv), checked against torch's rotation."""
     from graphbench.runner.kernels.kv_cache_write import write_kv_cache
     from graphbench.runner.kernels.paged_attention import paged_attention
     from graphbench.runner.kernels.paged_decode import paged_decode
 
+    q_in, k_in, cos_sin = case["q"], case["k"], None
+    if rotary:
+        cos_sin = rotary_table(case)
+        case = dict(case)
+        case["q"], case["k"] = rotated_inputs(case, cos_sin)  # what the reference sees
     want_kc, want_vc = expected_cache(case)
     if not writes_kv:
         write_kv_cache(case["k"], case["v"], case["k_cache"], case["v_cache"], case["slot_mapping"])
@@ -136,10 +167,10 @@ def check_case(case, *, num_splits=None, rtol=1e-5, atol=2e-5, rel_err=None, dec
     scale = 1.0 / math.sqrt(q.shape[-1])
     meta = [case[n] for n in ("query_start_loc", "seq_lens", "block_tables")]
     if writes_kv or merge_in_kernel:
-        paged_decode(q, case["k_cache"], case["v_cache"], out, *meta, scale, num_splits=num_splits,
-                     new_kv=(case["k"], case["v"], case["slot_mapping"]) if writes_kv else None,
-                     merge_in_kernel=merge_in_kernel)
-        _check_cache(case, want_kc, want_vc)
+        paged_decode(q_in, case["k_cache"], case["v_cache"], out, *meta, scale, num_splits=num_splits,
+                     new_kv=(k_in, case["v"], case["slot_mapping"]) if writes_kv else None,
+                     merge_in_kernel=merge_in_kernel, cos_sin=cos_sin)
+        _check_cache(case, want_kc, want_vc, atol=(1e-6 if q.dtype == torch.float32 else 6e-2) if rotary else 0.0)
     else:
         kernel = paged_decode if decode else paged_attention
         kernel(q, case["k_cache"], case["v_cache"], out, *meta, scale, num_splits=num_splits)
@@ -203,6 +234,35 @@ MERGE_CASES = {
                                                   "max_blocks_per_seq": 2}, 4),
 }
 
+# the decode kernel applying rotary embedding to q and the new k itself (GRAPHBENCH_DECODE_ROTARY): no
+# split, splits with a merge launch and padding rows, in-kernel merging of long contexts, bfloat16
+ROTARY_CASES = {
+    "decode_rotary_r3_g4_d64": (([(1, 5), (1, 16), (1, 33)], 4, 1, 64), {}, None),
+    "decode_rotary_padded_g2_split4": (([(1, 70), (1, 3), (1, 129)], 4, 2, 64), {"max_reqs": 6, "num_tokens": 5}, 4),
+    "decode_rotary_merge_split8": (([(1, 5), (1, 200), (1, 400)], 4, 1, 16), {}, 8),
+    "decode_rotary_bf16_g4": (([(1, 50), (1, 2)], 8, 2, 64), {"dtype": torch.bfloat16, "max_reqs": 4, "num_tokens": 3}, None),
+}
+
+
+def check_rotary_qk():
+    """kernels/rotary.rotary_qk (the launch before attention for every non-decode batch) against torch's
+    rotation, on strided views of one qkv row block, at arbitrary positions."""
+    from graphbench.runner.kernels.rotary import rotary_qk
+    from graphbench.runner.rotary import apply_rotary
+
+    g = torch.Generator().manual_seed(5)
+    tokens, heads, kv_heads, hd = 7, 4, 2, 64
+    qkv = torch.randn(tokens, (heads + 2 * kv_heads) * hd, generator=g)
+    q = qkv[:, : heads * hd].view(tokens, heads, hd)
+    k = qkv[:, heads * hd : (heads + kv_heads) * hd].view(tokens, kv_heads, hd)
+    positions = torch.tensor([0, 3, 3, 17, 40, 1, 99])
+    case = {"q": q, "seq_lens": positions}
+    cos_sin = rotary_table(case)
+    got_q, got_k = rotary_qk(q, k, positions, cos_sin)
+    torch.testing.assert_close(got_q, apply_rotary(q, positions, cos_sin), rtol=0, atol=1e-6)
+    torch.testing.assert_close(got_k, apply_rotary(k, positions, cos_sin), rtol=0, atol=1e-6)
+    assert got_q.is_contiguous() and got_k.is_contiguous()
+
 
 def check_dummy_slots_write_nothing(merge_in_kernel: bool):
     """The engine's dummy batches (warm-up, profile, capture) have real rows with slot -1: the decode
@@ -234,22 +294,26 @@ DUMMY_SLOT_CASES = {"decode_writes_kv_dummy_slots": False, "decode_merge_writes_
 def _run_cases(names):
     results = {}
     for name in names:
-        if name in DUMMY_SLOT_CASES:
+        if name in DUMMY_SLOT_CASES or name == "rotary_qk":
             start = time.perf_counter()
             try:
-                check_dummy_slots_write_nothing(DUMMY_SLOT_CASES[name])
+                if name == "rotary_qk":
+                    check_rotary_qk()
+                else:
+                    check_dummy_slots_write_nothing(DUMMY_SLOT_CASES[name])
                 verdict = "ok"
             except Exception as exc:  # noqa: BLE001  (reported back to the parent test)
                 verdict = f"{type(exc).__name__}: {exc}"
             results[name] = {"verdict": verdict, "seconds": round(time.perf_counter() - start, 2)}
             continue
-        args, kwargs, splits = {**CASES, **DECODE_CASES, **WRITE_KV_CASES, **MERGE_CASES}[name]
+        args, kwargs, splits = {**CASES, **DECODE_CASES, **WRITE_KV_CASES, **MERGE_CASES, **ROTARY_CASES}[name]
         start = time.perf_counter()
         try:
             low_precision = kwargs.get("dtype", torch.float32) != torch.float32
             check_case(make_case(*args, seed=len(results) + 1, **kwargs), num_splits=splits,
                        rel_err=2e-2 if low_precision else None, decode=name not in CASES,
-                       writes_kv=name in WRITE_KV_CASES or "writes_kv" in name, merge_in_kernel=name in MERGE_CASES)
+                       writes_kv=name in WRITE_KV_CASES or "writes_kv" in name or name in ROTARY_CASES,
+                       merge_in_kernel=name in MERGE_CASES or "merge" in name, rotary=name in ROTARY_CASES)
             verdict = "ok"
         except Exception as exc:  # noqa: BLE001  (reported back to the parent test)
             verdict = f"{type(exc).__name__}: {exc}"
@@ -263,7 +327,7 @@ def interpreter_results():
         pytest.skip("triton is not installed")
     env = dict(os.environ, TRITON_INTERPRET="1")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    proc = subprocess.run([sys.executable, __file__, *CASES, *DECODE_CASES, *WRITE_KV_CASES, *MERGE_CASES, *DUMMY_SLOT_CASES], env=env, cwd=ROOT, capture_output=True,
+    proc = subprocess.run([sys.executable, __file__, *CASES, *DECODE_CASES, *WRITE_KV_CASES, *MERGE_CASES, *ROTARY_CASES, "rotary_qk", *DUMMY_SLOT_CASES], env=env, cwd=ROOT, capture_output=True,
                           text=True, timeout=900)
     if proc.returncode != 0 or not proc.stdout.strip():
         pytest.fail(f"interpreter subprocess failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
@@ -272,7 +336,7 @@ def interpreter_results():
 
 
 @pytest.mark.parametrize("name", list(CASES) + list(DECODE_CASES) + list(WRITE_KV_CASES) + list(MERGE_CASES)
-                         + list(DUMMY_SLOT_CASES))
+                         + list(ROTARY_CASES) + ["rotary_qk"] + list(DUMMY_SLOT_CASES))
 def test_triton_kernels_interpreted(name, interpreter_results):
     assert interpreter_results[name]["verdict"] == "ok", interpreter_results[name]["verdict"]
 

@@ -43,9 +43,11 @@ def test_paged_attention_cuda(model, dtype, scenario, splits):
     helpers.check_case(case, num_splits=splits, rel_err=2e-2)
 
 
-# (writes the new K/V itself: GRAPHBENCH_DECODE_WRITES_KV; merges its splits itself: ..._MERGE_IN_KERNEL)
-KERNEL_MODES = {"launches": (False, False), "kernel_writes": (True, False), "kernel_merges": (False, True),
-                "kernel_writes_and_merges": (True, True)}
+# (writes the new K/V itself: GRAPHBENCH_DECODE_WRITES_KV; merges its splits itself: ..._MERGE_IN_KERNEL;
+# applies rotary embedding itself: ..._ROTARY)
+KERNEL_MODES = {"launches": (False, False, False), "kernel_writes": (True, False, False),
+                "kernel_merges": (False, True, False), "kernel_writes_and_merges": (True, True, False),
+                "kernel_writes_rotary": (True, False, True), "kernel_writes_merges_rotary": (True, True, True)}
 
 
 @pytest.mark.parametrize("kernel_mode", list(KERNEL_MODES))
@@ -57,8 +59,9 @@ def test_paged_decode_cuda(model, dtype, scenario, splits, kernel_mode):
     """The uniform-decode kernel (no request search) on the same decode scenarios, in each of its modes."""
     reqs, kwargs = SCENARIOS[scenario]
     case = helpers.make_case(reqs, *MODELS[model], dtype=dtype, device="cuda", seed=11, **kwargs)
-    writes_kv, merges = KERNEL_MODES[kernel_mode]
-    helpers.check_case(case, num_splits=splits, rel_err=2e-2, decode=True, writes_kv=writes_kv, merge_in_kernel=merges)
+    writes_kv, merges, rotary = KERNEL_MODES[kernel_mode]
+    helpers.check_case(case, num_splits=splits, rel_err=2e-2, decode=True, writes_kv=writes_kv, merge_in_kernel=merges,
+                       rotary=rotary)
 
 
 @pytest.mark.parametrize("kernel_mode", list(KERNEL_MODES))
@@ -76,7 +79,8 @@ def test_paged_decode_cuda_graph_replay_with_new_lengths(kernel_mode):
     out = torch.zeros_like(static["q"])
     scale = 1.0 / math.sqrt(head_dim)
 
-    writes_kv, merges = KERNEL_MODES[kernel_mode]
+    writes_kv, merges, rotary = KERNEL_MODES[kernel_mode]
+    cos_sin = helpers.rotary_table({"q": static["q"], "seq_lens": torch.tensor([4000])}) if rotary else None
 
     def step():
         if not writes_kv:
@@ -84,7 +88,7 @@ def test_paged_decode_cuda_graph_replay_with_new_lengths(kernel_mode):
         paged_decode(static["q"], static["k_cache"], static["v_cache"], out, static["query_start_loc"],
                      static["seq_lens"], static["block_tables"], scale,
                      new_kv=(static["k"], static["v"], static["slot_mapping"]) if writes_kv else None,
-                     merge_in_kernel=merges)
+                     merge_in_kernel=merges, cos_sin=cos_sin)
 
     step()  # warm-up (JIT) outside the capture
     graph = torch.cuda.CUDAGraph()
@@ -97,6 +101,9 @@ def test_paged_decode_cuda_graph_replay_with_new_lengths(kernel_mode):
         torch.cuda.synchronize()
         n = case["num_real_tokens"]
         meta = [case[k] for k in ("query_start_loc", "seq_lens", "block_tables")]
+        if rotary:  # the reference sees q and k rotated in torch
+            case = dict(case)
+            case["q"], case["k"] = helpers.rotated_inputs(case, cos_sin)
         kc, vc = helpers.expected_cache(case)
         ref = helpers.reference_attention(case["q"], kc, vc, *meta, case["num_reqs"], scale)
         got = out[:n].double()

@@ -53,16 +53,16 @@ class Attention(nn.Module):
         """qkv[T, q + 2kv] (the layer computes it after its norm) -> o_proj output [T, H].
         lora: (the layer's LayerLoRA, each token's adapter row [T] int32) when adapters are loaded."""
         num_tokens = qkv.shape[0]
-        qk, v = qkv.split([self.q_size + self.kv_size, self.kv_size], dim=-1)
-        q, k = self.rotary(positions, qk).split([self.q_size, self.kv_size], dim=-1)  # RoPE on q and k heads at once
-        q = q.view(num_tokens, self.num_heads, self.head_dim)
-        out = torch.empty_like(q)  # [T, h, hd], filled by the attention op
-        attention(
-            q,
+        q, k, v = qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)  # strided views of qkv: no copy
+        out = qkv.new_empty((num_tokens, self.num_heads, self.head_dim))  # [T, h, hd], filled by the attention op
+        attention(  # which applies RoPE to q and k (in its decode kernel, or one launch before)
+            q.view(num_tokens, self.num_heads, self.head_dim),
             k.view(num_tokens, self.num_kv_heads, self.head_dim),
-            v.view(num_tokens, self.num_kv_heads, self.head_dim),  # a strided view of qkv: no copy
+            v.view(num_tokens, self.num_kv_heads, self.head_dim),
             out,
             self.layer_idx,
+            positions,
+            self.rotary.cos_sin,
         )
         flat = out.view(num_tokens, self.q_size)
         out = self.o_proj(flat)

@@ -52,7 +52,22 @@ class RotaryEmbedding(torch.nn.Module):
         self.register_buffer("cos_sin", cos_sin.to(torch.get_default_dtype()), persistent=False)
 
     def forward(self, positions: torch.Tensor, qk: torch.Tensor) -> torch.Tensor:
-        num_tokens = qk.shape[0]
-        cos, sin = self.cos_sin[positions].chunk(2, dim=-1)  # [T, 1, hd/2] each
-        x1, x2 = qk.view(num_tokens, -1, self.head_dim).chunk(2, dim=-1)  # [T, heads, hd/2] each
-        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).flatten(1)
+        return apply_rotary(qk.view(qk.shape[0], -1, self.head_dim), positions, self.cos_sin).flatten(1)
+
+
+def apply_rotary(x: torch.Tensor, positions: torch.Tensor, cos_sin: torch.Tensor) -> torch.Tensor:
+    """x[T, heads, hd] -> x rotated at positions[T] (cos_sin: RotaryEmbedding's table), in torch ops."""
+    cos, sin = cos_sin[positions].chunk(2, dim=-1)  # [T, 1, hd/2] each
+    x1, x2 = x.chunk(2, dim=-1)  # [T, heads, hd/2] each
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
+def rotate_qk(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor,
+              cos_sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(q, k) [T, heads, hd] rotated: one Triton launch on the GPU (runner/kernels/rotary.py), torch ops
+    elsewhere."""
+    if q.is_cuda and q.stride(-1) == 1 and k.stride(-1) == 1:
+        from graphbench.runner.kernels.rotary import rotary_qk
+
+        return rotary_qk(q, k, positions, cos_sin)
+    return apply_rotary(q, positions, cos_sin), apply_rotary(k, positions, cos_sin)

@@ -48,6 +48,10 @@ class AttentionBackend:
     name = "base"
     cudagraph_support = CudagraphSupport.NEVER
 
+    def applies_rotary(self, meta: AttentionMetadata) -> bool:
+        """forward applies rotary embedding to q and k itself for this batch (it is then given cos_sin)."""
+        return False
+
     def forward(
         self,
         q: "torch.Tensor",  # [T, num_heads, head_dim]
@@ -58,6 +62,7 @@ class AttentionBackend:
         meta: AttentionMetadata,
         scale: float,
         out: "torch.Tensor",  # [T, num_heads, head_dim], written in place (padding rows: 0)
+        cos_sin: "torch.Tensor | None" = None,  # only when applies_rotary(meta): q, k still unrotated
     ) -> None:
         raise NotImplementedError
 

@@ -20,7 +20,7 @@ class ReferenceBackend(AttentionBackend):
     name = "reference"
     cudagraph_support = CudagraphSupport.NEVER
 
-    def forward(self, q, k, v, k_cache, v_cache, meta: AttentionMetadata, scale: float, out) -> None:
+    def forward(self, q, k, v, k_cache, v_cache, meta: AttentionMetadata, scale: float, out, cos_sin=None) -> None:
         num_blocks, block_size, num_kv_heads, head_dim = k_cache.shape
         slots = meta.slot_mapping[: meta.num_tokens]
         k_cache.view(-1, num_kv_heads, head_dim)[slots] = k[: meta.num_tokens]

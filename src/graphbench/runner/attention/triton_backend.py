@@ -25,6 +25,9 @@ DECODE_WRITES_KV = switch_value("GRAPHBENCH_DECODE_WRITES_KV") == "1"
 # context is one program per row and kv head; a long one is merged by its last split). H200, -O2,
 # batch 1: 1.065 vs 1.082 ms a step (bench/RESULTS.md, 2026-11-29, 5ffed15).
 DECODE_MERGE_IN_KERNEL = switch_value("GRAPHBENCH_DECODE_MERGE_IN_KERNEL") == "1"
+# GRAPHBENCH_DECODE_ROTARY=0 turns off: the decode kernel applies rotary embedding to q and the new k as it
+# loads them (by default; needs DECODE_WRITES_KV), instead of a rotary launch before it.
+DECODE_ROTARY = switch_value("GRAPHBENCH_DECODE_ROTARY") == "1"
 
 
 @register_backend("triton")
@@ -32,13 +35,16 @@ class TritonBackend(AttentionBackend):
     name = "triton"
     cudagraph_support = CudagraphSupport.ALWAYS
 
-    def forward(self, q, k, v, k_cache, v_cache, meta: AttentionMetadata, scale: float, out) -> None:
+    def applies_rotary(self, meta: AttentionMetadata) -> bool:
+        return meta.uniform_decode and DECODE_WRITES_KV and DECODE_ROTARY
+
+    def forward(self, q, k, v, k_cache, v_cache, meta: AttentionMetadata, scale: float, out, cos_sin=None) -> None:
         kernel_writes_kv = meta.uniform_decode and DECODE_WRITES_KV  # the decode kernel writes the new K/V itself
         if not kernel_writes_kv:
             write_kv_cache(k, v, k_cache, v_cache, meta.slot_mapping)
         if meta.uniform_decode:  # row r is request r: no search for each program's request
             paged_decode(q, k_cache, v_cache, out, meta.query_start_loc, meta.seq_lens, meta.block_tables, scale,
                          new_kv=(k, v, meta.slot_mapping) if kernel_writes_kv else None,
-                         merge_in_kernel=DECODE_MERGE_IN_KERNEL)
+                         merge_in_kernel=DECODE_MERGE_IN_KERNEL, cos_sin=cos_sin)
             return
         paged_attention(q, k_cache, v_cache, out, meta.query_start_loc, meta.seq_lens, meta.block_tables, scale)

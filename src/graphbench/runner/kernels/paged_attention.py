@@ -42,11 +42,11 @@ def _find_request(qsl_ptr, tile, max_reqs, BLOCK_Q: tl.constexpr):
 
 
 @triton.jit
-def _attend_tile(q, pos, t, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, bt_row, kv_end, kv_head, qk_scale,
+def load_kv_tile(t, k_cache_ptr, v_cache_ptr, bt_row, kv_end, kv_head,
                  stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
-                 HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_SIZE: tl.constexpr,
-                 TILE_N: tl.constexpr, PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
-    """Online-softmax step over KV positions [t * TILE_N, (t + 1) * TILE_N), gathered via the block table."""
+                 HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr):
+    """K^T [BLOCK_D, TILE_N] and V [TILE_N, BLOCK_D] of KV positions [t * TILE_N, (t + 1) * TILE_N) below
+    kv_end, gathered via the block table (zeros past kv_end)."""
     offs_d = tl.arange(0, BLOCK_D)
     d_ok = offs_d < HEAD_DIM
     kpos = t * TILE_N + tl.arange(0, TILE_N)
@@ -54,27 +54,45 @@ def _attend_tile(q, pos, t, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, bt_row, kv_
     block = tl.load(bt_row + kpos // BLOCK_SIZE, mask=k_ok, other=0).to(tl.int64)
     in_block = kpos % BLOCK_SIZE
     k_offs = block * stride_kb + in_block * stride_ko + kv_head * stride_kh
-    k = tl.load(k_cache_ptr + k_offs[None, :] + offs_d[:, None],
-                mask=k_ok[None, :] & d_ok[:, None], other=0.0)  # [BLOCK_D, TILE_N]
+    k = tl.load(k_cache_ptr + k_offs[None, :] + offs_d[:, None], mask=k_ok[None, :] & d_ok[:, None], other=0.0)
+    v_offs = block * stride_vb + in_block * stride_vo + kv_head * stride_vh
+    v = tl.load(v_cache_ptr + v_offs[:, None] + offs_d[None, :], mask=k_ok[:, None] & d_ok[None, :], other=0.0)
+    return k, v
+
+
+@triton.jit
+def softmax_step(q, pos, t, k, v, kv_end, m_i, l_i, acc, qk_scale,
+                 TILE_N: tl.constexpr, PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
+    """Online-softmax step of q [BLOCK_M, BLOCK_D] over one loaded tile (load_kv_tile's k, v at tile t)."""
+    kpos = t * TILE_N + tl.arange(0, TILE_N)
     if INTERPRET:  # the interpreter's tl.dot multiplies bfloat16's raw bits: do it in float32
         s = tl.dot(q.to(tl.float32), k.to(tl.float32), input_precision="ieee") * qk_scale
     else:
         s = tl.dot(q, k, input_precision=PRECISION) * qk_scale
-    s = tl.where((kpos[None, :] <= pos[:, None]) & k_ok[None, :], s, float("-inf"))
+    s = tl.where((kpos[None, :] <= pos[:, None]) & (kpos < kv_end)[None, :], s, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(s, 1))
     m_safe = tl.where(m_new > float("-inf"), m_new, 0.0)  # rows with nothing visible yet
     p = tl.exp2(s - m_safe[:, None])
     alpha = tl.exp2(m_i - m_safe)
     l_i = l_i * alpha + tl.sum(p, 1)
-    v_offs = block * stride_vb + in_block * stride_vo + kv_head * stride_vh
-    v = tl.load(v_cache_ptr + v_offs[:, None] + offs_d[None, :],
-                mask=k_ok[:, None] & d_ok[None, :], other=0.0)  # [TILE_N, BLOCK_D]
     if INTERPRET:
         pv = tl.dot(p.to(v.dtype).to(tl.float32), v.to(tl.float32), input_precision="ieee")
     else:
         pv = tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
     acc = acc * alpha[:, None] + pv
     return m_new, l_i, acc
+
+
+@triton.jit
+def _attend_tile(q, pos, t, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, bt_row, kv_end, kv_head, qk_scale,
+                 stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
+                 HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+                 TILE_N: tl.constexpr, PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
+    """Online-softmax step over KV positions [t * TILE_N, (t + 1) * TILE_N), gathered via the block table."""
+    k, v = load_kv_tile(t, k_cache_ptr, v_cache_ptr, bt_row, kv_end, kv_head,
+                        stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
+                        HEAD_DIM, BLOCK_D, BLOCK_SIZE, TILE_N)
+    return softmax_step(q, pos, t, k, v, kv_end, m_i, l_i, acc, qk_scale, TILE_N, PRECISION, INTERPRET)
 
 
 @triton.jit

@@ -20,11 +20,14 @@ from graphbench.runner.kernels.launch import DirectLauncher
 from graphbench.runner.kernels.paged_attention import (
     MAX_SPLITS,
     attend_tiles,
-    sm_count,
-    store_result,
+    load_kv_tile,
     make_workspace,
     merge_splits,
+    sm_count,
+    softmax_step,
+    store_result,
 )
+from graphbench.runner.kernels.rotary import partner_offsets, rotary_cos_sin
 from graphbench.runner.kernels.pdl import pdl_arguments, pdl_enter
 from graphbench.runner.kernels.util import next_power_of_2, triton_interpreting
 from graphbench.switches import switch_value
@@ -38,59 +41,109 @@ def _decode_kernel(
     qsl_ptr, seq_lens_ptr, block_tables_ptr,
     k_ptr, v_ptr, slot_ptr,  # WRITE_KV: this step's new K/V rows [T, kv heads, head_dim] and their slots
     count_ptr,  # MERGE: one int32 counter per (row, kv head), zero between launches
+    cos_sin_ptr,  # ROTARY: [max_positions, HEAD_DIM] cos of each half, then sin of each half
     scale, max_reqs, num_heads, num_splits,
     stride_qt, stride_qh, stride_ot, stride_oh,
     stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh, stride_bt,
-    stride_nkt, stride_nkh, stride_nvt, stride_nvh,
+    stride_nkt, stride_nkh, stride_nvt, stride_nvh, stride_cs,
     GROUP: tl.constexpr, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr, SPLIT: tl.constexpr, WRITE_KV: tl.constexpr,
-    MERGE: tl.constexpr, MIN_TILES: tl.constexpr, PRECISION: tl.constexpr, INTERPRET: tl.constexpr,
-    PDL: tl.constexpr = False,
+    MERGE: tl.constexpr, MIN_TILES: tl.constexpr, ROTARY: tl.constexpr, EARLY_LOADS: tl.constexpr,
+    PRECISION: tl.constexpr, INTERPRET: tl.constexpr, PDL: tl.constexpr = False,
 ):
-    pdl_enter(PDL)
     req = tl.program_id(0)
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
     offs_m = tl.arange(0, BLOCK_M)  # one row per query head of this kv head's group
     offs_d = tl.arange(0, BLOCK_D)
+    d_ok = offs_d < HEAD_DIM
     head = kv_head * GROUP + offs_m
     row_ok = offs_m < GROUP
-    io_mask = row_ok[:, None] & (offs_d < HEAD_DIM)[None, :]
+    io_mask = row_ok[:, None] & d_ok[None, :]
     req64 = req.to(tl.int64)
     out_offs = req64 * stride_ot + head[:, None] * stride_oh + offs_d[None, :]
-    if req >= tl.load(qsl_ptr + max_reqs):  # padding row of a recording
-        if not SPLIT or MERGE:  # (split mode with a merge launch: that kernel zeroes padding rows)
-            if split == 0:
-                tl.store(out_ptr + out_offs, tl.zeros([BLOCK_M, BLOCK_D], dtype=out_ptr.dtype.element_ty),
-                         mask=io_mask)
-        return
-
+    # Under PDL everything up to pdl_enter loads while the previous kernel finishes (EARLY_LOADS): the
+    # step's metadata, the rotary table and this layer's cache at older positions were all written before
+    # the graph started. Only q and the new K/V come from the kernel before; nothing is stored before the
+    # wait (an output buffer may be memory the previous kernel still reads).
+    if not EARLY_LOADS:
+        pdl_enter(PDL)
+    num_real = tl.load(qsl_ptr + max_reqs)
     seq_len = tl.load(seq_lens_ptr + req)
-    pos = tl.zeros([BLOCK_M], dtype=tl.int32) + (seq_len - 1)  # every row is the request's newest token
-    q = tl.load(q_ptr + req64 * stride_qt + head[:, None] * stride_qh + offs_d[None, :], mask=io_mask, other=0.0)
+    new_pos = seq_len - 1  # every row is the request's newest token
+    pos = tl.zeros([BLOCK_M], dtype=tl.int32) + new_pos
     num_kv_tiles = tl.cdiv(seq_len, TILE_N)
     per_split = tl.cdiv(num_kv_tiles, num_splits)
     if MERGE:  # at least MIN_TILES tiles a split: a short context is one program, with nothing to merge
         per_split = tl.maximum(per_split, MIN_TILES)
         num_active = tl.cdiv(num_kv_tiles, per_split)
-        if split >= num_active:
-            return
     t_lo = split * per_split
     t_hi = tl.minimum(t_lo + per_split, num_kv_tiles)
-    if WRITE_KV:
-        # the one program (of this request and kv head) whose tiles hold the new token writes its K/V
-        # into the cache, then reads it back with the rest: no other program reads that position
-        last_tile = num_kv_tiles - 1
-        if (last_tile >= t_lo) & (last_tile < t_hi):
-            _write_new_kv(k_ptr, v_ptr, slot_ptr, k_cache_ptr, v_cache_ptr, req64, kv_head, stride_nkt, stride_nkh,
-                          stride_nvt, stride_nvh, stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
-                          HEAD_DIM, BLOCK_D, BLOCK_SIZE)
-            tl.debug_barrier()  # every thread's stores land before any thread loads the tile
+    last_tile = num_kv_tiles - 1
+    bt_row = block_tables_ptr + req64 * stride_bt
+    if WRITE_KV:  # the cache holds no kernel's output yet: the first tile loads before the wait
+        holds_new = (last_tile >= t_lo) & (last_tile < t_hi)  # this program writes the new K/V
+        k_first, v_first = load_kv_tile(t_lo, k_cache_ptr, v_cache_ptr, bt_row, new_pos, kv_head, stride_kb,
+                                        stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
+                                        HEAD_DIM, BLOCK_D, BLOCK_SIZE, TILE_N)
+        slot = tl.load(slot_ptr + req64).to(tl.int64)
+    if ROTARY:
+        table_row = cos_sin_ptr + tl.maximum(new_pos, 0).to(tl.int64) * stride_cs  # (padding rows: -1)
+        cos, sin = rotary_cos_sin(table_row, offs_d, d_ok, HEAD_DIM)
+        partner = partner_offsets(offs_d, HEAD_DIM)
+    if EARLY_LOADS:
+        pdl_enter(PDL)
+    if req >= num_real:  # padding row of a recording
+        if not SPLIT or MERGE:  # (split mode with a merge launch: that kernel zeroes padding rows)
+            if split == 0:
+                tl.store(out_ptr + out_offs, tl.zeros([BLOCK_M, BLOCK_D], dtype=out_ptr.dtype.element_ty),
+                         mask=io_mask)
+        return
+    if MERGE:
+        if split >= num_active:
+            return
 
-    m_i, l_i, acc = attend_tiles(
-        q, pos, t_lo, t_hi, k_cache_ptr, v_cache_ptr, block_tables_ptr + req64 * stride_bt, seq_len,
-        kv_head, scale, stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
-        BLOCK_M, HEAD_DIM, BLOCK_D, BLOCK_SIZE, TILE_N, PRECISION, INTERPRET)
+    q_rows = q_ptr + req64 * stride_qt + head[:, None] * stride_qh
+    if ROTARY:  # q and the new k arrive unrotated; rounded to their dtype as a separate rotary kernel would
+        q = tl.load(q_rows + offs_d[None, :], mask=io_mask, other=0.0).to(tl.float32) * cos[None, :]
+        q += tl.load(q_rows + partner[None, :], mask=io_mask, other=0.0).to(tl.float32) * sin[None, :]
+        q = q.to(q_ptr.dtype.element_ty)
+    else:
+        q = tl.load(q_rows + offs_d[None, :], mask=io_mask, other=0.0)
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    qk_scale = scale * 1.4426950408889634
+    if WRITE_KV:
+        # The program whose tiles hold the new token writes its K/V into the cache and attends to it from
+        # registers: its tile was loaded before the write, so that one position is patched in.
+        new_k = tl.zeros([BLOCK_D], dtype=k_cache_ptr.dtype.element_ty)
+        new_v = tl.zeros([BLOCK_D], dtype=v_cache_ptr.dtype.element_ty)
+        if holds_new:
+            k_row = k_ptr + req64 * stride_nkt + kv_head * stride_nkh
+            if ROTARY:
+                rot = tl.load(k_row + offs_d, mask=d_ok, other=0.0).to(tl.float32) * cos
+                rot += tl.load(k_row + partner, mask=d_ok, other=0.0).to(tl.float32) * sin
+                new_k = rot.to(k_ptr.dtype.element_ty).to(k_cache_ptr.dtype.element_ty)
+            else:
+                new_k = tl.load(k_row + offs_d, mask=d_ok, other=0.0).to(k_cache_ptr.dtype.element_ty)
+            new_v = tl.load(v_ptr + req64 * stride_nvt + kv_head * stride_nvh + offs_d, mask=d_ok,
+                            other=0.0).to(v_cache_ptr.dtype.element_ty)
+            _write_new_kv(new_k, new_v, slot, k_cache_ptr, v_cache_ptr, kv_head, stride_kb, stride_ko, stride_kh,
+                          stride_vb, stride_vo, stride_vh, offs_d, d_ok, BLOCK_SIZE)
+        if t_lo < t_hi:
+            k_t, v_t = _with_new_token(k_first, v_first, t_lo, new_pos, new_k, new_v, TILE_N)
+            m_i, l_i, acc = softmax_step(q, pos, t_lo, k_t, v_t, seq_len, m_i, l_i, acc, qk_scale,
+                                         TILE_N, PRECISION, INTERPRET)
+        m_i, l_i, acc = _attend_rest(q, pos, t_lo + 1, t_hi, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, bt_row,
+                                     seq_len, new_pos, new_k, new_v, kv_head, qk_scale, stride_kb, stride_ko,
+                                     stride_kh, stride_vb, stride_vo, stride_vh, HEAD_DIM, BLOCK_D, BLOCK_SIZE,
+                                     TILE_N, PRECISION, INTERPRET)
+    else:
+        m_i, l_i, acc = attend_tiles(
+            q, pos, t_lo, t_hi, k_cache_ptr, v_cache_ptr, bt_row, seq_len,
+            kv_head, scale, stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
+            BLOCK_M, HEAD_DIM, BLOCK_D, BLOCK_SIZE, TILE_N, PRECISION, INTERPRET)
     split_row = (req64 * num_heads + head) * num_splits + split
     if not MERGE:
         store_result(m_i, l_i, acc, out_ptr, out_offs, io_mask, part_ptr, lse_ptr, split_row, row_ok,
@@ -109,6 +162,48 @@ def _decode_kernel(
             _merge_own_splits(part_ptr, lse_ptr, out_ptr, out_offs, io_mask, split_row - split, row_ok, num_active,
                           HEAD_DIM, BLOCK_M, BLOCK_D, INTERPRET)
             tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")  # zero again for the next launch
+
+
+@triton.jit
+def _with_new_token(k, v, t, new_pos, new_k, new_v, TILE_N: tl.constexpr):
+    """Tile t's K^T [BLOCK_D, TILE_N] and V [TILE_N, BLOCK_D] with position new_pos (if in it) set to the new row."""
+    is_new = (t * TILE_N + tl.arange(0, TILE_N)) == new_pos
+    return tl.where(is_new[None, :], new_k[:, None], k), tl.where(is_new[:, None], new_v[None, :], v)
+
+
+@triton.jit
+def _attend_rest(q, pos, t_lo, t_hi, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, bt_row, seq_len, new_pos, new_k,
+                 new_v, kv_head, qk_scale, stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
+                 HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr,
+                 PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
+    """The online softmax over tiles [t_lo, t_hi) loaded now, the new token patched in from registers."""
+    if INTERPRET:  # numpy >= 2.4 cannot turn the interpreter's 1-element scalars into range bounds
+        t = t_lo
+        while t < t_hi:
+            m_i, l_i, acc = _attend_loaded(q, pos, t, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, bt_row, seq_len,
+                                           new_pos, new_k, new_v, kv_head, qk_scale, stride_kb, stride_ko,
+                                           stride_kh, stride_vb, stride_vo, stride_vh, HEAD_DIM, BLOCK_D,
+                                           BLOCK_SIZE, TILE_N, PRECISION, INTERPRET)
+            t += 1
+    else:
+        for t in range(t_lo, t_hi):
+            m_i, l_i, acc = _attend_loaded(q, pos, t, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, bt_row, seq_len,
+                                           new_pos, new_k, new_v, kv_head, qk_scale, stride_kb, stride_ko,
+                                           stride_kh, stride_vb, stride_vo, stride_vh, HEAD_DIM, BLOCK_D,
+                                           BLOCK_SIZE, TILE_N, PRECISION, INTERPRET)
+    return m_i, l_i, acc
+
+
+@triton.jit
+def _attend_loaded(q, pos, t, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, bt_row, seq_len, new_pos, new_k, new_v,
+                   kv_head, qk_scale, stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
+                   HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr,
+                   PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
+    # positions below new_pos come from the cache; new_pos (not written there yet when loaded) from registers
+    k, v = load_kv_tile(t, k_cache_ptr, v_cache_ptr, bt_row, new_pos, kv_head, stride_kb, stride_ko, stride_kh,
+                        stride_vb, stride_vo, stride_vh, HEAD_DIM, BLOCK_D, BLOCK_SIZE, TILE_N)
+    k, v = _with_new_token(k, v, t, new_pos, new_k, new_v, TILE_N)
+    return softmax_step(q, pos, t, k, v, seq_len, m_i, l_i, acc, qk_scale, TILE_N, PRECISION, INTERPRET)
 
 
 @triton.jit
@@ -144,25 +239,17 @@ def _merge_own_splits(part_ptr, lse_ptr, out_ptr, out_offs, io_mask, first_row, 
 
 
 @triton.jit
-def _write_new_kv(k_ptr, v_ptr, slot_ptr, k_cache_ptr, v_cache_ptr, req64, kv_head, stride_nkt, stride_nkh,
-                  stride_nvt, stride_nvh, stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
-                  HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_SIZE: tl.constexpr):
-    """k_cache[slot] = k[req, kv_head] and the same for v (what write_kv_cache does for one row and head).
+def _write_new_kv(new_k, new_v, slot, k_cache_ptr, v_cache_ptr, kv_head, stride_kb, stride_ko, stride_kh,
+                  stride_vb, stride_vo, stride_vh, offs_d, d_ok, BLOCK_SIZE: tl.constexpr):
+    """k_cache[slot] = new_k and v_cache[slot] = new_v for one kv head (what write_kv_cache does for one row).
 
     A slot < 0 writes nothing: the engine's dummy batches (warm-up, memory profile, capture) have real
     rows with slot -1, and block -1 would be outside the cache."""
-    offs_d = tl.arange(0, BLOCK_D)
-    d_ok = offs_d < HEAD_DIM
-    slot = tl.load(slot_ptr + req64).to(tl.int64)
     if slot >= 0:
         block = slot // BLOCK_SIZE
         offset = slot % BLOCK_SIZE
-        k = tl.load(k_ptr + req64 * stride_nkt + kv_head * stride_nkh + offs_d, mask=d_ok)
-        tl.store(k_cache_ptr + block * stride_kb + offset * stride_ko + kv_head * stride_kh + offs_d,
-                 k.to(k_cache_ptr.dtype.element_ty), mask=d_ok)
-        v = tl.load(v_ptr + req64 * stride_nvt + kv_head * stride_nvh + offs_d, mask=d_ok)
-        tl.store(v_cache_ptr + block * stride_vb + offset * stride_vo + kv_head * stride_vh + offs_d,
-                 v.to(v_cache_ptr.dtype.element_ty), mask=d_ok)
+        tl.store(k_cache_ptr + block * stride_kb + offset * stride_ko + kv_head * stride_kh + offs_d, new_k, mask=d_ok)
+        tl.store(v_cache_ptr + block * stride_vb + offset * stride_vo + kv_head * stride_vh + offs_d, new_v, mask=d_ok)
 
 
 def decode_config(num_rows: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype,
@@ -191,6 +278,7 @@ def paged_decode(
     num_splits: int | None = None,
     new_kv: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,  # (k, v [T, kvh, hd], slot_mapping [T])
     merge_in_kernel: bool = False,
+    cos_sin: torch.Tensor | None = None,  # [max_positions, 1, hd]: cos of each half, then sin of each half
 ) -> None:
     """Attention of one new token per request over its paged context (a uniform decode batch).
 
@@ -198,7 +286,9 @@ def paged_decode(
     than write_kv_cache + paged_decode); without it they must be in the cache already.
     merge_in_kernel: split-KV without a merge launch: each split covers at least MIN_TILES KV tiles, a
     context that fits one split is written out directly, and otherwise the last active split to finish
-    (an atomic count per row and kv head) merges the partials."""
+    (an atomic count per row and kv head) merges the partials.
+    cos_sin: q and the new k arrive without rotary embedding; the kernel applies it (at position
+    seq_len - 1, each row's new token) as it loads them. Needs new_kv."""
     num_rows, num_heads, head_dim = q.shape
     _, block_size, num_kv_heads, _ = k_cache.shape
     max_reqs = seq_lens.shape[0]
@@ -223,22 +313,29 @@ def paged_decode(
         assert k.stride(-1) == 1 and v.stride(-1) == 1, "the head_dim axis must be contiguous"
     else:
         k, v, slot_mapping = q, q, seq_lens  # unused
+    if cos_sin is not None:
+        assert new_kv is not None, "rotary inside the decode kernel needs the new K/V (new_kv)"
+        assert cos_sin.shape[-1] == head_dim and cos_sin.stride(-1) == 1 and q.stride(-1) == 1
     counts = _split_counters(q.device, num_rows * num_kv_heads) if merge else seq_lens
     _decode_launch[(num_rows, num_kv_heads, splits)](
         q, k_cache, v_cache, out, part, lse, query_start_loc, seq_lens, block_tables,
-        k, v, slot_mapping, counts,
+        k, v, slot_mapping, counts, cos_sin if cos_sin is not None else q,
         scale, max_reqs, num_heads, splits,
         q.stride(0), q.stride(1), out.stride(0), out.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_tables.stride(0),
-        k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-        GROUP=group, WRITE_KV=new_kv is not None, MERGE=merge, MIN_TILES=MIN_TILES_PER_SPLIT, BLOCK_M=max(16, next_power_of_2(group)), HEAD_DIM=head_dim, BLOCK_D=block_d,
+        k.stride(0), k.stride(1), v.stride(0), v.stride(1), cos_sin.stride(0) if cos_sin is not None else 0,
+        ROTARY=cos_sin is not None, EARLY_LOADS=EARLY_LOADS, GROUP=group, WRITE_KV=new_kv is not None, MERGE=merge, MIN_TILES=MIN_TILES_PER_SPLIT, BLOCK_M=max(16, next_power_of_2(group)), HEAD_DIM=head_dim, BLOCK_D=block_d,
         BLOCK_SIZE=block_size, SPLIT=splits > 1, PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         INTERPRET=triton_interpreting(), **cfg, **pdl_arguments(q),
     )
     if splits > 1 and not merge:
         merge_splits(part, lse, out, query_start_loc, max_reqs)
 
+
+# GRAPHBENCH_DECODE_EARLY_LOADS=0 turns off: under PDL the kernel loads the step's metadata, the rotary
+# table and its first tile of cached K/V before it waits for the kernel before it (see _decode_kernel).
+EARLY_LOADS = switch_value("GRAPHBENCH_DECODE_EARLY_LOADS") == "1"
 
 # merge_in_kernel: the fewest KV tiles a split covers (4 x 128 keys), so that a short context runs as one
 # program per (row, kv head) and writes its output directly. GRAPHBENCH_DECODE_MIN_TILES overrides it
