@@ -1,4 +1,4 @@
-"""Decode step time: graphbench at each -O level vs transformers eager and static-cache+compile.
+"""Decode step time: graphbench at each -O level vs transformers eager and static-cache+compile, and gpt-fast.
 
     python bench/decode.py --model llama-3.2-1b --batches 1,16,64,256 --levels 0,1,2,3 \
         --peers hf-eager,hf-compile --out decode.json
@@ -11,6 +11,10 @@ table with step time, tokens/s, the fraction of the weight-bandwidth floor and r
 
 adds graphbench-O2+nokv and graphbench-O2+both: the same level in a process with those environment
 variables (A/B of the engine's switches in one run, with the peers' ratios and a "vs base" column).
+
+The gpt-fast peer (`--peers gpt-fast`) runs gpt-fast's own model.py, unmodified, from a checkout
+(`--gpt-fast-dir`, default `.peers/gpt-fast`, ignored by git; nothing is downloaded): its one-token
+forward compiled with mode="reduce-overhead", as its generate.py does, greedy.
 """
 
 from __future__ import annotations
@@ -52,6 +56,13 @@ def worker(args: argparse.Namespace) -> None:
         for b in batches:
             out["results"].append(measure_engine_decode(engine, b, args.prompt_len))
         engine.close()
+    elif args.system == "gpt-fast":
+        from graphbench.bench.decode_timing import build_gpt_fast_model, measure_gpt_fast_decode
+
+        model = build_gpt_fast_model(args.gpt_fast_dir, load_arch(args.model), "cuda")
+        for b in batches:
+            out["results"].append(measure_gpt_fast_decode(model, b, args.prompt_len))
+            torch._dynamo.reset()  # a fresh compile (and CUDA graph) per batch, as a separate run would have
     else:
         arch = load_arch(args.model)
         model = build_hf_model(arch, torch.bfloat16, "cuda")
@@ -68,6 +79,8 @@ def main() -> None:
     p.add_argument("--levels", default="0,1,2,3")
     p.add_argument("--peers", default="hf-eager,hf-compile")
     p.add_argument("--prompt-len", type=int, default=128)
+    p.add_argument("--gpt-fast-dir", default=os.environ.get("GPT_FAST_DIR", ".peers/gpt-fast"),
+                   help="a checkout of pytorch-labs/gpt-fast (its model.py), for the gpt-fast peer")
     p.add_argument("--cudagraph-mode", default=None)
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel size of the graphbench systems")
     p.add_argument("--out", default=None)
@@ -93,7 +106,7 @@ def main() -> None:
                "--prompt-len", str(args.prompt_len)]
         if args.cudagraph_mode:
             cmd += ["--cudagraph-mode", args.cudagraph_mode]
-        cmd += ["--tp", str(args.tp)]
+        cmd += ["--tp", str(args.tp), "--gpt-fast-dir", args.gpt_fast_dir]
         env = dict(os.environ, **variants.get(system.partition("+")[2], {}))
         started = time.perf_counter()
         try:

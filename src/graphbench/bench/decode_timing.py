@@ -1,4 +1,4 @@
-"""Steady-state decode step time: graphbench's engine and Hugging Face transformers peers.
+"""Steady-state decode step time: graphbench's engine, Hugging Face transformers and gpt-fast peers.
 
 A decode step is timed on the host around a whole engine step (schedule, inputs, forward,
 sampling, the sampled tokens back on the host), so it is what a server would see. Inputs are
@@ -118,6 +118,67 @@ def measure_hf_decode(model, batch: int, prompt_len: int = 128, short: int = 8, 
         steps.append((run(long) - run(short)) / (long - short))
     result = _summary(steps, batch)
     result["first_call_seconds"] = first
+    return result
+
+
+def build_gpt_fast_model(source_dir: str, arch: ArchConfig, device: str, seed: int = 0):
+    """gpt-fast's Transformer (its model.py, unmodified, from a checkout at source_dir) with the
+    architecture's shapes, seeded random bf16 weights (nn.Linear's default init), tied as the arch says."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(source_dir) / "model.py"
+    if not path.is_file():
+        raise FileNotFoundError(f"no gpt-fast model.py under {source_dir} (a checkout of pytorch-labs/gpt-fast)")
+    spec = importlib.util.spec_from_file_location("gpt_fast_model", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    args = module.ModelArgs(
+        block_size=arch.max_position_embeddings, vocab_size=arch.vocab_size, n_layer=arch.num_hidden_layers,
+        n_head=arch.num_attention_heads, dim=arch.hidden_size, intermediate_size=arch.intermediate_size,
+        n_local_heads=arch.num_key_value_heads, rope_base=arch.rope_theta, norm_eps=arch.rms_norm_eps,
+        rope_scaling=dict(arch.rope_scaling) if arch.rope_scaling else None)
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = module.Transformer(args)
+    if arch.tie_word_embeddings:
+        model.output.weight = model.tok_embeddings.weight
+    return model.to(dtype=torch.bfloat16).eval().requires_grad_(False)
+
+
+def measure_gpt_fast_decode(model, batch: int, prompt_len: int = 128, warmup_steps: int = 8,
+                            timed_steps: int = 64, seed: int = 0) -> dict[str, Any]:
+    """Greedy decode steps as gpt-fast's generate.py runs them: the one-token forward compiled with
+    mode="reduce-overhead" (CUDA graphs), math SDPA; each step host-timed with its token read back, as
+    measure_engine_decode times graphbench's."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    device = next(model.parameters()).device
+    total = prompt_len + warmup_steps + timed_steps + 2
+    with torch.device(device):
+        model.setup_caches(max_batch_size=batch, max_seq_length=total)
+    ids = torch.tensor(random_prompts(batch, prompt_len, model.config.vocab_size, seed), device=device)
+
+    def next_token(x: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
+        return model(x, input_pos)[:, -1].argmax(-1, keepdim=True)
+
+    decode_one = torch.compile(next_token, mode="reduce-overhead", fullgraph=True)
+    started = time.perf_counter()
+    with torch.inference_mode(), sdpa_kernel(SDPBackend.MATH):
+        token = next_token(ids, torch.arange(prompt_len, device=device))  # prefill, eager
+        pos = prompt_len
+        samples = []
+        for i in range(warmup_steps + timed_steps):
+            step_started = time.perf_counter()
+            token = decode_one(token, torch.tensor([pos], device=device)).clone()
+            token.tolist()  # the sampled tokens on the host, as a server needs them
+            if i >= warmup_steps:
+                samples.append(time.perf_counter() - step_started)
+            pos += 1
+            if i == 0:
+                first_call = time.perf_counter() - started
+    result = _summary(samples, batch)
+    result["first_call_seconds"] = first_call
     return result
 
 
