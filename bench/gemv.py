@@ -96,7 +96,7 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="a smaller Triton config grid")
     args = p.parse_args()
     torch.manual_seed(0)
-    grid = list(itertools.product((1, 2, 4, 8), (256, 512, 1024, 2048), (2, 4, 8)))
+    grid = list(itertools.product((1, 2, 4, 8), (256, 512, 1024, 2048, 4096), (2, 4, 8)))
     if args.quick:
         grid = list(itertools.product((2, 4), (512, 1024), (4, 8)))
     rows = []

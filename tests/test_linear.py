@@ -154,3 +154,34 @@ def test_launch_arithmetic_equals_tritons():
 
     assert all(next_power_of_2(n) == triton.next_power_of_2(n) for n in range(1, 70000))
     assert all(cdiv(a, b) == triton.cdiv(a, b) for a in range(0, 700) for b in range(1, 70))
+
+
+SKINNY_CODE = """
+import torch, torch.nn.functional as F
+from graphbench.runner.kernels.skinny_gemm import skinny_applies, skinny_gemm, split_count
+g = torch.Generator().manual_seed(1)
+# rows 2, 17 and 64; N not a multiple of BLOCK_N; K split 1, 2 and 8 ways; with and without bias; against
+# float64, and the split result equal to itself when run again (the partials are summed in split order)
+for rows, n, k, sms in ((2, 200, 256, 132), (17, 64, 1024, 8), (64, 70, 1024, 132), (5, 130, 128, 132)):
+    w = torch.randn(n, k, generator=g).to(torch.bfloat16)
+    b = torch.randn(n, generator=g).to(torch.bfloat16)
+    x = torch.randn(rows, k, generator=g).to(torch.bfloat16)
+    assert skinny_applies(x, w)
+    for bias in (None, b):
+        got = skinny_gemm(x, w, bias, sms)
+        ref = F.linear(x.double(), w.double(), None if bias is None else bias.double())
+        err = ((got.double() - ref).norm() / ref.norm()).item()
+        assert got.shape == (rows, n) and got.dtype == torch.bfloat16 and err < 1e-2, (rows, n, k, err)
+        assert torch.equal(got, skinny_gemm(x, w, bias, sms)), (rows, n, k)
+assert [split_count(n, k, 132) for n, k in ((2048, 2048), (3072, 2048), (16384, 2048), (2048, 8192))] == [8, 4, 1, 8]
+assert split_count(200, 256, 132) == 2 and split_count(64, 1024, 8) == 8 and split_count(130, 128, 132) == 1
+assert not skinny_applies(torch.randn(1, 256).bfloat16(), w[:, :256])  # one row: the GEMV's
+assert not skinny_applies(torch.randn(65, 128).bfloat16(), w[:, :128])  # more rows than a decode batch here
+assert not skinny_applies(torch.randn(4, 192).bfloat16(), torch.randn(8, 192).bfloat16())  # K not x 128
+assert not skinny_applies(torch.randn(4, 128), torch.randn(8, 128))  # float32
+print("ok")
+"""
+
+
+def test_skinny_gemm_equals_linear_in_the_interpreter():
+    run_interpreted(SKINNY_CODE)

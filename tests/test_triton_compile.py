@@ -184,3 +184,20 @@ def test_lora_kernels_compile_without_local_memory():
                                          "stride_ot"), options={"num_warps": cfg["expand_warps"], "num_stages": 2})
         assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0), ("expand", t, k, r)
         assert ("griddepcontrol.wait" in kernel.asm["ptx"]) == pdl and "mma" in kernel.asm["ptx"]
+
+
+@pytest.mark.parametrize("split_k", [1, 8])
+def test_skinny_gemm_compiles_without_local_memory(split_k):
+    """The split-K GEMM at 64 rows (wgmma tiles) and 16, with PDL: no spills, no local memory."""
+    from graphbench.runner.kernels.skinny_gemm import BLOCK_K, BLOCK_N, _skinny_kernel
+
+    sig = {"x_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "part_ptr": "*fp32", "count_ptr": "*i32",
+           "M": "i32", "N": "i32", "stride_xm": "i32", "stride_wn": "i32", "stride_ym": "i32"}
+    for block_m in (16, 64):
+        kernel = compile_sm90(_skinny_kernel, sig, {"HAS_BIAS": False, "BLOCK_M": block_m, "BLOCK_N": BLOCK_N,
+                                                    "BLOCK_K": BLOCK_K, "SPLIT_K": split_k, "K_PER_SPLIT": 2048 // split_k,
+                                                    "INTERPRET": False, "PDL": True},
+                              divisible=("x_ptr", "w_ptr", "y_ptr", "part_ptr", "N", "stride_xm", "stride_wn", "stride_ym"),
+                              options={"num_warps": 4, "num_stages": 4})
+        assert "griddepcontrol.wait" in kernel.asm["ptx"]
+        assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0)

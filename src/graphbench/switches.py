@@ -13,6 +13,8 @@ from collections.abc import Mapping
 
 SWITCH_DEFAULTS: dict[str, str] = {
     "GRAPHBENCH_GEMV": "1",
+    "GRAPHBENCH_GEMV_WHOLE_K": "0",
+    "GRAPHBENCH_SKINNY_GEMM": "0",
     "GRAPHBENCH_DECODE_WRITES_KV": "1",
     "GRAPHBENCH_DECODE_MERGE_IN_KERNEL": "1",
     "GRAPHBENCH_DECODE_MIN_TILES": "4",

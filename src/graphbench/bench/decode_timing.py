@@ -125,6 +125,7 @@ def build_gpt_fast_model(source_dir: str, arch: ArchConfig, device: str, seed: i
     """gpt-fast's Transformer (its model.py, unmodified, from a checkout at source_dir) with the
     architecture's shapes, seeded random bf16 weights (nn.Linear's default init), tied as the arch says."""
     import importlib.util
+    import sys
     from pathlib import Path
 
     path = Path(source_dir) / "model.py"
@@ -132,6 +133,7 @@ def build_gpt_fast_model(source_dir: str, arch: ArchConfig, device: str, seed: i
         raise FileNotFoundError(f"no gpt-fast model.py under {source_dir} (a checkout of pytorch-labs/gpt-fast)")
     spec = importlib.util.spec_from_file_location("gpt_fast_model", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # Dynamo re-imports the module of the code it traces by name
     spec.loader.exec_module(module)
     args = module.ModelArgs(
         block_size=arch.max_position_embeddings, vocab_size=arch.vocab_size, n_layer=arch.num_hidden_layers,

@@ -49,10 +49,16 @@ def _gemv_config(n: int, k: int) -> tuple[int, int, int]:
     o_proj). BLOCK_K is the largest power of two dividing K, up to 2048 or 1024 (Qwen's 896 = 7 x 128
     gets 128)."""
     if (n, k) in MEASURED_BEST:
-        return MEASURED_BEST[(n, k)]
-    large = n * k >= 16 * 2**20
-    block_k = min(k & -k, 2048 if large else 1024)
-    return (2, block_k, 2) if large else (4, block_k, 8)
+        block_n, block_k, warps = MEASURED_BEST[(n, k)]
+    else:
+        large = n * k >= 16 * 2**20
+        block_k = min(k & -k, 2048 if large else 1024)
+        block_n, block_k, warps = (2, block_k, 2) if large else (4, block_k, 8)
+    if GEMV_WHOLE_K and k & (k - 1) == 0 and k <= 4096:
+        # one tile of the whole row: under PDL a program loads all its weights before it waits for the
+        # kernel before it (kernels/gemv.py); warps such that the float32 tile is <= 64 values a thread
+        return block_n, k, max(warps, block_n * k // 2048)
+    return block_n, block_k, warps
 
 
 @functools.cache
@@ -82,10 +88,27 @@ def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
 
 
 def linear_impl(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """F.linear, through the Triton GEMV when gemv_applies."""
+    """F.linear, through the Triton GEMV when gemv_applies, the skinny GEMM for 2..64 rows
+    (GRAPHBENCH_SKINNY_GEMM=1)."""
     if gemv_applies(x, weight):
         return gemv(x, weight, bias)
+    if SKINNY_GEMM and _on_triton_device(x) and _skinny().skinny_applies(x, weight):
+        return _skinny().skinny_gemm(x, weight, bias, _num_sms(x.device))
     return F.linear(x, weight, bias)
+
+
+@functools.cache
+def _skinny():
+    from graphbench.runner.kernels import skinny_gemm
+
+    return skinny_gemm
+
+
+@functools.cache
+def _num_sms(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 132  # the Triton interpreter: an H100/H200's count
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _linear_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -215,6 +238,11 @@ class Linear(nn.Linear):
 # against 1.082 ms; bench/RESULTS.md, 2026-11-29, 5ffed15): with the many narrow programs a GEMV needs,
 # each program re-reads the row and the norm weight and recomputes the norm, or streams a second weight row.
 GEMV_ENABLED = switch_value("GRAPHBENCH_GEMV") != "0"
+# GRAPHBENCH_GEMV_WHOLE_K=1: a one-row GEMV with K a power of two <= 4096 reads each weight row as one tile
+# (see _gemv_config).
+GEMV_WHOLE_K = switch_value("GRAPHBENCH_GEMV_WHOLE_K") == "1"
+# GRAPHBENCH_SKINNY_GEMM=1: a linear of 2..64 rows runs kernels/skinny_gemm.py instead of cuBLAS.
+SKINNY_GEMM = switch_value("GRAPHBENCH_SKINNY_GEMM") == "1"
 
 
 def _on_triton_device(x: torch.Tensor) -> bool:
