@@ -25,11 +25,11 @@ for (n, k), dtype in (((48, 512), torch.float32), ((37, 1024), torch.bfloat16), 
         ref = F.linear(x.float(), w.float(), None if bias is None else bias.float())
         err = ((got.float() - ref).norm() / ref.norm()).item()
         assert got.shape == (1, n) and got.dtype == dtype and err < (1e-5 if dtype == torch.float32 else 1e-2), (n, k, err)
-# the large-matrix blocks, on a small matrix (K = 2 x BLOCK_K)
+# the large-matrix blocks, on a small matrix (K = BLOCK_K = 4096: one tile)
 w, x = torch.randn(5, 4096, generator=g), torch.randn(1, 4096, generator=g)
 out = torch.empty(1, 5)
 launch_gemv(x, w, None, out, *_gemv_config(4096, 4096), interpret=True)
-assert _gemv_config(4096, 4096) == (2, 2048, 2) and _gemv_config(48, 512) == (4, 512, 8)
+assert _gemv_config(4096, 4096) == (2, 4096, 4) and _gemv_config(48, 512) == (4, 512, 8)
 assert torch.allclose(out, x @ w.T, rtol=1e-5, atol=1e-4)
 # the MLP's add-norm + gate/up projection + activation: the GEMV (one row) or the matmul (3 rows), then
 # one silu-mul launch; against torch in float32; intermediate 24

@@ -55,6 +55,21 @@ def test_gemv_compiles(has_bias):
     assert kernel.asm["cubin"]
 
 
+def test_gemv_whole_row_tile_compiles_without_local_memory():
+    """The large-matrix rule at K = 4096 (llama-3.1-8b): one [2, 4096] tile with 4 warps, no spills."""
+    from graphbench.runner.kernels.gemv import _gemv_kernel
+    from graphbench.runner.linear import _gemv_config
+
+    block_n, block_k, warps = _gemv_config(6144, 4096)
+    sig = {"x_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "N": "i32", "K": "i32", "stride_wn": "i32"}
+    kernel = compile_sm90(_gemv_kernel, sig, {"HAS_BIAS": False, "BLOCK_N": block_n, "BLOCK_K": block_k,
+                                              "INTERPRET": False, "PDL": True},
+                          divisible=("x_ptr", "w_ptr", "y_ptr", "N", "K", "stride_wn"),
+                          options={"num_warps": warps, "num_stages": 1})
+    assert (block_n, block_k, warps) == (2, 4096, 4)
+    assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0)
+
+
 def test_add_rmsnorm_compiles():
     from graphbench.runner.kernels.add_rmsnorm import _add_rmsnorm_kernel
 

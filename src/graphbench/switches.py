@@ -13,7 +13,6 @@ from collections.abc import Mapping
 
 SWITCH_DEFAULTS: dict[str, str] = {
     "GRAPHBENCH_GEMV": "1",
-    "GRAPHBENCH_GEMV_WHOLE_K": "0",
     "GRAPHBENCH_SKINNY_GEMM": "0",
     "GRAPHBENCH_DECODE_WRITES_KV": "1",
     "GRAPHBENCH_DECODE_MERGE_IN_KERNEL": "1",

@@ -46,19 +46,18 @@ MEASURED_BEST = {
 def _gemv_config(n: int, k: int) -> tuple[int, int, int]:
     """(BLOCK_N, BLOCK_K, num_warps): a measured best, else the rule those measurements suggest: many
     small programs for large matrices (gate_up, down), wider ones for the small projections (qkv,
-    o_proj). BLOCK_K is the largest power of two dividing K, up to 2048 or 1024 (Qwen's 896 = 7 x 128
-    gets 128)."""
+    o_proj). BLOCK_K is the largest power of two dividing K, up to 4096 or 1024 (Qwen's 896 = 7 x 128
+    gets 128). llama-3.1-8b's K = 4096 projections as one 4096-wide tile with 4 warps, against 2048 with
+    2: batch-1 -O2 step 4.318 against 4.789 ms (bench/RESULTS.md, 2026-12-01, 10fdf14); for
+    llama-3.2-1b's measured blocks a whole-row tile was slower (0.927 against 0.916 ms)."""
     if (n, k) in MEASURED_BEST:
-        block_n, block_k, warps = MEASURED_BEST[(n, k)]
-    else:
-        large = n * k >= 16 * 2**20
-        block_k = min(k & -k, 2048 if large else 1024)
-        block_n, block_k, warps = (2, block_k, 2) if large else (4, block_k, 8)
-    if GEMV_WHOLE_K and k & (k - 1) == 0 and k <= 4096:
-        # one tile of the whole row: under PDL a program loads all its weights before it waits for the
-        # kernel before it (kernels/gemv.py); warps such that the float32 tile is <= 64 values a thread
-        return block_n, k, max(warps, block_n * k // 2048)
-    return block_n, block_k, warps
+        return MEASURED_BEST[(n, k)]
+    if n * k < 16 * 2**20:
+        return 4, min(k & -k, 1024), 8
+    # large: up to 4096 of K in one tile (under PDL a program's first tile loads before it waits for the
+    # kernel before it), warps such that the float32 tile is <= 64 values a thread
+    block_k = min(k & -k, 4096)
+    return 2, block_k, max(2, block_k // 1024)
 
 
 @functools.cache
@@ -92,7 +91,7 @@ def linear_impl(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     (GRAPHBENCH_SKINNY_GEMM=1)."""
     if gemv_applies(x, weight):
         return gemv(x, weight, bias)
-    if SKINNY_GEMM and _on_triton_device(x) and _skinny().skinny_applies(x, weight):
+    if SKINNY_GEMM and _on_triton_device(x) and _skinny().skinny_applies(x, weight, measured_only=x.is_cuda):
         return _skinny().skinny_gemm(x, weight, bias, _num_sms(x.device))
     return F.linear(x, weight, bias)
 
@@ -238,10 +237,8 @@ class Linear(nn.Linear):
 # against 1.082 ms; bench/RESULTS.md, 2026-11-29, 5ffed15): with the many narrow programs a GEMV needs,
 # each program re-reads the row and the norm weight and recomputes the norm, or streams a second weight row.
 GEMV_ENABLED = switch_value("GRAPHBENCH_GEMV") != "0"
-# GRAPHBENCH_GEMV_WHOLE_K=1: a one-row GEMV with K a power of two <= 4096 reads each weight row as one tile
-# (see _gemv_config).
-GEMV_WHOLE_K = switch_value("GRAPHBENCH_GEMV_WHOLE_K") == "1"
-# GRAPHBENCH_SKINNY_GEMM=1: a linear of 2..64 rows runs kernels/skinny_gemm.py instead of cuBLAS.
+# GRAPHBENCH_SKINNY_GEMM=1: a linear of 2..64 rows whose shape kernels/skinny_gemm.py has measured blocks
+# for runs it instead of cuBLAS (on the GPU; the interpreter runs it for every shape it applies to).
 SKINNY_GEMM = switch_value("GRAPHBENCH_SKINNY_GEMM") == "1"
 
 

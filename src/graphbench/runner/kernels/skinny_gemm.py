@@ -23,6 +23,20 @@ MAX_ROWS = 64
 BLOCK_N = 64
 BLOCK_K = 128
 
+# The fastest (BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages) of a grid at 64 rows inside a CUDA graph
+# on the H200, per (N, K) of llama-3.2-1b's and llama-3.1-8b's projections, against cuBLAS's time
+# (bench/RESULTS.md, 2026-12-01, 10fdf14): within 5% of cuBLAS either way in isolation.
+MEASURED_BEST = {
+    (3072, 2048): (32, 128, 1, 4, 5),  # 1b qkv: 6.91 us, cuBLAS 6.72
+    (2048, 2048): (32, 128, 1, 4, 5),  # 1b o: 6.55, cuBLAS 6.33
+    (16384, 2048): (64, 64, 1, 4, 5),  # 1b gate/up: 20.61, cuBLAS 20.41
+    (2048, 8192): (32, 128, 2, 4, 5),  # 1b down: 13.93, cuBLAS 14.61
+    (6144, 4096): (64, 128, 1, 4, 5),  # 8b qkv: 16.91, cuBLAS 16.68
+    (4096, 4096): (32, 128, 1, 4, 5),  # 8b o: 12.34, cuBLAS 11.93
+    (28672, 4096): (64, 64, 1, 4, 3),  # 8b gate/up: 61.98, cuBLAS 63.13
+    (4096, 14336): (64, 128, 2, 4, 5),  # 8b down: 34.88, cuBLAS 36.49
+}
+
 
 @triton.jit
 def _skinny_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, count_ptr, M, N, stride_xm, stride_wn, stride_ym,
@@ -95,42 +109,49 @@ def split_count(n: int, k: int, num_sms: int) -> int:
     return splits
 
 
-def skinny_applies(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    """2..64 rows, unit stride along K, K a multiple of BLOCK_K, 16-bit floats of one dtype."""
+def skinny_applies(x: torch.Tensor, weight: torch.Tensor, measured_only: bool = False) -> bool:
+    """2..64 rows, unit stride along K, K a multiple of BLOCK_K, 16-bit floats of one dtype
+    (measured_only: and a shape of MEASURED_BEST)."""
+    if measured_only and tuple(weight.shape) not in MEASURED_BEST:
+        return False
     return (x.dim() == 2 and 2 <= x.shape[0] <= MAX_ROWS and x.shape[1] == weight.shape[1]
             and x.stride(-1) == 1 and weight.stride(-1) == 1 and x.dtype == weight.dtype
             and x.dtype in (torch.bfloat16, torch.float16) and weight.shape[1] % BLOCK_K == 0)
 
 
-def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, num_sms: int) -> torch.Tensor:
-    """x[M, K] @ weight[N, K].T (+ bias) -> [M, N] in x's dtype, accumulated in float32."""
+def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, num_sms: int,
+                config: tuple[int, int, int, int, int] | None = None) -> torch.Tensor:
+    """x[M, K] @ weight[N, K].T (+ bias) -> [M, N] in x's dtype, accumulated in float32.
+    config: (BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages), else the measured best, else the rule above."""
     m, k = x.shape
     n = weight.shape[0]
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
-    splits = split_count(n, k, num_sms)
+    config = config or MEASURED_BEST.get((n, k)) or (BLOCK_N, BLOCK_K, split_count(n, k, num_sms), 4, 4)
+    block_n, block_k, splits, warps, stages = config
+    assert k % (block_k * splits) == 0
     block_m = max(16, next_power_of_2(m))
-    part, counts = _workspace(x.device, splits, block_m, n) if splits > 1 else (out, out)
-    _skinny_launch[(cdiv(n, BLOCK_N), splits)](
+    part, counts = _workspace(x.device, splits, n, block_n) if splits > 1 else (out, out)
+    _skinny_launch[(cdiv(n, block_n), splits)](
         x, weight, bias if bias is not None else out, out, part, counts, m, n, x.stride(0), weight.stride(0),
-        out.stride(0), HAS_BIAS=bias is not None, BLOCK_M=block_m, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
-        SPLIT_K=splits, K_PER_SPLIT=k // splits, INTERPRET=triton_interpreting(), num_warps=4, num_stages=4,
-        **pdl_arguments(out))
+        out.stride(0), HAS_BIAS=bias is not None, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
+        SPLIT_K=splits, K_PER_SPLIT=k // splits, INTERPRET=triton_interpreting(), num_warps=warps,
+        num_stages=stages, **pdl_arguments(out))
     return out
 
 
-# (device, splits, N) -> (float32 partials [splits, 64, N], int32 counts per column block, zero between
+# (device, splits, N, BLOCK_N) -> (float32 partials [splits, 64, N], int32 counts per column block, zero between
 # launches: the last split resets its own). Kept for the life of the process: a recorded graph holds
 # their addresses. Sized for 64 rows, so the first launch of a shape (the warm-up before any capture)
 # allocates them for every row count.
 _workspaces: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 
 
-def _workspace(device: torch.device, splits: int, block_m: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    key = (device, splits, n)
+def _workspace(device: torch.device, splits: int, n: int, block_n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    key = (device, splits, n, block_n)
     held = _workspaces.get(key)
     if held is None:
         held = (torch.empty((splits, MAX_ROWS, n), dtype=torch.float32, device=device),
-                torch.zeros(cdiv(n, BLOCK_N), dtype=torch.int32, device=device))
+                torch.zeros(cdiv(n, block_n), dtype=torch.int32, device=device))
         _workspaces[key] = held
     return held
 
