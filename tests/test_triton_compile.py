@@ -105,14 +105,17 @@ def test_attention_kernels_compile(split):
     decode = dict(pointers, k_ptr=BF16, v_ptr=BF16, slot_ptr="*i64", scale="fp32", max_reqs="i32", num_heads="i32",
                   num_splits="i32", stride_nkt="i32", stride_nkh="i32", stride_nvt="i32", stride_nvh="i32", **strides)
     decode.update(count_ptr="*i32", cos_sin_ptr=BF16, stride_cs="i32")
-    for write_kv, merge, rotary, pdl in ((False, False, False, False), (True, False, False, False),
-                                         (True, split, True, True), (True, split, False, True)):
+    for write_kv, merge, rotary, early_tile, pdl in ((False, False, False, False, False), (True, False, False, True, False),
+                                                     (True, split, True, True, True), (True, split, False, True, True),
+                                                     (True, split, True, False, True)):
         kernel = compile_sm90(_decode_kernel, decode, dict(shared, SPLIT=split, WRITE_KV=write_kv, MERGE=merge,
-                                                           MIN_TILES=4, ROTARY=rotary, EARLY_LOADS=True, PDL=pdl))
+                                                           MIN_TILES=4, ROTARY=rotary, EARLY_LOADS=True,
+                                                           EARLY_TILE=early_tile, PDL=pdl))
         ptx = kernel.asm["ptx"]
         assert kernel.asm["cubin"] and ("griddepcontrol.wait" in ptx) == pdl
-        if pdl:  # the metadata, the first cached K/V tile (and the rotary table) load before the wait
-            assert ptx[:ptx.index("griddepcontrol.wait")].count("ld.global") >= 4
+        if pdl:  # the metadata (and the first cached K/V tile, the rotary table) load before the wait
+            before_wait = ptx[:ptx.index("griddepcontrol.wait")].count("ld.global")
+            assert before_wait >= (4 if early_tile else 3), before_wait
     unified = dict(pointers, scale="fp32", num_tokens="i32", max_reqs="i32", num_heads="i32", **strides)
     assert compile_sm90(_attention_kernel, unified, dict(shared, BLOCK_Q=4, NUM_SPLITS=4 if split else 1)).asm["cubin"]
     merge = {"part_ptr": "*fp32", "lse_ptr": "*fp32", "out_ptr": BF16, "qsl_ptr": "*i32", "max_reqs": "i32",

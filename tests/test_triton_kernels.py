@@ -142,13 +142,14 @@ def reference_attention(q, k_cache, v_cache, query_start_loc, seq_lens, block_ta
 
 
 def check_case(case, *, num_splits=None, rtol=1e-5, atol=2e-5, rel_err=None, decode=False, writes_kv=False,
-               merge_in_kernel=False, rotary=False):
+               merge_in_kernel=False, rotary=False, early_tile=None):
     """Run both kernels on case (in place), compare cache and output; raises AssertionError.
 
     decode=True runs the uniform-decode kernel (every real row is one request's new token);
     writes_kv=True lets it write the new K/V rows itself (no write_kv_cache launch); merge_in_kernel=True
     has it merge its splits itself (no merge launch); rotary=True hands it q and k unrotated with a
-    rotary table (it applies RoPE itself; needs writes_kv), checked against torch's rotation."""
+    rotary table (it applies RoPE itself; needs writes_kv), checked against torch's rotation;
+    early_tile=False makes it read the new K/V back from the cache (a large grid's path)."""
     from graphbench.runner.kernels.kv_cache_write import write_kv_cache
     from graphbench.runner.kernels.paged_attention import paged_attention
     from graphbench.runner.kernels.paged_decode import paged_decode
@@ -169,7 +170,7 @@ def check_case(case, *, num_splits=None, rtol=1e-5, atol=2e-5, rel_err=None, dec
     if writes_kv or merge_in_kernel:
         paged_decode(q_in, case["k_cache"], case["v_cache"], out, *meta, scale, num_splits=num_splits,
                      new_kv=(k_in, case["v"], case["slot_mapping"]) if writes_kv else None,
-                     merge_in_kernel=merge_in_kernel, cos_sin=cos_sin)
+                     merge_in_kernel=merge_in_kernel, cos_sin=cos_sin, early_tile=early_tile)
         _check_cache(case, want_kc, want_vc, atol=(1e-6 if q.dtype == torch.float32 else 6e-2) if rotary else 0.0)
     else:
         kernel = paged_decode if decode else paged_attention
@@ -241,6 +242,9 @@ ROTARY_CASES = {
     "decode_rotary_padded_g2_split4": (([(1, 70), (1, 3), (1, 129)], 4, 2, 64), {"max_reqs": 6, "num_tokens": 5}, 4),
     "decode_rotary_merge_split8": (([(1, 5), (1, 200), (1, 400)], 4, 1, 16), {}, 8),
     "decode_rotary_bf16_g4": (([(1, 50), (1, 2)], 8, 2, 64), {"dtype": torch.bfloat16, "max_reqs": 4, "num_tokens": 3}, None),
+    # the tile loop reading the new K/V back (grids of more (row, kv head) pairs than SMs)
+    "decode_rotary_loop_padded_g2_split4": (([(1, 70), (1, 3), (1, 129)], 4, 2, 64), {"max_reqs": 6, "num_tokens": 5}, 4),
+    "decode_rotary_loop_merge_split8": (([(1, 5), (1, 200), (1, 400)], 4, 1, 16), {}, 8),
 }
 
 
@@ -313,7 +317,8 @@ def _run_cases(names):
             check_case(make_case(*args, seed=len(results) + 1, **kwargs), num_splits=splits,
                        rel_err=2e-2 if low_precision else None, decode=name not in CASES,
                        writes_kv=name in WRITE_KV_CASES or "writes_kv" in name or name in ROTARY_CASES,
-                       merge_in_kernel=name in MERGE_CASES or "merge" in name, rotary=name in ROTARY_CASES)
+                       merge_in_kernel=name in MERGE_CASES or "merge" in name, rotary=name in ROTARY_CASES,
+                       early_tile=False if "loop" in name else None)
             verdict = "ok"
         except Exception as exc:  # noqa: BLE001  (reported back to the parent test)
             verdict = f"{type(exc).__name__}: {exc}"

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 SWITCH_DEFAULTS: dict[str, str] = {
     "GRAPHBENCH_GEMV": "1",
-    "GRAPHBENCH_SKINNY_GEMM": "0",
+    "GRAPHBENCH_SKINNY_GEMM": "1",
     "GRAPHBENCH_DECODE_WRITES_KV": "1",
     "GRAPHBENCH_DECODE_MERGE_IN_KERNEL": "1",
     "GRAPHBENCH_DECODE_MIN_TILES": "4",

@@ -87,8 +87,8 @@ def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
 
 
 def linear_impl(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """F.linear, through the Triton GEMV when gemv_applies, the skinny GEMM for 2..64 rows
-    (GRAPHBENCH_SKINNY_GEMM=1)."""
+    """F.linear, through the Triton GEMV when gemv_applies, the skinny GEMM for 2..64 rows of a measured
+    shape (see SKINNY_GEMM)."""
     if gemv_applies(x, weight):
         return gemv(x, weight, bias)
     if SKINNY_GEMM and _on_triton_device(x) and _skinny().skinny_applies(x, weight, measured_only=x.is_cuda):
@@ -237,8 +237,11 @@ class Linear(nn.Linear):
 # against 1.082 ms; bench/RESULTS.md, 2026-11-29, 5ffed15): with the many narrow programs a GEMV needs,
 # each program re-reads the row and the norm weight and recomputes the norm, or streams a second weight row.
 GEMV_ENABLED = switch_value("GRAPHBENCH_GEMV") != "0"
-# GRAPHBENCH_SKINNY_GEMM=1: a linear of 2..64 rows whose shape kernels/skinny_gemm.py has measured blocks
-# for runs it instead of cuBLAS (on the GPU; the interpreter runs it for every shape it applies to).
+# A linear of 2..64 rows whose shape kernels/skinny_gemm.py has measured blocks for runs it instead of cuBLAS
+# (on the GPU; the interpreter runs it for every shape it applies to); GRAPHBENCH_SKINNY_GEMM=0: cuBLAS.
+# In isolation it is within 5% of cuBLAS either way; in the recorded step it is launched with PDL, as
+# cuBLAS's kernels are not: batch-64 -O2 step llama-3.2-1b 1.297 against 1.395 ms, llama-3.1-8b 5.358
+# against 5.614 ms (bench/RESULTS.md, 2026-12-01, 08fbf67).
 SKINNY_GEMM = switch_value("GRAPHBENCH_SKINNY_GEMM") == "1"
 
 

@@ -49,6 +49,7 @@ def _decode_kernel(
     GROUP: tl.constexpr, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr, SPLIT: tl.constexpr, WRITE_KV: tl.constexpr,
     MERGE: tl.constexpr, MIN_TILES: tl.constexpr, ROTARY: tl.constexpr, EARLY_LOADS: tl.constexpr,
+    EARLY_TILE: tl.constexpr,
     PRECISION: tl.constexpr, INTERPRET: tl.constexpr, PDL: tl.constexpr = False,
 ):
     req = tl.program_id(0)
@@ -63,9 +64,9 @@ def _decode_kernel(
     req64 = req.to(tl.int64)
     out_offs = req64 * stride_ot + head[:, None] * stride_oh + offs_d[None, :]
     # Under PDL everything up to pdl_enter loads while the previous kernel finishes (EARLY_LOADS): the
-    # step's metadata, the rotary table and this layer's cache at older positions were all written before
-    # the graph started. Only q and the new K/V come from the kernel before; nothing is stored before the
-    # wait (an output buffer may be memory the previous kernel still reads).
+    # step's metadata, the rotary table and (EARLY_TILE) the first tile of this layer's cache at older
+    # positions were all written before the graph started. Only q and the new K/V come from the kernel
+    # before; nothing is stored before the wait (an output buffer may be memory the previous kernel reads).
     if not EARLY_LOADS:
         pdl_enter(PDL)
     num_real = tl.load(qsl_ptr + max_reqs)
@@ -81,12 +82,13 @@ def _decode_kernel(
     t_hi = tl.minimum(t_lo + per_split, num_kv_tiles)
     last_tile = num_kv_tiles - 1
     bt_row = block_tables_ptr + req64 * stride_bt
-    if WRITE_KV:  # the cache holds no kernel's output yet: the first tile loads before the wait
+    if WRITE_KV:
         holds_new = (last_tile >= t_lo) & (last_tile < t_hi)  # this program writes the new K/V
-        k_first, v_first = load_kv_tile(t_lo, k_cache_ptr, v_cache_ptr, bt_row, new_pos, kv_head, stride_kb,
-                                        stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
-                                        HEAD_DIM, BLOCK_D, BLOCK_SIZE, TILE_N)
         slot = tl.load(slot_ptr + req64).to(tl.int64)
+        if EARLY_TILE:  # the cache holds no kernel's output yet: the first tile loads before the wait
+            k_first, v_first = load_kv_tile(t_lo, k_cache_ptr, v_cache_ptr, bt_row, new_pos, kv_head, stride_kb,
+                                            stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
+                                            HEAD_DIM, BLOCK_D, BLOCK_SIZE, TILE_N)
     if ROTARY:
         table_row = cos_sin_ptr + tl.maximum(new_pos, 0).to(tl.int64) * stride_cs  # (padding rows: -1)
         cos, sin = rotary_cos_sin(table_row, offs_d, d_ok, HEAD_DIM)
@@ -115,8 +117,10 @@ def _decode_kernel(
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     qk_scale = scale * 1.4426950408889634
     if WRITE_KV:
-        # The program whose tiles hold the new token writes its K/V into the cache and attends to it from
-        # registers: its tile was loaded before the write, so that one position is patched in.
+        # The program whose tiles hold the new token writes its K/V into the cache. EARLY_TILE: it attends
+        # to it from registers (its tile was loaded before the write, so that one position is patched in);
+        # else it reads it back with the rest of its tiles (the engine's choice for grids of more programs
+        # than SMs: the tile loop's pipelined loads feed the dots from shared memory).
         new_k = tl.zeros([BLOCK_D], dtype=k_cache_ptr.dtype.element_ty)
         new_v = tl.zeros([BLOCK_D], dtype=v_cache_ptr.dtype.element_ty)
         if holds_new:
@@ -131,14 +135,21 @@ def _decode_kernel(
                             other=0.0).to(v_cache_ptr.dtype.element_ty)
             _write_new_kv(new_k, new_v, slot, k_cache_ptr, v_cache_ptr, kv_head, stride_kb, stride_ko, stride_kh,
                           stride_vb, stride_vo, stride_vh, offs_d, d_ok, BLOCK_SIZE)
-        if t_lo < t_hi:
-            k_t, v_t = _with_new_token(k_first, v_first, t_lo, new_pos, new_k, new_v, TILE_N)
-            m_i, l_i, acc = softmax_step(q, pos, t_lo, k_t, v_t, seq_len, m_i, l_i, acc, qk_scale,
-                                         TILE_N, PRECISION, INTERPRET)
-        m_i, l_i, acc = _attend_rest(q, pos, t_lo + 1, t_hi, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, bt_row,
-                                     seq_len, new_pos, new_k, new_v, kv_head, qk_scale, stride_kb, stride_ko,
-                                     stride_kh, stride_vb, stride_vo, stride_vh, HEAD_DIM, BLOCK_D, BLOCK_SIZE,
-                                     TILE_N, PRECISION, INTERPRET)
+        if EARLY_TILE:
+            if t_lo < t_hi:
+                k_t, v_t = _with_new_token(k_first, v_first, t_lo, new_pos, new_k, new_v, TILE_N)
+                m_i, l_i, acc = softmax_step(q, pos, t_lo, k_t, v_t, seq_len, m_i, l_i, acc, qk_scale,
+                                             TILE_N, PRECISION, INTERPRET)
+            m_i, l_i, acc = _attend_rest(q, pos, t_lo + 1, t_hi, m_i, l_i, acc, k_cache_ptr, v_cache_ptr,
+                                         bt_row, seq_len, new_pos, new_k, new_v, kv_head, qk_scale, stride_kb,
+                                         stride_ko, stride_kh, stride_vb, stride_vo, stride_vh, HEAD_DIM, BLOCK_D,
+                                         BLOCK_SIZE, TILE_N, PRECISION, INTERPRET)
+        else:
+            tl.debug_barrier()  # every thread's stores land before any thread loads the tile
+            m_i, l_i, acc = attend_tiles(
+                q, pos, t_lo, t_hi, k_cache_ptr, v_cache_ptr, bt_row, seq_len,
+                kv_head, scale, stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
+                BLOCK_M, HEAD_DIM, BLOCK_D, BLOCK_SIZE, TILE_N, PRECISION, INTERPRET)
     else:
         m_i, l_i, acc = attend_tiles(
             q, pos, t_lo, t_hi, k_cache_ptr, v_cache_ptr, bt_row, seq_len,
@@ -279,6 +290,7 @@ def paged_decode(
     new_kv: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,  # (k, v [T, kvh, hd], slot_mapping [T])
     merge_in_kernel: bool = False,
     cos_sin: torch.Tensor | None = None,  # [max_positions, 1, hd]: cos of each half, then sin of each half
+    early_tile: bool | None = None,
 ) -> None:
     """Attention of one new token per request over its paged context (a uniform decode batch).
 
@@ -288,7 +300,9 @@ def paged_decode(
     context that fits one split is written out directly, and otherwise the last active split to finish
     (an atomic count per row and kv head) merges the partials.
     cos_sin: q and the new k arrive without rotary embedding; the kernel applies it (at position
-    seq_len - 1, each row's new token) as it loads them. Needs new_kv."""
+    seq_len - 1, each row's new token) as it loads them. Needs new_kv.
+    early_tile (with new_kv; default: at most one (row, kv head) per SM): each program's first cached
+    K/V tile loads before the PDL wait and the new token is attended from registers."""
     num_rows, num_heads, head_dim = q.shape
     _, block_size, num_kv_heads, _ = k_cache.shape
     max_reqs = seq_lens.shape[0]
@@ -313,6 +327,9 @@ def paged_decode(
         assert k.stride(-1) == 1 and v.stride(-1) == 1, "the head_dim axis must be contiguous"
     else:
         k, v, slot_mapping = q, q, seq_lens  # unused
+    if early_tile is None:
+        early_tile = EARLY_LOADS and num_rows * num_kv_heads <= (num_sms or 132)
+    early_tile = early_tile and new_kv is not None
     if cos_sin is not None:
         assert new_kv is not None, "rotary inside the decode kernel needs the new K/V (new_kv)"
         assert cos_sin.shape[-1] == head_dim and cos_sin.stride(-1) == 1 and q.stride(-1) == 1
@@ -325,7 +342,7 @@ def paged_decode(
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_tables.stride(0),
         k.stride(0), k.stride(1), v.stride(0), v.stride(1), cos_sin.stride(0) if cos_sin is not None else 0,
-        ROTARY=cos_sin is not None, EARLY_LOADS=EARLY_LOADS, GROUP=group, WRITE_KV=new_kv is not None, MERGE=merge, MIN_TILES=MIN_TILES_PER_SPLIT, BLOCK_M=max(16, next_power_of_2(group)), HEAD_DIM=head_dim, BLOCK_D=block_d,
+        ROTARY=cos_sin is not None, EARLY_LOADS=EARLY_LOADS, EARLY_TILE=early_tile, GROUP=group, WRITE_KV=new_kv is not None, MERGE=merge, MIN_TILES=MIN_TILES_PER_SPLIT, BLOCK_M=max(16, next_power_of_2(group)), HEAD_DIM=head_dim, BLOCK_D=block_d,
         BLOCK_SIZE=block_size, SPLIT=splits > 1, PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         INTERPRET=triton_interpreting(), **cfg, **pdl_arguments(q),
     )
@@ -334,7 +351,11 @@ def paged_decode(
 
 
 # GRAPHBENCH_DECODE_EARLY_LOADS=0 turns off: under PDL the kernel loads the step's metadata, the rotary
-# table and its first tile of cached K/V before it waits for the kernel before it (see _decode_kernel).
+# table and, for grids of at most one (row, kv head) per SM, its first tile of cached K/V before it waits
+# for the kernel before it (see _decode_kernel). H200, llama-3.2-1b -O2, batch 1: 0.916 against 0.952 ms a
+# step (bench/RESULTS.md, 2026-12-01, 6e15e72). At batch 64 the early tile made the attention kernels
+# 213.6 against 150.0 us a step (context 120, PDL off; the roofline at 08fbf67 against 8aa7851): larger
+# grids keep the tile loop.
 EARLY_LOADS = switch_value("GRAPHBENCH_DECODE_EARLY_LOADS") == "1"
 
 # merge_in_kernel: the fewest KV tiles a split covers (4 x 128 keys), so that a short context runs as one
