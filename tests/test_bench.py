@@ -4,6 +4,7 @@ from __future__ import annotations
 
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from graphbench.bench.metrics import distribution, step_metrics, summarize
@@ -241,3 +242,33 @@ def test_run_scales_short_closed_loop_repeats_to_the_target(tmp_path):
     assert result.exit_code == 0, result.output
     (w,) = load_results([tmp_path / "b"]).results[0]["workloads"]
     assert w["calibration"]["scale"] == 1 and [rep["num_requests"] for rep in w["repeats"]] == [3, 3]
+
+
+def test_gpt_fast_peer_needs_a_checkout_and_builds_the_architectures_shapes(tmp_path):
+    """bench/decode.py's gpt-fast peer runs gpt-fast's own model.py: a folder without one is a clear error;
+    with a stand-in model.py (the ModelArgs/Transformer names gpt-fast defines) the shapes come from the arch."""
+    from graphbench.bench.decode_timing import build_gpt_fast_model
+    from graphbench.config import load_arch
+
+    arch = load_arch("tiny-llama")
+    with pytest.raises(FileNotFoundError, match="no gpt-fast model.py under"):
+        build_gpt_fast_model(str(tmp_path), arch, "cpu")
+    (tmp_path / "model.py").write_text(
+        "import dataclasses, torch\n"
+        "@dataclasses.dataclass\n"
+        "class ModelArgs:\n"
+        "    block_size: int = 0; vocab_size: int = 0; n_layer: int = 0; n_head: int = 0; dim: int = 0\n"
+        "    intermediate_size: int = 0; n_local_heads: int = 0; rope_base: float = 0; norm_eps: float = 0\n"
+        "    rope_scaling: object = None\n"
+        "class Transformer(torch.nn.Module):\n"
+        "    def __init__(self, config):\n"
+        "        super().__init__(); self.config = config\n"
+        "        self.tok_embeddings = torch.nn.Embedding(config.vocab_size, config.dim)\n"
+        "        self.output = torch.nn.Linear(config.dim, config.vocab_size, bias=False)\n")
+    model = build_gpt_fast_model(str(tmp_path), arch, "cpu")
+    c = model.config
+    assert (c.vocab_size, c.n_layer, c.n_head, c.n_local_heads, c.dim, c.intermediate_size) == (
+        arch.vocab_size, arch.num_hidden_layers, arch.num_attention_heads, arch.num_key_value_heads,
+        arch.hidden_size, arch.intermediate_size)
+    assert c.rope_base == arch.rope_theta and model.output.weight.dtype == torch.bfloat16
+    assert (model.output.weight is model.tok_embeddings.weight) == arch.tie_word_embeddings

@@ -168,15 +168,15 @@ def measure_gpt_fast_decode(model, batch: int, prompt_len: int = 128, warmup_ste
     started = time.perf_counter()
     with torch.inference_mode(), sdpa_kernel(SDPBackend.MATH):
         token = next_token(ids, torch.arange(prompt_len, device=device))  # prefill, eager
-        pos = prompt_len
+        input_pos = torch.tensor([prompt_len], device=device)
         samples = []
         for i in range(warmup_steps + timed_steps):
             step_started = time.perf_counter()
-            token = decode_one(token, torch.tensor([pos], device=device)).clone()
+            token = decode_one(token, input_pos).clone()
+            input_pos += 1  # on the GPU, as gpt-fast's decode_n_tokens does
             token.tolist()  # the sampled tokens on the host, as a server needs them
             if i >= warmup_steps:
                 samples.append(time.perf_counter() - step_started)
-            pos += 1
             if i == 0:
                 first_call = time.perf_counter() - started
     result = _summary(samples, batch)
