@@ -36,6 +36,8 @@ class TritonBackend(AttentionBackend):
     cudagraph_support = CudagraphSupport.ALWAYS
 
     def applies_rotary(self, meta: AttentionMetadata) -> bool:
+        # the decode kernel rotates each row at seq_len - 1, its new token's KV index: the position of
+        # every rotary embedding graphbench supports (not, say, M-RoPE's, which would need the positions)
         return meta.uniform_decode and DECODE_WRITES_KV and DECODE_ROTARY
 
     def forward(self, q, k, v, k_cache, v_cache, meta: AttentionMetadata, scale: float, out, cos_sin=None) -> None:

@@ -245,7 +245,7 @@ def paged_decode(
     early_tile = early_tile and new_kv is not None
     if cos_sin is not None:
         assert new_kv is not None, "rotary inside the decode kernel needs the new K/V (new_kv)"
-        assert cos_sin.shape[-1] == head_dim and cos_sin.stride(-1) == 1 and q.stride(-1) == 1
+        assert head_dim % 2 == 0 and cos_sin.shape[-1] == head_dim and cos_sin.stride(-1) == 1 and q.stride(-1) == 1
     counts = _split_counters(q.device, num_rows * num_kv_heads) if merge else seq_lens
     _decode_launch[(num_rows, num_kv_heads, splits)](
         q, k_cache, v_cache, out, part, lse, query_start_loc, seq_lens, block_tables,

@@ -47,7 +47,7 @@ def _rotary_qk_kernel(q_ptr, k_ptr, q_out_ptr, k_out_ptr, pos_ptr, cs_ptr, num_h
     d_ok = offs_d < HEAD_DIM
     partner = partner_offsets(offs_d, HEAD_DIM)
     pdl_enter(PDL)
-    cs_row = cs_ptr + tl.load(pos_ptr + token).to(tl.int64) * stride_cs
+    cs_row = cs_ptr + tl.maximum(tl.load(pos_ptr + token), 0).to(tl.int64) * stride_cs  # (never before the table)
     cos, sin = rotary_cos_sin(cs_row, offs_d, d_ok, HEAD_DIM)
     if head < num_heads:
         row = q_ptr + token * stride_qt + head * stride_qh
