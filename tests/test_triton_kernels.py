@@ -102,12 +102,9 @@ def _check_cache(case, want_kc, want_vc, atol=0.0):
 
 def rotary_table(case, theta=10000.0):
     """A RotaryEmbedding table [max_positions, 1, hd] (cos | sin halves) in the case's dtype, for its contexts."""
-    from graphbench.runner.rotary import inverse_frequencies
+    from graphbench.runner.rotary import RotaryEmbedding
 
-    head_dim = case["q"].shape[-1]
-    positions = int(case["seq_lens"].max().item()) + 1
-    freqs = torch.outer(torch.arange(positions, dtype=torch.float32), inverse_frequencies(head_dim, theta, None))
-    table = torch.cat([freqs.cos(), freqs.sin()], dim=-1).unsqueeze(1)
+    table = RotaryEmbedding(case["q"].shape[-1], int(case["seq_lens"].max().item()) + 1, theta, None).cos_sin
     return table.to(dtype=case["q"].dtype, device=case["q"].device)
 
 

@@ -92,7 +92,7 @@ def linear_impl(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     if gemv_applies(x, weight):
         return gemv(x, weight, bias)
     if SKINNY_GEMM and _on_triton_device(x) and _skinny().skinny_applies(x, weight, measured_only=x.is_cuda):
-        return _skinny().skinny_gemm(x, weight, bias, _num_sms(x.device))
+        return _skinny().skinny_gemm(x, weight, bias)
     return F.linear(x, weight, bias)
 
 
@@ -103,11 +103,6 @@ def _skinny():
     return skinny_gemm
 
 
-@functools.cache
-def _num_sms(device: torch.device) -> int:
-    if device.type != "cuda":
-        return 132  # the Triton interpreter: an H100/H200's count
-    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _linear_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:

@@ -39,7 +39,8 @@ def _llama3_scaled(inv_freq: torch.Tensor, scaling: dict[str, Any]) -> torch.Ten
 
 
 class RotaryEmbedding(torch.nn.Module):
-    """Applies RoPE to the q and k heads of a flat batch at once: qk[T, (heads + kv_heads) * hd]."""
+    """The RoPE table of a model (its buffer cos_sin), which the attention op applies (apply_rotary,
+    rotate_qk, or inside the Triton decode kernel)."""
 
     def __init__(self, head_dim: int, max_positions: int, theta: float, scaling: dict[str, Any] | None):
         super().__init__()
@@ -50,9 +51,6 @@ class RotaryEmbedding(torch.nn.Module):
         # and stored in the model dtype, as transformers does before applying it.
         cos_sin = torch.cat([freqs.cos(), freqs.sin()], dim=-1).unsqueeze(1)
         self.register_buffer("cos_sin", cos_sin.to(torch.get_default_dtype()), persistent=False)
-
-    def forward(self, positions: torch.Tensor, qk: torch.Tensor) -> torch.Tensor:
-        return apply_rotary(qk.view(qk.shape[0], -1, self.head_dim), positions, self.cos_sin).flatten(1)
 
 
 def apply_rotary(x: torch.Tensor, positions: torch.Tensor, cos_sin: torch.Tensor) -> torch.Tensor:

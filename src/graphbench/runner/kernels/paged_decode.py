@@ -28,7 +28,7 @@ from graphbench.runner.kernels.paged_attention import (
     softmax_step,
     store_result,
 )
-from graphbench.runner.kernels.rotary import partner_offsets, rotary_cos_sin
+from graphbench.runner.kernels.rotary import partner_offsets, rotary_cos_sin, rotated_row
 from graphbench.runner.kernels.pdl import pdl_arguments, pdl_enter
 from graphbench.runner.kernels.util import next_power_of_2, triton_interpreting
 from graphbench.switches import switch_value
@@ -108,9 +108,8 @@ def _decode_kernel(
 
     q_rows = q_ptr + req64 * stride_qt + head[:, None] * stride_qh
     if ROTARY:  # q and the new k arrive unrotated; rounded to their dtype as a separate rotary kernel would
-        q = tl.load(q_rows + offs_d[None, :], mask=io_mask, other=0.0).to(tl.float32) * cos[None, :]
-        q += tl.load(q_rows + partner[None, :], mask=io_mask, other=0.0).to(tl.float32) * sin[None, :]
-        q = q.to(q_ptr.dtype.element_ty)
+        q = rotated_row(q_rows, offs_d[None, :], partner[None, :], io_mask, cos[None, :], sin[None, :]
+                        ).to(q_ptr.dtype.element_ty)
     else:
         q = tl.load(q_rows + offs_d[None, :], mask=io_mask, other=0.0)
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
@@ -127,8 +126,7 @@ def _decode_kernel(
         if holds_new:
             k_row = k_ptr + req64 * stride_nkt + kv_head * stride_nkh
             if ROTARY:
-                rot = tl.load(k_row + offs_d, mask=d_ok, other=0.0).to(tl.float32) * cos
-                rot += tl.load(k_row + partner, mask=d_ok, other=0.0).to(tl.float32) * sin
+                rot = rotated_row(k_row, offs_d, partner, d_ok, cos, sin)
                 new_k = rot.to(k_ptr.dtype.element_ty).to(k_cache_ptr.dtype.element_ty)
             else:
                 new_k = tl.load(k_row + offs_d, mask=d_ok, other=0.0).to(k_cache_ptr.dtype.element_ty)

@@ -51,13 +51,13 @@ def _rotary_qk_kernel(q_ptr, k_ptr, q_out_ptr, k_out_ptr, pos_ptr, cs_ptr, num_h
     cos, sin = rotary_cos_sin(cs_row, offs_d, d_ok, HEAD_DIM)
     if head < num_heads:
         row = q_ptr + token * stride_qt + head * stride_qh
-        rot = _rotated(row, offs_d, partner, d_ok, cos, sin)
+        rot = rotated_row(row, offs_d, partner, d_ok, cos, sin)
         tl.store(q_out_ptr + (token * num_heads + head) * HEAD_DIM + offs_d,
                  rot.to(q_out_ptr.dtype.element_ty), mask=d_ok)
     else:
         kv_head = head - num_heads
         row = k_ptr + token * stride_kt + kv_head * stride_kh
-        rot = _rotated(row, offs_d, partner, d_ok, cos, sin)
+        rot = rotated_row(row, offs_d, partner, d_ok, cos, sin)
         tl.store(k_out_ptr + (token * num_kv_heads + kv_head) * HEAD_DIM + offs_d,
                  rot.to(k_out_ptr.dtype.element_ty), mask=d_ok)
 
@@ -82,9 +82,10 @@ def rotary_qk(q: torch.Tensor,  # [T, heads, hd], unit stride along hd (a view o
 
 
 @triton.jit
-def _rotated(row_ptr, offs_d, partner, d_ok, cos, sin):
-    x = tl.load(row_ptr + offs_d, mask=d_ok, other=0.0).to(tl.float32)
-    return x * cos + tl.load(row_ptr + partner, mask=d_ok, other=0.0).to(tl.float32) * sin
+def rotated_row(row_ptr, offs_d, partner, mask, cos, sin):
+    """The rows at row_ptr + offs_d rotated, in float32 (cos, sin: rotary_cos_sin's, broadcast like offs_d)."""
+    x = tl.load(row_ptr + offs_d, mask=mask, other=0.0).to(tl.float32)
+    return x * cos + tl.load(row_ptr + partner, mask=mask, other=0.0).to(tl.float32) * sin
 
 
 # launched through kernels/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)

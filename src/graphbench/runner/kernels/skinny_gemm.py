@@ -18,6 +18,7 @@ import triton
 import triton.language as tl
 
 from graphbench.runner.kernels.launch import DirectLauncher
+from graphbench.runner.kernels.paged_attention import sm_count
 from graphbench.runner.kernels.pdl import pdl_arguments, pdl_enter
 from graphbench.runner.kernels.util import cdiv, next_power_of_2, triton_interpreting
 
@@ -121,11 +122,14 @@ def skinny_applies(x: torch.Tensor, weight: torch.Tensor, measured_only: bool = 
             and x.dtype in (torch.bfloat16, torch.float16) and weight.shape[1] % BLOCK_K == 0)
 
 
-def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, num_sms: int,
+def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, num_sms: int | None = None,
                 config: tuple[int, int, int, int, int] | None = None) -> torch.Tensor:
     """x[M, K] @ weight[N, K].T (+ bias) -> [M, N] in x's dtype, accumulated in float32.
-    config: (BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages), else the measured best, else the rule above."""
+    config: (BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages), else the measured best, else the rule above
+    (num_sms: the GPU's, or an H100/H200's 132 in the interpreter)."""
     m, k = x.shape
+    if num_sms is None:
+        num_sms = sm_count(x.device.index or 0) if x.is_cuda else 132
     n = weight.shape[0]
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
     config = config or MEASURED_BEST.get((n, k)) or (BLOCK_N, BLOCK_K, split_count(n, k, num_sms), 4, 4)
