@@ -18,6 +18,10 @@ import time
 
 
 def worker(args: argparse.Namespace) -> None:
+    from graphbench.bytecode import keep_bytecode
+    from graphbench.runner.compile.cache import cache_root
+
+    keep_bytecode(cache_root())  # as the `graphbench` command does first
     from graphbench.config import load_engine_config
     from graphbench.runner.engine import Engine
 

@@ -103,4 +103,8 @@ app.command("curve")(curve.curve_command)
 
 def main() -> None:
     """Console-script entry point."""
+    from graphbench.bytecode import keep_bytecode
+    from graphbench.runner.compile.cache import cache_root
+
+    keep_bytecode(cache_root())  # before any command imports torch (bytecode.py says why)
     app()
