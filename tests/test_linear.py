@@ -117,7 +117,7 @@ def test_gemv_switched_off_means_plain_torch_ops(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")  # would otherwise send CPU tensors to the Triton kernels
     monkeypatch.setattr(linear, "GEMV_ENABLED", False)
     x, w = torch.randn(1, 512), torch.randn(8, 512)
-    assert not linear.gemv_applies(x, w) and not linear._on_triton_device(x)
+    assert not linear.gemv_applies(x, w) and not linear.on_triton_device(x)
     x, res, nw = torch.randn(2, 512), torch.randn(2, 512), torch.randn(512)
     got = linear.add_rmsnorm_gate_up_impl(x, res, nw, 1e-6, w)
     want = linear.add_rmsnorm_gate_up_matmul(x, res, nw, 1e-6, w)

@@ -71,7 +71,7 @@ def _kernels():
 
 def gemv_applies(x: torch.Tensor, weight: torch.Tensor) -> bool:
     """One row on the GPU (or the Triton interpreter), contiguous, K a multiple of 128."""
-    if x.dim() != 2 or x.shape[0] != 1 or not _on_triton_device(x):
+    if x.dim() != 2 or x.shape[0] != 1 or not on_triton_device(x):
         return False
     n, k = weight.shape
     return (x.shape[1] == k and x.is_contiguous() and weight.stride(-1) == 1 and x.dtype == weight.dtype
@@ -91,7 +91,7 @@ def linear_impl(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     shape (see SKINNY_GEMM)."""
     if gemv_applies(x, weight):
         return gemv(x, weight, bias)
-    if SKINNY_GEMM and _on_triton_device(x) and _skinny().skinny_applies(x, weight, measured_only=x.is_cuda):
+    if SKINNY_GEMM and on_triton_device(x) and _skinny().skinny_applies(x, weight, measured_only=x.is_cuda):
         return _skinny().skinny_gemm(x, weight, bias)
     return F.linear(x, weight, bias)
 
@@ -113,7 +113,7 @@ def _linear_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
 linear_op = register_op(OP_NAME, linear_impl, _linear_fake)
 
 
-def _pick(impl, op, plain):
+def pick_implementation(impl, op, plain):
     """Eager code calls the implementation (no custom-op overhead); a traced graph gets the op, which
     picks its kernel when it runs, or plain torch ops with GRAPHBENCH_GEMV=0. No branching on the row
     count here: under Dynamo a symbolic count passes isinstance(rows, int) and `rows != 1` is assumed
@@ -126,7 +126,7 @@ def _pick(impl, op, plain):
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """x[T, K] -> [T, N]. Which kernel runs depends on T: see the module docstring."""
-    return _pick(linear_impl, linear_op, F.linear)(x, weight, bias)
+    return pick_implementation(linear_impl, linear_op, F.linear)(x, weight, bias)
 
 
 def add_rmsnorm_gate_up_impl(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
@@ -134,9 +134,9 @@ def add_rmsnorm_gate_up_impl(x: torch.Tensor, residual: torch.Tensor, norm_weigh
     """h = x + residual; gate_up = rmsnorm(h) * norm_weight @ weight.T ([T, 2I] = [gate | up]);
     -> (silu(gate) * up [T, I], h). On the GPU: one add-norm launch, the projection (the one-row GEMV
     at one row), one silu-mul launch."""
-    if not _add_norm_fits(x, residual, norm_weight) or not (_on_triton_device(x) and x.is_contiguous()):
+    if not add_norm_fits(x, residual, norm_weight) or not (on_triton_device(x) and x.is_contiguous()):
         return add_rmsnorm_gate_up_matmul(x, residual, norm_weight, eps, weight)
-    normed, h = _add_rmsnorm(x, residual, norm_weight, eps)
+    normed, h = add_rmsnorm_rows(x, residual, norm_weight, eps)
     gate_up = linear_impl(normed, weight)
     hidden = torch.empty((gate_up.shape[0], weight.shape[0] // 2), dtype=x.dtype, device=x.device)
     _kernels()[0].launch_silu_mul(gate_up, hidden)
@@ -163,7 +163,7 @@ add_rmsnorm_gate_up_op = register_op(GATE_UP_OP_NAME, add_rmsnorm_gate_up_impl, 
 def add_rmsnorm_gate_up(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
                         weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """x, residual [T, H] -> (silu(gate) * up [T, I], new residual [T, H]), chosen as `linear` is."""
-    return _pick(add_rmsnorm_gate_up_impl, add_rmsnorm_gate_up_op, add_rmsnorm_gate_up_matmul)(
+    return pick_implementation(add_rmsnorm_gate_up_impl, add_rmsnorm_gate_up_op, add_rmsnorm_gate_up_matmul)(
         x, residual, norm_weight, eps, weight)
 
 
@@ -172,18 +172,18 @@ def add_rmsnorm_linear_impl(x: torch.Tensor, residual: torch.Tensor, norm_weight
     """h = x + residual; (linear(rmsnorm(h) * norm_weight, weight, bias), h): the residual add and the
     norm in front of a projection. On the GPU: one add-norm launch, then the projection (the one-row GEMV
     at one row)."""
-    if _add_norm_fits(x, residual, norm_weight) and _on_triton_device(x) and x.is_contiguous():
-        normed, h = _add_rmsnorm(x, residual, norm_weight, eps)
+    if add_norm_fits(x, residual, norm_weight) and on_triton_device(x) and x.is_contiguous():
+        normed, h = add_rmsnorm_rows(x, residual, norm_weight, eps)
         return linear_impl(normed, weight, bias), h
     return add_rmsnorm_matmul(x, residual, norm_weight, eps, weight, bias)
 
 
-def _add_norm_fits(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor) -> bool:
+def add_norm_fits(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor) -> bool:
     """The Triton add-norm kernels take x, residual [T, K] (residual contiguous) and a norm weight of x's dtype."""
     return x.shape == residual.shape and x.dim() == 2 and residual.is_contiguous() and norm_weight.dtype == x.dtype
 
 
-def _add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor,
+def add_rmsnorm_rows(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor,
                  eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     """(rmsnorm(x + residual) * norm_weight, x + residual) in one Triton launch."""
     normed, h = torch.empty_like(x), torch.empty_like(x)
@@ -214,7 +214,7 @@ add_rmsnorm_linear_op = register_op(ADD_NORM_OP_NAME, add_rmsnorm_linear_impl, _
 def add_rmsnorm_linear(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
                        weight: torch.Tensor, bias: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """x, residual [T, K] -> (projection [T, N], new residual [T, K]), chosen as `linear` is."""
-    return _pick(add_rmsnorm_linear_impl, add_rmsnorm_linear_op, add_rmsnorm_matmul)(
+    return pick_implementation(add_rmsnorm_linear_impl, add_rmsnorm_linear_op, add_rmsnorm_matmul)(
         x, residual, norm_weight, eps, weight, bias)
 
 
@@ -240,6 +240,6 @@ GEMV_ENABLED = switch_value("GRAPHBENCH_GEMV") != "0"
 SKINNY_GEMM = switch_value("GRAPHBENCH_SKINNY_GEMM") == "1"
 
 
-def _on_triton_device(x: torch.Tensor) -> bool:
+def on_triton_device(x: torch.Tensor) -> bool:
     """Our Triton kernels may run on x (GRAPHBENCH_GEMV=0: never)."""
     return GEMV_ENABLED and (x.is_cuda or triton_interpreting())

@@ -17,6 +17,7 @@ from graphbench.config.arch import ArchConfig
 from graphbench.runner.attention.op import attention
 from graphbench.runner.linear import Linear, add_rmsnorm_gate_up, add_rmsnorm_linear, rms_norm
 from graphbench.runner.lora.weights import lora_add
+from graphbench.runner.norms import add_rmsnorm, embed_rmsnorm
 from graphbench.runner.parallel import Shard, all_gather_last, all_reduce, vocab_rows
 from graphbench.runner.rotary import RotaryEmbedding
 
@@ -30,10 +31,8 @@ class RMSNorm(nn.Module):
     def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None):
         """norm(x) or, with a residual, (norm(x + residual), x + residual): the fused add-norm."""
         if residual is not None:
-            x = x + residual
-            residual = x
-        out = rms_norm(x, self.weight, self.eps)
-        return out if residual is None else (out, residual)
+            return add_rmsnorm(x, residual, self.weight, self.eps)
+        return rms_norm(x, self.weight, self.eps)
 
 
 class Attention(nn.Module):
@@ -97,16 +96,22 @@ class DecoderLayer(nn.Module):
     def forward(self, positions, x, residual, lora_index=None):
         if lora_index is not None:
             return self._forward_with_lora(positions, x, residual, lora_index)
-        attn, mlp = self.self_attn, self.mlp
+        attn = self.self_attn
         if residual is None:  # the first layer: nothing to add yet
-            residual = x
-            qkv = attn.qkv_proj(self.input_layernorm(x))
-        else:  # residual add + RMSNorm (one Triton launch on the GPU), then qkv: linear.py
-            qkv, residual = add_rmsnorm_linear(x, residual, *_norm(self.input_layernorm), *_proj(attn.qkv_proj))
-        x = attn(positions, qkv)
+            return self.forward_normed(positions, self.input_layernorm(x), x)
+        # residual add + RMSNorm (one Triton launch on the GPU), then qkv: linear.py
+        qkv, residual = add_rmsnorm_linear(x, residual, *_norm(self.input_layernorm), *_proj(attn.qkv_proj))
+        return self._from_qkv(positions, qkv, residual)
+
+    def forward_normed(self, positions, h, residual):
+        """The layer from its input already normed: h = input_layernorm(residual) [T, H]."""
+        return self._from_qkv(positions, self.self_attn.qkv_proj(h), residual)
+
+    def _from_qkv(self, positions, qkv, residual):
+        x = self.self_attn(positions, qkv)
         hidden, residual = add_rmsnorm_gate_up(x, residual, *_norm(self.post_attention_layernorm),
-                                               mlp.gate_up_proj.weight)
-        return mlp(hidden), residual
+                                               self.mlp.gate_up_proj.weight)
+        return self.mlp(hidden), residual
 
 
     def _forward_with_lora(self, positions, x, residual, index):
@@ -158,12 +163,18 @@ class CausalLM(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """input_ids[T], positions[T] -> hidden[T, H] (after the final norm)."""
-        x = self._embed(input_ids)
-        residual = None
         lora_index = None
         if getattr(self, "lora_num_slots", 0):  # adapters loaded (runner/lora/weights.py attach_lora)
             lora_index = self.lora_token_slots[: input_ids.shape[0]]  # [T] int32 adapter rows, -1: none
-        for layer in self.layers:
+        layers = iter(self.layers)
+        if self.shard.size == 1 and lora_index is None:
+            # the embedding lookup and the first norm in one graphbench op (norms.py says why)
+            first = next(layers)
+            h, residual = embed_rmsnorm(input_ids, self.embed_tokens.weight, *_norm(first.input_layernorm))
+            x, residual = first.forward_normed(positions, h, residual)
+        else:
+            x, residual = self._embed(input_ids), None
+        for layer in layers:
             x, residual = layer(positions, x, residual, lora_index)
         x, _ = self.norm(x, residual)
         return x

@@ -201,18 +201,20 @@ class PieceRunner:
 
 
 def linears_as_matmuls(graph: fx.GraphModule) -> fx.GraphModule:
-    """A copy of the piece with each `graphbench::linear` / `add_rmsnorm_linear` / `add_rmsnorm_gate_up`
-    call (opaque: they pick the one-row GEMV at run time) turned back into torch ops, for a variant
+    """A copy of the piece with each `graphbench::linear` / `add_rmsnorm_linear` / `add_rmsnorm_gate_up` /
+    `embed_rmsnorm` / `add_rmsnorm` call (opaque: they pick the one-row GEMV at run time) turned back into torch ops, for a variant
     compiled for a fixed multi-row size: there Inductor sees the matmuls, fuses around them and
     autotunes them."""
     import copy
 
     from graphbench.runner import linear as ops
+    from graphbench.runner import norms
 
     # op -> the plain-torch function taking the same arguments
     plain = {ops.linear_op: torch.nn.functional.linear,
              ops.add_rmsnorm_linear_op: ops.add_rmsnorm_matmul,
-             ops.add_rmsnorm_gate_up_op: ops.add_rmsnorm_gate_up_matmul}
+             ops.add_rmsnorm_gate_up_op: ops.add_rmsnorm_gate_up_matmul,
+             norms.embed_rmsnorm_op: norms.embed_rmsnorm_torch, norms.add_rmsnorm_op: norms.add_rmsnorm_torch}
     rewritten = copy.deepcopy(graph)
     nodes = [n for n in rewritten.graph.nodes if n.op == "call_function" and n.target in plain]
     for node in nodes:

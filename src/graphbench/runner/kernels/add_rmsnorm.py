@@ -1,7 +1,8 @@
-"""The Triton kernel that puts a decoder layer's residual add + RMSNorm in front of a projection.
+"""The Triton kernels that put a decoder layer's residual add + RMSNorm in front of a projection.
 
 `add_rmsnorm`: one program per row, writing h = x + residual (the next residual) and the normalised row
 for the matmul that follows (what Inductor would fuse); its rounding follows the eager model exactly.
+`embed_rmsnorm`: the same for the first layer, whose row is a token's embedding (no residual yet).
 """
 
 from __future__ import annotations
@@ -42,5 +43,34 @@ def launch_add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, norm_weight: tor
                                      BLOCK=block, num_warps=8 if block >= 4096 else 4, **pdl_arguments(out))
 
 
+@triton.jit
+def _embed_rmsnorm_kernel(ids_ptr, table_ptr, nw_ptr, out_ptr, x_ptr, K, stride_t, eps, BLOCK: tl.constexpr,
+                          PDL: tl.constexpr = False):
+    pdl_enter(PDL)
+    row = tl.program_id(0).to(tl.int64)
+    dtype = table_ptr.dtype.element_ty
+    offs = tl.arange(0, BLOCK)
+    ok = offs < K
+    token = tl.load(ids_ptr + row).to(tl.int64)
+    x = tl.load(table_ptr + token * stride_t + offs, mask=ok, other=0.0)
+    xf = x.to(tl.float32)
+    rstd = 1.0 / tl.sqrt(tl.sum(xf * xf, axis=0) / K + eps)
+    xn = (xf * rstd).to(dtype).to(tl.float32) * tl.load(nw_ptr + offs, mask=ok, other=0.0).to(tl.float32)
+    tl.store(x_ptr + row * K + offs, x, mask=ok)
+    tl.store(out_ptr + row * K + offs, xn.to(dtype), mask=ok)
+
+
+def launch_embed_rmsnorm(input_ids: torch.Tensor, table: torch.Tensor, norm_weight: torch.Tensor, eps: float,
+                         out: torch.Tensor, x_out: torch.Tensor) -> None:
+    """x_out = table[input_ids], out = rmsnorm(x_out) * norm_weight, row by row (ids [T]; table [V, K],
+    unit stride in K; out, x_out [T, K] contiguous)."""
+    rows, k = input_ids.shape[0], table.shape[1]
+    if rows:
+        block = next_power_of_2(k)
+        _embed_rmsnorm_launch[(rows,)](input_ids, table, norm_weight, out, x_out, k, table.stride(0), eps,
+                                       BLOCK=block, num_warps=8 if block >= 4096 else 4, **pdl_arguments(out))
+
+
 # launched through kernels/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
 _add_rmsnorm_launch = DirectLauncher(_add_rmsnorm_kernel)
+_embed_rmsnorm_launch = DirectLauncher(_embed_rmsnorm_kernel)
