@@ -56,6 +56,7 @@ def test_graph_is_split_at_every_attention(compiled):
     assert count("linear") == 2 * layers + 1  # o_proj, down, and the first layer's qkv (no residual to add yet)
     assert count("add_rmsnorm_linear") == layers - 1  # the other qkv, with their norm
     assert count("add_rmsnorm_gate_up") == layers  # every gate_up, with its norm and the activation
+    assert count("embed_rmsnorm") == count("add_rmsnorm") == 1  # the first norm, the final one (norms.py)
     # (lm_head runs eagerly, outside the graph)
 
 
@@ -121,9 +122,7 @@ def test_corrupt_saved_forward_falls_back_to_compiling(compiled, cache_root):
     from pathlib import Path
 
     aot = Path(compiled.report.compile_cache_dir) / "graphbench_aot"
-    pieces = sorted(aot.glob("piece-*.bin"))
-    assert pieces and (aot / "split_graph.pkl").is_file()
-    pieces[0].write_bytes(b"not a compiled artefact")
+    (aot / "split_graph.pkl").write_bytes(b"not a pickled graph")
     rebuilt = engine(optimization_level=2, **{"compilation.compile_sizes": [8]})
     assert not rebuilt.report.compile_loaded and rebuilt.report.dynamo_seconds > 0
     assert rebuilt.generate(PROMPTS, SamplingParams(max_tokens=5)) == engine(optimization_level=0).generate(
@@ -132,10 +131,41 @@ def test_corrupt_saved_forward_falls_back_to_compiling(compiled, cache_root):
     assert engine(optimization_level=2, **{"compilation.compile_sizes": [8]}).report.compile_loaded
 
 
-def test_identical_layers_compile_once(compiled):
+def test_pieces_of_graphbench_ops_run_as_traced(compiled):
+    """Every piece between attention calls is graphbench's ops only (norms.py): none goes to Inductor,
+    and a warm start loads no Inductor artefact for them (their compile_sizes variants are Inductor's)."""
     stats = compiled.compiled.stats
+    assert stats.num_traced_pieces == stats.num_compiled_pieces == compiled.arch.num_hidden_layers + 1
+    assert stats.num_distinct_pieces == 0 and compiled.report.inductor_seconds == 0
+    assert all(r.dynamic_fn is r.graph for r in compiled.compiled.backend.runners)
+    split_code = (compiled.compiled.backend.artefact_dir / "split_graph.py").read_text()
+    assert split_code.count("runs as traced") == stats.num_traced_pieces
+
+
+def test_inductor_pieces_are_saved_loaded_and_rebuilt_when_corrupt(cache_root, monkeypatch):
+    """GRAPHBENCH_TRACED_PIECES=0: Inductor compiles every piece (identical layer bodies once), a warm start
+    loads them with the compile stack imported, and a corrupt artefact means compiling afresh."""
+    from pathlib import Path
+
+    monkeypatch.setenv("GRAPHBENCH_TRACED_PIECES", "0")
+    overrides = {"optimization_level": 2, "scheduler.max_num_seqs": 3}
+    cold = engine(**overrides)
+    stats = cold.compiled.stats
     # first piece (embedding + layer 0 up to attention), middle layer bodies, last piece (+ final norm)
-    assert stats.num_distinct_pieces == min(3, stats.num_compiled_pieces)
+    assert stats.num_traced_pieces == 0 and stats.num_distinct_pieces == min(3, stats.num_compiled_pieces)
+    warm = engine(**overrides)
+    assert warm.report.compile_loaded and warm.compiled.stats.num_distinct_pieces == stats.num_distinct_pieces
+    for a, b in zip(warm.prompt_logits(PROMPTS), cold.prompt_logits(PROMPTS)):
+        assert torch.equal(a, b)
+    aot = Path(cold.report.compile_cache_dir) / "graphbench_aot"
+    pieces = sorted(aot.glob("piece-*.bin"))
+    assert len(pieces) == stats.num_distinct_pieces
+    pieces[0].write_bytes(b"not a compiled artefact")
+    rebuilt = engine(**overrides)
+    assert not rebuilt.report.compile_loaded and rebuilt.report.dynamo_seconds > 0
+    assert rebuilt.generate(PROMPTS, SamplingParams(max_tokens=5)) == cold.generate(PROMPTS, SamplingParams(max_tokens=5))
+    monkeypatch.setenv("GRAPHBENCH_TRACED_PIECES", "1")  # an entry of Inductor pieces still loads
+    assert engine(**overrides).report.compile_loaded
 
 
 def test_no_split_compiles_one_piece(cache_root):

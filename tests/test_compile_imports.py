@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_import_compile_stack_imports_the_compiler_modules_once():
     code = (
         "import sys, json, torch\n"
-        "from graphbench.runner.compile.compiler import COMPILE_STACK_MODULES, import_compile_stack\n"
+        "from graphbench.runner.compile.compile_stack import COMPILE_STACK_MODULES, import_compile_stack\n"
         "before = [m for m in COMPILE_STACK_MODULES if m in sys.modules]\n"
         "first = import_compile_stack()\n"
         "after = [m for m in COMPILE_STACK_MODULES if m in sys.modules]\n"
@@ -64,3 +64,31 @@ def test_the_tracing_step_fits_the_requests_contexts():
     assert largest_step_tokens(8192, 1, 4096) == 4096  # llama-3.1-8b at batch 1 (bench/decode.py)
     assert largest_step_tokens(8192, 256, 4096) == 8192
     assert largest_step_tokens(2048, 3, 512) == 1536
+
+
+def test_a_warm_start_of_traced_pieces_imports_no_compile_stack(tmp_path):
+    """-O2 on one device without LoRA: every piece is graphbench's ops, so a warm start in a fresh process
+    loads the saved split graph without importing Dynamo or Inductor (compile_stack.py); the cold start
+    before it imported them, as it compiles."""
+    code = (
+        "import sys, json\n"
+        "from graphbench.config import load_engine_config\n"
+        "from graphbench.runner.engine import Engine\n"
+        "e = Engine(load_engine_config(overrides={'model.device': 'cpu', 'model.dtype': 'float32', "
+        "'optimization_level': 2, 'scheduler.max_num_seqs': 4, 'scheduler.max_num_batched_tokens': 64}))\n"
+        "r = e.report\n"
+        "print(json.dumps({'loaded': r.compile_loaded, 'imports': r.compile_import_seconds, "
+        "'stack': [m for m in ('torch._dynamo', 'torch._inductor') if m in sys.modules], "
+        "'tokens': e.generate([[1, 2, 3]])[0]}))\n"
+    )
+    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin", "GRAPHBENCH_CACHE_ROOT": str(tmp_path / "cache"),
+           "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    runs = []
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+        assert out.returncode == 0, out.stderr[-2000:]
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    cold, warm = runs
+    assert not cold["loaded"] and cold["imports"] > 0 and cold["stack"] == ["torch._dynamo", "torch._inductor"]
+    assert warm["loaded"] and warm["imports"] == 0 and warm["stack"] == []
+    assert warm["tokens"] == cold["tokens"]

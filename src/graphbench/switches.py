@@ -27,6 +27,7 @@ SWITCH_DEFAULTS: dict[str, str] = {
     "GRAPHBENCH_AUTOTUNE_PRECOMPILE": "threads",
     "GRAPHBENCH_STATIC_VARIANTS": "measure",
     "GRAPHBENCH_BYTECODE_CACHE": "auto",
+    "GRAPHBENCH_TRACED_PIECES": "1",
 }
 
 

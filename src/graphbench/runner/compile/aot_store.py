@@ -25,8 +25,11 @@ FORMAT_VERSION = 1
 
 
 def standalone_available() -> bool:
-    """torch >= 2.8 can save and load a compiled piece without its graph."""
-    return hasattr(torch._inductor, "standalone_compile") and hasattr(torch._inductor, "CompiledArtifact")
+    """torch >= 2.8 can save and load a compiled piece without its graph (read from the version: looking at
+    torch._inductor would import it, which a warm start of traced pieces never needs)."""
+    from torch.torch_version import TorchVersion
+
+    return TorchVersion(torch.__version__) >= (2, 8)
 
 
 @dataclass
@@ -93,8 +96,8 @@ class AotStore:
 
     def save_graph(self, split: fx.GraphModule, pieces: dict[str, dict], plan: ArgPlan, compile_sizes: list[int]) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        missing = [info["key"] for info in pieces.values()
-                   if not info["key"] or not self._piece_path(info["key"], None).is_file()]
+        missing = [info["key"] for info in pieces.values() if not info.get("traced")
+                   and (not info["key"] or not self._piece_path(info["key"], None).is_file())]
         if missing:
             log.warning("not saving the split graph: %d piece(s) could not be saved", len(missing))
             return

@@ -20,11 +20,13 @@ import torch.fx as fx
 
 from graphbench.config.modes import CUDAGraphMode
 from graphbench.runner.compile.aot_store import AotStore, ArgPlan
+from graphbench.runner.compile.compile_stack import import_compile_stack
 from graphbench.runner.compile.pieces import (
     CompileStats,
     PieceRunner,
     inductor_compile,
     piece_key,
+    runs_as_traced,
     size_getter,
     size_spec,
     unbox_for,
@@ -80,6 +82,11 @@ class SplittingBackend:
 
     def install(self, split: fx.GraphModule, name: str, graph: fx.GraphModule, fake_args: list[Any]) -> dict:
         key = piece_key(graph, fake_args)
+        spec = size_spec(fake_args)
+        if runs_as_traced(graph):  # graphbench's ops only: Inductor would emit the same calls
+            self.stats.num_traced_pieces += 1
+            self._add_runner(split, name, graph, graph, spec, key)
+            return {"key": key, "size": spec, "traced": True}
         dynamic_fn = self.dynamic_by_key.get(key) if key else None
         if dynamic_fn is None:
             started = time.perf_counter()
@@ -90,7 +97,6 @@ class SplittingBackend:
                 self.dynamic_by_key[key] = dynamic_fn
                 if self.aot is not None:
                     self.aot.save_piece(artifact, key)
-        spec = size_spec(fake_args)
         self._add_runner(split, name, graph, dynamic_fn, spec, key)
         return {"key": key, "size": spec}
 
@@ -119,11 +125,22 @@ class SplittingBackend:
         split, infos, plan, saved_sizes = loaded
         if sorted(saved_sizes) != sorted(self.compile_sizes):
             return None
+        traced = {name for name, info in infos.items() if info.get("traced")}
+        if any(not runs_as_traced(getattr(split, name)) for name in traced):  # GRAPHBENCH_TRACED_PIECES=0 now
+            return None
         started = time.perf_counter()
-        graph_of = {info["key"]: getattr(split, name) for name, info in infos.items()}
+        graph_of = {info["key"]: getattr(split, name) for name, info in infos.items() if name not in traced}
+        static_keys = {info["key"] for info in infos.values() if info["key"]}
+        needs_inductor = bool(graph_of) or any(self.aot.has_static(key, size) for key in static_keys
+                                               for size in self.compile_sizes)
+        if needs_inductor:  # a piece Inductor compiled: loading it imports the compile stack
+            self.stats.import_seconds = import_compile_stack()
+            started = time.perf_counter()
         try:
             for key, graph in graph_of.items():
                 self.dynamic_by_key[key] = unbox_for(graph, self.aot.load_piece(key))
+            for key in static_keys:
+                graph = next(getattr(split, name) for name, info in infos.items() if info["key"] == key)
                 for size in self.compile_sizes:
                     if self.aot.has_static(key, size):
                         self.static_by_key[(key, size)] = unbox_for(graph, self.aot.load_piece(key, size))
@@ -133,14 +150,16 @@ class SplittingBackend:
             self.static_by_key.clear()
             return None
         for name, info in infos.items():
-            key = info["key"]
-            runner = self._add_runner(split, name, getattr(split, name), self.dynamic_by_key[key], info["size"], key)
+            key, graph = info["key"], getattr(split, name)
+            runner = self._add_runner(split, name, graph, graph if name in traced else self.dynamic_by_key[key],
+                                      info["size"], key)
             for size in self.compile_sizes:
                 if (key, size) in self.static_by_key:
                     runner.static_fns[size] = self.static_by_key[(key, size)]
         self.stats.load_seconds = time.perf_counter() - started
         self.stats.num_pieces = len(list(split.named_children()))
         self.stats.num_distinct_pieces = len(self.dynamic_by_key)
+        self.stats.num_traced_pieces = len(traced)
         self.split_module = split
         return _SavedForward(split, plan, self.model)
 
@@ -175,7 +194,9 @@ class SplittingBackend:
             return
         self.artefact_dir.mkdir(parents=True, exist_ok=True)
         (self.artefact_dir / "traced_graph.py").write_text(gm.code)
-        lines = [f"# {p.name}: {'splitting op' if p.is_splitting_op else 'compiled by Inductor'}" for p in pieces]
+        traced = {r.name for r in self.runners if r.dynamic_fn is r.graph}
+        lines = [f"# {p.name}: {'splitting op' if p.is_splitting_op else 'runs as traced (graphbench ops only)' if p.name in traced else 'compiled by Inductor'}"
+                 for p in pieces]
         (self.artefact_dir / "split_graph.py").write_text("\n".join(lines) + "\n\n" + split.code)
 
 

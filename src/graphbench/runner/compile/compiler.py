@@ -14,6 +14,7 @@ from typing import Callable, Iterator
 import torch
 
 from graphbench.runner.compile.backend import CompileStats, SplittingBackend
+from graphbench.runner.compile.compile_stack import import_compile_stack
 from graphbench.switches import switch_value
 
 log = logging.getLogger("graphbench.compile")
@@ -26,19 +27,15 @@ class CompileTimes:
     static_inductor_seconds: float = 0.0
     loaded_seconds: float = 0.0  # warm start: loading the saved split graph and pieces (no Dynamo)
     loaded: bool = False
+    import_seconds: float = 0.0  # importing the compile stack (none when every piece runs as traced)
 
 
 def use_cache_dir(directory: Path) -> None:
-    """Point Inductor's and Triton's caches into this config's compile-cache directory."""
+    """Point Inductor's and Triton's caches into this config's compile-cache directory (environment only:
+    Inductor reads it when it compiles or loads, and is imported only then: compile_stack.py)."""
     directory.mkdir(parents=True, exist_ok=True)
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(directory / "inductor")
     os.environ["TRITON_CACHE_DIR"] = str(directory / "triton")
-    import torch._functorch.config as functorch_config
-    import torch._inductor.config as inductor_config
-
-    inductor_config.fx_graph_cache = True
-    if hasattr(functorch_config, "enable_autograd_cache"):
-        functorch_config.enable_autograd_cache = True
 
 
 def start_compile_workers() -> int:
@@ -81,30 +78,6 @@ def _no_zero_one_specialisation() -> Iterator[None]:
         fx_config.backed_size_oblivious = previous
 
 
-# torch's compile stack: imported (timed on its own) before compile or load times start, so that those
-# measure compilation. A fresh process on a machine whose site-packages hold no bytecode cache spends
-# seconds here (measured on the H200 machine: most of a 4.7 s warm start), cold and warm starts alike.
-COMPILE_STACK_MODULES = (
-    "torch._dynamo", "torch._inductor.compile_fx", "torch._inductor.output_code", "torch._inductor.codecache",
-    "torch._functorch.aot_autograd", "torch._higher_order_ops.triton_kernel_wrap",
-    "torch.fx.experimental.symbolic_shapes", "torch._inductor.standalone_compile",
-)
-
-
-def import_compile_stack() -> float:
-    """Import torch's compiler modules now; returns the seconds it took (0 when already imported)."""
-    import importlib
-    import time
-
-    started = time.perf_counter()
-    for name in COMPILE_STACK_MODULES:
-        try:
-            importlib.import_module(name)
-        except ImportError:  # a module this torch does not have (standalone_compile before 2.8)
-            pass
-    return time.perf_counter() - started
-
-
 class CompiledForward:
     """The compiled model forward. The first call traces and compiles; later calls never recompile."""
 
@@ -120,7 +93,9 @@ class CompiledForward:
         if self._restored is not None:
             self.compiled = True
             self.times.loaded, self.times.loaded_seconds = True, backend.stats.load_seconds
+            self.times.import_seconds = backend.stats.import_seconds
             return
+        self.times.import_seconds = import_compile_stack()
         self._compiled = torch.compile(forward, fullgraph=True, dynamic=False, backend=backend, options=options,
                                        **extra)
         self.compiled = False

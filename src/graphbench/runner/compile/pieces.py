@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import operator
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
@@ -31,9 +32,11 @@ class CompileStats:
     inductor_seconds: float = 0.0
     static_inductor_seconds: float = 0.0
     num_pieces: int = 0
-    num_compiled_pieces: int = 0
+    num_compiled_pieces: int = 0  # the pieces between splitting ops (each run by a PieceRunner)
     num_distinct_pieces: int = 0  # compiled by Inductor; identical layer bodies share one
+    num_traced_pieces: int = 0  # of num_compiled_pieces: graphbench ops only, run as traced (runs_as_traced)
     load_seconds: float = 0.0  # warm start: loading the saved split graph and pieces
+    import_seconds: float = 0.0  # warm start: importing the compile stack to load Inductor's pieces
     num_static_variants: int = 0
     piece_names: list[str] = field(default_factory=list)
 
@@ -105,6 +108,35 @@ def inductor_compile(graph: fx.GraphModule, example_args: list[Any], patches: di
 
 
 _standalone_failed = False
+
+
+# Nodes that launch no kernel: views, splits, allocations without a fill, sizes, tuple items, size arithmetic
+_NO_KERNEL_METHODS = frozenset({"view", "split", "chunk", "new_empty", "size", "unsqueeze", "squeeze", "narrow"})
+_NO_KERNEL_FUNCTIONS = frozenset({operator.getitem, operator.add, operator.sub, operator.mul, operator.floordiv,
+                                  torch.sym_int, torch.sym_max, torch.sym_min})
+# GRAPHBENCH_TRACED_PIECES=0: Inductor compiles every piece, graphbench's ops only or not
+TRACED_PIECES_SWITCH = "GRAPHBENCH_TRACED_PIECES"
+
+
+def runs_as_traced(graph: fx.GraphModule) -> bool:
+    """Whether the piece's only kernels are graphbench's ops (opaque to Inductor, which would emit the same
+    calls in the same order): every other node is a view, a split, an allocation, a size or an item. Such
+    a piece runs as traced: no Inductor at a cold start, and nothing to load at a warm one."""
+    if switch_value(TRACED_PIECES_SWITCH) == "0":
+        return False
+    for node in graph.graph.nodes:
+        if node.op in ("placeholder", "output"):
+            continue
+        if node.op == "call_method" and node.target in _NO_KERNEL_METHODS:
+            continue
+        if node.op == "call_function":
+            schema = getattr(node.target, "_schema", None)
+            if schema is not None and schema.name.startswith("graphbench::"):
+                continue
+            if node.target in _NO_KERNEL_FUNCTIONS or (schema is not None and schema.name == "aten::sym_size"):
+                continue
+        return False
+    return True
 
 
 def piece_key(graph: fx.GraphModule, fake_args: list[Any]) -> str | None:
