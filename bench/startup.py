@@ -8,13 +8,16 @@ start is cold and the second warm; a changed factor (max_num_seqs) must get a ne
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import subprocess
-import sys
-import tempfile
 import time
+
+SCRIPT_STARTED = time.time()  # (wall clock: the parent compares it with its launch time)
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -22,6 +25,9 @@ def worker(args: argparse.Namespace) -> None:
     from graphbench.runner.compile.cache import cache_root
 
     keep_bytecode(cache_root())  # as the `graphbench` command does first
+    import torch  # timed apart from graphbench's own modules
+
+    torch_imported = time.time()
     from graphbench.config import load_engine_config
     from graphbench.runner.engine import Engine
 
@@ -30,30 +36,42 @@ def worker(args: argparse.Namespace) -> None:
                  "scheduler.max_model_len": 4096, "cache.gpu_memory_utilization": 0.5}
     if args.mode:
         overrides["compilation.cudagraph_mode"] = args.mode
-    started = time.perf_counter()
+    started, engine_started = time.perf_counter(), time.time()
     engine = Engine(load_engine_config(overrides=overrides))
-    report = dict(vars(engine.report), wall_seconds=time.perf_counter() - started)
+    report = dict(vars(engine.report), wall_seconds=time.perf_counter() - started, script_started=SCRIPT_STARTED,
+                  torch_imported=torch_imported, engine_started=engine_started, engine_ready=time.time())
     print("RESULT " + json.dumps(report), flush=True)
 
 
 def start(args, label: str, level: int, mode: str | None, max_num_seqs: int, env: dict) -> dict | None:
     cmd = [sys.executable, __file__, "--worker", "--model", args.model, "--level", str(level),
            "--max-num-seqs", str(max_num_seqs)] + (["--mode", mode] if mode else [])
-    launched = time.perf_counter()
+    launched = time.time()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
-    process_seconds = time.perf_counter() - launched  # interpreter, imports, the engine's start, exit
+    process_seconds = time.time() - launched  # interpreter, imports, the engine's start, exit
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if proc.returncode or not lines:
         print(f"{label}: failed (exit {proc.returncode})\n{proc.stderr[-3000:]}", flush=True)
         return None
     report = json.loads(lines[-1][7:])
+    # the process outside the engine: the interpreter's start, `import torch`, graphbench's modules, exit
     report.update(label=label, level=level, requested_mode=mode, max_num_seqs=max_num_seqs,
-                  process_seconds=process_seconds)
+                  process_seconds=process_seconds, interpreter_seconds=report["script_started"] - launched,
+                  torch_import_seconds=report["torch_imported"] - report["script_started"],
+                  modules_seconds=report["engine_started"] - report["torch_imported"],
+                  exit_seconds=launched + process_seconds - report["engine_ready"])
+    recording = sum(entry[2] for entry in report.get("capture_log", []))
+    report["capture_warmup_seconds"] = report["capture_seconds"] - recording  # eager warm-up of each batch, syncs
+    report["engine_other_seconds"] = report["wall_seconds"] - sum(report[k] for k in (
+        "load_seconds", "kv_cache_seconds", "compile_import_seconds", "dynamo_seconds", "inductor_seconds",
+        "compile_sizes_seconds", "compile_loaded_seconds", "capture_seconds"))
     c = report
-    print(f"{label:<28} process {process_seconds:6.1f} s  engine {c['wall_seconds']:6.1f} s  load {c['load_seconds']:4.1f}  "
+    print(f"{label:<28} process {process_seconds:6.1f} s (interpreter {c['interpreter_seconds']:4.1f}, import torch "
+          f"{c['torch_import_seconds']:4.1f}, graphbench modules {c['modules_seconds']:4.1f}, exit {c['exit_seconds']:4.1f})  "
+          f"engine {c['wall_seconds']:6.1f} s  load {c['load_seconds']:4.1f}  "
           f"kv {c['kv_cache_seconds']:4.1f}  imports {c.get('compile_import_seconds', 0):4.1f}  dynamo {c['dynamo_seconds']:5.1f}  inductor "
           f"{c['inductor_seconds']:6.1f}  sizes {c['compile_sizes_seconds']:5.1f}  loaded {c['compile_loaded_seconds']:5.2f}  "
-          f"capture {c['capture_seconds']:5.2f} s  "
+          f"capture {c['capture_seconds']:5.2f} s (warm-up {c['capture_warmup_seconds']:4.2f})  other {c['engine_other_seconds']:4.2f}  "
           f"graph mem {c['graph_memory_bytes'] / 2**30:.3f} GiB (pool {c.get('graph_pool_bytes', 0) / 2**30:.3f})  graphs {c['num_graphs']}  "
           f"cache {'warm' if c['compile_from_cache'] else 'cold'}", flush=True)
     return report

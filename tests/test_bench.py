@@ -189,7 +189,8 @@ def test_cold_start_in_its_own_process_then_warm_first_start(tmp_path, monkeypat
     assert result.exit_code == 0, result.output
     cold, warm = load_results([tmp_path / "results"]).results[0]["startups"]
     assert cold["own_process"] is True and cold["cold"] and cold["cache_cleared"] and not cold["compile_loaded"]
-    assert cold["dynamo_s"] > 0 and cold["inductor_s"] > 0
+    # (every piece is graphbench's ops: it runs as traced, so Inductor compiles nothing at -O1)
+    assert cold["dynamo_s"] > 0 and cold["inductor_s"] == 0
     # the warm start found what the child compiled: loaded, no Dynamo, no Inductor, same directory
     assert "own_process" not in warm and not warm["cold"] and warm["compile_loaded"] and warm["dynamo_s"] == 0
     assert warm["compile_cache_dir"] == cold["compile_cache_dir"]

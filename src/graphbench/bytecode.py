@@ -61,7 +61,10 @@ def keep_bytecode(cache_root: Path, environ: MutableMapping[str, str] = os.envir
     if switch_value("GRAPHBENCH_BYTECODE_CACHE", environ) == "0":
         return None
     if probe is None:
-        spec = importlib.util.find_spec(PROBE_PACKAGE)  # (a top-level package: found, not imported)
+        try:
+            spec = importlib.util.find_spec(PROBE_PACKAGE)  # (a top-level package: found, not imported)
+        except (ImportError, ValueError):  # not installed, or an import hook refuses it
+            return None
         if spec is None or not spec.origin or not spec.origin.endswith(".py"):
             return None
         probe = Path(spec.origin)

@@ -98,10 +98,12 @@ def largest_step_tokens(max_num_batched_tokens: int, max_num_seqs: int, max_mode
 
 
 def _compile(engine) -> None:
-    """Trace and compile once (largest step), then each compile_sizes variant: all before any request."""
+    """Trace and compile once (largest step), then each compile_sizes variant: all before any request. A
+    loaded forward is not traced: the largest step would only run."""
     sched = engine.config.scheduler
-    num_tokens = largest_step_tokens(sched.max_num_batched_tokens, sched.max_num_seqs, engine.max_model_len)
-    engine.runner.dummy_run(num_tokens, min(num_tokens, sched.max_num_seqs))
+    if not engine.compiled.times.loaded:
+        num_tokens = largest_step_tokens(sched.max_num_batched_tokens, sched.max_num_seqs, engine.max_model_len)
+        engine.runner.dummy_run(num_tokens, min(num_tokens, sched.max_num_seqs))
     for size in engine.config.compilation.compile_sizes or []:
         engine.runner.dummy_run(size, min(size, sched.max_num_seqs))
     engine.compiled.finish_startup()
