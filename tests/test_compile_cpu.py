@@ -203,3 +203,14 @@ def test_close_frees_a_compiled_engine(compiled, cache_root):
         closing.close()
         gc.collect()
         assert weight() is None and kv() is None
+
+
+def test_a_one_row_variant_of_a_traced_piece_is_the_piece(cache_root):
+    """compile_sizes 1 (in -O3's decode<=8): at one row the pieces keep graphbench's ops, so Inductor is
+    not asked for a variant that would emit the same calls."""
+    e = engine(optimization_level=2, **{"compilation.compile_sizes": [1], "scheduler.max_num_seqs": 5})
+    runners = e.compiled.backend.runners
+    assert runners and all(r.static_fns[1] is r.graph for r in runners)
+    assert e.report.compile_sizes_seconds == 0 and e.compiled.stats.num_static_variants == 0
+    assert e.generate([[4, 5, 6]], SamplingParams(max_tokens=4)) == engine(optimization_level=0).generate(
+        [[4, 5, 6]], SamplingParams(max_tokens=4))

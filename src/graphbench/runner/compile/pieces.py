@@ -203,6 +203,11 @@ class PieceRunner:
         if shared is not None:
             self.static_fns[size] = shared
             return shared
+        if size == 1 and runs_as_traced(self.graph):
+            # at one row every op stays graphbench's (linears_as_matmuls is for 2+ rows): Inductor would
+            # emit the same calls, so the variant is the traced piece (nothing compiled, nothing saved)
+            self.static_fns[size] = self.graph
+            return self.graph
         started = time.perf_counter()
         # GEMM autotuning only: pointwise autotuning and coordinate descent benchmark every fused kernel
         # and kept -O3's start-up over 200 s on an H200 (four decode sizes x three distinct pieces).
