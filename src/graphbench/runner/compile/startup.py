@@ -77,7 +77,13 @@ def _compile_into(engine, directory: Path) -> None:
     imported = 0.0
     if not engine.report.compile_from_cache:  # a cold start compiles: the stack is needed (compile_stack.py)
         imported = import_compile_stack()
-        if engine.device.type == "cuda":  # (2-core CI: workers only compete)
+        # Inductor's workers, started early for the compile_sizes variants (2-core CI: they only compete).
+        # Without variants Inductor has little or nothing to compile (pieces.runs_as_traced); with the
+        # workers started anyway (importing torch, writing its bytecode) -O2's cold capture took 18.8 s
+        # against 8.7 s before traced pieces (bench/RESULTS.md, 2026-12-01, "a warm start that does not
+        # import the compile stack"), its Triton compiles short of CPUs. Not yet measured without them.
+        # Inductor starts its pool itself if it does compile.
+        if engine.device.type == "cuda" and comp.compile_sizes:
             log.info("Inductor compile_threads: %d", start_compile_workers())
     write_meta(directory, engine.config.summary(), {"config": engine.config.to_dict(), "device_name": engine.device_info.name,
                                                      "hash_factors": entry_factors(engine.config, torch.__version__)})
