@@ -25,7 +25,7 @@ import statistics
 from collections import defaultdict
 
 PROJECTIONS = ("qkv", "o", "gate/up", "down")
-PROJECTION_NAMES = ("gemv", "gemm", "nvjet", "cutlass", "xmma", "matmul", "splitk", "sm90")
+PROJECTION_NAMES = ("gemv", "gemm", "skinny", "nvjet", "cutlass", "xmma", "matmul", "splitk", "sm90")
 
 
 def part_of(name: str) -> str:
@@ -36,8 +36,8 @@ def part_of(name: str) -> str:
         return "projection"
     if "decode" in low or "attention" in low or "paged" in low:
         return "attention"
-    if "embedding" in low:
-        return "embedding+norm"  # Inductor fuses the first layer's norm into the embedding lookup
+    if "embed" in low:
+        return "embedding+norm"  # the first layer's norm with the embedding lookup (norms.py, or Inductor's fusion)
     if "rmsnorm" in low or "rsqrt" in low:
         return "norms"
     if "argmax" in low or "sample" in low:
