@@ -21,7 +21,7 @@ import torch.fx as fx
 
 log = logging.getLogger("graphbench.compile")
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: each distinct piece pickled once, beside the split graph
 
 
 def standalone_available() -> bool:
@@ -95,6 +95,7 @@ class AotStore:
         return torch._inductor.CompiledArtifact.load(path=str(self._piece_path(key, size)), format="binary")
 
     def save_graph(self, split: fx.GraphModule, pieces: dict[str, dict], plan: ArgPlan, compile_sizes: list[int]) -> None:
+        """Save the split graph (a copy the caller gives up: its pieces are replaced by placeholders)."""
         self.directory.mkdir(parents=True, exist_ok=True)
         missing = [info["key"] for info in pieces.values() if not info.get("traced")
                    and (not info["key"] or not self._piece_path(info["key"], None).is_file())]
@@ -102,7 +103,16 @@ class AotStore:
             log.warning("not saving the split graph: %d piece(s) could not be saved", len(missing))
             return
         meta = {"format": FORMAT_VERSION, "pieces": pieces, "plan": plan.entries, "compile_sizes": compile_sizes}
-        (self.directory / "split_graph.pkl").write_bytes(pickle.dumps(split))
+        # Each distinct piece once (a decoder's identical layer bodies share a key), so that a warm start
+        # deserialises, and recompiles the code of, each once. The split graph keeps a placeholder of its
+        # own per piece: unpickling a GraphModule retraces its code, which names each submodule by the
+        # object it finds, so a shared object would be called by one name only.
+        first_of: dict[str, str] = {}
+        graphs = {name: split._modules[first_of.setdefault(info["key"], name) if info["key"] else name]
+                  for name, info in pieces.items()}
+        for name in pieces:
+            split._modules[name] = torch.nn.Module()
+        (self.directory / "split_graph.pkl").write_bytes(pickle.dumps({"split": split, "pieces": graphs}))
         (self.directory / "meta.json").write_text(json.dumps(meta))
 
     def has_static(self, key: str, size: int) -> bool:
@@ -116,7 +126,10 @@ class AotStore:
             meta = json.loads(meta_file.read_text())
             if meta.get("format") != FORMAT_VERSION:
                 return None
-            split = pickle.loads(graph_file.read_bytes())
+            saved = pickle.loads(graph_file.read_bytes())
+            split = saved["split"]
+            for name, graph in saved["pieces"].items():
+                split._modules[name] = graph
             plan = ArgPlan([tuple(e) for e in meta["plan"]])
             return split, meta["pieces"], plan, meta.get("compile_sizes", [])
         except Exception as exc:  # corrupt entry: rebuild
