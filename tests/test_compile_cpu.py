@@ -214,3 +214,22 @@ def test_a_one_row_variant_of_a_traced_piece_is_the_piece(cache_root):
     assert e.report.compile_sizes_seconds == 0 and e.compiled.stats.num_static_variants == 0
     assert e.generate([[4, 5, 6]], SamplingParams(max_tokens=4)) == engine(optimization_level=0).generate(
         [[4, 5, 6]], SamplingParams(max_tokens=4))
+
+
+def test_variants_are_the_pieces_where_graphbench_kernels_run_every_projection(cache_root, monkeypatch):
+    """On the GPU the skinny GEMM has measured blocks for llama's projections at 2..64 rows: a compile_sizes
+    variant there would give Inductor nothing of its own (as runs_own_kernel says here, patched)."""
+    from graphbench.runner import linear
+
+    monkeypatch.setattr(linear, "runs_own_kernel", lambda rows, weight: True)
+    e = engine(optimization_level=2, **{"compilation.compile_sizes": [2, 8], "scheduler.max_num_seqs": 6})
+    runners = e.compiled.backend.runners
+    assert runners and all(r.static_fns[2] is r.static_fns[8] is r.graph for r in runners)
+    assert e.compiled.stats.num_static_variants == 0 and e.compiled.backend.variants_are_pieces(8)
+    # GRAPHBENCH_STATIC_VARIANTS=always: Inductor gets the matmuls regardless (vLLM's -O3)
+    from graphbench.runner.compile import pieces
+
+    monkeypatch.setattr(pieces, "STATIC_VARIANTS", "always")
+    vllm_like = engine(optimization_level=2, **{"compilation.compile_sizes": [8], "scheduler.max_num_seqs": 7})
+    assert vllm_like.compiled.stats.num_static_variants > 0
+    assert not any(r.static_fns[8] is r.graph for r in vllm_like.compiled.backend.runners)

@@ -12,7 +12,8 @@ the activation into the one-row GEMV measured slower on the H200 (see the note a
 Inside torch.compile every linear is traced as the `graphbench::linear` custom op, which picks its
 kernel when it runs (and so when each size is recorded in a CUDA graph); a variant compiled for a
 fixed multi-row size (compile_sizes) gets plain matmuls back before Inductor sees it, so that they are
-fused around and autotuned. Eager code calls the implementation directly (no custom-op overhead).
+fused around and autotuned, where one of its projections would run cuBLAS at that size (runs_own_kernel).
+Eager code calls the implementation directly (no custom-op overhead).
 """
 
 from __future__ import annotations
@@ -86,12 +87,28 @@ def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
     return out
 
 
+def _own_kernel(x: torch.Tensor, weight: torch.Tensor) -> str | None:
+    """Which of graphbench's kernels runs x @ weight.T: "gemv", "skinny", or None (torch's F.linear)."""
+    if gemv_applies(x, weight):
+        return "gemv"
+    if SKINNY_GEMM and on_triton_device(x) and _skinny().skinny_applies(x, weight, measured_only=x.is_cuda):
+        return "skinny"
+    return None
+
+
+def runs_own_kernel(rows: int, weight: torch.Tensor) -> bool:
+    """Whether a linear of `rows` rows on this weight runs one of graphbench's kernels, not cuBLAS (for a
+    fixed-size variant: compile/pieces.py gives Inductor the matmuls only where cuBLAS would run)."""
+    return _own_kernel(weight.new_empty((rows, weight.shape[1])), weight) is not None
+
+
 def linear_impl(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """F.linear, through the Triton GEMV when gemv_applies, the skinny GEMM for 2..64 rows of a measured
     shape (see SKINNY_GEMM)."""
-    if gemv_applies(x, weight):
+    kernel = _own_kernel(x, weight)
+    if kernel == "gemv":
         return gemv(x, weight, bias)
-    if SKINNY_GEMM and on_triton_device(x) and _skinny().skinny_applies(x, weight, measured_only=x.is_cuda):
+    if kernel == "skinny":
         return _skinny().skinny_gemm(x, weight, bias)
     return F.linear(x, weight, bias)
 

@@ -28,6 +28,7 @@ from graphbench.runner.compile.pieces import (
     piece_key,
     runs_as_traced,
     size_getter,
+    traced_pieces_enabled,
     size_spec,
     unbox_for,
 )
@@ -126,7 +127,7 @@ class SplittingBackend:
         if sorted(saved_sizes) != sorted(self.compile_sizes):
             return None
         traced = {name for name, info in infos.items() if info.get("traced")}
-        if any(not runs_as_traced(getattr(split, name)) for name in traced):  # GRAPHBENCH_TRACED_PIECES=0 now
+        if traced and not traced_pieces_enabled():  # saved with traced pieces; GRAPHBENCH_TRACED_PIECES=0 now
             return None
         started = time.perf_counter()
         graph_of = {info["key"]: getattr(split, name) for name, info in infos.items() if name not in traced}
@@ -162,6 +163,11 @@ class SplittingBackend:
         self.stats.num_traced_pieces = len(traced)
         self.split_module = split
         return _SavedForward(split, plan, self.model)
+
+    def variants_are_pieces(self, size: int) -> bool:
+        """Whether every variant of this size is its traced piece (nothing Inductor compiled for it)."""
+        having = [r for r in self.runners if size in r.compile_sizes]
+        return bool(having) and all(r.static_fns.get(size) is r.graph for r in having)
 
     def use_static_size(self, size: int, on: bool) -> None:
         """Run this size's compiled variants (on) or the dynamic pieces (off) from now on."""

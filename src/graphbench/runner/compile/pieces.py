@@ -20,6 +20,7 @@ log = logging.getLogger("graphbench.compile")
 
 # How the autotuned variants precompile their GEMM candidates: "threads" (in this process) or "pool"
 # (Inductor's worker processes, its default once they are up). GRAPHBENCH_AUTOTUNE_PRECOMPILE=pool to compare.
+STATIC_VARIANTS = switch_value("GRAPHBENCH_STATIC_VARIANTS")  # checked in variant_choice.skip_reason
 AUTOTUNE_PRECOMPILE = switch_value("GRAPHBENCH_AUTOTUNE_PRECOMPILE")
 if AUTOTUNE_PRECOMPILE not in ("threads", "pool"):
     raise GraphbenchError(f"GRAPHBENCH_AUTOTUNE_PRECOMPILE must be 'threads' or 'pool', got {AUTOTUNE_PRECOMPILE!r}")
@@ -110,10 +111,11 @@ def inductor_compile(graph: fx.GraphModule, example_args: list[Any], patches: di
 _standalone_failed = False
 
 
-# Nodes that launch no kernel: views, splits, allocations without a fill, sizes, tuple items, size arithmetic
+# Nodes that launch no kernel: views, splits, allocations without a fill, sizes, and items of what returns
+# several values (read from the graph alone: a graph loaded from disk has no traced values). Arithmetic
+# is left out (`+` on sizes and on tensors is one operator): a piece holding any goes to Inductor.
 _NO_KERNEL_METHODS = frozenset({"view", "split", "chunk", "new_empty", "size", "unsqueeze", "squeeze", "narrow"})
-_NO_KERNEL_FUNCTIONS = frozenset({operator.getitem, operator.add, operator.sub, operator.mul, operator.floordiv,
-                                  torch.sym_int, torch.sym_max, torch.sym_min})
+_SEVERAL_VALUES_METHODS = frozenset({"split", "chunk"})
 # GRAPHBENCH_TRACED_PIECES=0: Inductor compiles every piece, graphbench's ops only or not
 TRACED_PIECES_SWITCH = "GRAPHBENCH_TRACED_PIECES"
 
@@ -122,7 +124,7 @@ def runs_as_traced(graph: fx.GraphModule) -> bool:
     """Whether the piece's only kernels are graphbench's ops (opaque to Inductor, which would emit the same
     calls in the same order): every other node is a view, a split, an allocation, a size or an item. Such
     a piece runs as traced: no Inductor at a cold start, and nothing to load at a warm one."""
-    if switch_value(TRACED_PIECES_SWITCH) == "0":
+    if not traced_pieces_enabled():
         return False
     for node in graph.graph.nodes:
         if node.op in ("placeholder", "output"):
@@ -131,12 +133,27 @@ def runs_as_traced(graph: fx.GraphModule) -> bool:
             continue
         if node.op == "call_function":
             schema = getattr(node.target, "_schema", None)
-            if schema is not None and schema.name.startswith("graphbench::"):
+            if schema is not None and (schema.name.startswith("graphbench::") or schema.name == "aten::sym_size"):
                 continue
-            if node.target in _NO_KERNEL_FUNCTIONS or (schema is not None and schema.name == "aten::sym_size"):
+            if node.target is operator.getitem and _returns_several(node.args[0]):
                 continue
         return False
     return True
+
+
+def traced_pieces_enabled() -> bool:
+    """GRAPHBENCH_TRACED_PIECES (default 1): pieces of graphbench's ops run as traced."""
+    return switch_value(TRACED_PIECES_SWITCH) != "0"
+
+
+def _returns_several(node: Any) -> bool:
+    """Whether a node's value is several values (an op returning a tuple, a split): its items are views."""
+    if not isinstance(node, fx.Node):
+        return False
+    if node.op == "call_method":
+        return node.target in _SEVERAL_VALUES_METHODS
+    schema = getattr(node.target, "_schema", None)
+    return node.op == "call_function" and schema is not None and len(schema.returns) > 1
 
 
 def piece_key(graph: fx.GraphModule, fake_args: list[Any]) -> str | None:
@@ -203,11 +220,17 @@ class PieceRunner:
         if shared is not None:
             self.static_fns[size] = shared
             return shared
-        if size == 1 and runs_as_traced(self.graph):
-            # at one row every op stays graphbench's (linears_as_matmuls is for 2+ rows): Inductor would
-            # emit the same calls, so the variant is the traced piece (nothing compiled, nothing saved)
-            self.static_fns[size] = self.graph
-            return self.graph
+        # Inductor gets the matmuls only where a projection would run cuBLAS at this size: where graphbench's
+        # kernels run every one (the GEMV at one row, the skinny GEMM's measured blocks at 2..64) the variant
+        # keeps its ops. The autotuned variants lost to the dynamic pieces when those ran cuBLAS (10-18% at
+        # batch 2-8, bench/RESULTS.md, 2026-11-30, 8bb0ab8), and the skinny GEMM is faster than cuBLAS in the
+        # step. GRAPHBENCH_STATIC_VARIANTS=always: the matmuls always (vLLM's -O3).
+        keep_ops = size == 1 or (STATIC_VARIANTS != "always" and own_kernels_at(self.graph, args, size))
+        graph = self.graph if keep_ops else linears_as_matmuls(self.graph)
+        if runs_as_traced(graph):
+            # Inductor would emit the same calls: the variant is the traced piece (nothing compiled or saved)
+            self.static_fns[size] = graph
+            return graph
         started = time.perf_counter()
         # GEMM autotuning only: pointwise autotuning and coordinate descent benchmark every fused kernel
         # and kept -O3's start-up over 200 s on an H200 (four decode sizes x three distinct pieces).
@@ -225,7 +248,6 @@ class PieceRunner:
             # the candidates in threads of this process, where the benchmark finds them. (The variant's
             # own kernels then compile one by one in this process too: ~27 of -O3's 37 s.)
             patches["compile_threads"] = 1
-        graph = self.graph if size == 1 else linears_as_matmuls(self.graph)
         fn, artifact = inductor_compile(graph, list(args), patches, dynamic=False)
         self.static_fns[size] = fn
         if self.key:
@@ -235,6 +257,22 @@ class PieceRunner:
         backend.stats.static_inductor_seconds += time.perf_counter() - started
         backend.stats.num_static_variants += 1
         return fn
+
+
+def own_kernels_at(graph: fx.GraphModule, args: tuple, rows: int) -> bool:
+    """Whether every projection of the piece (`graphbench::linear`, `add_rmsnorm_linear`,
+    `add_rmsnorm_gate_up`) runs one of graphbench's kernels at this row count: then a fixed-size variant
+    keeps graphbench's ops. args: the piece's arguments (its weights among them)."""
+    from graphbench.runner import linear as ops
+
+    weight_index = {ops.linear_op: 1, ops.add_rmsnorm_linear_op: 4, ops.add_rmsnorm_gate_up_op: 4}
+    value_of = {node: arg for node, arg in zip((n for n in graph.graph.nodes if n.op == "placeholder"), args)}
+    for node in graph.graph.nodes:
+        if node.op == "call_function" and node.target in weight_index:
+            weight = value_of.get(node.args[weight_index[node.target]])
+            if not isinstance(weight, torch.Tensor) or not ops.runs_own_kernel(rows, weight):
+                return False
+    return True
 
 
 def linears_as_matmuls(graph: fx.GraphModule) -> fx.GraphModule:

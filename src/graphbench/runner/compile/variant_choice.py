@@ -80,7 +80,14 @@ def choose_static_variants(engine) -> VariantChoice:
         return VariantChoice("always", note=reason)
     started = time.perf_counter()
     choice = VariantChoice("measured")
+    same = [size for size in sizes if backend.variants_are_pieces(size)]
+    if same:  # nothing to time: the variants are the pieces the dynamic code runs (pieces.own_kernels_at)
+        choice.note = (f"size{'s' if len(same) > 1 else ''} {', '.join(map(str, same))}: every variant is its traced "
+                       "piece (graphbench's kernels run each projection at that row count)")
     for size in sizes:
+        if size in same:
+            backend.use_static_size(size, False)
+            continue
         static_ms, dynamic_ms = _time_size(engine, size)
         kept = choose(static_ms, dynamic_ms)
         choice.sizes.append(SizeTiming(size, round(static_ms, 4), round(dynamic_ms, 4), kept))
