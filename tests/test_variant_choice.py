@@ -49,7 +49,7 @@ def test_choice_record_lists_kept_sizes():
     assert choice.to_dict() == {"policy": "measured", "note": "", "seconds": 0.25, "sizes": [
         {"size": 1, "static_ms": 0.95, "dynamic_ms": 0.96, "kept": "dynamic"},
         {"size": 2, "static_ms": 1.0, "dynamic_ms": 1.2, "kept": "static"},
-        {"size": 4, "static_ms": 1.3, "dynamic_ms": 1.1, "kept": "dynamic"}]}
+        {"size": 4, "static_ms": 1.3, "dynamic_ms": 1.1, "kept": "dynamic"}], "piece_sizes": []}
 
 
 def test_a_size_switches_between_its_variant_and_the_dynamic_piece(monkeypatch):
@@ -84,3 +84,32 @@ def test_run_prints_the_choice_in_one_line():
     assert variants_line(measured.to_dict()) == (
         "compile_sizes variants (step with variants vs dynamic pieces), kept: "
         "1: dynamic (0.951 vs 0.952 ms), 2: static (1.000 vs 1.200 ms)")
+    pieces = VariantChoice("measured", sizes=[SizeTiming(1, 0.951, 0.952, "dynamic")], piece_sizes=[2, 4])
+    assert variants_line(pieces.to_dict()) == (
+        "compile_sizes variants (step with variants vs dynamic pieces), kept: 1: dynamic (0.951 vs 0.952 ms), "
+        "2: the traced pieces (graphbench's kernels), 4: the traced pieces (graphbench's kernels)")
+
+
+def test_sizes_whose_variants_are_the_pieces_are_not_timed(monkeypatch):
+    """Every variant of sizes 2 and 4 is its traced piece: nothing to time (no CUDA needed here), the
+    dynamic code runs them, and the record lists them apart."""
+    from types import SimpleNamespace
+
+    from graphbench.runner.compile import variant_choice
+
+    monkeypatch.delenv("GRAPHBENCH_STATIC_VARIANTS", raising=False)
+    backend = SplittingBackend([], [2, 4], autotune=False, piecewise_graphs=False, artefact_dir=None)
+    graph = fx.symbolic_trace(lambda x: x + 1)
+    runner = pieces.PieceRunner("piece_0", graph, graph, lambda args: args[0].shape[0], backend, key="k")
+    runner.static_fns = {2: graph, 4: graph}
+    backend.runners.append(runner)
+    engine = SimpleNamespace(device=torch.device("cuda"), compiled=SimpleNamespace(backend=backend),
+                             config=SimpleNamespace(compilation=SimpleNamespace(compile_sizes=[2, 4]),
+                                                    parallel=SimpleNamespace(tensor_parallel_size=1)))
+    monkeypatch.setattr(variant_choice, "_time_size", lambda engine, size: pytest.fail(f"timed size {size}"))
+    choice = variant_choice.choose_static_variants(engine)
+    assert choice.policy == "measured" and choice.sizes == [] and choice.piece_sizes == [2, 4]
+    assert runner.static_sizes == set()
+    runner.static_fns[4] = lambda x: x  # a compiled variant: that size is timed
+    with pytest.raises(pytest.fail.Exception, match="timed size 4"):
+        variant_choice.choose_static_variants(engine)

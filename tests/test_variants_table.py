@@ -53,3 +53,10 @@ def test_the_report_shows_the_table_only_when_there_are_rows():
     assert "| O3_default | cold | 4 | 1.000 | 1.250 | -20.0 | variants |" in markdown
     assert "<h2>compile_sizes variants: kept where faster</h2>" in render_html(context)
     assert "compile_sizes variants" not in render_markdown(ReportContext(**base))
+
+
+def test_sizes_whose_variants_are_the_pieces_get_a_row_saying_so():
+    choice = {"policy": "measured", "note": "", "seconds": 0.0, "sizes": [], "piece_sizes": [2, 4, 8]}
+    table = variants_table([_result("O3_default", [choice])])
+    assert list(table["size"]) == [2, 4, 8] and table["step with variants ms"].isna().all()
+    assert set(table["ran"]) == {"the traced pieces: graphbench's kernels run every projection, nothing compiled"}

@@ -182,6 +182,7 @@ def variants_line(choice: dict) -> str:
     if choice.get("policy") != "measured":
         return f"compile_sizes variants: all kept, unmeasured ({choice.get('note') or choice.get('policy')})"
     parts = [f"{t['size']}: {t['kept']} ({t['static_ms']:.3f} vs {t['dynamic_ms']:.3f} ms)" for t in choice.get("sizes", [])]
+    parts += [f"{size}: the traced pieces (graphbench's kernels)" for size in choice.get("piece_sizes", [])]
     return "compile_sizes variants (step with variants vs dynamic pieces), kept: " + ", ".join(parts)
 
 

@@ -44,6 +44,9 @@ class VariantChoice:
     note: str = ""  # why nothing was measured, when nothing was
     seconds: float = 0.0
     sizes: list[SizeTiming] = field(default_factory=list)
+    # sizes whose every variant is its traced piece (graphbench's kernels run each projection there):
+    # nothing compiled, nothing timed
+    piece_sizes: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -80,12 +83,10 @@ def choose_static_variants(engine) -> VariantChoice:
         return VariantChoice("always", note=reason)
     started = time.perf_counter()
     choice = VariantChoice("measured")
-    same = [size for size in sizes if backend.variants_are_pieces(size)]
-    if same:  # nothing to time: the variants are the pieces the dynamic code runs (pieces.own_kernels_at)
-        choice.note = (f"size{'s' if len(same) > 1 else ''} {', '.join(map(str, same))}: every variant is its traced "
-                       "piece (graphbench's kernels run each projection at that row count)")
+    # nothing to time where the variants are the pieces the dynamic code runs (pieces.own_kernels_at)
+    choice.piece_sizes = [size for size in sizes if backend.variants_are_pieces(size)]
     for size in sizes:
-        if size in same:
+        if size in choice.piece_sizes:
             backend.use_static_size(size, False)
             continue
         static_ms, dynamic_ms = _time_size(engine, size)
