@@ -5,6 +5,7 @@
 #   bash bench/gpu_checks.sh sweep     # the default llama-3.2-1b sweep with both peers (run it with timeout_s 600)
 #   bash bench/gpu_checks.sh decode    # decode step: -O0/-O2 vs hf-compile at batch 1 and 64, llama-3.1-8b at 1 (~7 min)
 #   bash bench/gpu_checks.sh startup   # cold/warm compile, capture time and graph memory per cudagraph mode
+#   bash bench/gpu_checks.sh starts    # issue 28's start-up figures: -O2 cold / warm / new hash and -O3 cold, each a fresh process (~3 min)
 #   bash bench/gpu_checks.sh profile   # where a -O2 decode step goes at batch 1 and 64 (host phases, GPU time, top kernels)
 #   bash bench/gpu_checks.sh gemv      # one-row projections inside a CUDA graph: cuBLAS / Inductor / Triton GEMV, ~2 min
 #   bash bench/gpu_checks.sh tune      # the default ladder against a tuned one with half the graphs
@@ -50,6 +51,9 @@ case "${1:-}" in
   startup)
     timeout 560 python3 bench/startup.py --model llama-3.2-1b --max-num-seqs 256 --levels 0,1,3 --out "$OUT/startup.json" 2>&1 \
       | grep -v "^DEBUG" | tee "$OUT/startup.log" | tail -20 ;;
+  starts)
+    timeout 300 python3 bench/startup.py --model llama-3.2-1b --max-num-seqs 256 --modes "" --levels 3 --out "$OUT/starts.json" 2>&1 \
+      | grep -v "^DEBUG" | tee "$OUT/starts.log" | tail -8 ;;
   profile)
     timeout 200 python3 bench/profile_step.py --model llama-3.2-1b --level 2 --batches 1,64 \
       --out "$OUT/profile-step.json" 2>&1 | grep -v "^DEBUG" | tee "$OUT/profile-step.log" | tail -45 ;;
@@ -89,5 +93,5 @@ case "${1:-}" in
     GRAPHBENCH_PDL=0 timeout 200 python3 bench/roofline.py --model llama-3.2-1b --level 2 --batches 1,64 \
       --out "$OUT/roofline-nopdl.json" 2>&1 | grep -v -E "^DEBUG|[Ww]arn" | tee "$OUT/roofline.log" | tail -30
     timeout 150 python3 bench/roofline.py --model llama-3.2-1b --level 2 --batches 1,64 --out "$OUT/roofline-pdl.json" 2>&1 | grep -E "^batch" ;;
-  *) echo "usage: bash bench/gpu_checks.sh tests|suite|sweep|decode|startup|profile|gemv|tune|speculative|lora|curve|roofline|peers|peers-8b" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu_checks.sh tests|suite|sweep|decode|startup|starts|profile|gemv|tune|speculative|lora|curve|roofline|peers|peers-8b" >&2; exit 2 ;;
 esac
