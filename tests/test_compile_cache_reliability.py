@@ -191,3 +191,34 @@ def test_cache_diff_finds_a_config_identical_to_the_entry_it_compiled(concurrent
     other.write_text(config.read_text().replace("max_num_seqs = 4", "max_num_seqs = 8"))
     result = CliRunner().invoke(app, ["cache", "diff", entry.name, str(other), "--format", "json"])
     assert [d["factor"] for d in json.loads(result.stdout)["differences"]] == ["scheduler.max_num_seqs"]
+
+
+def test_first_starts_at_once_read_one_whole_key(tmp_path, monkeypatch):
+    """Two first starts create the signing key at once: each reads the whole key that won, never the
+    empty file of a key being written (which read as 'damaged, 0 bytes' before)."""
+    import threading
+
+    from graphbench.runner.compile.cache_trust import key_path, signing_key
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    root = tmp_path / "root"
+    for trial in range(20):
+        if key_path().exists():
+            key_path().unlink()
+        barrier, keys, errors = threading.Barrier(8), [], []
+
+        def start():
+            barrier.wait()
+            try:
+                keys.append(signing_key(root))
+            except Exception as exc:  # noqa: BLE001 - the failure under test
+                errors.append(exc)
+
+        threads = [threading.Thread(target=start) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, (trial, errors[0])
+        assert len(keys) == 8 and len(set(keys)) == 1 and len(keys[0]) == 32
+        assert [p.name for p in key_path().parent.iterdir()] == ["cache.key"]  # no temporary left behind

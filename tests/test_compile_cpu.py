@@ -85,7 +85,8 @@ def test_compile_sizes_variant_built_at_startup_only(compiled):
     assert compiled.report.compile_sizes_seconds > 0
     # no CUDA graphs to time the variants with on the CPU: every one is kept, and the report says why
     assert compiled.report.static_variants == {
-        "policy": "always", "note": "timing needs CUDA graphs; running on cpu", "seconds": 0.0, "sizes": []}
+        "policy": "always", "note": "timing needs CUDA graphs; running on cpu", "seconds": 0.0, "sizes": [],
+        "piece_sizes": []}
     assert all(r.static_sizes == {8} for r in runners)
     runner = runners[0]
     runner.static_sizes.add(5)  # a size that was not compiled at start-up

@@ -43,13 +43,19 @@ def signing_key(cache_root: Path) -> bytes:
         raise GraphbenchError(f"the cache key {path} is inside the cache root {cache_root}: whoever can write the "
                               "cache could replace it; set XDG_CONFIG_HOME or GRAPHBENCH_CACHE_ROOT elsewhere")
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        pass
-    else:
+    if not path.exists():
+        # written whole under a private name, then linked into place: a start racing this one (two first
+        # starts at once) finds either no key or all of it, never an empty file
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as handle:
             handle.write(secrets.token_bytes(KEY_BYTES))
+        try:
+            os.link(tmp, path)
+        except FileExistsError:  # the other start's key won: use it
+            pass
+        finally:
+            tmp.unlink()
     info = path.stat()
     if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
         raise GraphbenchError(f"the cache key {path} must be a regular file only you can read (chmod 600 {path})")
