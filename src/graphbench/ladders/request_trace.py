@@ -25,7 +25,8 @@ from graphbench.errors import GraphbenchError
 from graphbench.ladders.jsonl import json_lines
 
 INPUT_KEYS = ("input_len", "prompt_len")
-MAX_LEN = 1 << 24  # tokens of one request
+MAX_LEN = 1 << 24  # tokens of one request's prompt
+MAX_OUTPUT_LEN = 1 << 20  # tokens one request generates: the engine's cap (runner/request.py's MAX_OUTPUT_TOKENS)
 BENCH_KEYS = ("request_throughput", "completed", "total_input_tokens")  # a bench serve result's summary
 
 
@@ -40,6 +41,15 @@ class RequestTrace:
     request_rate: float | None = None  # requests per second; None: all at once ("inf")
     seconds_per_step: float | None = None  # the median recorded inter-token latency
     num_failed: int = 0  # failed requests (vLLM: an error, no output), left out
+
+    def __post_init__(self) -> None:
+        if self.request_rate is not None and self.seconds_per_step and len(self) > 1:
+            # the replay sends request i at i / rate / seconds_per_step steps: a number it can count to
+            last = (len(self) - 1) / self.request_rate / self.seconds_per_step
+            if not math.isfinite(last):
+                raise GraphbenchError(f"{self.source}: request_rate {self.request_rate:g}/s at a median inter-token "
+                                      f"latency of {self.seconds_per_step:g} s sends the requests too far apart "
+                                      "to replay (arrival steps overflow)")
 
     def __len__(self) -> int:
         return len(self.input_lens)
@@ -103,7 +113,7 @@ def _lengths(record: object, where: str) -> tuple[int, int]:
     key = next((k for k in INPUT_KEYS if k in record), None)
     if key is None or "output_len" not in record:
         raise GraphbenchError(f"{where}: a request needs input_len (or prompt_len) and output_len")
-    return _count(record[key], where, key, 1), _count(record["output_len"], where, "output_len", 1)
+    return _count(record[key], where, key, 1), _count(record["output_len"], where, "output_len", 1, MAX_OUTPUT_LEN)
 
 
 def _from_pairs(pairs: list[tuple[int, int]], name: str) -> RequestTrace:
@@ -127,7 +137,7 @@ def _bench_result(data: dict[str, Any], name: str) -> RequestTrace:
     errors = errors if isinstance(errors, list) and len(errors) == len(inputs) else [""] * len(inputs)
     kept: list[tuple[int, int]] = []
     for i, (n_in, n_out) in enumerate(zip(inputs, outputs)):
-        n_out = _count(n_out, name, f"output_lens[{i}]", 0)
+        n_out = _count(n_out, name, f"output_lens[{i}]", 0, MAX_OUTPUT_LEN)
         if errors[i] or n_out == 0:  # failed (vLLM records 0 tokens for it): it never ran
             continue
         kept.append((_count(n_in, name, f"input_lens[{i}]", 1), n_out))
@@ -140,9 +150,9 @@ def _bench_result(data: dict[str, Any], name: str) -> RequestTrace:
                         num_failed=len(inputs) - len(kept))
 
 
-def _count(value: object, where: str, key: str, least: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= MAX_LEN:
-        raise GraphbenchError(f"{where}: {key} must be an integer in {least}..{MAX_LEN}, got {value!r}")
+def _count(value: object, where: str, key: str, least: int, most: int = MAX_LEN) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+        raise GraphbenchError(f"{where}: {key} must be an integer in {least}..{most}, got {value!r}")
     return value
 
 
