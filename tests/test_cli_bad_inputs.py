@@ -47,3 +47,25 @@ def test_an_output_length_past_the_engines_cap_names_the_file_and_key(tmp_path):
     bench = write_json(tmp_path / "bench.json", {"input_lens": [10], "output_lens": [1 << 24]})
     assert_one_error(invoke("tune", "--from", bench, "--max-graphs", 3),
                      f"{bench}: output_lens[0] must be an integer in 0..1048576, got 16777216")
+
+
+CURVE = {"kind": "graphbench-step-curve", "schema_version": 1, "graph_ms": {str(n): 1.0 for n in range(1, 9)}}
+
+
+def test_bad_step_time_curves_are_one_error_naming_the_key(tmp_path):
+    cases = [
+        # '²'.isdigit() is True and int('²') raised ValueError
+        ({"graph_ms": {"²": 1.0}}, "graph_ms has a size '²' that is not an integer in 1..1048576"),
+        # two sizes of 10^308 s overflowed the capture-time fit's fsum
+        ({"capture_s": {"1": 1e308, "2": 1e308}}, "capture_s[1] must be a positive finite number (at most 1e+12), got 1e+308"),
+        # '01' and '1' were one size, the later value silently kept
+        ({"graph_ms": {**CURVE["graph_ms"], "01": 2.0}}, "graph_ms gives size 1 twice"),
+        # a curve with gaps failed later as 'no recording of 4 (it covers 1..8)'
+        ({"graph_ms": {"1": 1.0, "8": 2.0}}, "graph_ms must hold every size 1..8 (`graphbench curve` records each); "
+                                            "6 missing, the first 2"),
+    ]
+    for change, message in cases:
+        curve = write_json(tmp_path / "curve.json", {**CURVE, **change})
+        result = invoke("tune", "--model", "uniform:1-8", "--top", 8, "--max-graphs", 2, "--objective", "time",
+                        "--curve", curve, "--max-capture-s", 1)
+        assert_one_error(result, f"{curve}: {message}")

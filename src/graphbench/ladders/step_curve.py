@@ -31,6 +31,7 @@ from graphbench.ladders.distributions import MAX_BATCH_SIZE
 CURVE_KIND = "graphbench-step-curve"
 CURVE_SCHEMA = 1
 MAX_CURVE_BYTES = 16 << 20
+MAX_VALUE = 1e12  # ms or s of one step or recording: past any measurement, and the fits' sums stay finite
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,11 +132,15 @@ def _sizes_map(data: Mapping[str, Any], key: str, where: str, integer: bool = Fa
         raise GraphbenchError(f"{where}: {key} must be an object of size -> value")
     out: dict[int, Any] = {}
     for k, v in raw.items():
-        if not (isinstance(k, str) and k.isdigit() and 1 <= int(k) <= MAX_BATCH_SIZE):
+        # ASCII digits only: str.isdigit() also passes '²', which int() refuses
+        if not (isinstance(k, str) and k.isascii() and k.isdigit() and 1 <= int(k) <= MAX_BATCH_SIZE):
             raise GraphbenchError(f"{where}: {key} has a size {k!r} that is not an integer in 1..{MAX_BATCH_SIZE}")
-        ok = isinstance(v, int) if integer else isinstance(v, (int, float)) and math.isfinite(v)
+        if int(k) in out:
+            raise GraphbenchError(f"{where}: {key} gives size {int(k)} twice")
+        ok = isinstance(v, int) if integer else isinstance(v, (int, float)) and math.isfinite(v) and v <= MAX_VALUE
         if isinstance(v, bool) or not ok or v < 0 or (key.endswith("_ms") and v == 0):
-            raise GraphbenchError(f"{where}: {key}[{k}] must be a {'non-negative integer' if integer else 'positive finite number'}, got {v!r}")
+            what = "non-negative integer" if integer else f"positive finite number (at most {MAX_VALUE:g})"
+            raise GraphbenchError(f"{where}: {key}[{k}] must be a {what}, got {v!r}")
         out[int(k)] = v
     return out
 
@@ -151,6 +156,10 @@ def curve_from_dict(data: Any, where: str = "the curve") -> StepCurve:
     graph = _sizes_map(data, "graph_ms", where)
     if not graph:
         raise GraphbenchError(f"{where}: graph_ms holds no sizes")
+    missing = [n for n in range(1, max(graph) + 1) if n not in graph]
+    if missing:  # `graphbench curve` records every size 1..max: a ladder may pad to any of them
+        raise GraphbenchError(f"{where}: graph_ms must hold every size 1..{max(graph)} (`graphbench curve` "
+                              f"records each); {len(missing)} missing, the first {missing[0]}")
     meta = {k: v for k, v in data.items()
             if k not in ("kind", "schema_version", "graph_ms", "eager_ms", "capture_s", "capture_bytes")}
     return StepCurve(graph, _sizes_map(data, "eager_ms", where), _sizes_map(data, "capture_s", where),
