@@ -234,3 +234,49 @@ def test_variants_are_the_pieces_where_graphbench_kernels_run_every_projection(c
     vllm_like = engine(optimization_level=2, **{"compilation.compile_sizes": [8], "scheduler.max_num_seqs": 7})
     assert vllm_like.compiled.stats.num_static_variants > 0
     assert not any(r.static_fns[8] is r.graph for r in vllm_like.compiled.backend.runners)
+
+
+def test_the_capture_warm_up_runs_each_distinct_piece_once(cache_root, tmp_path, monkeypatch):
+    """Inside distinct_pieces_once (the capture's warm-up) a decoder's identical layer bodies run one of
+    them: the first, the middle (layers - 1 identical) and the last piece once each; a step runs them all."""
+    from graphbench.runner.compile.pieces import PieceRunner
+    from graphbench.runner.cudagraph import distinct_pieces_once
+    from tests.hf_checkpoints import save_tiny_checkpoint
+
+    folder = save_tiny_checkpoint(tmp_path / "four-layers", num_hidden_layers=4)
+    e = engine(optimization_level=2, **{"model.model": str(folder), "compilation.compile_sizes": [8]})
+    runs: list[str] = []
+    real_run = PieceRunner._run
+    monkeypatch.setattr(PieceRunner, "_run", lambda self, args: runs.append(self.name) or real_run(self, args))
+    runners = e.compiled.backend.runners
+    assert len(runners) == 5 and len({r.key for r in runners}) == 3  # first, 3 identical middles, last
+    for num_tokens in (5, 8):  # 8 runs its compile_sizes variant: the memo sits above the variant choice
+        runs.clear()
+        with distinct_pieces_once():
+            warmed = e.runner.dummy_run(num_tokens, 2)
+        assert runs == [runners[0].name, runners[1].name, runners[4].name]
+        assert warmed.shape == (num_tokens, e.arch.hidden_size)
+        runs.clear()
+        full = e.runner.dummy_run(num_tokens, 2)
+        assert runs == [r.name for r in runners] and full.shape == warmed.shape
+    monkeypatch.setattr("graphbench.runner.cudagraph.WARMUP_EVERY_LAYER", True)
+    runs.clear()
+    with distinct_pieces_once():  # GRAPHBENCH_WARMUP_EVERY_LAYER=1: every layer, as before
+        e.runner.dummy_run(5, 2)
+    assert runs == [r.name for r in runners]
+    e.close()
+
+
+def test_a_piece_with_other_argument_kinds_runs_again_in_the_warm_up():
+    """What a kernel specialises on is in the warm-up signature: a shape, a stride, an alignment, an int."""
+    from graphbench.runner.cudagraph import warm_up_signature
+
+    x = torch.zeros(4, 8)
+    same = warm_up_signature("k", (torch.ones(4, 8), 3))
+    assert warm_up_signature("k", (x, 3)) == same
+    assert warm_up_signature("other", (x, 3)) != same
+    assert warm_up_signature("k", (torch.zeros(5, 8), 3)) != same
+    assert warm_up_signature("k", (torch.zeros(8, 4).t(), 3)) != same  # strides
+    assert warm_up_signature("k", (torch.zeros(40)[1:33].view(4, 8), 3)) != same  # 4-byte offset: not 16-aligned
+    assert warm_up_signature("k", (x, 4)) != same
+    assert warm_up_signature("k", (x.to(torch.float16), 3)) != same
