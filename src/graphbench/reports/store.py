@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from graphbench.errors import GraphbenchError
+from graphbench.reports.metrics import CATALOGUE, POINT
 
 SCHEMA_VERSION = 2
 KIND = "graphbench-result"
@@ -136,6 +137,32 @@ def check_shape(result: dict[str, Any]) -> None:
                 _check_numbers(times or {}, f"{at}: step_ms_by_mode {mode!r}", ("total_ms",))
             for step in repeat.get("slowest_steps") or []:
                 _check_numbers(step, f"{at}: a slowest step", ("ms",), required=True)
+            _check_metrics(repeat, at, point=False)
+    for index, start in enumerate([result.get("startup"), *(result.get("startups") or [])]):
+        if isinstance(start, dict):
+            _check_metrics({"startup": start}, "'startup'" if index == 0 else f"'startups' item #{index}", point=True)
+
+
+# A free-memory delta: another process's allocation during capture can make it negative.
+SIGNED_METRICS = ("graph_memory_bytes",)
+UNIT_MAX = {"%": 100.0, "fraction": 1.0}
+
+
+def _check_metrics(data: dict[str, Any], where: str, point: bool) -> None:
+    """The catalogue's metrics (reports/metrics.py) that compare, gate, plan and the report read: absent,
+    null or NaN (a statistic of no samples), else a finite number no measurement can fall outside
+    (nothing negative, a percentage at most 100, a fraction at most 1)."""
+    for metric in CATALOGUE:
+        if (metric.scope == POINT) != point:
+            continue
+        value: Any = data
+        for key in metric.path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+            continue  # absent, or not a number: the readers say so by name
+        low = -math.inf if metric.name in SIGNED_METRICS else 0.0
+        if not low <= value <= UNIT_MAX.get(metric.unit, math.inf) or math.isinf(value):
+            raise ValueError(f"{where}: {'.'.join(metric.path)} is {value!r}, not a possible {metric.unit} value")
 
 
 def _check_numbers(data: dict[str, Any], where: str, keys: tuple[str, ...], required: bool = False) -> None:

@@ -20,6 +20,7 @@ import torch
 from graphbench.config import CompileMode, CUDAGraphMode, EngineConfig, load_arch
 from graphbench.errors import GraphbenchError
 from graphbench.runner.attention.selection import create_backend
+from graphbench.runner.compile.cache import cache_root
 from graphbench.runner.compile.compiler import CompiledForward
 from graphbench.runner.compile.startup import compile_at_startup, sign_cache_entry
 from graphbench.runner.compile.variant_choice import choose_static_variants
@@ -27,6 +28,7 @@ from graphbench.runner.dispatcher import CudagraphDispatcher, resolve_cudagraph_
 from graphbench.runner.device import device_info, dtype_name, free_memory, resolve_device, resolve_dtype
 from graphbench.runner.inputs import StepInputs
 from graphbench.runner.block_allocator import BlockAllocator
+from graphbench.runner.kernels.triton_key import remember_triton_key
 from graphbench.runner.kv_cache import KVCache, bytes_per_block, num_kv_blocks
 from graphbench.runner.loader import build_model, fill_dummy_weights, load_checkpoint
 from graphbench.runner.model_runner import ModelRunner
@@ -53,6 +55,8 @@ class Engine:
         self.device = resolve_device(config.model.device)
         self.dtype = resolve_dtype(config.model.dtype, self.device)
         self.device_info = device_info(self.device)
+        if self.device.type == "cuda":  # before the first kernel loads (kernels/triton_key.py says why)
+            remember_triton_key(cache_root() / "triton-key")
         info = self.device_info
         self.config = config.resolve(blackwell=info.is_blackwell_datacenter, device_name=info.name,
                                      device_memory=info.total_memory)
