@@ -69,3 +69,60 @@ def test_bad_step_time_curves_are_one_error_naming_the_key(tmp_path):
         result = invoke("tune", "--model", "uniform:1-8", "--top", 8, "--max-graphs", 2, "--objective", "time",
                         "--curve", curve, "--max-capture-s", 1)
         assert_one_error(result, f"{curve}: {message}")
+
+
+GATE = Path(__file__).parent / "data" / "gate"
+
+
+def mutated_results(tmp_path: Path, change) -> Path:
+    """The gate's current fixture with `change(result)` applied to each file."""
+    folder = tmp_path / "current"
+    folder.mkdir(exist_ok=True)
+    for source in sorted((GATE / "current" / "cpu-test").glob("*.json")):
+        result = json.loads(source.read_text())
+        change(result)
+        (folder / source.name).write_text(json.dumps(result))
+    return folder
+
+
+def every_repeat(key: str, value: object, stat: str | None = None):
+    def change(result):
+        for workload in result["workloads"]:
+            for repeat in workload["repeats"]:
+                if stat is None:
+                    repeat[key] = value
+                else:
+                    repeat[key][stat] = value
+    return change
+
+
+def test_impossible_measurements_are_skipped_not_compared(tmp_path):
+    # negative tokens/s were compared (-110.0%, 'regressed') and planned (-25 tok/s per user)
+    cases = [(every_repeat("output_tokens_per_s", -100.0), "output_tokens_per_s is -100.0, not a possible tok/s value"),
+             (every_repeat("tpot_ms", 1e400, "p99"), "tpot_ms.p99 is inf, not a possible ms value"),
+             (every_repeat("tpot_ms", -5.0, "p99"), "tpot_ms.p99 is -5.0, not a possible ms value"),
+             (every_repeat("eager_fraction", 2.0), "eager_fraction is 2.0, not a possible fraction value"),
+             (every_repeat("padding_waste_pct", 1000.0), "padding_waste_pct is 1000.0, not a possible % value")]
+    for change, message in cases:
+        current = mutated_results(tmp_path, change)
+        first = f"{current}/0001_O0-default.json: workload 'closed-c1': repeat #1: {message}"
+        assert_one_error(invoke("compare", GATE / "baseline", current), "no current results loaded", first)
+        assert_one_error(invoke("gate", "--baseline", GATE / "baseline", "--current", current), first)
+        assert_one_error(invoke("plan", current, "--slo", "tpot_p99_ms=50"), "2 malformed files skipped")
+
+
+def test_a_negative_startup_is_skipped_and_a_negative_graph_memory_delta_is_kept(tmp_path):
+    def startup(key, value):
+        def change(result):
+            for start in [result["startup"], *result["startups"]]:
+                start[key] = value
+        return change
+
+    current = mutated_results(tmp_path, startup("total_s", -12.0))
+    assert_one_error(invoke("compare", GATE / "baseline", current),
+                     f"{current}/0001_O0-default.json: 'startup': total_s is -12.0, not a possible s value")
+    # graph memory is a free-memory delta: another allocation during capture can make it negative
+    current = mutated_results(tmp_path, startup("graph_memory_bytes", -1024))
+    result = invoke("compare", GATE / "baseline", current, "--metric", "graph_memory_bytes", "--format", "csv")
+    assert result.exit_code == 0, result.output
+    assert ",graph_memory_bytes,bytes,0.0,-1024.0," in result.stdout

@@ -162,7 +162,8 @@ def _check_metrics(data: dict[str, Any], where: str, point: bool) -> None:
             continue  # absent, or not a number: the readers say so by name
         low = -math.inf if metric.name in SIGNED_METRICS else 0.0
         if not low <= value <= UNIT_MAX.get(metric.unit, math.inf) or math.isinf(value):
-            raise ValueError(f"{where}: {'.'.join(metric.path)} is {value!r}, not a possible {metric.unit} value")
+            shown = ".".join(metric.path[1:] if point else metric.path)  # a point metric's path starts at 'startup'
+            raise ValueError(f"{where}: {shown} is {value!r}, not a possible {metric.unit} value")
 
 
 def _check_numbers(data: dict[str, Any], where: str, keys: tuple[str, ...], required: bool = False) -> None:
