@@ -108,7 +108,10 @@ def test_impossible_measurements_are_skipped_not_compared(tmp_path):
         first = f"{current}/0001_O0-default.json: workload 'closed-c1': repeat #1: {message}"
         assert_one_error(invoke("compare", GATE / "baseline", current), "no current results loaded", first)
         assert_one_error(invoke("gate", "--baseline", GATE / "baseline", "--current", current), first)
-        assert_one_error(invoke("plan", current, "--slo", "tpot_p99_ms=50"), "2 malformed files skipped")
+        assert_one_error(invoke("plan", current, "--slo", "tpot_p99_ms=50"), "2 malformed files skipped; the first, "
+                         + first)
+        assert_one_error(invoke("report", current, "-o", tmp_path / "report"), "2 malformed files skipped; the first, "
+                         + first)
 
 
 def test_a_negative_startup_is_skipped_and_a_negative_graph_memory_delta_is_kept(tmp_path):

@@ -68,7 +68,10 @@ def load(inputs: Iterable[str | Path] | LoadedResults) -> LoadedResults:
             raise GraphbenchError("give at least one result file or folder")
         loaded = load_results(paths)
     if not loaded.results:
-        detail = f" ({len(loaded.skipped)} malformed files skipped)" if loaded.skipped else ""
+        detail = ""
+        if loaded.skipped:  # the first reason: the command ends at this one line
+            first, why = loaded.skipped[0]
+            detail = f" ({len(loaded.skipped)} malformed files skipped; the first, {first}: {why})"
         raise GraphbenchError(f"no graphbench result files found{detail}")
     return loaded
 
