@@ -36,6 +36,10 @@ def normalize_thresholds(thresholds: Mapping[str, float]) -> dict[str, float]:
             raise GraphbenchError(
                 f"threshold for {metric.name} must be <= 0: it is higher-is-better, so the bad direction "
                 f"is a drop (e.g. {metric.name}:-{pct:g})")
+        if metric.higher_is_better and pct <= -100:  # a value cannot drop by more than all of it
+            raise GraphbenchError(
+                f"threshold for {metric.name} must be above -100: a drop beyond {pct:g}% never happens, so it "
+                f"could never fail (to stop gating it: {metric.name}:off)")
         if not metric.higher_is_better and pct < 0:
             raise GraphbenchError(
                 f"threshold for {metric.name} must be >= 0: it is lower-is-better, so the bad direction "
