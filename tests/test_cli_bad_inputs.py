@@ -129,3 +129,25 @@ def test_a_negative_startup_is_skipped_and_a_negative_graph_memory_delta_is_kept
     result = invoke("compare", GATE / "baseline", current, "--metric", "graph_memory_bytes", "--format", "csv")
     assert result.exit_code == 0, result.output
     assert ",graph_memory_bytes,bytes,0.0,-1024.0," in result.stdout
+
+
+def test_gate_refuses_a_threshold_that_could_never_fail():
+    # change < -100% never happens: output_tokens_per_s:-1000 passed a real 10% drop
+    for pct in ("-100", "-1000"):
+        result = invoke("gate", "--baseline", GATE / "baseline", "--current", GATE / "current",
+                        "--threshold", f"output_tokens_per_s:{pct}")
+        assert_one_error(result, f"threshold for output_tokens_per_s must be above -100: a drop beyond {pct}% never "
+                                 "happens, so it could never fail (to stop gating it: output_tokens_per_s:off)")
+    result = invoke("gate", "--baseline", GATE / "baseline", "--current", GATE / "current",
+                    "--threshold", "output_tokens_per_s:-99")
+    assert result.exit_code == 0, result.output
+
+
+def test_gate_refuses_two_reports_to_one_file(tmp_path):
+    # the JSON report silently replaced the Markdown one
+    same = tmp_path / "gate.md"
+    result = invoke("gate", "--baseline", GATE / "baseline", "--current", GATE / "current",
+                    "--markdown", same, "--json", tmp_path / "." / "gate.md")
+    assert_one_error(result, f"--markdown and --json name the same file {tmp_path}/gate.md: one report would "
+                             "overwrite the other")
+    assert not same.exists()

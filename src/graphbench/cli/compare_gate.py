@@ -206,9 +206,14 @@ def gate_command(
     per-point metrics (startup_s, capture_s, graph_memory_bytes), which have one value per point.
     """
     outputs = {"--markdown": markdown, "--junit": junit, "--json": json_path}
+    named: dict[Path, str] = {}
     for option, path in outputs.items():
         if path is not None:
             check_output_file(path, option)
+            if path.is_file() or not path.exists():  # a device or FIFO (/dev/stdout) may take both
+                if (same := named.setdefault(path.resolve(), option)) != option:
+                    raise GraphbenchError(f"{same} and {option} name the same file {path}: "
+                                          "one report would overwrite the other")
     try:
         limits = thresholds_from_specs(threshold or [])
         report = run_gate(baseline, current, limits, alpha=alpha, allow_mismatch=allow_mismatch,
