@@ -151,3 +151,13 @@ def test_gate_refuses_two_reports_to_one_file(tmp_path):
     assert_one_error(result, f"--markdown and --json name the same file {tmp_path}/gate.md: one report would "
                              "overwrite the other")
     assert not same.exists()
+
+
+def test_a_point_whose_reruns_differ_says_so_when_compared():
+    # the synthetic fixture's O3-default was run twice under two config hashes; compared with itself the
+    # message read 'baseline 0000000007/0000000008 vs current 0000000007/0000000008', as if the sides differed
+    synthetic = Path(__file__).parent / "data" / "report" / "synthetic"
+    assert_one_error(invoke("compare", synthetic, synthetic),
+                     "O3-default (graphbench): config hash differs: baseline 0000000007/0000000008 vs current "
+                     "0000000007/0000000008 (the baseline and the current results of this point differ among "
+                     "themselves); pass --allow-mismatch")

@@ -133,9 +133,14 @@ def match_results(
         for fld, what in (("model", "model"), ("config_hash", "config hash")):
             bv, cv = b.values(fld), c.values(fld)
             if len(bv) > 1 or len(cv) > 1 or bv != cv:
+                # re-runs pooled into one point that differ among themselves: the same set on both sides
+                # read 'baseline 7/8 vs current 7/8', as if the two sides differed
+                within = [side for side, values in (("baseline", bv), ("current", cv)) if len(values) > 1]
+                among = f" (the {' and the '.join(within)} results of this point differ among themselves)" \
+                    if within else ""
                 mismatches.append(
                     f"{b.name}: {what} differs: baseline {'/'.join(map(str, bv))} "
-                    f"vs current {'/'.join(map(str, cv))}")
+                    f"vs current {'/'.join(map(str, cv))}{among}")
         # the engine's switches do not touch the transformers peers
         fields = ("gpu", "device", "torch", "switches") if b.system == "graphbench" else ("gpu", "device", "torch")
         for fld in fields:
