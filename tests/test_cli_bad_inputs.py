@@ -161,3 +161,16 @@ def test_a_point_whose_reruns_differ_says_so_when_compared():
                      "O3-default (graphbench): config hash differs: baseline 0000000007/0000000008 vs current "
                      "0000000007/0000000008 (the baseline and the current results of this point differ among "
                      "themselves); pass --allow-mismatch")
+
+
+def test_histogram_counts_too_large_to_sum_are_one_error(tmp_path):
+    # two counts of 10^308 overflowed the normalising fsum (an OverflowError traceback in ladder and tune)
+    histogram = tmp_path / "h.json"
+    histogram.write_text('{"4": 1e308, "8": 1e308}')
+    rows = tmp_path / "h.csv"
+    rows.write_text("batch_size,count\n4,1e308\n4,1e308\n")
+    for command in (["ladder"], ["tune", "--max-graphs", 2]):
+        assert_one_error(invoke(*command, "--distribution", histogram),
+                         f"{histogram}: count of batch size 4 must be a non-negative number (at most 1e+18), got 1e+308")
+        assert_one_error(invoke(*command, "--distribution", rows),
+                         f"{rows}:2: count must be a non-negative number (at most 1e+18), got '1e308'")

@@ -248,12 +248,13 @@ def _number_field(value: str, where: str, what: str = "count") -> float:
         number = float(value)
     except ValueError:
         raise GraphbenchError(f"{where}: {what} must be a number, got {value!r}") from None
-    if not math.isfinite(number) or number < 0:
-        raise GraphbenchError(f"{where}: {what} must be a non-negative number, got {value!r}")
+    if not math.isfinite(number) or not 0 <= number <= MAX_WEIGHT:
+        raise GraphbenchError(f"{where}: {what} must be a non-negative number (at most {MAX_WEIGHT:g}), got {value!r}")
     return number
 
 
 MAX_BATCH_SIZE = 1 << 20  # tokens in one step: no engine runs more
+MAX_WEIGHT = 1e18  # steps of one size: far past any log, and the sum over every size stays finite
 
 
 def _check_size(size: object, source: str, *, what: str = "batch size") -> None:
@@ -264,6 +265,7 @@ def _check_size(size: object, source: str, *, what: str = "batch size") -> None:
 
 def _check_weight(weight: object, size: int, source: str) -> None:
     ok = isinstance(weight, (int, float)) and not isinstance(weight, bool)
-    if not ok or not math.isfinite(weight) or weight < 0:  # type: ignore[arg-type]
+    if not ok or not math.isfinite(weight) or not 0 <= weight <= MAX_WEIGHT:  # type: ignore[operator]
         where = f"{source}: " if source else ""
-        raise GraphbenchError(f"{where}count of batch size {size} must be a non-negative number, got {weight!r}")
+        raise GraphbenchError(f"{where}count of batch size {size} must be a non-negative number (at most "
+                              f"{MAX_WEIGHT:g}), got {weight!r}")
