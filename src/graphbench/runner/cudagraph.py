@@ -31,42 +31,9 @@ class GraphRuntime:
     pool: Any = None  # shared memory pool of every recording
     stream: torch.cuda.Stream | None = None
     num_captured: dict[str, int] = field(default_factory=lambda: {"FULL": 0, "PIECEWISE": 0})
-    # the capture's warm-up forward: each distinct piece's outputs by its signature (distinct_pieces_once)
-    piece_outputs: dict[tuple, Any] | None = None
 
 
 runtime = GraphRuntime()
-
-# GRAPHBENCH_WARMUP_EVERY_LAYER=1: the capture's warm-up runs every layer's piece, as the steps do
-WARMUP_EVERY_LAYER = switch_value("GRAPHBENCH_WARMUP_EVERY_LAYER") == "1"
-
-
-@contextmanager
-def distinct_pieces_once() -> Iterator[None]:
-    """Within: a compiled piece whose code and arguments match one already run here returns that
-    piece's outputs instead of running (see `warm_up_signature`). For the capture's eager warm-up
-    only, whose one purpose is to load every kernel the recordings will launch, and whose outputs
-    are thrown away: a decoder's identical layer bodies launch the same kernels on the same shapes,
-    so the first of them loads what all of them need. The splitting ops between pieces still run
-    per layer."""
-    previous, runtime.piece_outputs = runtime.piece_outputs, (None if WARMUP_EVERY_LAYER else {})
-    try:
-        yield
-    finally:
-        runtime.piece_outputs = previous
-
-
-def warm_up_signature(key: str, args: tuple) -> tuple:
-    """What a piece's kernels specialise on, beyond its code (`key`): each tensor argument's shape,
-    strides, dtype, device and 16-byte alignment, and the value of every other argument (Triton
-    specialises on ints, and a piece's symbolic sizes arrive as ints)."""
-    parts: list[Any] = [key]
-    for a in args:
-        if isinstance(a, torch.Tensor):
-            parts.append((tuple(a.shape), a.stride(), a.dtype, a.device, a.data_ptr() % 16 == 0))
-        else:
-            parts.append((type(a), a if isinstance(a, (int, float, bool, str, type(None))) else id(a)))
-    return tuple(parts)
 
 
 @contextmanager

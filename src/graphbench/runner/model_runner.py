@@ -14,7 +14,7 @@ import torch
 from graphbench.config.modes import CUDAGraphMode
 from graphbench.runner.attention.backend import AttentionBackend
 from graphbench.runner.attention.op import ForwardContext, forward_context
-from graphbench.runner.cudagraph import CUDAGraphWrapper, capture_session, distinct_pieces_once, graph_runtime, runtime
+from graphbench.runner.cudagraph import CUDAGraphWrapper, capture_session, graph_runtime, runtime
 from graphbench.runner.dispatcher import CudagraphDispatcher
 from graphbench.runner.inputs import StepInputs
 from graphbench.runner.kv_cache import KVCache
@@ -212,8 +212,7 @@ class ModelRunner:
                 batch = (desc.num_tokens, num_reqs, self._uniform_decode(desc), desc.has_lora)
                 if batch not in warmed:
                     warmed.add(batch)
-                    with distinct_pieces_once():  # identical layers load the same kernels: one of each runs
-                        self.dummy_run(desc.num_tokens, num_reqs, NONE, desc)
+                    self.dummy_run(desc.num_tokens, num_reqs, NONE, desc)
             torch.cuda.synchronize(self.device)
             free_before = free_memory()
             reserved_before = torch.cuda.memory_reserved(self.device)

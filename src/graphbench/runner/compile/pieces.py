@@ -14,7 +14,6 @@ import torch.fx as fx
 
 from graphbench.errors import GraphbenchError
 from graphbench.runner.compile.aot_store import AotStore, standalone_available
-from graphbench.runner.cudagraph import runtime, warm_up_signature
 from graphbench.switches import switch_value
 
 log = logging.getLogger("graphbench.compile")
@@ -204,15 +203,6 @@ class PieceRunner:
         self.allow_compile = True  # switched off once start-up is over
 
     def __call__(self, *args: Any) -> Any:
-        memo = runtime.piece_outputs  # the capture's warm-up: each distinct piece once (cudagraph.py)
-        if memo is None or not self.key:
-            return self._run(args)
-        signature = warm_up_signature(self.key, args)
-        if signature not in memo:
-            memo[signature] = self._run(args)
-        return memo[signature]
-
-    def _run(self, args: tuple) -> Any:
         if self.static_sizes:
             size = self.size_of(args)
             if size in self.static_sizes:
