@@ -100,3 +100,19 @@ def test_unknown_and_ambiguous_names_are_errors(root, tmp_path):
     result = diff("ffff", "eeee5")
     assert result.exit_code == 2 and "no compile-cache entry or config file 'ffff'" in result.output
     assert diff("eeee5", "eeee6", "--format", "xml").exit_code == 2
+
+
+@pytest.mark.parametrize("switch, value", [("GRAPHBENCH_GEMV", "0"), ("GRAPHBENCH_TRACED_PIECES", "0"),
+                                           ("GRAPHBENCH_SKINNY_GEMM", "0"), ("GRAPHBENCH_STATIC_VARIANTS", "always")])
+def test_a_switch_that_changes_the_compiled_code_is_a_hash_factor(monkeypatch, switch, value):
+    """An entry compiled under another value of these switches is not reused (GRAPHBENCH_GEMV=0's entry holds
+    no graphbench op: a default start loading it would run none of graphbench's kernels)."""
+    from graphbench.runner.compile.cache import compile_hash, environment_factors
+
+    monkeypatch.delenv(switch, raising=False)
+    default_hash, default_factors = compile_hash("c0ffee", "2.11.0"), environment_factors("2.11.0")
+    monkeypatch.setenv(switch, value)
+    assert environment_factors("2.11.0") == default_factors | {switch: value}
+    assert compile_hash("c0ffee", "2.11.0") != default_hash
+    monkeypatch.setenv("GRAPHBENCH_PDL", "0")  # a kernel switch acts at run time: no new entry
+    assert environment_factors("2.11.0") == default_factors | {switch: value}

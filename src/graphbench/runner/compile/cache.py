@@ -20,6 +20,7 @@ from typing import Any, Iterator
 from graphbench import __version__
 from graphbench.config.hashing import hash_factors
 from graphbench.errors import GraphbenchError
+from graphbench.switches import switch_value
 
 CACHE_SUBDIR = "torch_compile_cache"
 META_FILE = "graphbench_meta.json"
@@ -49,9 +50,16 @@ def source_hash() -> str:
     return digest.hexdigest()[:10]
 
 
+# Switches that change what is traced or compiled: an entry made under one value is not another's.
+# (GEMV: graphbench's ops or plain torch ops in the trace; TRACED_PIECES: which pieces Inductor compiles;
+# SKINNY_GEMM and STATIC_VARIANTS: whether a compile_sizes variant gets the matmuls.) The kernels' other
+# switches act when the ops run, not on the compiled code.
+CODE_SWITCHES = ("GRAPHBENCH_GEMV", "GRAPHBENCH_TRACED_PIECES", "GRAPHBENCH_SKINNY_GEMM", "GRAPHBENCH_STATIC_VARIANTS")
+
+
 def environment_factors(torch_version: str) -> dict[str, str]:
     return {"torch": torch_version, "triton": _version("triton"), "graphbench": __version__,
-            "model_source": source_hash()}
+            "model_source": source_hash()} | {name: switch_value(name) for name in CODE_SWITCHES}
 
 
 def config_factors(config: Any) -> dict[str, Any]:
@@ -83,12 +91,12 @@ def config_factors(config: Any) -> dict[str, Any]:
 
 def entry_factors(config: Any, torch_version: str) -> dict[str, Any]:
     """Every factor of the compile-cache hash of a resolved config, by name: the config's, then the
-    environment's (torch, triton, graphbench, model_source)."""
+    environment's (torch, triton, graphbench, model_source, CODE_SWITCHES)."""
     return config_factors(config) | environment_factors(torch_version)
 
 
 def compile_hash(config_hash: str, torch_version: str) -> str:
-    """Config factors + torch/triton/graphbench versions + model source."""
+    """Config factors + torch/triton/graphbench versions + model source + the code switches."""
     return hash_factors([config_hash, environment_factors(torch_version)])
 
 
