@@ -3,6 +3,7 @@ and the loaded split graph still calls every piece by its own name."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.fx as fx
 
@@ -53,3 +54,21 @@ def test_pieces_of_one_key_are_one_graph_each_called_by_its_name(tmp_path):
     loaded.__dict__["b"] = lambda t: seen.append("b") or t * 2
     loaded(x)
     assert seen == ["b"]
+
+
+@pytest.mark.parametrize("version, release", [
+    ("2.8.0", (2, 8)), ("2.11.0+cu130", (2, 11)), ("2.8.0rc1", (2, 8)), ("2.8.0.dev20250601+cu128", (2, 8)),
+    ("2.8.0a0+5228986c39.nv25.05", (2, 8)), ("2.7.1", (2, 7)), ("10.0", (10, 0)), ("unknown", (0, 0))])
+def test_a_pre_release_torch_is_its_release(version, release):
+    """A 2.8 pre-release or NGC build has standalone_compile: its warm start loads (PEP 440 orders it before 2.8)."""
+    from graphbench.runner.compile import aot_store
+
+    assert aot_store.release_of(version) == release
+
+
+def test_standalone_is_read_from_the_release(monkeypatch):
+    from graphbench.runner.compile import aot_store
+
+    for version, available in [("2.8.0rc1", True), ("2.8.0a0+5228986c39.nv25.05", True), ("2.7.1", False)]:
+        monkeypatch.setattr(aot_store.torch, "__version__", version)
+        assert aot_store.standalone_available() is available

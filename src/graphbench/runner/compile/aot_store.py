@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import pickle
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,9 +28,14 @@ FORMAT_VERSION = 2  # 2: each distinct piece pickled once, beside the split grap
 def standalone_available() -> bool:
     """torch >= 2.8 can save and load a compiled piece without its graph (read from the version: looking at
     torch._inductor would import it, which a warm start of traced pieces never needs)."""
-    from torch.torch_version import TorchVersion
+    return release_of(str(torch.__version__)) >= (2, 8)
 
-    return TorchVersion(torch.__version__) >= (2, 8)
+
+def release_of(version: str) -> tuple[int, int]:
+    """(major, minor) of a torch version, pre-releases and local builds included: 2.8.0rc1, a nightly's
+    2.8.0.dev20250601 and NGC's 2.8.0a0+5228986 are 2.8 (PEP 440 orders them before 2.8, whose API they have)."""
+    match = re.match(r"(\d+)\.(\d+)", version)
+    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
 
 
 @dataclass
