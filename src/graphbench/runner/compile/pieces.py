@@ -14,6 +14,7 @@ import torch.fx as fx
 
 from graphbench.errors import GraphbenchError
 from graphbench.runner.compile.aot_store import AotStore, standalone_available
+from graphbench.runner.compile.compile_stack import import_compile_stack
 from graphbench.switches import switch_value
 
 log = logging.getLogger("graphbench.compile")
@@ -38,6 +39,7 @@ class CompileStats:
     num_traced_pieces: int = 0  # of num_compiled_pieces: graphbench ops only, run as traced (runs_as_traced)
     load_seconds: float = 0.0  # warm start: loading the saved split graph and pieces
     import_seconds: float = 0.0  # warm start: importing the compile stack to load Inductor's pieces
+    variant_import_seconds: float = 0.0  # importing it for a compile_sizes variant (a warm start of traced pieces)
     num_static_variants: int = 0
     piece_names: list[str] = field(default_factory=list)
 
@@ -231,6 +233,8 @@ class PieceRunner:
             # Inductor would emit the same calls: the variant is the traced piece (nothing compiled or saved)
             self.static_fns[size] = graph
             return graph
+        # a warm start of traced pieces has not imported the compile stack: timed apart (compile_stack.py)
+        backend.stats.variant_import_seconds += import_compile_stack()
         started = time.perf_counter()
         # GEMM autotuning only: pointwise autotuning and coordinate descent benchmark every fused kernel
         # and kept -O3's start-up over 200 s on an H200 (four decode sizes x three distinct pieces).

@@ -118,6 +118,7 @@ def _compile(engine) -> None:
     engine.report.dynamo_seconds = times.dynamo_seconds
     engine.report.inductor_seconds = times.inductor_seconds
     engine.report.compile_sizes_seconds = times.static_inductor_seconds
+    engine.report.compile_import_seconds += engine.compiled.stats.variant_import_seconds
     engine.report.compile_loaded_seconds = times.loaded_seconds
     engine.report.compile_loaded = times.loaded
     if times.loaded:
