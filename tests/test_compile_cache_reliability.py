@@ -183,6 +183,11 @@ def test_cache_diff_finds_a_config_identical_to_the_entry_it_compiled(concurrent
                       "[scheduler]\nmax_num_seqs = 4\nmax_num_batched_tokens = 32\n")
     monkeypatch.setenv("GRAPHBENCH_CACHE_ROOT", str(root))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the starts above ran on the CPU
+    monkeypatch.delenv("GRAPHBENCH_TRACED_PIECES", raising=False)  # a switch of the compiled code (cache.py)
+    result = CliRunner().invoke(app, ["cache", "diff", entry.name, str(config), "--format", "json"])
+    assert [(d["factor"], d["a"], d["b"]) for d in json.loads(result.stdout)["differences"]] == [
+        ("GRAPHBENCH_TRACED_PIECES", "0", "1")]
+    monkeypatch.setenv(*next(iter(TRACED_PIECES.items())))  # as the starts ran
     result = CliRunner().invoke(app, ["cache", "diff", entry.name, str(config), "--format", "json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
@@ -222,3 +227,31 @@ def test_first_starts_at_once_read_one_whole_key(tmp_path, monkeypatch):
         assert not errors, (trial, errors[0])
         assert len(keys) == 8 and len(set(keys)) == 1 and len(keys[0]) == 32
         assert [p.name for p in key_path().parent.iterdir()] == ["cache.key"]  # no temporary left behind
+
+
+def test_a_key_is_made_where_the_folder_has_no_hard_links(tmp_path, monkeypatch):
+    """vfat, some FUSE and SMB mounts refuse os.link (EPERM): the key is renamed into place instead; a
+    folder where nothing can be written is one line naming XDG_CONFIG_HOME, and no temporary is left."""
+    import errno
+
+    from graphbench.errors import GraphbenchError
+    from graphbench.runner.compile import cache_trust
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+
+    def no_links(src, dst):
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(cache_trust.os, "link", no_links)
+    key = cache_trust.signing_key(tmp_path / "root")
+    assert len(key) == 32 and cache_trust.signing_key(tmp_path / "root") == key
+    assert [p.name for p in cache_trust.key_path().parent.iterdir()] == ["cache.key"]
+
+    def full_disk(path, flags, mode=0o777):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    cache_trust.key_path().unlink()
+    monkeypatch.setattr(cache_trust.os, "open", full_disk)
+    with pytest.raises(GraphbenchError, match="cannot create the cache key .*No space left on device; set XDG_CONFIG_HOME"):
+        cache_trust.signing_key(tmp_path / "root")
+    assert list(cache_trust.key_path().parent.iterdir()) == []

@@ -47,15 +47,23 @@ def signing_key(cache_root: Path) -> bytes:
         # written whole under a private name, then linked into place: a start racing this one (two first
         # starts at once) finds either no key or all of it, never an empty file
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(secrets.token_bytes(KEY_BYTES))
         try:
-            os.link(tmp, path)
-        except FileExistsError:  # the other start's key won: use it
-            pass
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(secrets.token_bytes(KEY_BYTES))
+            try:
+                os.link(tmp, path)
+            except FileExistsError:  # the other start's key won: use it
+                pass
+            except OSError:  # no hard links here (vfat, some FUSE and SMB mounts): a rename is atomic too,
+                # though a racing start's key may replace this one (before anything is signed with it)
+                if not path.exists():
+                    os.replace(tmp, path)
+        except OSError as exc:
+            raise GraphbenchError(f"cannot create the cache key {path}: {exc.strerror or exc}; set XDG_CONFIG_HOME "
+                                  "to a folder you can write") from exc
         finally:
-            tmp.unlink()
+            tmp.unlink(missing_ok=True)
     info = path.stat()
     if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
         raise GraphbenchError(f"the cache key {path} must be a regular file only you can read (chmod 600 {path})")
