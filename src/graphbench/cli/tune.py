@@ -60,7 +60,7 @@ def tune_command(
                                                "num_tokens), CSV (batch_size[,count]), JSON {size: count} or one "
                                                "size per line; or a request trace, as for --from.")] = None,
     model: Annotated[Optional[str], _o("--model", f"Parametric distribution: {MODEL_FORMS} (closed: weight W, "
-                                       "default 0.9, on C, the rest uniform over 1..C-1).")] = None,
+                                       "default 0.9, on C, the rest uniform over 1..C-1; closed:1 is all on 1).")] = None,
     max_graphs: Annotated[int, _o("--max-graphs", "Most sizes in the tuned ladder.")] = ...,  # type: ignore[assignment]
     objective: Annotated[str, _o("--objective", "tokens: expected padding tokens per step; "
                                  "waste: expected padding fraction; time: expected ms per step under a "

@@ -5,7 +5,8 @@ Parametric models (``model_distribution``):
 
 - ``closed:C[:W]``: closed-loop serving at concurrency C. Most decode steps carry all C requests,
   so weight W (default 0.9) sits on C; the rest (1 - W) is spread uniformly over 1..C-1 to model
-  the tail when requests finish and are not yet replaced. Sizes are in tokens: with speculative
+  the tail when requests finish and are not yet replaced; at C = 1 there is no tail, so W, if given,
+  must be 1 (closed:1 is all weight on 1). Sizes are in tokens: with speculative
   decoding each request contributes ``tokens_per_request`` (1 + k) tokens, so size r becomes r*(1+k).
 - ``uniform:A-B`` (or ``uniform:B`` for 1..B): every batch size from A to B tokens equally likely.
 
@@ -127,6 +128,9 @@ def model_distribution(spec: str, tokens_per_request: int = 1) -> BatchSizeDistr
         if c * max(1, tokens_per_request if isinstance(tokens_per_request, int) else 1) > MAX_BATCH_SIZE:
             raise GraphbenchError(f"bad model {spec!r}: a closed loop of {c} requests is over {MAX_BATCH_SIZE} tokens a step")
         weight = CLOSED_WEIGHT if m.group(2) is None else _fraction(m.group(2), spec)
+        if c == 1 and m.group(2) is not None and weight != 1:
+            raise GraphbenchError(f"bad model {spec!r}: at C = 1 there is no size below C for the rest (1 - W) "
+                                  "to go to, so all the weight is at 1: give closed:1 (or W = 1)")
         if isinstance(tokens_per_request, bool) or not isinstance(tokens_per_request, int) or tokens_per_request <= 0:
             raise GraphbenchError(f"tokens per request must be a positive integer, got {tokens_per_request!r}")
         t = tokens_per_request

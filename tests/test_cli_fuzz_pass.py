@@ -1,0 +1,17 @@
+"""Misleading-but-quiet behaviours of GPU-free commands a fuzz pass found: each now ends in one `error:`
+line with exit code 2, or prints what is true (the style of tests/test_cli_bad_inputs.py)."""
+
+from __future__ import annotations
+
+from tests.test_cli_bad_inputs import assert_one_error, invoke
+
+
+def test_a_closed_loop_of_one_request_refuses_a_weight_it_cannot_spread():
+    # closed:1:0.5 printed "weight 0.5 at C" while all the weight was at 1 (no size below C for the rest)
+    assert_one_error(invoke("tune", "--model", "closed:1:0.5", "--max-graphs", 2),
+                     "bad model 'closed:1:0.5': at C = 1 there is no size below C for the rest (1 - W) to go to, "
+                     "so all the weight is at 1: give closed:1 (or W = 1)")
+    result = invoke("tune", "--model", "closed:1:1", "--max-graphs", 2)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == ("distribution: model closed-loop concurrency 1, weight 1 at C "
+                                             "(1 sizes in 1..1, mean 1.00)")
