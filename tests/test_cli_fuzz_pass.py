@@ -3,6 +3,8 @@ line with exit code 2, or prints what is true (the style of tests/test_cli_bad_i
 
 from __future__ import annotations
 
+import json
+
 from tests.test_cli_bad_inputs import assert_one_error, invoke
 
 
@@ -15,3 +17,14 @@ def test_a_closed_loop_of_one_request_refuses_a_weight_it_cannot_spread():
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[0] == ("distribution: model closed-loop concurrency 1, weight 1 at C "
                                              "(1 sizes in 1..1, mean 1.00)")
+
+
+def test_ladders_with_no_rung_average_up_to_the_cap_not_over_size_1():
+    # 1 + k = 100001 is past the cap 512: no ladder has a size, and the averages said "batch sizes 1..1"
+    result = invoke("ladder", "--num-speculative-tokens", 100000, "--format", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["averaged_over"] == "batch sizes 1..512 equally likely"
+    assert [(s["sizes"], s["eager_fraction_pct"]) for s in doc["ladders"]] == [([], 100.0), ([], 100.0)]
+    result = invoke("ladder", "--num-speculative-tokens", 100000, "--max-num-batched-tokens", 300)
+    assert "averages over batch sizes 1..300 equally likely (eager = no padding)" in result.stdout

@@ -5,8 +5,8 @@ when the user gives a list of sizes. The selected ladder is the one vLLM would u
 list when given, else the ladder of the chosen performance mode.
 
 Averages are over a batch-size distribution: by default every size in 1..R equally likely, R the
-largest top rung of the ladders shown (the max capture size unless a custom ladder goes higher);
-eager batches count zero waste. Pure Python, no torch import.
+largest top rung of the ladders shown (the max capture size unless a custom ladder goes higher; the
+cap itself when no ladder has a rung, e.g. 1 + k above it); eager batches count zero waste. Pure Python, no torch import.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from graphbench.errors import GraphbenchError
 from graphbench.ladders.distributions import BatchSizeDistribution
 from graphbench.ladders.graphs import graphs_per_mode
 from graphbench.ladders.padding import average_waste, eager_fraction, pad_to, padding_overhead
-from graphbench.ladders.sizes import PERFORMANCE_MODES, Ladder, capture_sizes
+from graphbench.ladders.sizes import PERFORMANCE_MODES, Ladder, capture_sizes, default_max_capture_size
 
 DEFAULT_BATCHES: tuple[int, ...] = (1, 3, 5, 9, 17, 33, 100, 250, 300, 600)
 
@@ -157,7 +157,11 @@ def compare_ladders(
     decode_query_len = 1 + num_speculative_tokens
     top = named[0][1].max_capture_size
     if distribution is None:
-        span = max(max(ladder.max_capture_size for _, ladder in named), 1)
+        span = max(ladder.max_capture_size for _, ladder in named)
+        if span == 0:  # every ladder empty (no multiple of 1 + k within the cap): average up to the cap
+            span = max_capture_size or default_max_capture_size(max_num_seqs, decode_query_len=decode_query_len,
+                                                                blackwell=blackwell)
+            span = min(span, max_num_batched_tokens or span)
         dist = BatchSizeDistribution.uniform(span)
         averaged_over = f"batch sizes 1..{span} equally likely"
     else:
