@@ -14,33 +14,50 @@ import triton.language as tl
 from graphbench.runner.kernels.launch import DirectLauncher
 from graphbench.runner.kernels.pdl import pdl_arguments, pdl_enter
 from graphbench.runner.kernels.util import next_power_of_2
+from graphbench.switches import switch_value
 
 
 @triton.jit
 def _add_rmsnorm_kernel(x_ptr, r_ptr, nw_ptr, out_ptr, h_ptr, K, stride_x, stride_r, eps, BLOCK: tl.constexpr,
-                        PDL: tl.constexpr = False):
-    pdl_enter(PDL)
+                        EARLY: tl.constexpr, PDL: tl.constexpr = False):
     row = tl.program_id(0).to(tl.int64)
     dtype = x_ptr.dtype.element_ty
     offs = tl.arange(0, BLOCK)
     ok = offs < K
+    if EARLY:  # the norm weight and the residual load before the PDL wait (see NORM_EARLY_LOADS)
+        nw = tl.load(nw_ptr + offs, mask=ok, other=0.0).to(tl.float32)
+        r = tl.load(r_ptr + row * stride_r + offs, mask=ok, other=0.0).to(tl.float32)
+    pdl_enter(PDL)
+    if not EARLY:
+        nw = tl.load(nw_ptr + offs, mask=ok, other=0.0).to(tl.float32)
+        r = tl.load(r_ptr + row * stride_r + offs, mask=ok, other=0.0).to(tl.float32)
     h = tl.load(x_ptr + row * stride_x + offs, mask=ok, other=0.0).to(tl.float32)
-    h += tl.load(r_ptr + row * stride_r + offs, mask=ok, other=0.0).to(tl.float32)
+    h += r
     h = h.to(dtype).to(tl.float32)
     rstd = 1.0 / tl.sqrt(tl.sum(h * h, axis=0) / K + eps)
-    hn = (h * rstd).to(dtype).to(tl.float32) * tl.load(nw_ptr + offs, mask=ok, other=0.0).to(tl.float32)
+    hn = (h * rstd).to(dtype).to(tl.float32) * nw
     tl.store(h_ptr + row * K + offs, h.to(dtype), mask=ok)
     tl.store(out_ptr + row * K + offs, hn.to(dtype), mask=ok)
 
 
+# GRAPHBENCH_NORM_EARLY_LOADS=1: under PDL, add-norm loads its norm weight and the residual before it waits
+# for the kernel before it (as decode attention loads its metadata: paged_decode.EARLY_LOADS). No kernel
+# writes a norm weight. The residual comes from a kernel at least two back (the layer's previous add-norm,
+# or the embedding): the one in between passed its own wait, so that kernel had completed, before it let
+# this one start (pdl.py's chain). Off by default until measured on the GPU.
+NORM_EARLY_LOADS = switch_value("GRAPHBENCH_NORM_EARLY_LOADS") == "1"
+
+
 def launch_add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
                        out: torch.Tensor, h_out: torch.Tensor) -> None:
-    """h_out = x + residual, out = rmsnorm(h_out) * norm_weight, row by row ([T, K], unit stride in K)."""
+    """h_out = x + residual, out = rmsnorm(h_out) * norm_weight, row by row ([T, K], unit stride in K).
+    x is the previous kernel's output; residual must not be (see NORM_EARLY_LOADS)."""
     rows, k = x.shape
     if rows:
         block = next_power_of_2(k)
         _add_rmsnorm_launch[(rows,)](x, residual, norm_weight, out, h_out, k, x.stride(0), residual.stride(0), eps,
-                                     BLOCK=block, num_warps=8 if block >= 4096 else 4, **pdl_arguments(out))
+                                     BLOCK=block, EARLY=NORM_EARLY_LOADS, num_warps=8 if block >= 4096 else 4,
+                                     **pdl_arguments(out))
 
 
 @triton.jit
