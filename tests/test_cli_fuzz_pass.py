@@ -4,6 +4,7 @@ line with exit code 2, or prints what is true (the style of tests/test_cli_bad_i
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from tests.test_cli_bad_inputs import assert_one_error, invoke
 
@@ -28,3 +29,25 @@ def test_ladders_with_no_rung_average_up_to_the_cap_not_over_size_1():
     assert [(s["sizes"], s["eager_fraction_pct"]) for s in doc["ladders"]] == [([], 100.0), ([], 100.0)]
     result = invoke("ladder", "--num-speculative-tokens", 100000, "--max-num-batched-tokens", 300)
     assert "averages over batch sizes 1..300 equally likely (eager = no padding)" in result.stdout
+
+
+TUNE_RESULTS = Path(__file__).parent / "data" / "tune" / "results"
+BENCH_SERVE = Path(__file__).parent / "data" / "vllm" / "bench-serve-detailed.json"
+
+
+def test_a_result_given_twice_is_read_once_and_said_so():
+    # --from X --from X summed X's histograms twice ("6 result(s)")
+    one = TUNE_RESULTS / "h200" / "0001_small-ladder.json"
+    result = invoke("tune", "--from", TUNE_RESULTS, "--from", TUNE_RESULTS / "h200" / "..", "--from", one,
+                    "--max-graphs", 3)
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines()[:2] == [
+        f"warning: --from {TUNE_RESULTS / 'h200' / '..'} is given twice (as {TUNE_RESULTS}): read once",
+        f"warning: --from {one} is inside --from {TUNE_RESULTS}: read once",
+    ]
+    assert result.stdout.splitlines()[0] == ("distribution: measured batch sizes (3 result(s)) "
+                                             "(9 sizes in 1..600, mean 24.12)")
+    result = invoke("tune", "--from", BENCH_SERVE, "--from", BENCH_SERVE, "--max-graphs", 3)
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines()[0] == f"warning: --from {BENCH_SERVE} is given twice: read once"
+    assert "(3 requests, concurrency 2;" in result.stdout.splitlines()[0]

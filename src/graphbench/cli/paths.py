@@ -1,4 +1,5 @@
-"""Output paths a user names: checked before any work, written without blocking on a FIFO."""
+"""Paths a user names: output paths checked before any work, written without blocking on a FIFO; input
+paths read once each."""
 
 from __future__ import annotations
 
@@ -72,3 +73,27 @@ def write_output_text(path: Path, text: str, option: str) -> None:
         path.write_text(text)
     except OSError as exc:
         raise GraphbenchError(f"cannot write {option} {path}: {exc.strerror or exc}") from None
+
+
+def unique_inputs(paths: list[Path], option: str, warnings: list[str]) -> list[Path]:
+    """`paths` without those another one already reads (the same file or folder by its resolved path,
+    or a .json file or a folder inside a given folder), first kept; a warning for each one dropped."""
+    resolved = []
+    for path in paths:
+        try:
+            resolved.append(path.resolve())
+        except (OSError, RuntimeError):  # a link loop: left for the reader to name
+            resolved.append(path.absolute())
+    kept: list[Path] = []
+    for i, (path, real) in enumerate(zip(paths, resolved)):
+        same = next((paths[j] for j in range(i) if resolved[j] == real), None)
+        within = next((paths[j] for j, folder in enumerate(resolved) if folder != real and folder in real.parents
+                       and folder.is_dir() and (real.is_dir() or real.suffix == ".json")), None)
+        if same is not None:
+            shown = "" if same == path else f" (as {same})"
+            warnings.append(f"{option} {path} is given twice{shown}: read once")
+        elif within is not None:
+            warnings.append(f"{option} {path} is inside {option} {within}: read once")
+        else:
+            kept.append(path)
+    return kept

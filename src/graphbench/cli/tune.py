@@ -14,6 +14,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from graphbench.cli.paths import unique_inputs
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.distributions import load_distribution
 from graphbench.cli.tune_render import print_tune_table, tune_document
@@ -106,6 +107,8 @@ def tune_command(
         check_plot_path(plot)
     step_curve = _step_curve(curve, objective, max_capture_s)
     warnings: list[str] = []
+    from_results = unique_inputs(from_results, "--from", warnings) if from_results else from_results
+    memory_from = unique_inputs(memory_from, "--memory-from", warnings) if memory_from else memory_from
     server_log = _server_logs(from_results) if from_results else None
     replayed = None
     if server_log is None and (from_results or distribution):
