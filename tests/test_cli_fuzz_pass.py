@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.test_cli_bad_inputs import assert_one_error, invoke
+from tests.test_cli_bad_inputs import assert_one_error, invoke, write_json
 
 
 def test_a_closed_loop_of_one_request_refuses_a_weight_it_cannot_spread():
@@ -51,3 +51,20 @@ def test_a_result_given_twice_is_read_once_and_said_so():
     assert result.exit_code == 0, result.output
     assert result.stderr.splitlines()[0] == f"warning: --from {BENCH_SERVE} is given twice: read once"
     assert "(3 requests, concurrency 2;" in result.stdout.splitlines()[0]
+
+
+def test_a_bench_serve_errors_key_of_the_wrong_shape_names_the_file_and_key(tmp_path):
+    # a string, or a list one entry short, was ignored: every request counted as successful
+    data = json.loads(BENCH_SERVE.read_text())
+    cases = [
+        ("Bad Request", "key errors must be a list (one error string per request, \"\" for none), got str"),
+        (["", "", "Bad Request"], "key errors has 3 entries but input_lens has 4"),
+        (["", "", 1, ""], "key errors[2] must be a string or null, got 1"),
+    ]
+    for errors, message in cases:
+        trace = write_json(tmp_path / "serve.json", {**data, "errors": errors})
+        assert_one_error(invoke("tune", "--from", trace, "--max-graphs", 3), f"{trace}: {message}")
+    trace = write_json(tmp_path / "serve.json", {**data, "errors": None})  # null: no request failed
+    result = invoke("tune", "--from", trace, "--max-graphs", 3)
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [f"warning: {trace}: 1 failed request(s) left out"]  # its output_lens 0

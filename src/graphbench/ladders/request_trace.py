@@ -133,8 +133,7 @@ def _bench_result(data: dict[str, Any], name: str) -> RequestTrace:
             raise GraphbenchError(f"{name}: key {key} must be a list of token counts, got {type(values).__name__}")
     if len(inputs) != len(outputs):
         raise GraphbenchError(f"{name}: key output_lens has {len(outputs)} entries but input_lens has {len(inputs)}")
-    errors = data.get("errors")
-    errors = errors if isinstance(errors, list) and len(errors) == len(inputs) else [""] * len(inputs)
+    errors = _errors(data.get("errors"), len(inputs), name)
     kept: list[tuple[int, int]] = []
     for i, (n_in, n_out) in enumerate(zip(inputs, outputs)):
         n_out = _count(n_out, name, f"output_lens[{i}]", 0, MAX_OUTPUT_LEN)
@@ -148,6 +147,21 @@ def _bench_result(data: dict[str, Any], name: str) -> RequestTrace:
                         request_rate=_rate(data.get("request_rate", "inf"), name),
                         seconds_per_step=_median_itl(data.get("itls"), name),
                         num_failed=len(inputs) - len(kept))
+
+
+def _errors(value: object, n: int, name: str) -> list[object]:
+    """Each request's error ("" or null: it succeeded); absent or null: none failed."""
+    if value is None:
+        return [""] * n
+    if not isinstance(value, list):
+        raise GraphbenchError(f"{name}: key errors must be a list (one error string per request, \"\" for "
+                              f"none), got {type(value).__name__}")
+    if len(value) != n:
+        raise GraphbenchError(f"{name}: key errors has {len(value)} entries but input_lens has {n}")
+    for i, error in enumerate(value):
+        if error is not None and not isinstance(error, str):
+            raise GraphbenchError(f"{name}: key errors[{i}] must be a string or null, got {error!r:.60}")
+    return value
 
 
 def _count(value: object, where: str, key: str, least: int, most: int = MAX_LEN) -> int:
