@@ -68,3 +68,19 @@ def test_a_bench_serve_errors_key_of_the_wrong_shape_names_the_file_and_key(tmp_
     result = invoke("tune", "--from", trace, "--max-graphs", 3)
     assert result.exit_code == 0, result.output
     assert result.stderr.splitlines() == [f"warning: {trace}: 1 failed request(s) left out"]  # its output_lens 0
+
+
+def test_targets_and_budgets_past_any_deployment_are_refused_with_the_bound():
+    # 1e300 printed GPU counts and MiB budgets hundreds of digits long
+    synthetic = Path(__file__).parent / "data" / "report" / "synthetic"
+    for flag, kind in (("--target-rps", "requests/s"), ("--target-users", "concurrent users")):
+        assert_one_error(invoke("plan", synthetic, "--slo", "tpot_p99_ms=50", flag, "1e300"),
+                         f"target {kind} must be at most 1e+09 (past any deployment: the GPUs needed would mean "
+                         "nothing), got 1e+300")
+    result = invoke("plan", synthetic, "--slo", "tpot_p99_ms=50", "--target-users", "1e9", "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["configurations"][0]["gpus_needed"] == 15_625_000
+    for value, shown in (("1e300", "1e+300"), ("inf", "inf")):
+        assert_one_error(invoke("tune", "--from", TUNE_RESULTS, "--max-graphs", 4, "--memory-budget-mib", value),
+                         "--memory-budget-mib must be positive and at most 1048576 (1 TiB, more than any GPU "
+                         f"holds), got {shown}")

@@ -42,6 +42,7 @@ from graphbench.runner.replay import ReplayLimits, replay_files
 
 FORMATS = ("table", "json")
 MIB = 2**20
+MAX_BUDGET_MIB = 1 << 20  # 1 TiB of graph memory: past any GPU's memory
 
 
 def _o(flag: str, help: str):  # noqa: A002 - typer's name
@@ -280,8 +281,9 @@ def _measured(from_results, workloads, path, model, warnings) -> list[dict[str, 
 
 def _memory_model(memory_from, from_results, budget_mib, warnings) -> MemoryModel | None:
     """The fitted memory model: from --memory-from, else from --from (optional unless there is a budget)."""
-    if budget_mib is not None and not budget_mib > 0:
-        raise GraphbenchError(f"--memory-budget-mib must be positive, got {budget_mib}")
+    if budget_mib is not None and not 0 < budget_mib <= MAX_BUDGET_MIB:
+        raise GraphbenchError(f"--memory-budget-mib must be positive and at most {MAX_BUDGET_MIB} (1 TiB, more "
+                              f"than any GPU holds), got {budget_mib:g}")
     paths = memory_from or from_results
     if not paths:
         if budget_mib is not None:

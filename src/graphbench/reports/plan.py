@@ -37,6 +37,7 @@ from graphbench.reports.store import LoadedResults
 SLO_METRICS = tuple(LATENCY_METRICS)
 TARGET_KINDS = {"requests_per_s": "requests/s", "users": "concurrent users"}
 _INTEGER_TOLERANCE = 1e-9
+MAX_TARGET = 1e9  # requests/s or concurrent users: past any deployment (a GPU count for more is not a plan)
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,9 @@ def _target(target_rps: float | None, target_users: float | None) -> tuple[str |
         if value is not None:
             if isinstance(value, bool) or not math.isfinite(value) or value <= 0:
                 raise GraphbenchError(f"target {TARGET_KINDS[kind]} must be a positive number, got {value!r}")
+            if value > MAX_TARGET:
+                raise GraphbenchError(f"target {TARGET_KINDS[kind]} must be at most {MAX_TARGET:g} (past any "
+                                      f"deployment: the GPUs needed would mean nothing), got {value:g}")
             return kind, float(value)
     return None, None
 
