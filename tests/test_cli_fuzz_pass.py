@@ -84,3 +84,18 @@ def test_targets_and_budgets_past_any_deployment_are_refused_with_the_bound():
         assert_one_error(invoke("tune", "--from", TUNE_RESULTS, "--max-graphs", 4, "--memory-budget-mib", value),
                          "--memory-budget-mib must be positive and at most 1048576 (1 TiB, more than any GPU "
                          f"holds), got {shown}")
+
+
+def test_replay_limits_that_can_never_be_valid_are_errors_whatever_the_source():
+    # with a source that is not a request trace, 0 only warned "not used" and the command exited 0
+    for flag in ("--block-size", "--num-kv-blocks", "--max-num-batched-tokens"):
+        for value in (0, -3):
+            assert_one_error(invoke("tune", "--model", "closed:8", "--max-graphs", 3, flag, value),
+                             f"{flag} must be a positive integer, got {value}")
+    assert_one_error(invoke("tune", "--from", BENCH_SERVE, "--max-graphs", 3, "--num-kv-blocks", 0),
+                     "--num-kv-blocks must be a positive integer, got 0")
+    result = invoke("tune", "--model", "closed:8", "--max-graphs", 3, "--block-size", 32)  # valid, just unused
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == ["warning: --max-num-batched-tokens, --block-size and --num-kv-blocks "
+                                          "shape a request trace's replay only; this source is not one, so they "
+                                          "are not used"]

@@ -28,7 +28,7 @@ from graphbench.ladders.tune import (
     knee,
     pareto_curve,
 )
-from graphbench.ladders.tune_inputs import DEFAULT_MAX_NUM_SEQS, tune_bounds
+from graphbench.ladders.tune_inputs import DEFAULT_MAX_NUM_SEQS, check_int, tune_bounds
 from graphbench.ladders.tune_sources import (
     MODEL_FORMS,
     MemoryModel,
@@ -106,6 +106,10 @@ def tune_command(
         raise GraphbenchError(f"unknown server {emit!r} for --emit; choose from {', '.join(SERVERS)}")
     if plot is not None:
         check_plot_path(plot)
+    for flag, value in (("--max-num-batched-tokens", max_num_batched_tokens), ("--block-size", block_size),
+                        ("--num-kv-blocks", num_kv_blocks)):
+        if value is not None:  # never valid, whatever the source (a trace's replay or none)
+            check_int(flag, value)
     step_curve = _step_curve(curve, objective, max_capture_s)
     warnings: list[str] = []
     from_results = unique_inputs(from_results, "--from", warnings) if from_results else from_results
