@@ -36,6 +36,7 @@ from graphbench.ladders.tune_sources import (
     fit_memory_model,
     load_run_results,
     model_distribution,
+    server_logs,
 )
 from graphbench.config.parts import DEFAULT_TOKEN_BUDGET
 from graphbench.runner.replay import ReplayLimits, replay_files
@@ -114,7 +115,7 @@ def tune_command(
     warnings: list[str] = []
     from_results = unique_inputs(from_results, "--from", warnings) if from_results else from_results
     memory_from = unique_inputs(memory_from, "--memory-from", warnings) if memory_from else memory_from
-    server_log = _server_logs(from_results) if from_results else None
+    server_log = server_logs(from_results) if from_results else None
     replayed = None
     if server_log is None and (from_results or distribution):
         limits = (max_num_seqs, max_num_batched_tokens, block_size, num_kv_blocks)
@@ -222,36 +223,6 @@ def _curve_summary(step_curve, path: Path, dist, top: int, ladders) -> dict[str,
         "vs_every_size_pct": {name: 100 * (ladder.expected_step_ms / every - 1) for name, ladder in ladders.items()
                               if ladder.expected_step_ms is not None},
     }
-
-
-def _server_logs(paths: list[Path]):
-    """--from files that are vLLM server logs with --cudagraph-metrics tables, summed into one
-    distribution; None when none is (then they are graphbench results)."""
-    from graphbench.ladders.distributions import BatchSizeDistribution
-    from graphbench.ladders.vllm_log import is_cudagraph_log, parse_cudagraph_metrics
-
-    logs, others = [], []
-    for path in paths:
-        text = None
-        if path.is_file() and path.suffix.lower() != ".json" and path.stat().st_size <= MAX_LOG_BYTES:
-            try:
-                text = path.read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                text = None
-        (logs if text is not None and is_cudagraph_log(text) else others).append((path, text))
-    if not logs:
-        return None
-    if others:
-        raise GraphbenchError(f"--from mixes vLLM logs ({logs[0][0]}) with graphbench results ({others[0][0]}): "
-                              "give one kind")
-    total: dict[int, int] = {}
-    for path, text in logs:
-        for size, count in parse_cudagraph_metrics(text, str(path)).items():
-            total[size] = total.get(size, 0) + count
-    return BatchSizeDistribution(total, source=", ".join(str(p) for p, _ in logs))
-
-
-MAX_LOG_BYTES = 1 << 30  # a server log of a long run; read whole, so not past this
 
 
 def _request_traces(paths: list[Path], limits: tuple, multiple_of: int | None, warnings: list[str]):

@@ -1,5 +1,5 @@
-"""Inputs of ladder tuning: batch-size distributions from measured runs or parametric models, and
-the graph-memory model fitted from measured capture results. Pure Python; no torch.
+"""Inputs of ladder tuning: batch-size distributions from measured runs, vLLM server logs or parametric
+models, and the graph-memory model fitted from measured capture results. Pure Python; no torch.
 
 Parametric models (``model_distribution``):
 
@@ -32,6 +32,7 @@ from typing import Any
 
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.distributions import MAX_BATCH_SIZE, BatchSizeDistribution
+from graphbench.ladders.vllm_log import is_cudagraph_log, parse_cudagraph_metrics
 
 CLOSED_WEIGHT = 0.9
 MODEL_FORMS = "closed:C, closed:C:W or uniform:A-B"
@@ -67,6 +68,33 @@ def load_run_results(paths: Iterable[str | Path]) -> tuple[list[dict[str, Any]],
     if not ok:
         raise GraphbenchError(f"no successful graphbench result in {', '.join(map(str, paths))}")
     return ok, warnings
+
+
+def server_logs(paths: list[Path]) -> BatchSizeDistribution | None:
+    """--from files that are vLLM server logs with --cudagraph-metrics tables, summed into one
+    distribution; None when none is (then they are graphbench results)."""
+    logs, others = [], []
+    for path in paths:
+        text = None
+        if path.is_file() and path.suffix.lower() != ".json" and path.stat().st_size <= MAX_LOG_BYTES:
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                text = None
+        (logs if text is not None and is_cudagraph_log(text) else others).append((path, text))
+    if not logs:
+        return None
+    if others:
+        raise GraphbenchError(f"--from mixes vLLM logs ({logs[0][0]}) with graphbench results ({others[0][0]}): "
+                              "give one kind")
+    total: dict[int, int] = {}
+    for path, text in logs:
+        for size, count in parse_cudagraph_metrics(text, str(path)).items():
+            total[size] = total.get(size, 0) + count
+    return BatchSizeDistribution(total, source=", ".join(str(p) for p, _ in logs))
+
+
+MAX_LOG_BYTES = 1 << 30  # a server log of a long run; read whole, so not past this
 
 
 def workload_names(results: Iterable[Mapping[str, Any]]) -> list[str]:
