@@ -99,3 +99,23 @@ def test_replay_limits_that_can_never_be_valid_are_errors_whatever_the_source():
     assert result.stderr.splitlines() == ["warning: --max-num-batched-tokens, --block-size and --num-kv-blocks "
                                           "shape a request trace's replay only; this source is not one, so they "
                                           "are not used"]
+
+
+def test_distribution_files_read_sizes_as_ascii_digits_as_step_curves_do(tmp_path):
+    # int('1_000') is 1000, but a step curve's "1_000" size is refused: the same {size: value} file kind
+    cases = [
+        ("sizes.txt", "1_000\n4\n", "sizes.txt:1: batch size must be a positive integer, got '1_000'"),
+        ("sizes.txt", "\u0661\u0662\n", "sizes.txt:1: batch size must be a positive integer, got '\u0661\u0662'"),
+        ("sizes.csv", "batch_size,count\n1_000,5\n", "sizes.csv:2: batch_size must be a positive integer, got '1_000'"),
+        ("sizes.csv", "batch_size,count\n8,1_000\n", "sizes.csv:2: count must be a number, got '1_000'"),
+        ("sizes.json", '{"1_000": 3}', "sizes.json: key '1_000' must be a positive integer, got '1_000'"),
+    ]
+    for name, text, message in cases:
+        path = tmp_path / name
+        path.write_text(text)
+        assert_one_error(invoke("ladder", "--distribution", path), f"{tmp_path / message}")
+    path = tmp_path / "sizes.csv"
+    path.write_text("batch_size,count\n 8 ,1e3\n9,.5\n")  # spaces and float counts stay fine
+    result = invoke("ladder", "--distribution", path, "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["averaged_over"] == f"distribution {path} (2 sizes)"

@@ -13,7 +13,9 @@ Per-request benchmark outputs (ladders/request_trace.py) are not distributions o
 replayed through the scheduler first (runner/replay.py, what `graphbench tune` does with them); given
 here they are an error that says so.
 
-Blank lines and lines starting with ``#`` are ignored in the line-based formats.
+Blank lines and lines starting with ``#`` are ignored in the line-based formats. A size written as
+text is ASCII digits only, as a step-time curve's sizes (ladders/step_curve.py): Python's int() also
+reads ``1_000`` and other scripts' digits, which no CSV or JSON tool writes as a number.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -234,10 +237,9 @@ def _is_int(text: str) -> bool:
 def _int_field(value: object, where: str, what: str = "batch size") -> int:
     """A positive integer batch size from a JSON value or a text cell."""
     if isinstance(value, str):
-        try:
-            value = int(value.strip())
-        except ValueError:
-            raise GraphbenchError(f"{where}: {what} must be a positive integer, got {value!r}") from None
+        if not re.fullmatch(r"[0-9]+", value.strip()):
+            raise GraphbenchError(f"{where}: {what} must be a positive integer, got {value!r}")
+        value = int(value.strip())
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise GraphbenchError(f"{where}: {what} must be a positive integer, got {value!r}")
     return value
@@ -245,6 +247,8 @@ def _int_field(value: object, where: str, what: str = "batch size") -> int:
 
 def _number_field(value: str, where: str, what: str = "count") -> float:
     try:
+        if "_" in value or not value.isascii():  # float() reads '1_000' and other scripts' digits
+            raise ValueError(value)
         number = float(value)
     except ValueError:
         raise GraphbenchError(f"{where}: {what} must be a number, got {value!r}") from None
