@@ -159,6 +159,6 @@ def test_a_real_kernel_signature_is_read_with_its_constexprs():
 
     launcher = DirectLauncher(_add_rmsnorm_kernel)
     assert launcher.names == ["x_ptr", "r_ptr", "nw_ptr", "out_ptr", "h_ptr", "K", "stride_x", "stride_r", "eps",
-                              "BLOCK", "PDL"]
-    assert launcher.constexpr == [False] * 9 + [True, True]
+                              "BLOCK", "EARLY", "PDL"]
+    assert launcher.constexpr == [False] * 9 + [True, True, True]
     assert launcher.defaults[-1] is False
