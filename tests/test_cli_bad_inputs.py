@@ -174,3 +174,17 @@ def test_histogram_counts_too_large_to_sum_are_one_error(tmp_path):
                          f"{histogram}: count of batch size 4 must be a non-negative number (at most 1e+18), got 1e+308")
         assert_one_error(invoke(*command, "--distribution", rows),
                          f"{rows}:2: count must be a non-negative number (at most 1e+18), got '1e308'")
+
+
+def test_an_integer_too_large_for_a_float_is_skipped_not_a_traceback(tmp_path):
+    # JSON reads 1 followed by 400 zeros as an int: math.isnan/isfinite raised OverflowError (a traceback)
+    big = 10**400
+    cases = [(every_repeat("tpot_ms", big, "p99"), "tpot_ms.p99 is an integer of 401 digits, not a possible ms value"),
+             (every_repeat("output_tokens_per_s", big),
+              "'output_tokens_per_s' is an integer of 401 digits, not a finite number")]
+    for change, message in cases:
+        current = mutated_results(tmp_path, change)
+        first = f"{current}/0001_O0-default.json: workload 'closed-c1': repeat #1: {message}"
+        assert_one_error(invoke("compare", GATE / "baseline", current), "no current results loaded", first)
+        assert_one_error(invoke("report", current, "-o", tmp_path / "report"), "2 malformed files skipped; the first, "
+                         + first)

@@ -158,12 +158,28 @@ def _check_metrics(data: dict[str, Any], where: str, point: bool) -> None:
         value: Any = data
         for key in metric.path:
             value = value.get(key) if isinstance(value, dict) else None
-        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
             continue  # absent, or not a number: the readers say so by name
+        number = _as_float(value)
+        if math.isnan(number):
+            continue
         low = -math.inf if metric.name in SIGNED_METRICS else 0.0
-        if not low <= value <= UNIT_MAX.get(metric.unit, math.inf) or math.isinf(value):
+        if not low <= number <= UNIT_MAX.get(metric.unit, math.inf) or math.isinf(number):
             shown = ".".join(metric.path[1:] if point else metric.path)  # a point metric's path starts at 'startup'
-            raise ValueError(f"{where}: {shown} is {value!r}, not a possible {metric.unit} value")
+            raise ValueError(f"{where}: {shown} is {_shown(value, number)}, not a possible {metric.unit} value")
+
+
+def _as_float(value: int | float) -> float:
+    """The number as a float; an integer past a float's range (JSON reads 1 followed by 400 zeros as an
+    int, where 1e400 is a float's inf) is inf, not an OverflowError traceback."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
+def _shown(value: int | float, number: float) -> str:
+    return f"an integer of {len(str(abs(value)))} digits" if math.isinf(number) and isinstance(value, int) else repr(value)
 
 
 def _check_numbers(data: dict[str, Any], where: str, keys: tuple[str, ...], required: bool = False) -> None:
@@ -176,8 +192,8 @@ def _check_numbers(data: dict[str, Any], where: str, keys: tuple[str, ...], requ
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"{where}: {key!r} is not a number")
-        if not math.isfinite(value):
-            raise ValueError(f"{where}: {key!r} is {value!r}, not a finite number")
+        if not math.isfinite(number := _as_float(value)):
+            raise ValueError(f"{where}: {key!r} is {_shown(value, number)}, not a finite number")
 
 
 def iter_result_files(paths: Iterable[str | Path]) -> list[Path]:
