@@ -188,3 +188,18 @@ def test_an_integer_too_large_for_a_float_is_skipped_not_a_traceback(tmp_path):
         assert_one_error(invoke("compare", GATE / "baseline", current), "no current results loaded", first)
         assert_one_error(invoke("report", current, "-o", tmp_path / "report"), "2 malformed files skipped; the first, "
                          + first)
+
+
+def test_an_environment_field_written_as_an_object_is_compared_as_its_json(tmp_path):
+    # environment.gpu as an object was unhashable: compare and gate ended in a TypeError traceback
+    def gpu_object(result):
+        result["environment"]["gpu"] = {"name": "H200"}
+
+    current = mutated_results(tmp_path, gpu_object)
+    result = invoke("compare", GATE / "baseline", current)
+    assert result.exit_code == 0, result.output
+    assert 'warning: O0-default (graphbench): environment gpu differs: baseline None vs current {"name": "H200"}' \
+        in result.stderr.splitlines()
+    result = invoke("gate", "--baseline", GATE / "baseline", "--current", current)
+    unchanged = invoke("gate", "--baseline", GATE / "baseline", "--current", GATE / "current" / "cpu-test")
+    assert result.exit_code == unchanged.exit_code == 1, result.output  # the fixture's regression, as without the edit

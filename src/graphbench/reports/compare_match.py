@@ -7,6 +7,7 @@ with a different model or config hash are refused unless allow_mismatch.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -169,4 +170,7 @@ def _env_value(result: dict[str, Any], field: str) -> Any:
     """An environment field of a result, hashable: switches as 'A=1 B=0' ('none' when none changed)."""
     env = result.get("environment")
     value = env.get(field) if isinstance(env, dict) else None
-    return (switches_text(value) or "none") if field == "switches" else value
+    if field == "switches":
+        return switches_text(value) or "none"
+    # a hand-edited object or list (unhashable: dict.fromkeys raised TypeError, a traceback): as JSON
+    return json.dumps(value, sort_keys=True, default=str) if isinstance(value, (dict, list)) else value
