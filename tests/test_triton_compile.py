@@ -75,7 +75,8 @@ def test_add_rmsnorm_compiles():
 
     sig = {"x_ptr": BF16, "r_ptr": BF16, "nw_ptr": BF16, "out_ptr": BF16, "h_ptr": BF16, "K": "i32",
            "stride_x": "i32", "stride_r": "i32", "eps": "fp32"}
-    assert compile_sm90(_add_rmsnorm_kernel, sig, {"BLOCK": 2048}).asm["cubin"]
+    for early in (False, True):  # GRAPHBENCH_NORM_EARLY_LOADS
+        assert compile_sm90(_add_rmsnorm_kernel, sig, {"BLOCK": 2048, "EARLY": early}).asm["cubin"]
 
 
 def test_silu_mul_and_argmax_compile():
@@ -149,7 +150,7 @@ def test_pdl_variants_compile_with_grid_dependency_control():
              "num_chunks": "i32"}
     rows = {"values_ptr": "*fp32", "indices_ptr": "*i32", "out_ptr": "*i64", "num_chunks": "i32"}
     cases = [(_gemv_kernel, gemv, {"HAS_BIAS": False, "BLOCK_N": 4, "BLOCK_K": 1024, "INTERPRET": False}),
-             (_add_rmsnorm_kernel, norm, {"BLOCK": 2048}), (_silu_mul_kernel, silu, {"BLOCK": 1024}),
+             (_add_rmsnorm_kernel, norm, {"BLOCK": 2048, "EARLY": False}), (_silu_mul_kernel, silu, {"BLOCK": 1024}),
              (_chunk_argmax_kernel, chunk, {"BLOCK": 2048}), (_row_argmax_kernel, rows, {"BLOCK_C": 64})]
     for fn, sig, constexprs in cases:
         with_pdl = compile_sm90(fn, sig, dict(constexprs, PDL=True)).asm["ptx"]
@@ -158,6 +159,12 @@ def test_pdl_variants_compile_with_grid_dependency_control():
         assert "griddepcontrol" not in without, fn.__name__
         if fn is _gemv_kernel:  # its first weight tile is loaded before the wait (weights are never written)
             assert "ld.global" in with_pdl[:with_pdl.index("griddepcontrol.wait")]
+        if fn is _add_rmsnorm_kernel:  # nothing loads before the wait unless EARLY
+            assert "ld.global" not in with_pdl[:with_pdl.index("griddepcontrol.wait")]
+    early = compile_sm90(_add_rmsnorm_kernel, norm, {"BLOCK": 2048, "EARLY": True, "PDL": True}).asm["ptx"]
+    before_wait = early[:early.index("griddepcontrol.wait")]
+    assert before_wait.count("ld.global") >= 2  # the norm weight and the residual (GRAPHBENCH_NORM_EARLY_LOADS)
+    assert "st.global" not in before_wait
 
 
 def _stack_and_local_bytes(cubin: bytes) -> tuple[int, int]:

@@ -27,8 +27,9 @@ def _add_rmsnorm_kernel(x_ptr, r_ptr, nw_ptr, out_ptr, h_ptr, K, stride_x, strid
     if EARLY:  # the norm weight and the residual load before the PDL wait (see NORM_EARLY_LOADS)
         nw = tl.load(nw_ptr + offs, mask=ok, other=0.0).to(tl.float32)
         r = tl.load(r_ptr + row * stride_r + offs, mask=ok, other=0.0).to(tl.float32)
-    pdl_enter(PDL)
-    if not EARLY:
+        pdl_enter(PDL)
+    else:
+        pdl_enter(PDL)
         nw = tl.load(nw_ptr + offs, mask=ok, other=0.0).to(tl.float32)
         r = tl.load(r_ptr + row * stride_r + offs, mask=ok, other=0.0).to(tl.float32)
     h = tl.load(x_ptr + row * stride_x + offs, mask=ok, other=0.0).to(tl.float32)
