@@ -66,20 +66,17 @@ def test_the_tracing_step_fits_the_requests_contexts():
     assert largest_step_tokens(2048, 3, 512) == 1536
 
 
-def test_a_warm_start_of_traced_pieces_imports_no_compile_stack(tmp_path):
-    """-O2 on one device without LoRA: every piece is graphbench's ops, so a warm start in a fresh process
-    loads the saved split graph without importing Dynamo or Inductor (compile_stack.py); the cold start
-    before it imported them, as it compiles."""
+def _cold_then_warm(tmp_path: Path, overrides: str, printed: str) -> tuple[dict, dict]:
+    """Two fresh processes on one new cache root, each starting an -O2 CPU engine with these extra
+    overrides (Python dict items) and printing the JSON of `printed` (an expression over e and r = e.report)."""
     code = (
         "import sys, json\n"
         "from graphbench.config import load_engine_config\n"
         "from graphbench.runner.engine import Engine\n"
         "e = Engine(load_engine_config(overrides={'model.device': 'cpu', 'model.dtype': 'float32', "
-        "'optimization_level': 2, 'scheduler.max_num_seqs': 4, 'scheduler.max_num_batched_tokens': 64}))\n"
+        f"'optimization_level': 2, 'scheduler.max_num_seqs': 4, 'scheduler.max_num_batched_tokens': 64, {overrides}}}))\n"
         "r = e.report\n"
-        "print(json.dumps({'loaded': r.compile_loaded, 'imports': r.compile_import_seconds, "
-        "'stack': [m for m in ('torch._dynamo', 'torch._inductor') if m in sys.modules], "
-        "'tokens': e.generate([[1, 2, 3]])[0]}))\n"
+        f"print(json.dumps({printed}))\n"
     )
     env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin", "GRAPHBENCH_CACHE_ROOT": str(tmp_path / "cache"),
            "XDG_CONFIG_HOME": str(tmp_path / "config")}
@@ -88,7 +85,17 @@ def test_a_warm_start_of_traced_pieces_imports_no_compile_stack(tmp_path):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
         assert out.returncode == 0, out.stderr[-2000:]
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    cold, warm = runs
+    return runs[0], runs[1]
+
+
+def test_a_warm_start_of_traced_pieces_imports_no_compile_stack(tmp_path):
+    """-O2 on one device without LoRA: every piece is graphbench's ops, so a warm start in a fresh process
+    loads the saved split graph without importing Dynamo or Inductor (compile_stack.py); the cold start
+    before it imported them, as it compiles."""
+    cold, warm = _cold_then_warm(tmp_path, "", (
+        "{'loaded': r.compile_loaded, 'imports': r.compile_import_seconds, "
+        "'stack': [m for m in ('torch._dynamo', 'torch._inductor') if m in sys.modules], "
+        "'tokens': e.generate([[1, 2, 3]])[0]}"))
     assert not cold["loaded"] and cold["imports"] > 0 and cold["stack"] == ["torch._dynamo", "torch._inductor"]
     assert warm["loaded"] and warm["imports"] == 0 and warm["stack"] == []
     assert warm["tokens"] == cold["tokens"]
@@ -98,25 +105,9 @@ def test_a_warm_start_that_compiles_its_variants_reports_the_import_apart(tmp_pa
     """A warm start of traced pieces with compile_sizes whose variants were not saved (the CPU's: "no
     aot_autograd artifacts") compiles them again: importing the compile stack for that is reported as
     compile_import_seconds, not as compile_sizes time."""
-    code = (
-        "import sys, json\n"
-        "from graphbench.config import load_engine_config\n"
-        "from graphbench.runner.engine import Engine\n"
-        "e = Engine(load_engine_config(overrides={'model.device': 'cpu', 'model.dtype': 'float32', "
-        "'optimization_level': 2, 'scheduler.max_num_seqs': 4, 'scheduler.max_num_batched_tokens': 64, "
-        "'compilation.max_autotune': False, 'compilation.compile_sizes': [8]}))\n"
-        "r = e.report\n"
-        "print(json.dumps({'loaded': r.compile_loaded, 'imports': r.compile_import_seconds, "
-        "'variants': e.compiled.stats.num_static_variants, 'variant_imports': e.compiled.stats.variant_import_seconds}))\n"
-    )
-    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin", "GRAPHBENCH_CACHE_ROOT": str(tmp_path / "cache"),
-           "XDG_CONFIG_HOME": str(tmp_path / "config")}
-    runs = []
-    for _ in range(2):
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
-        assert out.returncode == 0, out.stderr[-2000:]
-        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    cold, warm = runs
+    cold, warm = _cold_then_warm(tmp_path, "'compilation.max_autotune': False, 'compilation.compile_sizes': [8]", (
+        "{'loaded': r.compile_loaded, 'imports': r.compile_import_seconds, "
+        "'variants': e.compiled.stats.num_static_variants, 'variant_imports': e.compiled.stats.variant_import_seconds}"))
     assert not cold["loaded"] and cold["imports"] > 0 and cold["variant_imports"] < cold["imports"]
     if warm["variants"]:  # compiled again at the warm start: the stack's import is the variant's
         assert warm["loaded"] and warm["variant_imports"] > 0 and warm["imports"] == warm["variant_imports"]
