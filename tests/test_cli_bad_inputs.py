@@ -203,3 +203,11 @@ def test_an_environment_field_written_as_an_object_is_compared_as_its_json(tmp_p
     result = invoke("gate", "--baseline", GATE / "baseline", "--current", current)
     unchanged = invoke("gate", "--baseline", GATE / "baseline", "--current", GATE / "current" / "cpu-test")
     assert result.exit_code == unchanged.exit_code == 1, result.output  # the fixture's regression, as without the edit
+
+
+def test_gate_names_a_report_path_that_is_a_symbolic_link_loop(tmp_path):
+    # resolving it to compare the report paths raised RuntimeError('Symlink loop ...'): a traceback
+    loop = tmp_path / "loop.json"
+    loop.symlink_to(loop)
+    result = invoke("gate", "--baseline", GATE / "baseline", "--current", GATE / "current", "--json", loop)
+    assert_one_error(result, f"cannot write --json {loop}: a symbolic link loop")

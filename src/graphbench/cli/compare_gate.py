@@ -211,7 +211,12 @@ def gate_command(
         if path is not None:
             check_output_file(path, option)
             if path.is_file() or not path.exists():  # a device or FIFO (/dev/stdout) may take both
-                if (same := named.setdefault(path.resolve(), option)) != option:
+                try:
+                    real = path.resolve()
+                except (OSError, RuntimeError) as exc:  # RuntimeError: a symbolic link loop (Python < 3.13)
+                    why = getattr(exc, "strerror", None) or "a symbolic link loop"
+                    raise GraphbenchError(f"cannot write {option} {path}: {why}") from None
+                if (same := named.setdefault(real, option)) != option:
                     raise GraphbenchError(f"{same} and {option} name the same file {path}: "
                                           "one report would overwrite the other")
     try:
