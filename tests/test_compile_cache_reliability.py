@@ -255,3 +255,17 @@ def test_a_key_is_made_where_the_folder_has_no_hard_links(tmp_path, monkeypatch)
     with pytest.raises(GraphbenchError, match="cannot create the cache key .*No space left on device; set XDG_CONFIG_HOME"):
         cache_trust.signing_key(tmp_path / "root")
     assert list(cache_trust.key_path().parent.iterdir()) == []
+
+
+def test_a_key_folder_that_cannot_be_made_is_one_error_naming_xdg_config_home(tmp_path, monkeypatch):
+    """A file where the key's folder goes (or a read-only home): mkdir raised NotADirectoryError, a traceback
+    from an engine started outside the CLI."""
+    from graphbench.errors import GraphbenchError
+    from graphbench.runner.compile import cache_trust
+
+    (tmp_path / "config").write_text("")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    with pytest.raises(GraphbenchError) as caught:
+        cache_trust.signing_key(tmp_path / "root")
+    assert str(caught.value) == (f"cannot create the cache key's folder {tmp_path}/config/graphbench: Not a directory; "
+                                 "set XDG_CONFIG_HOME to a folder you can write")

@@ -42,7 +42,11 @@ def signing_key(cache_root: Path) -> bytes:
     if _inside(path, cache_root):
         raise GraphbenchError(f"the cache key {path} is inside the cache root {cache_root}: whoever can write the "
                               "cache could replace it; set XDG_CONFIG_HOME or GRAPHBENCH_CACHE_ROOT elsewhere")
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:  # a read-only home, or a file where the folder goes
+        raise GraphbenchError(f"cannot create the cache key's folder {path.parent}: {exc.strerror or exc}; set "
+                              "XDG_CONFIG_HOME to a folder you can write") from exc
     if not path.exists():
         # written whole under a private name, then linked into place: a start racing this one (two first
         # starts at once) finds either no key or all of it, never an empty file
