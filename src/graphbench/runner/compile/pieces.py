@@ -236,12 +236,9 @@ class PieceRunner:
         # a warm start of traced pieces has not imported the compile stack: timed apart (compile_stack.py)
         backend.stats.variant_import_seconds += import_compile_stack()
         started = time.perf_counter()
-        # GEMM autotuning only: pointwise autotuning and coordinate descent benchmark every fused kernel
-        # and kept -O3's start-up over 200 s on an H200 (four decode sizes x three distinct pieces).
-        # Nor are epilogue fusions benchmarked (Inductor's default benchmarks each fused candidate in the
-        # scheduler). Switching that off was meant to cut -O3's compile_sizes but did not measurably:
-        # 160 s against 142 s on the H200 (bench/RESULTS.md, 2026-11-29, fd8c381). The seconds were the
-        # recompiles below.
+        # GEMM autotuning only: pointwise autotuning and coordinate descent kept -O3's start-up over 200 s on
+        # an H200. Epilogue fusions are not benchmarked either (which did not measurably cut compile_sizes:
+        # 160 against 142 s, bench/RESULTS.md, 2026-11-29, fd8c381; the seconds were the recompiles below).
         patches = {"max_autotune_gemm": True, "benchmark_epilogue_fusion": False} if backend.autotune else {}
         if backend.autotune and AUTOTUNE_PRECOMPILE == "threads":
             # With Inductor's compile workers up, each GEMM's candidate kernels were precompiled in the

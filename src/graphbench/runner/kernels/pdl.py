@@ -4,8 +4,10 @@ A kernel launched with PDL may start while the kernel before it in the stream is
 programs get resident and wait (griddepcontrol.wait) until the previous kernel has completed and its
 writes are visible, then let the next kernel launch early in turn (griddepcontrol.launch_dependents).
 What it saves is the gap between dependent kernels, ~1 us each in a CUDA graph of ~200 small kernels
-(a batch-1 decode step). Every PDL kernel waits before its first load or store, so the order of
-memory effects is the stream's: a chain A -> B -> C holds because B waits for A before it lets C go.
+(a batch-1 decode step). Every PDL kernel waits before its first store, and before it loads anything
+the kernel before it wrote, so the order of memory effects is the stream's: a chain A -> B -> C holds
+because B waits for A before it lets C go. So what a kernel loads before its wait is what was written
+before the graph started, weights, or (NORM_EARLY_LOADS) what a kernel at least two back wrote.
 
 Only the engine's capture phase launches with it (`graph_launches`): the recordings, and the eager
 warm-up just before them, which compiles and loads the PDL variants so that nothing loads inside a

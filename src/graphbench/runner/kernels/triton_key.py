@@ -9,7 +9,9 @@ kernel compile or cache load: 0.35 s of a 6.3-s warm start on the H200 machine (
 hashes (path, size, modification time: a reinstall or an edit changes them) and hands Triton's cache
 lookup the kept value, the way Triton's own compile workers receive it from their parent
 (`triton.runtime.cache.triton_key = lambda: key`). A missing, unreadable or implausible file: the key
-is computed as before, and kept. GRAPHBENCH_TRITON_KEY_CACHE=0: never.
+is computed as before, and kept. GRAPHBENCH_TRITON_KEY_CACHE=0: never. Modules that copied the function
+when imported (Triton's autotuner cache, Inductor's triton_compat) still compute it themselves if they
+ask: neither does on a warm start of graphbench's own kernels.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ def remember_triton_key(folder: Path) -> str | None:
     if compute is None:
         return None
     version = str(getattr(triton, "__version__", ""))
+    if not version:  # nothing to check a kept value against
+        return None
     try:
         identity = triton_files_identity(Path(triton_cache.__file__).resolve().parents[1])
     except OSError:
