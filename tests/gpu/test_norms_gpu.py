@@ -23,3 +23,39 @@ def test_norm_kernels_match_the_eager_model_in_bfloat16():
         exact = (got[0] == want[0]).float().mean().item()
         rel = ((got[0].float() - want[0].float()).norm() / want[0].float().norm()).item()
         assert exact > 0.99 and rel < 1e-3, (exact, rel)  # the norm: 1/sqrt against rsqrt, last bits only
+
+
+@pytest.mark.parametrize("rows", [1, 64])
+def test_add_norm_early_loads_match_in_a_pdl_graph(rows, monkeypatch):
+    """GRAPHBENCH_NORM_EARLY_LOADS: in a recorded chain A -> B -> C of PDL launches, C loads the residual A
+    wrote before it waits for B; its rows equal those of the kernel that loads everything after the wait."""
+    from graphbench.runner.kernels import add_rmsnorm as kernels
+    from graphbench.runner.kernels.pdl import graph_launches
+
+    g = torch.Generator(device="cuda").manual_seed(1)
+    x, r = (torch.randn(rows, 2048, device="cuda", generator=g).to(torch.bfloat16) for _ in range(2))
+    weight = torch.randn(2048, device="cuda", generator=g).to(torch.bfloat16)
+    outs = [torch.empty_like(x) for _ in range(6)]
+
+    def chain():
+        kernels.launch_add_rmsnorm(x, r, weight, 1e-5, outs[0], outs[1])  # A: h = outs[1]
+        kernels.launch_add_rmsnorm(outs[0], x, weight, 1e-5, outs[2], outs[3])  # B: outs[2], C's x
+        kernels.launch_add_rmsnorm(outs[2], outs[1], weight, 1e-5, outs[4], outs[5])  # C: A's h as residual
+
+    results = {}
+    for early in (False, True):
+        monkeypatch.setattr(kernels, "NORM_EARLY_LOADS", early)
+        with graph_launches():
+            chain()  # loads the PDL variants before the recording
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                chain()
+        for o in outs:
+            o.zero_()
+        for _ in range(20):
+            graph.replay()
+        torch.cuda.synchronize()
+        results[early] = [o.clone() for o in outs[4:]]
+    assert all(torch.equal(a, b) for a, b in zip(results[False], results[True]))
+    assert results[True][0].abs().sum() > 0
