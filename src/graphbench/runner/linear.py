@@ -151,7 +151,7 @@ def add_rmsnorm_gate_up_impl(x: torch.Tensor, residual: torch.Tensor, norm_weigh
     """h = x + residual; gate_up = rmsnorm(h) * norm_weight @ weight.T ([T, 2I] = [gate | up]);
     -> (silu(gate) * up [T, I], h). On the GPU: one add-norm launch, the projection (the one-row GEMV
     at one row), one silu-mul launch."""
-    if not add_norm_fits(x, residual, norm_weight) or not (on_triton_device(x) and x.is_contiguous()):
+    if not add_norm_kernel_applies(x, residual, norm_weight):
         return add_rmsnorm_gate_up_matmul(x, residual, norm_weight, eps, weight)
     normed, h = add_rmsnorm_rows(x, residual, norm_weight, eps)
     gate_up = linear_impl(normed, weight)
@@ -189,15 +189,16 @@ def add_rmsnorm_linear_impl(x: torch.Tensor, residual: torch.Tensor, norm_weight
     """h = x + residual; (linear(rmsnorm(h) * norm_weight, weight, bias), h): the residual add and the
     norm in front of a projection. On the GPU: one add-norm launch, then the projection (the one-row GEMV
     at one row)."""
-    if add_norm_fits(x, residual, norm_weight) and on_triton_device(x) and x.is_contiguous():
+    if add_norm_kernel_applies(x, residual, norm_weight):
         normed, h = add_rmsnorm_rows(x, residual, norm_weight, eps)
         return linear_impl(normed, weight, bias), h
     return add_rmsnorm_matmul(x, residual, norm_weight, eps, weight, bias)
 
 
-def add_norm_fits(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor) -> bool:
-    """The Triton add-norm kernels take x, residual [T, K] (residual contiguous) and a norm weight of x's dtype."""
-    return x.shape == residual.shape and x.dim() == 2 and residual.is_contiguous() and norm_weight.dtype == x.dtype
+def add_norm_kernel_applies(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor) -> bool:
+    """The Triton add-norm kernel runs: on its device, x and residual [T, K] contiguous, a norm weight of x's dtype."""
+    return (x.shape == residual.shape and x.dim() == 2 and x.is_contiguous() and residual.is_contiguous()
+            and norm_weight.dtype == x.dtype and on_triton_device(x))
 
 
 def add_rmsnorm_rows(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor,
@@ -211,8 +212,15 @@ def add_rmsnorm_rows(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch
 def add_rmsnorm_matmul(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
                        weight: torch.Tensor, bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """The same as plain torch ops (the model's RMSNorm), for the CPU and for fixed multi-row variants."""
+    normed, h = add_rmsnorm_torch(x, residual, norm_weight, eps)
+    return F.linear(normed, weight, bias), h
+
+
+def add_rmsnorm_torch(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor,
+                      eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rmsnorm(x + residual) * norm_weight, x + residual) as torch ops."""
     h = x + residual
-    return F.linear(rms_norm(h, norm_weight, eps), weight, bias), h
+    return rms_norm(h, norm_weight, eps), h
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:

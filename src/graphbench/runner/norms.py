@@ -16,7 +16,8 @@ import functools
 import torch
 import torch.nn.functional as F
 
-from graphbench.runner.linear import add_norm_fits, add_rmsnorm_rows, on_triton_device, pick_implementation, rms_norm
+from graphbench.runner.linear import (add_norm_kernel_applies, add_rmsnorm_rows, add_rmsnorm_torch, on_triton_device,
+                                      pick_implementation, rms_norm)
 from graphbench.runner.op_registry import register_op
 
 EMBED_NORM_OP_NAME = "graphbench::embed_rmsnorm"
@@ -64,17 +65,10 @@ def embed_rmsnorm(input_ids: torch.Tensor, table: torch.Tensor, norm_weight: tor
         input_ids, table, norm_weight, eps)
 
 
-def add_rmsnorm_torch(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor,
-                      eps: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """(rmsnorm(x + residual) * norm_weight, x + residual) as torch ops."""
-    h = x + residual
-    return rms_norm(h, norm_weight, eps), h
-
-
 def add_rmsnorm_impl(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor,
                      eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     """x, residual [T, H] -> (rmsnorm(x + residual) * norm_weight, x + residual)."""
-    if add_norm_fits(x, residual, norm_weight) and on_triton_device(x) and x.is_contiguous():
+    if add_norm_kernel_applies(x, residual, norm_weight):
         return add_rmsnorm_rows(x, residual, norm_weight, eps)
     return add_rmsnorm_torch(x, residual, norm_weight, eps)
 
