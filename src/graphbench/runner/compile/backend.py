@@ -130,9 +130,9 @@ class SplittingBackend:
         if traced and not traced_pieces_enabled():  # saved with traced pieces; GRAPHBENCH_TRACED_PIECES=0 now
             return None
         started = time.perf_counter()
+        graph_by_key = {info["key"]: getattr(split, name) for name, info in infos.items() if info["key"]}
         graph_of = {info["key"]: getattr(split, name) for name, info in infos.items() if name not in traced}
-        static_keys = {info["key"] for info in infos.values() if info["key"]}
-        needs_inductor = bool(graph_of) or any(self.aot.has_static(key, size) for key in static_keys
+        needs_inductor = bool(graph_of) or any(self.aot.has_static(key, size) for key in graph_by_key
                                                for size in self.compile_sizes)
         if needs_inductor:  # a piece Inductor compiled: loading it imports the compile stack
             self.stats.import_seconds = import_compile_stack()
@@ -140,8 +140,7 @@ class SplittingBackend:
         try:
             for key, graph in graph_of.items():
                 self.dynamic_by_key[key] = unbox_for(graph, self.aot.load_piece(key))
-            for key in static_keys:
-                graph = next(getattr(split, name) for name, info in infos.items() if info["key"] == key)
+            for key, graph in graph_by_key.items():
                 for size in self.compile_sizes:
                     if self.aot.has_static(key, size):
                         self.static_by_key[(key, size)] = unbox_for(graph, self.aot.load_piece(key, size))
