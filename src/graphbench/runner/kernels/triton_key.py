@@ -16,6 +16,7 @@ ask: neither does on a warm start of graphbench's own kernels.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from pathlib import Path
@@ -76,10 +77,11 @@ def remember_triton_key(folder: Path) -> str | None:
 
 def _write_whole(path: Path, text: str) -> None:
     """Write under a private name and rename into place: a reader sees the whole value or none."""
+    part = path.with_name(f".{path.name}.{os.getpid()}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        part = path.with_name(f".{path.name}.{os.getpid()}")
         part.write_text(text)
         os.replace(part, path)
-    except OSError:
-        pass  # not kept: the next process computes it again
+    except OSError:  # not kept: the next process computes it again
+        with contextlib.suppress(OSError):
+            part.unlink()
