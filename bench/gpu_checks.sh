@@ -52,7 +52,8 @@ case "${1:-}" in
     timeout 560 python3 bench/startup.py --model llama-3.2-1b --max-num-seqs 256 --levels 0,1,3 --out "$OUT/startup.json" 2>&1 \
       | grep -v "^DEBUG" | tee "$OUT/startup.log" | tail -20 ;;
   starts)
-    timeout 300 python3 bench/startup.py --model llama-3.2-1b --max-num-seqs 256 --modes "" --levels 3 --out "$OUT/starts.json" 2>&1 \
+    timeout 300 python3 bench/startup.py --model llama-3.2-1b --max-num-seqs 256 --modes "" --levels 3 --out "$OUT/starts.json" \
+      --profile "$OUT/warm-start.prof" 2>&1 \
       | grep -v "^DEBUG" | tee "$OUT/starts.log" | tail -8 ;;
   profile)
     timeout 200 python3 bench/profile_step.py --model llama-3.2-1b --level 2 --batches 1,64 \

@@ -104,6 +104,7 @@ def profile_batch(engine, batch: int, prompt_len: int, num_steps: int) -> dict:
         if torch.cuda.is_available():
             torch.cuda.synchronize()
     table = prof.key_averages().table(sort_by="cuda_time_total" if torch.cuda.is_available() else "cpu_time_total", row_limit=25)
+    timeline = device_timeline(prof, num_steps=3)
     engine.drain()
     for r in requests:
         if not r.is_finished:
@@ -113,8 +114,33 @@ def profile_batch(engine, batch: int, prompt_len: int, num_steps: int) -> dict:
         "phases_ms": {k: statistics.median(v) for k, v in phases.items()},
         "forward_gpu_ms": forward_gpu_ms, "logits_sample_gpu_ms": logits_gpu_ms,
         "engine_step_ms": statistics.median(steps), "engine_step_sync_ms": statistics.median(sync_steps),
-        "profile_table": table,
+        "profile_table": table, "timeline": timeline,
     }
+
+
+def device_timeline(prof, num_steps: int) -> dict | None:
+    """The device's side of the profiled engine steps: span from the first to the last kernel or copy,
+    busy time (the union of their intervals), idle time, the copies, and the largest idle gaps with the
+    operations either side (where a step waits on something other than the recorded forward)."""
+    import torch
+
+    ops = sorted(((e.time_range.start, e.time_range.end, e.name) for e in prof.events()
+                  if e.device_type == torch.autograd.DeviceType.CUDA), key=lambda op: op[0])
+    if not ops:
+        return None
+    busy, gaps, covered_to, last = 0.0, [], ops[0][0], ""
+    for start, end, name in ops:
+        if start > covered_to:
+            gaps.append((start - covered_to, last, name))
+        busy += max(0.0, end - max(start, covered_to))
+        if end > covered_to:
+            covered_to, last = end, name
+    span = covered_to - ops[0][0]
+    copies = [op for op in ops if "memcpy" in op[2].lower() or "memset" in op[2].lower()]
+    gaps.sort(reverse=True)
+    return {"steps": num_steps, "span_us": span, "busy_us": busy, "idle_us": span - busy, "num_ops": len(ops),
+            "num_copies": len(copies), "copies_us": sum(end - start for start, end, _ in copies),
+            "largest_gaps": [{"us": round(g, 1), "after": a[:70], "before": b[:70]} for g, a, b in gaps[:12]]}
 
 
 def main() -> None:
@@ -141,6 +167,14 @@ def main() -> None:
               f" (synchronous {r['engine_step_sync_ms']:.3f} ms);"
               f" forward GPU {r['forward_gpu_ms']:.3f} ms, logits+argmax GPU {r['logits_sample_gpu_ms']:.3f} ms")
         print("  host phases (ms): " + ", ".join(f"{k} {v:.3f}" for k, v in ph.items()))
+        tl = r["timeline"]
+        if tl:
+            n = tl["steps"]
+            print(f"  device timeline over {n} asynchronous steps, per step: span {tl['span_us'] / n:.1f} us, busy "
+                  f"{tl['busy_us'] / n:.1f}, idle {tl['idle_us'] / n:.1f}; {tl['num_ops'] / n:.0f} operations, of which "
+                  f"{tl['num_copies'] / n:.0f} copies/memsets ({tl['copies_us'] / n:.1f} us)")
+            for g in tl["largest_gaps"]:
+                print(f"    idle {g['us']:7.1f} us  after {g['after']}  before {g['before']}")
         print(r["profile_table"])
     if args.out:
         with open(args.out, "w") as f:

@@ -37,15 +37,39 @@ def worker(args: argparse.Namespace) -> None:
     if args.mode:
         overrides["compilation.cudagraph_mode"] = args.mode
     started, engine_started = time.perf_counter(), time.time()
+    profiler = None
+    if args.profile:  # the engine's start under cProfile (a start of its own: its figures are not the table's)
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     engine = Engine(load_engine_config(overrides=overrides))
+    if profiler is not None:
+        profiler.disable()
+        write_profile(profiler, args.profile)
     report = dict(vars(engine.report), wall_seconds=time.perf_counter() - started, script_started=SCRIPT_STARTED,
                   torch_imported=torch_imported, engine_started=engine_started, engine_ready=time.time())
     print("RESULT " + json.dumps(report), flush=True)
 
 
-def start(args, label: str, level: int, mode: str | None, max_num_seqs: int, env: dict) -> dict | None:
+def write_profile(profiler, path: str) -> None:
+    """The profile as `path` (pstats) and `path`.txt: the 60 functions of most cumulative and of most own time."""
+    import io
+    import pstats
+
+    profiler.dump_stats(path)
+    text = io.StringIO()
+    stats = pstats.Stats(profiler, stream=text).strip_dirs()
+    stats.sort_stats("cumulative").print_stats(60)
+    stats.sort_stats("tottime").print_stats(60)
+    with open(path + ".txt", "w") as f:
+        f.write(text.getvalue())
+
+
+def start(args, label: str, level: int, mode: str | None, max_num_seqs: int, env: dict,
+          profile: str | None = None) -> dict | None:
     cmd = [sys.executable, __file__, "--worker", "--model", args.model, "--level", str(level),
-           "--max-num-seqs", str(max_num_seqs)] + (["--mode", mode] if mode else [])
+           "--max-num-seqs", str(max_num_seqs)] + (["--mode", mode] if mode else []) + (["--profile", profile] if profile else [])
     launched = time.time()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
     process_seconds = time.time() - launched  # interpreter, imports, the engine's start, exit
@@ -88,6 +112,8 @@ def main() -> None:
     p.add_argument("--levels", default="0,1,3", help="other -O levels to start once each")
     p.add_argument("--out", default=None)
     p.add_argument("--timeout", type=int, default=600)
+    p.add_argument("--profile", default=None, metavar="FILE",
+                   help="after the table's starts, one more -O2 warm start under cProfile: FILE (pstats) and FILE.txt")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
@@ -101,6 +127,8 @@ def main() -> None:
         runs.append(start(args, f"O2 {mode}", 2, mode, n, env))
     for level in [int(x) for x in args.levels.split(",") if x]:
         runs.append(start(args, f"O{level}", level, None, n, env))
+    if args.profile:
+        start(args, "O2 warm, cProfile", 2, None, n, env, profile=args.profile)
     cold, warm, other = runs[0], runs[1], runs[2]
     if cold and warm:
         def compile_seconds(r: dict) -> float:
