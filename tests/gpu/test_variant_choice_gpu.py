@@ -21,12 +21,27 @@ def _engine() -> Engine:
     return Engine(load_engine_config(overrides=BASE))
 
 
+def test_variants_that_are_the_traced_pieces_are_not_timed(monkeypatch):
+    """At 1..8 rows graphbench's kernels run every projection, so each variant is its traced piece."""
+    monkeypatch.delenv("GRAPHBENCH_STATIC_VARIANTS", raising=False)
+    monkeypatch.delenv("GRAPHBENCH_TRACED_PIECES", raising=False)
+    engine = _engine()
+    choice = engine.report.static_variants
+    assert choice["policy"] == "measured" and choice["sizes"] == []
+    assert choice["piece_sizes"] == engine.config.compilation.compile_sizes == [1, 2, 4, 8]
+    sized = [r for r in engine.compiled.backend.runners if r.compile_sizes]
+    assert sized and all(r.static_sizes == set() for r in sized)  # the dynamic code runs them: the same calls
+    outs = engine.generate([[5, 6, 7]] * 4 + [[9] * 20] * 3, SamplingParams(max_tokens=8))
+    assert [len(o) for o in outs] == [8] * 7
+
+
 def test_each_size_is_timed_both_ways_and_the_faster_kept(monkeypatch):
     monkeypatch.delenv("GRAPHBENCH_STATIC_VARIANTS", raising=False)
+    monkeypatch.setenv("GRAPHBENCH_TRACED_PIECES", "0")  # Inductor compiles every piece and variant
     engine = _engine()
     choice = engine.report.static_variants
     print("\n", choice, flush=True)
-    assert choice["policy"] == "measured" and choice["note"] == ""
+    assert choice["policy"] == "measured" and choice["note"] == "" and choice["piece_sizes"] == []
     assert [t["size"] for t in choice["sizes"]] == engine.config.compilation.compile_sizes == [1, 2, 4, 8]
     for t in choice["sizes"]:
         assert 0.05 < t["static_ms"] < 50 and 0.05 < t["dynamic_ms"] < 50  # one llama-3.2-1b forward
@@ -45,7 +60,8 @@ def test_always_keeps_every_variant_unmeasured(monkeypatch):
     monkeypatch.setenv("GRAPHBENCH_STATIC_VARIANTS", "always")
     engine = _engine()
     assert engine.report.static_variants == {
-        "policy": "always", "note": "GRAPHBENCH_STATIC_VARIANTS=always", "seconds": 0.0, "sizes": []}
+        "policy": "always", "note": "GRAPHBENCH_STATIC_VARIANTS=always", "seconds": 0.0, "sizes": [],
+        "piece_sizes": []}
     assert all(r.static_sizes == {1, 2, 4, 8} for r in engine.compiled.backend.runners if r.compile_sizes)
 
 
@@ -58,6 +74,7 @@ def test_the_timing_recordings_leave_no_memory_behind(monkeypatch):
     from graphbench.runner.compile.variant_choice import choose_static_variants
 
     monkeypatch.delenv("GRAPHBENCH_STATIC_VARIANTS", raising=False)
+    monkeypatch.setenv("GRAPHBENCH_TRACED_PIECES", "0")  # variants Inductor compiled: the choice times them
     engine = _engine()
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
