@@ -41,11 +41,12 @@ def _add_rmsnorm_kernel(x_ptr, r_ptr, nw_ptr, out_ptr, h_ptr, K, stride_x, strid
     tl.store(out_ptr + row * K + offs, hn.to(dtype), mask=ok)
 
 
-# GRAPHBENCH_NORM_EARLY_LOADS=1: under PDL, add-norm loads its norm weight and the residual before it waits
-# for the kernel before it (as decode attention loads its metadata: paged_decode.EARLY_LOADS). No kernel
-# writes a norm weight. The residual comes from a kernel at least two back (the layer's previous add-norm,
-# or the embedding): the one in between passed its own wait, so that kernel had completed, before it let
-# this one start (pdl.py's chain). Off by default until measured on the GPU.
+# Under PDL, add-norm loads its norm weight and the residual before it waits for the kernel before it (as
+# decode attention loads its metadata: paged_decode.EARLY_LOADS). No kernel writes a norm weight. The
+# residual comes from a kernel at least two back (the layer's previous add-norm, or the embedding): the one
+# in between passed its own wait, so that kernel had completed, before it let this one start (pdl.py's
+# chain). llama-3.2-1b -O2 decode step on an H200, batch 1 / 64: 0.900 / 1.168 ms against 0.911 / 1.194
+# without (bench/RESULTS.md, 2026-12-02, 75f66f9). GRAPHBENCH_NORM_EARLY_LOADS=0: loads after the wait.
 NORM_EARLY_LOADS = switch_value("GRAPHBENCH_NORM_EARLY_LOADS") == "1"
 
 
