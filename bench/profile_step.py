@@ -35,14 +35,14 @@ def device_ms(fn, repeats: int) -> float:
     return start.elapsed_time(end) / repeats
 
 
-def profile_batch(engine, batch: int, prompt_len: int, num_steps: int) -> dict:
+def profile_batch(engine, batch: int, prompt_len: int, num_steps: int, host_profile: str | None = None) -> dict:
     import torch
 
     from graphbench.bench.decode_timing import random_prompts
     from graphbench.runner.request import SamplingParams
 
     prompts = random_prompts(batch, prompt_len, engine.arch.vocab_size, seed=batch)
-    params = SamplingParams(max_tokens=4 * num_steps + 30)
+    params = SamplingParams(max_tokens=5 * num_steps + 30)
     requests = [engine.add_request(p, params) for p in prompts]
     while any(not r.output_token_ids for r in requests):
         engine.step()
@@ -52,7 +52,8 @@ def profile_batch(engine, batch: int, prompt_len: int, num_steps: int) -> dict:
     engine.drain()
     # host phases of synchronous steps: schedule, launch (inputs + forward + sampling queued), wait
     phases = {k: [] for k in ("schedule", "launch", "wait", "take_tokens", "step")}
-    for _ in range(num_steps):
+
+    def synchronous_step(record: bool):
         t0 = time.perf_counter()
         sched = engine.scheduler.schedule()
         t1 = time.perf_counter()
@@ -67,8 +68,22 @@ def profile_batch(engine, batch: int, prompt_len: int, num_steps: int) -> dict:
         t3 = time.perf_counter()
         engine._take_tokens(launched)
         t4 = time.perf_counter()
-        for key, (a, b) in zip(phases, [(t0, t1), (t1, t2), (t2, t3), (t3, t4), (t0, t4)]):
-            phases[key].append((b - a) * 1e3)
+        if record:
+            for key, (a, b) in zip(phases, [(t0, t1), (t1, t2), (t2, t3), (t3, t4), (t0, t4)]):
+                phases[key].append((b - a) * 1e3)
+        return sched
+
+    for _ in range(num_steps):
+        sched = synchronous_step(record=True)
+    if host_profile:  # more synchronous steps, their host side under cProfile (not in the phases above)
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(num_steps):
+            synchronous_step(record=False)
+        profiler.disable()
+        write_host_profile(profiler, f"{host_profile}-batch{batch}")
     mode, padded = runner.dispatcher.dispatch(sched.descriptor)
     num_padded = padded.num_tokens if mode.value != "NONE" else sched.num_tokens
     # GPU time of the forward alone: back-to-back forwards of the last batch, CUDA events
@@ -118,6 +133,20 @@ def profile_batch(engine, batch: int, prompt_len: int, num_steps: int) -> dict:
     }
 
 
+def write_host_profile(profiler, path: str) -> None:
+    """path (pstats) and path.txt: the 40 functions of most own time, then of most cumulative time."""
+    import io
+    import pstats
+
+    profiler.dump_stats(path)
+    text = io.StringIO()
+    stats = pstats.Stats(profiler, stream=text).strip_dirs()
+    stats.sort_stats("tottime").print_stats(40)
+    stats.sort_stats("cumulative").print_stats(40)
+    with open(path + ".txt", "w") as f:
+        f.write(text.getvalue())
+
+
 def device_timeline(prof, num_steps: int) -> dict | None:
     """The device's side of the profiled engine steps: span from the first to the last kernel or copy,
     busy time (the union of their intervals), idle time, the copies, and the largest idle gaps with the
@@ -151,6 +180,8 @@ def main() -> None:
     p.add_argument("--prompt-len", type=int, default=128)
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--out", default=None)
+    p.add_argument("--host-profile", default=None, metavar="PREFIX",
+                   help="cProfile the synchronous steps' host side: PREFIX-batchN (pstats) and PREFIX-batchN.txt")
     p.add_argument("--set", action="append", default=[], help="extra config override key=value (strings)")
     args = p.parse_args()
     from graphbench.config import load_engine_config
@@ -160,7 +191,7 @@ def main() -> None:
     engine = Engine(load_engine_config(overrides={
         "model.model": args.model, "optimization_level": args.level, "scheduler.max_num_seqs": max(batches),
         "scheduler.max_num_batched_tokens": 8192, "scheduler.max_model_len": 4096, **dict(o.split("=", 1) for o in args.set)}))
-    results = [profile_batch(engine, b, args.prompt_len, args.steps) for b in batches]
+    results = [profile_batch(engine, b, args.prompt_len, args.steps, args.host_profile) for b in batches]
     for r in results:
         ph = r["phases_ms"]
         print(f"\nbatch {r['batch']} ({r['runtime_mode']}, padded {r['padded']}): engine step {r['engine_step_ms']:.3f} ms"

@@ -5,6 +5,7 @@ import torch
 from graphbench.runner.inputs import StepInputs
 from graphbench.runner.request import Request, SamplingParams
 from graphbench.runner.scheduler import BatchDescriptor, ScheduledBatch
+from tests.interpreted import run_interpreted
 
 
 def _request(request_id: int, num_prompt: int, blocks: list[int]) -> Request:
@@ -54,3 +55,56 @@ def test_decode_rows_ids_positions_slots_and_lengths():
     assert inputs.slot_mapping[:2].tolist() == [3 * 4 + 1, 9 * 4 + 3]
     assert inputs.seq_lens[:3].tolist() == [6, 4, 0]
     assert inputs.query_start_loc.tolist() == [0, 1, 2, 2, 2]
+
+
+def test_the_packed_upload_fills_every_buffer_as_the_copies_do():
+    """kernels/step_inputs.py (the GPU's path) in the interpreter against a copy per buffer: decode rows, a
+    pending token read from the previous step's samples, a prefill chunk, padding rows, adapters' rows,
+    a dummy batch, and block rows that grow; each host staging set twice."""
+    run_interpreted('''
+import torch
+from graphbench.runner.inputs import StepInputs
+from graphbench.runner.request import PENDING_TOKEN, Request, SamplingParams
+from graphbench.runner.scheduler import BatchDescriptor, ScheduledBatch
+
+def make():
+    inputs = StepInputs(max_num_tokens=16, max_num_reqs=4, max_blocks_per_seq=6, block_size=4, device=torch.device("cpu"))
+    inputs.lora_token_slots = torch.full((16,), -7, dtype=torch.int32)
+    inputs.sampled_ids.copy_(torch.tensor([11, 22, 33, 44]))
+    return inputs
+
+packed, plain = make(), make()
+assert packed.packed and plain.packed
+plain.packed = False
+def request(i, prompt, blocks, computed, lora_slot=0):
+    r = Request(i, list(range(100 + 10 * i, 100 + 10 * i + prompt)), SamplingParams(max_tokens=50), lora_slot=lora_slot)
+    r.block_ids, r.num_computed_tokens = blocks, computed
+    return r
+a = request(1, 6, [7, 3], 5, lora_slot=2)
+b = request(2, 3, [9], 3)
+b.output_token_ids, b.pending_row = [PENDING_TOKEN], 2  # its token is sampled_ids[2] (33)
+c = request(3, 9, [4, 5, 6], 2, lora_slot=1)  # a prefill chunk of 5 tokens
+names = ["input_ids", "positions", "slot_mapping", "query_start_loc", "seq_lens", "logits_indices", "block_tables",
+         "lora_token_slots"]
+def same(rows):
+    for name in names:
+        x, y = getattr(packed, name), getattr(plain, name)
+        x, y = (x[:rows], y[:rows]) if x.shape[0] == 16 else (x, y)
+        assert torch.equal(x, y), (name, x, y)
+for step in range(4):
+    batch = ScheduledBatch([a, b, c], [1, 1, 5], BatchDescriptor(7, None, False))
+    for inputs in (packed, plain):
+        meta = inputs.prepare(batch, 12)
+        inputs.gather_pending()
+        assert meta.query_start_loc_host == [0, 1, 2, 7]
+    same(12)
+    assert packed.input_ids[1].item() == 33 and packed.lora_token_slots[7:12].tolist() == [-1] * 5
+    if step == 1:
+        a.block_ids.append(8)
+        a.num_computed_tokens = 8
+        a.output_token_ids = [1, 2, 3]
+for inputs in (packed, plain):
+    inputs.prepare_dummy(8, 3, num_kv_blocks=16)
+same(8)
+print("ok")
+''')

@@ -8,6 +8,10 @@ step N+1's while step N's copies may still be queued on the GPU.
 A token sampled by the previous step may not be on the host yet (asynchronous scheduling): its
 request's output ends with PENDING_TOKEN, and prepare() records a gather that fills that input row
 on the device from the previous step's sampled ids.
+
+On the GPU the buffers a step changes travel as one packet: one copy and one kernel
+(runner/kernels/step_inputs.py), which also reads the pending tokens, instead of a copy per buffer and
+two kernels for the gather (GRAPHBENCH_PACKED_INPUTS=0: those).
 """
 
 from __future__ import annotations
@@ -16,16 +20,22 @@ import numpy as np
 import torch
 
 from graphbench.runner.attention.backend import AttentionMetadata
+from graphbench.runner.kernels.util import triton_interpreting
 from graphbench.runner.scheduler import ScheduledBatch
+from graphbench.switches import switch_value
+
+PACKED_INPUTS = switch_value("GRAPHBENCH_PACKED_INPUTS") == "1"
 
 
 class _HostStaging:
     """One set of host mirrors: (pinned) CPU tensors and numpy views of them."""
 
-    def __init__(self, shapes: dict[str, tuple[tuple[int, ...], torch.dtype, int]], pin: bool):
+    def __init__(self, shapes: dict[str, tuple[tuple[int, ...], torch.dtype, int]], pin: bool, packet_size: int):
         self.tensors = {name: torch.full(shape, fill, dtype=dtype, pin_memory=pin)
                         for name, (shape, dtype, fill) in shapes.items()}
         self.arrays = {name: t.numpy() for name, t in self.tensors.items()}
+        self.packet = torch.zeros(packet_size, dtype=torch.int32, pin_memory=pin)  # the packed upload
+        self.packet_array = self.packet.numpy()
 
 
 class StepInputs:
@@ -46,8 +56,13 @@ class StepInputs:
         }
         for name, (shape, dtype, fill) in shapes.items():
             setattr(self, name, torch.full(shape, fill, dtype=dtype, device=device))
+        # the last step's sampled ids (its sampling writes them); a pending input token is read from here
+        self.sampled_ids = torch.zeros(max_num_reqs, dtype=torch.int64, device=device)
         pin = device.type == "cuda"
-        self._stages = [_HostStaging(shapes, pin), _HostStaging(shapes, pin)]
+        self.packed = PACKED_INPUTS and (pin or triton_interpreting())
+        packet_size = (4 * max_num_tokens + 3 * max_num_reqs + 1 + max_num_reqs * max_blocks_per_seq) if self.packed else 0
+        self.packet = torch.zeros(packet_size, dtype=torch.int32, device=device)
+        self._stages = [_HostStaging(shapes, pin, packet_size), _HostStaging(shapes, pin, packet_size)]
         self._uploaded: list = [None, None]  # per set: an event after its last copies were queued (CUDA)
         self._turn = 0
         # per set, per block-table row: (the request's block_ids list, how many of its blocks the row holds)
@@ -169,25 +184,19 @@ class StepInputs:
         self.num_gathers = num_gathers
         return self._upload(num_tokens, padded, num_reqs, max_blocks_used)
 
-    def gather_pending(self, sampled_ids: torch.Tensor) -> None:
-        """input_ids[row] = sampled_ids[previous row] for every pending token of this step (on the device)."""
+    def gather_pending(self) -> None:
+        """input_ids[row] = sampled_ids[previous row] for every pending token of this step (on the device;
+        done by the packed upload's kernel already)."""
         n = self.num_gathers
-        if n:
+        if n and not self.packed:
             rows = self.gather_rows[:, :n]
-            self.input_ids.index_copy_(0, rows[0], sampled_ids.index_select(0, rows[1]))
+            self.input_ids.index_copy_(0, rows[0], self.sampled_ids.index_select(0, rows[1]))
 
     def _upload(self, num_tokens: int, padded: int, num_reqs: int, max_blocks_used: int) -> AttentionMetadata:
-        host = self._stages[self._turn].tensors
-        for name, rows in (("input_ids", padded), ("positions", padded), ("slot_mapping", padded),
-                           ("query_start_loc", None), ("seq_lens", None), ("logits_indices", num_reqs)):
-            dst, src = getattr(self, name), host[name]
-            (dst if rows is None else dst[:rows]).copy_(src if rows is None else src[:rows], non_blocking=True)
-        self.block_tables[:num_reqs, :max_blocks_used].copy_(
-            host["block_tables"][:num_reqs, :max_blocks_used], non_blocking=True)
-        if self.num_gathers:
-            self.gather_rows[:, :self.num_gathers].copy_(host["gather_rows"][:, :self.num_gathers], non_blocking=True)
-        if self.lora_token_slots is not None:
-            self.lora_token_slots[:padded].copy_(host["lora_slots"][:padded], non_blocking=True)
+        if self.packed:
+            self._upload_packed(padded, num_reqs, max_blocks_used)
+        else:
+            self._upload_each(padded, num_reqs, max_blocks_used)
         if self.device.type == "cuda":
             event = self._uploaded[self._turn] or torch.cuda.Event()
             event.record()
@@ -204,3 +213,44 @@ class StepInputs:
             query_start_loc_host=a["query_start_loc"][: num_reqs + 1].tolist(),
             seq_lens_host=a["seq_lens"][:num_reqs].tolist(),
         )
+
+    def _upload_packed(self, padded: int, num_reqs: int, max_blocks_used: int) -> None:
+        """The host mirrors' used rows as one packet (kernels/step_inputs.py's layout): one copy, one launch."""
+        from graphbench.runner.kernels.step_inputs import unpack_step_inputs
+
+        stage = self._stages[self._turn]
+        a, packet = stage.arrays, stage.packet_array
+        p, r, r_max = padded, num_reqs, self.max_num_reqs
+        packet[:p] = a["input_ids"][:p]
+        n = self.num_gathers
+        if n:  # a pending token is -1 - its row in sampled_ids
+            packet[a["gather_rows"][0, :n]] = -1 - a["gather_rows"][1, :n]
+        packet[p:2 * p] = a["positions"][:p]
+        packet[2 * p:3 * p] = a["slot_mapping"][:p]
+        at = 3 * p
+        for name, count in (("logits_indices", r), ("query_start_loc", r_max + 1), ("seq_lens", r_max)):
+            packet[at:at + count] = a[name][:count]
+            at += count
+        packet[at:at + r * max_blocks_used].reshape(r, max_blocks_used)[:] = a["block_tables"][:r, :max_blocks_used]
+        at += r * max_blocks_used
+        if self.lora_token_slots is not None:
+            packet[at:at + p] = a["lora_slots"][:p]
+            at += p
+        self.packet[:at].copy_(stage.packet[:at], non_blocking=True)
+        unpack_step_inputs(self.packet, at, self.sampled_ids, self.input_ids, self.positions, self.slot_mapping,
+                           self.logits_indices, self.query_start_loc, self.seq_lens, self.block_tables,
+                           self.lora_token_slots, p, r, max_blocks_used)
+
+    def _upload_each(self, padded: int, num_reqs: int, max_blocks_used: int) -> None:
+        """A copy per buffer (the CPU's path, and GRAPHBENCH_PACKED_INPUTS=0)."""
+        host = self._stages[self._turn].tensors
+        for name, rows in (("input_ids", padded), ("positions", padded), ("slot_mapping", padded),
+                           ("query_start_loc", None), ("seq_lens", None), ("logits_indices", num_reqs)):
+            dst, src = getattr(self, name), host[name]
+            (dst if rows is None else dst[:rows]).copy_(src if rows is None else src[:rows], non_blocking=True)
+        self.block_tables[:num_reqs, :max_blocks_used].copy_(
+            host["block_tables"][:num_reqs, :max_blocks_used], non_blocking=True)
+        if self.num_gathers:
+            self.gather_rows[:, :self.num_gathers].copy_(host["gather_rows"][:, :self.num_gathers], non_blocking=True)
+        if self.lora_token_slots is not None:
+            self.lora_token_slots[:padded].copy_(host["lora_slots"][:padded], non_blocking=True)

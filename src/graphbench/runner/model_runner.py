@@ -86,9 +86,9 @@ class ModelRunner:
         max_reqs = inputs.max_num_reqs
         self._temperatures = torch.zeros(max_reqs, dtype=torch.float32, device=self.device)
         self._top_ps = torch.ones(max_reqs, dtype=torch.float32, device=self.device)
-        # the last step's sampled ids on the device (the next step's pending input tokens come from here)
-        # and two pinned host buffers used in turn for copying them back
-        self.sampled_ids = torch.zeros(max_reqs, dtype=torch.int64, device=self.device)
+        # the last step's sampled ids on the device (the next step's pending input tokens come from here:
+        # the inputs' buffer) and two pinned host buffers used in turn for copying them back
+        self.sampled_ids = inputs.sampled_ids
         pin = self.device.type == "cuda"
         self._host_ids = [torch.zeros(max_reqs, dtype=torch.int64, pin_memory=pin) for _ in range(2)]
         self._copied = [torch.cuda.Event() for _ in range(2)] if pin else [None, None]  # one per host buffer
@@ -121,12 +121,15 @@ class ModelRunner:
         mode, padded = self.dispatcher.dispatch(batch.descriptor)
         num_padded = padded.num_tokens if mode != NONE else batch.num_tokens
         meta = self.inputs.prepare(batch, num_padded)
-        self.inputs.gather_pending(self.sampled_ids)
+        self.inputs.gather_pending()
         # a FULL recording keeps the kernels it was recorded with: its key decides, not this batch
         meta.uniform_decode = self._uniform_decode(padded if mode == FULL else batch.descriptor)
         hidden = self.forward(num_padded, meta, mode, padded)
         num_reqs = len(batch.requests)
-        hidden_rows = hidden[self.inputs.logits_indices[:num_reqs]]  # [R, H]: each request's last row
+        if batch.num_tokens == num_reqs:  # a token a request: its last row is its only one (no gather kernel)
+            hidden_rows = hidden[:num_reqs]  # [R, H]
+        else:
+            hidden_rows = hidden[self.inputs.logits_indices[:num_reqs]]  # [R, H]: each request's last row
         temps = [r.sampling.temperature for r in batch.requests]
         if all(t == 0 for t in temps):
             tokens = greedy(self.model.compute_logits(hidden_rows, float32=False))  # same argmax as in f32
