@@ -15,6 +15,7 @@ import math
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -292,6 +293,14 @@ def check_dummy_slots_write_nothing(merge_in_kernel: bool):
 DUMMY_SLOT_CASES = {"decode_writes_kv_dummy_slots": False, "decode_merge_writes_kv_dummy_slots": True}
 
 
+# every interpreted check, in the order that numbers the cases' seeds (a case's data is the same in
+# whichever worker process runs it)
+ORDER = [*CASES, *DECODE_CASES, *WRITE_KV_CASES, *MERGE_CASES, *ROTARY_CASES, "rotary_qk", *DUMMY_SLOT_CASES]
+# the checks are spread over this many interpreter processes at once (every other case to each): the
+# interpreter runs one core, and the suite's machine has two
+WORKERS = 2
+
+
 def _run_cases(names):
     results = {}
     for name in names:
@@ -311,7 +320,7 @@ def _run_cases(names):
         start = time.perf_counter()
         try:
             low_precision = kwargs.get("dtype", torch.float32) != torch.float32
-            check_case(make_case(*args, seed=len(results) + 1, **kwargs), num_splits=splits,
+            check_case(make_case(*args, seed=ORDER.index(name) + 1, **kwargs), num_splits=splits,
                        rel_err=2e-2 if low_precision else None, decode=name not in CASES,
                        writes_kv=name in WRITE_KV_CASES or "writes_kv" in name or name in ROTARY_CASES,
                        merge_in_kernel=name in MERGE_CASES or "merge" in name, rotary=name in ROTARY_CASES,
@@ -329,16 +338,32 @@ def interpreter_results():
         pytest.skip("triton is not installed")
     env = dict(os.environ, TRITON_INTERPRET="1")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    proc = subprocess.run([sys.executable, __file__, *CASES, *DECODE_CASES, *WRITE_KV_CASES, *MERGE_CASES, *ROTARY_CASES, "rotary_qk", *DUMMY_SLOT_CASES], env=env, cwd=ROOT, capture_output=True,
-                          text=True, timeout=900)
-    if proc.returncode != 0 or not proc.stdout.strip():
-        pytest.fail(f"interpreter subprocess failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    # (output to files: a worker never waits on a full pipe while the other one is read)
+    outs = [(tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")) for _ in range(WORKERS)]
+    procs = [subprocess.Popen([sys.executable, __file__, *ORDER[i::WORKERS]], env=env, cwd=ROOT, stdout=out,
+                              stderr=err, text=True) for i, (out, err) in enumerate(outs)]
+    deadline = time.monotonic() + 900
+    try:
+        for proc in procs:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    results = {}
+    for proc, (out, err) in zip(procs, outs):
+        out.seek(0), err.seek(0)
+        stdout, stderr = out.read(), err.read()
+        out.close(), err.close()
+        if proc.returncode != 0 or not stdout.strip():
+            pytest.fail(f"interpreter subprocess failed ({proc.returncode}):\n{stderr[-4000:]}")
+        results.update(json.loads(stdout.strip().splitlines()[-1]))
+    assert sorted(results) == sorted(ORDER)
     return results
 
 
-@pytest.mark.parametrize("name", list(CASES) + list(DECODE_CASES) + list(WRITE_KV_CASES) + list(MERGE_CASES)
-                         + list(ROTARY_CASES) + ["rotary_qk"] + list(DUMMY_SLOT_CASES))
+@pytest.mark.parametrize("name", ORDER)
 def test_triton_kernels_interpreted(name, interpreter_results):
     assert interpreter_results[name]["verdict"] == "ok", interpreter_results[name]["verdict"]
 
