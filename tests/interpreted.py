@@ -10,6 +10,8 @@ import importlib.util
 import os
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -17,10 +19,36 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_interpreted(code: str, timeout: int = 300) -> None:
-    """Run `code` with TRITON_INTERPRET=1 and the package on the path; fail with its stderr."""
+def _env() -> dict[str, str]:
     if importlib.util.find_spec("triton") is None:
         pytest.skip("triton is not installed")
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT / "src"))
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout)
+    return dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT / "src"))
+
+
+def run_interpreted(code: str, timeout: int = 300) -> None:
+    """Run `code` with TRITON_INTERPRET=1 and the package on the path; fail with its stderr."""
+    out = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=timeout)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
+
+
+def run_interpreted_at_once(codes: list[str], timeout: int = 300) -> None:
+    """run_interpreted for each snippet, each in its own process, all started at once (the interpreter
+    runs on one core); fail with the stderr of the first snippet that failed."""
+    env = _env()
+    files = [(tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")) for _ in codes]  # (no pipe fills up)
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=out, stderr=err, text=True)
+             for code, (out, err) in zip(codes, files)]
+    deadline = time.monotonic() + timeout
+    try:
+        for proc in procs:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    for proc, (out, err) in zip(procs, files):
+        out.seek(0), err.seek(0)
+        stdout, stderr = out.read(), err.read()
+        out.close(), err.close()
+        assert proc.returncode == 0 and stdout.strip() == "ok", stderr[-3000:]

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from tests.interpreted import run_interpreted
+from tests.interpreted import run_interpreted_at_once
 
-CODE = """
+HEAD = """
 import torch
 from graphbench.runner.kernels.argmax import chunk_size, triton_argmax
 from graphbench.runner.sampler import greedy
 assert chunk_size(128256) == 2048 and chunk_size(151936) == 4096 and chunk_size(32000) == 1024
-# 63 chunks (bf16, the engine's case); 50 with a partial last one; 8 exact
-for vocab, dtype in ((128256, torch.bfloat16), (50257, torch.float32), (8192, torch.bfloat16)):
+"""
+ROWS = """
+for vocab, dtype in VOCABS:
     g = torch.Generator().manual_seed(vocab)
     logits = torch.randn(6, vocab, generator=g).to(dtype)
     logits[1, 7] = logits[1, vocab - 3] = 50.0  # a tie across chunks: the first index wins
@@ -23,6 +24,8 @@ for vocab, dtype in ((128256, torch.bfloat16), (50257, torch.float32), (8192, to
     assert got.dtype == torch.int64 and torch.equal(got, logits.argmax(-1)), (vocab, dtype, got)
     assert got[:6].tolist()[1:] == [7, 0, vocab - 1, 5, 1000]
     assert torch.equal(greedy(logits), got)
+"""
+TAIL = """
 # rows of a wider buffer (row stride > vocab), and no rows at all
 wide = torch.randn(3, 40000, generator=g)
 assert torch.equal(triton_argmax(wide[:, :33000]), wide[:, :33000].argmax(-1))
@@ -33,12 +36,16 @@ for rows in (5, 2, 11):
     x = torch.randn(rows, 9000, generator=g)
     assert torch.equal(triton_argmax(x), x.argmax(-1)), rows
 assert argmax_module._workspaces[(x.device, 9)][0].shape == (11, 9)
-print("ok")
 """
+# two processes at once (the interpreter runs on one core), about as long as each other: 63 chunks (bf16,
+# the engine's case); then 50 with a partial last one, 8 exact, and the rest (which goes on from the
+# generator of the 8192 rows, as it did when all of it ran in one process)
+CODES = [HEAD + "VOCABS = ((128256, torch.bfloat16),)" + ROWS + 'print("ok")\n',
+         HEAD + "VOCABS = ((50257, torch.float32), (8192, torch.bfloat16))" + ROWS + TAIL + 'print("ok")\n']
 
 
 def test_triton_argmax_equals_torch_argmax_in_the_interpreter():
-    run_interpreted(CODE)
+    run_interpreted_at_once(CODES)
 
 
 def test_greedy_on_the_cpu_is_torch_argmax_and_needs_no_triton():
