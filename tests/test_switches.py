@@ -58,18 +58,22 @@ def test_the_environment_line_lists_changed_switches_and_says_when_not_all_resul
     assert environment_line([{"environment": {"device": "cpu", "switches": {}}}]) == "device cpu"
 
 
-def _import_pieces(value: str | None) -> subprocess.CompletedProcess:
+def _import_pieces(value: str | None) -> subprocess.Popen:
+    """A fresh process importing runner/compile/pieces.py with the switch set to value (None: unset)."""
     env = {k: v for k, v in os.environ.items() if k != "GRAPHBENCH_AUTOTUNE_PRECOMPILE"}
     if value is not None:
         env["GRAPHBENCH_AUTOTUNE_PRECOMPILE"] = value
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
     code = "import graphbench.runner.compile.pieces as p; print(p.AUTOTUNE_PRECOMPILE)"
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
 
 
 def test_the_autotune_precompile_switch_is_read_and_checked_at_import():
-    assert _import_pieces(None).stdout.strip() == "threads"
-    assert _import_pieces("pool").stdout.strip() == "pool"
-    bad = _import_pieces("thread")
-    assert bad.returncode != 0
-    assert "GRAPHBENCH_AUTOTUNE_PRECOMPILE must be 'threads' or 'pool', got 'thread'" in bad.stderr
+    # the three imports run at once, each in its own process (each is mostly torch's import, on one core)
+    procs = [_import_pieces(value) for value in (None, "pool", "thread")]
+    unset, pool, bad = [(proc, *proc.communicate(timeout=120)) for proc in procs]
+    assert unset[1].strip() == "threads"
+    assert pool[1].strip() == "pool"
+    assert bad[0].returncode != 0
+    assert "GRAPHBENCH_AUTOTUNE_PRECOMPILE must be 'threads' or 'pool', got 'thread'" in bad[2]
