@@ -38,6 +38,10 @@ MEASURED_BEST = {
     (4096, 4096): (32, 128, 1, 4, 5),  # 8b o: 12.34, cuBLAS 11.93
     (28672, 4096): (64, 64, 1, 4, 3),  # 8b gate/up: 61.98, cuBLAS 63.13
     (4096, 14336): (64, 128, 2, 4, 5),  # 8b down: 34.88, cuBLAS 36.49
+    # lm_head at 64 rows (bench/skinny_blocks.py; bench/RESULTS.md, 2026-12-02, 4cfaa80): most of the grid's
+    # one-split configs beat cuBLAS there
+    (128256, 2048): (64, 64, 1, 4, 3),  # 1b lm_head: 134.57, cuBLAS 144.69
+    (128256, 4096): (128, 128, 1, 4, 3),  # 8b lm_head: 260.01, cuBLAS 285.29
 }
 
 
