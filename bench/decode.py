@@ -11,6 +11,9 @@ table with step time, tokens/s, the fraction of the weight-bandwidth floor and r
 
 adds graphbench-O2+nokv and graphbench-O2+both: the same level in a process with those environment
 variables (A/B of the engine's switches in one run, with the peers' ratios and a "vs base" column).
+`--rounds 3` runs each graphbench system three times, interleaved (base, variants, base, ...), each in its
+own process: the table gives the median of the rounds' medians and their range, for differences of about
+1%, which is the spread between two processes of one system at batch 64 (bench/RESULTS.md, 2026-12-02).
 
 The gpt-fast peer (`--peers gpt-fast`) runs gpt-fast's own model.py, unmodified, from a checkout
 (`--gpt-fast-dir`, default `.peers/gpt-fast`, ignored by git; nothing is downloaded): its one-token
@@ -86,6 +89,7 @@ def main() -> None:
     p.add_argument("--out", default=None)
     p.add_argument("--timeout", type=int, default=600)
     p.add_argument("--order", default="", help="systems to run first, e.g. graphbench-O2,hf-compile")
+    p.add_argument("--rounds", type=int, default=1, help="processes per graphbench system, interleaved")
     p.add_argument("--variant", action="append", default=[], metavar="NAME=VAR=VALUE[,VAR=VALUE]",
                    help="also run each level with these environment variables, as graphbench-O<level>+NAME")
     p.add_argument("--worker", dest="system", default=None, help=argparse.SUPPRESS)
@@ -95,11 +99,15 @@ def main() -> None:
         return
     variants = parse_variants(args.variant)
     levels = [lvl for lvl in args.levels.split(",") if lvl]
-    systems = ["bandwidth"] + [f"graphbench-O{lvl}{suffix}" for lvl in levels for suffix in ["", *(f"+{n}" for n in variants)]]
-    systems += [s for s in args.peers.split(",") if s]
+    if args.rounds < 1:
+        raise SystemExit("--rounds must be >= 1")
+    ours = [f"graphbench-O{lvl}{suffix}" for lvl in levels for suffix in ["", *(f"+{n}" for n in variants)]]
+    systems = ["bandwidth"] + ours + [s for s in args.peers.split(",") if s]
     if args.order:  # run these first (so that a time limit cuts the least important ones)
         first = [s for s in args.order.split(",") if s in systems]
         systems = ["bandwidth"] + first + [s for s in systems if s not in first and s != "bandwidth"]
+    # later rounds of graphbench's systems after the first pass, interleaved with one another
+    systems += [s for _ in range(args.rounds - 1) for s in systems if s in ours]
     results = []
     for system in systems:
         cmd = [sys.executable, __file__, "--worker", system, "--model", args.model, "--batches", args.batches,
@@ -141,7 +149,33 @@ def parse_variants(specs: list[str]) -> dict[str, dict[str, str]]:
     return variants
 
 
+def merge_rounds(results: list[dict]) -> list[dict]:
+    """One entry per system: a system run in several processes gets, per batch, the median of their
+    median steps (and `round_step_ms`, each process's); its processes' own entries go under `rounds`."""
+    import statistics
+
+    merged: dict[str, dict] = {}
+    for r in results:
+        if r["system"] not in merged:
+            merged[r["system"]] = dict(r, rounds=[r])
+        else:
+            merged[r["system"]]["rounds"].append(r)
+    for entry in merged.values():
+        rounds = entry.pop("rounds")
+        if len(rounds) == 1:
+            continue
+        entry["rounds"] = rounds
+        batches = [x["batch"] for x in rounds[0]["results"]]
+        entry["results"] = []
+        for b in batches:
+            steps = [x["step_ms"] for r in rounds for x in r["results"] if x["batch"] == b]
+            step = statistics.median(steps)
+            entry["results"].append({"batch": b, "step_ms": step, "tokens_per_s": b * 1e3 / step, "round_step_ms": steps})
+    return list(merged.values())
+
+
 def report(results: list[dict], args: argparse.Namespace, quiet: bool = False) -> None:
+    results = merge_rounds(results)
     bandwidth = next((r["copy_gbs"] for r in results if r["system"] == "bandwidth"), None)
     rows = [r for r in results if r["system"] != "bandwidth"]
     by_system = {r["system"]: {x["batch"]: x for x in r["results"]} for r in rows}
@@ -157,7 +191,7 @@ def report(results: list[dict], args: argparse.Namespace, quiet: bool = False) -
           f"{bandwidth or 0:.0f} GB/s; floor {floor_ms or 0:.3f} ms/step")
     width = max([16] + [len(s) + 2 for s in by_system])
     header = (f"{'system':<{width}}{'batch':>6}{'step ms':>10}{'tok/s':>11}{'floor %':>9}{'vs hf-eager':>12}"
-              f"{'vs hf-compile':>14}{'vs base':>9}")
+              f"{'vs hf-compile':>14}{'vs base':>9}{'  rounds (min-max ms)' if args.rounds > 1 else ''}")
     print(header)
     for system, per_batch in by_system.items():
         for batch, x in sorted(per_batch.items()):
@@ -167,8 +201,10 @@ def report(results: list[dict], args: argparse.Namespace, quiet: bool = False) -
                 other = by_system.get(other_system, {}).get(batch)
                 ratios.append(f"{other['step_ms'] / x['step_ms']:.3f}x" if other else "-")
             floor = f"{100 * floor_ms / x['step_ms']:.0f}%" if floor_ms else "-"
+            steps = x.get("round_step_ms")
+            spread = f"  {len(steps)}: {min(steps):.3f}-{max(steps):.3f}" if steps else ""
             print(f"{system:<{width}}{batch:>6}{x['step_ms']:>10.3f}{x['tokens_per_s']:>11.0f}{floor:>9}"
-                  f"{ratios[0]:>12}{ratios[1]:>14}{ratios[2]:>9}")
+                  f"{ratios[0]:>12}{ratios[1]:>14}{ratios[2]:>9}{spread}")
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"model": args.model, "copy_gbs": bandwidth, "floor_ms": floor_ms, "results": results}, f,

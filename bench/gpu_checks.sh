@@ -13,6 +13,7 @@
 #   bash bench/gpu_checks.sh curve     # the step-time curve 1..512, tune --objective time against replays, graph memory predicted vs measured (~8 min)
 #   bash bench/gpu_checks.sh peers     # issue 28's decode table: llama-3.2-1b -O2 at batch 1 and 64 beside gpt-fast (~4 min)
 #   bash bench/gpu_checks.sh peers-8b  # the same for llama-3.1-8b (~5 min); both take DECODE_VARIANTS="--variant NAME=VAR=VALUE"
+#                                      # and DECODE_ROUNDS=3 (each graphbench system in 3 processes, interleaved)
 #   bash bench/gpu_checks.sh roofline  # a decode step's kernels per layer part at batch 1 and 64, bytes, TB/s, gaps (~1 min)
 #   bash bench/gpu_checks.sh lora      # LoRA's graph keys, capture, memory and step cost (bench/lora.py), then the LoRA-share sweep (~6 min)
 # docs/DEVELOPING.md says what each group backs in bench/RESULTS.md. Logs and JSON go to $OUT (the device tool
@@ -88,7 +89,7 @@ case "${1:-}" in
   peers|peers-8b)  # gpt-fast's model.py must be at .peers/gpt-fast (a checkout; carry it to the device)
     model=llama-3.2-1b; [ "$1" = peers-8b ] && model=llama-3.1-8b
     timeout ${PEERS_TIMEOUT:-400} python3 bench/decode.py --model $model --batches 1,64 --levels 2 --peers gpt-fast \
-      ${DECODE_VARIANTS:-} --out "$OUT/decode-$model.json" --timeout 200 2>&1 | grep -v "^DEBUG" \
+      ${DECODE_VARIANTS:-} --rounds ${DECODE_ROUNDS:-1} --out "$OUT/decode-$model.json" --timeout 200 2>&1 | grep -v "^DEBUG" \
       | tee "$OUT/decode-$model.log" | tail -10 ;;
   roofline)  # per-kernel spans need PDL off (with PDL a kernel's span counts its wait); the second run is as the engine runs
     GRAPHBENCH_PDL=0 timeout 200 python3 bench/roofline.py --model llama-3.2-1b --level 2 --batches 1,64 \

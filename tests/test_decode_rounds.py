@@ -1,0 +1,36 @@
+"""bench/decode.py --rounds: a system run in several processes is reported by the median of their medians."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _decode_script():
+    spec = importlib.util.spec_from_file_location("decode_bench", ROOT / "bench" / "decode.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run(system: str, *steps: tuple[int, float]) -> dict:
+    return {"system": system, "results": [{"batch": b, "step_ms": ms, "tokens_per_s": b * 1e3 / ms} for b, ms in steps]}
+
+
+def test_rounds_merge_to_the_median_of_each_batch_and_keep_every_process():
+    decode = _decode_script()
+    results = [{"system": "bandwidth", "copy_gbs": 4200.0, "results": []},
+               _run("graphbench-O2", (1, 0.90), (64, 1.20)), _run("graphbench-O2+x", (1, 0.88), (64, 1.19)),
+               _run("gpt-fast", (1, 1.4), (64, 5.3)),
+               _run("graphbench-O2", (1, 0.93), (64, 1.17)), _run("graphbench-O2+x", (1, 0.87), (64, 1.18)),
+               _run("graphbench-O2", (1, 0.91), (64, 1.25)), _run("graphbench-O2+x", (1, 0.89), (64, 1.16))]
+    merged = {r["system"]: r for r in decode.merge_rounds(results)}
+    assert list(merged) == ["bandwidth", "graphbench-O2", "graphbench-O2+x", "gpt-fast"]
+    base = {x["batch"]: x for x in merged["graphbench-O2"]["results"]}
+    assert base[1]["step_ms"] == 0.91 and base[64]["step_ms"] == 1.20
+    assert base[1]["round_step_ms"] == [0.90, 0.93, 0.91] and base[64]["tokens_per_s"] == 64e3 / 1.20
+    assert [x["step_ms"] for x in merged["graphbench-O2+x"]["results"]] == [0.88, 1.18]
+    assert len(merged["graphbench-O2"]["rounds"]) == 3
+    assert merged["gpt-fast"]["results"][0]["step_ms"] == 1.4 and "rounds" not in merged["gpt-fast"]
