@@ -75,6 +75,7 @@ def profile_batch(engine, batch: int, prompt_len: int, num_steps: int, host_prof
 
     for _ in range(num_steps):
         sched = synchronous_step(record=True)
+    launch_parts = time_launch_parts(runner, lambda: synchronous_step(record=False), num_steps)
     if host_profile:  # more synchronous steps, their host side under cProfile (not in the phases above)
         import cProfile
 
@@ -126,11 +127,52 @@ def profile_batch(engine, batch: int, prompt_len: int, num_steps: int, host_prof
             engine.scheduler.finish(r)
     return {
         "batch": batch, "runtime_mode": mode.value, "padded": num_padded,
-        "phases_ms": {k: statistics.median(v) for k, v in phases.items()},
+        "phases_ms": {k: statistics.median(v) for k, v in phases.items()}, "launch_parts_ms": launch_parts,
         "forward_gpu_ms": forward_gpu_ms, "logits_sample_gpu_ms": logits_gpu_ms,
         "engine_step_ms": statistics.median(steps), "engine_step_sync_ms": statistics.median(sync_steps),
         "profile_table": table, "timeline": timeline,
     }
+
+
+def time_launch_parts(runner, step, num_steps: int) -> dict[str, float]:
+    """Host time of the parts of ModelRunner.launch in synchronous steps (median ms a step): each part's
+    method wrapped in a timer on this runner only; "other" is the rest of launch (dispatch, sampling's
+    bookkeeping, the ids' copies and event)."""
+    import graphbench.runner.model_runner as model_runner_module
+
+    spent: dict[str, float] = {}
+
+    def timed(name, fn):
+        def call(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[name] = spent.get(name, 0.0) + time.perf_counter() - started
+        return call
+
+    originals = {"prepare": (runner.inputs, "prepare"), "gather_pending": (runner.inputs, "gather_pending"),
+                 "forward": (runner, "forward"), "compute_logits": (runner.model, "compute_logits"),
+                 "greedy": (model_runner_module, "greedy"), "launch": (runner, "launch")}
+    saved = {name: getattr(owner, attr) for name, (owner, attr) in originals.items()}
+    samples: dict[str, list[float]] = {name: [] for name in originals}
+    try:
+        for name, (owner, attr) in originals.items():
+            setattr(owner, attr, timed(name, saved[name]))
+        for _ in range(num_steps):
+            spent.clear()
+            step()
+            for name in samples:
+                samples[name].append(spent.get(name, 0.0) * 1e3)
+    finally:  # the module's function back; the instances' wrappers removed (their class's method shows again)
+        for name, (owner, attr) in originals.items():
+            if owner is model_runner_module:
+                setattr(owner, attr, saved[name])
+            else:
+                delattr(owner, attr)
+    parts = {name: statistics.median(v) for name, v in samples.items()}
+    parts["other"] = parts["launch"] - sum(v for k, v in parts.items() if k != "launch")
+    return parts
 
 
 def write_host_profile(profiler, path: str) -> None:
@@ -198,6 +240,7 @@ def main() -> None:
               f" (synchronous {r['engine_step_sync_ms']:.3f} ms);"
               f" forward GPU {r['forward_gpu_ms']:.3f} ms, logits+argmax GPU {r['logits_sample_gpu_ms']:.3f} ms")
         print("  host phases (ms): " + ", ".join(f"{k} {v:.3f}" for k, v in ph.items()))
+        print("  launch's parts (ms): " + ", ".join(f"{k} {v:.3f}" for k, v in r["launch_parts_ms"].items()))
         tl = r["timeline"]
         if tl:
             n = tl["steps"]
