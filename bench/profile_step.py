@@ -79,12 +79,14 @@ def profile_batch(engine, batch: int, prompt_len: int, num_steps: int, host_prof
     if host_profile:  # more synchronous steps, their host side under cProfile (not in the phases above)
         import cProfile
 
+        from graphbench.bench.cprofile import write_cprofile
+
         profiler = cProfile.Profile()
         profiler.enable()
         for _ in range(num_steps):
             synchronous_step(record=False)
         profiler.disable()
-        write_host_profile(profiler, f"{host_profile}-batch{batch}")
+        write_cprofile(profiler, f"{host_profile}-batch{batch}")
     mode, padded = runner.dispatcher.dispatch(sched.descriptor)
     num_padded = padded.num_tokens if mode.value != "NONE" else sched.num_tokens
     # GPU time of the forward alone: back-to-back forwards of the last batch, CUDA events
@@ -173,20 +175,6 @@ def time_launch_parts(runner, step, num_steps: int) -> dict[str, float]:
     parts = {name: statistics.median(v) for name, v in samples.items()}
     parts["other"] = parts["launch"] - sum(v for k, v in parts.items() if k != "launch")
     return parts
-
-
-def write_host_profile(profiler, path: str) -> None:
-    """path (pstats) and path.txt: the 40 functions of most own time, then of most cumulative time."""
-    import io
-    import pstats
-
-    profiler.dump_stats(path)
-    text = io.StringIO()
-    stats = pstats.Stats(profiler, stream=text).strip_dirs()
-    stats.sort_stats("tottime").print_stats(40)
-    stats.sort_stats("cumulative").print_stats(40)
-    with open(path + ".txt", "w") as f:
-        f.write(text.getvalue())
 
 
 def device_timeline(prof, num_steps: int) -> dict | None:

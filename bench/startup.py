@@ -41,29 +41,17 @@ def worker(args: argparse.Namespace) -> None:
     if args.profile:  # the engine's start under cProfile (a start of its own: its figures are not the table's)
         import cProfile
 
+        from graphbench.bench.cprofile import write_cprofile
+
         profiler = cProfile.Profile()
         profiler.enable()
     engine = Engine(load_engine_config(overrides=overrides))
     if profiler is not None:
         profiler.disable()
-        write_profile(profiler, args.profile)
+        write_cprofile(profiler, args.profile, limit=60)
     report = dict(vars(engine.report), wall_seconds=time.perf_counter() - started, script_started=SCRIPT_STARTED,
                   torch_imported=torch_imported, engine_started=engine_started, engine_ready=time.time())
     print("RESULT " + json.dumps(report), flush=True)
-
-
-def write_profile(profiler, path: str) -> None:
-    """The profile as `path` (pstats) and `path`.txt: the 60 functions of most cumulative and of most own time."""
-    import io
-    import pstats
-
-    profiler.dump_stats(path)
-    text = io.StringIO()
-    stats = pstats.Stats(profiler, stream=text).strip_dirs()
-    stats.sort_stats("cumulative").print_stats(60)
-    stats.sort_stats("tottime").print_stats(60)
-    with open(path + ".txt", "w") as f:
-        f.write(text.getvalue())
 
 
 def start(args, label: str, level: int, mode: str | None, max_num_seqs: int, env: dict,

@@ -1,4 +1,5 @@
-"""bench/decode.py --rounds: a system run in several processes is reported by the median of their medians."""
+"""bench/decode.py --rounds (a system run in several processes: the median of their medians) and the cProfile writer
+of bench/startup.py and bench/profile_step.py."""
 
 from __future__ import annotations
 
@@ -34,3 +35,22 @@ def test_rounds_merge_to_the_median_of_each_batch_and_keep_every_process():
     assert [x["step_ms"] for x in merged["graphbench-O2+x"]["results"]] == [0.88, 1.18]
     assert len(merged["graphbench-O2"]["rounds"]) == 3
     assert merged["gpt-fast"]["results"][0]["step_ms"] == 1.4 and "rounds" not in merged["gpt-fast"]
+
+
+def test_a_cprofile_is_written_as_pstats_and_text(tmp_path):
+    import cProfile
+    import pstats
+
+    from graphbench.bench.cprofile import write_cprofile
+
+    def busy_function_for_the_profile():
+        return sum(i * i for i in range(20000))
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    busy_function_for_the_profile()
+    profiler.disable()
+    write_cprofile(profiler, str(tmp_path / "start.prof"), limit=5)
+    text = (tmp_path / "start.prof.txt").read_text()
+    assert text.count("busy_function_for_the_profile") == 2  # in the own-time and the cumulative lists
+    assert any("busy_function_for_the_profile" in name for _, _, name in pstats.Stats(str(tmp_path / "start.prof")).stats)
