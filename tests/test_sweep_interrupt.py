@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -19,6 +20,7 @@ from graphbench.reports.store import load_results
 pytestmark = pytest.mark.slow
 ARGS = ["sweep", "--device", "cpu", "--levels", "0", "--ladders", "default", "--grid", "max_num_seqs=4,8,16",
         "--concurrency", "1,2", "--prompt-len", "8", "--output-len", "4", "--repeats", "1", "--peers", "none"]
+ROOT = Path(__file__).resolve().parents[1]
 LABELS = {"O0_default_max_num_seqs=4", "O0_default_max_num_seqs=8", "O0_default_max_num_seqs=16"}
 
 
@@ -56,41 +58,18 @@ def test_second_sweep_into_the_same_folder_is_refused(tmp_path):
     assert not (tmp_path / ".sweep.holder").exists()
 
 
-def _race(folder: str, start, out) -> None:
-    """One contender: wait for the start, try the lock; when held, record the interval it was held."""
-    import time
-
-    from graphbench.bench.sweep_lock import sweep_lock as lock
-    from graphbench.errors import GraphbenchError as Refused
-
-    start.wait()
-    try:
-        with lock(Path(folder)):
-            began = time.monotonic()
-            time.sleep(0.002)
-            out.put((began, time.monotonic()))
-    except Refused:
-        out.put(None)
-
-
 def test_racing_processes_never_hold_the_lock_twice(tmp_path):
     """8 processes x 20 trials start together: at most one holds the lock at any moment (50 trials, 2026-12-01:
-    never two holders)."""
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("fork")
+    never two holders). The contenders are forked from a small process of their own (tests/lock_race.py),
+    not from this one."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "lock_race.py"), str(tmp_path), "20", "8"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    held_per_trial = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(held_per_trial) == 20
     held_total = 0
-    for trial in range(20):
-        folder = tmp_path / f"t{trial}"
-        start, out = ctx.Event(), ctx.Queue()
-        procs = [ctx.Process(target=_race, args=(str(folder), start, out)) for _ in range(8)]
-        for p in procs:
-            p.start()
-        start.set()
-        results = [out.get(timeout=30) for _ in procs]
-        for p in procs:
-            p.join(timeout=30)
-        held = sorted(r for r in results if r is not None)
+    for trial, held in enumerate(held_per_trial):
         assert held, f"trial {trial}: nobody got the lock"
         assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(held, held[1:])), f"trial {trial}: {held}"
         held_total += len(held)
