@@ -36,6 +36,11 @@ for rows in (5, 2, 11):
     x = torch.randn(rows, 9000, generator=g)
     assert torch.equal(triton_argmax(x), x.argmax(-1)), rows
 assert argmax_module._workspaces[(x.device, 9)][0].shape == (11, 9)
+# into rows of a given buffer (the engine's sampled ids), through greedy: nothing outside them written
+ids = torch.full((8,), -1, dtype=torch.int64)
+got = greedy(wide[:, :33000], out=ids[2:5])
+assert got.data_ptr() == ids[2:5].data_ptr() and torch.equal(ids[2:5], wide[:, :33000].argmax(-1))
+assert ids[:2].tolist() == [-1, -1] and ids[5:].tolist() == [-1, -1, -1]
 """
 # two processes at once (the interpreter runs on one core), about as long as each other: 63 chunks (bf16,
 # the engine's case); then 50 with a partial last one, 8 exact, and the rest (which goes on from the
@@ -56,3 +61,6 @@ def test_greedy_on_the_cpu_is_torch_argmax_and_needs_no_triton():
     logits = torch.randn(4, 128256)
     logits[0, 3] = logits[0, 100000] = 99.0
     assert torch.equal(greedy(logits), logits.argmax(-1)) and greedy(logits)[0].item() == 3
+    ids = torch.full((6,), -1, dtype=torch.int64)
+    greedy(logits, out=ids[1:5])
+    assert torch.equal(ids[1:5], logits.argmax(-1)) and ids[[0, 5]].tolist() == [-1, -1]

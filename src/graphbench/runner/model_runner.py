@@ -131,14 +131,14 @@ class ModelRunner:
         else:
             hidden_rows = hidden[self.inputs.logits_indices[:num_reqs]]  # [R, H]: each request's last row
         temps = [r.sampling.temperature for r in batch.requests]
-        if all(t == 0 for t in temps):
-            tokens = greedy(self.model.compute_logits(hidden_rows, float32=False))  # same argmax as in f32
+        if all(t == 0 for t in temps):  # the argmax writes the ids in place (the next step's pending tokens)
+            tokens = greedy(self.model.compute_logits(hidden_rows, float32=False), out=self.sampled_ids[:num_reqs])
         else:
             self._temperatures[:num_reqs].copy_(torch.tensor(temps, dtype=torch.float32))
             self._top_ps[:num_reqs].copy_(torch.tensor([r.sampling.top_p for r in batch.requests]))
             logits = self.model.compute_logits(hidden_rows)
             tokens = sample(logits, self._temperatures[:num_reqs], self._top_ps[:num_reqs], self.generator, False)
-        self.sampled_ids[:num_reqs].copy_(tokens)
+            self.sampled_ids[:num_reqs].copy_(tokens)
         self._host_turn ^= 1
         host_ids = self._host_ids[self._host_turn][:num_reqs]
         host_ids.copy_(tokens, non_blocking=True)

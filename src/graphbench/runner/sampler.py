@@ -7,14 +7,15 @@ import torch
 from graphbench.runner.kernels.util import triton_interpreting
 
 
-def greedy(logits: torch.Tensor) -> torch.Tensor:  # [R, V] any float dtype -> [R] int64
-    """argmax per row (ties: the first index). On the GPU, for a large vocabulary, two Triton launches
-    with a program per chunk of the row (runner/kernels/argmax.py): PyTorch's one block per row is slow there."""
+def greedy(logits: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:  # [R, V] float -> [R] int64
+    """argmax per row (ties: the first index), into `out` ([R] int64, contiguous) when given. On the GPU, for
+    a large vocabulary, two Triton launches with a program per chunk of the row (runner/kernels/argmax.py):
+    PyTorch's one block per row is slow there."""
     if (logits.is_cuda or triton_interpreting()) and logits.shape[-1] >= MIN_TRITON_VOCAB and logits.stride(-1) == 1:
         from graphbench.runner.kernels.argmax import triton_argmax
 
-        return triton_argmax(logits)
-    return logits.argmax(dim=-1)
+        return triton_argmax(logits, out)
+    return logits.argmax(dim=-1) if out is None else torch.argmax(logits, dim=-1, out=out)
 
 
 MIN_TRITON_VOCAB = 8192

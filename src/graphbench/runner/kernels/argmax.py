@@ -71,14 +71,17 @@ def _workspace(device: torch.device, num_rows: int, num_chunks: int) -> tuple[to
     return held
 
 
-def triton_argmax(logits: torch.Tensor) -> torch.Tensor:  # [R, V] float (unit stride in V) -> [R] int64
-    """torch.argmax(logits, dim=-1) in two launches, for a large vocabulary on the GPU."""
+def triton_argmax(logits: torch.Tensor,  # [R, V] float, unit stride in V
+                  out: torch.Tensor | None = None) -> torch.Tensor:  # [R] int64, contiguous
+    """torch.argmax(logits, dim=-1) in two launches, for a large vocabulary on the GPU (into out when given)."""
     num_rows, vocab = logits.shape
     assert logits.stride(-1) == 1, "triton_argmax: logits must be contiguous along the vocabulary"
     block = chunk_size(vocab)
     num_chunks = cdiv(vocab, block)
     values, indices = _workspace(logits.device, num_rows, num_chunks)
-    out = torch.empty((num_rows,), dtype=torch.int64, device=logits.device)
+    if out is None:
+        out = torch.empty((num_rows,), dtype=torch.int64, device=logits.device)
+    assert out.shape == (num_rows,) and out.dtype == torch.int64 and out.is_contiguous()
     if num_rows == 0:
         return out
     warps = 4 if block <= 2048 else 8
