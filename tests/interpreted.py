@@ -31,13 +31,14 @@ def run_interpreted(code: str, timeout: int = 300) -> None:
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
 
 
-def run_interpreted_at_once(codes: list[str], timeout: int = 300) -> None:
-    """run_interpreted for each snippet, each in its own process, all started at once (the interpreter
-    runs on one core); fail with the stderr of the first snippet that failed."""
-    env = _env()
-    files = [(tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")) for _ in codes]  # (no pipe fills up)
-    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=out, stderr=err, text=True)
-             for code, (out, err) in zip(codes, files)]
+def run_at_once(commands: list[list[str]], env: dict[str, str], timeout: float,
+                cwd: Path | None = None) -> list[tuple[int, str, str]]:
+    """Run the commands in processes started at once (the interpreter runs on one core): each one's
+    (exit code, stdout, stderr). Output goes to files, so that no process waits on a full pipe while
+    another is read; whatever still runs at the deadline is killed."""
+    files = [(tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")) for _ in commands]
+    procs = [subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=err, text=True)
+             for cmd, (out, err) in zip(commands, files)]
     deadline = time.monotonic() + timeout
     try:
         for proc in procs:
@@ -47,8 +48,16 @@ def run_interpreted_at_once(codes: list[str], timeout: int = 300) -> None:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+    results = []
     for proc, (out, err) in zip(procs, files):
         out.seek(0), err.seek(0)
-        stdout, stderr = out.read(), err.read()
+        results.append((proc.returncode, out.read(), err.read()))
         out.close(), err.close()
-        assert proc.returncode == 0 and stdout.strip() == "ok", stderr[-3000:]
+    return results
+
+
+def run_interpreted_at_once(codes: list[str], timeout: int = 300) -> None:
+    """run_interpreted for each snippet, each in its own process, all started at once; fail with the
+    stderr of the first snippet that failed."""
+    for returncode, stdout, stderr in run_at_once([[sys.executable, "-c", code] for code in codes], _env(), timeout):
+        assert returncode == 0 and stdout.strip() == "ok", stderr[-3000:]

@@ -15,7 +15,6 @@ import math
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -334,30 +333,17 @@ def _run_cases(names):
 
 @pytest.fixture(scope="module")
 def interpreter_results():
+    from tests.interpreted import run_at_once  # (here: this file also runs as the workers' script)
+
     if importlib.util.find_spec("triton") is None:
         pytest.skip("triton is not installed")
     env = dict(os.environ, TRITON_INTERPRET="1")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    # (output to files: a worker never waits on a full pipe while the other one is read)
-    outs = [(tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")) for _ in range(WORKERS)]
-    procs = [subprocess.Popen([sys.executable, __file__, *ORDER[i::WORKERS]], env=env, cwd=ROOT, stdout=out,
-                              stderr=err, text=True) for i, (out, err) in enumerate(outs)]
-    deadline = time.monotonic() + 900
-    try:
-        for proc in procs:
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    runs = run_at_once([[sys.executable, __file__, *ORDER[i::WORKERS]] for i in range(WORKERS)], env, 900, cwd=ROOT)
     results = {}
-    for proc, (out, err) in zip(procs, outs):
-        out.seek(0), err.seek(0)
-        stdout, stderr = out.read(), err.read()
-        out.close(), err.close()
-        if proc.returncode != 0 or not stdout.strip():
-            pytest.fail(f"interpreter subprocess failed ({proc.returncode}):\n{stderr[-4000:]}")
+    for returncode, stdout, stderr in runs:
+        if returncode != 0 or not stdout.strip():
+            pytest.fail(f"interpreter subprocess failed ({returncode}):\n{stderr[-4000:]}")
         results.update(json.loads(stdout.strip().splitlines()[-1]))
     assert sorted(results) == sorted(ORDER)
     return results
