@@ -3,8 +3,8 @@
     python bench/host_step.py --batches 1,64,256 --steps 300
 
 An engine (tiny-llama on the CPU) whose runner's launch does only what the host does around the forward:
-the step inputs (`StepInputs.prepare`, the copy path the CPU takes) and an in-flight step with placeholder
-tokens. Each engine.step() is then the scheduler, that, the engine's update of every request and taking
+the step inputs (`StepInputs.prepare`: by default the GPU's packed upload, its packet copied on the CPU and
+its kernel left out; `--copies`: a copy per buffer) and an in-flight step with placeholder tokens. Each engine.step() is then the scheduler, that, the engine's update of every request and taking
 the tokens: the Python a decode step costs the host whatever the GPU does (at batch 64 on an H200 the host's
 step is about the GPU's: bench/RESULTS.md, 2026-12-02). Medians per phase, in microseconds.
 """
@@ -17,7 +17,9 @@ import statistics
 import time
 
 
-def measure(batch: int, steps: int) -> dict:
+def measure(batch: int, steps: int, packed: bool) -> dict:
+    import os
+
     import torch
 
     from graphbench.config import load_engine_config
@@ -25,10 +27,22 @@ def measure(batch: int, steps: int) -> dict:
     from graphbench.runner.model_runner import InFlightStep
     from graphbench.runner.request import SamplingParams
 
-    engine = Engine(load_engine_config(overrides={
+    config = load_engine_config(overrides={
         "model.model": "tiny-llama", "model.device": "cpu", "optimization_level": 0, "scheduler.max_num_seqs": batch,
         "scheduler.max_num_batched_tokens": max(2048, 128 * batch), "scheduler.max_model_len": 4096,
-        "cache.num_blocks": batch * 300}))
+        "cache.num_blocks": batch * 300})
+    if packed:  # the GPU's packed upload: its host side (the packet), a CPU copy, and no kernel
+        import graphbench.runner.kernels.step_inputs as unpack_module
+
+        os.environ["TRITON_INTERPRET"] = "1"  # (read when the step inputs are made: they then pack)
+        try:
+            engine = Engine(config)
+        finally:
+            del os.environ["TRITON_INTERPRET"]
+        unpack_module.unpack_step_inputs = lambda *args: None
+        assert engine.inputs.packed
+    else:
+        engine = Engine(config)
     spent: dict[str, float] = {}
 
     def timed(name, fn):
@@ -71,18 +85,20 @@ def measure(batch: int, steps: int) -> dict:
     result = {name: statistics.median(v) * 1e6 for name, v in samples.items()}
     result["other"] = result["step"] - sum(result[k] for k in ("schedule", "prepare", "update", "take_tokens"))
     engine.close()
-    return {"batch": batch, "us": result}
+    return {"batch": batch, "packed": packed, "us": result}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--batches", default="1,64,256")
     p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--copies", action="store_true", help="the step inputs as a copy per buffer (the CPU's path), "
+                   "not the GPU's packed upload")
     p.add_argument("--out", default=None)
     args = p.parse_args()
     results = []
     for b in (int(x) for x in args.batches.split(",")):
-        r = measure(b, args.steps)
+        r = measure(b, args.steps, packed=not args.copies)
         results.append(r)
         print(f"batch {b:4d}: " + ", ".join(f"{k} {v:7.1f} us" for k, v in r["us"].items()), flush=True)
     if args.out:

@@ -55,6 +55,13 @@ def test_decode_rows_ids_positions_slots_and_lengths():
     assert inputs.slot_mapping[:2].tolist() == [3 * 4 + 1, 9 * 4 + 3]
     assert inputs.seq_lens[:3].tolist() == [6, 4, 0]
     assert inputs.query_start_loc.tolist() == [0, 1, 2, 2, 2]
+    assert inputs.logits_indices[:2].tolist() == [0, 1]
+    # a prefill chunk after a decode row: offsets and last rows from the counts
+    c = _request(3, 9, [4, 5, 6])
+    c.num_computed_tokens = 2
+    inputs.prepare(ScheduledBatch([a, c], [1, 5], BatchDescriptor(6, None, False)))
+    assert inputs.query_start_loc.tolist() == [0, 1, 6, 6, 6] and inputs.logits_indices[:2].tolist() == [0, 5]
+    assert inputs.seq_lens[:3].tolist() == [6, 7, 0] and inputs.positions[:6].tolist() == [5, 2, 3, 4, 5, 6]
 
 
 def test_the_packed_upload_fills_every_buffer_as_the_copies_do():

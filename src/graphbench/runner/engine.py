@@ -296,11 +296,14 @@ class Engine:
         launch_seconds = time.perf_counter() - started
         if launched is not None:
             self.scheduler.update(batch)
+            fills = launched.fills
             for row, request in enumerate(batch.requests):
-                if request.num_computed_tokens >= request.num_tokens:  # not a partial prefill chunk
-                    request.output_token_ids.append(PENDING_TOKEN)
+                outputs = request.output_token_ids
+                # not a partial prefill chunk (Request.num_tokens, inline: this runs for every request)
+                if request.num_computed_tokens >= len(request.prompt_token_ids) + len(outputs):
+                    outputs.append(PENDING_TOKEN)
                     request.pending_row = row
-                    launched.fills.append((request, row, len(request.output_token_ids) - 1))
+                    fills.append((request, row, len(outputs) - 1))
         finished = self._drain()
         if launched is not None:
             if self.config.scheduler.async_scheduling:

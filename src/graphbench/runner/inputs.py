@@ -67,6 +67,7 @@ class StepInputs:
         self._turn = 0
         # per set, per block-table row: (the request's block_ids list, how many of its blocks the row holds)
         self._block_rows: list[list] = [[None] * max_num_reqs, [None] * max_num_reqs]
+        self._counting = np.arange(max_num_reqs + 1)  # 0, 1, ..., max_num_reqs
         self.num_tokens = 0
         self.num_reqs = 0
         self.num_gathers = 0  # input rows to fill from the previous step's sampled ids
@@ -168,16 +169,21 @@ class StepInputs:
             gathers[0, :num_gathers] = gather_dst
             gathers[1, :num_gathers] = gather_src
         starts, lens = a["query_start_loc"], a["seq_lens"]
-        starts[0] = 0
-        np.cumsum(batch.num_new_tokens, out=starts[1:num_reqs + 1])
-        starts[num_reqs + 1:] = num_tokens
         lens[:num_reqs] = firsts
-        lens[:num_reqs] += starts[1:num_reqs + 1] - starts[:num_reqs]
+        if num_tokens == num_reqs:  # a token a request (decode): offsets 0..R, last rows 0..R-1
+            starts[:num_reqs + 1] = self._counting[:num_reqs + 1]
+            lens[:num_reqs] += 1
+            a["logits_indices"][:num_reqs] = self._counting[:num_reqs]
+        else:
+            starts[0] = 0
+            np.cumsum(batch.num_new_tokens, out=starts[1:num_reqs + 1])
+            lens[:num_reqs] += starts[1:num_reqs + 1] - starts[:num_reqs]
+            a["logits_indices"][:num_reqs] = starts[1:num_reqs + 1] - 1
+        starts[num_reqs + 1:] = num_tokens
         lens[num_reqs:] = 0
         pos[num_tokens:padded] = 0
         slots[num_tokens:padded] = -1
         ids[num_tokens:padded] = 0
-        a["logits_indices"][:num_reqs] = starts[1:num_reqs + 1] - 1
         if self.lora_token_slots is not None:
             a["lora_slots"][:num_tokens] = np.repeat([r.lora_slot - 1 for r in batch.requests], batch.num_new_tokens)
             a["lora_slots"][num_tokens:padded] = -1
