@@ -118,8 +118,8 @@ class StepInputs:
         block_size = self.block_size
         # The host loop runs every step for every request (~0.1 ms at 64): decode rows (one token
         # each, scheduled first) go into lists written at once, not one numpy scalar at a time.
-        decode_ids, decode_pos, decode_slots, firsts = [], [], [], []
-        zero_rows, gather_dst, gather_src = [], [], []
+        decode_ids, decode_slots, firsts = [], [], []  # (a decode row's position is its `first`)
+        gather_dst, gather_src = [], []
         max_blocks_used, t = 1, 0
         drafted = batch.draft_token_ids
         for r, (req, num_new) in enumerate(zip(batch.requests, batch.num_new_tokens)):
@@ -127,10 +127,10 @@ class StepInputs:
             blocks = req.block_ids
             num_blocks = len(blocks)
             firsts.append(first)
-            prompt = req.prompt_token_ids
+            num_prompt = len(req.prompt_token_ids)
+            outputs = req.output_token_ids
             if num_new == 1 and t == len(decode_ids):  # decode (the common case)
-                decode_ids.append(prompt[first] if first < len(prompt) else req.output_token_ids[first - len(prompt)])
-                decode_pos.append(first)
+                decode_ids.append(req.prompt_token_ids[first] if first < num_prompt else outputs[first - num_prompt])
                 decode_slots.append(blocks[first // block_size] * block_size + first % block_size)
             else:
                 tokens = req.all_token_ids + drafted[r] if drafted is not None and drafted[r] else req.all_token_ids
@@ -139,9 +139,8 @@ class StepInputs:
                 pos[t:t + num_new] = positions
                 slots[t:t + num_new] = np.asarray(blocks)[positions // block_size] * block_size + positions % block_size
             if req.pending_row is not None:
-                last = len(prompt) + len(req.output_token_ids) - 1
-                if first <= last < first + num_new:
-                    zero_rows.append(t + last - first)  # filled on the device from the previous step's sample
+                last = num_prompt + len(outputs) - 1
+                if first <= last < first + num_new:  # filled on the device from the previous step's sample
                     gather_dst.append(t + last - first)
                     gather_src.append(req.pending_row)
             # block_ids only grow in place or are replaced by a new list (preemption, finish): a row
@@ -160,10 +159,10 @@ class StepInputs:
         num_decode = len(decode_ids)
         if num_decode:
             ids[:num_decode] = decode_ids
-            pos[:num_decode] = decode_pos
+            pos[:num_decode] = firsts[:num_decode]
             slots[:num_decode] = decode_slots
-        if zero_rows:
-            ids[zero_rows] = 0
+        if gather_dst:
+            ids[gather_dst] = 0
         num_gathers = len(gather_dst)
         if num_gathers:
             gathers[0, :num_gathers] = gather_dst
