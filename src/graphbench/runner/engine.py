@@ -39,7 +39,7 @@ from graphbench.runner.parallel import (
     local_arch,
     min_over_ranks,
 )
-from graphbench.runner.request import PENDING_TOKEN, Request, SamplingParams, check_prompt
+from graphbench.runner.request import PENDING_TOKEN, Request, RequestStatus, SamplingParams, check_prompt
 from graphbench.runner.records import StartupReport, StepRecord
 from graphbench.runner.scheduler import Scheduler
 from graphbench.runner.speculative.decoding import SpeculativeDecoder, speculative_step
@@ -333,19 +333,21 @@ class Engine:
         tokens = step.result().tokens
         now = time.perf_counter()
         finished = []
-        for request, row, index in step.fills:
-            if request.is_finished:
+        finished_status = RequestStatus.FINISHED
+        for request, row, index in step.fills:  # (every request of a step: its attributes are read once)
+            if request.status is finished_status:
                 continue  # stopped by EOS a step earlier: this extra token is dropped
-            token = request.output_token_ids[index] = tokens[row]
-            if index == len(request.output_token_ids) - 1:
+            outputs, sampling = request.output_token_ids, request.sampling
+            token = outputs[index] = tokens[row]
+            if index == len(outputs) - 1:
                 request.pending_row = None  # no newer placeholder: nothing left to gather on the device
             request.token_times.append(now)
             if request.first_token_time is None:
                 request.first_token_time = now
-            eos = not request.sampling.ignore_eos and token == request.sampling.eos_token_id
+            eos = not sampling.ignore_eos and token == sampling.eos_token_id
             if eos:
-                del request.output_token_ids[index + 1:]  # a placeholder launched after the stop
-            if eos or index + 1 >= request.sampling.max_tokens:
+                del outputs[index + 1:]  # a placeholder launched after the stop
+            if eos or index + 1 >= sampling.max_tokens:
                 request.finish_time = now
                 self.scheduler.finish(request)
                 finished.append(request)
