@@ -130,10 +130,11 @@ class ModelRunner:
             hidden_rows = hidden[:num_reqs]  # [R, H]
         else:
             hidden_rows = hidden[self.inputs.logits_indices[:num_reqs]]  # [R, H]: each request's last row
-        temps = [r.sampling.temperature for r in batch.requests]
-        if all(t == 0 for t in temps):  # the argmax writes the ids in place (the next step's pending tokens)
+        if all(r.sampling.temperature == 0 for r in batch.requests):
+            # the argmax writes the ids in place (the next step's pending tokens)
             tokens = greedy(self.model.compute_logits(hidden_rows, float32=False), out=self.sampled_ids[:num_reqs])
         else:
+            temps = [r.sampling.temperature for r in batch.requests]
             self._temperatures[:num_reqs].copy_(torch.tensor(temps, dtype=torch.float32))
             self._top_ps[:num_reqs].copy_(torch.tensor([r.sampling.top_p for r in batch.requests]))
             logits = self.model.compute_logits(hidden_rows)
