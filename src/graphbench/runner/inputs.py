@@ -169,7 +169,7 @@ class StepInputs:
             gathers[1, :num_gathers] = gather_src
         starts, lens = a["query_start_loc"], a["seq_lens"]
         lens[:num_reqs] = firsts
-        if num_tokens == num_reqs:  # a token a request (decode): offsets 0..R, last rows 0..R-1
+        if num_decode == num_reqs == num_tokens:  # a token a request (decode): offsets 0..R, last rows 0..R-1
             starts[:num_reqs + 1] = self._counting[:num_reqs + 1]
             lens[:num_reqs] += 1
             a["logits_indices"][:num_reqs] = self._counting[:num_reqs]

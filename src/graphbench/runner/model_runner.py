@@ -126,7 +126,7 @@ class ModelRunner:
         meta.uniform_decode = self._uniform_decode(padded if mode == FULL else batch.descriptor)
         hidden = self.forward(num_padded, meta, mode, padded)
         num_reqs = len(batch.requests)
-        if batch.num_tokens == num_reqs:  # a token a request: its last row is its only one (no gather kernel)
+        if self._uniform_decode(batch.descriptor):  # a token a request: its last row is its only one (no gather)
             hidden_rows = hidden[:num_reqs]  # [R, H]
         else:
             hidden_rows = hidden[self.inputs.logits_indices[:num_reqs]]  # [R, H]: each request's last row
