@@ -97,6 +97,8 @@ def main() -> None:
     if args.system:
         worker(args)
         return
+    from graphbench.bench.variants import parse_variants
+
     variants = parse_variants(args.variant)
     levels = [lvl for lvl in args.levels.split(",") if lvl]
     if args.rounds < 1:
@@ -135,18 +137,6 @@ def main() -> None:
                   f"{t['dynamic_ms']:.3f} ms dynamic: {t['kept']} kept", flush=True)
         report(results, args, quiet=True)  # partial results survive a time limit
     report(results, args)
-
-
-def parse_variants(specs: list[str]) -> dict[str, dict[str, str]]:
-    """["kv=A=1,B=0"] -> {"kv": {"A": "1", "B": "0"}}."""
-    variants = {}
-    for spec in specs:
-        name, _, assignments = spec.partition("=")
-        pairs = [a.partition("=") for a in assignments.split(",") if a]
-        if not name or not pairs or any(not var or sep != "=" for var, sep, _ in pairs):
-            raise SystemExit(f"--variant {spec!r}: expected NAME=VAR=VALUE[,VAR=VALUE]")
-        variants[name] = {var: value for var, _, value in pairs}
-    return variants
 
 
 def merge_rounds(results: list[dict]) -> list[dict]:

@@ -5,7 +5,8 @@
 #   bash bench/gpu_checks.sh sweep     # the default llama-3.2-1b sweep with both peers (run it with timeout_s 600)
 #   bash bench/gpu_checks.sh decode    # decode step: -O0/-O2 vs hf-compile at batch 1 and 64, llama-3.1-8b at 1 (~7 min)
 #   bash bench/gpu_checks.sh startup   # cold/warm compile, capture time and graph memory per cudagraph mode
-#   bash bench/gpu_checks.sh starts    # issue 28's start-up figures: -O2 cold / warm / new hash and -O3 cold, each a fresh process (~3 min)
+#   bash bench/gpu_checks.sh starts    # issue 28's start-up figures: -O2 cold / warm / new hash and -O3 cold, each a fresh process (~3 min);
+#                                      # STARTS_VARIANTS="--warm-variant NAME=VAR=VALUE" adds 3 rounds of warm starts with and without
 #   bash bench/gpu_checks.sh profile   # where a -O2 decode step goes at batch 1 and 64 (host phases, GPU time, top kernels)
 #   bash bench/gpu_checks.sh gemv      # one-row projections inside a CUDA graph: cuBLAS / Inductor / Triton GEMV, ~2 min
 #   bash bench/gpu_checks.sh tune      # the default ladder against a tuned one with half the graphs
@@ -54,8 +55,8 @@ case "${1:-}" in
       | grep -v "^DEBUG" | tee "$OUT/startup.log" | tail -20 ;;
   starts)
     timeout 300 python3 bench/startup.py --model llama-3.2-1b --max-num-seqs 256 --modes "" --levels 3 --out "$OUT/starts.json" \
-      --profile "$OUT/warm-start.prof" 2>&1 \
-      | grep -v "^DEBUG" | tee "$OUT/starts.log" | tail -8 ;;
+      --profile "$OUT/warm-start.prof" ${STARTS_VARIANTS:-} 2>&1 \
+      | grep -v "^DEBUG" | tee "$OUT/starts.log" | tail -16 ;;
   profile)
     timeout 200 python3 bench/profile_step.py --model llama-3.2-1b --level 2 --batches 1,64 \
       --out "$OUT/profile-step.json" 2>&1 | grep -v "^DEBUG" | tee "$OUT/profile-step.log" | tail -45 ;;

@@ -54,6 +54,21 @@ def worker(args: argparse.Namespace) -> None:
     print("RESULT " + json.dumps(report), flush=True)
 
 
+def print_warm_variants(runs: list[dict | None]) -> None:
+    """Per side of the warm-start A/B: the median launch-to-ready, engine and capture seconds over its rounds."""
+    import statistics
+
+    sides: dict[str, list[dict]] = {}
+    for r in runs:
+        if r and "variant" in r:
+            sides.setdefault(r["variant"], []).append(r)
+    for name, rs in sides.items():
+        ready, engine, capture = ([x[k] for x in rs] for k in ("ready_seconds", "wall_seconds", "capture_seconds"))
+        print(f"O2 warm {'+' + name if name else '(base)':<16} {len(rs)} starts: ready {statistics.median(ready):5.2f} s "
+              f"({min(ready):.2f}-{max(ready):.2f}), engine {statistics.median(engine):5.2f}, capture "
+              f"{statistics.median(capture):5.2f}", flush=True)
+
+
 def start(args, label: str, level: int, mode: str | None, max_num_seqs: int, env: dict,
           profile: str | None = None) -> dict | None:
     cmd = [sys.executable, __file__, "--worker", "--model", args.model, "--level", str(level),
@@ -102,6 +117,9 @@ def main() -> None:
     p.add_argument("--timeout", type=int, default=600)
     p.add_argument("--profile", default=None, metavar="FILE",
                    help="after the table's starts, one more -O2 warm start under cProfile: FILE (pstats) and FILE.txt")
+    p.add_argument("--warm-variant", action="append", default=[], metavar="NAME=VAR=VALUE[,VAR=VALUE]",
+                   help="after the table's starts, -O2 warm starts with and without these variables, interleaved")
+    p.add_argument("--warm-rounds", type=int, default=3, help="rounds of those warm starts (with --warm-variant)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
@@ -117,6 +135,18 @@ def main() -> None:
         runs.append(start(args, f"O{level}", level, None, n, env))
     if args.profile:
         start(args, "O2 warm, cProfile", 2, None, n, env, profile=args.profile)
+    from graphbench.bench.variants import parse_variants
+
+    variants = parse_variants(args.warm_variant)
+    if variants:  # an A/B of the warm start: the base and each variant in turn, each start its own process
+        for round_ in range(1, args.warm_rounds + 1):
+            for name, assignments in {"": {}, **variants}.items():
+                result = start(args, f"O2 warm{' +' + name if name else ''} (round {round_})", 2, None, n,
+                               dict(env, **assignments))
+                if result:
+                    result["variant"] = name
+                    runs.append(result)
+        print_warm_variants(runs)
     cold, warm, other = runs[0], runs[1], runs[2]
     if cold and warm:
         def compile_seconds(r: dict) -> float:
