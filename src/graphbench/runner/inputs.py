@@ -60,7 +60,8 @@ class StepInputs:
         self.sampled_ids = torch.zeros(max_num_reqs, dtype=torch.int64, device=device)
         pin = device.type == "cuda"
         self.packed = PACKED_INPUTS and (pin or triton_interpreting())
-        packet_size = (4 * max_num_tokens + 3 * max_num_reqs + 1 + max_num_reqs * max_blocks_per_seq) if self.packed else 0
+        # (kernels/step_inputs.py's sections at their largest)
+        packet_size = 4 * max_num_tokens + 3 * max_num_reqs + 1 + max_num_reqs * max_blocks_per_seq if self.packed else 0
         self.packet = torch.zeros(packet_size, dtype=torch.int32, device=device)
         self._stages = [_HostStaging(shapes, pin, packet_size), _HostStaging(shapes, pin, packet_size)]
         self._uploaded: list = [None, None]  # per set: an event after its last copies were queued (CUDA)
