@@ -35,12 +35,12 @@ def measure(batch: int, steps: int, packed: bool) -> dict:
     if packed:  # the GPU's packed upload: its host side (the packet), a CPU copy, and no kernel
         import graphbench.runner.kernels.step_inputs as unpack_module
 
+        unpack_module.unpack_step_inputs = lambda *args: None  # (the step inputs take it when they are made)
         os.environ["TRITON_INTERPRET"] = "1"  # (read when the step inputs are made: they then pack)
         try:
             engine = Engine(config)
         finally:
             del os.environ["TRITON_INTERPRET"]
-        unpack_module.unpack_step_inputs = lambda *args: None
         assert engine.inputs.packed
     else:
         engine = Engine(config)

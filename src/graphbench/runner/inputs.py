@@ -63,6 +63,10 @@ class StepInputs:
         # (kernels/step_inputs.py's sections at their largest)
         packet_size = 4 * max_num_tokens + 3 * max_num_reqs + 1 + max_num_reqs * max_blocks_per_seq if self.packed else 0
         self.packet = torch.zeros(packet_size, dtype=torch.int32, device=device)
+        if self.packed:  # (imported here, not in a step: the kernel module needs Triton)
+            from graphbench.runner.kernels.step_inputs import unpack_step_inputs
+
+            self._unpack = unpack_step_inputs
         self._stages = [_HostStaging(shapes, pin, packet_size), _HostStaging(shapes, pin, packet_size)]
         self._uploaded: list = [None, None]  # per set: an event after its last copies were queued (CUDA)
         self._turn = 0
@@ -222,8 +226,6 @@ class StepInputs:
 
     def _upload_packed(self, padded: int, num_reqs: int, max_blocks_used: int) -> None:
         """The host mirrors' used rows as one packet (kernels/step_inputs.py's layout): one copy, one launch."""
-        from graphbench.runner.kernels.step_inputs import unpack_step_inputs
-
         stage = self._stages[self._turn]
         a, packet = stage.arrays, stage.packet_array
         p, r, r_max = padded, num_reqs, self.max_num_reqs
@@ -243,9 +245,9 @@ class StepInputs:
             packet[at:at + p] = a["lora_slots"][:p]
             at += p
         self.packet[:at].copy_(stage.packet[:at], non_blocking=True)
-        unpack_step_inputs(self.packet, at, self.sampled_ids, self.input_ids, self.positions, self.slot_mapping,
-                           self.logits_indices, self.query_start_loc, self.seq_lens, self.block_tables,
-                           self.lora_token_slots, p, r, max_blocks_used)
+        self._unpack(self.packet, at, self.sampled_ids, self.input_ids, self.positions, self.slot_mapping,
+                     self.logits_indices, self.query_start_loc, self.seq_lens, self.block_tables,
+                     self.lora_token_slots, p, r, max_blocks_used)
 
     def _upload_each(self, padded: int, num_reqs: int, max_blocks_used: int) -> None:
         """A copy per buffer (the CPU's path, and GRAPHBENCH_PACKED_INPUTS=0)."""

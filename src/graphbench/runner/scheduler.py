@@ -86,7 +86,7 @@ class Scheduler:
             num_uncomputed = len(r.prompt_token_ids) + len(r.output_token_ids) - r.num_computed_tokens
             (decodes if num_uncomputed <= 1 else prefills).append((num_uncomputed, r))
         block_size, running = self.block_size, RequestStatus.RUNNING
-        for num_uncomputed, request in decodes + prefills if prefills else decodes:
+        for num_uncomputed, request in decodes + prefills:
             if request.status is not running or budget == 0:
                 continue  # preempted below while making room (a status test: `in self.running` is O(n))
             if len(request.output_token_ids) >= request.sampling.max_tokens:
@@ -94,7 +94,7 @@ class Scheduler:
             num_new = num_uncomputed if num_uncomputed < budget else budget
             drafts = self.drafts(request, budget) if drafted is not None and num_uncomputed == 1 else []
             total = num_new + len(drafts)
-            # blocks to allocate (most decode steps: none, the last block has room)
+            # blocks to allocate (_blocks_needed, inline; most decode steps: none, the last block has room)
             if -(-(request.num_computed_tokens + total) // block_size) > len(request.block_ids) \
                     and not self._reserve(request, total, scheduled):
                 continue
