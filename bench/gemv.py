@@ -20,11 +20,12 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import statistics
 
 import torch
 import triton
 import triton.language as tl
+
+from graphbench.bench.graph_timing import graph_time_us
 
 
 @triton.jit
@@ -50,33 +51,6 @@ def triton_gemv(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, block_n: int,
     assert k % block_k == 0 and x.shape == (1, k)
     _gemv_row_kernel[(triton.cdiv(n, block_n),)](x, w, y, n, k, w.stride(0), BLOCK_N=block_n, BLOCK_K=block_k,
                                                  num_warps=num_warps, num_stages=1)
-
-
-def graph_time_us(call, num_calls: int, replays: int = 20, repeats: int = 7) -> float:
-    """Median time per call of a CUDA graph holding num_calls calls (call(i) issues call i)."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for i in range(num_calls):  # warm-up: Triton JIT, cuBLAS handles, Inductor autotuning
-            call(i)
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(num_calls):
-            call(i)
-    graph.replay()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(replays):
-            graph.replay()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e3 / (replays * num_calls))
-    return statistics.median(samples)
 
 
 def projection_shapes(model: str) -> dict[str, tuple[int, int]]:

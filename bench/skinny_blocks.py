@@ -2,9 +2,14 @@
 against cuBLAS, each timed inside a CUDA graph (how kernels/skinny_gemm.py's MEASURED_BEST is filled).
 
     python bench/skinny_blocks.py --shapes 128256x2048,128256x4096 --rows 64 --out skinny-blocks.json
+    python bench/skinny_blocks.py --shapes 6144x4096,4096x4096 --block-n 16,32,64,128 --splits 1,2,4,8 \
+        --warps 4,8 --stages 3,4,5 --jobs 14
 
-Per config: a graph of 10 launches over weight copies used in turn (so each launch streams its weights
-from memory, not L2), replayed 5 times; the median per launch. cuBLAS (torch's F.linear) the same way.
+Per config: a CUDA graph of launches over weight copies used in turn (so each launch streams its weights
+from memory, not L2), replayed; the median per launch (graphbench.bench.graph_timing). cuBLAS (torch's F.linear) the same way.
+With --jobs N the grid's kernels are first compiled by N processes at once (into Triton's cache, which
+the timing process then loads from): a wide grid is mostly compile time, and timing stays one process
+on the GPU at a time.
 """
 
 from __future__ import annotations
@@ -12,60 +17,83 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import statistics
+import os
+import subprocess
+import sys
 
 
-def graph_us(fn, copies: list, launches: int = 10, replays: int = 5) -> float:
+def grid(args: argparse.Namespace, k: int) -> list[tuple[int, int, int, int, int]]:
+    """The configs of the grid that fit K (K a multiple of BLOCK_K x SPLIT_K)."""
+    ints = lambda text: [int(v) for v in text.split(",") if v]  # noqa: E731
+    return [c for c in itertools.product(ints(args.block_n), ints(args.block_k), ints(args.splits), ints(args.warps),
+                                         ints(args.stages))
+            if k % (c[1] * c[2]) == 0]
+
+
+def compile_worker(jobs: list[list]) -> None:
+    """Launch each (n, k, rows, config) once: Triton compiles it into its cache (or says it cannot)."""
     import torch
 
-    for w in copies:  # compile / load outside the recording
-        fn(w)
+    from graphbench.runner.kernels.skinny_gemm import skinny_gemm
+
+    for n, k, rows, config in jobs:
+        try:
+            skinny_gemm(torch.zeros(rows, k, dtype=torch.bfloat16, device="cuda"),
+                        torch.zeros(n, k, dtype=torch.bfloat16, device="cuda"), None, config=tuple(config))
+        except Exception:  # noqa: BLE001 - a config this GPU cannot run: the timing pass reports it
+            pass
     torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(launches):
-            fn(copies[i % len(copies)])
-    graph.replay()
-    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(replays):
-        begin.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(begin.elapsed_time(end) * 1e3 / launches)
-    return statistics.median(times)
+
+
+def precompile(shapes: list[tuple[int, int]], args: argparse.Namespace) -> None:
+    jobs = [[n, k, args.rows, list(c)] for n, k in shapes for c in grid(args, k)]
+    slices = [jobs[i::args.jobs] for i in range(args.jobs)]
+    procs = [subprocess.Popen([sys.executable, __file__, "--compile-jobs", json.dumps(s)], env=dict(os.environ))
+             for s in slices if s]
+    for proc in procs:
+        proc.wait()
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shapes", default="128256x2048,128256x4096", help="N x K of each weight")
     p.add_argument("--rows", type=int, default=64)
+    p.add_argument("--block-n", default="64,128")
+    p.add_argument("--block-k", default="64,128")
+    p.add_argument("--splits", default="1,2")
+    p.add_argument("--warps", default="4,8")
+    p.add_argument("--stages", default="3,5")
+    p.add_argument("--jobs", type=int, default=1, help="processes compiling the grid before it is timed")
     p.add_argument("--out", default=None)
+    p.add_argument("--compile-jobs", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.compile_jobs:
+        compile_worker(json.loads(args.compile_jobs))
+        return
+    shapes = [tuple(int(v) for v in spec.split("x")) for spec in args.shapes.split(",")]
+    if args.jobs > 1:
+        precompile(shapes, args)
     import torch
     import torch.nn.functional as F
 
+    from graphbench.bench.graph_timing import graph_time_us
     from graphbench.runner.kernels.skinny_gemm import skinny_gemm
 
     results = []
-    for spec in args.shapes.split(","):
-        n, k = (int(v) for v in spec.split("x"))
+    for n, k in shapes:
+        spec = f"{n}x{k}"
         weight_bytes = n * k * 2
         copies = [torch.randn(n, k, dtype=torch.bfloat16, device="cuda") * 0.02
                   for _ in range(max(2, -(-2 * 60 * 2**20 // weight_bytes)))]  # >= 120 MiB in turn: past L2
         x = torch.randn(args.rows, k, dtype=torch.bfloat16, device="cuda")
-        cublas = graph_us(lambda w: F.linear(x, w), copies)
+        cublas = graph_time_us(lambda i: F.linear(x, copies[i]), len(copies))
         reference = F.linear(x, copies[0]).float()
         rows = []
-        for block_n, block_k, splits, warps, stages in itertools.product((64, 128), (64, 128), (1, 2), (4, 8), (3, 5)):
-            if k % (block_k * splits) or (block_n == 64 and warps == 8):
-                continue
-            config = (block_n, block_k, splits, warps, stages)
+        for config in grid(args, k):
             try:
                 err = (skinny_gemm(x, copies[0], None, config=config).float() - reference).abs().max().item()
-                us = graph_us(lambda w: skinny_gemm(x, w, None, config=config), copies)
-            except Exception as exc:  # a config this GPU cannot run (shared memory)
+                us = graph_time_us(lambda i: skinny_gemm(x, copies[i], None, config=config), len(copies))
+            except Exception as exc:  # noqa: BLE001 - a config this GPU cannot run (shared memory)
                 print(f"{spec} {config}: {type(exc).__name__}", flush=True)
                 continue
             rows.append({"config": list(config), "us": us, "max_abs_err": err})

@@ -25,7 +25,7 @@ def test_changed_switches_are_those_off_their_default_sorted():
     assert changed_switches(environ) == {"GRAPHBENCH_GEMV": "0", "GRAPHBENCH_PDL": "0"}
     assert list(changed_switches(environ)) == ["GRAPHBENCH_GEMV", "GRAPHBENCH_PDL"]
     assert changed_switches({}) == {}
-    assert switch_value("GRAPHBENCH_DECODE_MIN_TILES", {}) == "4"
+    assert switch_value("GRAPHBENCH_DECODE_MIN_TILES", {}) == "1"
     with pytest.raises(KeyError):
         switch_value("GRAPHBENCH_CACHE_ROOT")  # not a switch
 

@@ -185,6 +185,15 @@ def decode_config(num_rows: int, num_kv_heads: int, head_dim: int, dtype: torch.
     if num_sms and programs < 2 * num_sms:
         while splits < MAX_SPLITS and programs * splits * 2 <= 16 * num_sms:
             splits *= 2
+    if splits > 1 and dtype != torch.float32:
+        # A split covers a few tiles (MIN_TILES_PER_SPLIT 1): 64 keys a tile (a short context still splits),
+        # no pipelining, 8 warps a program while there are few (row, kv head) pairs. H200, in a CUDA graph
+        # (bench/decode_blocks.py; bench/RESULTS.md, 2026-12-02): llama-3.2-1b's heads at batch 1, context
+        # 168 / 2048: 5.2 / 9.9 us against 6.8 / 15.8 for 128-key tiles, 4 warps, 2 stages and 4 tiles a
+        # split; at batch 16: 7.8 / 34.1 against 10.1 / 38.7; llama-3.1-8b's 6.3 / 15.5 against 11.0 / 17.8
+        # (batch 1) and 11.0 / 58.0 against 14.6 / 65.9 (batch 16).
+        warps = 8 if 4 * programs <= (num_sms or 132) else 4
+        return {"TILE_N": 64, "NUM_SPLITS": splits, "num_warps": warps, "num_stages": 1}
     return {"TILE_N": tile_n, "NUM_SPLITS": splits, "num_warps": 4, "num_stages": 2}
 
 
@@ -202,6 +211,7 @@ def paged_decode(
     merge_in_kernel: bool = False,
     cos_sin: torch.Tensor | None = None,  # [max_positions, 1, hd]: cos of each half, then sin of each half
     early_tile: bool | None = None,
+    blocks: dict | None = None,
 ) -> None:
     """Attention of one new token per request over its paged context (a uniform decode batch).
 
@@ -213,7 +223,9 @@ def paged_decode(
     cos_sin: q and the new k arrive without rotary embedding; the kernel applies it (at position
     seq_len - 1, each row's new token) as it loads them. Needs new_kv.
     early_tile (with new_kv; default: at most one (row, kv head) per SM): each program's first cached
-    K/V tile loads before the PDL wait and the new token is attended from registers."""
+    K/V tile loads before the PDL wait and the new token is attended from registers.
+    blocks: any of TILE_N, num_warps, num_stages, NUM_SPLITS, MIN_TILES in place of decode_config's and
+    MIN_TILES_PER_SPLIT (a tuning grid: bench/decode_blocks.py)."""
     num_rows, num_heads, head_dim = q.shape
     _, block_size, num_kv_heads, _ = k_cache.shape
     max_reqs = seq_lens.shape[0]
@@ -227,6 +239,9 @@ def paged_decode(
     if num_splits is not None:
         assert 1 <= num_splits <= MAX_SPLITS, f"num_splits must be in 1..{MAX_SPLITS}"
         cfg["NUM_SPLITS"] = num_splits
+    blocks = dict(blocks or {})
+    min_tiles = blocks.pop("MIN_TILES", MIN_TILES_PER_SPLIT)
+    cfg.update(blocks)
     splits = cfg.pop("NUM_SPLITS")
     merge = merge_in_kernel and splits > 1
     part, lse = make_workspace(num_rows, num_heads, head_dim, splits, q.device) if splits > 1 else (out, out)
@@ -253,7 +268,7 @@ def paged_decode(
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_tables.stride(0),
         k.stride(0), k.stride(1), v.stride(0), v.stride(1), cos_sin.stride(0) if cos_sin is not None else 0,
-        ROTARY=cos_sin is not None, EARLY_LOADS=EARLY_LOADS, EARLY_TILE=early_tile, GROUP=group, WRITE_KV=new_kv is not None, MERGE=merge, MIN_TILES=MIN_TILES_PER_SPLIT, BLOCK_M=max(16, next_power_of_2(group)), HEAD_DIM=head_dim, BLOCK_D=block_d,
+        ROTARY=cos_sin is not None, EARLY_LOADS=EARLY_LOADS, EARLY_TILE=early_tile, GROUP=group, WRITE_KV=new_kv is not None, MERGE=merge, MIN_TILES=min_tiles, BLOCK_M=max(16, next_power_of_2(group)), HEAD_DIM=head_dim, BLOCK_D=block_d,
         BLOCK_SIZE=block_size, SPLIT=splits > 1, PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         INTERPRET=triton_interpreting(), **cfg, **pdl_arguments(q),
     )
@@ -269,9 +284,11 @@ def paged_decode(
 # grids keep the tile loop.
 EARLY_LOADS = switch_value("GRAPHBENCH_DECODE_EARLY_LOADS") == "1"
 
-# merge_in_kernel: the fewest KV tiles a split covers (4 x 128 keys), so that a short context runs as one
-# program per (row, kv head) and writes its output directly. GRAPHBENCH_DECODE_MIN_TILES overrides it
-# (tuning): fewer tiles a split spread a short context over more programs, each merge then folds more.
+# merge_in_kernel: the fewest KV tiles a split covers. One (GRAPHBENCH_DECODE_MIN_TILES, default 1): a
+# context of three 64-key tiles runs as three programs per (row, kv head), the last to finish merging them.
+# With 4, and 128-key tiles, it ran as one program: llama-3.2-1b's batch-1 step was 0.877 against 0.840 ms,
+# llama-3.1-8b's 4.259 against 4.056 ms on an H200 (bench/RESULTS.md, 2026-12-02); with 4 and decode_config's
+# split blocks, 0.893 against 0.844 ms (1b).
 MIN_TILES_PER_SPLIT = int(switch_value("GRAPHBENCH_DECODE_MIN_TILES"))
 if MIN_TILES_PER_SPLIT < 1:
     raise ValueError(f"GRAPHBENCH_DECODE_MIN_TILES must be >= 1, got {MIN_TILES_PER_SPLIT}")
