@@ -89,20 +89,3 @@ def test_packed_inputs_give_the_copies_tokens():
     engine.inputs.packed = False
     copied = engine.generate(prompts, params)
     assert packed == copied and all(len(o) == 12 for o in packed)
-
-
-def test_the_blas_prewarm_thread_leaves_the_capture_as_it_was(monkeypatch):
-    """GRAPHBENCH_BLAS_PREWARM=1 (runner/blas_prewarm.py): the same recordings, no failure logged, and the
-    engine decodes what an engine without it decodes."""
-    from graphbench.runner import model_runner
-
-    common = {"model.model": "llama-3.2-1b", "optimization_level": 2, "scheduler.max_num_seqs": 128,
-              "scheduler.max_num_batched_tokens": 2048}
-    prompts, params = [list(range(3, 3 + n)) for n in (1, 90, 200)], SamplingParams(max_tokens=8)
-    plain = gpu_engine(**common)
-    expected, graphs = plain.generate(prompts, params), plain.report.num_recordings
-    plain.close()
-    monkeypatch.setattr(model_runner, "BLAS_PREWARM", True)
-    engine = gpu_engine(**common)
-    assert engine.report.num_recordings == graphs
-    assert engine.generate(prompts, params) == expected

@@ -14,7 +14,6 @@ import torch
 from graphbench.config.modes import CUDAGraphMode
 from graphbench.runner.attention.backend import AttentionBackend
 from graphbench.runner.attention.op import ForwardContext, forward_context
-from graphbench.runner.blas_prewarm import BLAS_PREWARM, BlasPrewarm, cublas_calls
 from graphbench.runner.cudagraph import CUDAGraphWrapper, capture_session, graph_runtime, runtime
 from graphbench.runner.dispatcher import CudagraphDispatcher
 from graphbench.runner.inputs import StepInputs
@@ -210,10 +209,6 @@ class ModelRunner:
         # load lazily (cuBLAS picks per shape, Triton variants) load here, so the free-memory delta
         # below is what the recordings themselves hold, not code loaded on the way.
         # Both loops launch graphbench's kernels with PDL (runner/kernels/pdl.py): the warm-up loads those variants.
-        prewarm = None
-        if BLAS_PREWARM and self.device.type == "cuda":  # cuBLAS's first calls in a thread meanwhile (blas_prewarm.py)
-            prewarm = BlasPrewarm(cublas_calls(self.model.layers[0], [desc.num_tokens for _, desc, _ in plan]),
-                                  self.device)
         with _graph_launches():
             warmed = set()
             for _mode, desc, num_reqs in plan:
@@ -222,8 +217,6 @@ class ModelRunner:
                 if batch not in warmed:
                     warmed.add(batch)
                     self.dummy_run(desc.num_tokens, num_reqs, NONE, desc)
-            if prewarm is not None:
-                prewarm.join()
             torch.cuda.synchronize(self.device)
             free_before = free_memory()
             reserved_before = torch.cuda.memory_reserved(self.device)
