@@ -354,19 +354,32 @@ def test_triton_kernels_interpreted(name, interpreter_results):
     assert interpreter_results[name]["verdict"] == "ok", interpreter_results[name]["verdict"]
 
 
-def test_attention_config_is_shape_only():
+def test_attention_and_decode_configs_are_shape_only():
+    """The unified kernel's config, and the decode kernel's (paged_decode.decode_config) on a 132-SM GPU: a
+    grid of fewer than 2 x SMs (row, kv head) pairs splits the context into one-stage 64-key tiles, with 8
+    warps while there are at most SMs / 4 pairs (bench/RESULTS.md, 2026-12-02); a larger one keeps the
+    pipelined tiles; float32 and no GPU (num_sms None) keep their own."""
     if importlib.util.find_spec("triton") is None:
         pytest.skip("triton is not installed")
     code = (
-        "import torch; from graphbench.runner.kernels.paged_attention import attention_config as c;"
+        "import json, torch; from graphbench.runner.kernels.paged_attention import attention_config as c;"
+        "from graphbench.runner.kernels.paged_decode import decode_config as d; b = torch.bfloat16;"
         "print(c(1, 1, 32, 8, 128, torch.bfloat16, 132)['NUM_SPLITS'], c(256, 256, 32, 8, 64, torch.bfloat16, 132)"
-        "['NUM_SPLITS'], c(2048, 8, 32, 8, 64, torch.bfloat16, 132)['BLOCK_M'], c(1, 1, 32, 8, 64, torch.float16)['NUM_SPLITS'])"
+        "['NUM_SPLITS'], c(2048, 8, 32, 8, 64, torch.bfloat16, 132)['BLOCK_M'], c(1, 1, 32, 8, 64, torch.float16)['NUM_SPLITS']);"
+        "print(json.dumps([d(1, 8, 64, b, 132), d(4, 8, 128, b, 132), d(5, 8, 128, b, 132), d(16, 8, 128, b, 132),"
+        " d(64, 8, 128, b, 132), d(64, 8, 64, b, 132), d(1, 8, 128, torch.float32, 132), d(1, 8, 64, b, None)]))"
     )
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT / "src"))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["32", "1", "128", "1"]
+    unified, decode = out.stdout.strip().split("\n")
+    assert unified.split() == ["32", "1", "128", "1"]
 
+    def blocks(tile_n, splits, warps, stages):
+        return {"TILE_N": tile_n, "NUM_SPLITS": splits, "num_warps": warps, "num_stages": stages}
+
+    assert json.loads(decode) == [blocks(64, 32, 8, 1), blocks(64, 32, 8, 1), blocks(64, 16, 4, 1), blocks(64, 8, 4, 1),
+                                  blocks(64, 1, 4, 2), blocks(128, 1, 4, 2), blocks(32, 32, 4, 2), blocks(128, 1, 4, 2)]
 
 if __name__ == "__main__":
     assert os.environ.get("TRITON_INTERPRET") == "1", "run with TRITON_INTERPRET=1"
