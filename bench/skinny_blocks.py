@@ -4,6 +4,11 @@ against cuBLAS, each timed inside a CUDA graph (how kernels/skinny_gemm.py's MEA
     python bench/skinny_blocks.py --shapes 128256x2048,128256x4096 --rows 64 --out skinny-blocks.json
     python bench/skinny_blocks.py --shapes 6144x4096,4096x4096 --block-n 16,32,64,128 --splits 1,2,4,8 \
         --warps 4,8 --stages 3,4,5 --jobs 14
+    python bench/skinny_blocks.py --stream-k --shapes 6144x4096,4096x4096,4096x14336 --block-n 32,64,128 \
+        --block-k 64,128 --warps 4,8 --stages 3,4,5 --jobs 14
+
+With --stream-k the grid is kernels/stream_k.py's (BLOCK_N, BLOCK_K, warps, stages), each also against the
+skinny GEMM with its MEASURED_BEST blocks.
 
 Per config: a CUDA graph of launches over weight copies used in turn (so each launch streams its weights
 from memory, not L2), replayed; the median per launch (graphbench.bench.graph_timing). cuBLAS (torch's F.linear) the same way.
@@ -22,24 +27,37 @@ import subprocess
 import sys
 
 
-def grid(args: argparse.Namespace, k: int) -> list[tuple[int, int, int, int, int]]:
-    """The configs of the grid that fit K (K a multiple of BLOCK_K x SPLIT_K)."""
+def grid(args: argparse.Namespace, k: int) -> list[tuple[int, ...]]:
+    """The configs of the grid that fit K (K a multiple of BLOCK_K x SPLIT_K): (BLOCK_N, BLOCK_K, SPLIT_K,
+    warps, stages), or with --stream-k (BLOCK_N, BLOCK_K, warps, stages)."""
     ints = lambda text: [int(v) for v in text.split(",") if v]  # noqa: E731
+    if args.stream_k:
+        return [c for c in itertools.product(ints(args.block_n), ints(args.block_k), ints(args.warps),
+                                             ints(args.stages)) if k % c[1] == 0]
     return [c for c in itertools.product(ints(args.block_n), ints(args.block_k), ints(args.splits), ints(args.warps),
                                          ints(args.stages))
             if k % (c[1] * c[2]) == 0]
+
+
+def gemm(x, w, config: tuple[int, ...] | None):
+    """The skinny GEMM with these blocks (a 5-tuple; None: its MEASURED_BEST), or stream-K's (a 4-tuple)."""
+    if config is not None and len(config) == 4:
+        from graphbench.runner.kernels.stream_k import stream_k_gemm
+
+        return stream_k_gemm(x, w, None, config=config)
+    from graphbench.runner.kernels.skinny_gemm import skinny_gemm
+
+    return skinny_gemm(x, w, None, config=config)
 
 
 def compile_worker(jobs: list[list]) -> None:
     """Launch each (n, k, rows, config) once: Triton compiles it into its cache (or says it cannot)."""
     import torch
 
-    from graphbench.runner.kernels.skinny_gemm import skinny_gemm
-
     for n, k, rows, config in jobs:
         try:
-            skinny_gemm(torch.zeros(rows, k, dtype=torch.bfloat16, device="cuda"),
-                        torch.zeros(n, k, dtype=torch.bfloat16, device="cuda"), None, config=tuple(config))
+            gemm(torch.zeros(rows, k, dtype=torch.bfloat16, device="cuda"),
+                 torch.zeros(n, k, dtype=torch.bfloat16, device="cuda"), tuple(config))
         except Exception:  # noqa: BLE001 - a config this GPU cannot run: the timing pass reports it
             pass
     torch.cuda.synchronize()
@@ -64,6 +82,7 @@ def main() -> None:
     p.add_argument("--warps", default="4,8")
     p.add_argument("--stages", default="3,5")
     p.add_argument("--jobs", type=int, default=1, help="processes compiling the grid before it is timed")
+    p.add_argument("--stream-k", action="store_true", help="time kernels/stream_k.py's blocks (no --splits)")
     p.add_argument("--out", default=None)
     p.add_argument("--compile-jobs", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -77,7 +96,7 @@ def main() -> None:
     import torch.nn.functional as F
 
     from graphbench.bench.graph_timing import graph_time_us
-    from graphbench.runner.kernels.skinny_gemm import skinny_gemm
+    from graphbench.runner.kernels.skinny_gemm import MEASURED_BEST as measured
 
     results = []
     for n, k in shapes:
@@ -87,24 +106,28 @@ def main() -> None:
                   for _ in range(max(2, -(-2 * 60 * 2**20 // weight_bytes)))]  # >= 120 MiB in turn: past L2
         x = torch.randn(args.rows, k, dtype=torch.bfloat16, device="cuda")
         cublas = graph_time_us(lambda i: F.linear(x, copies[i]), len(copies))
+        # the engine's skinny GEMM where it has measured blocks (the baseline of a stream-K grid)
+        skinny = graph_time_us(lambda i: gemm(x, copies[i], None), len(copies)) if (n, k) in measured else None
         reference = F.linear(x, copies[0]).float()
         rows = []
         for config in grid(args, k):
             try:
-                err = (skinny_gemm(x, copies[0], None, config=config).float() - reference).abs().max().item()
-                us = graph_time_us(lambda i: skinny_gemm(x, copies[i], None, config=config), len(copies))
+                err = (gemm(x, copies[0], config).float() - reference).abs().max().item()
+                us = graph_time_us(lambda i: gemm(x, copies[i], config), len(copies))
             except Exception as exc:  # noqa: BLE001 - a config this GPU cannot run (shared memory)
                 print(f"{spec} {config}: {type(exc).__name__}", flush=True)
                 continue
             rows.append({"config": list(config), "us": us, "max_abs_err": err})
-            print(f"{spec} rows {args.rows} {config}: {us:8.2f} us (cuBLAS {cublas:.2f})", flush=True)
+            print(f"{spec} rows {args.rows} {config}: {us:8.2f} us (cuBLAS {cublas:.2f}, skinny {skinny})", flush=True)
         best = min(rows, key=lambda r: r["us"]) if rows else None
         floor = weight_bytes / 4.2e12 * 1e6
-        results.append({"shape": [n, k], "rows": args.rows, "cublas_us": cublas, "best": best, "grid": rows,
+        results.append({"shape": [n, k], "rows": args.rows, "kernel": "stream-k" if args.stream_k else "skinny",
+                        "cublas_us": cublas, "skinny_measured_best_us": skinny, "best": best, "grid": rows,
                         "floor_us_at_4.2TBps": floor})
         if best:
             print(f"{spec}: best {tuple(best['config'])} {best['us']:.2f} us against cuBLAS {cublas:.2f} us "
-                  f"({cublas / best['us']:.3f}x); weights at 4.2 TB/s {floor:.1f} us", flush=True)
+                  f"({cublas / best['us']:.3f}x), the skinny GEMM's measured blocks {skinny}; weights at 4.2 TB/s "
+                  f"{floor:.1f} us", flush=True)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)

@@ -179,9 +179,29 @@ assert not skinny_applies(torch.randn(1, 256).bfloat16(), w[:, :256])  # one row
 assert not skinny_applies(torch.randn(65, 128).bfloat16(), w[:, :128])  # more rows than a decode batch here
 assert not skinny_applies(torch.randn(4, 192).bfloat16(), torch.randn(8, 192).bfloat16())  # K not x 128
 assert not skinny_applies(torch.randn(4, 128), torch.randn(8, 128))  # float32
+# Stream-K (kernels/stream_k.py): programs sharing column blocks (5 over 4 x 4 units), each program inside one
+# block (12 units, 16 SMs: 12 programs, 4 a block), one program for everything, 7 over 9 x 3 units; against
+# float64 and equal to itself when run again (the partials are summed in program order)
+import os
+from graphbench.runner.kernels.stream_k import stream_k_gemm
+for rows, n, k, sms, cfg in ((2, 200, 512, 5, (64, 128, 4, 1)), (17, 96, 256, 16, (32, 64, 4, 1)),
+                             (64, 70, 256, 1, (64, 64, 4, 1)), (5, 130, 384, 7, (16, 128, 4, 1))):
+    w = torch.randn(n, k, generator=g).to(torch.bfloat16)
+    b = torch.randn(n, generator=g).to(torch.bfloat16)
+    x = torch.randn(rows, k, generator=g).to(torch.bfloat16)
+    for bias in (None, b):
+        got = stream_k_gemm(x, w, bias, sms, cfg)
+        ref = F.linear(x.double(), w.double(), None if bias is None else bias.double())
+        err = ((got.double() - ref).norm() / ref.norm()).item()
+        assert got.shape == (rows, n) and got.dtype == torch.bfloat16 and err < 1e-2, (rows, n, k, err)
+        assert torch.equal(got, stream_k_gemm(x, w, bias, sms, cfg)), (rows, n, k)
+os.environ["GRAPHBENCH_STREAM_K"] = "1"  # runner/linear.py then takes it where the skinny GEMM would run
+from graphbench.runner.linear import linear_impl
+x, w = torch.randn(9, 256, generator=g).to(torch.bfloat16), torch.randn(300, 256, generator=g).to(torch.bfloat16)
+assert torch.equal(linear_impl(x, w), stream_k_gemm(x, w, None))
 print("ok")
 """
 
 
-def test_skinny_gemm_equals_linear_in_the_interpreter():
+def test_skinny_gemm_and_stream_k_equal_linear_in_the_interpreter():
     run_interpreted(SKINNY_CODE)

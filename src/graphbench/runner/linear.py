@@ -109,6 +109,8 @@ def linear_impl(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     if kernel == "gemv":
         return gemv(x, weight, bias)
     if kernel == "skinny":
+        if STREAM_K:
+            return _stream_k().stream_k_gemm(x, weight, bias)
         return _skinny().skinny_gemm(x, weight, bias)
     return F.linear(x, weight, bias)
 
@@ -118,6 +120,13 @@ def _skinny():
     from graphbench.runner.kernels import skinny_gemm
 
     return skinny_gemm
+
+
+@functools.cache
+def _stream_k():
+    from graphbench.runner.kernels import stream_k
+
+    return stream_k
 
 
 
@@ -263,6 +272,9 @@ GEMV_ENABLED = switch_value("GRAPHBENCH_GEMV") != "0"
 # cuBLAS's kernels are not: batch-64 -O2 step llama-3.2-1b 1.297 against 1.395 ms, llama-3.1-8b 5.358
 # against 5.614 ms (bench/RESULTS.md, 2026-12-01, 08fbf67).
 SKINNY_GEMM = switch_value("GRAPHBENCH_SKINNY_GEMM") == "1"
+# GRAPHBENCH_STREAM_K=1: where the skinny GEMM runs, its stream-K form does (kernels/stream_k.py: one program
+# an SM, each an equal share of the column blocks' K steps). Off until measured on the GPU.
+STREAM_K = switch_value("GRAPHBENCH_STREAM_K") == "1"
 
 
 def on_triton_device(x: torch.Tensor) -> bool:

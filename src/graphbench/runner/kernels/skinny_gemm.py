@@ -65,15 +65,15 @@ def _skinny_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, count_ptr, M, N, stride
     if INTERPRET:  # numpy >= 2.4 cannot turn the interpreter's 1-element scalars into range bounds
         k0 = k_lo
         while k0 < k_lo + K_PER_SPLIT:
-            acc = _dot_step(acc, x_rows, w_cols, k0, offs_k, m_ok, n_ok, INTERPRET)
+            acc = dot_step(acc, x_rows, w_cols, k0, offs_k, m_ok, n_ok, INTERPRET)
             k0 += BLOCK_K
     else:
         for k0 in range(k_lo, k_lo + K_PER_SPLIT, BLOCK_K):
-            acc = _dot_step(acc, x_rows, w_cols, k0, offs_k, m_ok, n_ok, INTERPRET)
+            acc = dot_step(acc, x_rows, w_cols, k0, offs_k, m_ok, n_ok, INTERPRET)
     y_offs = offs_m[:, None].to(tl.int64) * stride_ym + offs_n[None, :]
     y_mask = m_ok[:, None] & n_ok[None, :]
     if SPLIT_K == 1:
-        _store_output(acc, b_ptr, y_ptr, y_offs, y_mask, offs_n, n_ok, HAS_BIAS)
+        store_output(acc, b_ptr, y_ptr, y_offs, y_mask, offs_n, n_ok, HAS_BIAS)
     else:
         # partial [split, BLOCK_M, N] in float32; every row and column of the block is written
         part_offs = offs_m[:, None] * N + offs_n[None, :]
@@ -87,12 +87,12 @@ def _skinny_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, count_ptr, M, N, stride
                 # .cg: from L2, where the other programs' stores are (never a stale line of this SM's L1)
                 total += tl.load(part_ptr + s * BLOCK_M * N + part_offs, mask=n_ok[None, :], other=0.0,
                                  cache_modifier=".cg")
-            _store_output(total, b_ptr, y_ptr, y_offs, y_mask, offs_n, n_ok, HAS_BIAS)
+            store_output(total, b_ptr, y_ptr, y_offs, y_mask, offs_n, n_ok, HAS_BIAS)
             tl.atomic_xchg(count_ptr + pid_n, 0, sem="relaxed", scope="gpu")  # zero again for the next launch
 
 
 @triton.jit
-def _dot_step(acc, x_rows, w_cols, k0, offs_k, m_ok, n_ok, INTERPRET: tl.constexpr):
+def dot_step(acc, x_rows, w_cols, k0, offs_k, m_ok, n_ok, INTERPRET: tl.constexpr):
     w = tl.load(w_cols + (k0 + offs_k)[:, None], mask=n_ok[None, :], other=0.0)  # [BLOCK_K, BLOCK_N]
     x = tl.load(x_rows + (k0 + offs_k)[None, :], mask=m_ok[:, None], other=0.0)  # [BLOCK_M, BLOCK_K]
     if INTERPRET:  # the interpreter's tl.dot multiplies 16-bit floats' raw bits: do it in float32
@@ -101,7 +101,7 @@ def _dot_step(acc, x_rows, w_cols, k0, offs_k, m_ok, n_ok, INTERPRET: tl.constex
 
 
 @triton.jit
-def _store_output(acc, b_ptr, y_ptr, y_offs, y_mask, offs_n, n_ok, HAS_BIAS: tl.constexpr):
+def store_output(acc, b_ptr, y_ptr, y_offs, y_mask, offs_n, n_ok, HAS_BIAS: tl.constexpr):
     if HAS_BIAS:
         acc += tl.load(b_ptr + offs_n, mask=n_ok, other=0.0).to(tl.float32)[None, :]
     tl.store(y_ptr + y_offs, acc.to(y_ptr.dtype.element_ty), mask=y_mask)
@@ -140,7 +140,7 @@ def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     block_n, block_k, splits, warps, stages = config
     assert k % (block_k * splits) == 0
     block_m = max(16, next_power_of_2(m))
-    part, counts = _workspace(x.device, splits, n, block_n) if splits > 1 else (out, out)
+    part, counts = gemm_workspace(x.device, splits, n, block_n) if splits > 1 else (out, out)
     _skinny_launch[(cdiv(n, block_n), splits)](
         x, weight, bias if bias is not None else out, out, part, counts, m, n, x.stride(0), weight.stride(0),
         out.stride(0), HAS_BIAS=bias is not None, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
@@ -156,7 +156,8 @@ def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
 _workspaces: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 
 
-def _workspace(device: torch.device, splits: int, n: int, block_n: int) -> tuple[torch.Tensor, torch.Tensor]:
+def gemm_workspace(device: torch.device, splits: int, n: int, block_n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(float32 partials [splits, 64, N], int32 counts per column block of BLOCK_N), kept for the process."""
     key = (device, splits, n, block_n)
     held = _workspaces.get(key)
     if held is None:
