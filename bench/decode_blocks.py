@@ -16,9 +16,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
-import subprocess
-import sys
 
 BLOCK_SIZE = 16
 
@@ -115,13 +112,11 @@ def main() -> None:
         return
     cases = [(m, int(b), int(c)) for m in args.models.split(",") for b in args.batches.split(",")
              for c in args.contexts.split(",")]
-    if args.jobs > 1:
-        jobs = [[m, b, c, blocks] for m, b, c in cases for blocks in grid(args)]
-        procs = [subprocess.Popen([sys.executable, __file__, "--compile-jobs", json.dumps(jobs[i::args.jobs])],
-                                  env=dict(os.environ)) for i in range(min(args.jobs, len(jobs)))]
-        for proc in procs:
-            proc.wait()
     from graphbench.bench.graph_timing import graph_time_us
+    from graphbench.bench.kernel_grid import precompile, time_grid
+
+    if args.jobs > 1:
+        precompile(__file__, [[m, b, c, blocks] for m, b, c in cases for blocks in grid(args)], args.jobs)
 
     results = []
     for model, batch, context in cases:
@@ -129,22 +124,13 @@ def main() -> None:
         reference = launch(0, None).float().clone()
         graph_time_us(lambda i: launch(i, None), copies)  # once unrecorded: the first timing of a case ran slow
         rule_us = graph_time_us(lambda i: launch(i, None), copies)
-        rows = []
-        for blocks in grid(args):
-            try:
-                err = (launch(0, blocks).float() - reference).abs().max().item()
-                us = graph_time_us(lambda i, b=blocks: launch(i, b), copies)
-            except Exception as exc:  # noqa: BLE001 - a config this GPU cannot run (shared memory)
-                print(f"{model} batch {batch} context {context} {blocks}: {type(exc).__name__}", flush=True)
-                continue
-            rows.append({"blocks": blocks, "us": us, "max_abs_err": err})
-            print(f"{model} batch {batch} context {context} {blocks}: {us:7.2f} us (rule {rule_us:.2f}), "
-                  f"max err {err:.3g}", flush=True)
+        rows = time_grid(f"{model} batch {batch} context {context}", grid(args), launch, copies, reference,
+                         f"rule {rule_us:.2f}")
         best = min(rows, key=lambda r: r["us"]) if rows else None
         results.append({"model": model, "batch": batch, "context": context, "rule_us": rule_us, "best": best,
                         "grid": rows})
         if best:
-            print(f"{model} batch {batch} context {context}: best {best['blocks']} {best['us']:.2f} us against the "
+            print(f"{model} batch {batch} context {context}: best {best['config']} {best['us']:.2f} us against the "
                   f"rule's {rule_us:.2f} us ({rule_us / best['us']:.3f}x)", flush=True)
     if args.out:
         with open(args.out, "w") as f:

@@ -22,9 +22,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
-import subprocess
-import sys
 
 
 def grid(args: argparse.Namespace, k: int) -> list[tuple[int, ...]]:
@@ -63,15 +60,6 @@ def compile_worker(jobs: list[list]) -> None:
     torch.cuda.synchronize()
 
 
-def precompile(shapes: list[tuple[int, int]], args: argparse.Namespace) -> None:
-    jobs = [[n, k, args.rows, list(c)] for n, k in shapes for c in grid(args, k)]
-    slices = [jobs[i::args.jobs] for i in range(args.jobs)]
-    procs = [subprocess.Popen([sys.executable, __file__, "--compile-jobs", json.dumps(s)], env=dict(os.environ))
-             for s in slices if s]
-    for proc in procs:
-        proc.wait()
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shapes", default="128256x2048,128256x4096", help="N x K of each weight")
@@ -90,12 +78,14 @@ def main() -> None:
         compile_worker(json.loads(args.compile_jobs))
         return
     shapes = [tuple(int(v) for v in spec.split("x")) for spec in args.shapes.split(",")]
-    if args.jobs > 1:
-        precompile(shapes, args)
     import torch
     import torch.nn.functional as F
 
     from graphbench.bench.graph_timing import graph_time_us
+    from graphbench.bench.kernel_grid import precompile, time_grid
+
+    if args.jobs > 1:
+        precompile(__file__, [[n, k, args.rows, list(c)] for n, k in shapes for c in grid(args, k)], args.jobs)
     from graphbench.runner.kernels.skinny_gemm import MEASURED_BEST as measured
 
     results = []
@@ -108,17 +98,8 @@ def main() -> None:
         cublas = graph_time_us(lambda i: F.linear(x, copies[i]), len(copies))
         # the engine's skinny GEMM where it has measured blocks (the baseline of a stream-K grid)
         skinny = graph_time_us(lambda i: gemm(x, copies[i], None), len(copies)) if (n, k) in measured else None
-        reference = F.linear(x, copies[0]).float()
-        rows = []
-        for config in grid(args, k):
-            try:
-                err = (gemm(x, copies[0], config).float() - reference).abs().max().item()
-                us = graph_time_us(lambda i: gemm(x, copies[i], config), len(copies))
-            except Exception as exc:  # noqa: BLE001 - a config this GPU cannot run (shared memory)
-                print(f"{spec} {config}: {type(exc).__name__}", flush=True)
-                continue
-            rows.append({"config": list(config), "us": us, "max_abs_err": err})
-            print(f"{spec} rows {args.rows} {config}: {us:8.2f} us (cuBLAS {cublas:.2f}, skinny {skinny})", flush=True)
+        rows = time_grid(f"{spec} rows {args.rows}", grid(args, k), lambda i, c: gemm(x, copies[i], c), len(copies),
+                         F.linear(x, copies[0]).float(), f"cuBLAS {cublas:.2f}, skinny {skinny}")
         best = min(rows, key=lambda r: r["us"]) if rows else None
         floor = weight_bytes / 4.2e12 * 1e6
         results.append({"shape": [n, k], "rows": args.rows, "kernel": "stream-k" if args.stream_k else "skinny",
