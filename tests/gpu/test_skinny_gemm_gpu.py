@@ -1,0 +1,49 @@
+"""The skinny GEMM (kernels/skinny_gemm.py) and its stream-K form (kernels/stream_k.py) on CUDA at llama's
+projection shapes and a decode batch's row counts: against float64, and a CUDA-graph replay (PDL launches, as
+the engine records them) equal to the eager call bit for bit."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+    pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton"),
+]
+
+# llama-3.2-1b's qkv and down, llama-3.1-8b's qkv and down, llama-3.2-1b's lm_head
+SHAPES = [(3072, 2048), (2048, 8192), (6144, 4096), (4096, 14336), (128256, 2048)]
+
+
+@pytest.mark.parametrize("kernel", ["skinny", "stream_k"])
+@pytest.mark.parametrize("shape", SHAPES, ids=[f"{n}x{k}" for n, k in SHAPES])
+def test_skinny_gemms_match_float64_and_replay_bit_for_bit(kernel, shape):
+    from graphbench.runner.kernels.pdl import graph_launches
+    from graphbench.runner.kernels.skinny_gemm import skinny_gemm
+    from graphbench.runner.kernels.stream_k import stream_k_gemm
+
+    gemm = skinny_gemm if kernel == "skinny" else stream_k_gemm
+    n, k = shape
+    g = torch.Generator(device="cuda").manual_seed(n + k)
+    w = (torch.randn(n, k, generator=g, device="cuda") * 0.02).to(torch.bfloat16)
+    for rows in (2, 17, 64):
+        x = torch.randn(rows, k, generator=g, device="cuda").to(torch.bfloat16)
+        with graph_launches():
+            eager = gemm(x, w, None)  # (also allocates the workspace outside the recording)
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                recorded = gemm(x, w, None)
+        ref = F.linear(x.double(), w.double())
+        err = ((eager.double() - ref).norm() / ref.norm()).item()
+        assert eager.shape == (rows, n) and err < 1e-2, (kernel, shape, rows, err)
+        for _ in range(3):  # the partials' counts are zero again after every launch
+            recorded.zero_()
+            graph.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(recorded, eager), (kernel, shape, rows)
