@@ -21,9 +21,9 @@ from graphbench.switches import switch_value
 # GRAPHBENCH_DECODE_WRITES_KV=0 turns off: a uniform decode batch writes its new K/V inside the decode
 # kernel (one launch a layer fewer, ~1.7 us at batch 1 on the H200).
 DECODE_WRITES_KV = switch_value("GRAPHBENCH_DECODE_WRITES_KV") == "1"
-# GRAPHBENCH_DECODE_MERGE_IN_KERNEL=0 turns off: split-KV decode without the merge launch (a short
-# context is one program per row and kv head; a long one is merged by its last split). H200, -O2,
-# batch 1: 1.065 vs 1.082 ms a step (bench/RESULTS.md, 2026-11-29, 5ffed15).
+# GRAPHBENCH_DECODE_MERGE_IN_KERNEL=0 turns off: split-KV decode without the merge launch (the last split
+# of a row and kv head to finish merges them; how many tiles a split covers: paged_decode's
+# MIN_TILES_PER_SPLIT). H200, -O2, batch 1: 1.065 vs 1.082 ms a step (bench/RESULTS.md, 2026-11-29, 5ffed15).
 DECODE_MERGE_IN_KERNEL = switch_value("GRAPHBENCH_DECODE_MERGE_IN_KERNEL") == "1"
 # GRAPHBENCH_DECODE_ROTARY=0 turns off: the decode kernel applies rotary embedding to q and the new k as it
 # loads them (by default; needs DECODE_WRITES_KV), instead of a rotary launch before it.
