@@ -17,7 +17,7 @@
 #                                      # and DECODE_ROUNDS=3 (each graphbench system in 3 processes, interleaved)
 #   bash bench/gpu_checks.sh roofline  # a decode step's kernels per layer part at batch 1 and 64, bytes, TB/s, gaps (~1 min)
 #   bash bench/gpu_checks.sh streamk   # kernels/stream_k.py's blocks against the skinny GEMM's, then the -O2 step with and
-#                                      # without GRAPHBENCH_STREAM_K=1 at batch 1 and 64, both models, 2 rounds (~7 min)
+#                                      # without GRAPHBENCH_STREAM_K=1 at batch 16 and 64, both models, 2 rounds (~7 min)
 #   bash bench/gpu_checks.sh lora      # LoRA's graph keys, capture, memory and step cost (bench/lora.py), then the LoRA-share sweep (~6 min)
 # docs/DEVELOPING.md says what each group backs in bench/RESULTS.md. Logs and JSON go to $OUT (the device tool
 # brings them back); copy the figures into bench/RESULTS.md with the date and the local commit whose tree was
@@ -103,7 +103,7 @@ case "${1:-}" in
       --stages 3,4,5 --jobs 15 --shapes 3072x2048,2048x2048,2048x8192,6144x4096,4096x4096,4096x14336 \
       --out "$OUT/stream-k-blocks.json" 2>&1 | grep -v "^DEBUG" | tee "$OUT/stream-k-blocks.log" | grep "best"
     for model in llama-3.2-1b llama-3.1-8b; do
-      timeout 200 python3 bench/decode.py --model $model --batches 1,64 --levels 2 --peers "" --rounds 2 \
+      timeout 200 python3 bench/decode.py --model $model --batches 16,64 --levels 2 --peers "" --rounds 2 \
         --variant streamk=GRAPHBENCH_STREAM_K=1 --out "$OUT/decode-stream-k-$model.json" --timeout 150 2>&1 \
         | grep -v "^DEBUG" | tee "$OUT/decode-stream-k-$model.log" | tail -6
     done ;;

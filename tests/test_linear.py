@@ -183,6 +183,7 @@ assert not skinny_applies(torch.randn(4, 128), torch.randn(8, 128))  # float32
 # block (12 units, 16 SMs: 12 programs, 4 a block), one program for everything, 7 over 9 x 3 units; against
 # float64 and equal to itself when run again (the partials are summed in program order)
 import os
+from graphbench.runner.kernels import stream_k
 from graphbench.runner.kernels.stream_k import stream_k_gemm
 for rows, n, k, sms, cfg in ((2, 200, 512, 5, (64, 128, 4, 1)), (17, 96, 256, 16, (32, 64, 4, 1)),
                              (64, 70, 256, 1, (64, 64, 4, 1)), (5, 130, 384, 7, (16, 128, 4, 1))):
@@ -195,10 +196,16 @@ for rows, n, k, sms, cfg in ((2, 200, 512, 5, (64, 128, 4, 1)), (17, 96, 256, 16
         err = ((got.double() - ref).norm() / ref.norm()).item()
         assert got.shape == (rows, n) and got.dtype == torch.bfloat16 and err < 1e-2, (rows, n, k, err)
         assert torch.equal(got, stream_k_gemm(x, w, bias, sms, cfg)), (rows, n, k)
-os.environ["GRAPHBENCH_STREAM_K"] = "1"  # runner/linear.py then takes it where the skinny GEMM would run
+        assert not any(counts.any() for counts in stream_k._counts.values())  # zero again after every launch
+# runner/linear.py with the switch: stream-K where the skinny GEMM would run fewer programs than SMs (132 here)
+os.environ["GRAPHBENCH_STREAM_K"] = "1"
 from graphbench.runner.linear import linear_impl
-x, w = torch.randn(9, 256, generator=g).to(torch.bfloat16), torch.randn(300, 256, generator=g).to(torch.bfloat16)
-assert torch.equal(linear_impl(x, w), stream_k_gemm(x, w, None))
+calls = []
+stream_k.stream_k_gemm = lambda *args: calls.append(args[1].shape) or stream_k_gemm(*args)
+x = torch.randn(9, 256, generator=g).to(torch.bfloat16)
+few, many = torch.randn(300, 256, generator=g).to(torch.bfloat16), torch.randn(9000, 256, generator=g).to(torch.bfloat16)
+assert torch.equal(linear_impl(x, few), stream_k_gemm(x, few, None)) and calls == [few.shape]  # 5 blocks x 2 splits
+assert torch.equal(linear_impl(x, many), skinny_gemm(x, many, None)) and calls == [few.shape]  # 141 column blocks
 print("ok")
 """
 

@@ -229,15 +229,15 @@ def test_skinny_gemm_compiles_without_local_memory(split_k):
 
 
 def test_stream_k_gemm_compiles_without_local_memory():
-    """The stream-K GEMM at 64 rows (wgmma tiles) and 16, with PDL: no spills, no local memory, and its K loop
-    pipelined (cp.async)."""
+    """The stream-K GEMM at 16, 32 and 64 rows, with PDL: no spills, no local memory, and its K loop pipelined
+    (cp.async)."""
     from graphbench.runner.kernels.stream_k import STREAM_K_BLOCKS, _stream_k_kernel
 
     block_n, block_k, warps, stages = STREAM_K_BLOCKS
     sig = {"x_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "part_ptr": "*fp32", "count_ptr": "*i32",
            "M": "i32", "N": "i32", "K_STEPS": "i32", "TOTAL": "i32", "stride_xm": "i32", "stride_wn": "i32",
            "stride_ym": "i32"}
-    for block_m in (16, 64):
+    for block_m in (16, 32, 64):
         kernel = compile_sm90(_stream_k_kernel, sig, {"HAS_BIAS": False, "BLOCK_M": block_m, "BLOCK_N": block_n,
                                                       "BLOCK_K": block_k, "INTERPRET": False, "PDL": True},
                               divisible=("x_ptr", "w_ptr", "y_ptr", "part_ptr", "N", "K_STEPS", "TOTAL", "stride_xm",

@@ -16,8 +16,9 @@ def precompile(script: str, jobs: list[list], processes: int) -> None:
     launches its configs once, which leaves them in Triton's cache for the timing process."""
     procs = [subprocess.Popen([sys.executable, script, "--compile-jobs", json.dumps(jobs[i::processes])],
                               env=dict(os.environ)) for i in range(min(processes, len(jobs)))]
-    for proc in procs:
-        proc.wait()
+    for i, proc in enumerate(procs):
+        if proc.wait():  # its configs then compile one by one in the timing process: say so
+            print(f"compile worker {i} exited with {proc.returncode}", flush=True)
 
 
 def time_grid(label: str, configs: list[Any], run: Callable[[int, Any], Any], num_calls: int, reference,

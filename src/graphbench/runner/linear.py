@@ -109,7 +109,7 @@ def linear_impl(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     if kernel == "gemv":
         return gemv(x, weight, bias)
     if kernel == "skinny":
-        if STREAM_K:
+        if STREAM_K and _stream_k().stream_k_applies(x, weight):
             return _stream_k().stream_k_gemm(x, weight, bias)
         return _skinny().skinny_gemm(x, weight, bias)
     return F.linear(x, weight, bias)
@@ -272,8 +272,9 @@ GEMV_ENABLED = switch_value("GRAPHBENCH_GEMV") != "0"
 # cuBLAS's kernels are not: batch-64 -O2 step llama-3.2-1b 1.297 against 1.395 ms, llama-3.1-8b 5.358
 # against 5.614 ms (bench/RESULTS.md, 2026-12-01, 08fbf67).
 SKINNY_GEMM = switch_value("GRAPHBENCH_SKINNY_GEMM") == "1"
-# GRAPHBENCH_STREAM_K=1: where the skinny GEMM runs, its stream-K form does (kernels/stream_k.py: one program
-# an SM, each an equal share of the column blocks' K steps). Off until measured on the GPU.
+# GRAPHBENCH_STREAM_K=1: where the skinny GEMM would run fewer programs than the GPU has SMs, its stream-K
+# form does (kernels/stream_k.py: one program an SM, each an equal share of the column blocks' K steps). Off
+# until measured on the GPU.
 STREAM_K = switch_value("GRAPHBENCH_STREAM_K") == "1"
 
 

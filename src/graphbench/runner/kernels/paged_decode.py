@@ -183,8 +183,8 @@ def decode_config(num_rows: int, num_kv_heads: int, head_dim: int, dtype: torch.
         tile_n = 32
     splits, programs = 1, num_rows * num_kv_heads
     if num_sms and programs < 2 * num_sms:
-        # up to ~8 programs an SM: the splits a short context leaves empty still cost their launch (16
-        # (row, kv head) pairs x 32 splits took 11.4 against 7.8 us for x 8 at context 168, below)
+        # up to ~8 programs an SM: the splits a short context leaves empty still cost their launch (16 rows x
+        # 8 kv heads x 32 splits took 11.4 against 7.8 us for x 8 at context 168, below)
         while splits < MAX_SPLITS and programs * splits * 2 <= 8 * num_sms:
             splits *= 2
     if splits > 1 and dtype != torch.float32:
@@ -194,7 +194,7 @@ def decode_config(num_rows: int, num_kv_heads: int, head_dim: int, dtype: torch.
         # 168 / 2048: 5.2 / 9.9 us against 6.8 / 15.8 for 128-key tiles, 4 warps, 2 stages and 4 tiles a
         # split; at batch 16: 7.8 / 34.1 against 10.1 / 38.7; llama-3.1-8b's 6.3 / 15.5 against 11.0 / 17.8
         # (batch 1) and 11.0 / 58.0 against 14.6 / 65.9 (batch 16).
-        warps = 8 if 4 * programs <= (num_sms or 132) else 4
+        warps = 8 if 4 * programs <= num_sms else 4
         return {"TILE_N": 64, "NUM_SPLITS": splits, "num_warps": warps, "num_stages": 1}
     return {"TILE_N": tile_n, "NUM_SPLITS": splits, "num_warps": 4, "num_stages": 2}
 

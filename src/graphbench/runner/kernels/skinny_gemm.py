@@ -126,6 +126,12 @@ def skinny_applies(x: torch.Tensor, weight: torch.Tensor, measured_only: bool = 
             and x.dtype in (torch.bfloat16, torch.float16) and weight.shape[1] % BLOCK_K == 0)
 
 
+def skinny_blocks(n: int, k: int, num_sms: int) -> tuple[int, int, int, int, int]:
+    """(BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages) skinny_gemm takes for a weight [n, k]: the measured
+    best, else the rule above."""
+    return MEASURED_BEST.get((n, k)) or (BLOCK_N, BLOCK_K, split_count(n, k, num_sms), 4, 4)
+
+
 def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, num_sms: int | None = None,
                 config: tuple[int, int, int, int, int] | None = None) -> torch.Tensor:
     """x[M, K] @ weight[N, K].T (+ bias) -> [M, N] in x's dtype, accumulated in float32.
@@ -136,7 +142,7 @@ def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
         num_sms = sm_count(x.device.index or 0) if x.is_cuda else 132
     n = weight.shape[0]
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
-    config = config or MEASURED_BEST.get((n, k)) or (BLOCK_N, BLOCK_K, split_count(n, k, num_sms), 4, 4)
+    config = config or skinny_blocks(n, k, num_sms)
     block_n, block_k, splits, warps, stages = config
     assert k % (block_k * splits) == 0
     block_m = max(16, next_power_of_2(m))
