@@ -126,6 +126,11 @@ def skinny_applies(x: torch.Tensor, weight: torch.Tensor, measured_only: bool = 
             and x.dtype in (torch.bfloat16, torch.float16) and weight.shape[1] % BLOCK_K == 0)
 
 
+def gemm_sms(x: torch.Tensor) -> int:
+    """The SMs a GEMM on x spreads its programs over: the GPU's, or an H100/H200's 132 in the interpreter."""
+    return sm_count(x.device.index or 0) if x.is_cuda else 132
+
+
 def skinny_blocks(n: int, k: int, num_sms: int) -> tuple[int, int, int, int, int]:
     """(BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages) skinny_gemm takes for a weight [n, k]: the measured
     best, else the rule above."""
@@ -139,14 +144,14 @@ def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     (num_sms: the GPU's, or an H100/H200's 132 in the interpreter)."""
     m, k = x.shape
     if num_sms is None:
-        num_sms = sm_count(x.device.index or 0) if x.is_cuda else 132
+        num_sms = gemm_sms(x)
     n = weight.shape[0]
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
     config = config or skinny_blocks(n, k, num_sms)
     block_n, block_k, splits, warps, stages = config
     assert k % (block_k * splits) == 0
     block_m = max(16, next_power_of_2(m))
-    part, counts = gemm_workspace(x.device, splits, n, block_n) if splits > 1 else (out, out)
+    part, counts = _workspace(x.device, splits, n, block_n) if splits > 1 else (out, out)
     _skinny_launch[(cdiv(n, block_n), splits)](
         x, weight, bias if bias is not None else out, out, part, counts, m, n, x.stride(0), weight.stride(0),
         out.stride(0), HAS_BIAS=bias is not None, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
@@ -162,8 +167,7 @@ def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
 _workspaces: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 
 
-def gemm_workspace(device: torch.device, splits: int, n: int, block_n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(float32 partials [splits, 64, N], int32 counts per column block of BLOCK_N), kept for the process."""
+def _workspace(device: torch.device, splits: int, n: int, block_n: int) -> tuple[torch.Tensor, torch.Tensor]:
     key = (device, splits, n, block_n)
     held = _workspaces.get(key)
     if held is None:

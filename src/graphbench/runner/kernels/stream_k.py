@@ -4,11 +4,10 @@ kernels/skinny_gemm.py gives each program a column block (and a 1/SPLIT_K of K):
 column blocks of 64 for 132 SMs, so 36 SMs stream nothing, and o and down run 128 programs, one an SM at most
 (bench/RESULTS.md, 2026-12-02: qkv 3.11, o 2.75, down 3.50 TB/s at 64 rows against gate/up's 4.01 with 448
 programs). Here the work is TOTAL = column blocks x K steps units in column-block-major order, and program
-p of P takes units [p * TOTAL // P, (p + 1) * TOTAL // P): every SM streams the same bytes. A
-column block whose K steps two or more programs share gets a float32 partial from each (a program writes at
-most two: its first and its last block), and the last contributor to finish (an atomic count) sums them in
-program order: the
-result does not depend on which program finishes first (a replay equals its eager run bit for bit).
+p of P takes units [p * TOTAL // P, (p + 1) * TOTAL // P): every SM streams the same bytes. A column block
+whose K steps two or more programs share gets a float32 partial from each (a program writes at most two: its
+first and its last block), and the last contributor to finish (an atomic count) sums them in program order:
+the result does not depend on which program finishes first (a replay equals its eager run bit for bit).
 GRAPHBENCH_STREAM_K=1 makes runner/linear.py use it where the skinny GEMM would run fewer programs than the
 GPU has SMs (stream_k_applies): not measured yet.
 """
@@ -22,9 +21,8 @@ import triton
 import triton.language as tl
 
 from graphbench.runner.kernels.launch import DirectLauncher
-from graphbench.runner.kernels.paged_attention import sm_count
 from graphbench.runner.kernels.pdl import pdl_arguments, pdl_enter
-from graphbench.runner.kernels.skinny_gemm import dot_step, skinny_blocks, store_output
+from graphbench.runner.kernels.skinny_gemm import dot_step, gemm_sms, skinny_blocks, store_output
 from graphbench.runner.kernels.util import cdiv, next_power_of_2, triton_interpreting
 
 # (BLOCK_N, BLOCK_K, num_warps, num_stages): a first guess, not measured (bench/skinny_blocks.py --stream-k)
@@ -112,7 +110,7 @@ def stream_k_applies(x: torch.Tensor, weight: torch.Tensor) -> bool:
     """Whether stream-K takes the skinny GEMM's place for this weight (with GRAPHBENCH_STREAM_K=1): the skinny
     GEMM's launch has fewer programs than the GPU has SMs (132 in the interpreter), and K is a multiple of
     STREAM_K_BLOCKS' BLOCK_K."""
-    return _fewer_programs_than_sms(*weight.shape, sm_count(x.device.index or 0) if x.is_cuda else 132)
+    return _fewer_programs_than_sms(*weight.shape, gemm_sms(x))
 
 
 @functools.lru_cache(maxsize=None)
@@ -129,7 +127,7 @@ def stream_k_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
     m, k = x.shape
     n = weight.shape[0]
     if num_sms is None:
-        num_sms = sm_count(x.device.index or 0) if x.is_cuda else 132
+        num_sms = gemm_sms(x)
     block_n, block_k, warps, stages = config or STREAM_K_BLOCKS
     assert k % block_k == 0 and m <= 64
     k_steps, n_blocks = k // block_k, cdiv(n, block_n)
