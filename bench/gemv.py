@@ -1,59 +1,35 @@
-"""Batch-1 decode projections inside a CUDA graph: cuBLAS vs a Triton GEMV vs Inductor's GEMV.
+"""Batch-1 decode projections inside a CUDA graph: cuBLAS vs the engine's Triton GEMV over a grid of blocks.
 
     python bench/gemv.py --model llama-3.2-1b [--out gemv.json]
+    python bench/gemv.py --model llama-3.2-1b --projections down --block-n 1,2,4 --block-k 2048,4096,8192 \
+        --warps 2,4,8,16 --stages 1,2,3 --jobs 15
 
 A first harness timed these with back-to-back Python calls, which measured launch overhead (cuBLAS o_proj
-15.4 us isolated against 5.7 us in the engine's graph: bench/RESULTS.md, 2026-11-29, a8b12c7). Here every variant is recorded in a CUDA graph
-as a run of calls over rotating weight copies (> 200 MB in all, so no copy is still in L2), the graph
-is replayed and timed with CUDA events (median of 7), and time per call = replay time / calls.
+15.4 us isolated against 5.7 us in the engine's graph: bench/RESULTS.md, 2026-11-29, a8b12c7). Here every
+variant is recorded in a CUDA graph as a run of calls over rotating weight copies (> 200 MB in all, so no
+copy is still in L2), the graph is replayed and timed with CUDA events (median of 7), and time per call =
+replay time / calls (graphbench.bench.graph_timing). The calls are launched with PDL as the engine records
+them (--no-pdl: without), so a call's first weight tile loads while the call before finishes.
 
 Variants, for each projection of the model at M = 1 row:
-- cublas: torch.nn.functional.linear (what the engine runs today);
-- inductor: torch.compile of the same linear with coordinate_descent_tuning, which rewrites an M = 1
-  matmul as a multiply + sum reduction and tunes its blocks (gpt-fast's decode path);
-- triton: the reduction GEMV below over a grid of (BLOCK_N, BLOCK_K, num_warps); the best is kept;
-- engine: runner/linear.py's linear as the engine runs it (its kernel with the blocks it picks).
+- cublas: torch.nn.functional.linear;
+- inductor (with --inductor): torch.compile of the same linear with coordinate_descent_tuning, which
+  rewrites an M = 1 matmul as a multiply + sum reduction and tunes its blocks (gpt-fast's decode path);
+- the engine's GEMV (runner/kernels/gemv.py) over a grid of (BLOCK_N, BLOCK_K, num_warps, num_stages),
+  compiled first by --jobs processes at once (graphbench.bench.kernel_grid);
+- engine: runner/linear.py's linear as the engine runs it (the blocks it picks).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 
-import torch
-import triton
-import triton.language as tl
-
-from graphbench.bench.graph_timing import graph_time_us
-
-
-@triton.jit
-def _gemv_row_kernel(x_ptr, w_ptr, y_ptr, N, K, stride_wn,
-                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    # y[n] = sum_k x[k] * w[n, k] for BLOCK_N rows n; K % BLOCK_K == 0 (checked by the caller)
-    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    n_ok = offs_n < N
-    offs_k = tl.arange(0, BLOCK_K)
-    acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)  # summed over K once, after the loop
-    for k0 in range(0, K, BLOCK_K):
-        w = tl.load(w_ptr + offs_n[:, None].to(tl.int64) * stride_wn + (k0 + offs_k)[None, :],
-                    mask=n_ok[:, None], other=0.0)
-        x = tl.load(x_ptr + k0 + offs_k)
-        acc += w.to(tl.float32) * x.to(tl.float32)[None, :]
-    tl.store(y_ptr + offs_n, tl.sum(acc, axis=1).to(y_ptr.dtype.element_ty), mask=n_ok)
-
-
-def triton_gemv(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, block_n: int, block_k: int,
-                num_warps: int) -> None:
-    """y[1, N] = x[1, K] @ w[N, K].T."""
-    n, k = w.shape
-    assert k % block_k == 0 and x.shape == (1, k)
-    _gemv_row_kernel[(triton.cdiv(n, block_n),)](x, w, y, n, k, w.stride(0), BLOCK_N=block_n, BLOCK_K=block_k,
-                                                 num_warps=num_warps, num_stages=1)
-
 
 def projection_shapes(model: str) -> dict[str, tuple[int, int]]:
+    """(N, K) of each of the model's batch-1 projections."""
     from graphbench.config import load_arch
 
     arch = load_arch(model)
@@ -63,63 +39,99 @@ def projection_shapes(model: str) -> dict[str, tuple[int, int]]:
             "down": (h, arch.intermediate_size), "lm_head": (arch.vocab_size, h)}
 
 
+def grid(args: argparse.Namespace, k: int) -> list[tuple[int, int, int, int]]:
+    """(BLOCK_N, BLOCK_K, warps, stages) configs whose BLOCK_K divides K and whose float32 partial sums
+    take at most 128 registers a thread (more spills: such a config only costs compile time)."""
+    ints = lambda text: [int(v) for v in text.split(",") if v]  # noqa: E731
+    return [c for c in itertools.product(ints(args.block_n), ints(args.block_k), ints(args.warps), ints(args.stages))
+            if k % c[1] == 0 and c[0] * c[1] <= 128 * 32 * c[2]]
+
+
+def run_gemv(x, w, y, config) -> None:
+    from graphbench.runner.kernels.gemv import launch_gemv
+
+    block_n, block_k, warps, stages = config
+    launch_gemv(x, w, None, y, block_n, block_k, warps, num_stages=stages)
+
+
+def compile_worker(jobs: list[list]) -> None:
+    """Launch each (n, k, config) once: Triton compiles it into its cache (or says it cannot)."""
+    import torch
+
+    for n, k, config in jobs:
+        x = torch.zeros(1, k, dtype=torch.bfloat16, device="cuda")
+        with contextlib.suppress(Exception):  # a config this GPU cannot run: the timing pass reports it
+            run_gemv(x, torch.zeros(n, k, dtype=torch.bfloat16, device="cuda"),
+                     torch.empty(1, n, dtype=torch.bfloat16, device="cuda"), tuple(config))
+    torch.cuda.synchronize()
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="llama-3.2-1b")
+    p.add_argument("--projections", default="qkv,o_proj,gate_up,down,lm_head")
+    p.add_argument("--block-n", default="1,2,4,8")
+    p.add_argument("--block-k", default="512,1024,2048,4096")
+    p.add_argument("--warps", default="2,4,8")
+    p.add_argument("--stages", default="1")
+    p.add_argument("--jobs", type=int, default=1, help="processes compiling the grid before it is timed")
+    p.add_argument("--no-pdl", action="store_true", help="launch without programmatic dependent launch")
+    p.add_argument("--inductor", action="store_true", help="also time Inductor's tuned reduction")
     p.add_argument("--out", default=None)
-    p.add_argument("--quick", action="store_true", help="a smaller Triton config grid")
+    p.add_argument("--compile-jobs", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.compile_jobs is not None:
+        return compile_worker(json.loads(args.compile_jobs))
+
+    import torch
+    import triton
+
+    from graphbench.bench.graph_timing import graph_time_us
+    from graphbench.bench.kernel_grid import precompile, time_grid
+    from graphbench.runner.kernels.pdl import graph_launches
+    from graphbench.runner.linear import _gemv_config, linear_impl
+
+    shapes = {name: nk for name, nk in projection_shapes(args.model).items() if name in args.projections.split(",")}
+    if args.jobs > 1:
+        precompile(__file__, [[n, k, list(c)] for n, k in shapes.values() for c in grid(args, k)], args.jobs)
+    launches = contextlib.nullcontext() if args.no_pdl else graph_launches()
     torch.manual_seed(0)
-    grid = list(itertools.product((1, 2, 4, 8), (256, 512, 1024, 2048, 4096), (2, 4, 8)))
-    if args.quick:
-        grid = list(itertools.product((2, 4), (512, 1024), (4, 8)))
     rows = []
-    for name, (n, k) in projection_shapes(args.model).items():
+    for name, (n, k) in shapes.items():
         num_copies = max(2, min(16, -(-200_000_000 // (n * k * 2))))
         weights = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / k ** 0.5 for _ in range(num_copies)]
         x = torch.randn(1, k, device="cuda", dtype=torch.bfloat16)
-        ref = torch.nn.functional.linear(x, weights[0]).float()
+        ref = torch.nn.functional.linear(x.double(), weights[0].double()).float()
         y = torch.empty(1, n, device="cuda", dtype=torch.bfloat16)
+        with launches:
+            times = {"cublas": graph_time_us(lambda i: torch.nn.functional.linear(x, weights[i]), num_copies)}
+            if args.inductor:
+                compiled = torch.compile(torch.nn.functional.linear, dynamic=False,
+                                         options={"coordinate_descent_tuning": True})
+                times["inductor"] = graph_time_us(lambda i: compiled(x, weights[i]), num_copies)
 
-        def close(got: torch.Tensor) -> bool:
-            return ((got.float() - ref).norm() / ref.norm()).item() < 1e-2
+            def run(i, config):
+                run_gemv(x, weights[i], y, config)
+                return y
 
-        times = {"cublas": graph_time_us(lambda i: torch.nn.functional.linear(x, weights[i]), num_copies)}
-        compiled = torch.compile(torch.nn.functional.linear, dynamic=False,
-                                 options={"coordinate_descent_tuning": True})
-        assert close(compiled(x, weights[0]))
-        times["inductor"] = graph_time_us(lambda i: compiled(x, weights[i]), num_copies)
-        best = None
-        for block_n, block_k, warps in grid:
-            if k % block_k:
-                continue
-            try:
-                triton_gemv(x, weights[0], y, block_n, block_k, warps)
-            except Exception as exc:  # noqa: BLE001 - a config that does not compile is skipped, with its error
-                print(f"  triton {(block_n, block_k, warps)} failed: {str(exc)[:200]}", flush=True)
-                continue
-            if not close(y):
-                print(f"  triton {(block_n, block_k, warps)} wrong for {name}", flush=True)
-                continue
-            us = graph_time_us(lambda i, c=(block_n, block_k, warps): triton_gemv(x, weights[i], y, *c), num_copies)
-            if best is None or us < best[0]:
-                best = (us, (block_n, block_k, warps))
-        times["triton"] = best[0] if best else float("nan")
-        from graphbench.runner.linear import _gemv_config, linear_impl
-
-        times["engine"] = graph_time_us(lambda i: linear_impl(x, weights[i]), num_copies)  # its chosen blocks
+            results = time_grid(f"{name} N={n} K={k}", grid(args, k), run, num_copies, ref,
+                                f"engine's {_gemv_config(n, k)}")
+            scale = ref.abs().max().item()
+            results = [r for r in results if r["max_abs_err"] <= 2e-2 * scale]  # a wrong config is not a result
+            best = min(results, key=lambda r: r["us"]) if results else None
+            times["grid best"] = best["us"] if best else float("nan")
+            times["engine"] = graph_time_us(lambda i: linear_impl(x, weights[i]), num_copies)
         gbs = {v: n * k * 2 / (us * 1e-6) / 1e9 for v, us in times.items()}
-        rows.append({"proj": name, "n": n, "k": k, "m": 1, "us": times, "gb_per_s": gbs, "triton_config": best[1] if best else None})
+        rows.append({"proj": name, "n": n, "k": k, "m": 1, "us": times, "gb_per_s": gbs, "grid": results,
+                     "best_config": best["config"] if best else None, "engine_config": _gemv_config(n, k)})
         print(f"{name:<8} N={n:<6} K={k:<5} " + "   ".join(f"{v} {us:6.2f} us ({gbs[v]:4.0f} GB/s)"
-                                                      for v, us in times.items()) + f"   triton cfg {best[1] if best else None}, engine cfg {_gemv_config(n, k)}",
-              flush=True)
+                                                      for v, us in times.items())
+              + f"   best (BLOCK_N, BLOCK_K, warps, stages) {best['config'] if best else None},"
+                f" engine's {_gemv_config(n, k)}", flush=True)
         weights.clear()  # free this projection's copies before the next
-        torch._dynamo.reset()
-    total = {v: sum(r["us"][v] for r in rows if r["proj"] != "lm_head") for v in ("cublas", "inductor", "triton", "engine")}
-    print("per layer (qkv + o_proj + gate_up + down): " + ", ".join(f"{v} {us:.1f} us" for v, us in total.items()))
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"rows": rows, "per_layer_us": total, "gpu": torch.cuda.get_device_name(),
+            json.dump({"rows": rows, "pdl": not args.no_pdl, "gpu": torch.cuda.get_device_name(),
                        "torch": torch.__version__, "triton": triton.__version__}, f, indent=1)
 
 

@@ -63,14 +63,14 @@ def launch_gemv(x: torch.Tensor,  # [1, K] contiguous
                 weight: torch.Tensor,  # [N, K], unit stride along K
                 bias: torch.Tensor | None,  # [N] or None
                 out: torch.Tensor,  # [1, N]
-                block_n: int, block_k: int, num_warps: int, *, interpret: bool = False) -> None:
-    """out = x @ weight.T (+ bias); K % block_k == 0."""
+                block_n: int, block_k: int, num_warps: int, *, num_stages: int = 1, interpret: bool = False) -> None:
+    """out = x @ weight.T (+ bias); K % block_k == 0. num_stages > 1 lets Triton pipeline the K loop's loads."""
     n, k = weight.shape
     assert k % block_k == 0 and x.shape == (1, k) and out.shape == (1, n)
     _gemv_launch[(cdiv(n, block_n),)](
         x, weight, bias if bias is not None else out, out, n, k, weight.stride(0),
         HAS_BIAS=bias is not None, BLOCK_N=block_n, BLOCK_K=block_k, INTERPRET=interpret,
-        num_warps=num_warps, num_stages=1, **pdl_arguments(out))
+        num_warps=num_warps, num_stages=num_stages, **pdl_arguments(out))
 
 
 @triton.jit
