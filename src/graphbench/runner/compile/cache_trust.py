@@ -94,12 +94,37 @@ def check_private_root(root: Path) -> None:
 
 
 def write_manifest(directory: Path, key: bytes) -> None:
-    """Sign the size and sha256 of every file of a complete entry."""
-    files = {str(p.relative_to(directory)): [p.stat().st_size, _digest(p)]
-             for p in sorted(directory.rglob("*")) if p.is_file() and p.name != MANIFEST}
+    """Sign the size and sha256 of every file of a complete entry. A file the entry's current signed
+    manifest lists with the same size, not modified since that manifest was written, keeps its digest
+    (a warm start would otherwise hash the whole entry twice more); nothing is written when no file changed.
+    A stale digest cannot bless an altered file: admit_entry checks every digest before the next load."""
+    previous, signed_at = _signed_files(directory, key)
+    files = {}
+    for path in sorted(directory.rglob("*")):
+        if not path.is_file() or path.name == MANIFEST:
+            continue
+        name, info = str(path.relative_to(directory)), path.stat()
+        known = previous.get(name)
+        fresh = known is not None and known[0] == info.st_size and info.st_mtime_ns < signed_at
+        files[name] = [info.st_size, known[1] if fresh else _digest(path)]
+    if files == previous:
+        return
     tmp = directory / f".{MANIFEST}.tmp"
     tmp.write_text(json.dumps({"files": files, "hmac": _sign(key, files)}))
     os.replace(tmp, directory / MANIFEST)
+
+
+def _signed_files(directory: Path, key: bytes) -> tuple[dict, int]:
+    """(the files the entry's manifest lists, the manifest's mtime in ns) when it is signed with key; else ({}, 0)."""
+    path = directory / MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+        files, signature = manifest["files"], manifest["hmac"]
+        if isinstance(files, dict) and isinstance(signature, str) and hmac.compare_digest(signature, _sign(key, files)):
+            return files, path.stat().st_mtime_ns
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        pass
+    return {}, 0
 
 
 def admit_entry(directory: Path, key: bytes) -> str | None:
