@@ -94,7 +94,6 @@ def main() -> None:
     shapes = {name: nk for name, nk in projection_shapes(args.model).items() if name in args.projections.split(",")}
     if args.jobs > 1:
         precompile(__file__, [[n, k, list(c)] for n, k in shapes.values() for c in grid(args, k)], args.jobs)
-    launches = contextlib.nullcontext() if args.no_pdl else graph_launches()
     torch.manual_seed(0)
     rows = []
     for name, (n, k) in shapes.items():
@@ -103,7 +102,7 @@ def main() -> None:
         x = torch.randn(1, k, device="cuda", dtype=torch.bfloat16)
         ref = torch.nn.functional.linear(x.double(), weights[0].double()).float()
         y = torch.empty(1, n, device="cuda", dtype=torch.bfloat16)
-        with launches:
+        with contextlib.nullcontext() if args.no_pdl else graph_launches():  # (a generator: one per use)
             times = {"cublas": graph_time_us(lambda i: torch.nn.functional.linear(x, weights[i]), num_copies)}
             if args.inductor:
                 compiled = torch.compile(torch.nn.functional.linear, dynamic=False,

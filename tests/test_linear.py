@@ -179,36 +179,37 @@ assert not skinny_applies(torch.randn(1, 256).bfloat16(), w[:, :256])  # one row
 assert not skinny_applies(torch.randn(65, 128).bfloat16(), w[:, :128])  # more rows than a decode batch here
 assert not skinny_applies(torch.randn(4, 192).bfloat16(), torch.randn(8, 192).bfloat16())  # K not x 128
 assert not skinny_applies(torch.randn(4, 128), torch.randn(8, 128))  # float32
-# Stream-K (kernels/stream_k.py): programs sharing column blocks (5 over 4 x 4 units), each program inside one
-# block (12 units, 16 SMs: 12 programs, 4 a block), one program for everything, 7 over 9 x 3 units; against
-# float64 and equal to itself when run again (the partials are summed in program order)
-import os
-from graphbench.runner.kernels import stream_k
-from graphbench.runner.kernels.stream_k import stream_k_gemm
-for rows, n, k, sms, cfg in ((2, 200, 512, 5, (64, 128, 4, 1)), (17, 96, 256, 16, (32, 64, 4, 1)),
-                             (64, 70, 256, 1, (64, 64, 4, 1)), (5, 130, 384, 7, (16, 128, 4, 1))):
-    w = torch.randn(n, k, generator=g).to(torch.bfloat16)
-    b = torch.randn(n, generator=g).to(torch.bfloat16)
+# the gate/up projection with silu(gate) * up in its epilogue: equal to the projection + the silu-mul launch
+# (both round the products to bf16 first); I not a multiple of BLOCK_N; 2, 17 and 64 rows
+from graphbench.runner.kernels.gemv import launch_silu_mul
+from graphbench.runner.kernels.skinny_gemm import gated_blocks, skinny_gate_up
+for rows, inter, k, config in ((2, 40, 256, (16, 128, 4, 1)), (17, 96, 512, (32, 64, 4, 1)), (64, 32, 128, None)):
+    w = torch.randn(2 * inter, k, generator=g).to(torch.bfloat16)
     x = torch.randn(rows, k, generator=g).to(torch.bfloat16)
-    for bias in (None, b):
-        got = stream_k_gemm(x, w, bias, sms, cfg)
-        ref = F.linear(x.double(), w.double(), None if bias is None else bias.double())
-        err = ((got.double() - ref).norm() / ref.norm()).item()
-        assert got.shape == (rows, n) and got.dtype == torch.bfloat16 and err < 1e-2, (rows, n, k, err)
-        assert torch.equal(got, stream_k_gemm(x, w, bias, sms, cfg)), (rows, n, k)
-        assert not any(counts.any() for counts in stream_k._counts.values())  # zero again after every launch
-# runner/linear.py with the switch: stream-K where the skinny GEMM would run fewer programs than SMs (132 here)
-os.environ["GRAPHBENCH_STREAM_K"] = "1"
-from graphbench.runner.linear import linear_impl
-calls = []
-stream_k.stream_k_gemm = lambda *args: calls.append(args[1].shape) or stream_k_gemm(*args)
-x = torch.randn(9, 256, generator=g).to(torch.bfloat16)
-few, many = torch.randn(300, 256, generator=g).to(torch.bfloat16), torch.randn(9000, 256, generator=g).to(torch.bfloat16)
-assert torch.equal(linear_impl(x, few), stream_k_gemm(x, few, None)) and calls == [few.shape]  # 5 blocks x 2 splits
-assert torch.equal(linear_impl(x, many), skinny_gemm(x, many, None)) and calls == [few.shape]  # 141 column blocks
+    gate_up = skinny_gemm(x, w, None, 132, (config[0] if config else 16, config[1] if config else 128, 1, 4, 1))
+    expected = torch.empty(rows, inter, dtype=torch.bfloat16)
+    launch_silu_mul(gate_up, expected)
+    got = skinny_gate_up(x, w, config)
+    assert got.shape == (rows, inter) and torch.equal(got, expected), (rows, inter, k)
+    ref = F.silu(F.linear(x.double(), w[:inter].double())) * F.linear(x.double(), w[inter:].double())
+    assert ((got.double() - ref).norm() / ref.norm()).item() < 1e-2
+assert gated_blocks(16384, 2048, 132) == (32, 64, 4, 5) and gated_blocks(28672, 4096, 132) == (32, 64, 4, 3)
+assert gated_blocks(256, 128, 132) == (32, 128, 4, 4)  # the rule's 64 columns a program, halved
+# the engine's MLP op at 5 rows: the gated kernel runs (switch on), with the same result as two launches
+from graphbench.runner import linear
+from graphbench.runner.kernels import skinny_gemm as skinny_module
+w, nw = torch.randn(96, 256, generator=g).to(torch.bfloat16), torch.randn(256, generator=g).to(torch.bfloat16)
+x, res = torch.randn(5, 256, generator=g).to(torch.bfloat16), torch.randn(5, 256, generator=g).to(torch.bfloat16)
+gated_calls = []
+skinny_module.skinny_gate_up = lambda *a: gated_calls.append(a[1].shape) or skinny_gate_up(*a)
+assert linear.GATED_SKINNY
+got, h = linear.add_rmsnorm_gate_up_impl(x, res, nw, 1e-6, w)
+linear.GATED_SKINNY = False
+want, want_h = linear.add_rmsnorm_gate_up_impl(x, res, nw, 1e-6, w)
+assert gated_calls == [w.shape] and torch.equal(h, want_h) and torch.equal(got, want)
 print("ok")
 """
 
 
-def test_skinny_gemm_and_stream_k_equal_linear_in_the_interpreter():
+def test_skinny_gemm_equals_linear_in_the_interpreter():
     run_interpreted(SKINNY_CODE)

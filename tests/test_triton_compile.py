@@ -228,22 +228,21 @@ def test_skinny_gemm_compiles_without_local_memory(split_k):
         assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0)
 
 
-def test_stream_k_gemm_compiles_without_local_memory():
-    """The stream-K GEMM at 16, 32 and 64 rows, with PDL: no spills, no local memory, and its K loop pipelined
-    (cp.async)."""
-    from graphbench.runner.kernels.stream_k import STREAM_K_BLOCKS, _stream_k_kernel
+def test_gated_skinny_gemm_compiles_without_local_memory():
+    """The gate/up GEMM with the activation in its epilogue, at 16 and 64 rows with llama-3.1-8b's blocks and
+    PDL: no spills, no local memory, its K loop pipelined (cp.async) into tensor-core dots."""
+    from graphbench.runner.kernels.skinny_gemm import _gated_kernel, gated_blocks
 
-    block_n, block_k, warps, stages = STREAM_K_BLOCKS
-    sig = {"x_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "part_ptr": "*fp32", "count_ptr": "*i32",
-           "M": "i32", "N": "i32", "K_STEPS": "i32", "TOTAL": "i32", "stride_xm": "i32", "stride_wn": "i32",
-           "stride_ym": "i32"}
-    for block_m in (16, 32, 64):
-        kernel = compile_sm90(_stream_k_kernel, sig, {"HAS_BIAS": False, "BLOCK_M": block_m, "BLOCK_N": block_n,
-                                                      "BLOCK_K": block_k, "INTERPRET": False, "PDL": True},
-                              divisible=("x_ptr", "w_ptr", "y_ptr", "part_ptr", "N", "K_STEPS", "TOTAL", "stride_xm",
-                                         "stride_wn", "stride_ym"),
+    block_n, block_k, warps, stages = gated_blocks(28672, 4096, 132)
+    sig = {"x_ptr": BF16, "w_ptr": BF16, "y_ptr": BF16, "M": "i32", "N": "i32", "stride_xm": "i32",
+           "stride_wn": "i32", "stride_ym": "i32"}
+    for block_m in (16, 64):
+        kernel = compile_sm90(_gated_kernel, sig, {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k,
+                                                   "K": 4096, "INTERPRET": False, "PDL": True},
+                              divisible=("x_ptr", "w_ptr", "y_ptr", "N", "stride_xm", "stride_wn", "stride_ym"),
                               options={"num_warps": warps, "num_stages": stages})
-        assert "griddepcontrol.wait" in kernel.asm["ptx"] and "cp.async" in kernel.asm["ptx"]
+        ptx = kernel.asm["ptx"]
+        assert "griddepcontrol.wait" in ptx and "cp.async" in ptx and "mma" in ptx
         assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0)
 
 

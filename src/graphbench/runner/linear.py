@@ -109,8 +109,6 @@ def linear_impl(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     if kernel == "gemv":
         return gemv(x, weight, bias)
     if kernel == "skinny":
-        if STREAM_K and _stream_k().stream_k_applies(x, weight):
-            return _stream_k().stream_k_gemm(x, weight, bias)
         return _skinny().skinny_gemm(x, weight, bias)
     return F.linear(x, weight, bias)
 
@@ -120,15 +118,6 @@ def _skinny():
     from graphbench.runner.kernels import skinny_gemm
 
     return skinny_gemm
-
-
-@functools.cache
-def _stream_k():
-    from graphbench.runner.kernels import stream_k
-
-    return stream_k
-
-
 
 
 def _linear_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -163,6 +152,8 @@ def add_rmsnorm_gate_up_impl(x: torch.Tensor, residual: torch.Tensor, norm_weigh
     if not add_norm_kernel_applies(x, residual, norm_weight):
         return add_rmsnorm_gate_up_matmul(x, residual, norm_weight, eps, weight)
     normed, h = add_rmsnorm_rows(x, residual, norm_weight, eps)
+    if GATED_SKINNY and _own_kernel(normed, weight) == "skinny":  # 2..64 rows: the activation in its epilogue
+        return _skinny().skinny_gate_up(normed, weight), h
     gate_up = linear_impl(normed, weight)
     hidden = torch.empty((gate_up.shape[0], weight.shape[0] // 2), dtype=x.dtype, device=x.device)
     _kernels()[0].launch_silu_mul(gate_up, hidden)
@@ -272,10 +263,10 @@ GEMV_ENABLED = switch_value("GRAPHBENCH_GEMV") != "0"
 # cuBLAS's kernels are not: batch-64 -O2 step llama-3.2-1b 1.297 against 1.395 ms, llama-3.1-8b 5.358
 # against 5.614 ms (bench/RESULTS.md, 2026-12-01, 08fbf67).
 SKINNY_GEMM = switch_value("GRAPHBENCH_SKINNY_GEMM") == "1"
-# GRAPHBENCH_STREAM_K=1: where the skinny GEMM would run fewer programs than the GPU has SMs, its stream-K
-# form does (kernels/stream_k.py: one program an SM, each an equal share of the column blocks' K steps). Off
-# until measured on the GPU.
-STREAM_K = switch_value("GRAPHBENCH_STREAM_K") == "1"
+# Where the skinny GEMM runs the MLP's gate/up projection, silu(gate) * up is computed in its epilogue
+# (kernels/skinny_gemm.skinny_gate_up: a program streams its gate rows and the matching up rows), one launch
+# and one [T, 2I] round trip fewer than the projection + silu-mul; GRAPHBENCH_GATED_SKINNY=0: two launches.
+GATED_SKINNY = switch_value("GRAPHBENCH_GATED_SKINNY") == "1"
 
 
 def on_triton_device(x: torch.Tensor) -> bool:

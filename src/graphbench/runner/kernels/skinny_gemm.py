@@ -43,6 +43,8 @@ MEASURED_BEST = {
     (128256, 2048): (64, 64, 1, 4, 3),  # 1b lm_head: 134.57, cuBLAS 144.69
     (128256, 4096): (128, 128, 1, 4, 3),  # 8b lm_head: 260.01, cuBLAS 285.29
 }
+# skinny_gate_up's (BLOCK_N, BLOCK_K, num_warps, num_stages) per [gate; up] weight, where measured
+GATED_MEASURED_BEST: dict[tuple[int, int], tuple[int, int, int, int]] = {}
 
 
 @triton.jit
@@ -101,10 +103,48 @@ def dot_step(acc, x_rows, w_cols, k0, offs_k, m_ok, n_ok, INTERPRET: tl.constexp
 
 
 @triton.jit
+def _mma(acc, x, w, INTERPRET: tl.constexpr):
+    if INTERPRET:  # as in dot_step
+        return tl.dot(x.to(tl.float32), w.to(tl.float32), acc, input_precision="ieee")
+    return tl.dot(x, w, acc)
+
+
+@triton.jit
 def store_output(acc, b_ptr, y_ptr, y_offs, y_mask, offs_n, n_ok, HAS_BIAS: tl.constexpr):
     if HAS_BIAS:
         acc += tl.load(b_ptr + offs_n, mask=n_ok, other=0.0).to(tl.float32)[None, :]
     tl.store(y_ptr + y_offs, acc.to(y_ptr.dtype.element_ty), mask=y_mask)
+
+
+@triton.jit
+def _gated_kernel(x_ptr, w_ptr, y_ptr, M, N, stride_xm, stride_wn, stride_ym, BLOCK_M: tl.constexpr,
+                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, K: tl.constexpr, INTERPRET: tl.constexpr,
+                  PDL: tl.constexpr = False):
+    """y[:, j] = silu(x @ w[j].T) * (x @ w[N + j].T) for BLOCK_N columns j: the gate/up projection and the
+    activation after it in one launch. A program streams its gate rows and their up rows (w = [gate; up],
+    [2N, K]); both products are rounded to y's dtype before the activation, as the two launches round them."""
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    m_ok = offs_m < M
+    n_ok = offs_n < N
+    gate_cols = w_ptr + offs_n[None, :].to(tl.int64) * stride_wn  # [1, BLOCK_N]: gate.T's columns
+    up_cols = gate_cols + N * stride_wn
+    x_rows = x_ptr + offs_m[:, None].to(tl.int64) * stride_xm  # [BLOCK_M, 1]
+    pdl_enter(PDL)
+    gate = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    up = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for k0 in tl.range(0, K, BLOCK_K):
+        x = tl.load(x_rows + (k0 + offs_k)[None, :], mask=m_ok[:, None], other=0.0)  # [BLOCK_M, BLOCK_K]
+        w_gate = tl.load(gate_cols + (k0 + offs_k)[:, None], mask=n_ok[None, :], other=0.0)  # [BLOCK_K, BLOCK_N]
+        w_up = tl.load(up_cols + (k0 + offs_k)[:, None], mask=n_ok[None, :], other=0.0)
+        gate = _mma(gate, x, w_gate, INTERPRET)
+        up = _mma(up, x, w_up, INTERPRET)
+    dtype = y_ptr.dtype.element_ty
+    gate = gate.to(dtype).to(tl.float32)
+    up = up.to(dtype).to(tl.float32)
+    y_offs = offs_m[:, None].to(tl.int64) * stride_ym + offs_n[None, :]
+    tl.store(y_ptr + y_offs, (gate * tl.sigmoid(gate) * up).to(dtype), mask=m_ok[:, None] & n_ok[None, :])
 
 
 def split_count(n: int, k: int, num_sms: int) -> int:
@@ -160,6 +200,32 @@ def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     return out
 
 
+def gated_blocks(n: int, k: int, num_sms: int) -> tuple[int, int, int, int]:
+    """(BLOCK_N, BLOCK_K, num_warps, num_stages) of skinny_gate_up for a [gate; up] weight [n, k]: the
+    measured best, else the skinny GEMM's blocks for [n, k] with half the columns a program (the same
+    weight bytes a program, each column now a gate row and an up row)."""
+    if (n, k) in GATED_MEASURED_BEST:
+        return GATED_MEASURED_BEST[(n, k)]
+    block_n, block_k, _splits, warps, stages = skinny_blocks(n, k, num_sms)
+    return max(16, block_n // 2), block_k, warps, stages
+
+
+def skinny_gate_up(x: torch.Tensor, weight: torch.Tensor, config: tuple[int, int, int, int] | None = None,
+                   num_sms: int | None = None) -> torch.Tensor:
+    """x[M, K], weight = [gate; up] [2I, K] -> silu(x @ gate.T) * (x @ up.T) [M, I] in x's dtype, in one
+    launch (2 <= M <= 64). config: (BLOCK_N, BLOCK_K, num_warps, num_stages), else gated_blocks's."""
+    m, k = x.shape
+    n = weight.shape[0] // 2
+    block_n, block_k, warps, stages = config or gated_blocks(2 * n, k, num_sms or gemm_sms(x))
+    assert k % block_k == 0 and weight.shape[0] == 2 * n
+    out = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    _gated_launch[(cdiv(n, block_n),)](
+        x, weight, out, m, n, x.stride(0), weight.stride(0), out.stride(0), BLOCK_M=max(16, next_power_of_2(m)),
+        BLOCK_N=block_n, BLOCK_K=block_k, K=k, INTERPRET=triton_interpreting(), num_warps=warps,
+        num_stages=stages, **pdl_arguments(out))
+    return out
+
+
 # (device, splits, N, BLOCK_N) -> (float32 partials [splits, 64, N], int32 counts per column block, zero between
 # launches: the last split resets its own). Kept for the life of the process: a recorded graph holds
 # their addresses. Sized for 64 rows, so the first launch of a shape (the warm-up before any capture)
@@ -179,3 +245,4 @@ def _workspace(device: torch.device, splits: int, n: int, block_n: int) -> tuple
 
 # launched through kernels/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
 _skinny_launch = DirectLauncher(_skinny_kernel)
+_gated_launch = DirectLauncher(_gated_kernel)
