@@ -195,18 +195,22 @@ for rows, inter, k, config in ((2, 40, 256, (16, 128, 4, 1)), (17, 96, 512, (32,
     assert ((got.double() - ref).norm() / ref.norm()).item() < 1e-2
 assert gated_blocks(16384, 2048, 132) == (32, 64, 4, 5) and gated_blocks(28672, 4096, 132) == (32, 64, 4, 3)
 assert gated_blocks(256, 128, 132) == (32, 128, 4, 4)  # the rule's 64 columns a program, halved
-# the engine's MLP op at 5 rows: the gated kernel runs (switch on), with the same result as two launches
+# the engine's MLP op: at 17 rows the gated kernel runs (switch on), with the same result as two launches; at
+# 16 rows (GATED_MIN_ROWS) two launches
 from graphbench.runner import linear
 from graphbench.runner.kernels import skinny_gemm as skinny_module
 w, nw = torch.randn(96, 256, generator=g).to(torch.bfloat16), torch.randn(256, generator=g).to(torch.bfloat16)
-x, res = torch.randn(5, 256, generator=g).to(torch.bfloat16), torch.randn(5, 256, generator=g).to(torch.bfloat16)
 gated_calls = []
-skinny_module.skinny_gate_up = lambda *a: gated_calls.append(a[1].shape) or skinny_gate_up(*a)
-assert linear.GATED_SKINNY
-got, h = linear.add_rmsnorm_gate_up_impl(x, res, nw, 1e-6, w)
-linear.GATED_SKINNY = False
-want, want_h = linear.add_rmsnorm_gate_up_impl(x, res, nw, 1e-6, w)
-assert gated_calls == [w.shape] and torch.equal(h, want_h) and torch.equal(got, want)
+skinny_module.skinny_gate_up = lambda *a: gated_calls.append(a[0].shape) or skinny_gate_up(*a)
+assert linear.GATED_SKINNY and linear.GATED_MIN_ROWS == 16
+for rows, gated in ((17, True), (16, False)):
+    x, res = torch.randn(rows, 256, generator=g).to(torch.bfloat16), torch.randn(rows, 256, generator=g).to(torch.bfloat16)
+    gated_calls.clear()
+    linear.GATED_SKINNY = True
+    got, h = linear.add_rmsnorm_gate_up_impl(x, res, nw, 1e-6, w)
+    linear.GATED_SKINNY = False
+    want, want_h = linear.add_rmsnorm_gate_up_impl(x, res, nw, 1e-6, w)
+    assert gated_calls == ([(rows, 256)] if gated else []) and torch.equal(h, want_h) and torch.equal(got, want), rows
 print("ok")
 """
 

@@ -34,12 +34,14 @@ ADD_NORM_OP_NAME = "graphbench::add_rmsnorm_linear"
 
 
 # The fastest (BLOCK_N, BLOCK_K, num_warps) of bench/gemv.py's grid on the H200 for llama-3.2-1b's
-# projections (bench/RESULTS.md, 2026-11-29, 2cffcf6); other shapes use the rule below.
+# projections (bench/RESULTS.md, 2026-11-29, 2cffcf6); other shapes use the rule below. down's from the
+# grid launched with PDL, as the engine records it: 9.22 us against 11.22 for (2, 2048, 2), the best
+# without PDL (bench/RESULTS.md, 2026-12-02, a82bb11); qkv's and o_proj's stayed the best with PDL.
 MEASURED_BEST = {
     (3072, 2048): (8, 1024, 8),  # qkv
     (2048, 2048): (4, 1024, 8),  # o_proj
     (16384, 2048): (2, 2048, 2),  # gate_up
-    (2048, 8192): (2, 2048, 2),  # down
+    (2048, 8192): (1, 1024, 4),  # down
     (128256, 2048): (8, 256, 2),  # lm_head
 }
 
@@ -152,7 +154,7 @@ def add_rmsnorm_gate_up_impl(x: torch.Tensor, residual: torch.Tensor, norm_weigh
     if not add_norm_kernel_applies(x, residual, norm_weight):
         return add_rmsnorm_gate_up_matmul(x, residual, norm_weight, eps, weight)
     normed, h = add_rmsnorm_rows(x, residual, norm_weight, eps)
-    if GATED_SKINNY and _own_kernel(normed, weight) == "skinny":  # 2..64 rows: the activation in its epilogue
+    if GATED_SKINNY and x.shape[0] > GATED_MIN_ROWS and _own_kernel(normed, weight) == "skinny":
         return _skinny().skinny_gate_up(normed, weight), h
     gate_up = linear_impl(normed, weight)
     hidden = torch.empty((gate_up.shape[0], weight.shape[0] // 2), dtype=x.dtype, device=x.device)
@@ -267,6 +269,10 @@ SKINNY_GEMM = switch_value("GRAPHBENCH_SKINNY_GEMM") == "1"
 # (kernels/skinny_gemm.skinny_gate_up: a program streams its gate rows and the matching up rows), one launch
 # and one [T, 2I] round trip fewer than the projection + silu-mul; GRAPHBENCH_GATED_SKINNY=0: two launches.
 GATED_SKINNY = switch_value("GRAPHBENCH_GATED_SKINNY") == "1"
+# From 17 rows: -O2 step on the H200 at batch 64 llama-3.2-1b 1.116 against 1.140 ms, llama-3.1-8b 5.005
+# against 5.067; at batch 16 llama-3.1-8b 4.528 against 4.573 but llama-3.2-1b 1.082 against 1.059 (its
+# 16-row tiles slower), so 16 rows and fewer take two launches (bench/RESULTS.md, 2026-12-02, a82bb11).
+GATED_MIN_ROWS = 16
 
 
 def on_triton_device(x: torch.Tensor) -> bool:
