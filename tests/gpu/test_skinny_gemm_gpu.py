@@ -1,6 +1,7 @@
-"""The skinny GEMM (kernels/skinny_gemm.py) on CUDA at llama's
-projection shapes and a decode batch's row counts: against float64, and a CUDA-graph replay (PDL launches, as
-the engine records them) equal to the eager call bit for bit."""
+"""The skinny GEMM (kernels/skinny_gemm.py) on CUDA at llama's projection shapes and a decode batch's row
+counts, and its gate/up form with the activation in the epilogue: against float64 (and the two launches it
+replaces), and a CUDA-graph replay (PDL launches, as the engine records them) equal to the eager call bit for
+bit."""
 
 from __future__ import annotations
 
@@ -18,63 +19,64 @@ pytestmark = [
 
 # llama-3.2-1b's qkv and down, llama-3.1-8b's qkv and down, llama-3.2-1b's lm_head
 SHAPES = [(3072, 2048), (2048, 8192), (6144, 4096), (4096, 14336), (128256, 2048)]
+# llama-3.2-1b's and llama-3.1-8b's [gate; up] weights
+GATE_UP_SHAPES = [(16384, 2048), (28672, 4096)]
 
 
-@pytest.mark.parametrize("shape", SHAPES, ids=[f"{n}x{k}" for n, k in SHAPES])
-def test_skinny_gemm_matches_float64_and_replays_bit_for_bit(shape):
-    from graphbench.runner.kernels.pdl import graph_launches
-    from graphbench.runner.kernels.skinny_gemm import skinny_gemm
-
+def _cases(shape):
+    """(weight [n, k], x [rows, k]) in bf16 for 2, 17 and 64 rows."""
     n, k = shape
     g = torch.Generator(device="cuda").manual_seed(n + k)
     w = (torch.randn(n, k, generator=g, device="cuda") * 0.02).to(torch.bfloat16)
     for rows in (2, 17, 64):
-        x = torch.randn(rows, k, generator=g, device="cuda").to(torch.bfloat16)
-        with graph_launches():
-            eager = skinny_gemm(x, w, None)  # (also allocates the workspace outside the recording)
-            torch.cuda.synchronize()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                recorded = skinny_gemm(x, w, None)
+        yield w, torch.randn(rows, k, generator=g, device="cuda").to(torch.bfloat16)
+
+
+def _eager_and_replays(call):
+    """call() run eagerly (which also allocates any workspace outside the recording), then recorded with PDL
+    launches and replayed three times: (the eager output, the replays' outputs)."""
+    from graphbench.runner.kernels.pdl import graph_launches
+
+    with graph_launches():
+        eager = call()
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            recorded = call()
+    replays = []
+    for _ in range(3):  # the split partials' counts are zero again after every launch
+        recorded.zero_()
+        graph.replay()
+        torch.cuda.synchronize()
+        replays.append(recorded.clone())
+    return eager, replays
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=[f"{n}x{k}" for n, k in SHAPES])
+def test_skinny_gemm_matches_float64_and_replays_bit_for_bit(shape):
+    from graphbench.runner.kernels.skinny_gemm import skinny_gemm
+
+    for w, x in _cases(shape):
+        eager, replays = _eager_and_replays(lambda: skinny_gemm(x, w, None))
         ref = F.linear(x.double(), w.double())
         err = ((eager.double() - ref).norm() / ref.norm()).item()
-        assert eager.shape == (rows, n) and err < 1e-2, (shape, rows, err)
-        for _ in range(3):  # the partials' counts are zero again after every launch
-            recorded.zero_()
-            graph.replay()
-            torch.cuda.synchronize()
-            assert torch.equal(recorded, eager), (shape, rows)
-
-
-# llama-3.2-1b's and llama-3.1-8b's [gate; up] weights
-GATE_UP_SHAPES = [(16384, 2048), (28672, 4096)]
+        assert eager.shape == (x.shape[0], shape[0]) and err < 1e-2, (shape, x.shape[0], err)
+        assert all(torch.equal(r, eager) for r in replays), (shape, x.shape[0])
 
 
 @pytest.mark.parametrize("shape", GATE_UP_SHAPES, ids=[f"{n}x{k}" for n, k in GATE_UP_SHAPES])
 def test_gated_skinny_gemm_matches_two_launches_and_replays_bit_for_bit(shape):
     from graphbench.runner.kernels.gemv import launch_silu_mul
-    from graphbench.runner.kernels.pdl import graph_launches
     from graphbench.runner.kernels.skinny_gemm import skinny_gate_up, skinny_gemm
 
-    n, k = shape
-    g = torch.Generator(device="cuda").manual_seed(n + k)
-    w = (torch.randn(n, k, generator=g, device="cuda") * 0.02).to(torch.bfloat16)
-    for rows in (2, 17, 64):
-        x = torch.randn(rows, k, generator=g, device="cuda").to(torch.bfloat16)
-        with graph_launches():
-            two = torch.empty(rows, n // 2, dtype=torch.bfloat16, device="cuda")
-            launch_silu_mul(skinny_gemm(x, w, None), two)
-            eager = skinny_gate_up(x, w)
-            torch.cuda.synchronize()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                recorded = skinny_gate_up(x, w)
-        assert eager.shape == (rows, n // 2)
+    inter = shape[0] // 2
+    for w, x in _cases(shape):
+        two = torch.empty(x.shape[0], inter, dtype=torch.bfloat16, device="cuda")
+        launch_silu_mul(skinny_gemm(x, w, None), two)
+        eager, replays = _eager_and_replays(lambda: skinny_gate_up(x, w))
+        assert eager.shape == two.shape
         # the same products rounded the same way: equal but where the two kernels' dot tiles sum K apart
-        assert (eager.float() - two.float()).abs().max().item() <= 1e-2 * two.float().abs().max().item(), (shape, rows)
-        ref = F.silu(F.linear(x.double(), w[: n // 2].double())) * F.linear(x.double(), w[n // 2:].double())
-        assert ((eager.double() - ref).norm() / ref.norm()).item() < 1e-2, (shape, rows)
-        recorded.zero_()
-        graph.replay()
-        torch.cuda.synchronize()
-        assert torch.equal(recorded, eager), (shape, rows)
+        assert (eager.float() - two.float()).abs().max().item() <= 1e-2 * two.float().abs().max().item(), shape
+        ref = F.silu(F.linear(x.double(), w[:inter].double())) * F.linear(x.double(), w[inter:].double())
+        assert ((eager.double() - ref).norm() / ref.norm()).item() < 1e-2, (shape, x.shape[0])
+        assert all(torch.equal(r, eager) for r in replays), (shape, x.shape[0])
