@@ -41,6 +41,31 @@ for rows in (1, 3):
     ref, ref_h = add_rmsnorm_gate_up_matmul(x, res, nw, 1e-6, w)
     assert got.shape == (rows, 24) and torch.equal(h, ref_h), rows
     assert torch.allclose(got, ref, rtol=1e-4, atol=1e-4), (rows, (got - ref).abs().max())
+# the one-row gate/up GEMV with the activation in its epilogue (GRAPHBENCH_GATED_GEMV=1): equal to the GEMV +
+# the silu-mul launch; in bf16, I = 40 (not a multiple of the blocks), one and two K tiles
+from graphbench.runner import linear
+from graphbench.runner.kernels.gemv import launch_gated_gemv, launch_silu_mul
+for k, block_k in ((256, 256), (512, 256)):
+    w = torch.randn(80, k, generator=g).to(torch.bfloat16)
+    x = torch.randn(1, k, generator=g).to(torch.bfloat16)
+    gate_up = torch.empty(1, 80, dtype=torch.bfloat16)
+    launch_gemv(x, w, None, gate_up, 2, block_k, 2, interpret=True)
+    two = torch.empty(1, 40, dtype=torch.bfloat16)
+    launch_silu_mul(gate_up, two)
+    one = torch.empty(1, 40, dtype=torch.bfloat16)
+    launch_gated_gemv(x, w, one, 1, block_k, 2, interpret=True)
+    assert torch.equal(one, two), k
+w, nw = torch.randn(80, 512, generator=g).to(torch.bfloat16), torch.randn(512, generator=g).to(torch.bfloat16)
+x, res = torch.randn(1, 512, generator=g).to(torch.bfloat16), torch.randn(1, 512, generator=g).to(torch.bfloat16)
+want, want_h = linear.add_rmsnorm_gate_up_impl(x, res, nw, 1e-6, w)
+linear.GATED_GEMV = True
+calls = []
+real = linear.gated_gemv
+linear.gated_gemv = lambda *a: calls.append(a[1].shape) or real(*a)
+got, h = linear.add_rmsnorm_gate_up_impl(x, res, nw, 1e-6, w)
+linear.GATED_GEMV = False
+assert calls == [w.shape] and torch.equal(h, want_h)
+assert ((got.float() - want.float()).abs().max() <= 1e-2 * want.float().abs().max()), (got - want).abs().max()
 # residual add + RMSNorm + projection: one add-norm launch, then the GEMV (one row; one and several K
 # chunks) or the matmul (3 rows); against torch in float32
 from graphbench.runner.linear import add_rmsnorm_linear_impl, add_rmsnorm_matmul

@@ -70,6 +70,23 @@ def test_gemv_whole_row_tile_compiles_without_local_memory():
     assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0)
 
 
+@pytest.mark.parametrize("shape", [(16384, 2048), (28672, 4096)])
+def test_gated_gemv_compiles_without_local_memory(shape):
+    """The one-row gate/up GEMV with the activation in its epilogue, with the blocks linear.gated_gemv gives
+    llama-3.2-1b's and llama-3.1-8b's [gate; up] weights, and PDL: no spills, no local memory."""
+    from graphbench.runner.kernels.gemv import _gated_gemv_kernel
+    from graphbench.runner.linear import _gemv_config
+
+    block_n, block_k, warps = _gemv_config(*shape)
+    sig = {"x_ptr": BF16, "w_ptr": BF16, "y_ptr": BF16, "N": "i32", "K": "i32", "stride_wn": "i32"}
+    kernel = compile_sm90(_gated_gemv_kernel, sig, {"BLOCK_N": max(1, block_n // 2), "BLOCK_K": block_k,
+                                                    "INTERPRET": False, "PDL": True},
+                          divisible=("x_ptr", "w_ptr", "y_ptr", "N", "K", "stride_wn"),
+                          options={"num_warps": warps, "num_stages": 1})
+    assert "griddepcontrol.wait" in kernel.asm["ptx"]
+    assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0)
+
+
 def test_add_rmsnorm_compiles():
     from graphbench.runner.kernels.add_rmsnorm import _add_rmsnorm_kernel
 

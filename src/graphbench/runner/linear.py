@@ -89,6 +89,17 @@ def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
     return out
 
 
+def gated_gemv(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """x[1, K], weight = [gate; up] [2I, K] -> silu(x @ gate.T) * (x @ up.T) [1, I], one launch; each program
+    streams as many weight rows as the gate/up GEMV's (half its gate rows, half their up rows)."""
+    n, k = weight.shape
+    block_n, block_k, warps = _gemv_config(n, k)
+    out = torch.empty((1, n // 2), dtype=x.dtype, device=x.device)
+    _kernels()[0].launch_gated_gemv(x, weight, out, max(1, block_n // 2), block_k, warps,
+                                    interpret=triton_interpreting())
+    return out
+
+
 def _own_kernel(x: torch.Tensor, weight: torch.Tensor) -> str | None:
     """Which of graphbench's kernels runs x @ weight.T: "gemv", "skinny", or None (torch's F.linear)."""
     if gemv_applies(x, weight):
@@ -154,7 +165,10 @@ def add_rmsnorm_gate_up_impl(x: torch.Tensor, residual: torch.Tensor, norm_weigh
     if not add_norm_kernel_applies(x, residual, norm_weight):
         return add_rmsnorm_gate_up_matmul(x, residual, norm_weight, eps, weight)
     normed, h = add_rmsnorm_rows(x, residual, norm_weight, eps)
-    if GATED_SKINNY and x.shape[0] > GATED_MIN_ROWS and _own_kernel(normed, weight) == "skinny":
+    kernel = _own_kernel(normed, weight)
+    if GATED_GEMV and kernel == "gemv":
+        return gated_gemv(normed, weight), h
+    if GATED_SKINNY and x.shape[0] > GATED_MIN_ROWS and kernel == "skinny":
         return _skinny().skinny_gate_up(normed, weight), h
     gate_up = linear_impl(normed, weight)
     hidden = torch.empty((gate_up.shape[0], weight.shape[0] // 2), dtype=x.dtype, device=x.device)
@@ -273,6 +287,10 @@ GATED_SKINNY = switch_value("GRAPHBENCH_GATED_SKINNY") == "1"
 # against 5.067; at batch 16 llama-3.1-8b 4.528 against 4.573 but llama-3.2-1b 1.082 against 1.059 (its
 # 16-row tiles slower), so 16 rows and fewer take two launches (bench/RESULTS.md, 2026-12-02, a82bb11).
 GATED_MIN_ROWS = 16
+# GRAPHBENCH_GATED_GEMV=1: at one row too (launch_gated_gemv: each program a gate row and its up row). Off: on
+# 2026-11-29 (no PDL) a gate/up GEMV with the activation in its epilogue made the batch-1 step 1.188
+# against 1.082 ms; this form, its first weight tiles loaded before the PDL wait, is measured against it.
+GATED_GEMV = switch_value("GRAPHBENCH_GATED_GEMV") == "1"
 
 
 def on_triton_device(x: torch.Tensor) -> bool:

@@ -74,6 +74,51 @@ def launch_gemv(x: torch.Tensor,  # [1, K] contiguous
 
 
 @triton.jit
+def _gated_gemv_kernel(x_ptr, w_ptr, y_ptr, N, K, stride_wn, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                       INTERPRET: tl.constexpr, PDL: tl.constexpr = False):
+    """y[j] = silu(x . w[j]) * (x . w[N + j]) for BLOCK_N columns j (w = [gate; up], [2N, K]): the one-row
+    gate/up projection with the activation in its epilogue. Both products are rounded to y's dtype first, as
+    the projection's output is before the silu-mul launch."""
+    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_ok = offs_n < N
+    offs_k = tl.arange(0, BLOCK_K)
+    up_ptr = w_ptr + N * stride_wn
+    gate = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
+    up = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
+    w_gate = _weight_tile(w_ptr, 0, offs_n, offs_k, n_ok, stride_wn)  # before the PDL wait, as the GEMV's
+    w_up = _weight_tile(up_ptr, 0, offs_n, offs_k, n_ok, stride_wn)
+    pdl_enter(PDL)
+    gate = _gemv_step(gate, x_ptr, w_gate, 0, offs_k)
+    up = _gemv_step(up, x_ptr, w_up, 0, offs_k)
+    if INTERPRET:  # as in _gemv_kernel
+        k0 = BLOCK_K
+        while k0 < K:
+            gate = _gemv_step(gate, x_ptr, _weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn), k0, offs_k)
+            up = _gemv_step(up, x_ptr, _weight_tile(up_ptr, k0, offs_n, offs_k, n_ok, stride_wn), k0, offs_k)
+            k0 += BLOCK_K
+    else:
+        for k0 in range(BLOCK_K, K, BLOCK_K):
+            gate = _gemv_step(gate, x_ptr, _weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn), k0, offs_k)
+            up = _gemv_step(up, x_ptr, _weight_tile(up_ptr, k0, offs_n, offs_k, n_ok, stride_wn), k0, offs_k)
+    dtype = y_ptr.dtype.element_ty
+    g = tl.sum(gate, axis=1).to(dtype).to(tl.float32)
+    u = tl.sum(up, axis=1).to(dtype).to(tl.float32)
+    tl.store(y_ptr + offs_n, (g * tl.sigmoid(g) * u).to(dtype), mask=n_ok)
+
+
+def launch_gated_gemv(x: torch.Tensor,  # [1, K] contiguous
+                      weight: torch.Tensor,  # [2N, K] = [gate; up], unit stride along K
+                      out: torch.Tensor,  # [1, N]
+                      block_n: int, block_k: int, num_warps: int, *, interpret: bool = False) -> None:
+    """out = silu(x @ gate.T) * (x @ up.T) in one launch; K % block_k == 0."""
+    n, k = weight.shape[0] // 2, weight.shape[1]
+    assert k % block_k == 0 and x.shape == (1, k) and out.shape == (1, n)
+    _gated_gemv_launch[(cdiv(n, block_n),)](x, weight, out, n, k, weight.stride(0), BLOCK_N=block_n, BLOCK_K=block_k,
+                                            INTERPRET=interpret, num_warps=num_warps, num_stages=1,
+                                            **pdl_arguments(out))
+
+
+@triton.jit
 def _silu_mul_kernel(x_ptr, y_ptr, K, stride_x, stride_y, BLOCK: tl.constexpr, PDL: tl.constexpr = False):
     pdl_enter(PDL)
     row = tl.program_id(0).to(tl.int64)
@@ -96,3 +141,4 @@ def launch_silu_mul(x: torch.Tensor, out: torch.Tensor) -> None:  # x [T, 2K] (u
 # launched through kernels/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
 _gemv_launch = DirectLauncher(_gemv_kernel)
 _silu_mul_launch = DirectLauncher(_silu_mul_kernel)
+_gated_gemv_launch = DirectLauncher(_gated_gemv_kernel)
