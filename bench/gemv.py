@@ -55,12 +55,16 @@ def run_gemv(x, w, y, config) -> None:
 
 
 def compile_worker(jobs: list[list]) -> None:
-    """Launch each (n, k, config) once: Triton compiles it into its cache (or says it cannot)."""
+    """Launch each (n, k, config, pdl) once, with PDL or without as the timing pass will (each is a variant of
+    its own): Triton compiles it into its cache (or says it cannot)."""
     import torch
 
-    for n, k, config in jobs:
+    from graphbench.runner.kernels.pdl import graph_launches
+
+    for n, k, config, pdl in jobs:
         x = torch.zeros(1, k, dtype=torch.bfloat16, device="cuda")
-        with contextlib.suppress(Exception):  # a config this GPU cannot run: the timing pass reports it
+        with contextlib.suppress(Exception), graph_launches() if pdl else contextlib.nullcontext():
+            # (a config this GPU cannot run: the timing pass reports it)
             run_gemv(x, torch.zeros(n, k, dtype=torch.bfloat16, device="cuda"),
                      torch.empty(1, n, dtype=torch.bfloat16, device="cuda"), tuple(config))
     torch.cuda.synchronize()
@@ -93,7 +97,8 @@ def main() -> None:
 
     shapes = {name: nk for name, nk in projection_shapes(args.model).items() if name in args.projections.split(",")}
     if args.jobs > 1:
-        precompile(__file__, [[n, k, list(c)] for n, k in shapes.values() for c in grid(args, k)], args.jobs)
+        precompile(__file__, [[n, k, list(c), not args.no_pdl] for n, k in shapes.values() for c in grid(args, k)],
+                   args.jobs)
     torch.manual_seed(0)
     rows = []
     for name, (n, k) in shapes.items():

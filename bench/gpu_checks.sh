@@ -8,7 +8,7 @@
 #   bash bench/gpu_checks.sh starts    # issue 28's start-up figures: -O2 cold / warm / new hash and -O3 cold, each a fresh process (~3 min);
 #                                      # STARTS_VARIANTS="--warm-variant NAME=VAR=VALUE" adds 3 rounds of warm starts with and without
 #   bash bench/gpu_checks.sh profile   # where a -O2 decode step goes at batch 1 and 64 (host phases, GPU time, top kernels)
-#   bash bench/gpu_checks.sh gemv      # one-row projections inside a CUDA graph: cuBLAS / Inductor / Triton GEMV, ~2 min
+#   bash bench/gpu_checks.sh gemv      # one-row projections inside a CUDA graph (PDL): cuBLAS / a grid of the engine's GEMV blocks, ~2 min
 #   bash bench/gpu_checks.sh tune      # the default ladder against a tuned one with half the graphs
 #   bash bench/gpu_checks.sh speculative  # k = 0/2/4 with the replay and n-gram drafters at batch 1 and 16, then a k = 0,2 sweep (~7 min)
 #   bash bench/gpu_checks.sh curve     # the step-time curve 1..512, tune --objective time against replays, graph memory predicted vs measured (~8 min)
@@ -62,8 +62,8 @@ case "${1:-}" in
   profile)
     timeout 200 python3 bench/profile_step.py --model llama-3.2-1b --level 2 --batches 1,64 \
       --out "$OUT/profile-step.json" 2>&1 | grep -v "^DEBUG" | tee "$OUT/profile-step.log" | tail -45 ;;
-  gemv)  # one-row projections in a CUDA graph: cuBLAS vs Inductor's reduction vs a Triton GEMV grid vs the engine's
-    timeout 300 python3 bench/gemv.py --model llama-3.2-1b --out "$OUT/gemv.json" 2>&1 | grep -v "^DEBUG" | tee "$OUT/gemv.log" | tail -12 ;;
+  gemv)  # one-row projections in a CUDA graph with PDL: cuBLAS vs a grid of the engine's GEMV blocks vs its own
+    timeout 300 python3 bench/gemv.py --model llama-3.2-1b --jobs 15 --out "$OUT/gemv.json" 2>&1 | grep -v "^DEBUG" | tee "$OUT/gemv.log" | tail -12 ;;
   tune)
     # the default ladder for 256 sequences has 51 sizes: tuned:25 is about half the graphs
     timeout 580 python3 -m graphbench sweep --model llama-3.2-1b --levels 2 --ladders default,tuned:25 --peers none \

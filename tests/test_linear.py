@@ -42,7 +42,7 @@ for rows in (1, 3):
     assert got.shape == (rows, 24) and torch.equal(h, ref_h), rows
     assert torch.allclose(got, ref, rtol=1e-4, atol=1e-4), (rows, (got - ref).abs().max())
 # the one-row gate/up GEMV with the activation in its epilogue (GRAPHBENCH_GATED_GEMV=1): equal to the GEMV +
-# the silu-mul launch; in bf16, I = 40 (not a multiple of the blocks), one and two K tiles
+# the silu-mul launch; in bf16, I = 40 in blocks of 16 (the last block masked), one and two K tiles
 from graphbench.runner import linear
 from graphbench.runner.kernels.gemv import launch_gated_gemv, launch_silu_mul
 for k, block_k in ((256, 256), (512, 256)):
@@ -53,7 +53,7 @@ for k, block_k in ((256, 256), (512, 256)):
     two = torch.empty(1, 40, dtype=torch.bfloat16)
     launch_silu_mul(gate_up, two)
     one = torch.empty(1, 40, dtype=torch.bfloat16)
-    launch_gated_gemv(x, w, one, 1, block_k, 2, interpret=True)
+    launch_gated_gemv(x, w, one, 16, block_k, 2, interpret=True)
     assert torch.equal(one, two), k
 w, nw = torch.randn(80, 512, generator=g).to(torch.bfloat16), torch.randn(512, generator=g).to(torch.bfloat16)
 x, res = torch.randn(1, 512, generator=g).to(torch.bfloat16), torch.randn(1, 512, generator=g).to(torch.bfloat16)

@@ -6,8 +6,9 @@ graph qkv took 6.5 us (1.9 TB/s), o_proj 6.1 us (1.4 TB/s) and down 13.8 us (2.4
 37.7 us per layer. So a one-row linear runs this kernel; every other shape stays with cuBLAS.
 `add_rmsnorm_linear` puts the residual add + RMSNorm in front of a projection (qkv): one Triton launch
 (runner/kernels/add_rmsnorm.py), then the GEMV. `add_rmsnorm_gate_up` does the same for the MLP's gate/up
-projection and returns silu(gate) * up (one silu-mul launch after the projection). Folding the norm or
-the activation into the one-row GEMV measured slower on the H200 (see the note at GEMV_ENABLED below).
+projection and returns silu(gate) * up: for 17..64 rows the skinny GEMM computes it in its epilogue
+(GATED_SKINNY), otherwise one silu-mul launch follows the projection. Folding the norm or the activation
+into the one-row GEMV measured slower on the H200 before PDL (see the note at GEMV_ENABLED below).
 
 Inside torch.compile every linear is traced as the `graphbench::linear` custom op, which picks its
 kernel when it runs (and so when each size is recorded in a CUDA graph); a variant compiled for a
@@ -36,7 +37,8 @@ ADD_NORM_OP_NAME = "graphbench::add_rmsnorm_linear"
 # The fastest (BLOCK_N, BLOCK_K, num_warps) of bench/gemv.py's grid on the H200 for llama-3.2-1b's
 # projections (bench/RESULTS.md, 2026-11-29, 2cffcf6); other shapes use the rule below. down's from the
 # grid launched with PDL, as the engine records it: 9.22 us against 11.22 for (2, 2048, 2), the best
-# without PDL (bench/RESULTS.md, 2026-12-02, a82bb11); qkv's and o_proj's stayed the best with PDL.
+# without PDL (bench/RESULTS.md, 2026-12-02, a82bb11); qkv's stayed the best with PDL, o_proj's and
+# gate_up's were within 2% of theirs (kept).
 MEASURED_BEST = {
     (3072, 2048): (8, 1024, 8),  # qkv
     (2048, 2048): (4, 1024, 8),  # o_proj
@@ -160,8 +162,9 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 def add_rmsnorm_gate_up_impl(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
                              weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """h = x + residual; gate_up = rmsnorm(h) * norm_weight @ weight.T ([T, 2I] = [gate | up]);
-    -> (silu(gate) * up [T, I], h). On the GPU: one add-norm launch, the projection (the one-row GEMV
-    at one row), one silu-mul launch."""
+    -> (silu(gate) * up [T, I], h). On the GPU: one add-norm launch, then the projection with the
+    activation in its epilogue (17..64 rows, GATED_SKINNY; one row with GATED_GEMV), or the projection and
+    one silu-mul launch."""
     if not add_norm_kernel_applies(x, residual, norm_weight):
         return add_rmsnorm_gate_up_matmul(x, residual, norm_weight, eps, weight)
     normed, h = add_rmsnorm_rows(x, residual, norm_weight, eps)
@@ -289,7 +292,7 @@ GATED_SKINNY = switch_value("GRAPHBENCH_GATED_SKINNY") == "1"
 GATED_MIN_ROWS = 16
 # GRAPHBENCH_GATED_GEMV=1: at one row too (launch_gated_gemv: each program a gate row and its up row). Off: on
 # 2026-11-29 (no PDL) a gate/up GEMV with the activation in its epilogue made the batch-1 step 1.188
-# against 1.082 ms; this form, its first weight tiles loaded before the PDL wait, is measured against it.
+# against 1.082 ms (bench/RESULTS.md, 5ffed15); this form, its first weight tiles loaded before the PDL wait, is measured against it.
 GATED_GEMV = switch_value("GRAPHBENCH_GATED_GEMV") == "1"
 
 

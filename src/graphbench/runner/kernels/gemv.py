@@ -82,11 +82,11 @@ def _gated_gemv_kernel(x_ptr, w_ptr, y_ptr, N, K, stride_wn, BLOCK_N: tl.constex
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = offs_n < N
     offs_k = tl.arange(0, BLOCK_K)
-    up_ptr = w_ptr + N * stride_wn
+    up_rows = offs_n + N  # the matching up rows of w
     gate = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
     up = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
     w_gate = _weight_tile(w_ptr, 0, offs_n, offs_k, n_ok, stride_wn)  # before the PDL wait, as the GEMV's
-    w_up = _weight_tile(up_ptr, 0, offs_n, offs_k, n_ok, stride_wn)
+    w_up = _weight_tile(w_ptr, 0, up_rows, offs_k, n_ok, stride_wn)
     pdl_enter(PDL)
     gate = _gemv_step(gate, x_ptr, w_gate, 0, offs_k)
     up = _gemv_step(up, x_ptr, w_up, 0, offs_k)
@@ -94,12 +94,12 @@ def _gated_gemv_kernel(x_ptr, w_ptr, y_ptr, N, K, stride_wn, BLOCK_N: tl.constex
         k0 = BLOCK_K
         while k0 < K:
             gate = _gemv_step(gate, x_ptr, _weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn), k0, offs_k)
-            up = _gemv_step(up, x_ptr, _weight_tile(up_ptr, k0, offs_n, offs_k, n_ok, stride_wn), k0, offs_k)
+            up = _gemv_step(up, x_ptr, _weight_tile(w_ptr, k0, up_rows, offs_k, n_ok, stride_wn), k0, offs_k)
             k0 += BLOCK_K
     else:
         for k0 in range(BLOCK_K, K, BLOCK_K):
             gate = _gemv_step(gate, x_ptr, _weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn), k0, offs_k)
-            up = _gemv_step(up, x_ptr, _weight_tile(up_ptr, k0, offs_n, offs_k, n_ok, stride_wn), k0, offs_k)
+            up = _gemv_step(up, x_ptr, _weight_tile(w_ptr, k0, up_rows, offs_k, n_ok, stride_wn), k0, offs_k)
     dtype = y_ptr.dtype.element_ty
     g = tl.sum(gate, axis=1).to(dtype).to(tl.float32)
     u = tl.sum(up, axis=1).to(dtype).to(tl.float32)
@@ -112,7 +112,7 @@ def launch_gated_gemv(x: torch.Tensor,  # [1, K] contiguous
                       block_n: int, block_k: int, num_warps: int, *, interpret: bool = False) -> None:
     """out = silu(x @ gate.T) * (x @ up.T) in one launch; K % block_k == 0."""
     n, k = weight.shape[0] // 2, weight.shape[1]
-    assert k % block_k == 0 and x.shape == (1, k) and out.shape == (1, n)
+    assert k % block_k == 0 and x.shape == (1, k) and out.shape == (1, n) and weight.shape[0] == 2 * n
     _gated_gemv_launch[(cdiv(n, block_n),)](x, weight, out, n, k, weight.stride(0), BLOCK_N=block_n, BLOCK_K=block_k,
                                             INTERPRET=interpret, num_warps=num_warps, num_stages=1,
                                             **pdl_arguments(out))

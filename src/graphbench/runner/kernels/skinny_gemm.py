@@ -43,8 +43,6 @@ MEASURED_BEST = {
     (128256, 2048): (64, 64, 1, 4, 3),  # 1b lm_head: 134.57, cuBLAS 144.69
     (128256, 4096): (128, 128, 1, 4, 3),  # 8b lm_head: 260.01, cuBLAS 285.29
 }
-# skinny_gate_up's (BLOCK_N, BLOCK_K, num_warps, num_stages) per [gate; up] weight, where measured
-GATED_MEASURED_BEST: dict[tuple[int, int], tuple[int, int, int, int]] = {}
 
 
 @triton.jit
@@ -97,14 +95,12 @@ def _skinny_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, count_ptr, M, N, stride
 def dot_step(acc, x_rows, w_cols, k0, offs_k, m_ok, n_ok, INTERPRET: tl.constexpr):
     w = tl.load(w_cols + (k0 + offs_k)[:, None], mask=n_ok[None, :], other=0.0)  # [BLOCK_K, BLOCK_N]
     x = tl.load(x_rows + (k0 + offs_k)[None, :], mask=m_ok[:, None], other=0.0)  # [BLOCK_M, BLOCK_K]
-    if INTERPRET:  # the interpreter's tl.dot multiplies 16-bit floats' raw bits: do it in float32
-        return tl.dot(x.to(tl.float32), w.to(tl.float32), acc, input_precision="ieee")
-    return tl.dot(x, w, acc)
+    return _mma(acc, x, w, INTERPRET)
 
 
 @triton.jit
 def _mma(acc, x, w, INTERPRET: tl.constexpr):
-    if INTERPRET:  # as in dot_step
+    if INTERPRET:  # the interpreter's tl.dot multiplies 16-bit floats' raw bits: do it in float32
         return tl.dot(x.to(tl.float32), w.to(tl.float32), acc, input_precision="ieee")
     return tl.dot(x, w, acc)
 
@@ -129,7 +125,7 @@ def _gated_kernel(x_ptr, w_ptr, y_ptr, M, N, stride_xm, stride_wn, stride_ym, BL
     m_ok = offs_m < M
     n_ok = offs_n < N
     gate_cols = w_ptr + offs_n[None, :].to(tl.int64) * stride_wn  # [1, BLOCK_N]: gate.T's columns
-    up_cols = gate_cols + N * stride_wn
+    up_cols = w_ptr + (offs_n + N)[None, :].to(tl.int64) * stride_wn  # the matching up rows
     x_rows = x_ptr + offs_m[:, None].to(tl.int64) * stride_xm  # [BLOCK_M, 1]
     pdl_enter(PDL)
     gate = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
@@ -201,11 +197,10 @@ def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
 
 
 def gated_blocks(n: int, k: int, num_sms: int) -> tuple[int, int, int, int]:
-    """(BLOCK_N, BLOCK_K, num_warps, num_stages) of skinny_gate_up for a [gate; up] weight [n, k]: the
-    measured best, else the skinny GEMM's blocks for [n, k] with half the columns a program (the same
-    weight bytes a program, each column now a gate row and an up row)."""
-    if (n, k) in GATED_MEASURED_BEST:
-        return GATED_MEASURED_BEST[(n, k)]
+    """(BLOCK_N, BLOCK_K, num_warps, num_stages) of skinny_gate_up for a [gate; up] weight [n, k]: the skinny
+    GEMM's blocks for [n, k] with half the columns a program (the same weight bytes a program, each column
+    now a gate row and an up row). For both llama shapes this was the best of a grid at 64 rows
+    (bench/RESULTS.md, 2026-12-02, a82bb11)."""
     block_n, block_k, _splits, warps, stages = skinny_blocks(n, k, num_sms)
     return max(16, block_n // 2), block_k, warps, stages
 
