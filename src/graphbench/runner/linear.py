@@ -120,7 +120,11 @@ def runs_own_kernel(rows: int, weight: torch.Tensor) -> bool:
 def linear_impl(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """F.linear, through the Triton GEMV when gemv_applies, the skinny GEMM for 2..64 rows of a measured
     shape (see SKINNY_GEMM)."""
-    kernel = _own_kernel(x, weight)
+    return _run_linear(_own_kernel(x, weight), x, weight, bias)
+
+
+def _run_linear(kernel: str | None, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """x @ weight.T (+ bias) on the kernel _own_kernel chose."""
     if kernel == "gemv":
         return gemv(x, weight, bias)
     if kernel == "skinny":
@@ -173,7 +177,7 @@ def add_rmsnorm_gate_up_impl(x: torch.Tensor, residual: torch.Tensor, norm_weigh
         return gated_gemv(normed, weight), h
     if GATED_SKINNY and x.shape[0] > GATED_MIN_ROWS and kernel == "skinny":
         return _skinny().skinny_gate_up(normed, weight), h
-    gate_up = linear_impl(normed, weight)
+    gate_up = _run_linear(kernel, normed, weight, None)  # (the choice made above, not made twice)
     hidden = torch.empty((gate_up.shape[0], weight.shape[0] // 2), dtype=x.dtype, device=x.device)
     _kernels()[0].launch_silu_mul(gate_up, hidden)
     return hidden, h

@@ -65,15 +65,15 @@ def _skinny_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, count_ptr, M, N, stride
     if INTERPRET:  # numpy >= 2.4 cannot turn the interpreter's 1-element scalars into range bounds
         k0 = k_lo
         while k0 < k_lo + K_PER_SPLIT:
-            acc = dot_step(acc, x_rows, w_cols, k0, offs_k, m_ok, n_ok, INTERPRET)
+            acc = _dot_step(acc, x_rows, w_cols, k0, offs_k, m_ok, n_ok, INTERPRET)
             k0 += BLOCK_K
     else:
         for k0 in range(k_lo, k_lo + K_PER_SPLIT, BLOCK_K):
-            acc = dot_step(acc, x_rows, w_cols, k0, offs_k, m_ok, n_ok, INTERPRET)
+            acc = _dot_step(acc, x_rows, w_cols, k0, offs_k, m_ok, n_ok, INTERPRET)
     y_offs = offs_m[:, None].to(tl.int64) * stride_ym + offs_n[None, :]
     y_mask = m_ok[:, None] & n_ok[None, :]
     if SPLIT_K == 1:
-        store_output(acc, b_ptr, y_ptr, y_offs, y_mask, offs_n, n_ok, HAS_BIAS)
+        _store_output(acc, b_ptr, y_ptr, y_offs, y_mask, offs_n, n_ok, HAS_BIAS)
     else:
         # partial [split, BLOCK_M, N] in float32; every row and column of the block is written
         part_offs = offs_m[:, None] * N + offs_n[None, :]
@@ -87,12 +87,12 @@ def _skinny_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, count_ptr, M, N, stride
                 # .cg: from L2, where the other programs' stores are (never a stale line of this SM's L1)
                 total += tl.load(part_ptr + s * BLOCK_M * N + part_offs, mask=n_ok[None, :], other=0.0,
                                  cache_modifier=".cg")
-            store_output(total, b_ptr, y_ptr, y_offs, y_mask, offs_n, n_ok, HAS_BIAS)
+            _store_output(total, b_ptr, y_ptr, y_offs, y_mask, offs_n, n_ok, HAS_BIAS)
             tl.atomic_xchg(count_ptr + pid_n, 0, sem="relaxed", scope="gpu")  # zero again for the next launch
 
 
 @triton.jit
-def dot_step(acc, x_rows, w_cols, k0, offs_k, m_ok, n_ok, INTERPRET: tl.constexpr):
+def _dot_step(acc, x_rows, w_cols, k0, offs_k, m_ok, n_ok, INTERPRET: tl.constexpr):
     w = tl.load(w_cols + (k0 + offs_k)[:, None], mask=n_ok[None, :], other=0.0)  # [BLOCK_K, BLOCK_N]
     x = tl.load(x_rows + (k0 + offs_k)[None, :], mask=m_ok[:, None], other=0.0)  # [BLOCK_M, BLOCK_K]
     return _mma(acc, x, w, INTERPRET)
@@ -106,7 +106,7 @@ def _mma(acc, x, w, INTERPRET: tl.constexpr):
 
 
 @triton.jit
-def store_output(acc, b_ptr, y_ptr, y_offs, y_mask, offs_n, n_ok, HAS_BIAS: tl.constexpr):
+def _store_output(acc, b_ptr, y_ptr, y_offs, y_mask, offs_n, n_ok, HAS_BIAS: tl.constexpr):
     if HAS_BIAS:
         acc += tl.load(b_ptr + offs_n, mask=n_ok, other=0.0).to(tl.float32)[None, :]
     tl.store(y_ptr + y_offs, acc.to(y_ptr.dtype.element_ty), mask=y_mask)
@@ -162,7 +162,7 @@ def skinny_applies(x: torch.Tensor, weight: torch.Tensor, measured_only: bool = 
             and x.dtype in (torch.bfloat16, torch.float16) and weight.shape[1] % BLOCK_K == 0)
 
 
-def gemm_sms(x: torch.Tensor) -> int:
+def _gemm_sms(x: torch.Tensor) -> int:
     """The SMs a GEMM on x spreads its programs over: the GPU's, or an H100/H200's 132 in the interpreter."""
     return sm_count(x.device.index or 0) if x.is_cuda else 132
 
@@ -180,7 +180,7 @@ def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     (num_sms: the GPU's, or an H100/H200's 132 in the interpreter)."""
     m, k = x.shape
     if num_sms is None:
-        num_sms = gemm_sms(x)
+        num_sms = _gemm_sms(x)
     n = weight.shape[0]
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
     config = config or skinny_blocks(n, k, num_sms)
@@ -211,7 +211,7 @@ def skinny_gate_up(x: torch.Tensor, weight: torch.Tensor, config: tuple[int, int
     launch (2 <= M <= 64). config: (BLOCK_N, BLOCK_K, num_warps, num_stages), else gated_blocks's."""
     m, k = x.shape
     n = weight.shape[0] // 2
-    block_n, block_k, warps, stages = config or gated_blocks(2 * n, k, num_sms or gemm_sms(x))
+    block_n, block_k, warps, stages = config or gated_blocks(2 * n, k, num_sms or _gemm_sms(x))
     assert k % block_k == 0 and weight.shape[0] == 2 * n
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
     _gated_launch[(cdiv(n, block_n),)](
