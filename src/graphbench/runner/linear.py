@@ -7,8 +7,9 @@ graph qkv took 6.5 us (1.9 TB/s), o_proj 6.1 us (1.4 TB/s) and down 13.8 us (2.4
 `add_rmsnorm_linear` puts the residual add + RMSNorm in front of a projection (qkv): one Triton launch
 (runner/kernels/add_rmsnorm.py), then the GEMV. `add_rmsnorm_gate_up` does the same for the MLP's gate/up
 projection and returns silu(gate) * up: for 17..64 rows the skinny GEMM computes it in its epilogue
-(GATED_SKINNY), otherwise one silu-mul launch follows the projection. Folding the norm or the activation
-into the one-row GEMV measured slower on the H200 before PDL (see the note at GEMV_ENABLED below).
+(GATED_SKINNY), otherwise one silu-mul launch follows the projection. The one-row GEMV computes the
+activation in its epilogue too (GATED_GEMV); folding the norm into it measured slower (the note at
+GEMV_ENABLED below).
 
 Inside torch.compile every linear is traced as the `graphbench::linear` custom op, which picks its
 kernel when it runs (and so when each size is recorded in a CUDA graph); a variant compiled for a
@@ -300,11 +301,11 @@ class Linear(nn.Linear):
 
 
 # GRAPHBENCH_GEMV=0: every linear is F.linear (to measure the GEMV's effect, or rule it out).
-# Folding more into the one-row GEMV was measured on the H200 and removed: the residual add + RMSNorm in
-# front of qkv (batch-1 -O2 step, llama-3.2-1b 1.208 against 1.029 ms, llama-3.1-8b 5.51 against 4.28 ms;
-# bench/RESULTS.md, 2026-11-29, 497f9e6) and silu(gate) * up in the gate/up GEMV's epilogue (1.188
-# against 1.082 ms; bench/RESULTS.md, 2026-11-29, 5ffed15): with the many narrow programs a GEMV needs,
-# each program re-reads the row and the norm weight and recomputes the norm, or streams a second weight row.
+# The residual add + RMSNorm folded into the one-row GEMV in front of qkv was measured on the H200 and
+# removed (batch-1 -O2 step, llama-3.2-1b 1.208 against 1.029 ms, llama-3.1-8b 5.51 against 4.28 ms;
+# bench/RESULTS.md, 2026-11-29, 497f9e6): with the many narrow programs a GEMV needs, each program re-reads
+# the row and the norm weight and recomputes the norm. (The activation in the gate/up GEMV's epilogue lost
+# then too, without PDL; with PDL it wins: GATED_GEMV below.)
 GEMV_ENABLED = switch_value("GRAPHBENCH_GEMV") != "0"
 # A linear of 2..64 rows whose shape kernels/skinny_gemm.py has measured blocks for runs it instead of cuBLAS
 # (on the GPU; the interpreter runs it for every shape it applies to); GRAPHBENCH_SKINNY_GEMM=0: cuBLAS.
@@ -320,9 +321,11 @@ GATED_SKINNY = switch_value("GRAPHBENCH_GATED_SKINNY") == "1"
 # against 5.067; at batch 16 llama-3.1-8b 4.528 against 4.573 but llama-3.2-1b 1.082 against 1.059 (its
 # 16-row tiles slower), so 16 rows and fewer take two launches (bench/RESULTS.md, 2026-12-02, a82bb11).
 GATED_MIN_ROWS = 16
-# GRAPHBENCH_GATED_GEMV=1: at one row too (launch_gated_gemv: each program a gate row and its up row). Off: on
-# 2026-11-29 (no PDL) a gate/up GEMV with the activation in its epilogue made the batch-1 step 1.188
-# against 1.082 ms (bench/RESULTS.md, 5ffed15); this form, its first weight tiles loaded before the PDL wait, is measured against it.
+# At one row too (launch_gated_gemv: each program its gate rows and their up rows, the first tiles loaded
+# before the PDL wait): -O2 batch-1 step on the H200 llama-3.2-1b 0.790 against 0.808 ms, llama-3.1-8b
+# 4.036 against 4.059 (bench/RESULTS.md, 2026-12-03, bd105f9). Without PDL (2026-11-29, 5ffed15) a gate/up
+# GEMV with the activation in its epilogue had lost: 1.188 against 1.082 ms. GRAPHBENCH_GATED_GEMV=0: the
+# GEMV and one silu-mul launch.
 GATED_GEMV = switch_value("GRAPHBENCH_GATED_GEMV") == "1"
 # GRAPHBENCH_NORM_IN_GEMM=1: where the skinny GEMM runs qkv or gate/up (2..64 rows, K in one split), the
 # residual add + RMSNorm before it runs inside it (kernels/norm_gemm.py): one launch a projection fewer.
