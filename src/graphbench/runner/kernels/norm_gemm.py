@@ -26,16 +26,21 @@ from graphbench.runner.kernels.util import cdiv, next_power_of_2, triton_interpr
 
 
 @triton.jit
-def _normed_tile(x_rows, r_rows, h_rows, nw_ptr, k0, offs_k, m_ok, h_ok, sumsq):
+def _normed_tile(x_rows, r_rows, h_rows, nw_ptr, k0, offs_k, m_ok, h_ok, sumsq, SQ_TILE: tl.constexpr,
+                 STORE_H: tl.constexpr):
     """x + residual at columns k0.. ([BLOCK_M, BLOCK_K], rounded to x's dtype as the model rounds it; its
-    rows h_ok [BLOCK_M] stored to h), its squares added to sumsq [BLOCK_M], and the tile times the norm weight in x's
-    dtype, for the dot."""
+    rows h_ok [BLOCK_M] stored to h when STORE_H), its squares added to sumsq ([BLOCK_M, BLOCK_K] when
+    SQ_TILE, else [BLOCK_M]), and the tile times the norm weight in x's dtype, for the dot."""
     cols = (k0 + offs_k)[None, :]
     x = tl.load(x_rows + cols, mask=m_ok[:, None], other=0.0)
     h = (x.to(tl.float32) + tl.load(r_rows + cols, mask=m_ok[:, None], other=0.0).to(tl.float32)).to(x.dtype)
-    tl.store(h_rows + cols, h, mask=h_ok[:, None])
+    if STORE_H:
+        tl.store(h_rows + cols, h, mask=h_ok[:, None])
     hf = h.to(tl.float32)
-    sumsq += tl.sum(hf * hf, axis=1)
+    if SQ_TILE:
+        sumsq += hf * hf
+    else:
+        sumsq += tl.sum(hf * hf, axis=1)
     nw = tl.load(nw_ptr + k0 + offs_k).to(tl.float32)
     return (hf * nw[None, :]).to(x.dtype), sumsq
 
@@ -43,7 +48,8 @@ def _normed_tile(x_rows, r_rows, h_rows, nw_ptr, k0, offs_k, m_ok, h_ok, sumsq):
 @triton.jit
 def _norm_gemm_kernel(x_ptr, r_ptr, nw_ptr, w_ptr, b_ptr, y_ptr, h_ptr, M, N, stride_wn, eps,
                       HAS_BIAS: tl.constexpr, GATED: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                      BLOCK_K: tl.constexpr, K: tl.constexpr, INTERPRET: tl.constexpr, PDL: tl.constexpr = False):
+                      BLOCK_K: tl.constexpr, K: tl.constexpr, INTERPRET: tl.constexpr, SQ_TILE: tl.constexpr = True,
+                      H_IN_LOOP: tl.constexpr = False, BLOCK_H: tl.constexpr = 16, PDL: tl.constexpr = False):
     """y = (rmsnorm(x + r) * nw) @ w.T (+ b), and h = x + r; x, r, h [M, K] and y contiguous. GATED: w = [gate;
     up] [2N, K] and y[:, j] = silu(gate_j) * up_j for BLOCK_N columns j (the gated skinny GEMM's epilogue)."""
     pid_n = tl.program_id(0)
@@ -60,13 +66,25 @@ def _norm_gemm_kernel(x_ptr, r_ptr, nw_ptr, w_ptr, b_ptr, y_ptr, h_ptr, M, N, st
     pdl_enter(PDL)
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     up = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    sumsq = tl.zeros([BLOCK_M], dtype=tl.float32)
+    if SQ_TILE:  # squares summed across the tile once, after the loop
+        sumsq = tl.zeros([BLOCK_M, BLOCK_K], dtype=tl.float32)
+    else:
+        sumsq = tl.zeros([BLOCK_M], dtype=tl.float32)
     for k0 in tl.range(0, K, BLOCK_K):
-        x, sumsq = _normed_tile(x_rows, r_rows, h_rows, nw_ptr, k0, offs_k, m_ok, h_ok, sumsq)
+        x, sumsq = _normed_tile(x_rows, r_rows, h_rows, nw_ptr, k0, offs_k, m_ok, h_ok, sumsq, SQ_TILE, H_IN_LOOP)
         acc = dot_acc(acc, x, tl.load(cols + (k0 + offs_k)[:, None], mask=n_ok[None, :], other=0.0), INTERPRET)
         if GATED:
             up = dot_acc(up, x, tl.load(up_cols + (k0 + offs_k)[:, None], mask=n_ok[None, :], other=0.0), INTERPRET)
-    rstd = (1.0 / tl.sqrt(sumsq / K + eps))[:, None]
+    if SQ_TILE:
+        rstd = (1.0 / tl.sqrt(tl.sum(sumsq, axis=1) / K + eps))[:, None]
+    else:
+        rstd = (1.0 / tl.sqrt(sumsq / K + eps))[:, None]
+    if not H_IN_LOOP:  # each program writes h for its BLOCK_H columns (x + residual again, from L2)
+        offs_h = pid_n * BLOCK_H + tl.arange(0, BLOCK_H)
+        h_mask = m_ok[:, None] & (offs_h < K)[None, :]
+        h = (tl.load(x_rows + offs_h[None, :], mask=h_mask, other=0.0).to(tl.float32)
+             + tl.load(r_rows + offs_h[None, :], mask=h_mask, other=0.0).to(tl.float32))
+        tl.store(h_rows + offs_h[None, :], h.to(h_ptr.dtype.element_ty), mask=h_mask)
     dtype = y_ptr.dtype.element_ty
     y_offs = offs_m[:, None].to(tl.int64) * N + offs_n[None, :]
     y_mask = m_ok[:, None] & n_ok[None, :]
@@ -91,7 +109,8 @@ def norm_gemm_applies(x: torch.Tensor, weight: torch.Tensor, num_sms: int, gated
 
 
 def norm_gemm(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float, weight: torch.Tensor,
-              bias: torch.Tensor | None, num_sms: int, gated: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+              bias: torch.Tensor | None, num_sms: int, gated: bool = False, sq_tile: bool = True,
+              h_in_loop: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """x, residual [M, K] (2 <= M <= 64, contiguous) -> (rmsnorm(x + residual) * norm_weight @ weight.T (+ bias)
     [M, N], x + residual [M, K]) in one launch, on the skinny GEMM's blocks for the weight. gated: weight =
     [gate; up] [2I, K] and the first result is silu(gate) * up [M, I] (no bias), on the gated GEMM's blocks."""
@@ -106,11 +125,12 @@ def norm_gemm(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor
     assert k % block_k == 0 and residual.shape == x.shape and x.is_contiguous() and residual.is_contiguous()
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
     h = torch.empty_like(x)
-    _norm_gemm_launch[(cdiv(n, block_n),)](
+    programs = cdiv(n, block_n)
+    _norm_gemm_launch[(programs,)](
         x, residual, norm_weight, weight, bias if bias is not None else out, out, h, m, n, weight.stride(0), eps,
         HAS_BIAS=bias is not None, GATED=gated, BLOCK_M=max(16, next_power_of_2(m)), BLOCK_N=block_n,
-        BLOCK_K=block_k, K=k, INTERPRET=triton_interpreting(), num_warps=warps, num_stages=stages,
-        **pdl_arguments(out))
+        BLOCK_K=block_k, K=k, INTERPRET=triton_interpreting(), SQ_TILE=sq_tile, H_IN_LOOP=h_in_loop,
+        BLOCK_H=max(16, next_power_of_2(cdiv(k, programs))), num_warps=warps, num_stages=stages, **pdl_arguments(out))
     return out, h
 
 
