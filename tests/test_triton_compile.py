@@ -273,27 +273,3 @@ def test_step_inputs_unpack_compiles(has_lora):
            "P": "i32", "R": "i32", "R_MAX": "i32", "BU": "i32", "stride_bt": "i32", "total": "i32"}
     kernel = compile_sm90(_unpack_kernel, sig, {"HAS_LORA": has_lora, "BLOCK": BLOCK}, options={"num_warps": 4})
     assert kernel.asm["cubin"]
-
-
-@pytest.mark.parametrize("gated", [False, True])
-def test_norm_gemm_compiles_without_local_memory(gated):
-    """The skinny GEMM with the add-norm in front at 16 and 64 rows, with llama-3.1-8b's qkv / gate-up blocks
-    and PDL: no spills, no local memory, its K loop pipelined (cp.async) into tensor-core dots."""
-    from graphbench.runner.kernels.norm_gemm import _norm_gemm_kernel
-    from graphbench.runner.kernels.skinny_gemm import gated_blocks, skinny_blocks
-
-    if gated:
-        block_n, block_k, warps, stages = gated_blocks(28672, 4096, 132)
-    else:
-        block_n, block_k, _splits, warps, stages = skinny_blocks(6144, 4096, 132)
-    sig = {"x_ptr": BF16, "r_ptr": BF16, "nw_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "h_ptr": BF16,
-           "M": "i32", "N": "i32", "stride_wn": "i32", "eps": "fp32"}
-    for block_m in (16, 64):
-        kernel = compile_sm90(_norm_gemm_kernel, sig, {"HAS_BIAS": False, "GATED": gated, "BLOCK_M": block_m,
-                                                       "BLOCK_N": block_n, "BLOCK_K": block_k, "K": 4096,
-                                                       "INTERPRET": False, "PDL": True},
-                              divisible=("x_ptr", "r_ptr", "nw_ptr", "w_ptr", "y_ptr", "h_ptr", "N", "stride_wn"),
-                              options={"num_warps": warps, "num_stages": stages})
-        ptx = kernel.asm["ptx"]
-        assert "griddepcontrol.wait" in ptx and "cp.async" in ptx and "mma" in ptx
-        assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0)
