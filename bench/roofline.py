@@ -25,7 +25,8 @@ import statistics
 from collections import defaultdict
 
 PROJECTIONS = ("qkv", "o", "gate/up", "down")
-PROJECTION_NAMES = ("gemv", "gemm", "skinny", "nvjet", "cutlass", "xmma", "matmul", "splitk", "sm90")
+# (graphbench's gate/up GEMM with its activation is `_gated_kernel`)
+PROJECTION_NAMES = ("gemv", "gemm", "skinny", "gated", "nvjet", "cutlass", "xmma", "matmul", "splitk", "sm90")
 
 
 def part_of(name: str) -> str:
@@ -119,6 +120,13 @@ def summarise(steps: list[list[dict]], arch, batch: int, context: int, copy_gbs:
     gaps = [statistics.median(s[i + 1]["start"] - (s[i]["start"] + s[i]["us"]) for s in steps)
             for i in range(len(steps[0]) - 1)]
     kernels = classify([dict(k, us=u) for k, u in zip(steps[0], median_us)], arch, batch, context)
+    return {"batch": batch, "kernels_per_step": len(kernels), "kernel_us": sum(median_us),
+            "launch_gaps_us": sum(g for g in gaps if g > 0), "parts": part_rows(kernels, copy_gbs),
+            "kernels": [{"name": k["name"], "part": k["part"], "us": k["us"], "bytes": k["bytes"]} for k in kernels]}
+
+
+def part_rows(kernels: list[dict], copy_gbs: float) -> list[dict]:
+    """The classified kernels summed per layer part, slowest first, with bytes, TB/s and the floor."""
     parts: dict[str, dict] = defaultdict(lambda: {"kernels": 0, "us": 0.0, "bytes": 0, "bytes_known": True})
     for k in kernels:
         p = parts[k["part"]]
@@ -134,9 +142,20 @@ def summarise(steps: list[list[dict]], arch, batch: int, context: int, copy_gbs:
         rows.append({"part": name, "kernels": p["kernels"], "us": p["us"], "bytes": p["bytes"] if p["bytes_known"] else None,
                      "tb_s": p["bytes"] / p["us"] / 1e6 if p["bytes_known"] and p["us"] else None,
                      "floor_us": floor_us, "gap_us": p["us"] - floor_us if floor_us is not None else None})
-    return {"batch": batch, "kernels_per_step": len(kernels), "kernel_us": sum(median_us),
-            "launch_gaps_us": sum(g for g in gaps if g > 0), "parts": rows,
-            "kernels": [{"name": k["name"], "part": k["part"], "us": k["us"], "bytes": k["bytes"]} for k in kernels]}
+    return rows
+
+
+def reclassify(saved: dict) -> dict:
+    """A saved run's tables again from its per-kernel medians (what a fix of part_of changes); the
+    architecture from the model name, without loading it."""
+    from graphbench.config import load_arch
+
+    arch = load_arch(saved["model"])
+    for r in saved["results"]:
+        kernels = classify([dict(k) for k in r["kernels"]], arch, r["batch"], saved["context"])
+        r["parts"] = part_rows(kernels, saved["copy_gbs"])
+        r["kernels"] = [{"name": k["name"], "part": k["part"], "us": k["us"], "bytes": k["bytes"]} for k in kernels]
+    return saved
 
 
 def main() -> None:
@@ -146,7 +165,17 @@ def main() -> None:
     p.add_argument("--batches", default="1,64")
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--out", default=None)
+    p.add_argument("--from", dest="saved", default=None, metavar="FILE",
+                   help="print (and with --out rewrite) a saved run's tables from its kernels, with no GPU")
     args = p.parse_args()
+    if args.saved:
+        with open(args.saved) as f:
+            saved = reclassify(json.load(f))
+        print_tables(saved["results"], saved["copy_gbs"], saved["context"])
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump(saved, f, indent=1)
+        return
     from graphbench.bench.decode_timing import copy_bandwidth_gbs
     from graphbench.bench.step_curve import DecodePool
     from graphbench.config import load_engine_config
@@ -168,6 +197,14 @@ def main() -> None:
     for r in results:
         r["step_us_unprofiled"] = 1e3 * unprofiled[r["batch"]]["median_ms"]
     engine.close()
+    print_tables(results, copy_gbs, context)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"model": args.model, "level": args.level, "copy_gbs": copy_gbs, "context": context,
+                       "results": results}, f, indent=1)
+
+
+def print_tables(results: list[dict], copy_gbs: float, context: int) -> None:
     for r in results:
         print(f"\nbatch {r['batch']}: {r['kernels_per_step']} kernels, {r['kernel_us']:.1f} us of kernels + "
               f"{r['launch_gaps_us']:.1f} us of gaps between them; the step unprofiled {r['step_us_unprofiled']:.1f} us "
@@ -178,10 +215,6 @@ def main() -> None:
             print(f"{row['part']:<10}{row['kernels']:>8}{row['us']:>9.1f}"
                   + (f"{row['bytes'] / 1e6:>9.2f}{row['tb_s']:>7.2f}{row['floor_us']:>10.1f}{row['gap_us']:>9.1f}" if known
                      else f"{'-':>9}{'-':>7}{'-':>10}{'-':>9}"))
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"model": args.model, "level": args.level, "copy_gbs": copy_gbs, "context": context,
-                       "results": results}, f, indent=1)
 
 
 if __name__ == "__main__":
