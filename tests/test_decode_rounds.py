@@ -3,17 +3,11 @@ of bench/startup.py and bench/profile_step.py."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.bench_scripts import load_bench_script
 
 
 def _decode_script():
-    spec = importlib.util.spec_from_file_location("decode_bench", ROOT / "bench" / "decode.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("decode")
 
 
 def _run(system: str, *steps: tuple[int, float]) -> dict:

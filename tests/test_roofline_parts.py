@@ -3,18 +3,13 @@ projections by their order in the layer), and a saved run's tables come back fro
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.bench_scripts import load_bench_script
 
 
 def _roofline():
-    spec = importlib.util.spec_from_file_location("roofline_bench", ROOT / "bench" / "roofline.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("roofline")
 
 
 # one layer of a batch-64 step as the engine launches it (the gate/up GEMM with its activation is
