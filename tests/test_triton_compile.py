@@ -273,3 +273,43 @@ def test_step_inputs_unpack_compiles(has_lora):
            "P": "i32", "R": "i32", "R_MAX": "i32", "BU": "i32", "stride_bt": "i32", "total": "i32"}
     kernel = compile_sm90(_unpack_kernel, sig, {"HAS_LORA": has_lora, "BLOCK": BLOCK}, options={"num_warps": 4})
     assert kernel.asm["cubin"]
+
+
+# both models' qkv and [gate; up] weights: the projections after an add-norm
+NORM_GEMM_SHAPES = [(3072, 2048, False), (6144, 4096, False), (16384, 2048, True), (28672, 4096, True)]
+
+
+def _k_loop(ttgir: str) -> str:
+    """The text of the first scf.for loop of a TTGIR module (the K loop)."""
+    start = ttgir.index("scf.for")
+    return ttgir[start:ttgir.index("scf.yield", start)]
+
+
+@pytest.mark.parametrize("shape", NORM_GEMM_SHAPES, ids=[f"{n}x{k}{'-gated' if g else ''}" for n, k, g in NORM_GEMM_SHAPES])
+def test_norm_gemm_compiles_with_every_load_of_its_k_loop_pipelined(shape):
+    """The skinny GEMM with the add-norm in front, with the engine's blocks and stage count at 16, 32 and 64
+    rows, with PDL: no local memory, within the SM's shared memory, and no synchronous load left in the K
+    loop (a [BLOCK_K] norm-weight load stayed one, one L2 round trip an iteration: 3-4x slower on the H200)."""
+    from graphbench.runner.kernels.norm_gemm import SHARED_BYTES, _norm_gemm_kernel, norm_gemm_stages
+    from graphbench.runner.kernels.skinny_gemm import gated_blocks, skinny_blocks
+
+    n, k, gated = shape
+    if gated:
+        block_n, block_k, warps, stages = gated_blocks(n, k, 132)
+    else:
+        block_n, block_k, _splits, warps, stages = skinny_blocks(n, k, 132)
+    sig = {"x_ptr": BF16, "r_ptr": BF16, "nw_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "h_ptr": BF16,
+           "M": "i32", "N": "i32", "stride_wn": "i32", "eps": "fp32"}
+    for block_m in (16, 32, 64):
+        kernel = compile_sm90(_norm_gemm_kernel, sig, {"HAS_BIAS": False, "GATED": gated, "BLOCK_M": block_m,
+                                                       "BLOCK_N": block_n,
+                                                       "BLOCK_K": block_k, "K": k, "BLOCK_H": 16,
+                                                       "INTERPRET": False, "PDL": True},
+                              divisible=("x_ptr", "r_ptr", "nw_ptr", "w_ptr", "y_ptr", "h_ptr", "N", "stride_wn"),
+                              options={"num_warps": warps,
+                                       "num_stages": norm_gemm_stages(block_m, block_n, block_k, stages, gated)})
+        assert "griddepcontrol.wait" in kernel.asm["ptx"] and "mma" in kernel.asm["ptx"]
+        assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0)
+        assert kernel.metadata.shared <= SHARED_BYTES, (shape, block_m, kernel.metadata.shared)
+        loop = _k_loop(kernel.asm["ttgir"])
+        assert "async_copy_global_to_local" in loop and " tt.load " not in loop, (shape, block_m)

@@ -140,6 +140,23 @@ def _skinny():
     return skinny_gemm
 
 
+@functools.cache
+def _norm_gemm():
+    from graphbench.runner.kernels import norm_gemm
+
+    return norm_gemm
+
+
+def gemm_sms(x: torch.Tensor) -> int:
+    """The SMs the skinny GEMM spreads its programs over (an H100/H200's 132 in the interpreter)."""
+    return _skinny().gemm_sms(x)
+
+
+def _norm_in_gemm(x: torch.Tensor, weight: torch.Tensor, gated: bool) -> bool:
+    """The residual add + RMSNorm runs inside the skinny GEMM (NORM_IN_GEMM, K in one split)."""
+    return NORM_IN_GEMM and _norm_gemm().norm_gemm_applies(x, weight, gemm_sms(x), gated)
+
+
 def _linear_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     return x.new_empty((x.shape[0], weight.shape[0]))
 
@@ -169,16 +186,22 @@ def add_rmsnorm_gate_up_impl(x: torch.Tensor, residual: torch.Tensor, norm_weigh
     """h = x + residual; gate_up = rmsnorm(h) * norm_weight @ weight.T ([T, 2I] = [gate | up]);
     -> (silu(gate) * up [T, I], h). On the GPU: one add-norm launch, then the projection with the
     activation in its epilogue (17..64 rows, GATED_SKINNY; one row with GATED_GEMV), or the projection and
-    one silu-mul launch."""
+    one silu-mul launch; with NORM_IN_GEMM at 2..64 rows, the add-norm inside the projection."""
     if not add_norm_kernel_applies(x, residual, norm_weight):
         return add_rmsnorm_gate_up_matmul(x, residual, norm_weight, eps, weight)
-    normed, h = add_rmsnorm_rows(x, residual, norm_weight, eps)
-    kernel = _own_kernel(normed, weight)
-    if GATED_GEMV and kernel == "gemv":
-        return gated_gemv(normed, weight), h
-    if GATED_SKINNY and x.shape[0] > GATED_MIN_ROWS and kernel == "skinny":
-        return _skinny().skinny_gate_up(normed, weight), h
-    gate_up = _run_linear(kernel, normed, weight, None)  # (the choice made above, not made twice)
+    kernel = _own_kernel(x, weight)  # (normed below has x's shape, dtype and device)
+    gated = GATED_SKINNY and x.shape[0] > GATED_MIN_ROWS and kernel == "skinny"
+    if kernel == "skinny" and _norm_in_gemm(x, weight, gated):
+        gate_up, h = _norm_gemm().norm_gemm(x, residual, norm_weight, eps, weight, None, gemm_sms(x), gated)
+        if gated:
+            return gate_up, h
+    else:
+        normed, h = add_rmsnorm_rows(x, residual, norm_weight, eps)
+        if GATED_GEMV and kernel == "gemv":
+            return gated_gemv(normed, weight), h
+        if gated:
+            return _skinny().skinny_gate_up(normed, weight), h
+        gate_up = _run_linear(kernel, normed, weight, None)  # (the choice made above, not made twice)
     hidden = torch.empty((gate_up.shape[0], weight.shape[0] // 2), dtype=x.dtype, device=x.device)
     _kernels()[0].launch_silu_mul(gate_up, hidden)
     return hidden, h
@@ -214,8 +237,11 @@ def add_rmsnorm_linear_impl(x: torch.Tensor, residual: torch.Tensor, norm_weight
     norm in front of a projection. On the GPU: one add-norm launch, then the projection (the one-row GEMV
     at one row)."""
     if add_norm_kernel_applies(x, residual, norm_weight):
+        kernel = _own_kernel(x, weight)
+        if kernel == "skinny" and _norm_in_gemm(x, weight, gated=False):
+            return _norm_gemm().norm_gemm(x, residual, norm_weight, eps, weight, bias, gemm_sms(x))
         normed, h = add_rmsnorm_rows(x, residual, norm_weight, eps)
-        return linear_impl(normed, weight, bias), h
+        return _run_linear(kernel, normed, weight, bias), h
     return add_rmsnorm_matmul(x, residual, norm_weight, eps, weight, bias)
 
 
@@ -301,6 +327,11 @@ GATED_MIN_ROWS = 16
 # GEMV with the activation in its epilogue had lost: 1.188 against 1.082 ms. GRAPHBENCH_GATED_GEMV=0: the
 # GEMV and one silu-mul launch.
 GATED_GEMV = switch_value("GRAPHBENCH_GATED_GEMV") == "1"
+# GRAPHBENCH_NORM_IN_GEMM=1: where the skinny GEMM runs qkv or gate/up (2..64 rows, K in one split), the
+# residual add + RMSNorm before it runs inside it (kernels/norm_gemm.py), one launch a projection fewer. Off:
+# its first form was 3-4x slower than the two launches on the H200 (bench/RESULTS.md, 2026-12-03, 29aa69a);
+# this form, whose norm-weight load the K loop's pipeline stages, is not measured yet.
+NORM_IN_GEMM = switch_value("GRAPHBENCH_NORM_IN_GEMM") == "1"
 
 
 def on_triton_device(x: torch.Tensor) -> bool:
