@@ -93,7 +93,8 @@ def main() -> None:
     from graphbench.bench.graph_timing import graph_time_us
     from graphbench.bench.kernel_grid import precompile, time_grid
     from graphbench.runner.kernels.pdl import graph_launches
-    from graphbench.runner.linear import _gemv_config, linear_impl
+    from graphbench.runner.kernel_choice import gemv_config
+    from graphbench.runner.linear import linear_impl
 
     shapes = {name: nk for name, nk in projection_shapes(args.model).items() if name in args.projections.split(",")}
     if args.jobs > 1:
@@ -119,7 +120,7 @@ def main() -> None:
                 return y
 
             results = time_grid(f"{name} N={n} K={k}", grid(args, k), run, num_copies, ref,
-                                f"engine's {_gemv_config(n, k)}")
+                                f"engine's {gemv_config(n, k)}")
             scale = ref.abs().max().item()
             results = [r for r in results if r["max_abs_err"] <= 2e-2 * scale]  # a wrong config is not a result
             best = min(results, key=lambda r: r["us"]) if results else None
@@ -127,11 +128,11 @@ def main() -> None:
             times["engine"] = graph_time_us(lambda i: linear_impl(x, weights[i]), num_copies)
         gbs = {v: n * k * 2 / (us * 1e-6) / 1e9 for v, us in times.items()}
         rows.append({"proj": name, "n": n, "k": k, "m": 1, "us": times, "gb_per_s": gbs, "grid": results,
-                     "best_config": best["config"] if best else None, "engine_config": _gemv_config(n, k)})
+                     "best_config": best["config"] if best else None, "engine_config": gemv_config(n, k)})
         print(f"{name:<8} N={n:<6} K={k:<5} " + "   ".join(f"{v} {us:6.2f} us ({gbs[v]:4.0f} GB/s)"
                                                       for v, us in times.items())
               + f"   best (BLOCK_N, BLOCK_K, warps, stages) {best['config'] if best else None},"
-                f" engine's {_gemv_config(n, k)}", flush=True)
+                f" engine's {gemv_config(n, k)}", flush=True)
         weights.clear()  # free this projection's copies before the next
     if args.out:
         with open(args.out, "w") as f:

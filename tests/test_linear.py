@@ -12,7 +12,8 @@ from tests.interpreted import run_interpreted
 CODE = """
 import torch, torch.nn.functional as F
 from graphbench.runner.kernels.gemv import launch_gemv
-from graphbench.runner.linear import gemv_applies, linear_impl, _gemv_config
+from graphbench.runner.kernel_choice import gemv_config
+from graphbench.runner.linear import gemv_applies, linear_impl
 g = torch.Generator().manual_seed(0)
 # through linear_impl (the small-matrix blocks); N not a multiple of BLOCK_N; with and without bias
 for (n, k), dtype in (((48, 512), torch.float32), ((37, 1024), torch.bfloat16), ((9, 896), torch.float32)):
@@ -28,8 +29,8 @@ for (n, k), dtype in (((48, 512), torch.float32), ((37, 1024), torch.bfloat16), 
 # the large-matrix blocks, on a small matrix (K = BLOCK_K = 4096: one tile)
 w, x = torch.randn(5, 4096, generator=g), torch.randn(1, 4096, generator=g)
 out = torch.empty(1, 5)
-launch_gemv(x, w, None, out, *_gemv_config(4096, 4096), interpret=True)
-assert _gemv_config(4096, 4096) == (2, 4096, 4) and _gemv_config(48, 512) == (4, 512, 8)
+launch_gemv(x, w, None, out, *gemv_config(4096, 4096), interpret=True)
+assert gemv_config(4096, 4096) == (2, 4096, 4) and gemv_config(48, 512) == (4, 512, 8)
 assert torch.allclose(out, x @ w.T, rtol=1e-5, atol=1e-4)
 # the MLP's add-norm + gate/up projection + activation: the GEMV (one row) or the matmul (3 rows), then
 # one silu-mul launch; against torch in float32; intermediate 24
@@ -80,7 +81,7 @@ w = torch.randn(64, 512)
 assert not gemv_applies(torch.randn(2, 512), w)
 assert not gemv_applies(torch.randn(1, 64), torch.randn(64, 64))
 assert not gemv_applies(torch.randn(1, 960), torch.randn(64, 960))  # 960 = 15 x 64
-assert _gemv_config(64, 896) == (4, 128, 8) and _gemv_config(3584, 18944) == (2, 512, 2)
+assert gemv_config(64, 896) == (4, 128, 8) and gemv_config(3584, 18944) == (2, 512, 2)
 print("ok")
 """
 
@@ -98,9 +99,9 @@ def test_on_the_cpu_every_linear_is_torch_linear():
     assert torch.equal(layer(x), F.linear(x, layer.weight, layer.bias))
     assert torch.equal(linear_op(x, layer.weight, None), F.linear(x, layer.weight))
     assert list(layer.state_dict()) == ["weight", "bias"]  # checkpoints load as into nn.Linear
-    from graphbench.runner.linear import MEASURED_BEST, _gemv_config
+    from graphbench.runner.kernel_choice import MEASURED_BEST, gemv_config
 
-    assert _gemv_config(128256, 2048) == MEASURED_BEST[(128256, 2048)] == (8, 256, 2)
+    assert gemv_config(128256, 2048) == MEASURED_BEST[(128256, 2048)] == (8, 256, 2)
     assert all(k % block_k == 0 for (n, k), (_, block_k, _) in MEASURED_BEST.items())
 
 

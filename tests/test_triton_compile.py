@@ -58,9 +58,9 @@ def test_gemv_compiles(has_bias):
 def test_gemv_whole_row_tile_compiles_without_local_memory():
     """The large-matrix rule at K = 4096 (llama-3.1-8b): one [2, 4096] tile with 4 warps, no spills."""
     from graphbench.runner.kernels.gemv import _gemv_kernel
-    from graphbench.runner.linear import _gemv_config
+    from graphbench.runner.kernel_choice import gemv_config
 
-    block_n, block_k, warps = _gemv_config(6144, 4096)
+    block_n, block_k, warps = gemv_config(6144, 4096)
     sig = {"x_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "N": "i32", "K": "i32", "stride_wn": "i32"}
     kernel = compile_sm90(_gemv_kernel, sig, {"HAS_BIAS": False, "BLOCK_N": block_n, "BLOCK_K": block_k,
                                               "INTERPRET": False, "PDL": True},
@@ -75,9 +75,9 @@ def test_gated_gemv_compiles_without_local_memory(shape):
     """The one-row gate/up GEMV with the activation in its epilogue, with the blocks linear.gated_gemv gives
     llama-3.2-1b's and llama-3.1-8b's [gate; up] weights, and PDL: no spills, no local memory."""
     from graphbench.runner.kernels.gemv import _gated_gemv_kernel
-    from graphbench.runner.linear import _gemv_config
+    from graphbench.runner.kernel_choice import gemv_config
 
-    block_n, block_k, warps = _gemv_config(*shape)
+    block_n, block_k, warps = gemv_config(*shape)
     sig = {"x_ptr": BF16, "w_ptr": BF16, "y_ptr": BF16, "N": "i32", "K": "i32", "stride_wn": "i32"}
     kernel = compile_sm90(_gated_gemv_kernel, sig, {"BLOCK_N": max(1, block_n // 2), "BLOCK_K": block_k,
                                                     "INTERPRET": False, "PDL": True},

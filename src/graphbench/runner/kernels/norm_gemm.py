@@ -1,5 +1,5 @@
 """The skinny GEMM (kernels/skinny_gemm.py) with the decoder's residual add + RMSNorm in front: one launch
-where the add-norm kernel and the projection were two (GRAPHBENCH_NORM_IN_GEMM, runner/linear.py).
+where the add-norm kernel and the projection were two (GRAPHBENCH_NORM_IN_GEMM, runner/kernel_choice.py).
 
 A decoder layer's qkv and gate/up projections read rmsnorm(x + residual) * norm_weight. Norming a row
 needs all of its columns, and with one split of K each program of the skinny GEMM streams every column
