@@ -93,6 +93,13 @@ class _Recording:
 # times in a piecewise step, for inputs that are static by construction (the engine's buffers and the
 # recorded outputs of the pieces before).
 CHECK_ALL_REPLAYS = switch_value("GRAPHBENCH_CHECK_GRAPH_INPUTS") == "1"
+# GRAPHBENCH_CAPTURE_WARMUP=kinds: the capture's eager warm-up runs one batch of each kind of kernels
+# (model_runner.warmup_batches) rather than every batch, and the recordings use CUDA's relaxed capture
+# mode: in the default global mode a kernel module may not load while a stream captures (Triton's first
+# launch of a variant calls cuModuleLoadData, which fails there), so each variant had to run once before.
+# A warm start's warm-up was 1.0-1.6 s of its 2.2-2.8-s capture on the H200 (bench/RESULTS.md, 2026-12-03).
+# Not measured yet; "all" (the default) warms every batch and records in global mode.
+CAPTURE_WARMUP = switch_value("GRAPHBENCH_CAPTURE_WARMUP")
 NUM_CHECKED_REPLAYS = 3
 
 
@@ -121,7 +128,8 @@ class CUDAGraphWrapper:
 
     def _record(self, key: BatchDescriptor, args: tuple) -> Any:
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=runtime.pool, stream=runtime.stream):
+        with torch.cuda.graph(graph, pool=runtime.pool, stream=runtime.stream,
+                              capture_error_mode="relaxed" if CAPTURE_WARMUP == "kinds" else "global"):
             output = self.fn(*args)
         self.recordings[key] = _Recording(graph, weak_ref(output), _addresses(args))
         runtime.num_captured[self.mode.value] += 1

@@ -12,11 +12,13 @@ from dataclasses import dataclass, field
 import torch
 
 from graphbench.config.modes import CUDAGraphMode
+from graphbench.errors import GraphbenchError
 from graphbench.runner.attention.backend import AttentionBackend
 from graphbench.runner.attention.op import ForwardContext, forward_context
-from graphbench.runner.cudagraph import CUDAGraphWrapper, capture_session, graph_runtime, runtime
+from graphbench.runner.cudagraph import CAPTURE_WARMUP, CUDAGraphWrapper, capture_session, graph_runtime, runtime
 from graphbench.runner.dispatcher import CudagraphDispatcher
 from graphbench.runner.inputs import StepInputs
+from graphbench.runner.kernel_choice import GATED_MIN_ROWS
 from graphbench.runner.kv_cache import KVCache
 from graphbench.runner.lora.weights import set_adapters_active
 from graphbench.runner.model import CausalLM
@@ -57,6 +59,23 @@ class CaptureReport:
     # one row per dispatcher key in capture order: [mode, num_tokens, seconds, free-memory delta bytes];
     # what vLLM-style estimates sample (bench/graph_memory.py) and the capture-time model fits
     per_key: list[list] = field(default_factory=list)
+
+
+def warmup_batches(batches: list[tuple[int, int, bool, bool]], mode: str = "all") -> list[tuple[int, int, bool, bool]]:
+    """The distinct batches (tokens, requests, uniform decode, adapters) the capture runs eagerly before its
+    recordings, in the order given: every one ("all"), or ("kinds", cudagraph.CAPTURE_WARMUP) the first of
+    each kind of kernels: its row class (one row: the GEMV; 2..16 and 17..64: the skinny GEMM without and
+    with the gated gate/up; more: cuBLAS), uniform decode or not, adapters or not."""
+    if mode == "all":
+        return list(dict.fromkeys(batches))
+    if mode != "kinds":
+        raise GraphbenchError(f"GRAPHBENCH_CAPTURE_WARMUP={mode!r}: expected 'all' or 'kinds'")
+    first: dict[tuple, tuple[int, int, bool, bool]] = {}
+    for batch in batches:
+        tokens = batch[0]
+        row_class = 0 if tokens == 1 else 1 if tokens <= GATED_MIN_ROWS else 2 if tokens <= 64 else 3
+        first.setdefault((row_class, batch[2], batch[3]), batch)
+    return list(first.values())
 
 
 def _graph_launches():
@@ -210,13 +229,12 @@ class ModelRunner:
         # below is what the recordings themselves hold, not code loaded on the way.
         # Both loops launch graphbench's kernels with PDL (runner/kernels/pdl.py): the warm-up loads those variants.
         with _graph_launches():
-            warmed = set()
+            batches: dict[tuple, BatchDescriptor] = {}  # each distinct batch's first key, in plan order
             for _mode, desc, num_reqs in plan:
                 # has_lora apart: a key with adapters runs the LoRA kernels, which must load here too
-                batch = (desc.num_tokens, num_reqs, self._uniform_decode(desc), desc.has_lora)
-                if batch not in warmed:
-                    warmed.add(batch)
-                    self.dummy_run(desc.num_tokens, num_reqs, NONE, desc)
+                batches.setdefault((desc.num_tokens, num_reqs, self._uniform_decode(desc), desc.has_lora), desc)
+            for batch in warmup_batches(list(batches), CAPTURE_WARMUP):
+                self.dummy_run(batch[0], batch[1], NONE, batches[batch])
             torch.cuda.synchronize(self.device)
             free_before = free_memory()
             reserved_before = torch.cuda.memory_reserved(self.device)
