@@ -29,3 +29,10 @@ def test_kinds_warms_the_first_batch_of_each_kernel_kind():
 def test_an_unknown_mode_is_a_clear_error():
     with pytest.raises(GraphbenchError, match="GRAPHBENCH_CAPTURE_WARMUP='some'"):
         warmup_batches(PLAN, "some")
+
+
+def test_the_row_classes_follow_the_skinny_gemm():
+    from graphbench.runner.kernel_choice import SKINNY_MAX_ROWS
+    from graphbench.runner.kernels.skinny_gemm import MAX_ROWS
+
+    assert SKINNY_MAX_ROWS == MAX_ROWS == 64

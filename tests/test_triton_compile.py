@@ -276,7 +276,9 @@ def test_step_inputs_unpack_compiles(has_lora):
 
 
 # both models' qkv and [gate; up] weights: the projections after an add-norm
-NORM_GEMM_SHAPES = [(3072, 2048, False), (6144, 4096, False), (16384, 2048, True), (28672, 4096, True)]
+# (with gated False the [gate; up] weights are the 2..16-row path: the projection, then the silu-mul launch)
+NORM_GEMM_SHAPES = [(3072, 2048, False), (6144, 4096, False), (16384, 2048, True), (28672, 4096, True),
+                    (16384, 2048, False), (28672, 4096, False)]
 
 
 def _k_loop(ttgir: str) -> str:
@@ -292,18 +294,20 @@ def test_norm_gemm_compiles_with_every_load_of_its_k_loop_pipelined(shape):
     loop (a [BLOCK_K] norm-weight load stayed one, one L2 round trip an iteration: 3-4x slower on the H200)."""
     from graphbench.runner.kernels.norm_gemm import SHARED_BYTES, _norm_gemm_kernel, norm_gemm_stages
     from graphbench.runner.kernels.skinny_gemm import gated_blocks, skinny_blocks
+    from graphbench.runner.kernels.util import cdiv, next_power_of_2
 
     n, k, gated = shape
     if gated:
         block_n, block_k, warps, stages = gated_blocks(n, k, 132)
     else:
         block_n, block_k, _splits, warps, stages = skinny_blocks(n, k, 132)
+    block_h = max(16, next_power_of_2(cdiv(k, cdiv(n // 2 if gated else n, block_n))))  # as norm_gemm launches it
     sig = {"x_ptr": BF16, "r_ptr": BF16, "nw_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "h_ptr": BF16,
            "M": "i32", "N": "i32", "stride_wn": "i32", "eps": "fp32"}
     for block_m in (16, 32, 64):
         kernel = compile_sm90(_norm_gemm_kernel, sig, {"HAS_BIAS": False, "GATED": gated, "BLOCK_M": block_m,
                                                        "BLOCK_N": block_n,
-                                                       "BLOCK_K": block_k, "K": k, "BLOCK_H": 16,
+                                                       "BLOCK_K": block_k, "K": k, "BLOCK_H": block_h,
                                                        "INTERPRET": False, "PDL": True},
                               divisible=("x_ptr", "r_ptr", "nw_ptr", "w_ptr", "y_ptr", "h_ptr", "N", "stride_wn"),
                               options={"num_warps": warps,

@@ -17,6 +17,7 @@ from unittest import mock
 import torch
 
 from graphbench.config.modes import CUDAGraphMode
+from graphbench.errors import GraphbenchError
 from graphbench.runner.scheduler import BatchDescriptor
 from graphbench.switches import switch_value
 
@@ -100,6 +101,8 @@ CHECK_ALL_REPLAYS = switch_value("GRAPHBENCH_CHECK_GRAPH_INPUTS") == "1"
 # A warm start's warm-up was 1.0-1.6 s of its 2.2-2.8-s capture on the H200 (bench/RESULTS.md, 2026-12-03).
 # Not measured yet; "all" (the default) warms every batch and records in global mode.
 CAPTURE_WARMUP = switch_value("GRAPHBENCH_CAPTURE_WARMUP")
+if CAPTURE_WARMUP not in ("all", "kinds"):  # before any compile, not at the capture
+    raise GraphbenchError(f"GRAPHBENCH_CAPTURE_WARMUP={CAPTURE_WARMUP!r}: expected 'all' or 'kinds'")
 NUM_CHECKED_REPLAYS = 3
 
 

@@ -1,6 +1,7 @@
 """Which of graphbench's kernels a projection runs, and with which blocks: the switches and thresholds
-runner/linear.py reads, each with the measurement that set it, and the one-row GEMV's blocks per shape.
-(No torch import: the blocks are plain tuples.)"""
+runner/linear.py (and the capture's warm-up, runner/model_runner.py) reads, each with the measurement that
+set it, and the one-row GEMV's blocks per shape. (No torch import: the blocks are plain tuples.) linear.py
+copies the names when imported: a test that switches one patches linear's copy."""
 
 from __future__ import annotations
 
@@ -27,6 +28,9 @@ GATED_SKINNY = switch_value("GRAPHBENCH_GATED_SKINNY") == "1"
 # against 5.067; at batch 16 llama-3.1-8b 4.528 against 4.573 but llama-3.2-1b 1.082 against 1.059 (its
 # 16-row tiles slower), so 16 rows and fewer take two launches (bench/RESULTS.md, 2026-12-02, a82bb11).
 GATED_MIN_ROWS = 16
+# The most rows the skinny GEMM runs (a decode batch; kernels/skinny_gemm.MAX_ROWS, which the kernels' room
+# keeps apart: it imports nothing of the engine); more rows: cuBLAS.
+SKINNY_MAX_ROWS = 64
 # At one row too (launch_gated_gemv: each program its gate rows and their up rows, the first tiles loaded
 # before the PDL wait): -O2 batch-1 step on the H200 llama-3.2-1b 0.790 against 0.808 ms, llama-3.1-8b
 # 4.036 against 4.059 (bench/RESULTS.md, 2026-12-03, bd105f9). Without PDL (2026-11-29, 5ffed15) a gate/up

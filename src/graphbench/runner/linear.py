@@ -205,7 +205,7 @@ def add_rmsnorm_linear_impl(x: torch.Tensor, residual: torch.Tensor, norm_weight
                             weight: torch.Tensor, bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """h = x + residual; (linear(rmsnorm(h) * norm_weight, weight, bias), h): the residual add and the
     norm in front of a projection. On the GPU: one add-norm launch, then the projection (the one-row GEMV
-    at one row)."""
+    at one row); with NORM_IN_GEMM at 2..64 rows, the skinny GEMM with the add-norm inside it."""
     if add_norm_kernel_applies(x, residual, norm_weight):
         kernel = _own_kernel(x, weight)
         if kernel == "skinny" and _norm_in_gemm(x, weight, gated=False):

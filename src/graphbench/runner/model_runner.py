@@ -18,7 +18,7 @@ from graphbench.runner.attention.op import ForwardContext, forward_context
 from graphbench.runner.cudagraph import CAPTURE_WARMUP, CUDAGraphWrapper, capture_session, graph_runtime, runtime
 from graphbench.runner.dispatcher import CudagraphDispatcher
 from graphbench.runner.inputs import StepInputs
-from graphbench.runner.kernel_choice import GATED_MIN_ROWS
+from graphbench.runner.kernel_choice import GATED_MIN_ROWS, SKINNY_MAX_ROWS
 from graphbench.runner.kv_cache import KVCache
 from graphbench.runner.lora.weights import set_adapters_active
 from graphbench.runner.model import CausalLM
@@ -73,7 +73,7 @@ def warmup_batches(batches: list[tuple[int, int, bool, bool]], mode: str = "all"
     first: dict[tuple, tuple[int, int, bool, bool]] = {}
     for batch in batches:
         tokens = batch[0]
-        row_class = 0 if tokens == 1 else 1 if tokens <= GATED_MIN_ROWS else 2 if tokens <= 64 else 3
+        row_class = 0 if tokens == 1 else 1 if tokens <= GATED_MIN_ROWS else 2 if tokens <= SKINNY_MAX_ROWS else 3
         first.setdefault((row_class, batch[2], batch[3]), batch)
     return list(first.values())
 
@@ -226,7 +226,9 @@ class ModelRunner:
         started = time.perf_counter()
         # Eager warm-up of every distinct batch first (one per size and kind, not per mode): kernels that
         # load lazily (cuBLAS picks per shape, Triton variants) load here, so the free-memory delta
-        # below is what the recordings themselves hold, not code loaded on the way.
+        # below is what the recordings themselves hold, not code loaded on the way. (With
+        # GRAPHBENCH_CAPTURE_WARMUP=kinds, one batch per kind of kernels: the rest load inside the
+        # recordings, and their code counts in the delta.)
         # Both loops launch graphbench's kernels with PDL (runner/kernels/pdl.py): the warm-up loads those variants.
         with _graph_launches():
             batches: dict[tuple, BatchDescriptor] = {}  # each distinct batch's first key, in plan order

@@ -30,6 +30,8 @@ from graphbench.runner.kernels.util import cdiv, next_power_of_2, triton_interpr
 # An H100/H200 SM's shared memory a block may use (227 KiB): the norm's two extra staged tiles (residual,
 # norm weight) can push the skinny GEMM's stage count past it, so norm_gemm takes fewer stages there.
 SHARED_BYTES = 227 * 1024
+# The most columns of h one program writes after its K loop ([BLOCK_M, MAX_BLOCK_H] in float32 registers)
+MAX_BLOCK_H = 128
 
 
 @triton.jit
@@ -96,17 +98,25 @@ def _norm_gemm_kernel(x_ptr, r_ptr, nw_ptr, w_ptr, b_ptr, y_ptr, h_ptr, M, N, st
 
 
 def norm_gemm_applies(x: torch.Tensor, weight: torch.Tensor, num_sms: int, gated: bool = False) -> bool:
-    """The skinny GEMM's blocks for this weight take K in one split (the norm needs whole rows); the caller
-    checks that the skinny GEMM takes x and the weight (skinny_applies)."""
+    """bf16 (the dot's operand is the row times the norm weight before 1/rms: float16 could overflow where
+    the normed row would not); the skinny GEMM's blocks for this weight take K in one split (the norm needs
+    whole rows); the programs write h in slices of at most MAX_BLOCK_H columns. The caller checks that the
+    skinny GEMM takes x and the weight (skinny_applies)."""
     n, k = weight.shape
+    if x.dtype != torch.bfloat16:
+        return False
     if gated:
-        return k % gated_blocks(n, k, num_sms)[1] == 0
-    return skinny_blocks(n, k, num_sms)[2] == 1
+        block_n, block_k = gated_blocks(n, k, num_sms)[:2]
+        return k % block_k == 0 and cdiv(n // 2, block_n) * MAX_BLOCK_H >= k
+    block_n, _block_k, splits = skinny_blocks(n, k, num_sms)[:3]
+    return splits == 1 and cdiv(n, block_n) * MAX_BLOCK_H >= k
 
 
 def norm_gemm_stages(block_m: int, block_n: int, block_k: int, stages: int, gated: bool, elem: int = 2) -> int:
     """The blocks' stage count, lowered until a stage's tiles (x, residual, norm weight: [block_m, block_k];
-    the weights: [block_k, block_n], twice when gated) fit in SHARED_BYTES; at least 2."""
+    the weights: [block_k, block_n], twice when gated) fit in SHARED_BYTES; at least 2. Conservative: Triton
+    3.6 gives the three row tiles one buffer fewer than the stage count (llama-3.1-8b's qkv at 64 rows fits
+    4 stages, this gives 3), which may differ in other versions; the compile test checks the fit."""
     per_stage = (3 * block_m * block_k + (2 if gated else 1) * block_k * block_n) * elem
     return max(2, min(stages, SHARED_BYTES // per_stage))
 
