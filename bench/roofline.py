@@ -122,7 +122,12 @@ def summarise(steps: list[list[dict]], arch, batch: int, context: int, copy_gbs:
     kernels = classify([dict(k, us=u) for k, u in zip(steps[0], median_us)], arch, batch, context)
     return {"batch": batch, "kernels_per_step": len(kernels), "kernel_us": sum(median_us),
             "launch_gaps_us": sum(g for g in gaps if g > 0), "parts": part_rows(kernels, copy_gbs),
-            "kernels": [{"name": k["name"], "part": k["part"], "us": k["us"], "bytes": k["bytes"]} for k in kernels]}
+            "kernels": kernel_rows(kernels)}
+
+
+def kernel_rows(kernels: list[dict]) -> list[dict]:
+    """The classified kernels as a result file keeps them."""
+    return [{"name": k["name"], "part": k["part"], "us": k["us"], "bytes": k["bytes"]} for k in kernels]
 
 
 def part_rows(kernels: list[dict], copy_gbs: float) -> list[dict]:
@@ -154,7 +159,7 @@ def reclassify(saved: dict) -> dict:
     for r in saved["results"]:
         kernels = classify([dict(k) for k in r["kernels"]], arch, r["batch"], saved["context"])
         r["parts"] = part_rows(kernels, saved["copy_gbs"])
-        r["kernels"] = [{"name": k["name"], "part": k["part"], "us": k["us"], "bytes": k["bytes"]} for k in kernels]
+        r["kernels"] = kernel_rows(kernels)
     return saved
 
 

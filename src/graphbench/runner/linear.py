@@ -117,14 +117,13 @@ def _norm_gemm():
     return norm_gemm
 
 
-def gemm_sms(x: torch.Tensor) -> int:
-    """The SMs the skinny GEMM spreads its programs over (an H100/H200's 132 in the interpreter)."""
-    return _skinny().gemm_sms(x)
-
-
-def _norm_in_gemm(x: torch.Tensor, weight: torch.Tensor, gated: bool) -> bool:
-    """The residual add + RMSNorm runs inside the skinny GEMM (NORM_IN_GEMM, K in one split)."""
-    return NORM_IN_GEMM and _norm_gemm().norm_gemm_applies(x, weight, gemm_sms(x), gated)
+def _norm_in_gemm(x: torch.Tensor, weight: torch.Tensor, gated: bool) -> int | None:
+    """The SMs the skinny GEMM spreads its programs over where the residual add + RMSNorm runs inside it
+    (NORM_IN_GEMM, K in one split); else None."""
+    if not NORM_IN_GEMM:
+        return None
+    num_sms = _skinny().gemm_sms(x)
+    return num_sms if _norm_gemm().norm_gemm_applies(x, weight, num_sms, gated) else None
 
 
 def _linear_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -161,8 +160,9 @@ def add_rmsnorm_gate_up_impl(x: torch.Tensor, residual: torch.Tensor, norm_weigh
         return add_rmsnorm_gate_up_matmul(x, residual, norm_weight, eps, weight)
     kernel = _own_kernel(x, weight)  # (normed below has x's shape, dtype and device)
     gated = GATED_SKINNY and x.shape[0] > GATED_MIN_ROWS and kernel == "skinny"
-    if kernel == "skinny" and _norm_in_gemm(x, weight, gated):
-        gate_up, h = _norm_gemm().norm_gemm(x, residual, norm_weight, eps, weight, None, gemm_sms(x), gated)
+    num_sms = _norm_in_gemm(x, weight, gated) if kernel == "skinny" else None
+    if num_sms:
+        gate_up, h = _norm_gemm().norm_gemm(x, residual, norm_weight, eps, weight, None, num_sms, gated)
         if gated:
             return gate_up, h
     else:
@@ -208,8 +208,9 @@ def add_rmsnorm_linear_impl(x: torch.Tensor, residual: torch.Tensor, norm_weight
     at one row); with NORM_IN_GEMM at 2..64 rows, the skinny GEMM with the add-norm inside it."""
     if add_norm_kernel_applies(x, residual, norm_weight):
         kernel = _own_kernel(x, weight)
-        if kernel == "skinny" and _norm_in_gemm(x, weight, gated=False):
-            return _norm_gemm().norm_gemm(x, residual, norm_weight, eps, weight, bias, gemm_sms(x))
+        num_sms = _norm_in_gemm(x, weight, gated=False) if kernel == "skinny" else None
+        if num_sms:
+            return _norm_gemm().norm_gemm(x, residual, norm_weight, eps, weight, bias, num_sms)
         normed, h = add_rmsnorm_rows(x, residual, norm_weight, eps)
         return _run_linear(kernel, normed, weight, bias), h
     return add_rmsnorm_matmul(x, residual, norm_weight, eps, weight, bias)
