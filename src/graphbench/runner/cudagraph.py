@@ -94,12 +94,12 @@ class _Recording:
 # times in a piecewise step, for inputs that are static by construction (the engine's buffers and the
 # recorded outputs of the pieces before).
 CHECK_ALL_REPLAYS = switch_value("GRAPHBENCH_CHECK_GRAPH_INPUTS") == "1"
-# GRAPHBENCH_CAPTURE_WARMUP=kinds: the capture's eager warm-up runs one batch of each kind of kernels
-# (model_runner.warmup_batches) rather than every batch, and the recordings use CUDA's relaxed capture
-# mode: in the default global mode a kernel module may not load while a stream captures (Triton's first
-# launch of a variant calls cuModuleLoadData, which fails there), so each variant had to run once before.
-# A warm start's warm-up was 1.0-1.6 s of its 2.2-2.8-s capture on the H200 (bench/RESULTS.md, 2026-12-03).
-# Not measured yet; "all" (the default) warms every batch and records in global mode.
+# GRAPHBENCH_CAPTURE_WARMUP=kinds (the default): the capture's eager warm-up runs one batch of each kind of
+# kernels (model_runner.warmup_batches) rather than every batch, and the recordings use CUDA's relaxed capture
+# mode: in the global mode a kernel module may not load while a stream captures (Triton's first launch of a
+# variant calls cuModuleLoadData, which fails there), so with "all" each batch runs once before. On the H200
+# a warm start's warm-up took 0.36-0.51 s against 1.16-1.73 s with "all", ready 4.55 against 5.51 s in the
+# median of 3 interleaved starts, graph memory 0.287 against 0.285 GiB (bench/RESULTS.md, 2026-12-03, b54438c).
 CAPTURE_WARMUP = switch_value("GRAPHBENCH_CAPTURE_WARMUP")
 if CAPTURE_WARMUP not in ("all", "kinds"):  # before any compile, not at the capture
     raise GraphbenchError(f"GRAPHBENCH_CAPTURE_WARMUP={CAPTURE_WARMUP!r}: expected 'all' or 'kinds'")
