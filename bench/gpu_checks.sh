@@ -18,8 +18,6 @@
 #   bash bench/gpu_checks.sh roofline  # a decode step's kernels per layer part at batch 1 and 64, bytes, TB/s, gaps (~1 min)
 #   bash bench/gpu_checks.sh gated     # the gate/up GEMM with the activation in its epilogue: its blocks against the two
 #                                      # launches, then the -O2 step with and without it at batch 16 and 64, both models, 2 rounds (~7 min)
-#   bash bench/gpu_checks.sh norm      # the add-norm inside the skinny GEMM: in isolation against the two launches, its
-#                                      # GPU tests, then the -O2 step with and without it at batch 16 and 64, both models (~6 min)
 #   bash bench/gpu_checks.sh lora      # LoRA's graph keys, capture, memory and step cost (bench/lora.py), then the LoRA-share sweep (~6 min)
 # docs/DEVELOPING.md says what each group backs in bench/RESULTS.md. Logs and JSON go to $OUT (the device tool
 # brings them back); copy the figures into bench/RESULTS.md with the date and the local commit whose tree was
@@ -109,14 +107,5 @@ case "${1:-}" in
         --variant twolaunch=GRAPHBENCH_GATED_SKINNY=0 --out "$OUT/decode-gated-$model.json" --timeout 150 2>&1 \
         | grep -v "^DEBUG" | tee "$OUT/decode-gated-$model.log" | tail -6
     done ;;
-  norm)  # kernels/norm_gemm.py (GRAPHBENCH_NORM_IN_GEMM) in isolation, its GPU tests, then in the step
-    timeout 120 python3 bench/norm_gemm.py --rows 16,64 --out "$OUT/norm-gemm.json" 2>&1 | grep -v "^DEBUG" \
-      | tee "$OUT/norm-gemm.log" | tail -8
-    timeout 120 python3 -m pytest -m gpu -q -p no:logging tests/gpu/test_skinny_gemm_gpu.py 2>&1 | tee "$OUT/norm-gemm-tests.log" | tail -3
-    for model in llama-3.2-1b llama-3.1-8b; do
-      timeout 150 python3 bench/decode.py --model $model --batches 16,64 --levels 2 --peers "" --rounds 2 \
-        --variant normgemm=GRAPHBENCH_NORM_IN_GEMM=1 --out "$OUT/decode-norm-$model.json" --timeout 120 2>&1 \
-        | grep -v "^DEBUG" | tee "$OUT/decode-norm-$model.log" | tail -6
-    done ;;
-  *) echo "usage: bash bench/gpu_checks.sh tests|suite|sweep|decode|startup|starts|profile|gemv|tune|speculative|lora|curve|roofline|peers|peers-8b|gated|norm" >&2; exit 2 ;;
+  *) echo "usage: bash bench/gpu_checks.sh tests|suite|sweep|decode|startup|starts|profile|gemv|tune|speculative|lora|curve|roofline|peers|peers-8b|gated" >&2; exit 2 ;;
 esac

@@ -37,11 +37,6 @@ SKINNY_MAX_ROWS = 64
 # GEMV with the activation in its epilogue had lost: 1.188 against 1.082 ms. GRAPHBENCH_GATED_GEMV=0: the
 # GEMV and one silu-mul launch.
 GATED_GEMV = switch_value("GRAPHBENCH_GATED_GEMV") == "1"
-# GRAPHBENCH_NORM_IN_GEMM=1: where the skinny GEMM runs qkv or gate/up (2..64 rows, K in one split), the
-# residual add + RMSNorm before it runs inside it (kernels/norm_gemm.py), one launch a projection fewer. Off:
-# its first form was 3-4x slower than the two launches on the H200 (bench/RESULTS.md, 2026-12-03, 29aa69a);
-# this form, whose norm-weight load the K loop's pipeline stages, is not measured yet.
-NORM_IN_GEMM = switch_value("GRAPHBENCH_NORM_IN_GEMM") == "1"
 
 
 # The fastest (BLOCK_N, BLOCK_K, num_warps) of bench/gemv.py's grid on the H200 for llama-3.2-1b's

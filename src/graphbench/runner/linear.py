@@ -6,8 +6,7 @@ cuBLAS runs the batch-1 projections of llama-3.2-1b well under the copy bandwidt
 graph qkv took 6.5 us (1.9 TB/s), o_proj 6.1 us (1.4 TB/s) and down 13.8 us (2.4 TB/s), against
 5.3, 4.3 and 10.3 us for the GEMV (bench/gemv.py; bench/RESULTS.md, 2026-11-29, 2cffcf6): 45.0 -> 37.7 us
 per layer. `add_rmsnorm_linear` puts the residual add + RMSNorm in front of a projection (qkv): one Triton
-launch (runner/kernels/add_rmsnorm.py), then the projection (with NORM_IN_GEMM at 2..64 rows, one launch
-of the skinny GEMM that norms its own input). `add_rmsnorm_gate_up` does the same for the MLP's gate/up
+launch (runner/kernels/add_rmsnorm.py), then the projection. `add_rmsnorm_gate_up` does the same for the MLP's gate/up
 projection and returns silu(gate) * up, computed in the projection's epilogue at one row (GATED_GEMV) and
 at 17..64 rows (GATED_SKINNY), otherwise by one silu-mul launch after it.
 
@@ -26,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from graphbench.runner.kernel_choice import (GATED_GEMV, GATED_MIN_ROWS, GATED_SKINNY, GEMV_ENABLED, NORM_IN_GEMM,
+from graphbench.runner.kernel_choice import (GATED_GEMV, GATED_MIN_ROWS, GATED_SKINNY, GEMV_ENABLED,
                                              SKINNY_GEMM, gemv_config)
 from graphbench.runner.kernels.util import triton_interpreting
 from graphbench.runner.op_registry import register_op
@@ -110,22 +109,6 @@ def _skinny():
     return skinny_gemm
 
 
-@functools.cache
-def _norm_gemm():
-    from graphbench.runner.kernels import norm_gemm
-
-    return norm_gemm
-
-
-def _norm_in_gemm(x: torch.Tensor, weight: torch.Tensor, gated: bool) -> int | None:
-    """The SMs the skinny GEMM spreads its programs over where the residual add + RMSNorm runs inside it
-    (NORM_IN_GEMM, K in one split); else None."""
-    if not NORM_IN_GEMM:
-        return None
-    num_sms = _skinny().gemm_sms(x)
-    return num_sms if _norm_gemm().norm_gemm_applies(x, weight, num_sms, gated) else None
-
-
 def _linear_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     return x.new_empty((x.shape[0], weight.shape[0]))
 
@@ -155,23 +138,16 @@ def add_rmsnorm_gate_up_impl(x: torch.Tensor, residual: torch.Tensor, norm_weigh
     """h = x + residual; gate_up = rmsnorm(h) * norm_weight @ weight.T ([T, 2I] = [gate | up]);
     -> (silu(gate) * up [T, I], h). On the GPU: one add-norm launch, then the projection with the
     activation in its epilogue (17..64 rows, GATED_SKINNY; one row with GATED_GEMV), or the projection and
-    one silu-mul launch; with NORM_IN_GEMM at 2..64 rows, the add-norm inside the projection."""
+    one silu-mul launch."""
     if not add_norm_kernel_applies(x, residual, norm_weight):
         return add_rmsnorm_gate_up_matmul(x, residual, norm_weight, eps, weight)
     kernel = _own_kernel(x, weight)  # (normed below has x's shape, dtype and device)
-    gated = GATED_SKINNY and x.shape[0] > GATED_MIN_ROWS and kernel == "skinny"
-    num_sms = _norm_in_gemm(x, weight, gated) if kernel == "skinny" else None
-    if num_sms:
-        gate_up, h = _norm_gemm().norm_gemm(x, residual, norm_weight, eps, weight, None, num_sms, gated)
-        if gated:
-            return gate_up, h
-    else:
-        normed, h = add_rmsnorm_rows(x, residual, norm_weight, eps)
-        if GATED_GEMV and kernel == "gemv":
-            return gated_gemv(normed, weight), h
-        if gated:
-            return _skinny().skinny_gate_up(normed, weight), h
-        gate_up = _run_linear(kernel, normed, weight, None)  # (the choice made above, not made twice)
+    normed, h = add_rmsnorm_rows(x, residual, norm_weight, eps)
+    if GATED_GEMV and kernel == "gemv":
+        return gated_gemv(normed, weight), h
+    if GATED_SKINNY and x.shape[0] > GATED_MIN_ROWS and kernel == "skinny":
+        return _skinny().skinny_gate_up(normed, weight), h
+    gate_up = _run_linear(kernel, normed, weight, None)  # (the choice made above, not made twice)
     hidden = torch.empty((gate_up.shape[0], weight.shape[0] // 2), dtype=x.dtype, device=x.device)
     _kernels()[0].launch_silu_mul(gate_up, hidden)
     return hidden, h
@@ -205,12 +181,9 @@ def add_rmsnorm_linear_impl(x: torch.Tensor, residual: torch.Tensor, norm_weight
                             weight: torch.Tensor, bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """h = x + residual; (linear(rmsnorm(h) * norm_weight, weight, bias), h): the residual add and the
     norm in front of a projection. On the GPU: one add-norm launch, then the projection (the one-row GEMV
-    at one row); with NORM_IN_GEMM at 2..64 rows, the skinny GEMM with the add-norm inside it."""
+    at one row)."""
     if add_norm_kernel_applies(x, residual, norm_weight):
         kernel = _own_kernel(x, weight)
-        num_sms = _norm_in_gemm(x, weight, gated=False) if kernel == "skinny" else None
-        if num_sms:
-            return _norm_gemm().norm_gemm(x, residual, norm_weight, eps, weight, bias, num_sms)
         normed, h = add_rmsnorm_rows(x, residual, norm_weight, eps)
         return _run_linear(kernel, normed, weight, bias), h
     return add_rmsnorm_matmul(x, residual, norm_weight, eps, weight, bias)
