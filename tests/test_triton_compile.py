@@ -273,4 +273,3 @@ def test_step_inputs_unpack_compiles(has_lora):
            "P": "i32", "R": "i32", "R_MAX": "i32", "BU": "i32", "stride_bt": "i32", "total": "i32"}
     kernel = compile_sm90(_unpack_kernel, sig, {"HAS_LORA": has_lora, "BLOCK": BLOCK}, options={"num_warps": 4})
     assert kernel.asm["cubin"]
-

@@ -141,8 +141,8 @@ def add_rmsnorm_gate_up_impl(x: torch.Tensor, residual: torch.Tensor, norm_weigh
     one silu-mul launch."""
     if not add_norm_kernel_applies(x, residual, norm_weight):
         return add_rmsnorm_gate_up_matmul(x, residual, norm_weight, eps, weight)
-    kernel = _own_kernel(x, weight)  # (normed below has x's shape, dtype and device)
     normed, h = add_rmsnorm_rows(x, residual, norm_weight, eps)
+    kernel = _own_kernel(normed, weight)
     if GATED_GEMV and kernel == "gemv":
         return gated_gemv(normed, weight), h
     if GATED_SKINNY and x.shape[0] > GATED_MIN_ROWS and kernel == "skinny":
@@ -183,9 +183,8 @@ def add_rmsnorm_linear_impl(x: torch.Tensor, residual: torch.Tensor, norm_weight
     norm in front of a projection. On the GPU: one add-norm launch, then the projection (the one-row GEMV
     at one row)."""
     if add_norm_kernel_applies(x, residual, norm_weight):
-        kernel = _own_kernel(x, weight)
         normed, h = add_rmsnorm_rows(x, residual, norm_weight, eps)
-        return _run_linear(kernel, normed, weight, bias), h
+        return linear_impl(normed, weight, bias), h
     return add_rmsnorm_matmul(x, residual, norm_weight, eps, weight, bias)
 
 

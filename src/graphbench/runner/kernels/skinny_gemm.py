@@ -95,12 +95,11 @@ def _skinny_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, count_ptr, M, N, stride
 def _dot_step(acc, x_rows, w_cols, k0, offs_k, m_ok, n_ok, INTERPRET: tl.constexpr):
     w = tl.load(w_cols + (k0 + offs_k)[:, None], mask=n_ok[None, :], other=0.0)  # [BLOCK_K, BLOCK_N]
     x = tl.load(x_rows + (k0 + offs_k)[None, :], mask=m_ok[:, None], other=0.0)  # [BLOCK_M, BLOCK_K]
-    return dot_acc(acc, x, w, INTERPRET)
+    return _mma(acc, x, w, INTERPRET)
 
 
 @triton.jit
-def dot_acc(acc, x, w, INTERPRET: tl.constexpr):
-    """acc + x @ w (x [BLOCK_M, BLOCK_K], w [BLOCK_K, BLOCK_N], 16-bit floats; acc float32)."""
+def _mma(acc, x, w, INTERPRET: tl.constexpr):
     if INTERPRET:  # the interpreter's tl.dot multiplies 16-bit floats' raw bits: do it in float32
         return tl.dot(x.to(tl.float32), w.to(tl.float32), acc, input_precision="ieee")
     return tl.dot(x, w, acc)
@@ -135,8 +134,8 @@ def _gated_kernel(x_ptr, w_ptr, y_ptr, M, N, stride_xm, stride_wn, stride_ym, BL
         x = tl.load(x_rows + (k0 + offs_k)[None, :], mask=m_ok[:, None], other=0.0)  # [BLOCK_M, BLOCK_K]
         w_gate = tl.load(gate_cols + (k0 + offs_k)[:, None], mask=n_ok[None, :], other=0.0)  # [BLOCK_K, BLOCK_N]
         w_up = tl.load(up_cols + (k0 + offs_k)[:, None], mask=n_ok[None, :], other=0.0)
-        gate = dot_acc(gate, x, w_gate, INTERPRET)
-        up = dot_acc(up, x, w_up, INTERPRET)
+        gate = _mma(gate, x, w_gate, INTERPRET)
+        up = _mma(up, x, w_up, INTERPRET)
     dtype = y_ptr.dtype.element_ty
     gate = gate.to(dtype).to(tl.float32)
     up = up.to(dtype).to(tl.float32)
@@ -163,7 +162,7 @@ def skinny_applies(x: torch.Tensor, weight: torch.Tensor, measured_only: bool = 
             and x.dtype in (torch.bfloat16, torch.float16) and weight.shape[1] % BLOCK_K == 0)
 
 
-def gemm_sms(x: torch.Tensor) -> int:
+def _gemm_sms(x: torch.Tensor) -> int:
     """The SMs a GEMM on x spreads its programs over: the GPU's, or an H100/H200's 132 in the interpreter."""
     return sm_count(x.device.index or 0) if x.is_cuda else 132
 
@@ -181,7 +180,7 @@ def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     (num_sms: the GPU's, or an H100/H200's 132 in the interpreter)."""
     m, k = x.shape
     if num_sms is None:
-        num_sms = gemm_sms(x)
+        num_sms = _gemm_sms(x)
     n = weight.shape[0]
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
     config = config or skinny_blocks(n, k, num_sms)
@@ -212,7 +211,7 @@ def skinny_gate_up(x: torch.Tensor, weight: torch.Tensor, config: tuple[int, int
     launch (2 <= M <= 64). config: (BLOCK_N, BLOCK_K, num_warps, num_stages), else gated_blocks's."""
     m, k = x.shape
     n = weight.shape[0] // 2
-    block_n, block_k, warps, stages = config or gated_blocks(2 * n, k, num_sms or gemm_sms(x))
+    block_n, block_k, warps, stages = config or gated_blocks(2 * n, k, num_sms or _gemm_sms(x))
     assert k % block_k == 0 and weight.shape[0] == 2 * n
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
     _gated_launch[(cdiv(n, block_n),)](
