@@ -135,18 +135,10 @@ def _drive(engine, workload: Workload, pending: deque, finished: list, start: fl
     return time.perf_counter() - start
 
 
-# The warm-up pass's output cap: a pass's step sizes come from its prompts and concurrency (prefill
-# chunks, mixed steps, decode batches), which the cap keeps, while its length is mostly decode steps
-# repeating the same batch sizes.
-WARM_UP_OUTPUT_TOKENS = 16
-
-
 def warm_up(engine, workload: Workload) -> None:
-    """One pass of the workload with outputs capped at WARM_UP_OUTPUT_TOKENS (other prompts, the same
-    prompt lengths and concurrency, so the same step sizes), outside the measurement: every step size
-    the repeats meet has run once, with whatever its first run costs (new allocations, library
-    heuristics, kernel variants). With one wave as warm-up the first repeat was the slowest in 6 of 7
-    -O2/-O3 points at C = 64 on the H200 (2026-11-29, 30b3db7); after a full pass it was not the slowest
-    in either point (bench/RESULTS.md, 2026-11-29, 5293619), and the full pass cost the default sweep
-    ~35 s of its 10 minutes (2026-11-30, e41c8c2)."""
-    run_engine_workload(engine, workload, seed_offset=999, max_output_len=WARM_UP_OUTPUT_TOKENS)
+    """One whole pass of the workload (other prompts, the same prompt and output lengths and concurrency),
+    outside the measurement: every step size the repeats meet has run once, with whatever its first run
+    costs (new allocations, library heuristics, kernel variants). A pass with outputs capped at 16 tokens
+    left the first repeat at concurrency 64 2-4x slower than the others in every point of an H200 sweep
+    (2026-12-04): its long tail of decode batches of every size had not run."""
+    run_engine_workload(engine, workload, seed_offset=999)

@@ -47,6 +47,8 @@ def point_args(point: SweepPoint, run_args: list[str], identity: dict[str, Any])
         args += ["--system", point.system]
     if point.stands_for:
         args += ["--stands-for", ",".join(point.stands_for), "--same-engine-reason", point.same_engine_reason]
+    if point.round:
+        args += ["--sweep-round", json.dumps(point.round)]
     return [*args, "--sweep-identity", json.dumps(identity)]
 
 

@@ -25,6 +25,7 @@ from typing import Any, Callable
 from graphbench.bench.host_load import flag_busy_repeats
 from graphbench.bench.metrics import spread_pct, summarize
 from graphbench.bench.workloads import Workload
+from graphbench.reports.rounds import first_round_outlier
 
 # run_once(workload, seed_offset) -> one repeat's metrics (with "duration_s")
 RunOnce = Callable[[Workload, int], dict[str, Any]]
@@ -78,5 +79,8 @@ def workload_record(measured: Workload, repeats: list[dict], calibration: dict) 
     busy = flag_busy_repeats(repeats)
     quiet = [r["output_tokens_per_s"] for i, r in enumerate(repeats) if i not in busy]
     quiet_spread = spread_pct(quiet) if len(quiet) >= 2 else None
-    return dict(measured.to_dict(), repeats=repeats, summary=summarize(repeats), calibration=calibration,
-                busy_host_repeats=busy, quiet_spread_pct=quiet_spread)
+    outlier = first_round_outlier([r.get("output_tokens_per_s") for r in repeats]) if len(repeats) >= 3 else None
+    kept = repeats[1:] if outlier else repeats
+    return dict(measured.to_dict(), repeats=repeats, summary=summarize(kept), calibration=calibration,
+                busy_host_repeats=busy, quiet_spread_pct=quiet_spread,
+                outlier_repeats={"0": outlier.replace("round", "repeat")} if outlier else {})

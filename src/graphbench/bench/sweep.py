@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import threading
+import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,7 @@ __all__ = [
     "build_grid",
     "canonical_axis",
     "measured_identities",
+    "plan_rounds",
     "point_identity",
     "rerun_reason",
     "load_sweep_file",
@@ -98,6 +101,8 @@ def tune_point(point: SweepPoint, results_dir: Path) -> None:
 
     measured = [r for r in load_results([results_dir]).results
                 if r.get("status") == "ok" and r.get("system") == "graphbench"] if results_dir.exists() else []
+    if "compilation.cudagraph_capture_sizes" in point.overrides:
+        return  # tuned in an earlier round: every round measures the same ladder
     if not measured:
         raise GraphbenchError("no measured batch sizes yet: put tuned:N after a default or interactivity ladder")
     config = config_from_dict(nest_overrides(point.overrides)).resolve()
@@ -106,6 +111,46 @@ def tune_point(point: SweepPoint, results_dir: Path) -> None:
     tuned = tune_ladder(distribution_from_results(measured), point.tuned_graphs, top=top,
                         multiple_of=config.decode_query_len)
     point.overrides["compilation.cudagraph_capture_sizes"] = list(tuned.sizes)
+
+
+DEFAULT_ROUNDS = 3
+
+
+def plan_rounds(points: list[SweepPoint], rounds: int, seed: int, sweep_id: str,
+                folders: tuple[str, ...] = ("",)) -> list[SweepPoint]:
+    """The processes to run, in order: every point's round 1 (in grid order, so that each level's cold
+    start comes before the points that use its compile cache), then every graphbench point's round 2 in
+    an order shuffled by `seed`, and so on (asv's interleaved rounds). Peers and same-engine points run
+    once. folders: with several (sweep --aa), each round runs every point once per folder, interleaved.
+    The copies of a point share its overrides, so a tuned:N ladder is tuned once."""
+    if rounds < 1:
+        raise GraphbenchError(f"rounds must be >= 1, got {rounds}")
+    plan: list[SweepPoint] = []
+    for index in range(1, rounds + 1):
+        members = [(p, f) for f in folders for p in points] if index == 1 else \
+            [(p, f) for f in folders for p in points if p.system == "graphbench" and p.same_as is None]
+        if index > 1:
+            random.Random(f"{seed}:{index}").shuffle(members)
+        for position, (point, folder) in enumerate(members, 1):
+            of = rounds if point.system == "graphbench" and point.same_as is None else 1
+            info = {"id": sweep_id + (f"/{folder}" if folder else ""), "index": index, "of": of, "seed": seed,
+                    "position": position}
+            plan.append(replace(point, cold=point.cold and index == 1 and folder == folders[0], round=info,
+                                folder=folder))
+    return plan
+
+
+def sweep_id_for(results_dir: Path, resume: bool) -> str:
+    """This sweep's id (its round files merge by it): a new one, or with --resume the interrupted sweep's."""
+    path = results_dir / ".sweep" / "sweep-id"
+    if resume and path.is_file():
+        text = path.read_text().strip()
+        if text:
+            return text
+    new = uuid.uuid4().hex[:12]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(new + "\n")
+    return new
 
 
 def point_identity(point: SweepPoint, run_args: list[str]) -> dict[str, Any]:
@@ -119,16 +164,20 @@ def point_identity(point: SweepPoint, run_args: list[str]) -> dict[str, Any]:
                                   "graphbench": __version__}, default=str))
 
 
-def measured_identities(results_dir: Path) -> dict[str, Any]:
-    """Label -> the identity its ok result recorded (None for a result that recorded none), the labels a
-    result stands for included."""
-    if not results_dir.exists():
-        return {}
-    out: dict[str, Any] = {}
-    for r in load_results([results_dir]).results:
-        if r.get("status") == "ok":
-            identity = (r.get("sweep") or {}).get("identity") if isinstance(r.get("sweep"), dict) else None
-            out.update({label: identity for label in [r["label"], *stands_for(r)]})
+def measured_identities(results_dir: Path, folders: tuple[str, ...] = ("",)) -> dict[tuple[str, str, int], Any]:
+    """(folder, label, round) -> the identity its ok result recorded (None for a result that recorded
+    none), the labels a result stands for included; a result outside rounds counts as round 1."""
+    out: dict[tuple[str, str, int], Any] = {}
+    for folder in folders:
+        where = results_dir / folder if folder else results_dir
+        if not where.exists():
+            continue
+        for r in load_results([where], merge=False).results:
+            if r.get("status") == "ok":
+                sweep = r.get("sweep") if isinstance(r.get("sweep"), dict) else {}
+                identity = sweep.get("identity")
+                index = (sweep.get("round") or {}).get("index", 1) if isinstance(sweep.get("round"), dict) else 1
+                out.update({(folder, label, index): identity for label in [r["label"], *stands_for(r)]})
     return out
 
 
@@ -170,16 +219,20 @@ def write_point_config(point: SweepPoint, directory: Path) -> Path:
 def run_sweep(points: list[SweepPoint], results_dir: str | Path, run_args: list[str], *, timeout_s: float,
               resume: bool, on_start: Callable[[SweepPoint], None] = lambda p: None,
               on_done: Callable[[SweepOutcome], None] = lambda o: None, gpus: list[str] | None = None,
-              executor: str = "local", ray_address: str | None = None) -> SweepResult:
-    """Run each point as `graphbench run` in its own process; record failures; go on.
+              executor: str = "local", ray_address: str | None = None, rounds: int = 1, seed: int = 0,
+              folders: tuple[str, ...] = ("",)) -> SweepResult:
+    """Run each point as `graphbench run` in its own process, in `rounds` interleaved rounds
+    (plan_rounds); record failures; go on.
 
     gpus: device ids to spread the points over (one point per GPU, or per tensor-parallel group, at a time).
-    executor "ray": each point is a Ray task on the cluster at ray_address (bench/sweep_ray.py)."""
+    executor "ray": each point is a Ray task on the cluster at ray_address (bench/sweep_ray.py).
+    folders: sub-folders each point is measured into (sweep --aa: two copies of the grid)."""
     results_dir = Path(results_dir)
     _STOP.clear()
     if executor not in ("local", "ray"):
         raise GraphbenchError(f"unknown executor {executor!r}; choose from local, ray")
     with sweep_lock(results_dir):
+        points = plan_rounds(points, rounds, seed, sweep_id_for(results_dir, resume), folders)
         if executor == "ray":
             return _run_points_ray(points, results_dir, run_args, timeout_s, resume, on_start, on_done, ray_address)
         if gpus:
@@ -191,7 +244,7 @@ def _run_points_spread(points, results_dir: Path, run_args, timeout_s, resume, o
                        gpus: list[str]) -> SweepResult:
     from graphbench.bench.sweep_parallel import run_spread
 
-    done = measured_identities(results_dir) if resume else {}
+    done = measured_identities(results_dir, _folders(points)) if resume else {}
     report = threading.Lock()  # progress callbacks come from several threads
     identities = {point.label: point_identity(point, run_args) for point in points}
 
@@ -220,7 +273,7 @@ def _run_points_ray(points, results_dir: Path, run_args, timeout_s, resume, on_s
                     address: str | None) -> SweepResult:
     from graphbench.bench.sweep_ray import PointJob, run_on_ray
 
-    done = measured_identities(results_dir) if resume else {}
+    done = measured_identities(results_dir, _folders(points)) if resume else {}
     identities = {point.label: point_identity(point, run_args) for point in points}
     # the sweep's switches (and fault injections) travel with each point, as a local child inherits them
     switches = {key: value for key, value in os.environ.items() if key.startswith("GRAPHBENCH_")}
@@ -269,7 +322,8 @@ def _write_returned(point: SweepPoint, results_dir: Path, text: str, seconds: fl
         check_shape(record)
     except (ValueError, RecursionError) as exc:
         return _record_failure(point, results_dir, f"the point sent back a malformed result: {exc}", "", seconds)
-    path = write_result(results_dir, machine_name(record.get("environment") or {}), point.label, record)
+    target = results_dir / point.folder if point.folder else results_dir
+    path = write_result(target, machine_name(record.get("environment") or {}), point.label, record)
     return SweepOutcome(point, "ok", path, seconds=seconds)
 
 
@@ -289,16 +343,21 @@ def _tuned_then_run(point, results_dir: Path, run_args, timeout_s, identity: dic
     return outcome
 
 
-def _why_again(point: SweepPoint, done: dict[str, Any], identity: dict[str, Any]) -> str:
+def _why_again(point: SweepPoint, done: dict[Any, Any], identity: dict[str, Any]) -> str:
     """Why a point with a result in the folder runs again ('' for a point not measured before)."""
-    return rerun_reason(identity, done[point.label]) if point.label in done else ""
+    return rerun_reason(identity, done[point.key]) if point.key in done else ""
+
+
+def _folders(points: list[SweepPoint]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(p.folder for p in points)) or ("",)
 
 
 def _run_points(points, results_dir: Path, run_args, timeout_s, resume, on_start, on_done) -> SweepResult:
-    done = measured_identities(results_dir) if resume else {}
+    done = measured_identities(results_dir, _folders(points)) if resume else {}
+    identities = {point.label: point_identity(point, run_args) for point in points}  # (before tuning)
     result = SweepResult()
     for point in points:
-        identity = point_identity(point, run_args)
+        identity = identities[point.label]
         if (skipped := _skipped(point, done, identity)) is not None:
             outcome = skipped
         elif _STOP.is_set():
@@ -312,12 +371,12 @@ def _run_points(points, results_dir: Path, run_args, timeout_s, resume, on_start
     return result
 
 
-def _skipped(point: SweepPoint, done: dict[str, Any], identity: dict[str, Any]) -> SweepOutcome | None:
+def _skipped(point: SweepPoint, done: dict[Any, Any], identity: dict[str, Any]) -> SweepOutcome | None:
     """The outcome of a point that is not run: the same engine as an earlier one, or measured before
     with this very identity (--resume)."""
     if point.same_as is not None:
         return SweepOutcome(point, "same-engine", reason=f"= {point.same_as} (same engine, measured once)")
-    if point.label in done and not rerun_reason(identity, done[point.label]):
+    if point.key in done and not rerun_reason(identity, done[point.key]):
         return SweepOutcome(point, "skipped", reason="already measured (--resume)")
     return None
 
@@ -325,18 +384,19 @@ def _skipped(point: SweepPoint, done: dict[str, Any], identity: dict[str, Any]) 
 def _run_point(point: SweepPoint, results_dir: Path, run_args: list[str], timeout_s: float,
                identity: dict[str, Any], extra_env: dict[str, str] | None = None) -> SweepOutcome:
     config_file = write_point_config(point, results_dir / ".sweep")
-    cmd = point_command(config_file, results_dir, point_args(point, run_args, identity))
+    target = results_dir / point.folder if point.folder else results_dir
+    cmd = point_command(config_file, target, point_args(point, run_args, identity))
     env = dict(os.environ, **CHILD_ENV, PYTHONUNBUFFERED="1", **(extra_env or {}))
-    before = _ok_count(results_dir, point.label)
+    before = _ok_count(target, point.label)
     child = run_child(cmd, env, timeout_s, _STOP.is_set, POLL_S)
     if child.stopped:  # unless its result was already written, nothing is recorded
-        if _ok_count(results_dir, point.label) > before:
+        if _ok_count(target, point.label) > before:
             return SweepOutcome(point, "ok", seconds=child.seconds)
         return SweepOutcome(point, "interrupted", reason="stopped while running (interrupted)", seconds=child.seconds)
     reason = f"timed out after {timeout_s:g} s" if child.timed_out else ""
     if not reason and child.returncode != 0:
         reason = exit_reason(child.returncode, child.stderr)
-    if not reason and _ok_count(results_dir, point.label) <= before:
+    if not reason and _ok_count(target, point.label) <= before:
         reason = "the point exited without writing a result"
     if not reason:
         return SweepOutcome(point, "ok", seconds=child.seconds)
@@ -348,11 +408,11 @@ def _record_failure(point: SweepPoint, results_dir: Path, reason: str, stderr: s
     from graphbench.bench.point import failed_result
 
     record = failed_result(point.label, point.system, nest_overrides(point.overrides), reason, stderr,
-                           sweep={"point": point.overrides}, env=env)
-    path = write_result(results_dir, "failed", point.label, record)
+                           sweep={"point": point.overrides, **({"round": point.round} if point.round else {})}, env=env)
+    path = write_result(results_dir / point.folder if point.folder else results_dir, "failed", point.label, record)
     return SweepOutcome(point, "failed", path, reason, seconds)
 
 
 def _ok_count(results_dir: Path, label: str) -> int:
-    return sum(1 for r in load_results([results_dir]).results if r.get("label") == label and r.get("status") == "ok") \
-        if results_dir.exists() else 0
+    return sum(1 for r in load_results([results_dir], merge=False).results
+               if r.get("label") == label and r.get("status") == "ok") if results_dir.exists() else 0

@@ -23,7 +23,7 @@ AXIS_ALIASES = {
     "compile_sizes": "compilation.compile_sizes", "num_speculative_tokens": "speculative.num_speculative_tokens",
     "speculative_method": "speculative.method", "replay_acceptance": "speculative.replay_acceptance",
     "dtype": "model.dtype", "attention_backend": "model.attention_backend",
-    "tensor_parallel_size": "parallel.tensor_parallel_size",
+    "tensor_parallel_size": "parallel.tensor_parallel_size", "cpu_threads": "parallel.cpu_threads",
     "lora_modules": "lora.modules", "max_loras": "lora.max_loras", "max_lora_rank": "lora.max_lora_rank",
     "cudagraph_specialize_lora": "lora.cudagraph_specialize_lora",
     "num_kv_blocks": "cache.num_blocks", "num_blocks": "cache.num_blocks",
@@ -41,6 +41,13 @@ class SweepPoint:
     same_as: str | None = None  # an earlier point runs the very same engine: this one is not run
     stands_for: list[str] = field(default_factory=list)  # labels of the later points that are this engine
     same_engine_reason: str = ""  # why those points are this engine (one line)
+    round: dict[str, Any] | None = None  # {id, index, of, seed, position}: which process of the point this is
+    folder: str = ""  # a sub-folder of the results folder (sweep --aa: "a" or "b")
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        """(folder, label, round): what --resume counts as measured."""
+        return self.folder, self.label, (self.round or {}).get("index", 1)
 
     def describe(self) -> str:
         parts = [f"{k.split('.')[-1]}={v}" for k, v in self.overrides.items() if k != "model.model"]

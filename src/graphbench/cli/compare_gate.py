@@ -1,8 +1,9 @@
 """`graphbench compare A B` and `graphbench gate --baseline B --current C`: no torch import.
 
-compare: every matched (point, workload, metric) with both medians, ratio, change, p-value and
-significance. gate: the CI regression gate (graphbench.reports.gate); exit code 0 pass,
-1 regression, 2 unusable input (GraphbenchError, turned into `error: ...` by the CLI group).
+compare: every matched (point, workload, metric) with both medians, ratio, change, noise floor, p-value
+and verdict (reports/verdict.py: a difference only when significant AND beyond the noise). gate: the CI
+regression gate (graphbench.reports.gate) on the same verdicts; exit code 0 pass, 1 regression,
+2 unusable input (GraphbenchError, turned into `error: ...` by the CLI group), 3 cannot judge.
 """
 
 from __future__ import annotations
@@ -37,9 +38,10 @@ from graphbench.reports.gate import (
 from graphbench.reports.metrics import METRICS
 
 FORMATS = ("table", "json", "csv")
-ALPHA_HELP = "Significance level of the two-sided Mann-Whitney U test."
+ALPHA_HELP = "Significance level of the test over processes (Mann-Whitney U from 4 a side, Welch's t below)."
 CSV_FIELDS = ("label", "system", "workload", "metric", "unit", "baseline_median", "current_median", "ratio",
-              "change_pct", "p_value", "significant", "verdict", "n_baseline", "n_current", "ratio_ci_low",
+              "change_pct", "noise_pct", "p_value", "test", "significant", "verdict", "n_baseline", "n_current",
+              "ratio_ci_low",
               "ratio_ci_high", "note")
 
 
@@ -50,8 +52,8 @@ def _console():
     return Console(highlight=False, soft_wrap=False, width=1000)
 
 
-def _yes_no(value: bool | None) -> str:
-    return "—" if value is None else ("yes" if value else "no")
+def _noise(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1f}%"
 
 
 def _ratio(c: Comparison) -> str:
@@ -82,7 +84,7 @@ def compare_command(
     ] = 0,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap.")] = 0,
 ) -> None:
-    """Compare result sets A and B: per metric, both medians, ratio, change, p-value and significance."""
+    """Compare result sets A and B: per metric, both medians, change, noise floor, p over processes, verdict."""
     if output_format not in FORMATS:
         raise GraphbenchError(f"unknown format {output_format!r}; choose from {', '.join(FORMATS)}")
     base, bwarn = load_side(baseline, "baseline")
@@ -122,16 +124,16 @@ def compare_command(
         m = METRICS[name]
         table = Table(title=f"{name} ({m.unit}, {m.direction})", title_justify="left")
         for col, justify in (("point", "left"), ("workload", "left"), ("baseline", "right"), ("current", "right"),
-                             ("ratio", "right"), ("change", "right"), ("p", "right"), ("n", "right"),
-                             ("significant", "left"), ("verdict", "left")):
+                             ("ratio", "right"), ("change", "right"), ("noise", "right"), ("p", "right"),
+                             ("processes", "right"), ("verdict", "left")):
             table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
         if bootstrap:
             table.add_column(f"ratio CI 95% ({bootstrap} resamples)", justify="right", no_wrap=True)
         for c in rows:
             cells = [Text(c.point), Text(c.workload or "—"), format_value(c.baseline_median, c.unit),
                      format_value(c.current_median, c.unit), _ratio(c), format_change(c.change_pct),
-                     format_p(c.p_value), f"{c.n_baseline}/{c.n_current}", _yes_no(c.significant),
-                     c.verdict + (f" ({c.note})" if c.note.startswith("missing") else "")]
+                     _noise(c.noise_pct), format_p(c.p_value), f"{c.n_baseline}/{c.n_current}",
+                     c.verdict + (f" ({c.note})" if c.note else "")]
             if bootstrap:
                 cells.append(f"{c.ratio_ci[0]:.3f}–{c.ratio_ci[1]:.3f}" if c.ratio_ci else "—")
             table.add_row(*cells)
@@ -146,16 +148,17 @@ def _print_report(report: GateReport) -> None:
     console.print(Text(f"gate: {report.headline()}", style="bold green" if report.passed else "bold red"))
     table = Table(title_justify="left")
     for col, justify in (("status", "left"), ("point", "left"), ("workload", "left"), ("metric", "left"),
-                         ("baseline", "right"), ("current", "right"), ("change", "right"), ("p", "right"),
-                         ("n", "right"), ("threshold", "right"), ("rule", "left")):
+                         ("baseline", "right"), ("current", "right"), ("change", "right"), ("noise", "right"),
+                         ("p", "right"), ("processes", "right"), ("threshold", "right"), ("why", "left")):
         table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    styles = {"regressed": "bold red", "improved": "green", "pass": "", "untestable": "yellow"}
+    styles = {"regressed": "bold red", "inconclusive": "bold yellow", "improved": "green", "pass": "",
+              "untestable": "yellow"}
     for r in report.checks:
         c = r.comparison
         table.add_row(Text(r.status.upper() if r.status == "regressed" else r.status, style=styles[r.status]),
                       Text(c.point), Text(c.workload or "—"), c.metric, format_value(c.baseline_median, c.unit),
-                      format_value(c.current_median, c.unit), format_change(c.change_pct), format_p(c.p_value),
-                      f"{c.n_baseline}/{c.n_current}", f"{r.threshold_pct:+g}%", r.rule)
+                      format_value(c.current_median, c.unit), format_change(c.change_pct), _noise(c.noise_pct),
+                      format_p(c.p_value), f"{c.n_baseline}/{c.n_current}", f"{r.threshold_pct:+g}%", r.reason)
     console.print(table)
     for r in report.regressions:
         typer.echo(f"REGRESSED {r.comparison.where} {r.metric}: {r.reason}")
@@ -187,23 +190,19 @@ def gate_command(
         bool, typer.Option("--allow-missing", help="Pass over baseline points missing from the current results "
                            "(by default they make the input unusable: exit 2).")
     ] = False,
-    require_significance: Annotated[
-        bool, typer.Option("--require-significance", help="Never gate a per-repeat metric by its threshold "
-                           "alone: with too few repeats for the test (< 4 per side) it then cannot fail.")
-    ] = False,
     markdown: Annotated[
         Path | None, typer.Option("--markdown", help="Write the report as Markdown (e.g. $GITHUB_STEP_SUMMARY).")
     ] = None,
     junit: Annotated[Path | None, typer.Option("--junit", help="Write a JUnit XML report.")] = None,
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON.")] = None,
 ) -> None:
-    """CI regression gate: exit 0 pass, 1 regression, 2 unusable input.
+    """CI regression gate: exit 0 pass, 1 regression, 2 unusable input, 3 cannot judge.
 
-    A metric regresses only when its change is beyond its threshold in the bad direction AND
-    significant over the repeats (two-sided Mann-Whitney U, p < alpha; needs >= 4 repeats per
-    side). With fewer repeats (a sweep's default is 3) no p can reach alpha, so the change of the
-    medians is checked against the threshold alone ("threshold-only", with a warning), as for the
-    per-point metrics (startup_s, capture_s, graph_memory_bytes), which have one value per point.
+    The samples are processes (a sweep's rounds; every run in a history --baseline folder). A metric
+    regresses only when its change is significant over the processes, larger than the noise floor (the
+    larger between-process spread of the two sides) AND beyond its threshold in the bad direction. A
+    change beyond the threshold that the data cannot judge (measured on a busy host, or one process a
+    side) exits 3.
     """
     outputs = {"--markdown": markdown, "--junit": junit, "--json": json_path}
     named: dict[Path, str] = {}
@@ -222,7 +221,7 @@ def gate_command(
     try:
         limits = thresholds_from_specs(threshold or [])
         report = run_gate(baseline, current, limits, alpha=alpha, allow_mismatch=allow_mismatch,
-                          allow_missing=allow_missing, require_significance=require_significance)
+                          allow_missing=allow_missing)
     except GraphbenchError as exc:
         if markdown is not None:
             write_output_text(markdown, error_markdown(str(exc)), "--markdown")

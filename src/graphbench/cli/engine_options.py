@@ -74,6 +74,7 @@ ENGINE_OPTIONS: dict[str, tuple[Any, Optional[str], Callable[[Any], Any]]] = {
     "attention_backend": (Annotated[Optional[str], _opt("--attention-backend", help="auto, triton or reference.")], "model.attention_backend", lambda v: v),
     "seed": (Annotated[Optional[int], _opt("--seed", help="Seed for dummy weights and sampling.")], "model.seed", lambda v: v),
     "tensor_parallel_size": (Annotated[Optional[int], _opt("--tensor-parallel-size", "--tp", help="Ranks of tensor parallelism (one process per GPU; gloo on the CPU).")], "parallel.tensor_parallel_size", lambda v: v),
+    "cpu_threads": (Annotated[Optional[int], _opt("--cpu-threads", help="torch's intra-op threads on the CPU (default 1: steady beside other processes).")], "parallel.cpu_threads", lambda v: v),
 }
 
 

@@ -127,6 +127,7 @@ def run(
     stands_for: Annotated[Optional[str], typer.Option(hidden=True, help="Sweep: other labels of this very engine.")] = None,
     same_engine_reason: Annotated[str, typer.Option(hidden=True, help="Sweep: why they are this engine.")] = "",
     sweep_identity: Annotated[Optional[str], typer.Option(hidden=True, help="Sweep: the point's identity (JSON), for --resume.")] = None,
+    sweep_round: Annotated[Optional[str], typer.Option(hidden=True, help="Sweep: which round (process) of the point this is (JSON).")] = None,
 ) -> None:
     """Measure one configuration: start-up (cold and/or warm), then each workload with repeats."""
 
@@ -143,10 +144,13 @@ def run(
     if num_requests is not None:
         target_repeat_s = 0.0  # the request count was given: measure exactly that
     console = make_console(stderr=True, quiet=quiet)
-    try:
-        sweep = {"identity": json.loads(sweep_identity)} if sweep_identity else {}
-    except (ValueError, RecursionError):
-        raise GraphbenchError(f"--sweep-identity must be JSON, got {sweep_identity[:80]!r}") from None
+    sweep = {}
+    for key, text in (("identity", sweep_identity), ("round", sweep_round)):
+        try:
+            if text:
+                sweep[key] = json.loads(text)
+        except (ValueError, RecursionError):
+            raise GraphbenchError(f"--sweep-{key} must be JSON, got {text[:80]!r}") from None
     if system in ("hf-eager", "hf-compile"):
         from graphbench.bench.peers import run_peer_point
 

@@ -1,5 +1,7 @@
 """`graphbench sweep`: a grid of configurations (and peers), each point in its own process."""
 
+import json
+import random
 import signal
 from contextlib import contextmanager
 from pathlib import Path
@@ -48,7 +50,10 @@ def sweep(
     prompt_len: Annotated[Optional[str], typer.Option(help="Prompt length, drawn per request (default uniform:64-192; CPU uniform:32-96).")] = None,
     output_len: Annotated[Optional[str], typer.Option(help="Output length, drawn per request (default uniform:32-72; CPU uniform:8-24).")] = None,
     num_requests: Annotated[Optional[int], typer.Option(help="Requests per workload (default 3 x concurrency; CPU 2 x; Poisson 32).")] = None,
-    repeats: Annotated[int, typer.Option(help="Repeats per workload.")] = 3,
+    repeats: Annotated[int, typer.Option(help="Repeats per workload in each round (within-process spread only).")] = 2,
+    rounds: Annotated[int, typer.Option(help="Processes per graphbench point: the samples every comparison uses (a warm start each after the first; rounds interleaved across points, shuffled).")] = 3,
+    order_seed: Annotated[Optional[int], typer.Option(help="Seed of each round's shuffled point order (default: drawn, and recorded in every result).")] = None,
+    aa: Annotated[bool, typer.Option("--aa", help="A/A run: the grid twice, interleaved, into RESULTS/a and RESULTS/b; prints how many verdicts compare and gate call between identical configurations.")] = False,
     prompt_kind: Annotated[Optional[str], typer.Option(help="random (default) or repeated: a 16-token span repeated (n-gram drafting finds it).")] = None,
     lora_share: Annotated[Optional[str], typer.Option(help="LoRA shares, e.g. 0,0.5,1: each workload once per share (points need --grid lora_modules=... or a [base] lora_modules).")] = None,
     target_repeat_s: Annotated[Optional[float], typer.Option(help="Closed loops: a repeat runs a multiple of the requests to last about this many seconds, e.g. 1 (default 0: off; adds ~70 s to the default H200 sweep).")] = None,
@@ -66,7 +71,7 @@ def sweep(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
     from rich.table import Table
 
-    from graphbench.bench.sweep import build_grid, load_sweep_file, run_sweep
+    from graphbench.bench.sweep import build_grid, load_sweep_file, plan_rounds, run_sweep
     from graphbench.bench.sweep_parallel import parse_gpus
 
     gpu_ids = parse_gpus(gpus)
@@ -109,6 +114,11 @@ def sweep(
                              prompt_kind, lora_share)
     _check_run_values(run_values)
     run_args = [arg for key, value in run_values.items() for arg in (f"--{key}", str(value))]
+    if not 1 <= rounds <= 100:
+        raise GraphbenchError(f"--rounds must be in 1..100, got {rounds}")
+    seed = order_seed if order_seed is not None else random.SystemRandom().randrange(2**31)
+    folders = ("a", "b") if aa else ("",)
+    planned = plan_rounds(points, rounds, seed, "", folders)
 
     console = make_console()
     if not gpu:
@@ -119,34 +129,45 @@ def sweep(
             start = f"= {p.same_as} (same engine, not run again)" if p.same_as else "cold+warm" if p.cold else "warm"
             table.add_row(str(i), p.label, p.system, p.describe(), start)
         console.print(table)
-        console.print(f"[dim]{len(points)} points; each runs: graphbench run {' '.join(run_args)}[/dim]")
+        console.print(f"[dim]{len(points)} points, {len(planned)} processes ({rounds} round(s) of each graphbench "
+                      f"point{', twice: A/A' if aa else ''}; order seed {seed}); each runs: graphbench run "
+                      f"{' '.join(run_args)}[/dim]")
         return
     check_results_folder(results)  # (a file, a path under /proc: refused before any point starts)
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("ETA"), TimeRemainingColumn()]
     with Progress(*columns, console=console) as progress:
-        task = progress.add_task("sweep", total=len(points))
+        task = progress.add_task("sweep", total=len(planned))
 
         def started(point):
-            progress.update(task, description=f"{point.label} ({point.system})")
+            where = f"{point.folder}/" if point.folder else ""
+            step = f" round {point.round['index']}/{point.round['of']}" if point.round and point.round["of"] > 1 else ""
+            progress.update(task, description=f"{where}{point.label} ({point.system}){step}")
 
         def done(outcome):
             progress.advance(task)
             style = {"ok": "green", "failed": "red", "same-engine": "cyan", "skipped": "dim",
                      "interrupted": "yellow"}[outcome.status]
             status = "same" if outcome.status == "same-engine" else outcome.status
-            progress.console.print(f"[{style}]{status:>7}[/{style}] {outcome.point.label}"
+            p = outcome.point
+            step = f" r{p.round['index']}" if p.round and p.round["of"] > 1 else ""
+            progress.console.print(f"[{style}]{status:>7}[/{style}] {p.folder + '/' if p.folder else ''}{p.label}{step}"
                                    f"{f'  {outcome.seconds:.0f} s' if outcome.seconds else ''}"
                                    f"{f'  {outcome.reason}' if outcome.reason else ''}")
 
         with _stop_on_signals() as received:
             result = run_sweep(points, results, run_args, timeout_s=timeout, resume=resume, on_start=started,
-                               on_done=done, gpus=gpu_ids, executor=executor, ray_address=ray_address)
+                               on_done=done, gpus=gpu_ids, executor=executor, ray_address=ray_address,
+                               rounds=rounds, seed=seed, folders=folders)
     if not any(o.status in ("ok", "failed", "same-engine", "skipped") for o in result.outcomes):
         console.print("[yellow]interrupted before any point finished: no report[/yellow]")
         raise typer.Exit(128 + (received[0] if received else signal.SIGINT))
-    print_summary(console, results)
-    _write_report(console, results, report or results / "report")
+    if aa:
+        _aa_summary(console, results)
+        _write_report(console, results / "a", report or results / "report")
+    else:
+        print_summary(console, results)
+        _write_report(console, results, report or results / "report")
     if result.num_failed:
         console.print(f"[red]{result.num_failed} point(s) failed; see the report's Failures section[/red]")
         if not any(o.status in ("ok", "skipped") for o in result.outcomes) and not result.interrupted:
@@ -157,6 +178,19 @@ def sweep(
         console.print(f"[yellow]interrupted: {left} point(s) not measured; the report covers the others. "
                       f"The same command with --resume measures the rest.[/yellow]")
         raise typer.Exit(128 + (received[0] if received else signal.SIGINT))
+
+
+def _aa_summary(console, results: Path) -> None:
+    """The A/A verdicts: compare and gate between the two identical copies of the grid."""
+    from graphbench.reports.aa import aa_check
+
+    check = aa_check(results / "a", results / "b")
+    (results / "aa.json").write_text(json.dumps(check.to_dict(), indent=1) + "\n")
+    style = "green" if check.false_alarms == 0 else "red"
+    console.print(f"[{style}]A/A: {check.summary()}[/{style}]")
+    for line in check.alarms[:20]:
+        console.print(f"  {line}")
+    console.print(f"[dim]written: {results / 'aa.json'}[/dim]")
 
 
 @contextmanager

@@ -178,14 +178,22 @@ class ParallelConfig:
     """Tensor parallelism (one process per device)."""
 
     tensor_parallel_size: int = 1
+    # torch's intra-op threads on the CPU. 1: a 2-core host with other work on it held ~1,090 tok/s on
+    # tiny-llama with one thread, and fell 10-30x (600 -> 20 tok/s) with one per core when another
+    # process took a core (2026-12-04); the tiny models a CPU runs gain nothing from more.
+    cpu_threads: int = 1
 
     def __post_init__(self) -> None:
         require_int("tensor_parallel_size", self.tensor_parallel_size)
         require_positive("tensor_parallel_size", self.tensor_parallel_size)
         require_at_most("tensor_parallel_size", self.tensor_parallel_size, 64)
+        require_int("cpu_threads", self.cpu_threads)
+        require_positive("cpu_threads", self.cpu_threads)
+        require_at_most("cpu_threads", self.cpu_threads, 1024)
 
     def compute_hash(self) -> str:
-        return hash_factors([self.tensor_parallel_size])
+        # (Inductor's CPU code is generated for a thread count)
+        return hash_factors([self.tensor_parallel_size, self.cpu_threads])
 
 
 @dataclass(slots=True)

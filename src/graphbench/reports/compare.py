@@ -1,11 +1,12 @@
 """Compare two sets of result files, metric by metric (no torch).
 
 Results are matched between baseline and current by point (label, system); within a matched
-point, per-repeat metrics are compared per workload name and per-point metrics once. When one side
-holds several results of the same point (re-runs), their samples are pooled. Each comparison
-carries both medians, their ratio and change, the two-sided Mann-Whitney U p-value over the
-samples (when each side has >= 2), whether it is significant (p < alpha) and a verdict:
-improved / regressed (significant, by the metric's direction) / unchanged / n/a (not testable).
+point, per-repeat metrics are compared per workload name and per-point metrics once. The samples
+are per process: one per round of a sweep point (its median over the round's repeats,
+reports/rounds.py); when one side holds several runs of the same point (a history), their rounds
+are pooled. Each comparison carries both medians, their ratio and change, the noise floor (the
+larger between-process spread), the test's p and the verdict of reports/verdict.py: improved /
+regressed (significant AND beyond the noise) / tie / n/a (one process a side: not testable).
 
 Loading and matching the results is in compare_match, the text of numbers in compare_format;
 both are re-exported here.
@@ -13,7 +14,7 @@ both are re-exported here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,9 +35,12 @@ from graphbench.reports.compare_match import (
     match_results,
     result_where,
 )
+from graphbench.reports.gate_thresholds import min_effect_pct
 from graphbench.reports.metrics import CATALOGUE, POINT, REPEAT, Metric, resolve_metric
-from graphbench.reports.stats import bootstrap_ratio_ci, mann_whitney_u, median, ratio
+from graphbench.reports.rounds import busy_processes, busy_rounds, point_samples, workload_samples
+from graphbench.reports.stats import bootstrap_ratio_ci, median, ratio
 from graphbench.reports.store import LoadedResults
+from graphbench.reports.verdict import VERDICTS, judge
 
 __all__ = [
     "DEFAULT_ALPHA",
@@ -59,7 +63,6 @@ __all__ = [
 ]
 
 DEFAULT_ALPHA = 0.05
-VERDICTS = ("improved", "regressed", "unchanged", "n/a")
 
 MAX_BOOTSTRAP = 100_000  # resamples: a tighter CI than 3-5 repeats can support, in seconds
 
@@ -83,9 +86,11 @@ class Comparison:
     p_value: float | None  # two-sided Mann-Whitney U; None with < 2 samples on a side
     test_method: str | None  # "exact" | "asymptotic" | None
     significant: bool | None  # p < alpha; None when not computable
-    verdict: str  # improved | regressed | unchanged | n/a
+    verdict: str  # improved | regressed | tie | n/a (reports/verdict.py)
     ratio_ci: tuple[float, float] | None = None  # bootstrap CI of the ratio of medians
-    note: str = ""
+    note: str = ""  # the verdict's reason: "within noise: +1.2% vs noise 3.4%, p=0.4 (Welch's t)"
+    noise_pct: float | None = None  # the larger between-process spread of the two sides
+    busy_rounds: tuple[int, int] = (0, 0)  # processes with a busy_host repeat: baseline, current
 
     @property
     def n_baseline(self) -> int:
@@ -113,6 +118,7 @@ class Comparison:
             "p_value": self.p_value, "test": self.test_method, "significant": self.significant,
             "verdict": self.verdict, "n_baseline": self.n_baseline, "n_current": self.n_current,
             "ratio_ci": [json_number(v) for v in self.ratio_ci] if self.ratio_ci else None,
+            "noise_pct": json_number(self.noise_pct),
             "baseline_samples": list(self.baseline_samples), "current_samples": list(self.current_samples),
             "note": self.note,
         }
@@ -121,34 +127,19 @@ class Comparison:
 
 def _compare(
     point: Point, workload: str | None, metric: Metric, base: list[float], cur: list[float],
-    alpha: float, bootstrap: int, seed: int,
+    alpha: float, bootstrap: int, seed: int, busy: tuple[int, int] = (0, 0), min_effect_pct: float = 0.0,
 ) -> Comparison:
+    v = judge(base, cur, metric.higher_is_better, alpha, min_effect_pct)
     bm = median(base) if base else None
     cm = median(cur) if cur else None
     r = ratio(cm, bm) if bm is not None and cm is not None else None
-    change = (r - 1.0) * 100.0 if r is not None else None
-    p = method = significant = None
     ci = None
-    note = ""
-    verdict = "n/a"
-    if not base or not cur:
-        note = f"missing in the {'baseline' if not base else 'current'} results"
-    elif len(base) < 2 or len(cur) < 2:
-        note = "not testable: < 2 samples on a side"
-    else:
-        test = mann_whitney_u(base, cur)
-        p, method = test.p_value, test.method
-        significant = p < alpha
-        if significant and cm != bm:
-            better = (cm > bm) == metric.higher_is_better
-            verdict = "improved" if better else "regressed"
-        else:
-            verdict = "unchanged"
-        if bootstrap > 0:
-            ci = bootstrap_ratio_ci(base, cur, n_resamples=bootstrap, seed=seed)
+    if bootstrap > 0 and len(base) >= 2 and len(cur) >= 2:
+        ci = bootstrap_ratio_ci(base, cur, n_resamples=bootstrap, seed=seed)
     return Comparison(
         point.label, point.system, workload, metric.name, metric.unit, metric.higher_is_better, metric.scope,
-        tuple(base), tuple(cur), bm, cm, r, change, p, method, significant, verdict, ci, note)
+        tuple(base), tuple(cur), bm, cm, r, v.change_pct, v.p_value, v.test, v.significant, v.verdict, ci,
+        v.reason, v.noise_pct, busy)
 
 
 def _workloads(point: Point) -> dict[str, list[tuple[dict[str, Any], str]]]:
@@ -177,12 +168,14 @@ def compare_sets(
     allow_mismatch: bool = False,
     bootstrap: int = 0,
     seed: int = 0,
+    min_effects: Mapping[str, float] | None = None,
 ) -> CompareResult:
     """Every comparison plus warnings (unmatched points or workloads, failed points skipped, ...).
 
     metrics: names or aliases (default: the whole catalogue); a metric absent on both sides of a
     point/workload is left out, one absent on one side gives a comparison with verdict "n/a".
     bootstrap: number of bootstrap resamples for a CI of the ratio of medians (0: none).
+    min_effects: metric -> the smallest change (%) called a difference (default: min_effect_pct).
     """
     if not 0.0 < alpha < 1.0:
         raise GraphbenchError(f"alpha must be in (0, 1), got {alpha}")
@@ -191,6 +184,10 @@ def compare_sets(
     selected = [resolve_metric(m) for m in metrics] if metrics is not None else list(CATALOGUE)
     selected = list({m.name: m for m in selected}.values())
     matching = match_results(baseline, current, allow_mismatch=allow_mismatch)
+
+    def effect(name: str) -> float:
+        return abs(min_effects[name]) if min_effects is not None and name in min_effects else min_effect_pct(name)
+
     warnings = list(matching.warnings) + [f"skipped {f}" for f in matching.failed]
     comparisons: list[Comparison] = []
     missing: list[str] = []
@@ -198,10 +195,12 @@ def compare_sets(
         for metric in selected:
             if metric.scope != POINT:
                 continue
-            base = [v for r in b.results if (v := metric.point_value(r, result_where(r))) is not None]
-            cur = [v for r in c.results if (v := metric.point_value(r, result_where(r))) is not None]
+            base = [v for r in b.results for v in point_samples(r, metric)]
+            cur = [v for r in c.results for v in point_samples(r, metric)]
             if base or cur:
-                comparisons.append(_compare(b, None, metric, base, cur, alpha, bootstrap, seed))
+                busy = (sum(map(busy_processes, b.results)), sum(map(busy_processes, c.results)))
+                comparisons.append(_compare(b, None, metric, base, cur, alpha, bootstrap, seed, busy,
+                                            effect(metric.name)))
         bw, cw = _workloads(b), _workloads(c)
         for name in sorted(bw.keys() - cw.keys()):
             warnings.append(f"{b.name}: workload {name} is only in the baseline: not compared")
@@ -212,10 +211,12 @@ def compare_sets(
             for metric in selected:
                 if metric.scope != REPEAT:
                     continue
-                base = [v for w, where in bw[name] for v in metric.repeat_samples(w, where)]
-                cur = [v for w, where in cw[name] for v in metric.repeat_samples(w, where)]
+                base = [v for w, _where in bw[name] for v in workload_samples(w, metric.name)]
+                cur = [v for w, _where in cw[name] for v in workload_samples(w, metric.name)]
                 if base or cur:
-                    comparisons.append(_compare(b, name, metric, base, cur, alpha, bootstrap, seed))
+                    busy = (sum(busy_rounds(w) for w, _ in bw[name]), sum(busy_rounds(w) for w, _ in cw[name]))
+                    comparisons.append(_compare(b, name, metric, base, cur, alpha, bootstrap, seed, busy,
+                                                effect(metric.name)))
     return CompareResult(comparisons, warnings, matching, missing)
 
 

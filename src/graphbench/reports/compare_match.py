@@ -158,7 +158,7 @@ def match_results(
     for side, points in (("baseline", base_points), ("current", cur_points)):
         for p in points.values():
             if len(p.results) > 1:  # re-runs: pooled on purpose (docs/CI.md), said so
-                warnings.append(f"{side}: point {p.name} has {len(p.results)} results: their repeats are pooled")
+                warnings.append(f"{side}: point {p.name} has {len(p.results)} runs: their processes are pooled (a history)")
     for p in only_b:
         warnings.append(f"point {p.name} is only in the baseline: not compared")
     for p in only_c:

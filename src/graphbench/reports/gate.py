@@ -1,21 +1,18 @@
-"""The CI regression gate (SPEC §4: like asv, a change counts only when it is both statistically
-significant and beyond a factor). No torch.
+"""The CI regression gate (like asv: a change counts only when it is significant AND beyond a factor;
+like conbench and Bencher: only when it is also beyond the noise the data itself shows). No torch.
 
-Rules, per matched (point, workload, gated metric):
-- Per-repeat metrics (tokens/s, TPOT p99, ...): REGRESSED when the two-sided Mann-Whitney U test over
-  the repeats gives p < alpha AND the change of the medians is beyond the metric's threshold in
-  the bad direction. When the repeats are too few for any p to reach alpha (3 vs 3, a sweep's
-  default: smallest p 0.1) the check is "threshold-only", like a per-point metric's, and the report
-  warns: use >= 4 repeats per side (5 recommended) for the test. With require_significance such
-  checks keep the test (and can never fail; with < 2 repeats on a side they are "untestable").
-- Per-point metrics (startup_s, capture_s, graph_memory_bytes: one value per point) cannot be
-  tested for significance: they are "threshold-only": REGRESSED when the change (of the single
-  values, or of the medians over re-runs pooled from several files) is beyond the threshold.
-  Their default thresholds are wide (startup +20 %, graph memory +10 %) for that reason. Only
-  when re-runs give each side enough values for the exact test to reach alpha (e.g. 4 vs 4) do
-  they get the same significance+threshold rule as per-repeat metrics.
-- A change beyond the threshold in the good direction (and significant, for per-repeat metrics)
-  is "improved"; everything else passes.
+Per matched (point, workload, gated metric), on per-process samples (one per round of a sweep point;
+with a history baseline, every round of every run: reports/rounds.py):
+- REGRESSED when compare's verdict is "regressed" (significant over the processes AND beyond the noise
+  floor, the larger between-process spread of the two sides, AND beyond the metric's threshold, which
+  is compare's minimum effect: reports/verdict.py); "improved" likewise in the good direction;
+- INCONCLUSIVE when the change is beyond the threshold in the bad direction but the data cannot judge
+  it: a regressed verdict measured on a busy host (a repeat of those processes flagged busy_host), or
+  one process a side (no test, no noise estimate);
+- everything else passes, the reason saying which: within noise, not significant, within threshold.
+
+Exit codes: 1 when a check regressed, else 3 when one is inconclusive (the machine could not judge:
+rerun on a quiet host, or with more rounds), else 0; 2 for unusable input.
 
 Thresholds are signed percentages in the bad direction: negative for higher-is-better metrics
 (output_tokens_per_s: -5 means "a drop of more than 5 %"), positive for lower-is-better ones.
@@ -54,14 +51,13 @@ from graphbench.reports.gate_thresholds import (
     threshold_text,
     thresholds_from_specs,
 )
-from graphbench.reports.metrics import POINT, Metric, resolve_metric
-from graphbench.reports.stats import min_two_sided_p
+from graphbench.reports.metrics import Metric, resolve_metric
+from graphbench.reports.verdict import IMPROVED, NA, REGRESSED
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
     "OFF",
-    "RULE_TEST",
-    "RULE_THRESHOLD_ONLY",
+    "RULE",
     "STATUSES",
     "GateCheck",
     "GateReport",
@@ -70,22 +66,12 @@ __all__ = [
     "gate_comparisons",
     "normalize_thresholds",
     "parse_threshold",
-    "repeats_needed",
     "run_gate",
     "thresholds_from_specs",
 ]
 
-RULE_TEST = "significance+threshold"
-RULE_THRESHOLD_ONLY = "threshold-only"
-STATUSES = ("regressed", "improved", "pass", "untestable")
-
-
-def repeats_needed(alpha: float) -> int:
-    """Smallest n such that n vs n samples can reach p < alpha with the exact two-sided test."""
-    n = 1
-    while min_two_sided_p(n, n) >= alpha:
-        n += 1
-    return n
+RULE = "significance+noise+threshold"
+STATUSES = ("regressed", "inconclusive", "improved", "pass", "untestable")
 
 
 def _beyond(change: float | None, threshold: float, metric: Metric) -> tuple[bool, bool]:
@@ -101,8 +87,8 @@ def _beyond(change: float | None, threshold: float, metric: Metric) -> tuple[boo
 class GateCheck:
     comparison: Comparison
     threshold_pct: float
-    rule: str  # RULE_TEST or RULE_THRESHOLD_ONLY
-    status: str  # regressed | improved | pass | untestable
+    rule: str  # RULE
+    status: str  # regressed | inconclusive | improved | pass | untestable
     reason: str
 
     @property
@@ -119,44 +105,30 @@ class GateCheck:
         return {
             "label": c.label, "system": c.system, "workload": c.workload, "metric": c.metric, "unit": c.unit,
             "baseline_median": json_number(c.baseline_median), "current_median": json_number(c.current_median),
-            "change_pct": json_number(c.change_pct), "p_value": c.p_value, "n_baseline": c.n_baseline,
+            "change_pct": json_number(c.change_pct), "noise_pct": json_number(c.noise_pct), "p_value": c.p_value,
+            "test": c.test_method, "busy_rounds": list(c.busy_rounds), "n_baseline": c.n_baseline,
             "n_current": c.n_current, "threshold_pct": self.threshold_pct, "rule": self.rule,
             "status": self.status, "reason": self.reason,
         }
 
 
-def _check(c: Comparison, metric: Metric, threshold: float, alpha: float,
-           require_significance: bool = False) -> GateCheck:
+def _check(c: Comparison, metric: Metric, threshold: float) -> GateCheck:
     bad, good = _beyond(c.change_pct, threshold, metric)
     change, thr = format_change(c.change_pct), threshold_text(threshold)
-    testable = c.p_value is not None and min_two_sided_p(c.n_baseline, c.n_current) < alpha
-    if not testable and (metric.scope == POINT or not require_significance):
-        # asv's rule when it has no statistics: the change of the medians against the threshold alone
-        why = (f"{c.n_baseline} vs {c.n_current} value(s) per point" if metric.scope == POINT else
-               f"{c.n_baseline} vs {c.n_current} repeats, which cannot reach p < {alpha:g}")
+    if c.verdict == NA:
         if bad:
-            return GateCheck(c, threshold, RULE_THRESHOLD_ONLY, "regressed",
-                             f"change {change} beyond threshold {thr} (threshold only: {why}, too few for a "
-                             "significance test)")
-        if good:
-            return GateCheck(c, threshold, RULE_THRESHOLD_ONLY, "improved",
-                             f"change {change} beyond {thr} for the better (threshold only: {why})")
-        return GateCheck(c, threshold, RULE_THRESHOLD_ONLY, "pass", f"change {change} within threshold {thr}")
-    if c.p_value is None:
-        return GateCheck(c, threshold, RULE_TEST, "untestable",
-                         f"{c.n_baseline} vs {c.n_current} repeat(s): need >= 2 per side for the significance test")
-    p = format_p(c.p_value)
-    if c.p_value < alpha and bad:
-        return GateCheck(c, threshold, RULE_TEST, "regressed",
-                         f"change {change} beyond threshold {thr} and significant (p={p} < {alpha:g})")
-    if c.p_value < alpha and good:
-        return GateCheck(c, threshold, RULE_TEST, "improved", f"change {change} beyond {thr} for the better, p={p}")
-    if bad:
-        return GateCheck(c, threshold, RULE_TEST, "pass",
-                         f"change {change} beyond threshold {thr} but not significant (p={p} >= {alpha:g})")
-    if c.p_value < alpha:
-        return GateCheck(c, threshold, RULE_TEST, "pass", f"significant (p={p}) but change {change} within {thr}")
-    return GateCheck(c, threshold, RULE_TEST, "pass", f"change {change} within threshold {thr}, p={p}")
+            return GateCheck(c, threshold, RULE, "inconclusive",
+                             f"change {change} beyond threshold {thr}, but {c.note}: cannot judge (run >= 3 rounds)")
+        return GateCheck(c, threshold, RULE, "untestable", c.note)
+    if c.verdict == REGRESSED and bad:
+        if any(c.busy_rounds):
+            return GateCheck(c, threshold, RULE, "inconclusive",
+                             f"change {change} beyond threshold {thr} and {c.note}, but measured on a busy host "
+                             f"({c.busy_rounds[0]} baseline / {c.busy_rounds[1]} current processes): cannot judge")
+        return GateCheck(c, threshold, RULE, "regressed", f"change {change} beyond threshold {thr}: {c.note}")
+    if c.verdict == IMPROVED and good:
+        return GateCheck(c, threshold, RULE, "improved", f"change {change} beyond {thr} for the better: {c.note}")
+    return GateCheck(c, threshold, RULE, "pass", c.note)
 
 
 @dataclass
@@ -180,11 +152,17 @@ class GateReport:
 
     @property
     def verdict(self) -> str:
-        return "pass" if self.passed else "fail"
+        return "fail" if not self.passed else "inconclusive" if self.inconclusive else "pass"
+
+    @property
+    def inconclusive(self) -> list[GateCheck]:
+        return [c for c in self.checks if c.status == "inconclusive"]
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.passed else 1
+        """1 regression; 3 no regression but a check the data could not judge (busy host, too few
+        processes); 0 pass."""
+        return 1 if not self.passed else 3 if self.inconclusive else 0
 
     def counts(self) -> dict[str, int]:
         return {s: sum(c.status == s for c in self.checks) for s in STATUSES}
@@ -192,7 +170,7 @@ class GateReport:
     def headline(self) -> str:
         n = self.counts()
         if self.passed:
-            head = "PASS"
+            head = "CANNOT JUDGE" if self.inconclusive else "PASS"
         else:
             head = f"FAIL: {n['regressed']} regression{'s' if n['regressed'] != 1 else ''}"
         parts = ", ".join(f"{n[s]} {s}" for s in STATUSES if n[s])
@@ -217,7 +195,7 @@ class GateReport:
 
 
 def gate_comparisons(
-    comparisons: list[Comparison], thresholds: Mapping[str, float], alpha: float, require_significance: bool = False
+    comparisons: list[Comparison], thresholds: Mapping[str, float], quiet: Iterable[str] = ()
 ) -> tuple[list[GateCheck], list[str]]:
     """Checks for the gated metrics among comparisons, plus warnings. Raises on one-sided metrics."""
     checks: list[GateCheck] = []
@@ -229,7 +207,8 @@ def gate_comparisons(
         metric = resolve_metric(name)
         found = by_metric.get(metric.name, [])
         if not found:
-            warnings.append(f"gated metric {metric.name} is in neither result set: not checked")
+            if metric.name not in set(quiet):  # a default absent on both sides (full_step_ms on the CPU): no news
+                warnings.append(f"gated metric {metric.name} is in neither result set: not checked")
             continue
         for c in found:
             if not c.baseline_samples or not c.current_samples:
@@ -237,26 +216,16 @@ def gate_comparisons(
                 raise GraphbenchError(
                     f"metric {metric.name} is missing in the {side} results for {c.where} "
                     f"(present in the {other}): cannot gate it")
-            checks.append(_check(c, metric, threshold, alpha, require_significance))
-    few: dict[str, set[tuple[int, int]]] = {}
-    for r in checks:
-        c = r.comparison
-        if (metric := resolve_metric(c.metric)).scope != POINT and r.status != "untestable" \
-                and min_two_sided_p(c.n_baseline, c.n_current) >= alpha:
-            few.setdefault(metric.name, set()).add((c.n_baseline, c.n_current))
-    need = repeats_needed(alpha)
-    for name, sizes in few.items():
-        shown = ", ".join(f"{b} vs {k}" for b, k in sorted(sizes))
-        smallest = max(min_two_sided_p(b, k) for b, k in sizes)
-        then = ("so it can never be flagged" if require_significance else
-                "so it is gated by its threshold alone, noise included")
-        warnings.append(
-            f"too few repeats for {name} ({shown}): the smallest possible p is {smallest:.2g} >= alpha {alpha:g}, "
-            f"{then}; run >= {need} repeats per side (5 recommended) for a significance test")
-    untestable = [r for r in checks if r.status == "untestable"]
+            checks.append(_check(c, metric, threshold))
+    untestable = [r for r in checks if r.comparison.n_baseline < 2 and r.comparison.n_current < 2]
     if untestable:
         metrics = ", ".join(sorted({r.metric for r in untestable}))
-        warnings.append(f"{len(untestable)} check(s) untestable with < 2 repeats on a side ({metrics})")
+        warnings.append(f"{len(untestable)} check(s) had one process a side ({metrics}): no test and no noise "
+                        "estimate; measure >= 3 rounds a side (graphbench sweep --rounds)")
+    busy = [r for r in checks if any(r.comparison.busy_rounds)]
+    if busy:
+        warnings.append(f"{len(busy)} check(s) include processes measured on a busy host: a regression among them "
+                        "is reported as inconclusive (exit 3), not as a regression")
     return checks, warnings
 
 
@@ -267,7 +236,6 @@ def run_gate(
     alpha: float = DEFAULT_ALPHA,
     allow_mismatch: bool = False,
     allow_missing: bool = False,
-    require_significance: bool = False,
 ) -> GateReport:
     """Load both sides, compare every matched point and gate the metrics named in thresholds.
 
@@ -279,9 +247,8 @@ def run_gate(
     DEFAULT_THRESHOLDS (output_tokens_per_s -5, tpot_p99_ms +10, startup_s +20,
     graph_memory_bytes +10). Only these metrics are gated.
 
-    A per-repeat metric with too few repeats for the test to ever reach alpha (3 vs 3: p >= 0.1) is
-    gated by its threshold alone (labelled threshold-only, with a warning), as asv does without
-    statistics; require_significance keeps it to the significance rule (it then never fails).
+    The baseline may hold several runs of the same points (a history folder): their processes are
+    pooled, so the noise floor is the spread across runs as well as rounds.
     """
     if not 0.0 < alpha < 1.0:
         raise GraphbenchError(f"alpha must be in (0, 1), got {alpha}")
@@ -292,7 +259,8 @@ def run_gate(
     cpaths = [current_paths] if isinstance(current_paths, (str, Path)) else list(current_paths)
     baseline, bwarn = load_side(bpaths, "baseline")
     current, cwarn = load_side(cpaths, "current")
-    result = compare_sets(baseline, current, metrics=list(limits), alpha=alpha, allow_mismatch=allow_mismatch)
+    result = compare_sets(baseline, current, metrics=list(limits), alpha=alpha, allow_mismatch=allow_mismatch,
+                          min_effects=limits)
     if result.matching.failed:
         more = f" (and {len(result.matching.failed) - 1} more)" if len(result.matching.failed) > 1 else ""
         raise GraphbenchError(f"failed benchmark point: {result.matching.failed[0]}{more}")
@@ -304,7 +272,8 @@ def run_gate(
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise GraphbenchError(f"{missing[0]}{more} is in the baseline but not in the current results (not run, or "
                               "its file was skipped as malformed); pass --allow-missing to gate the others")
-    checks, gwarn = gate_comparisons(result.comparisons, limits, alpha, require_significance)
+    defaults = [k for k, v in limits.items() if DEFAULT_THRESHOLDS.get(k) == v]
+    checks, gwarn = gate_comparisons(result.comparisons, limits, quiet=defaults)
     if not checks:
         raise GraphbenchError(f"nothing to gate: none of {', '.join(limits)} is in the matched results")
     return GateReport(checks, bwarn + cwarn + result.warnings + gwarn, limits, alpha,

@@ -18,16 +18,20 @@ def _md(text: Any) -> str:
     return markdown_text(text)
 
 
+def _noise(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1f}%"
+
+
 def gate_markdown(report: GateReport) -> str:
     """A CI job summary: the verdict first, regressions, warnings, then a table of every check."""
-    icon = "✅" if report.passed else "❌"
+    icon = "❌" if not report.passed else "⚠️" if report.inconclusive else "✅"
     lines = [f"## {icon} graphbench gate: {report.headline()}", ""]
     lines.append(
         f"Baseline: {_md(', '.join(report.baseline_paths))} · current: {_md(', '.join(report.current_paths))}. "
-        f"A metric regresses only when its change is beyond its threshold in the bad direction **and** "
-        f"statistically significant over the repeats (two-sided Mann–Whitney U, p < {report.alpha:g}); "
-        f"per-point metrics (one value per point: start-up, capture, graph memory) are "
-        f"**threshold-only**.")
+        f"The samples are processes (a sweep's rounds). A metric regresses only when its change is beyond "
+        f"its threshold in the bad direction **and** significant over the processes (p < {report.alpha:g}) "
+        f"**and** larger than the noise floor (the larger between-process spread of the two sides); one "
+        f"the data cannot judge (busy host, one process a side) is **inconclusive** (exit 3).")
     lines.append("")
     if report.regressions:
         lines.append("### Regressions")
@@ -43,17 +47,18 @@ def gate_markdown(report: GateReport) -> str:
         lines.append("")
         lines += [f"- ⚠️ {_md(w)}" for w in report.warnings]
         lines.append("")
-    lines.append("| status | point | workload | metric | baseline | current | change | p | n | threshold | rule |")
-    lines.append("|---|---|---|---|---:|---:|---:|---:|---:|---:|---|")
-    icons = {"regressed": "❌ regressed", "improved": "🟢 improved", "pass": "✅ pass",
-             "untestable": "⚠️ untestable"}
+    lines.append("| status | point | workload | metric | baseline | current | change | noise | p | processes | "
+                 "threshold | why |")
+    lines.append("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    icons = {"regressed": "❌ regressed", "inconclusive": "⚠️ inconclusive", "improved": "🟢 improved",
+             "pass": "✅ pass", "untestable": "⚠️ untestable"}
     for r in report.checks:
         c = r.comparison
         lines.append(
             f"| {icons[r.status]} | {_md(c.point)} | {_md(c.workload or '—')} | `{c.metric}` | "
             f"{format_value(c.baseline_median, c.unit)} | {format_value(c.current_median, c.unit)} | "
-            f"{format_change(c.change_pct)} | {format_p(c.p_value)} | {c.n_baseline}/{c.n_current} | "
-            f"{threshold_text(r.threshold_pct)} | {r.rule} |")
+            f"{format_change(c.change_pct)} | {_noise(c.noise_pct)} | {format_p(c.p_value)} | "
+            f"{c.n_baseline}/{c.n_current} | {threshold_text(r.threshold_pct)} | {_md(r.reason)} |")
     lines.append("")
     return "\n".join(lines)
 
@@ -76,13 +81,13 @@ def gate_junit(report: GateReport) -> str:
                              name=r.testcase_name, time="0")
         detail = (f"{c.where} {c.metric}: baseline {format_value(c.baseline_median, c.unit)} "
                   f"(n={c.n_baseline}), current {format_value(c.current_median, c.unit)} (n={c.n_current}), "
-                  f"change {format_change(c.change_pct)}, p={format_p(c.p_value)}, "
+                  f"change {format_change(c.change_pct)}, noise {_noise(c.noise_pct)}, p={format_p(c.p_value)}, "
                   f"threshold {threshold_text(r.threshold_pct)}, rule {r.rule}: {r.reason}")
         if r.status == "regressed":
             failure = ET.SubElement(case, "failure", message=f"regressed: {r.reason}", type="regression")
             failure.text = detail
         else:
-            if r.status == "untestable":
+            if r.status in ("untestable", "inconclusive"):
                 ET.SubElement(case, "skipped", message=r.reason)
             ET.SubElement(case, "system-out").text = detail
     if report.warnings:

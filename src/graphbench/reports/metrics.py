@@ -88,6 +88,11 @@ CATALOGUE: tuple[Metric, ...] = (
     _r("tpot_p99_ms", ("tpot_ms", "p99"), "ms", False, "p99 time per output token"),
     _r("itl_p99_ms", ("itl_ms", "p99"), "ms", False, "p99 inter-token latency"),
     _r("e2e_p99_ms", ("e2e_ms", "p99"), "ms", False, "p99 end-to-end request latency"),
+    _r("full_step_ms", ("step_ms_by_mode", "FULL", "mean"), "ms", False,
+       "mean replayed FULL-graph step (what a ladder or mode changes; steady on a GPU)"),
+    _r("piecewise_step_ms", ("step_ms_by_mode", "PIECEWISE", "mean"), "ms", False,
+       "mean piecewise-graph step (mixed and prefill steps: follow the host)"),
+    _r("eager_step_ms", ("step_ms_by_mode", "NONE", "mean"), "ms", False, "mean eager step"),
     _r("padding_waste_pct", ("padding_waste_pct",), "%", False, "mean padding waste per step"),
     _r("eager_fraction", ("eager_fraction",), "fraction", False, "fraction of steps that ran eager"),
     _r("peak_memory_bytes", ("peak_memory_bytes",), "bytes", False, "peak device memory"),
@@ -114,6 +119,8 @@ ALIASES: dict[str, str] = {
     "startup": "startup_s",
     "capture": "capture_s",
     "graph_memory": "graph_memory_bytes",
+    "full_step": "full_step_ms",
+    "graph_step": "full_step_ms",
     "peak_memory": "peak_memory_bytes",
 }
 

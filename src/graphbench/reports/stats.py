@@ -208,3 +208,21 @@ def bootstrap_ratio_ci(
         method="percentile", paired=False, vectorized=True, rng=np.random.default_rng(seed),
         batch=min(n_resamples, 1000))
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def prediction_t_test(samples: Sequence[float], value: float) -> float:
+    """Two-sided p that one new observation `value` comes from the distribution of `samples` (>= 2):
+    Student's t of its distance to their mean over the prediction interval's scale, s * sqrt(1 + 1/n),
+    n - 1 degrees of freedom. How a single run is judged against a history of runs (conbench's
+    lookback z-score, with the small-sample correction)."""
+    xs = _values(samples, "samples")
+    if len(xs) < 2:
+        raise GraphbenchError(f"the prediction test needs >= 2 samples, got {len(xs)}")
+    n, mean = len(xs), sum(xs) / len(xs)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
+    if sd == 0:
+        return 1.0 if value == mean else 0.0
+    from scipy import stats
+
+    t = (value - mean) / (sd * math.sqrt(1.0 + 1.0 / n))
+    return min(1.0, float(2.0 * stats.t.sf(abs(t), n - 1)))

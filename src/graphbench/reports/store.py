@@ -210,8 +210,9 @@ def iter_result_files(paths: Iterable[str | Path]) -> list[Path]:
     return files
 
 
-def load_results(paths: Iterable[str | Path]) -> LoadedResults:
-    """Load every result file; malformed ones are reported by name and skipped."""
+def load_results(paths: Iterable[str | Path], merge: bool = True) -> LoadedResults:
+    """Load every result file; malformed ones are reported by name and skipped. merge: a sweep point's
+    round files (one per process) come back as one record (reports/rounds.py); False: one per file."""
     results, skipped = [], []
     for file in iter_result_files(paths):
         try:
@@ -230,4 +231,8 @@ def load_results(paths: Iterable[str | Path]) -> LoadedResults:
             skipped.append((file, str(exc)))
         except RecursionError:
             skipped.append((file, "JSON nested too deeply for a result file"))
+    if merge:
+        from graphbench.reports.rounds import merge_rounds
+
+        results = merge_rounds(results)
     return LoadedResults(results, skipped)

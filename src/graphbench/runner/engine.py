@@ -61,6 +61,8 @@ class Engine:
         self.config = config.resolve(blackwell=info.is_blackwell_datacenter, device_name=info.name,
                                      device_memory=info.total_memory)
         self.config.model.device, self.config.model.dtype = self.device.type, dtype_name(self.dtype)
+        if self.device.type == "cpu":
+            torch.set_num_threads(self.config.parallel.cpu_threads)
         if self.device.type != "cuda" and self.config.compilation.max_autotune:
             # Inductor's autotuning targets GPU kernels; on the CPU it costs minutes and buys little.
             self.config.compilation.max_autotune = False
