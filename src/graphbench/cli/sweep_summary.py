@@ -14,8 +14,8 @@ def print_summary(console, results: Path) -> None:
 
     loaded = load_results([results])
     table = Table("point", "system", "status", "start-up s\ncold / warm", "capture s", "graph MiB", "workload",
-                  "output tok/s", "spread %", "TPOT p50 ms", "padding %\n(of tokens)", "batch sizes (share of steps)")
-    num_unsteady = num_busy = 0
+                  "output tok/s", "spread %\nprocesses", "TPOT p50 ms", "padding %\n(of tokens)", "batch sizes (share of steps)")
+    num_unsteady = num_busy = num_outliers = 0
     for r in sorted(loaded.results, key=lambda r: (r["status"] != "ok", r["label"])):
         if r["status"] != "ok":
             table.add_row(r["label"], r["system"], "[red]failed[/red]", "", "", "", "", "", "", "", "",
@@ -24,7 +24,9 @@ def print_summary(console, results: Path) -> None:
         s = r["startup"] or {}
         for i, w in enumerate(r["workloads"]):
             m = w["summary"]
-            spread = m["output_tokens_per_s"].get("spread_pct")
+            excluded = [x for x in w.get("round_medians") or [] if x.get("excluded")]
+            num_outliers += len(excluded)
+            spread = m["output_tokens_per_s"].get("spread_pct") if m["output_tokens_per_s"].get("n", 1) > 1 else None
             busy = w.get("busy_host_repeats") or []
             unsteady = spread is not None and spread > MAX_STEADY_SPREAD_PCT
             num_unsteady += unsteady and not busy
@@ -46,13 +48,17 @@ def print_summary(console, results: Path) -> None:
                           "same engine, measured once", "", "", "", "", "")
     console.print(table)
     if num_unsteady:
-        console.print(f"[yellow]{num_unsteady} workload(s) spread more than {MAX_STEADY_SPREAD_PCT:g}% between repeats "
-                      "((max - min) / median of output tok/s): the report's Repeats table shows which steps moved "
-                      "(eager and piecewise steps follow the host's speed)[/yellow]")
+        console.print(f"[yellow]{num_unsteady} workload(s) spread more than {MAX_STEADY_SPREAD_PCT:g}% between processes "
+                      "((max - min) / median of output tok/s over the rounds): that spread is the noise floor a "
+                      "difference must beat; the report's Repeats table shows which steps moved (eager and "
+                      "piecewise steps follow the host's speed)[/yellow]")
     if num_busy:
         console.print(f"[yellow]{num_busy} workload(s) had a repeat on a busy host (another process held the CPU: "
                       "see each repeat's busy_host): their spread is the host's, not the engine's; the spread of "
                       "the other repeats is given beside it[/yellow]")
+    if num_outliers:
+        console.print(f"[yellow]{num_outliers} workload(s) had a first round that was an outlier against the others: "
+                      "excluded from the statistics (the report's Rounds note gives each reason)[/yellow]")
     _print_ladder_pairs(console, loaded.results)
     for path, why in loaded.skipped:
         console.print(f"[yellow]skipped malformed result {path}: {why}[/yellow]")
@@ -83,20 +89,12 @@ def _print_ladder_pairs(console, results: list) -> None:
     if pairs.empty:
         return
 
-    def change(value, p) -> str:
-        if not isinstance(value, float) or value != value:
-            return "-"
-        p_text = p if isinstance(p, str) else "p<0.001" if p < 0.001 else f"p={p:.3f}"
-        return f"{value:+.1f}% ({p_text})"
-
-    table = Table("ladder a -> b", "workload", "padding % (of tokens)", "graph step", "TPOT p50", "output tok/s",
-                  "test", title="Ladder against ladder: what padding costs (change of b against a, p over repeats)")
+    table = Table("ladder a -> b", "workload", "padding % (of tokens)", "same recordings", "graph step ms",
+                  "graph step", "TPOT p50", "output tok/s", "explained by",
+                  title="Ladder against ladder: b against a, over processes (a tie unless significant, beyond the "
+                        "noise between processes and beyond the minimum effect)")
     for _, row in pairs.iterrows():
-        table.add_row(row["pair"], row["workload"], row["paid padding %"],
-                      f"{row['graph step ms']}: {change(row['graph step change %'], row['graph step p'])}",
-                      change(row["TPOT change %"], row["TPOT p"]), change(row["output tok/s change %"], row["tok/s p"]),
-                      row["test"])
+        table.add_row(row["pair"], row["workload"], row["paid padding %"], row["same recordings"],
+                      row["graph step ms"], row["graph step"], row["TPOT p50"], row["output tok/s"],
+                      row["explained by"])
     console.print(table)
-    console.print("[dim]graph step: the mean ms of the steps that replayed a FULL recording (PIECEWISE where "
-                  "there is none): what padding costs on the GPU; TPOT also counts the mixed and prefill steps, "
-                  "which follow the host's speed[/dim]")

@@ -42,15 +42,27 @@ def throughput_chart(data: ReportData, path: Path) -> None:
     for series, system in series_order(table):
         rows = table[(table["series"] == series) & (table["system"] == system)].sort_values("concurrency")
         name = series if system == GRAPHBENCH else f"{series} (peer)"
-        ax.plot(rows["concurrency"], rows["output_tokens_per_s"], _style(system), marker="o",
-                color=data.colors.get(series), label=name)  # fmt: skip
+        low, high = _round_range(data.frame, series, system, rows)
+        ax.errorbar(rows["concurrency"], rows["output_tokens_per_s"], yerr=[low, high], fmt=_style(system),
+                    marker="o", capsize=3, color=data.colors.get(series), label=name)  # fmt: skip
     log2_axis(ax)
     ax.set_xlabel("concurrency (requests in flight, log scale)")
-    ax.set_ylabel("output tokens/s (median of repeats)")
+    ax.set_ylabel("output tokens/s (median of processes; bars: their range)")
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, ncols=2)
     save_figure(fig, path, "Output tokens/s vs concurrency", data.environment)
+
+
+def _round_range(frame: pd.DataFrame, series: str, system: str, rows: pd.DataFrame) -> tuple[list[float], list[float]]:
+    """Per concurrency of rows: (median - min, max - median) of the series' per-process samples (0 with one)."""
+    low, high = [], []
+    for conc, med in zip(rows["concurrency"], rows["output_tokens_per_s"]):
+        at = frame[(frame["series"] == series) & (frame["system"] == system) & (frame["concurrency"] == conc)]
+        samples = [v for t in at.get("output_tokens_per_s_samples", []) if isinstance(t, tuple) for v in t]
+        low.append(med - min(samples) if samples else 0.0)
+        high.append(max(samples) - med if samples else 0.0)
+    return low, high
 
 
 def speedup_baselines(data: ReportData, table: pd.DataFrame) -> tuple[list[str], list[str]]:

@@ -2,8 +2,10 @@
 
 `results_frame`: one row per point x workload (a point without workloads keeps one row with empty
 workload columns, so its startup still shows). `points_frame`: one row per successful point with
-the startup breakdown. `failures_frame`: the failed points. Metric values are the medians over
-repeats: the result's ``summary[metric]["median"]`` where present, else the median of the repeats.
+the startup breakdown. `failures_frame`: the failed points. Metric values are the medians over the
+point's processes (rounds: the merged result's ``summary[metric]["median"]``, reports/rounds.py), else
+the median of the repeats; `output_tokens_per_s_samples` holds the per-process samples, `rounds` their
+number and `round_spread_pct` their spread (the point's noise).
 No torch import.
 """
 
@@ -17,6 +19,8 @@ from typing import Any
 
 import pandas as pd
 
+from graphbench.reports.rounds import workload_samples
+from graphbench.reports.stats import spread_pct
 from graphbench.switches import switches_text
 
 # Latency metrics by name: (repeat field, statistic). Names follow the summary's aliases.
@@ -37,7 +41,7 @@ SUMMARY_COLUMNS = [
     "output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "ttft_p50_ms", "ttft_p99_ms",
     "tpot_p50_ms", "tpot_p99_ms", "padding_waste_pct", "padding_token_pct", "eager_fraction", "startup_cold",
     "startup_s", "startup_cold_s", "startup_warm_s", "graph_memory_bytes", "graph_pool_bytes", "busy_host_repeats",
-    "same_engine_as",
+    "same_engine_as", "rounds", "round_spread_pct",
 ]  # fmt: skip
 
 
@@ -220,9 +224,14 @@ def results_frame(results: Iterable[Mapping[str, Any]], extra_metrics: Iterable[
             row["busy_host_repeats"] = len(busy_repeats(w))
             for metric in metrics:
                 row[metric] = metric_median(w, metric)
+            samples = workload_samples(w, "output_tokens_per_s")
+            row["output_tokens_per_s_samples"] = tuple(samples)
+            row["rounds"] = len(samples)
+            row["round_spread_pct"] = spread_pct(samples) if len(samples) >= 2 else math.nan
             rows.append(row)
     extra = [m for m in metrics if m not in SUMMARY_COLUMNS]  # (same_engine_as: filled in by reports.aliases)
-    frame = pd.DataFrame(rows, columns=[*SUMMARY_COLUMNS, *extra, "tensor_parallel_size", "gpu", "path", "shape"])
+    frame = pd.DataFrame(rows, columns=[*SUMMARY_COLUMNS, *extra, "tensor_parallel_size", "gpu", "path", "shape",
+                                        "output_tokens_per_s_samples"])
     shapes = set(frame.loc[frame["workload"] != "", "shape"])
     many = len(shapes) > 1
     frame["series"] = [f"{lbl} [{shp}]" if many and shp else lbl for lbl, shp in zip(frame["label"], frame["shape"])]

@@ -4,7 +4,10 @@ Results measured on different GPUs (a sweep over a Ray cluster of mixed nodes, o
 machines) are ranked per GPU type: a row per (GPU, shape, concurrency), so that one GPU's best never
 hides another's.
 
-Best = highest median output tokens/s at that concurrency (ties: the name first in sort order).
+Best = highest median output tokens/s at that concurrency (the median of its processes' medians), and
+`tied_with` every configuration the best cannot be told from: no difference significant over the
+processes and beyond the noise and the 5% minimum effect (reports/verdict.py). A headline that names one
+winner where the data shows a tie picks noise.
 The cost of the best configuration is its startup (median total over its cold starts, and over
 its warm starts, reports.frame.points_frame) and its graph memory (the largest over its starts).
 A best configuration that stands for other labels (reports.aliases: the same engine, measured once)
@@ -20,11 +23,32 @@ import pandas as pd
 from collections.abc import Mapping
 
 from graphbench.reports.frame import GRAPHBENCH, flag_is
+from graphbench.reports.gate_thresholds import min_effect_pct
 
 HEADLINE_COLUMNS = [
     "gpu", "shape", "concurrency", "best", "output_tokens_per_s", "startup_cold_s", "startup_warm_s", "graph_memory_bytes",
-    "best_peer", "peer_output_tokens_per_s", "speedup_vs_peer", "best_also",
+    "best_peer", "peer_output_tokens_per_s", "speedup_vs_peer", "best_also", "tied_with",
 ]  # fmt: skip
+
+
+def _samples(at: pd.DataFrame, series: str) -> list[float]:
+    values = at.loc[at["series"] == series, "output_tokens_per_s_samples"]
+    return [float(v) for item in values for v in (item if isinstance(item, tuple) else ())]
+
+
+def _tied(at: pd.DataFrame, best: str) -> str:
+    """The configurations the best cannot be told from over processes (reports.verdict): 'label (why)'."""
+    from graphbench.reports.verdict import IMPROVED, REGRESSED, judge
+
+    top = _samples(at, best)
+    out = []
+    for series in sorted(set(at["series"]) - {best}):
+        v = judge(top, _samples(at, series), higher_is_better=True, min_effect_pct=min_effect_pct("output_tokens_per_s"))
+        if v.verdict not in (IMPROVED, REGRESSED):
+            why = f"{v.change_pct:+.1f}%, noise {v.noise_pct:.1f}%" if v.change_pct is not None and v.noise_pct is not None \
+                else "one process a side: cannot tell"
+            out.append(f"{series} ({why})")
+    return "; ".join(out)
 
 
 def _best(table: pd.DataFrame) -> tuple[str, float] | None:
@@ -50,7 +74,9 @@ def headline_table(frame: pd.DataFrame, points: pd.DataFrame,
     aliases: measured label -> the labels it stands for (reports.aliases.alias_map)."""
     rows = frame[frame["concurrency"].notna() & frame["output_tokens_per_s"].notna()]
     keys = ["gpu", "series", "label", "system", "shape", "concurrency"]
-    table = rows.groupby(keys, as_index=False)["output_tokens_per_s"].median()
+    table = rows.groupby(keys, as_index=False).agg(
+        output_tokens_per_s=("output_tokens_per_s", "median"),
+        output_tokens_per_s_samples=("output_tokens_per_s_samples", lambda s: tuple(v for t in s if isinstance(t, tuple) for v in t)))
     out = []
     for gpu, shape, conc in sorted(set(zip(table["gpu"], table["shape"], table["concurrency"]))):
         at = table[(table["gpu"] == gpu) & (table["shape"] == shape) & (table["concurrency"] == conc)]
@@ -59,7 +85,7 @@ def headline_table(frame: pd.DataFrame, points: pd.DataFrame,
         peer = _best(at[at["system"] != GRAPHBENCH])
         row = {"gpu": gpu, "shape": shape, "concurrency": conc, "best": "", "output_tokens_per_s": math.nan, "startup_cold_s": math.nan,
                "startup_warm_s": math.nan, "graph_memory_bytes": math.nan, "best_peer": "",
-               "peer_output_tokens_per_s": math.nan, "speedup_vs_peer": math.nan, "best_also": ""}  # fmt: skip
+               "peer_output_tokens_per_s": math.nan, "speedup_vs_peer": math.nan, "best_also": "", "tied_with": ""}  # fmt: skip
         if best is not None:
             series, tps = best
             label = at.loc[at["series"] == series, "label"].iloc[0]
@@ -67,7 +93,8 @@ def headline_table(frame: pd.DataFrame, points: pd.DataFrame,
             row.update(best=series, output_tokens_per_s=tps, startup_cold_s=_startup(on_gpu, label, True),
                        startup_warm_s=_startup(on_gpu, label, False),
                        graph_memory_bytes=float(memory.max()) if memory.notna().any() else math.nan,
-                       best_also=", ".join((aliases or {}).get(label, [])))  # fmt: skip
+                       best_also=", ".join((aliases or {}).get(label, [])),
+                       tied_with=_tied(at[at["system"] == GRAPHBENCH], series))  # fmt: skip
         if peer is not None:
             row.update(best_peer=peer[0], peer_output_tokens_per_s=peer[1])
             if best is not None and peer[1] > 0:

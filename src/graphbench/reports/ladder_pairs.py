@@ -2,11 +2,10 @@
 
 Two graphbench points form a pair when their configs are the same but for the ladder
 (compilation.cudagraph_capture_sizes, max_cudagraph_capture_size, performance_mode) on the same model,
-system and device. For each workload both ran: the paid padding of each, the TPOT p50 and output
-tokens/s medians over repeats, b's change against a, and a two-sided p over the repeats (repeats on a
-busy host are left out): Mann-Whitney U (reports.stats) when it can reach p < 0.05 with that many
-repeats, else Welch's t-test (reports.stats; 3 vs 3: the U test's smallest p is 0.1), which assumes
-normal repeats; the "test" column says which. With fewer than 2 repeats a side: "too few repeats to test".
+system and device. For each workload both ran: the paid padding of each, whether both replay the same
+recordings (every batch size pads to the same rung: an A/A pair inside the sweep), and b's verdict
+against a over processes (reports/verdict.py) for the replayed graph step, TPOT p50 and output tokens/s,
+with which part explains a difference.
 
 Labels that stand for another's measurement (reports.aliases) pair by their names: two labels that
 differ only in the ladder part ("O2_default", "O2_interactivity") and run one engine get one row saying
@@ -15,49 +14,42 @@ so, since one measurement cannot differ from itself.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
-import math
 from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
 from graphbench.reports.aliases import SAME_ENGINE, alias_map, ladder_mode
-from graphbench.reports.frame import GRAPHBENCH, asked_ladder, busy_repeats, metric_median, ok_results
-from graphbench.reports.stats import mann_whitney_u, median, min_two_sided_p, welch_t_test
+from graphbench.reports.frame import GRAPHBENCH, asked_ladder, capture_sizes_of, metric_median, ok_results
+from graphbench.reports.gate_thresholds import min_effect_pct
+from graphbench.reports.rounds import workload_samples
+from graphbench.reports.stats import median
+from graphbench.reports.verdict import IMPROVED, NA, REGRESSED, TIE, Verdict, judge
 
-ALPHA = 0.05
-TOO_FEW = "too few repeats to test"
-U_TEST = "Mann-Whitney U"
-T_TEST = "Welch t"
-LADDER_KEYS = ("cudagraph_capture_sizes", "max_cudagraph_capture_size", "performance_mode")
 PAIR_COLUMNS = [
-    "pair", "workload", "repeats", "paid padding %", "graph step ms", "graph step change %", "graph step p", "TPOT p50 ms",
-    "TPOT change %", "TPOT p", "output tok/s change %", "tok/s p", "test",
+    "pair", "workload", "processes", "paid padding %", "same recordings", "graph step ms", "graph step",
+    "TPOT p50 ms", "TPOT p50", "output tok/s", "explained by",
 ]  # fmt: skip
 PAIRS_NOTE = (
-    "Points that differ only in their ladder, on the same workload: b against a. Graph step: the mean time of a "
-    "step that replayed a FULL recording (PIECEWISE where neither side has FULL steps), median over repeats: what "
-    "padding costs where it is paid, on the GPU. TPOT also counts the mixed and prefill steps, which run piecewise "
-    "or eager and follow the host's speed, so it moves between processes by more than padding does. p: two-sided, "
-    "over the repeats (below 0.05: unlikely to be the repeats' own noise); repeats on a busy host are left out."
+    "Points that differ only in their ladder, on the same workload: b against a, over processes (each a round "
+    "of the sweep: its median over its repeats). Graph step: the mean time of a step that replayed a FULL "
+    "recording (PIECEWISE where neither side has FULL steps): what padding costs where it is paid, on the GPU. "
+    "TPOT and tokens/s also count the mixed and prefill steps, which run piecewise or eager and follow the "
+    "host's speed. A change is called only when significant over the processes, beyond the noise measured "
+    "between them and beyond the 5% minimum effect (10% for TPOT p99); else it is a tie, with its change and "
+    "noise. 'Same recordings': every batch size the steps had pads to the same rung on both ladders, so the "
+    "two points replay the same graphs: an A/A pair inside the sweep, where any called difference is the "
+    "host's. 'Explained by' says which part moved."
 )
 
 
 def pairs_note(pairs: pd.DataFrame) -> str:
-    """The note over the pairs table; with a word on the test that the repeats allowed."""
+    """The note over the pairs table."""
     text = PAIRS_NOTE
-    if pairs.empty:
-        return text
-    if (pairs["test"] == T_TEST).any():
-        n = max(int(x) for x in pairs.loc[pairs["test"] == T_TEST, "repeats"].str.split(" ").str[0])
-        text += (f" {T_TEST}: with {n} repeats a side the Mann-Whitney U test's smallest p is "
-                 f"{min_two_sided_p(n, n):.2g}, so no change could show as significant by it; Welch's t-test "
-                 "can, if each side's repeats are roughly normal (a steady metric's are; a host-bound one's may "
-                 f"not be). 4 repeats a side let the U test reach {min_two_sided_p(4, 4):.2g} (sweep --repeats 4 "
-                 "or more).")
-    if (pairs["workload"] == "every workload").any():
+    if not pairs.empty and (pairs["workload"] == "every workload").any():
         text += (f" Labels that ran one engine ({SAME_ENGINE}) cannot differ: on this device their ladders "
                  "change nothing.")
     return text
@@ -83,87 +75,91 @@ def _workloads(results: list[Mapping[str, Any]]) -> dict[str, list[Mapping[str, 
     return out
 
 
-def _values(workloads: list[Mapping[str, Any]], metric: str) -> tuple[list[float], int]:
-    """The metric over the calm repeats, and how many busy-host repeats were left out."""
-    values, busy = [], 0
+def _samples(workloads: list[Mapping[str, Any]], metric: str) -> list[float]:
+    return [v for w in workloads for v in workload_samples(w, metric)]
+
+
+def _verdict(a: list[float], b: list[float], metric: str, higher: bool) -> Verdict | None:
+    return judge(a, b, higher, min_effect_pct=min_effect_pct(metric)) if a and b else None
+
+
+def _text(v: Verdict | None) -> str:
+    if v is None:
+        return "-"
+    if v.verdict == NA:
+        return f"n/a ({v.reason})"
+    return f"{v.verdict}: {v.reason}" if v.verdict != TIE else f"tie ({v.reason})"
+
+
+def _batch_sizes(workloads: list[Mapping[str, Any]]) -> set[int]:
+    sizes = set()
     for w in workloads:
-        flagged = busy_repeats(w)
-        busy += len(flagged)
-        for i, r in enumerate(w["repeats"]):
-            value = r.get("output_tokens_per_s") if metric == "tok/s" else (r.get("tpot_ms") or {}).get("p50")
-            if i not in flagged and isinstance(value, (int, float)) and not math.isnan(value):
-                values.append(float(value))
-    return values, busy
+        for r in w.get("repeats") or []:
+            hist = r.get("batch_size_histogram") if isinstance(r, Mapping) else None
+            sizes |= {int(k) for k in (hist or {}) if str(k).isdigit()}
+    return sizes
 
 
-def _graph_step_ms(workloads: list[Mapping[str, Any]], mode: str) -> list[float]:
-    """Per calm repeat: the mean ms of its steps that ran in this runtime mode (step_ms_by_mode)."""
-    values = []
-    for w in workloads:
-        flagged = busy_repeats(w)
-        for i, r in enumerate(w["repeats"]):
-            by_mode = r.get("step_ms_by_mode") if isinstance(r.get("step_ms_by_mode"), Mapping) else {}
-            mean = (by_mode.get(mode) or {}).get("mean") if isinstance(by_mode.get(mode), Mapping) else None
-            if i not in flagged and isinstance(mean, (int, float)) and not math.isnan(mean):
-                values.append(float(mean))
-    return values
+def same_recordings(ladder_a: list[int] | None, ladder_b: list[int] | None, sizes: set[int]) -> bool:
+    """Whether every batch size pads to the same rung on both ladders (eager above both tops): the two
+    points replay the very same recordings. False without a recorded ladder (nothing was replayed)."""
+    if not ladder_a or not ladder_b or not sizes:
+        return False
+
+    def pad(ladder: list[int], n: int) -> int | None:
+        i = bisect.bisect_left(ladder, n)
+        return ladder[i] if i < len(ladder) else None
+
+    la, lb = sorted(ladder_a), sorted(ladder_b)
+    return all(pad(la, n) == pad(lb, n) for n in sizes)
 
 
-def _graph_steps(a: list[Mapping[str, Any]], b: list[Mapping[str, Any]]) -> tuple[str, float, float | str]:
-    """'1.09 -> 1.09 (FULL)', b's change in % and its p, for the first mode both sides replayed;
-    ('-', NaN, NaN) if none."""
-    for mode in ("FULL", "PIECEWISE"):
-        ga, gb = _graph_step_ms(a, mode), _graph_step_ms(b, mode)
+def _graph_steps(a: list[Mapping[str, Any]], b: list[Mapping[str, Any]]) -> tuple[str, Verdict | None]:
+    """'1.09 -> 1.09 (FULL)' and b's verdict against a, for the first mode both sides replayed."""
+    for mode, metric in (("FULL", "full_step_ms"), ("PIECEWISE", "piecewise_step_ms")):
+        ga, gb = _samples(a, metric), _samples(b, metric)
         if ga and gb:
-            return f"{median(ga):.3f} -> {median(gb):.3f} ({mode})", _change(ga, gb), _p(ga, gb)
-    return "-", math.nan, math.nan
+            return f"{median(ga):.3f} -> {median(gb):.3f} ({mode})", _verdict(ga, gb, metric, False)
+    return "-", None
 
 
-def test_name(n_a: int, n_b: int) -> str:
-    """The test these repeat counts allow: the U test where it can reach ALPHA, else Welch's t."""
-    if min(n_a, n_b) < 2:
-        return TOO_FEW
-    return U_TEST if min_two_sided_p(n_a, n_b) < ALPHA else T_TEST
+def _explained(graph: Verdict | None, tpot: Verdict | None, tps: Verdict | None, same: bool) -> str:
+    called = {v.verdict for v in (tpot, tps) if v is not None}
+    if graph is not None and graph.beyond_noise:
+        return "the graph steps (what the ladder changes)"
+    if called & {IMPROVED, REGRESSED}:
+        if same:
+            return "not the ladder: both replay the same recordings, so the host moved between processes"
+        return "the mixed and eager steps (they follow the host), not the graph steps"
+    return "nothing: a tie"
 
 
-def _p(a: list[float], b: list[float]) -> float | str:
-    test = test_name(len(a), len(b))
-    if test == TOO_FEW:
-        return TOO_FEW
-    return mann_whitney_u(a, b).p_value if test == U_TEST else welch_t_test(a, b)
-
-
-def _change(a: list[float], b: list[float]) -> float:
-    return 100 * (median(b) - median(a)) / median(a) if a and b and median(a) else math.nan
-
-
-def _rows(name: str, a: list[Mapping[str, Any]], b: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _rows(name: str, a: list[Mapping[str, Any]], b: list[Mapping[str, Any]],
+          ladders: tuple[list[int] | None, list[int] | None]) -> list[dict[str, Any]]:
     rows = []
     wa, wb = _workloads(a), _workloads(b)
     for workload in [w for w in wa if w in wb]:
-        (ta, busy_a), (tb, busy_b) = _values(wa[workload], "tpot"), _values(wb[workload], "tpot")
-        (sa, _), (sb, _) = _values(wa[workload], "tok/s"), _values(wb[workload], "tok/s")
-        busy = busy_a + busy_b
+        ta, tb = _samples(wa[workload], "tpot_p50_ms"), _samples(wb[workload], "tpot_p50_ms")
+        sa, sb = _samples(wa[workload], "output_tokens_per_s"), _samples(wb[workload], "output_tokens_per_s")
         pa, pb = (metric_median(ws[workload][0], "padding_token_pct") for ws in (wa, wb))
-        graph_ms, graph_change, graph_p = _graph_steps(wa[workload], wb[workload])
+        graph_ms, graph = _graph_steps(wa[workload], wb[workload])
+        tpot, tps = _verdict(ta, tb, "tpot_p50_ms", False), _verdict(sa, sb, "output_tokens_per_s", True)
+        same = same_recordings(*ladders, _batch_sizes(wa[workload]) | _batch_sizes(wb[workload]))
         rows.append({
-            "pair": name, "workload": workload,
-            "repeats": f"{len(sa)} vs {len(sb)}" + (f" ({busy} on a busy host left out)" if busy else ""),
-            "paid padding %": f"{pa:.1f} -> {pb:.1f}", "graph step ms": graph_ms, "graph step change %": graph_change,
-            "graph step p": graph_p,
-            "TPOT p50 ms": f"{median(ta):.2f} -> {median(tb):.2f}" if ta and tb else "-",
-            "TPOT change %": _change(ta, tb), "TPOT p": _p(ta, tb) if ta and tb else math.nan,
-            "output tok/s change %": _change(sa, sb), "tok/s p": _p(sa, sb) if sa and sb else math.nan,
-            "test": test_name(len(sa), len(sb)),
+            "pair": name, "workload": workload, "processes": f"{len(sa)} vs {len(sb)}",
+            "paid padding %": f"{pa:.1f} -> {pb:.1f}", "same recordings": "yes (A/A pair)" if same else "no",
+            "graph step ms": graph_ms, "graph step": _text(graph),
+            "TPOT p50 ms": f"{median(ta):.2f} -> {median(tb):.2f}" if ta and tb else "-", "TPOT p50": _text(tpot),
+            "output tok/s": _text(tps), "explained by": _explained(graph, tpot, tps, same),
         })  # fmt: skip
     return rows
 
 
 def _same_engine_row(a: str, b: str, engine: str) -> dict[str, Any]:
     said = f"{SAME_ENGINE} as {engine}"
-    return {"pair": f"{a} -> {b}", "workload": "every workload", "repeats": "-", "paid padding %": "-",
-            "graph step ms": "-", "graph step change %": math.nan, "graph step p": said, "TPOT p50 ms": "-", "TPOT change %": math.nan, "TPOT p": said, "output tok/s change %": math.nan,
-            "tok/s p": said}  # fmt: skip
+    return {"pair": f"{a} -> {b}", "workload": "every workload", "processes": "-", "paid padding %": "-",
+            "same recordings": "yes", "graph step ms": "-", "graph step": said, "TPOT p50 ms": "-", "TPOT p50": said,
+            "output tok/s": said, "explained by": said}  # fmt: skip
 
 
 def _named_apart_by_ladder(a: str, b: str) -> bool:
@@ -185,7 +181,7 @@ def ladder_pairs(results: list[Mapping[str, Any]]) -> pd.DataFrame:
     for a, b in itertools.combinations(sorted(by_label), 2):
         ra, rb = by_label[a][0], by_label[b][0]
         if _engine_key(ra) == _engine_key(rb) and asked_ladder(ra) != asked_ladder(rb):
-            rows += _rows(f"{a} -> {b}", by_label[a], by_label[b])
+            rows += _rows(f"{a} -> {b}", by_label[a], by_label[b], (capture_sizes_of(ra), capture_sizes_of(rb)))
     engine_of = {label: label for label in by_label}
     for label, aliases in alias_map(results).items():
         engine_of.update({alias: label for alias in aliases})
@@ -197,5 +193,6 @@ def ladder_pairs(results: list[Mapping[str, Any]]) -> pd.DataFrame:
             rows.append(_same_engine_row(a, b, ea))
         else:
             name = " -> ".join(x if x == e else f"{x} (= {e})" for x, e in ((a, ea), (b, eb)))
-            rows += _rows(name, by_label[ea], by_label[eb])
+            rows += _rows(name, by_label[ea], by_label[eb],
+                          (capture_sizes_of(by_label[ea][0]), capture_sizes_of(by_label[eb][0])))
     return pd.DataFrame(rows, columns=PAIR_COLUMNS)

@@ -11,6 +11,7 @@ import pandas as pd
 
 from graphbench.reports.figures import ChartOutcome
 from graphbench.reports.ladder_pairs import pairs_note
+from graphbench.reports.rounds_table import ROUNDS_NOTE
 from graphbench.reports.safe_text import markdown_text
 from graphbench.reports.padding_table import padding_note
 from graphbench.reports.render_cells import (  # (headline_cells, headline_headers: the CLI imports them from here)
@@ -67,6 +68,7 @@ class ReportContext:
     lora: pd.DataFrame = field(default_factory=pd.DataFrame)  # lora_table.lora_table
     padding: pd.DataFrame = field(default_factory=pd.DataFrame)  # padding_table.padding_table
     pairs: pd.DataFrame = field(default_factory=pd.DataFrame)  # ladder_pairs.ladder_pairs
+    rounds: pd.DataFrame = field(default_factory=pd.DataFrame)  # rounds_table.rounds_table
     steadiness: str | None = None  # the note under Repeats (None: from `repeats`; give it when repeats holds aliases)
     banner: str = ""  # banner.cpu_banner: what a CPU run can and cannot show
     same_engine: list[str] = field(default_factory=list)  # aliases.alias_notes: labels measured once for another
@@ -106,13 +108,17 @@ def _md_table(headers: list[str], rows: list[list[str]]) -> str:
 def _headline_note(ctx: ReportContext) -> str:
     if ctx.headline.empty:
         return "No workload with a concurrency and output tokens/s: no headline."
-    return ("Best graphbench configuration per concurrency by median output tokens/s, with the cost it pays "
-            "(startup and CUDA-graph memory), next to the best peer.")  # fmt: skip
+    return ("Best graphbench configuration per concurrency by median output tokens/s over its processes, with "
+            "the cost it pays (startup and CUDA-graph memory), next to the best peer. \"Tied with\" lists every "
+            "configuration the best cannot be told from: no difference significant over the processes, beyond "
+            "the noise measured between them and beyond 5% (change, noise). Read a tie as a tie: the order "
+            "inside it is noise.")  # fmt: skip
 
 
 def _summary_note(ctx: ReportContext) -> str:
-    text = (f"{len(ctx.summary)} rows, one per point x workload (medians over repeats; times in s or ms, "
-            "memory in bytes).")  # fmt: skip
+    text = (f"{len(ctx.summary)} rows, one per point x workload (medians over the point's processes, each the "
+            "median of its repeats; rounds: how many processes; round_spread_pct: their spread in output tok/s, the "
+            "point's noise; times in s or ms, memory in bytes).")  # fmt: skip
     if "same_engine_as" in ctx.summary and (ctx.summary["same_engine_as"].fillna("") != "").any():
         text += (" A label measured once for another repeats that point's rows (its config columns are the "
                  "measured engine's), same_engine_as naming it.")
@@ -141,9 +147,9 @@ def table_sections(ctx: ReportContext) -> list[TableSection]:
                                 list(ctx.padding.columns), padding_cells(ctx.padding),
                                 _named(ctx.padding, ("point", "workload", "ladder", "graphs", "batch sizes (share of steps)"))))
         if not ctx.pairs.empty:
-            out.append(TableSection("Ladder against ladder: TPOT and tokens/s", pairs_note(ctx.pairs),
+            out.append(TableSection("Ladder against ladder: graph steps, TPOT and tokens/s", pairs_note(ctx.pairs),
                                     list(ctx.pairs.columns), pairs_cells(ctx.pairs),
-                                    _named(ctx.pairs, ("pair", "workload", "repeats", "graph step p", "TPOT p", "tok/s p")), level=3))
+                                    _named(ctx.pairs, ("pair", "workload", "processes")), level=3))
     if not ctx.speculative.empty:
         out.append(TableSection("Speculative decoding: acceptance and what it buys", SPECULATIVE_NOTE,
                                 list(ctx.speculative.columns), speculative_cells(ctx.speculative),
@@ -154,6 +160,11 @@ def table_sections(ctx: ReportContext) -> list[TableSection]:
     if not ctx.variants.empty:
         out.append(TableSection("compile_sizes variants: kept where faster", VARIANTS_NOTE, list(ctx.variants.columns),
                                 variants_cells(ctx.variants), {0, 1, 6}))
+    if not ctx.rounds.empty:
+        rounds = _without_empty(ctx.rounds, "left out")
+        out.append(TableSection("Rounds: the processes each point was measured in, and its noise", ROUNDS_NOTE,
+                                list(rounds.columns), [[str(v) for v in row] for row in rounds.itertuples(index=False)],
+                                _named(rounds, ("point", "workload", "output tok/s per process", "left out"))))
     if not ctx.repeats.empty:
         repeats = _without_empty(ctx.repeats, "busy host")
         note = steadiness_note(ctx.repeats) if ctx.steadiness is None else ctx.steadiness

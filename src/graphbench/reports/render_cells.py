@@ -15,7 +15,7 @@ from graphbench.reports.aliases import also_text
 MIB = 2**20
 HEADLINE_HEADERS = [
     "concurrency", "best configuration", "output tok/s", "startup cold (s)", "startup warm (s)",
-    "graph memory (MiB)", "best peer", "peer output tok/s", "speed-up vs peer",
+    "graph memory (MiB)", "best peer", "peer output tok/s", "speed-up vs peer", "tied with (change, noise)",
 ]  # fmt: skip
 
 
@@ -54,6 +54,7 @@ def headline_cells(headline: pd.DataFrame) -> list[list[str]]:
             f"{r.concurrency:g}", (r.best + also_text(also)) if r.best else "-", fmt(r.output_tokens_per_s),
             fmt(r.startup_cold_s), fmt(r.startup_warm_s), fmt(r.graph_memory_bytes / MIB), r.best_peer or "-",
             fmt(r.peer_output_tokens_per_s), "-" if math.isnan(r.speedup_vs_peer) else f"{r.speedup_vs_peer:.2f}x",
+            str(getattr(r, "tied_with", "") or "-"),
         ])  # fmt: skip
     return rows
 
@@ -113,14 +114,7 @@ def padding_cells(padding: pd.DataFrame) -> list[list[str]]:
 
 
 def pairs_cells(pairs: pd.DataFrame) -> list[list[str]]:
-    def cell(column: str, value: Any) -> str:
-        if isinstance(value, str):
-            return value
-        if column.endswith(" p"):
-            return "<0.001" if isinstance(value, float) and value < 0.001 else fmt(value, 3)
-        return signed(value)
-
-    return [[cell(c, v) for c, v in row.items()] for _, row in pairs.iterrows()]
+    return [[str(v) for v in row] for row in pairs.itertuples(index=False)]
 
 
 def speculative_cells(table: pd.DataFrame) -> list[list[str]]:

@@ -36,6 +36,7 @@ from graphbench.reports.ladder_table import ladder_table
 from graphbench.reports.padding_table import padding_table
 from graphbench.reports.render import ReportContext, render_html, render_markdown
 from graphbench.reports.repeats_table import repeats_table, steadiness_note
+from graphbench.reports.rounds_table import rounds_table
 from graphbench.reports.safe_text import csv_text
 from graphbench.reports.store import LoadedResults, load_results
 from graphbench.reports.lora_table import lora_table
@@ -177,6 +178,7 @@ def write_report(
         lora=lora_table(data.results),
         padding=padding,
         pairs=ladder_pairs(data.results),
+        rounds=rounds_table(data.results),
         banner=cpu_banner(data.results),
         same_engine=alias_notes(data.results),
     )

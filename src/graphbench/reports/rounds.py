@@ -80,6 +80,9 @@ def merge_point(files: list[dict[str, Any]]) -> dict[str, Any]:
     merged = copy.deepcopy(files[0])
     merged["rounds"] = [_round_entry(r, (round_info(r) or {}).get("index", i + 1)) for i, r in enumerate(files)]
     merged["_paths"] = [r.get("_path") for r in files if r.get("_path")]
+    # every process's starts (round 1: cold, then warm; each later round: one warm start)
+    merged["startups"] = [dict(start, round=entry["index"]) for entry, r in zip(merged["rounds"], files)
+                          for start in r.get("startups") or [] if isinstance(start, Mapping)]
     workloads = []
     for w in merged.get("workloads") or []:
         parts = [(entry["index"], _workload(r, w.get("name"))) for entry, r in zip(merged["rounds"], files)]
