@@ -29,6 +29,7 @@ from graphbench.reports.rounds import workload_samples
 from graphbench.reports.stats import median
 from graphbench.reports.verdict import IMPROVED, NA, REGRESSED, TIE, Verdict, judge
 
+LADDER_KEYS = ("cudagraph_capture_sizes", "max_cudagraph_capture_size", "performance_mode")
 PAIR_COLUMNS = [
     "pair", "workload", "processes", "paid padding %", "same recordings", "graph step ms", "graph step",
     "TPOT p50 ms", "TPOT p50", "output tok/s", "explained by",
