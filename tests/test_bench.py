@@ -102,9 +102,10 @@ def test_measured_padding_matches_the_ladder_prediction():
     assert set(rep["runtime_modes"]) <= {"PIECEWISE", "NONE"}
 
 
-def test_warm_up_pass_caps_outputs_and_keeps_prompts_and_concurrency(monkeypatch):
-    """The warm-up is one pass with outputs capped at WARM_UP_OUTPUT_TOKENS: the same prompts' lengths
-    and concurrency (so the same prefill and mixed step sizes), fewer decode steps."""
+def test_warm_up_is_a_full_pass_of_other_prompts_with_the_same_lengths_and_concurrency(monkeypatch):
+    """The warm-up is one whole pass of the workload: the same prompt and output lengths and concurrency
+    (so every step size the repeats meet has run once, the long tail of decode batches included), other
+    prompts than the measured repeats'."""
     from graphbench.bench import driver
     from graphbench.config import load_engine_config
     from graphbench.runner.engine import Engine
@@ -116,14 +117,17 @@ def test_warm_up_pass_caps_outputs_and_keeps_prompts_and_concurrency(monkeypatch
     added = []
     add_request = engine.add_request
     monkeypatch.setattr(engine, "add_request", lambda prompt, params, lora=None: added.append(
-        (len(prompt), params.max_tokens)) or add_request(prompt, params, lora))
+        (list(prompt), params.max_tokens)) or add_request(prompt, params, lora))
     driver.warm_up(engine, workload)
     specs = workload.requests()
-    assert added == [(s.prompt_len, min(s.output_len, driver.WARM_UP_OUTPUT_TOKENS)) for s in specs]
-    assert any(s.output_len > driver.WARM_UP_OUTPUT_TOKENS for s in specs)  # the cap did cut something
+    warm = list(added)
+    # full outputs, not capped (a capped pass left the first repeat 2-4x slower at high concurrency)
+    assert [(len(p), n) for p, n in warm] == [(s.prompt_len, s.output_len) for s in specs]
+    assert max(n for _, n in warm) > 16
     added.clear()
-    rep = driver.run_engine_workload(engine, workload)  # a measured repeat: full outputs
-    assert added == [(s.prompt_len, s.output_len) for s in specs]
+    rep = driver.run_engine_workload(engine, workload)  # a measured repeat: the same lengths
+    assert [(len(p), n) for p, n in added] == [(s.prompt_len, s.output_len) for s in specs]
+    assert all(w[0] != m[0] for w, m in zip(warm, added))  # ... of other prompts
     assert rep["num_requests"] == 5
 
 

@@ -1,4 +1,4 @@
-"""`graphbench compare` and `graphbench gate` through typer's CliRunner: formats, exit codes 0/1/2, report files."""
+"""`graphbench compare` and `graphbench gate` through typer's CliRunner: formats, exit codes 0/1/2/3, report files."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ DATA = Path(__file__).parent / "data" / "gate"
 
 @pytest.fixture
 def sets(tmp_path: Path) -> dict[str, Path]:
-    """baseline, same (noise only), slower (10 % fewer tokens/s), other-hash, three-repeat sets."""
+    """baseline, same (noise only), slower (10 % fewer tokens/s): every point measured in 5 processes (rounds)."""
     rng = random.Random(42)
     return {
         "baseline": write_set(tmp_path / "baseline", noisy_set(rng, 0.015)),
@@ -38,8 +38,12 @@ def gate(*args: str):
 def test_gate_exit_0_on_noise(sets):
     r = gate("--baseline", str(sets["baseline"]), "--current", str(sets["same"]))
     assert r.exit_code == 0, r.output
-    assert r.stdout.startswith("gate: PASS")
-    assert "output_tokens_per_s" in r.stdout and "threshold-only" in r.stdout
+    assert r.stdout.startswith("gate: PASS (12 checks on 2 points: 12 pass")
+    header = next(line for line in r.stdout.splitlines() if "status" in line)
+    assert [col.strip() for col in header.strip("┃ ").split("┃")] == [
+        "status", "point", "workload", "metric", "baseline", "current", "change", "noise", "p", "processes",
+        "threshold", "why"]
+    assert "output_tokens_per_s" in r.stdout and "5/5" in r.stdout and "within noise" in r.stdout
 
 
 def test_gate_exit_1_on_regression_with_reports(sets):
@@ -116,20 +120,29 @@ def test_compare_formats(sets):
     r = runner.invoke(app, ["compare", b, c])
     assert r.exit_code == 0, r.output
     assert "output_tokens_per_s (tok/s, higher-is-better)" in r.stdout
-    assert "regressed" in r.stdout and "significant" in r.stdout
+    header = next(line for line in r.stdout.splitlines() if "verdict" in line)
+    assert [col.strip() for col in header.strip("┃ ").split("┃")] == [
+        "point", "workload", "baseline", "current", "ratio", "change", "noise", "p", "processes", "verdict"]
+    tokens = r.stdout.split("output_tokens_per_s (tok/s, higher-is-better)", 1)[1].split("└", 1)[0]
+    rows = [line for line in tokens.splitlines() if "(graphbench)" in line]
+    assert len(rows) == 4 and all("regressed (" in row and "vs noise" in row and "5/5" in row for row in rows)
+    assert "unchanged" not in r.stdout and "tie (" in r.stdout  # the verdict with its reason
     r = runner.invoke(app, ["compare", b, c, "--format", "json", "-m", "tokens_per_s"])
     assert r.exit_code == 0, r.output
     data = json.loads(r.stdout)
     comps = data["comparisons"]
     assert len(comps) == 4 and {x["verdict"] for x in comps} == {"regressed"}
-    assert all(x["p_value"] == pytest.approx(2 / 252) and x["significant"] for x in comps)
+    assert all(x["p_value"] == pytest.approx(2 / 252) and x["significant"] for x in comps)  # 5 vs 5 processes
+    assert all(x["test"] == "Mann-Whitney U" and x["n_baseline"] == 5 and 0 < x["noise_pct"] < 8 for x in comps)
     r = runner.invoke(app, ["compare", b, c, "--format", "csv", "-m", "startup_s", "-m", "tpot_p99"])
     assert r.exit_code == 0, r.output
     rows = list(csv.DictReader(io.StringIO(r.stdout)))
     assert {row["metric"] for row in rows} == {"startup_s", "tpot_p99_ms"}
     assert len(rows) == 2 + 4
-    startup = [row for row in rows if row["metric"] == "startup_s"]
-    assert all(row["p_value"] == "" and row["verdict"] == "n/a" for row in startup)
+    assert {"noise_pct", "test"} <= set(rows[0])
+    # startup and TPOT did not change: ties, each tested over the 5 processes a side, with its noise floor
+    assert all(row["verdict"] == "tie" and row["test"] == "Mann-Whitney U" and float(row["noise_pct"]) > 0
+               and row["p_value"] != "" and row["n_baseline"] == "5" for row in rows)
     r = runner.invoke(app, ["compare", b, c, "--bootstrap", "100", "-m", "tokens_per_s"])
     assert r.exit_code == 0 and "ratio CI 95%" in r.stdout
 
@@ -144,17 +157,41 @@ def test_compare_errors(sets, tmp_path):
 
 
 def test_stored_fixtures(tmp_path):
-    """tests/data/gate: a small committed baseline and a current set with a 10 % tokens/s drop on O2."""
+    """tests/data/gate: a small committed baseline and a current set with a 10 % tokens/s drop on O2, each
+    point one process (no rounds): the gate cannot judge the drop (exit 3), and fails nothing."""
     base, cur = DATA / "baseline", DATA / "current"
     r = gate("-b", str(base), "-c", str(base))
     assert r.exit_code == 0, r.output
-    md = tmp_path / "s.md"
-    r = gate("-b", str(base), "-c", str(cur), "--markdown", str(md))
-    assert r.exit_code == 1, r.output
-    assert "O2-default" in r.stdout.split("REGRESSED", 1)[1]
-    assert "O0-default (graphbench) workload" not in "".join(
-        line for line in r.stdout.splitlines() if line.startswith("REGRESSED"))
+    md, xml = tmp_path / "s.md", tmp_path / "s.xml"
+    r = gate("-b", str(base), "-c", str(cur), "--markdown", str(md), "--junit", str(xml))
+    assert r.exit_code == 3, r.output
+    assert r.stdout.startswith("gate: CANNOT JUDGE") and "REGRESSED" not in r.stdout
+    inconclusive = [line for line in r.stdout.splitlines() if line.startswith("│ inconclusive")]
+    assert len(inconclusive) == 2 and all("O2-default" in line and "output_tokens_per_s" in line
+                                          for line in inconclusive)
+    assert "one process a side" in r.stderr
+    assert md.read_text().startswith("## ⚠️ graphbench gate: CANNOT JUDGE")
+    assert ET.parse(xml).getroot().find("testsuite").get("failures") == "0"
     r = runner.invoke(app, ["compare", str(base), str(cur), "--format", "json", "-m", "tokens_per_s"])
     by_point = {(x["label"], x["workload"]): x for x in json.loads(r.stdout)["comparisons"]}
     assert by_point[("O2-default", "closed-c4")]["change_pct"] == pytest.approx(-10.0, abs=1.5)
-    assert by_point[("O0-default", "closed-c4")]["verdict"] in ("unchanged", "improved", "regressed")
+    assert {x["verdict"] for x in by_point.values()} == {"n/a"}  # one process a side
+    assert all(x["n_baseline"] == x["n_current"] == 1 and x["p_value"] is None for x in by_point.values())
+
+
+def test_gate_exit_3_when_the_regression_ran_on_a_busy_host(sets, tmp_path):
+    """The slower set's processes flagged busy_host: the drop is inconclusive (exit 3), not a regression."""
+    busy = write_set(tmp_path / "busy", [_flag_busy(r) for r in noisy_set(random.Random(7), 0.015, tokens_factor=0.9)])
+    r = gate("-b", str(sets["baseline"]), "-c", str(busy))
+    assert r.exit_code == 3, r.output
+    assert r.stdout.startswith("gate: CANNOT JUDGE") and "REGRESSED" not in r.stdout
+    rows = [line for line in r.stdout.splitlines() if line.startswith("│ inconclusive")]
+    assert len(rows) == 4 and all("output_tokens_per_s" in row and "busy host" in row for row in rows)
+
+
+def _flag_busy(result: dict) -> dict:
+    for w in result["workloads"]:
+        w["busy_host_repeats"] = list(range(len(w["repeats"])))
+        for rep in w["repeats"]:
+            rep["busy_host"] = "its main thread waited 40% of the repeat for a CPU"
+    return result

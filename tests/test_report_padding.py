@@ -19,10 +19,11 @@ from graphbench.reports.banner import cpu_banner
 from graphbench.reports.figures import png_text
 from graphbench.reports.charts_padding import PREDICTED_ONLY, ladders
 from graphbench.reports.frame import busy_repeats, metric_median
-from graphbench.reports.ladder_pairs import TOO_FEW, ladder_pairs, pairs_note
+from graphbench.reports.ladder_pairs import PAIR_COLUMNS, ladder_pairs, pairs_note, same_recordings
 from graphbench.reports.padding_table import histogram_text, padding_table
 from graphbench.reports.report import REPORT_HTML, REPORT_MD, SUMMARY_CSV, write_report
 from graphbench.reports.repeats_table import repeats_table, steadiness_note
+from graphbench.reports.rounds import merge_rounds
 
 DEFAULT_4 = [1, 2, 4, 8]  # SPEC §1.5 with max_num_seqs 4: top min(4 * 2, 512) = 8
 INTERACTIVE_4 = [1, 2, 3, 4, 5, 6, 7, 8]
@@ -141,59 +142,103 @@ def test_histogram_text():
 # ---------------------------------------------------------------- ladder pairs
 
 
-def _gpu_pair(tpot_a, tpot_b, tps_a, tps_b, busy_a=()):
-    a = _result("O2_default", 2, "default", DEFAULT_4,
-                [_repeat(s, t, busy="waited 31% of the repeat for a CPU" if i in busy_a else None, token_pct=10.0)
-                 for i, (s, t) in enumerate(zip(tps_a, tpot_a))], device="cuda")
-    b = _result("O2_interactivity", 2, "interactivity", INTERACTIVE_4,
-                [_repeat(s, t) for s, t in zip(tps_b, tpot_b)], device="cuda")
-    return [a, b, _result("O1_default", 1, "default", DEFAULT_4, [_repeat(1.0, 1.0)] * 4, device="cuda")]
+def _processes(label: str, mode: str, ladder: list[int], tpots, tps, *, token_pct: float = 0.0,
+               hist: dict | None = None, full_ms=None) -> list[dict]:
+    """One GPU point measured in len(tpots) processes (a sweep's rounds): process i's two repeats both have
+    TPOT p50 tpots[i], tokens/s tps[i] (and a replayed FULL step of full_ms[i] ms), so its median is them."""
+    files = []
+    for i, (tpot, s) in enumerate(zip(tpots, tps)):
+        repeat = _repeat(s, tpot, token_pct=token_pct, hist=hist)
+        if full_ms is not None:
+            repeat["step_ms_by_mode"] = {"FULL": {"mean": full_ms[i], "n": 30}, "PIECEWISE": {"mean": 3 * full_ms[i], "n": 6}}
+        result = _result(label, 2, mode, ladder, [repeat, json.loads(json.dumps(repeat))], device="cuda")
+        result["sweep"] = {"round": {"id": "pairs", "index": i + 1, "of": len(tpots), "seed": 0, "position": i + 1}}
+        files.append(result)
+    return files
 
 
-def test_ladder_pairs_test_tpot_and_tokens_per_s():
+def _gpu_pair(tpot_a, tpot_b, tps_a, tps_b, hist=None, full_a=None, full_b=None):
+    """O2_default (paid padding 10%) and O2_interactivity, one process per value, merged as load_results
+    merges them; and O1_default, which differs in -O, not only in its ladder."""
+    a = _processes("O2_default", "default", DEFAULT_4, tpot_a, tps_a, token_pct=10.0, hist=hist, full_ms=full_a)
+    b = _processes("O2_interactivity", "interactivity", INTERACTIVE_4, tpot_b, tps_b, hist=hist, full_ms=full_b)
+    return merge_rounds(a + b + [_result("O1_default", 1, "default", DEFAULT_4, [_repeat(1.0, 1.0)] * 4, device="cuda")])
+
+
+def test_ladder_pairs_judge_tpot_and_tokens_per_s_over_processes():
     results = _gpu_pair([2.0, 2.1, 2.2, 2.3], [1.5, 1.6, 1.7, 1.8], [100, 101, 102, 103], [100.5, 101.5, 102.5, 103.5])
-    (row,) = ladder_pairs(results).to_dict("records")  # O1_default differs in -O, not only in its ladder
-    assert (row["pair"], row["workload"], row["repeats"]) == ("O2_default -> O2_interactivity", "closed-c4", "4 vs 4")
+    pairs = ladder_pairs(results)
+    assert list(pairs.columns) == PAIR_COLUMNS
+    (row,) = pairs.to_dict("records")  # O1_default differs in -O, not only in its ladder
+    assert (row["pair"], row["workload"], row["processes"]) == ("O2_default -> O2_interactivity", "closed-c4", "4 vs 4")
     assert row["paid padding %"] == "10.0 -> 0.0" and row["TPOT p50 ms"] == "2.15 -> 1.65"
-    assert row["TPOT change %"] == pytest.approx(100 * (1.65 - 2.15) / 2.15)
-    assert row["TPOT p"] == pytest.approx(2 / 70)  # every b below every a: 2 / C(8, 4)
-    assert row["output tok/s change %"] == pytest.approx(100 * 0.5 / 101.5)
-    assert row["tok/s p"] == pytest.approx(48 / 70)  # interleaved: U = 6 of 16, P(U <= 6) = 24 / 70
-    assert row["test"] == "Mann-Whitney U"
+    # every b below every a: U test p = 2 / C(8, 4) = 0.029; -23% beyond either side's spread (14%, 18%)
+    assert row["TPOT p50"] == "improved: -23.3% vs noise 18.2%, p=0.029 (Mann-Whitney U)"
+    # interleaved: +0.5%, far inside the noise
+    assert row["output tok/s"].startswith("tie (within noise: +0.5% vs noise 3.0%, p=0.69 (Mann-Whitney U)")
+    assert row["graph step ms"] == "-" and row["graph step"] == "-"  # no replayed graph step recorded
+    # 3 pads to 4 on the default ladder, to 3 on the interactivity one: different recordings
+    assert row["same recordings"] == "no"
+    assert row["explained by"] == "the mixed and eager steps (they follow the host), not the graph steps"
 
 
 def test_ladder_pairs_give_the_graph_step_time_apart_from_tpot():
-    results = _gpu_pair([2.0, 2.1, 2.2], [1.5, 1.6, 1.7], [1, 2, 3], [4, 5, 6])
-    for result, full_ms in ((results[0], (1.10, 1.12, 1.14)), (results[1], (1.09, 1.10, 1.13))):
-        for repeat, ms in zip(result["workloads"][0]["repeats"], full_ms):
-            repeat["step_ms_by_mode"] = {"FULL": {"mean": ms, "n": 30}, "PIECEWISE": {"mean": 3 * ms, "n": 6}}
-    row = ladder_pairs(results).iloc[0]
+    tpots = ([2.0, 2.1, 2.2], [1.5, 1.6, 1.7], [1, 2, 3], [4, 5, 6])
+    row = ladder_pairs(_gpu_pair(*tpots, full_a=(1.10, 1.12, 1.14), full_b=(1.09, 1.10, 1.13))).iloc[0]
     assert row["graph step ms"] == "1.120 -> 1.100 (FULL)"
-    assert row["graph step change %"] == pytest.approx(100 * (1.10 - 1.12) / 1.12)
-    assert row["graph step p"] == pytest.approx(0.468594, abs=1e-6)  # Welch t on the means (scipy: 0.4685943)
+    # -1.8% inside a 3.6% spread (Welch t on the means, scipy: p = 0.4685943)
+    assert row["graph step"] == "tie (within noise: -1.8% vs noise 3.6%, p=0.47 (Welch's t))"
+    assert row["explained by"] == "the mixed and eager steps (they follow the host), not the graph steps"
+    # a graph step 15% faster on every process: the ladder explains the difference
+    row = ladder_pairs(_gpu_pair(*tpots, full_a=(1.30, 1.31, 1.29), full_b=(1.10, 1.11, 1.09))).iloc[0]
+    assert row["graph step"].startswith("improved: -15.4% vs noise 1.8%")
+    assert row["explained by"] == "the graph steps (what the ladder changes)"
     # no FULL steps on either side: the PIECEWISE ones; none at all: nothing to say
+    results = _gpu_pair(*tpots, full_a=(1.10, 1.12, 1.14), full_b=(1.09, 1.10, 1.13))
     for result in results[:2]:
-        for repeat in result["workloads"][0]["repeats"]:
-            del repeat["step_ms_by_mode"]["FULL"]
+        for workload in result["workloads"]:
+            for repeat in workload["repeats"]:
+                del repeat["step_ms_by_mode"]["FULL"]
+            for process in workload["round_medians"]:
+                del process["medians"]["full_step_ms"]
     assert ladder_pairs(results).iloc[0]["graph step ms"] == "3.360 -> 3.300 (PIECEWISE)"
     assert ladder_pairs(_gpu_pair([2.0] * 3, [1.5] * 3, [1] * 3, [4] * 3)).iloc[0]["graph step ms"] == "-"
 
 
-def test_ladder_pairs_with_three_repeats_use_welchs_t_and_say_so():
-    three = ladder_pairs(_gpu_pair([2.0, 2.1, 2.2], [1.5, 1.6, 1.7], [1, 2, 3], [4, 5, 6]))
-    row = three.iloc[0]
-    assert row["test"] == "Welch t"
+def test_ladder_pairs_with_three_processes_use_welchs_t_and_one_process_cannot_be_judged():
+    row = ladder_pairs(_gpu_pair([2.0, 2.1, 2.2], [1.5, 1.6, 1.7], [100, 101, 102], [80, 81, 82])).iloc[0]
     # means 2.1 vs 1.6, variances 0.01 each: t = 0.5 / sqrt(0.02 / 3) = 6.124 on 4 df (scipy: p = 0.0036022)
-    assert row["TPOT p"] == pytest.approx(0.0036022, abs=1e-7)
-    assert row["tok/s p"] == pytest.approx(0.0213116, abs=1e-7)  # t = -3.674 on 4 df
-    assert "with 3 repeats a side the Mann-Whitney U test's smallest p is 0.1" in pairs_note(three)
-    # a busy-host repeat is left out: 3 vs 4 cannot reach 0.05 by the U test either (2 / 35 = 0.057)
-    busy = ladder_pairs(_gpu_pair([2.0, 2.1, 2.2, 2.3], [1.5, 1.6, 1.7, 1.8], [1, 2, 3, 4], [5, 6, 7, 8], busy_a=(3,)))
-    assert busy.iloc[0]["repeats"] == "3 vs 4 (1 on a busy host left out)" and busy.iloc[0]["test"] == "Welch t"
-    assert busy.iloc[0]["TPOT p50 ms"] == "2.10 -> 1.65"
-    # one repeat a side: nothing to test
+    assert row["processes"] == "3 vs 3"
+    assert row["TPOT p50"] == "improved: -23.8% vs noise 12.5%, p=0.0036 (Welch's t)"
+    assert row["output tok/s"].startswith("regressed: -19.8% vs noise 2.5%") and "(Welch's t)" in row["output tok/s"]
+    # one process a side: no test, no noise estimate
     one = ladder_pairs(_gpu_pair([2.0], [1.5], [1], [4])).iloc[0]
-    assert (one["TPOT p"], one["test"]) == (TOO_FEW, TOO_FEW)
+    assert one["processes"] == "1 vs 1"
+    assert one["TPOT p50"] == one["output tok/s"] == "n/a (one process a side: no test, no noise estimate)"
+    assert one["explained by"] == "nothing: a tie"
+    # one process of 4 repeats a side (a single `graphbench run`): its repeats are not samples
+    single = ladder_pairs([_result("O2_default", 2, "default", DEFAULT_4, [_repeat(s, t) for s, t in
+                                   zip([100, 101, 102, 103], [2.0, 2.1, 2.2, 2.3])], device="cuda"),
+                           _result("O2_interactivity", 2, "interactivity", INTERACTIVE_4,
+                                   [_repeat(s, t) for s, t in zip([80, 81, 82, 83], [1.5, 1.6, 1.7, 1.8])],
+                                   device="cuda")]).iloc[0]
+    assert single["processes"] == "1 vs 1" and single["TPOT p50"].startswith("n/a (one process a side")
+
+
+def test_same_recordings_make_an_a_a_pair_inside_the_sweep():
+    # 4 and 8 are rungs of both ladders and 40 is above both tops: every step replays the same graph
+    assert same_recordings(DEFAULT_4, INTERACTIVE_4, {4, 8, 40})
+    assert not same_recordings(DEFAULT_4, INTERACTIVE_4, {3, 4})  # 3 pads to 4 on one, runs as 3 on the other
+    assert not same_recordings(None, INTERACTIVE_4, {4}) and not same_recordings(DEFAULT_4, INTERACTIVE_4, set())
+    same = {"4": 20, "8": 5, "40": 1}
+    row = ladder_pairs(_gpu_pair([2.0, 2.01, 2.02], [2.0, 2.02, 2.01], [100, 101, 102], [100, 101.5, 100.5],
+                                 hist=same)).iloc[0]
+    assert row["same recordings"] == "yes (A/A pair)" and row["explained by"] == "nothing: a tie"
+    # a tokens/s difference called between the same recordings is the host's, not the ladder's
+    row = ladder_pairs(_gpu_pair([2.0, 2.01, 2.02], [2.0, 2.02, 2.01], [100, 101, 102], [80, 81, 82],
+                                 hist=same)).iloc[0]
+    assert row["output tok/s"].startswith("regressed:")
+    assert row["explained by"] == "not the ladder: both replay the same recordings, so the host moved between processes"
 
 
 def test_labels_of_one_engine_pair_by_name_and_cannot_differ():
@@ -201,7 +246,8 @@ def test_labels_of_one_engine_pair_by_name_and_cannot_differ():
     assert list(pairs["pair"]) == ["O0_default -> O0_interactivity", "O1_default -> O1_interactivity",
                                    "O2_default -> O2_interactivity"]  # fmt: skip
     assert set(pairs["workload"]) == {"every workload"}
-    assert list(pairs["TPOT p"])[2] == "same engine, measured once as O1_default"
+    assert list(pairs["TPOT p50"])[2] == "same engine, measured once as O1_default"
+    assert list(pairs["same recordings"]) == ["yes"] * 3 and list(pairs["processes"]) == ["-"] * 3
     assert "cannot differ" in pairs_note(pairs)
 
 

@@ -43,6 +43,9 @@ def test_kill_at_random_moments_then_resume(tmp_path):
     assert not loaded.skipped  # no half-written result file (writes go to a hidden temp file, then a link)
     ok = [r["label"] for r in loaded.results if r["status"] == "ok"]
     assert set(ok) == LABELS and len(ok) == len(LABELS)  # every point once: none lost, none duplicated
+    # ... and every point's processes (3 rounds by default) once each, all of one sweep
+    for r in [r for r in loaded.results if r["status"] == "ok"]:
+        assert sorted(x["index"] for x in r["rounds"]) == [1, 2, 3], (r["label"], r["rounds"])
 
 
 def test_second_sweep_into_the_same_folder_is_refused(tmp_path):

@@ -79,7 +79,7 @@ def workload_record(measured: Workload, repeats: list[dict], calibration: dict) 
     busy = flag_busy_repeats(repeats)
     quiet = [r["output_tokens_per_s"] for i, r in enumerate(repeats) if i not in busy]
     quiet_spread = spread_pct(quiet) if len(quiet) >= 2 else None
-    outlier = first_round_outlier([r.get("output_tokens_per_s") for r in repeats]) if len(repeats) >= 3 else None
+    outlier = first_round_outlier([r.get("output_tokens_per_s") for r in repeats])
     kept = repeats[1:] if outlier else repeats
     return dict(measured.to_dict(), repeats=repeats, summary=summarize(kept), calibration=calibration,
                 busy_host_repeats=busy, quiet_spread_pct=quiet_spread,

@@ -1,14 +1,14 @@
 """When is a difference a difference? One rule for compare, gate, the report and the sweep summary.
 
 The samples are per process (one per round: reports/rounds.py). A difference is called only when it is
-significant over those samples AND larger than the noise floor measured in the same data (the spread,
-max - min over the median, between the processes of each side, the larger of the two) AND at least the
+significant over those samples AND larger than the noise floor measured in the same data (twice the
+larger range, max - min, between the processes of either side, in % of the baseline) AND at least the
 metric's minimum effect (as asv's factor: the gate's threshold for a gated metric, else 5%), so that
 compare and gate call the same rows. Anything else is a tie, shown with its reason ("within noise: x% vs
 noise y%"). The test: Mann-Whitney U when the sample sizes
 let it reach alpha (4 vs 4 and up), Welch's t-test below that (3 vs 3), and a prediction test when one
-side is a single process judged against several (a history). One process on both sides: no test and no
-noise estimate, so no verdict ("n/a").
+side is a single process judged against several (a history). Fewer than 3 processes a side (and not 1
+against 3 or more): no test and no noise estimate, so no verdict ("n/a").
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from graphbench.reports.stats import mann_whitney_u, median, min_two_sided_p, prediction_t_test, spread_pct, welch_t_test
+from graphbench.reports.stats import mann_whitney_u, median, min_two_sided_p, prediction_t_test, welch_t_test
 
 IMPROVED, REGRESSED, TIE, NA = "improved", "regressed", "tie", "n/a"
 VERDICTS = (IMPROVED, REGRESSED, TIE, NA)
@@ -38,22 +38,34 @@ class Verdict:
         return self.verdict in (IMPROVED, REGRESSED)
 
 
+# The noise floor is this many times the larger between-process range. A range of three processes sees
+# less than the processes' whole spread (host-bound steps were bimodal between processes on an H200:
+# 2,100 or 3,300 tok/s for one point), and two runs drift apart by more than one run's range: two A/A
+# sweeps of one commit on one H200 (2026-12-04) differed by up to 1.5 ranges, never by 2.
+NOISE_RANGES = 2.0
+MIN_PROCESSES = 3  # a side with fewer has no usable spread: 2 vs 2 gave Welch p = 0.04 for an A/A pair
+
+
 def noise_floor(base: Sequence[float], cur: Sequence[float]) -> float | None:
-    """The larger between-process spread (%) of the two sides; None when neither side has 2 samples."""
-    spreads = [s for side in (base, cur) if len(side) >= 2 and (s := spread_pct(side)) is not None]
-    return max(spreads) if spreads else None
+    """NOISE_RANGES x the larger between-process range (max - min) of the two sides, in % of the baseline's
+    median (in the metric's units first: a side ten times slower has a range ten times smaller, and the
+    verdict is the same both ways round); None when neither side has MIN_PROCESSES samples or the
+    baseline's median is 0."""
+    ranges = [max(side) - min(side) for side in (base, cur) if len(side) >= MIN_PROCESSES]
+    center = median(base) if base else 0.0
+    return 100.0 * NOISE_RANGES * max(ranges) / abs(center) if ranges and center else None
 
 
 def difference_test(base: Sequence[float], cur: Sequence[float], alpha: float) -> tuple[float | None, str | None]:
     """(two-sided p, the test's name) for the two sides' samples; (None, None) when none applies."""
     nb, nc = len(base), len(cur)
-    if nb >= 1 and nc >= 1 and min_two_sided_p(nb, nc) < alpha:
+    if min(nb, nc) >= MIN_PROCESSES and min_two_sided_p(nb, nc) < alpha:
         return mann_whitney_u(base, cur).p_value, MANN_WHITNEY
-    if nb >= 2 and nc >= 2:
+    if min(nb, nc) >= MIN_PROCESSES:
         return welch_t_test(base, cur), WELCH
-    if nb >= 2 and nc == 1:
+    if nb >= MIN_PROCESSES and nc == 1:
         return prediction_t_test(base, cur[0]), PREDICTION
-    if nc >= 2 and nb == 1:
+    if nc >= MIN_PROCESSES and nb == 1:
         return prediction_t_test(cur, base[0]), PREDICTION
     return None, None
 
@@ -71,7 +83,8 @@ def judge(base: Sequence[float], cur: Sequence[float], higher_is_better: bool, a
     noise = noise_floor(base, cur)
     p, test = difference_test(base, cur, alpha)
     if p is None or change is None:
-        why = "one process a side: no test, no noise estimate" if p is None else "baseline median is 0"
+        why = (f"{len(base)} vs {len(cur)} processes: no test, no noise estimate (>= {MIN_PROCESSES} a side, or "
+               f"{MIN_PROCESSES} against 1)") if p is None else "baseline median is 0"
         return Verdict(change, noise, p, test, None, NA, why)
     significant = p < alpha
     within = noise is not None and abs(change) <= noise
