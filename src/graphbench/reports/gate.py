@@ -7,7 +7,7 @@ with a history baseline, every round of every run: reports/rounds.py):
   floor, the larger between-process spread of the two sides, AND beyond the metric's threshold, which
   is compare's minimum effect: reports/verdict.py); "improved" likewise in the good direction;
 - INCONCLUSIVE when the change is beyond the threshold in the bad direction but the data cannot judge
-  it: a regressed verdict measured on a busy host (a repeat of those processes flagged busy_host), or
+  it: a regressed (or improved) verdict measured on a busy host (a repeat of those processes flagged busy_host), or
   one process a side (no test, no noise estimate);
 - everything else passes, the reason saying which: within noise, not significant, within threshold.
 
@@ -120,13 +120,13 @@ def _check(c: Comparison, metric: Metric, threshold: float) -> GateCheck:
             return GateCheck(c, threshold, RULE, "inconclusive",
                              f"change {change} beyond threshold {thr}, but {c.note}: cannot judge (run >= 3 rounds)")
         return GateCheck(c, threshold, RULE, "untestable", c.note)
-    if c.verdict == REGRESSED and bad:
-        if any(c.busy_rounds):
+    if (c.verdict == REGRESSED and bad) or (c.verdict == IMPROVED and good):
+        if any(c.busy_rounds):  # a host too busy to measure on: neither a regression nor an improvement
             return GateCheck(c, threshold, RULE, "inconclusive",
                              f"change {change} beyond threshold {thr} and {c.note}, but measured on a busy host "
                              f"({c.busy_rounds[0]} baseline / {c.busy_rounds[1]} current processes): cannot judge")
-        return GateCheck(c, threshold, RULE, "regressed", f"change {change} beyond threshold {thr}: {c.note}")
-    if c.verdict == IMPROVED and good:
+        if c.verdict == REGRESSED:
+            return GateCheck(c, threshold, RULE, "regressed", f"change {change} beyond threshold {thr}: {c.note}")
         return GateCheck(c, threshold, RULE, "improved", f"change {change} beyond {thr} for the better: {c.note}")
     return GateCheck(c, threshold, RULE, "pass", c.note)
 
