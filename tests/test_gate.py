@@ -3,7 +3,8 @@
 The samples are processes: a sweep point measured in R rounds writes R files (`sweep.round`), which
 load as one record whose samples are the rounds' medians (reports/rounds.py). The acceptance trials:
 two result sets of the same code (1-2 % noise, 5 rounds of 2 repeats a point) pass the gate in 20 of
-20 seeded trials; with a 10 % tokens/s drop injected they fail in 20 of 20.
+20 seeded trials; with a 15 % tokens/s drop injected (three times the threshold: the noise floor is
+NOISE_RANGES times the processes' range) they fail in 20 of 20.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from graphbench.reports.gate import (
     thresholds_from_specs,
 )
 from graphbench.reports.metrics import resolve_metric
+from graphbench.reports.verdict import MIN_PROCESSES, NOISE_RANGES
 from graphbench.reports.store import load_results, write_result
 
 MACHINE = "cpu-test"
@@ -175,13 +177,13 @@ def test_same_code_passes_in_20_of_20_trials(tmp_path):
     assert passes == 20
 
 
-def test_10pct_tokens_drop_fails_in_20_of_20_trials(tmp_path):
+def test_15pct_tokens_drop_fails_in_20_of_20_trials(tmp_path):
     fails = 0
     for trial in range(20):
         rng = random.Random(2000 + trial)
         rel = 0.01 + 0.01 * rng.random()
         base = write_set(tmp_path / f"t{trial}" / "baseline", noisy_set(rng, rel))
-        cur = write_set(tmp_path / f"t{trial}" / "current", noisy_set(rng, rel, tokens_factor=0.9))
+        cur = write_set(tmp_path / f"t{trial}" / "current", noisy_set(rng, rel, tokens_factor=0.85))
         report = run_gate(base, cur, DEFAULT_THRESHOLDS)
         regressed = {(c.comparison.label, c.comparison.workload, c.metric) for c in report.regressions}
         # every point and workload is caught, and nothing else is
@@ -233,10 +235,12 @@ def test_three_rounds_a_side_are_judged_by_welch_t(tmp_path):
     tokens = _tokens(report)
     assert tokens.rule == RULE and tokens.comparison.test_method == "Welch's t"
     assert tokens.comparison.n_baseline == tokens.comparison.n_current == 3
-    assert tokens.comparison.p_value < 0.05 and tokens.comparison.noise_pct == pytest.approx(20 / 2200 * 100)
+    # the noise floor: NOISE_RANGES x the larger range between processes (20 tok/s), in % of the baseline's median
+    assert tokens.comparison.p_value < 0.05
+    assert tokens.comparison.noise_pct == pytest.approx(NOISE_RANGES * 20 / 2200 * 100)
     assert tokens.status == "regressed" and "Welch's t" in tokens.reason
     assert not report.passed and report.exit_code == 1
-    assert not any("one process a side" in w for w in report.warnings)
+    assert not any("no test and no noise estimate" in w for w in report.warnings)
     assert "| ❌ regressed |" in report.to_markdown()
     # within the threshold: significant, beyond the noise, but below the -5% minimum effect: a pass
     close = write_set(tmp_path / "close", _rounds([v * 0.97 for v in BASE5[:3]]))
@@ -256,7 +260,7 @@ def test_four_rounds_use_the_u_test(tmp_path):
     assert [r.metric for r in report.regressions] == ["output_tokens_per_s"]
     tokens = _tokens(report)
     assert tokens.comparison.test_method == "Mann-Whitney U" and tokens.comparison.p_value == pytest.approx(2 / 70)
-    assert report.exit_code == 1 and not any("one process a side" in w for w in report.warnings)
+    assert report.exit_code == 1 and not any("no test and no noise estimate" in w for w in report.warnings)
 
 
 def test_beyond_threshold_but_not_significant_passes(tmp_path):
@@ -314,11 +318,11 @@ def test_one_process_a_side_cannot_judge(tmp_path):
     assert all(r.rule == RULE and r.comparison.verdict == "n/a" for r in report.checks)
     startup = by_metric["startup_s"]
     assert startup.status == "inconclusive" and startup.comparison.p_value is None  # +25 % > +20 %
-    assert "one process a side" in startup.reason and "cannot judge" in startup.reason
+    assert "1 vs 1 processes: no test, no noise estimate" in startup.reason and "cannot judge" in startup.reason
     assert by_metric["graph_memory_bytes"].status == "untestable"  # +9 % <= +10 %
     assert by_metric["output_tokens_per_s"].status == "untestable"
     assert report.passed and report.verdict == "inconclusive" and report.exit_code == 3
-    assert any("one process a side" in w for w in report.warnings)
+    assert any("had one process a side" in w and "no test and no noise estimate" in w for w in report.warnings)
     md = report.to_markdown()
     assert md.startswith("## ⚠️ graphbench gate: CANNOT JUDGE") and "| ⚠️ inconclusive |" in md
     assert json.loads(json.dumps(report.to_dict()))["verdict"] == "inconclusive"
@@ -333,6 +337,46 @@ def test_one_process_a_side_cannot_judge(tmp_path):
     skipped = {tc.get("name") for tc in cases if tc.find("skipped") is not None}
     assert skipped == {r.testcase_name for r in report.checks if r.status in ("untestable", "inconclusive")}
     assert "closed-c4/output_tokens_per_s" in skipped
+
+
+@pytest.mark.xfail(strict=True, reason="src bug: reports/gate_render.py gate_junit writes skipped=<untestable count> "
+                   "on <testsuites> and <testsuite>, but puts a <skipped> element in every inconclusive testcase too")
+def test_junit_skipped_count_matches_the_skipped_testcases(tmp_path):
+    b = write_set(tmp_path / "b", [make_result(repeats=_samples([2200.0]))])
+    c = write_set(tmp_path / "c", [make_result(repeats=_samples([1000.0]))])
+    report = run_gate(b, c)
+    assert report.inconclusive  # tokens/s: -55% on one process a side
+    root = ET.fromstring(report.to_junit())
+    suite = root.find("testsuite")
+    skipped = sum(tc.find("skipped") is not None for tc in suite.findall("testcase"))
+    assert int(suite.get("skipped")) == int(root.get("skipped")) == skipped
+
+
+def test_fewer_than_min_processes_a_side_cannot_judge(tmp_path):
+    """Two processes a side (sweep --rounds 2) have no usable spread: no verdict, and a change beyond the
+    threshold is inconclusive; one process against a history of MIN_PROCESSES is judged (prediction test)."""
+    few = MIN_PROCESSES - 1
+    b, c = _two_sets(tmp_path, _rounds(BASE5[:few]), _rounds([v * 0.8 for v in BASE5[:few]]))
+    report = run_gate(b, c)
+    tokens = _tokens(report)
+    assert tokens.comparison.verdict == "n/a" and tokens.comparison.p_value is None
+    assert f"{few} vs {few} processes: no test" in tokens.reason
+    assert tokens.status == "inconclusive" and report.exit_code == 3 and not report.regressions
+    history = write_set(tmp_path / "history", _rounds(BASE5[:MIN_PROCESSES]))
+    one = write_set(tmp_path / "one", [make_result(repeats=_samples([1700.0, 1760.0, 1730.0]))])
+    tokens = _tokens(run_gate(history, one))
+    assert tokens.comparison.test_method == "prediction t" and tokens.status == "regressed"
+
+
+@pytest.mark.xfail(strict=True, reason="src bug: reports/gate.py gate_comparisons warns of too few processes only "
+                   "when both sides have < 2 (n_baseline < 2 and n_current < 2), but judge() needs MIN_PROCESSES (3) "
+                   "a side: 2 vs 2 checks are n/a with no warning saying why")
+def test_the_gate_warns_of_checks_with_too_few_processes(tmp_path):
+    few = MIN_PROCESSES - 1
+    b, c = _two_sets(tmp_path, _rounds(BASE5[:few]), _rounds(BASE5[:few]))
+    report = run_gate(b, c)
+    assert all(r.comparison.verdict == "n/a" for r in report.checks if r.metric != "graph_memory_bytes")
+    assert any("no test and no noise estimate" in w for w in report.warnings), report.warnings
 
 
 def test_history_runs_of_a_point_are_pooled_as_processes(tmp_path):
@@ -460,8 +504,16 @@ def test_differing_switches_are_a_warning_for_graphbench_points_only(tmp_path):
             "GRAPHBENCH_AUTOTUNE_PRECOMPILE=pool GRAPHBENCH_PDL=0") in text
     peer_b, peer_c = make_result("hf-eager", system="hf-eager"), make_result("hf-eager", system="hf-eager")
     peer_c["environment"]["switches"] = {"GRAPHBENCH_PDL": "0"}  # not the peers' business
-    pb, pc = write_set(tmp_path / "pb", [peer_b]), write_set(tmp_path / "pc", [peer_c])
-    assert not any("switches" in w for w in run_gate(pb, pc).warnings)
+    pb, pc = write_set(tmp_path / "pb", [peer_b, old]), write_set(tmp_path / "pc", [peer_c, unchanged])
+    report = run_gate(pb, pc)
+    assert not any("switches" in w for w in report.warnings)
+    # peers are references (one process each, in a sweep's first round): compared, not gated
+    assert {c.comparison.system for c in report.checks} == {"graphbench"}
+    assert "1 peer point(s) not gated (references, one process each): hf-eager (hf-eager)" in report.warnings
+    assert not any("switches" in w for w in compare_sets(load_results([pb]), load_results([pc])).warnings)
+    only_peers = write_set(tmp_path / "peers-only", [peer_b])
+    with pytest.raises(GraphbenchError, match="nothing to gate"):
+        run_gate(only_peers, only_peers)
 
 
 def test_no_common_point(tmp_path):
@@ -580,8 +632,8 @@ def test_compare_results_values_and_verdicts(tmp_path):
     assert tok.baseline_median == 2200.0 and tok.current_median == pytest.approx(1980.0)
     assert tok.ratio == pytest.approx(0.9) and tok.change_pct == pytest.approx(-10.0)
     assert tok.p_value == pytest.approx(2 / 252) and tok.test_method == "Mann-Whitney U"
-    assert tok.noise_pct == pytest.approx(20 / 2200 * 100)
-    assert tok.significant and tok.verdict == "regressed" and "vs noise 0.9%" in tok.note
+    assert tok.noise_pct == pytest.approx(NOISE_RANGES * 20 / 2200 * 100)
+    assert tok.significant and tok.verdict == "regressed" and f"vs noise {tok.noise_pct:.1f}%" in tok.note
     tpot = by[("tpot_p99_ms", "closed-c4")]
     assert tpot.p_value == pytest.approx(1.0) and tpot.verdict == "tie" and not tpot.significant
     assert tpot.note.startswith("not significant") or tpot.note.startswith("within noise")
@@ -603,7 +655,7 @@ def test_compare_results_values_and_verdicts(tmp_path):
     single = compare_results([make_result(startup_s=10.0)], [make_result(startup_s=11.0)])
     startup = next(x for x in single if x.metric == "startup_s")
     assert startup.change_pct == pytest.approx(10.0) and startup.p_value is None and startup.verdict == "n/a"
-    assert startup.significant is None and "one process a side" in startup.note
+    assert startup.significant is None and "1 vs 1 processes: no test, no noise estimate" in startup.note
 
 
 def test_compare_results_options(tmp_path):

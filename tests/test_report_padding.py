@@ -24,6 +24,7 @@ from graphbench.reports.padding_table import histogram_text, padding_table
 from graphbench.reports.report import REPORT_HTML, REPORT_MD, SUMMARY_CSV, write_report
 from graphbench.reports.repeats_table import repeats_table, steadiness_note
 from graphbench.reports.rounds import merge_rounds
+from graphbench.reports.verdict import noise_floor
 
 DEFAULT_4 = [1, 2, 4, 8]  # SPEC §1.5 with max_num_seqs 4: top min(4 * 2, 512) = 8
 INTERACTIVE_4 = [1, 2, 3, 4, 5, 6, 7, 8]
@@ -165,17 +166,23 @@ def _gpu_pair(tpot_a, tpot_b, tps_a, tps_b, hist=None, full_a=None, full_b=None)
     return merge_rounds(a + b + [_result("O1_default", 1, "default", DEFAULT_4, [_repeat(1.0, 1.0)] * 4, device="cuda")])
 
 
+def _noise(a, b) -> str:
+    """The noise floor of two sides' process samples as the verdicts print it (reports/verdict.py)."""
+    return f"noise {noise_floor(a, b):.1f}%"
+
+
 def test_ladder_pairs_judge_tpot_and_tokens_per_s_over_processes():
-    results = _gpu_pair([2.0, 2.1, 2.2, 2.3], [1.5, 1.6, 1.7, 1.8], [100, 101, 102, 103], [100.5, 101.5, 102.5, 103.5])
-    pairs = ladder_pairs(results)
+    tpot_a, tpot_b = [2.10, 2.12, 2.14, 2.16], [1.60, 1.62, 1.64, 1.66]
+    tps_a, tps_b = [100, 101, 102, 103], [100.5, 101.5, 102.5, 103.5]
+    pairs = ladder_pairs(_gpu_pair(tpot_a, tpot_b, tps_a, tps_b))
     assert list(pairs.columns) == PAIR_COLUMNS
     (row,) = pairs.to_dict("records")  # O1_default differs in -O, not only in its ladder
     assert (row["pair"], row["workload"], row["processes"]) == ("O2_default -> O2_interactivity", "closed-c4", "4 vs 4")
-    assert row["paid padding %"] == "10.0 -> 0.0" and row["TPOT p50 ms"] == "2.15 -> 1.65"
-    # every b below every a: U test p = 2 / C(8, 4) = 0.029; -23% beyond either side's spread (14%, 18%)
-    assert row["TPOT p50"] == "improved: -23.3% vs noise 18.2%, p=0.029 (Mann-Whitney U)"
-    # interleaved: +0.5%, far inside the noise
-    assert row["output tok/s"].startswith("tie (within noise: +0.5% vs noise 3.0%, p=0.69 (Mann-Whitney U)")
+    assert row["paid padding %"] == "10.0 -> 0.0" and row["TPOT p50 ms"] == "2.13 -> 1.63"
+    # every b below every a: U test p = 2 / C(8, 4) = 0.029; -23.5% far beyond the processes' 3% range
+    assert row["TPOT p50"] == f"improved: -23.5% vs {_noise(tpot_a, tpot_b)}, p=0.029 (Mann-Whitney U)"
+    # interleaved: +0.5%, inside the noise
+    assert row["output tok/s"] == f"tie (within noise: +0.5% vs {_noise(tps_a, tps_b)}, p=0.69 (Mann-Whitney U))"
     assert row["graph step ms"] == "-" and row["graph step"] == "-"  # no replayed graph step recorded
     # 3 pads to 4 on the default ladder, to 3 on the interactivity one: different recordings
     assert row["same recordings"] == "no"
@@ -184,14 +191,16 @@ def test_ladder_pairs_judge_tpot_and_tokens_per_s_over_processes():
 
 def test_ladder_pairs_give_the_graph_step_time_apart_from_tpot():
     tpots = ([2.0, 2.1, 2.2], [1.5, 1.6, 1.7], [1, 2, 3], [4, 5, 6])
-    row = ladder_pairs(_gpu_pair(*tpots, full_a=(1.10, 1.12, 1.14), full_b=(1.09, 1.10, 1.13))).iloc[0]
+    full_a, full_b = (1.10, 1.12, 1.14), (1.09, 1.10, 1.13)
+    row = ladder_pairs(_gpu_pair(*tpots, full_a=full_a, full_b=full_b)).iloc[0]
     assert row["graph step ms"] == "1.120 -> 1.100 (FULL)"
-    # -1.8% inside a 3.6% spread (Welch t on the means, scipy: p = 0.4685943)
-    assert row["graph step"] == "tie (within noise: -1.8% vs noise 3.6%, p=0.47 (Welch's t))"
+    # -1.8% inside the processes' noise (Welch t on the means, scipy: p = 0.4685943)
+    assert row["graph step"] == f"tie (within noise: -1.8% vs {_noise(full_a, full_b)}, p=0.47 (Welch's t))"
     assert row["explained by"] == "the mixed and eager steps (they follow the host), not the graph steps"
     # a graph step 15% faster on every process: the ladder explains the difference
-    row = ladder_pairs(_gpu_pair(*tpots, full_a=(1.30, 1.31, 1.29), full_b=(1.10, 1.11, 1.09))).iloc[0]
-    assert row["graph step"].startswith("improved: -15.4% vs noise 1.8%")
+    full_a, full_b = (1.30, 1.31, 1.29), (1.10, 1.11, 1.09)
+    row = ladder_pairs(_gpu_pair(*tpots, full_a=full_a, full_b=full_b)).iloc[0]
+    assert row["graph step"].startswith(f"improved: -15.4% vs {_noise(full_a, full_b)}")
     assert row["explained by"] == "the graph steps (what the ladder changes)"
     # no FULL steps on either side: the PIECEWISE ones; none at all: nothing to say
     results = _gpu_pair(*tpots, full_a=(1.10, 1.12, 1.14), full_b=(1.09, 1.10, 1.13))
@@ -206,15 +215,19 @@ def test_ladder_pairs_give_the_graph_step_time_apart_from_tpot():
 
 
 def test_ladder_pairs_with_three_processes_use_welchs_t_and_one_process_cannot_be_judged():
-    row = ladder_pairs(_gpu_pair([2.0, 2.1, 2.2], [1.5, 1.6, 1.7], [100, 101, 102], [80, 81, 82])).iloc[0]
-    # means 2.1 vs 1.6, variances 0.01 each: t = 0.5 / sqrt(0.02 / 3) = 6.124 on 4 df (scipy: p = 0.0036022)
+    tpot_a, tpot_b, tps_a, tps_b = [2.0, 2.02, 2.04], [1.5, 1.52, 1.54], [100, 101, 102], [80, 81, 82]
+    row = ladder_pairs(_gpu_pair(tpot_a, tpot_b, tps_a, tps_b)).iloc[0]
+    # means 2.02 vs 1.52, variances 0.0004 each: t = 0.5 / sqrt(0.0008 / 3) = 30.6 on 4 df
     assert row["processes"] == "3 vs 3"
-    assert row["TPOT p50"] == "improved: -23.8% vs noise 12.5%, p=0.0036 (Welch's t)"
-    assert row["output tok/s"].startswith("regressed: -19.8% vs noise 2.5%") and "(Welch's t)" in row["output tok/s"]
+    assert row["TPOT p50"].startswith(f"improved: -24.8% vs {_noise(tpot_a, tpot_b)}, p=")
+    assert row["TPOT p50"].endswith("(Welch's t)")
+    assert row["output tok/s"].startswith(f"regressed: -19.8% vs {_noise(tps_a, tps_b)}, p=")
+    assert row["output tok/s"].endswith("(Welch's t)")
     # one process a side: no test, no noise estimate
     one = ladder_pairs(_gpu_pair([2.0], [1.5], [1], [4])).iloc[0]
     assert one["processes"] == "1 vs 1"
-    assert one["TPOT p50"] == one["output tok/s"] == "n/a (one process a side: no test, no noise estimate)"
+    assert one["TPOT p50"] == one["output tok/s"]
+    assert one["TPOT p50"].startswith("n/a (1 vs 1 processes: no test, no noise estimate")
     assert one["explained by"] == "nothing: a tie"
     # one process of 4 repeats a side (a single `graphbench run`): its repeats are not samples
     single = ladder_pairs([_result("O2_default", 2, "default", DEFAULT_4, [_repeat(s, t) for s, t in
@@ -222,7 +235,7 @@ def test_ladder_pairs_with_three_processes_use_welchs_t_and_one_process_cannot_b
                            _result("O2_interactivity", 2, "interactivity", INTERACTIVE_4,
                                    [_repeat(s, t) for s, t in zip([80, 81, 82, 83], [1.5, 1.6, 1.7, 1.8])],
                                    device="cuda")]).iloc[0]
-    assert single["processes"] == "1 vs 1" and single["TPOT p50"].startswith("n/a (one process a side")
+    assert single["processes"] == "1 vs 1" and single["TPOT p50"].startswith("n/a (1 vs 1 processes")
 
 
 def test_same_recordings_make_an_a_a_pair_inside_the_sweep():

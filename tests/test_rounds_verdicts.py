@@ -16,7 +16,17 @@ from graphbench.reports.compare import compare_sets
 from graphbench.reports.gate import DEFAULT_THRESHOLDS, run_gate
 from graphbench.reports.rounds import busy_rounds, merge_rounds, process_medians, workload_samples
 from graphbench.reports.store import load_results
-from graphbench.reports.verdict import MANN_WHITNEY, NA, PREDICTION, REGRESSED, TIE, WELCH, judge
+from graphbench.reports.verdict import (
+    MANN_WHITNEY,
+    NA,
+    NOISE_RANGES,
+    PREDICTION,
+    REGRESSED,
+    TIE,
+    WELCH,
+    judge,
+    noise_floor,
+)
 from tests.test_gate import make_result, with_round, write_set
 
 WORKLOADS = ("closed-c1", "closed-c4")
@@ -128,21 +138,24 @@ def test_judge_calls_a_difference_only_when_significant_beyond_noise_and_min_eff
     same = judge([1000.0, 1010.0, 995.0], [1002.0, 1008.0, 997.0], higher_is_better=True, min_effect_pct=5.0)
     assert same.verdict == TIE and same.test == WELCH and not same.significant
     assert same.reason.startswith(("within noise", "not significant"))
-    # a clear 15% drop, 3 processes a side within 1%
+    # a clear 15% drop, 3 processes a side within 1%: the noise floor is NOISE_RANGES x that 1% range
     drop = judge([1000.0, 1005.0, 995.0], [850.0, 854.0, 846.0], higher_is_better=True, min_effect_pct=5.0)
     assert drop.verdict == REGRESSED and drop.significant and drop.test == WELCH
-    assert drop.change_pct == pytest.approx(-15.0) and drop.noise_pct == pytest.approx(1.0)
-    assert drop.reason.startswith("-15.0% vs noise 1.0%, p=")
+    assert drop.change_pct == pytest.approx(-15.0) and drop.noise_pct == pytest.approx(NOISE_RANGES * 1.0)
+    assert drop.reason.startswith(f"-15.0% vs noise {NOISE_RANGES * 1.0:.1f}%, p=")
     # lower is better: the same numbers as a latency went down, an improvement
     assert judge([1000.0, 1005.0, 995.0], [850.0, 854.0, 846.0], higher_is_better=False).verdict == "improved"
-    # a 15% drop the U test calls significant (9 vs 9 processes) but whose processes spread 20% among
-    # themselves (one slow process of the current side): within the noise floor, a tie
-    base = [1000.0 + i for i in range(8)] + [900.0]
-    cur = [850.0 + i for i in range(8)] + [686.4]  # (857 - 686.4) / 853: 20%
+    # a 15% drop the U test calls significant (9 vs 9 processes) whose noise floor is 20% (one slow process
+    # of the current side): within the noise, a tie
+    base = [1000.0 + i for i in range(9)]  # median 1004
+    cur = [850.0 + i for i in range(8)] + [857.0 - 0.20 * 1004.0 / NOISE_RANGES]
     wide = judge(base, cur, higher_is_better=True, min_effect_pct=5.0)
     assert wide.test == MANN_WHITNEY and wide.significant and wide.p_value < 0.001
     assert wide.change_pct == pytest.approx(-15.0, abs=0.1) and wide.noise_pct == pytest.approx(20.0)
+    assert wide.noise_pct == pytest.approx(noise_floor(base, cur))
     assert wide.verdict == TIE and wide.reason.startswith("within noise: -15.0% vs noise 20.0%")
+    # the same drop without the slow process: beyond the noise, a regression
+    assert judge(base, cur[:-1], higher_is_better=True, min_effect_pct=5.0).verdict == REGRESSED
     # significant and beyond the noise, but below the minimum effect
     small = judge([1000.0, 1001.0, 1002.0], [970.0, 971.0, 972.0], higher_is_better=True, min_effect_pct=5.0)
     assert small.verdict == TIE and small.significant and small.reason.startswith("below the 5% minimum effect")
@@ -151,7 +164,7 @@ def test_judge_calls_a_difference_only_when_significant_beyond_noise_and_min_eff
 def test_judge_with_one_process_a_side_or_against_a_history():
     one = judge([1000.0], [850.0], higher_is_better=True)
     assert one.verdict == NA and one.p_value is None and one.noise_pct is None
-    assert one.change_pct == pytest.approx(-15.0) and "one process a side" in one.reason
+    assert one.change_pct == pytest.approx(-15.0) and "no test, no noise estimate" in one.reason
     # one new process against a history of several: the prediction test
     history = judge([1000.0, 1004.0, 996.0, 1002.0, 998.0], [850.0], higher_is_better=True, min_effect_pct=5.0)
     assert history.test == PREDICTION and history.verdict == REGRESSED
@@ -258,6 +271,11 @@ def test_a_drop_measured_on_a_busy_host_cannot_be_judged(aa_sets, tmp_path):
     assert any("busy host" in w for w in report.warnings)
     # compare still says what the numbers say; the gate says the host could not be trusted with it
     assert {row for row, v in _verdicts(a, busy).items() if v == REGRESSED} == tokens_rows
+    # the other way round, an improvement measured on that busy host cannot be judged either
+    back = run_gate(busy, a)
+    assert back.exit_code == 3 and not back.regressions
+    assert {(c.comparison.label, c.comparison.workload, c.metric) for c in back.inconclusive} == tokens_rows
+    assert all(c.comparison.verdict == "improved" and c.comparison.busy_rounds == (3, 0) for c in back.inconclusive)
     # a busy host where nothing changed is no news
     calm = _edited_copy(b, tmp_path / "busy-same", 1.0, busy=True)
     assert run_gate(a, calm).exit_code == 0
