@@ -37,9 +37,6 @@ def test_report_writes_every_file(tmp_path):
     assert (out / "report.md").read_text().startswith("# H200 sweep\n")
 
 
-@pytest.mark.xfail(strict=True, reason="src bug: cli/report_plan.py _print_headline prints the new 'tied with (change, "
-                   "noise)' column with no_wrap; its text (one entry per other configuration) takes the whole 200 "
-                   "columns, so rich cuts every other column to '…' (the best configuration shows as 'O3…')")
 def test_report_prints_the_headline_whole(tmp_path):
     result = run("report", SYNTHETIC, "-o", tmp_path / "report")
     assert result.exit_code == 0, result.output

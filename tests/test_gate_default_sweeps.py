@@ -96,7 +96,7 @@ def test_a_default_sweep_with_tokens_per_s_15_percent_lower_cannot_be_judged(swe
     assert tokens and all(c.status == "inconclusive" and "1 vs 1 processes: no test" in c.reason for c in tokens)
     assert all(c.comparison.change_pct == pytest.approx(-15.0) for c in tokens)
     assert not report.regressions and {c.metric for c in report.inconclusive} == {"output_tokens_per_s"}
-    assert any("had one process a side" in w for w in report.warnings)
+    assert any("too few processes for a verdict" in w for w in report.warnings)
 
 
 @pytest.mark.parametrize("sweep", SWEEPS)

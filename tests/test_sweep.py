@@ -129,9 +129,6 @@ def test_failed_point_is_recorded_and_resume_completes(tmp_path):
     assert files.count("O0_default_num_blocks=64") == 2  # the old process's file and the new one's
 
 
-@pytest.mark.xfail(strict=True, reason="src bug: a point that --resume re-measures (its identity changed) keeps the "
-                   "sweep's id (bench/sweep.py sweep_id_for), and reports/rounds.py merges round files by (sweep id, "
-                   "label, system) only, so the stale rounds and the new ones load as ONE record")
 def test_a_point_re_measured_under_resume_is_not_merged_with_its_stale_rounds(tmp_path):
     results = tmp_path / "results"
     first = runner.invoke(app, ["sweep", *fast(concurrency="1", rounds="2"), "--levels", "0", "--results", str(results)])
@@ -196,8 +193,6 @@ def test_timeout_is_a_failed_point(tmp_path):
     assert r["sweep"]["round"]["index"] == 1  # the failed process's round is recorded
 
 
-@pytest.mark.xfail(strict=True, reason="src bug: cli/sweep.py counts SweepResult.num_failed, the failed processes, "
-                   "as points: one point timing out in 2 rounds prints '2 point(s) failed'")
 def test_a_point_failing_in_every_round_counts_as_one_failed_point(tmp_path):
     result = runner.invoke(app, ["sweep", *fast(rounds="2"), "--levels", "0", "--results", str(tmp_path),
                                  "--timeout", "0.5"])

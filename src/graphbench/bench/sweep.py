@@ -85,7 +85,8 @@ class SweepResult:
 
     @property
     def num_failed(self) -> int:
-        return sum(o.status == "failed" for o in self.outcomes)
+        """Points (not processes) with a failed round."""
+        return len({(o.point.folder, o.point.label) for o in self.outcomes if o.status == "failed"})
 
     @property
     def interrupted(self) -> bool:
@@ -229,6 +230,7 @@ def run_sweep(points: list[SweepPoint], results_dir: str | Path, run_args: list[
     folders: sub-folders each point is measured into (sweep --aa: two copies of the grid)."""
     results_dir = Path(results_dir)
     _STOP.clear()
+    _FAILED.clear()
     if executor not in ("local", "ray"):
         raise GraphbenchError(f"unknown executor {executor!r}; choose from local, ray")
     with sweep_lock(results_dir):
@@ -285,6 +287,10 @@ def _run_points_ray(points, results_dir: Path, run_args, timeout_s, resume, on_s
         return outcome
 
     def prepare(point):
+        if (point.folder, point.label) in _FAILED:
+            outcome = SweepOutcome(point, "failed", reason="not run: it failed in an earlier round")
+            on_done(outcome)
+            return outcome
         if point.tuned_graphs is not None:
             try:
                 tune_point(point, results_dir)
@@ -332,6 +338,8 @@ def _tuned_then_run(point, results_dir: Path, run_args, timeout_s, identity: dic
     """Tune a tuned:N point's ladder, then run it; `again`: why a point measured before runs again."""
     if _STOP.is_set():
         return SweepOutcome(point, "interrupted", reason="not started (interrupted)")
+    if (point.folder, point.label) in _FAILED:  # (the --gpus executor decides what to skip before any runs)
+        return SweepOutcome(point, "failed", reason="not run: it failed in an earlier round")
     try:
         if point.tuned_graphs is not None:
             tune_point(point, results_dir)
@@ -371,11 +379,17 @@ def _run_points(points, results_dir: Path, run_args, timeout_s, resume, on_start
     return result
 
 
+_FAILED: set[tuple[str, str]] = set()  # (folder, label) of points that failed a round in this sweep
+
+
 def _skipped(point: SweepPoint, done: dict[Any, Any], identity: dict[str, Any]) -> SweepOutcome | None:
-    """The outcome of a point that is not run: the same engine as an earlier one, or measured before
-    with this very identity (--resume)."""
+    """The outcome of a point that is not run: the same engine as an earlier one, measured before with
+    this very identity (--resume), or failed in an earlier round (its later rounds would fail alike, each
+    costing up to the timeout)."""
     if point.same_as is not None:
         return SweepOutcome(point, "same-engine", reason=f"= {point.same_as} (same engine, measured once)")
+    if (point.folder, point.label) in _FAILED:
+        return SweepOutcome(point, "failed", reason="not run: it failed in an earlier round")
     if point.key in done and not rerun_reason(identity, done[point.key]):
         return SweepOutcome(point, "skipped", reason="already measured (--resume)")
     return None
@@ -407,6 +421,7 @@ def _record_failure(point: SweepPoint, results_dir: Path, reason: str, stderr: s
                     env: dict[str, Any] | None = None) -> SweepOutcome:
     from graphbench.bench.point import failed_result
 
+    _FAILED.add((point.folder, point.label))
     record = failed_result(point.label, point.system, nest_overrides(point.overrides), reason, stderr,
                            sweep={"point": point.overrides, **({"round": point.round} if point.round else {})}, env=env)
     path = write_result(results_dir / point.folder if point.folder else results_dir, "failed", point.label, record)

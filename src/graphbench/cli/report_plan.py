@@ -72,7 +72,9 @@ def _print_headline(console, headline) -> None:
     table = Table(title="best configuration per concurrency (median output tokens/s)", title_justify="left")
     for name in headline_headers(headline):
         text = name in ("workload", "best configuration", "best peer")
-        table.add_column(name, justify="left" if text else "right", no_wrap=True)
+        tied = name.startswith("tied with")  # the long one: it wraps, the others keep their width
+        table.add_column(name, justify="left" if text or tied else "right", no_wrap=not tied,
+                         ratio=1 if tied else None, min_width=None if tied else len(name))
     for row in headline_cells(headline):
         table.add_row(*row)
     console.print(table)

@@ -26,7 +26,8 @@ def print_summary(console, results: Path) -> None:
             m = w["summary"]
             excluded = [x for x in w.get("round_medians") or [] if x.get("excluded")]
             num_outliers += len(excluded)
-            spread = m["output_tokens_per_s"].get("spread_pct") if m["output_tokens_per_s"].get("n", 1) > 1 else None
+            # the spread between processes (a single process has none: its repeats' spread is not noise)
+            spread = m["output_tokens_per_s"].get("spread_pct") if len(w.get("round_medians") or []) > 1 else None
             busy = w.get("busy_host_repeats") or []
             unsteady = spread is not None and spread > MAX_STEADY_SPREAD_PCT
             num_unsteady += unsteady and not busy

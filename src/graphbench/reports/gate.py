@@ -52,7 +52,7 @@ from graphbench.reports.gate_thresholds import (
     thresholds_from_specs,
 )
 from graphbench.reports.metrics import Metric, resolve_metric
-from graphbench.reports.verdict import IMPROVED, NA, REGRESSED
+from graphbench.reports.verdict import IMPROVED, MIN_PROCESSES, NA, REGRESSED
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
@@ -217,11 +217,12 @@ def gate_comparisons(
                     f"metric {metric.name} is missing in the {side} results for {c.where} "
                     f"(present in the {other}): cannot gate it")
             checks.append(_check(c, metric, threshold))
-    untestable = [r for r in checks if r.comparison.n_baseline < 2 and r.comparison.n_current < 2]
+    untestable = [r for r in checks if r.comparison.verdict == NA]
     if untestable:
         metrics = ", ".join(sorted({r.metric for r in untestable}))
-        warnings.append(f"{len(untestable)} check(s) had one process a side ({metrics}): no test and no noise "
-                        "estimate; measure >= 3 rounds a side (graphbench sweep --rounds)")
+        warnings.append(f"{len(untestable)} check(s) had too few processes for a verdict ({metrics}): no test and "
+                        f"no noise estimate below {MIN_PROCESSES} a side; measure >= {MIN_PROCESSES} rounds a side "
+                        "(graphbench sweep --rounds)")
     busy = [r for r in checks if any(r.comparison.busy_rounds)]
     if busy:
         warnings.append(f"{len(busy)} check(s) include processes measured on a busy host: a regression among them "

@@ -67,9 +67,9 @@ def gate_junit(report: GateReport) -> str:
     """JUnit XML: one testcase per check; regressions are failures, untestable checks are skipped."""
     n = report.counts()
     suites = ET.Element("testsuites", name="graphbench-gate", tests=str(len(report.checks)),
-                        failures=str(n["regressed"]), errors="0", skipped=str(n["untestable"]))
+                        failures=str(n["regressed"]), errors="0", skipped=str(n["untestable"] + n["inconclusive"]))
     suite = ET.SubElement(suites, "testsuite", name="graphbench-gate", tests=str(len(report.checks)),
-                          failures=str(n["regressed"]), errors="0", skipped=str(n["untestable"]), time="0")
+                          failures=str(n["regressed"]), errors="0", skipped=str(n["untestable"] + n["inconclusive"]), time="0")
     props = ET.SubElement(suite, "properties")
     for name, value in (("verdict", report.verdict), ("alpha", f"{report.alpha:g}"),
                         ("allow_mismatch", str(report.allow_mismatch).lower()),

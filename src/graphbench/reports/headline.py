@@ -38,16 +38,15 @@ def _samples(at: pd.DataFrame, series: str) -> list[float]:
 
 def _tied(at: pd.DataFrame, best: str) -> str:
     """The configurations the best cannot be told from over processes (reports.verdict): 'label (why)'."""
-    from graphbench.reports.verdict import IMPROVED, REGRESSED, judge
+    from graphbench.reports.verdict import IMPROVED, NA, REGRESSED, judge
 
     top = _samples(at, best)
     out = []
     for series in sorted(set(at["series"]) - {best}):
         v = judge(top, _samples(at, series), higher_is_better=True, min_effect_pct=min_effect_pct("output_tokens_per_s"))
-        if v.verdict not in (IMPROVED, REGRESSED):
-            why = f"{v.change_pct:+.1f}%, noise {v.noise_pct:.1f}%" if v.change_pct is not None and v.noise_pct is not None \
-                else "one process a side: cannot tell"
-            out.append(f"{series} ({why})")
+        if v.verdict not in (IMPROVED, REGRESSED, NA):  # (too few processes to tell: not listed as a tie)
+            noise = f", noise {v.noise_pct:.1f}%" if v.noise_pct is not None else ""
+            out.append(f"{series} ({v.change_pct:+.1f}%{noise})")
     return "; ".join(out)
 
 

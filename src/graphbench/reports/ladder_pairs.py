@@ -40,7 +40,7 @@ PAIRS_NOTE = (
     "recording (PIECEWISE where neither side has FULL steps): what padding costs where it is paid, on the GPU. "
     "TPOT and tokens/s also count the mixed and prefill steps, which run piecewise or eager and follow the "
     "host's speed. A change is called only when significant over the processes, beyond the noise measured "
-    "between them and beyond the 5% minimum effect (10% for TPOT p99); else it is a tie, with its change and "
+    "between them and beyond the 5% minimum effect; else it is a tie, with its change and "
     "noise. 'Same recordings': every batch size the steps had pads to the same rung on both ladders, so the "
     "two points replay the same graphs: an A/A pair inside the sweep, where any called difference is the "
     "host's. 'Explained by' says which part moved."

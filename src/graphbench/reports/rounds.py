@@ -19,6 +19,7 @@ A result without `sweep.round` (written by `graphbench run`, or before rounds ex
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -45,10 +46,14 @@ def round_info(result: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def _merge_key(result: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """(sweep id, label, system, identity): a point --resume measured again with other options keeps
+    the sweep's id, and its new rounds must not merge with the old ones."""
     info = round_info(result)
     if info is None or result.get("status") != "ok":
         return None
-    return (str(info.get("id")), str(result.get("label")), str(result.get("system")))
+    sweep = result.get("sweep") if isinstance(result.get("sweep"), Mapping) else {}
+    identity = json.dumps(sweep.get("identity"), sort_keys=True, default=str)
+    return (str(info.get("id")), str(result.get("label")), str(result.get("system")), identity)
 
 
 def merge_rounds(results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

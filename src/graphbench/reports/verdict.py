@@ -13,6 +13,7 @@ against 3 or more): no test and no noise estimate, so no verdict ("n/a").
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -79,16 +80,22 @@ def judge(base: Sequence[float], cur: Sequence[float], higher_is_better: bool, a
     bm, cm = median(base), median(cur)
     if bm == 0 and cm == 0:
         return Verdict(0.0, None, None, None, None, TIE, "no change: 0 on both sides")
-    change = (cm / bm - 1.0) * 100.0 if bm else None
+    # from 0 to something (graph memory where none was recorded): an infinite change, judged by the
+    # test and by the noise in the metric's units
+    change = (cm / bm - 1.0) * 100.0 if bm else math.copysign(math.inf, cm)
     noise = noise_floor(base, cur)
     p, test = difference_test(base, cur, alpha)
-    if p is None or change is None:
+    if p is None:
         why = (f"{len(base)} vs {len(cur)} processes: no test, no noise estimate (>= {MIN_PROCESSES} a side, or "
-               f"{MIN_PROCESSES} against 1)") if p is None else "baseline median is 0"
+               f"{MIN_PROCESSES} against 1)")
         return Verdict(change, noise, p, test, None, NA, why)
     significant = p < alpha
-    within = noise is not None and abs(change) <= noise
+    spread = max((max(s) - min(s) for s in (base, cur) if len(s) >= MIN_PROCESSES), default=None)
+    within = (noise is not None and abs(change) <= noise) if bm else \
+        (spread is not None and abs(cm - bm) <= NOISE_RANGES * spread)
     text = f"{change:+.1f}% vs noise {noise:.1f}%" if noise is not None else f"{change:+.1f}%"
+    if not bm:
+        text = f"from 0 to {cm:.6g}"
     small = abs(change) < min_effect_pct
     if not significant or within or small or cm == bm:
         what = ("within noise" if within else "not significant" if not significant else
