@@ -554,9 +554,9 @@ def test_thresholds_validation():
     assert parse_threshold("tokens_per_s:-5%") == ("output_tokens_per_s", -5.0)
     assert parse_threshold("startup:off") == ("startup_s", None)
     t = thresholds_from_specs(["startup:off", "ttft_p99_ms:15", "tokens_per_s:-3"])
-    assert t == {"output_tokens_per_s": -3.0, "tpot_p99_ms": 10.0, "graph_memory_bytes": 10.0, "full_step_ms": 5.0,
+    assert t == {"output_tokens_per_s": -3.0, "tpot_p99_ms": 10.0, "graph_memory_bytes": 10.0, "full_step_ms": 3.0,
                  "ttft_p99_ms": 15.0}
-    assert DEFAULT_THRESHOLDS["full_step_ms"] == 5.0 and resolve_metric("graph_step").name == "full_step_ms"
+    assert DEFAULT_THRESHOLDS["full_step_ms"] == 3.0 and resolve_metric("graph_step").name == "full_step_ms"
     assert resolve_metric("TPOT_P99_MS").name == "tpot_p99_ms"
 
 

@@ -287,4 +287,4 @@ def test_the_default_gate_thresholds_are_compare_s_minimum_effects():
     assert {name: min_effect_pct(name) for name in DEFAULT_THRESHOLDS} == {
         name: abs(value) for name, value in DEFAULT_THRESHOLDS.items()}
     assert min_effect_pct("ttft_p99") == DEFAULT_MIN_EFFECT_PCT == 5.0
-    assert min_effect_pct("graph_step") == 5.0  # full_step_ms, gated at +5%
+    assert min_effect_pct("graph_step") == 3.0  # full_step_ms, gated at +3%
