@@ -3,12 +3,11 @@
 On the H200 the GEMM candidates precompiled in Inductor's worker processes were compiled again one by
 one in the main thread while being benchmarked (compile_sizes 96 s against 37 s; bench/RESULTS.md, 2026-11-30,
 db504fa). The
-variants therefore compile with one Inductor compile thread unless GRAPHBENCH_AUTOTUNE_PRECOMPILE=pool.
+variants therefore compile with one Inductor compile thread.
 """
 
 from __future__ import annotations
 
-import pytest
 import torch
 import torch.fx as fx
 
@@ -37,15 +36,12 @@ def _patches_asked_for(monkeypatch, autotune: bool) -> dict:
     return asked
 
 
-@pytest.mark.parametrize("mode, threads", [("threads", 1), ("pool", None)])
-def test_autotuned_variants_keep_inductors_worker_pool_out_unless_asked(monkeypatch, mode, threads):
-    monkeypatch.setattr(pieces, "AUTOTUNE_PRECOMPILE", mode)
+def test_autotuned_variants_keep_inductors_worker_pool_out(monkeypatch):
     asked = _patches_asked_for(monkeypatch, autotune=True)
     assert asked["max_autotune_gemm"] is True and asked["dynamic"] is False
-    assert asked.get("compile_threads") == threads
+    assert asked.get("compile_threads") == 1
 
 
 def test_variants_without_autotuning_compile_as_inductor_does(monkeypatch):
-    monkeypatch.setattr(pieces, "AUTOTUNE_PRECOMPILE", "threads")
     asked = _patches_asked_for(monkeypatch, autotune=False)
     assert asked == {"dynamic": False}

@@ -7,6 +7,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from graphbench.bench import cold_start
 from graphbench.bench.metrics import distribution, step_metrics, summarize
 from graphbench.reports.stats import quantile
 from graphbench.bench.workloads import LengthDist, Workload, load_trace
@@ -132,7 +133,7 @@ def test_warm_up_is_a_full_pass_of_other_prompts_with_the_same_lengths_and_concu
 
 
 def test_graphbench_run_writes_a_result(tmp_path, monkeypatch):
-    monkeypatch.setenv("GRAPHBENCH_COLD_START_PROCESS", "0")  # a switch changed from its default ("auto")
+    monkeypatch.setenv("GRAPHBENCH_DIRECT_LAUNCH", "0")  # a switch changed from its default ("1")
     monkeypatch.setenv("GRAPHBENCH_PDL", "1")  # a switch set to its default: nothing changed
     result = runner.invoke(app, ["run", "--device", "cpu", "-O0", "--max-num-seqs", "8", "--max-num-batched-tokens", "256",
                                  "--concurrency", "1,2", "--prompt-len", "16", "--output-len", "6", "--repeats", "2",
@@ -143,7 +144,7 @@ def test_graphbench_run_writes_a_result(tmp_path, monkeypatch):
     r = loaded.results[0]
     assert (r["schema_version"], r["kind"], r["label"], r["status"], r["system"]) == (2, "graphbench-result", "tiny", "ok", "graphbench")
     assert r["environment"]["torch"] and r["environment"]["device"] == "cpu" and r["config_hash"]
-    assert r["environment"]["switches"] == {"GRAPHBENCH_COLD_START_PROCESS": "0"}
+    assert r["environment"]["switches"] == {"GRAPHBENCH_DIRECT_LAUNCH": "0"}
     assert r["config"]["optimization_level"] == 0
     assert [w["name"] for w in r["workloads"]] == ["closed-c1", "closed-c2"]
     w = r["workloads"][1]
@@ -185,7 +186,7 @@ def test_a_schema_v1_result_is_migrated(tmp_path):
 def test_cold_start_in_its_own_process_then_warm_first_start(tmp_path, monkeypatch):
     # on CUDA the cold start runs in a child process (so the warm start is its process's first);
     # forced here on the CPU
-    monkeypatch.setenv("GRAPHBENCH_COLD_START_PROCESS", "1")
+    monkeypatch.setattr(cold_start, "wants_own_process", lambda device_type: True)
     monkeypatch.setenv("GRAPHBENCH_CACHE_ROOT", str(tmp_path / "cache"))
     result = runner.invoke(app, ["run", "--device", "cpu", "-O1", "--max-num-seqs", "4", "--max-num-batched-tokens", "32",
                                  "--concurrency", "1", "--prompt-len", "4", "--output-len", "2", "--repeats", "1",
@@ -201,7 +202,7 @@ def test_cold_start_in_its_own_process_then_warm_first_start(tmp_path, monkeypat
 
 
 def test_without_compilation_the_cold_start_stays_in_process(tmp_path, monkeypatch):
-    monkeypatch.setenv("GRAPHBENCH_COLD_START_PROCESS", "1")  # (a cold -O0 start is a warm one: no child)
+    monkeypatch.setattr(cold_start, "wants_own_process", lambda device_type: True)  # (-O0: no child anyway)
     result = runner.invoke(app, ["run", "--device", "cpu", "-O0", "--concurrency", "1", "--prompt-len", "4",
                                  "--output-len", "2", "--repeats", "1", "--results", str(tmp_path), "--cold", "-q"])
     assert result.exit_code == 0, result.output
@@ -210,7 +211,7 @@ def test_without_compilation_the_cold_start_stays_in_process(tmp_path, monkeypat
 
 
 def test_a_failed_cold_start_process_fails_the_point_with_its_reason(tmp_path, monkeypatch):
-    monkeypatch.setenv("GRAPHBENCH_COLD_START_PROCESS", "1")
+    monkeypatch.setattr(cold_start, "wants_own_process", lambda device_type: True)
     result = runner.invoke(app, ["run", "--device", "cpu", "-O1", "--attention-backend", "triton", "--concurrency", "1",
                                  "--results", str(tmp_path), "--cold", "-q"])
     assert result.exit_code == 2

@@ -66,12 +66,6 @@ def test_a_read_only_site_packages_gets_the_prefix(tmp_path, probe, monkeypatch)
     assert keep_bytecode(root, {}, probe) == root / "bytecode"
 
 
-def test_switch_off(tmp_path, probe, no_bytecode):
-    environ = {"GRAPHBENCH_BYTECODE_CACHE": "0"}
-    assert keep_bytecode(private_root(tmp_path), environ, probe) is None
-    assert sys.pycache_prefix is None and sys.dont_write_bytecode is True
-
-
 def test_a_root_others_can_write_is_not_used(tmp_path, probe, no_bytecode):
     root = private_root(tmp_path)
     root.chmod(0o777)

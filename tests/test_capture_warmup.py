@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
 
-from graphbench.errors import GraphbenchError
 from graphbench.runner.model_runner import warmup_batches
 
 # (tokens, requests, uniform decode, adapters) in capture order: largest first, FULL decode then mixed
@@ -14,21 +12,12 @@ PLAN = [(256, 256, True, False), (128, 128, True, False), (64, 64, True, False),
         (1, 1, False, False), (64, 64, True, True), (8, 8, True, True), (64, 64, True, False)]
 
 
-def test_all_warms_every_distinct_batch_in_order():
-    assert warmup_batches(PLAN) == PLAN[:-1]  # the repeated last batch once
-
-
-def test_kinds_warms_the_first_batch_of_each_kernel_kind():
+def test_the_warm_up_runs_the_first_batch_of_each_kernel_kind():
     # row classes 1 | 2..16 | 17..64 | > 64, uniform or not, adapters or not: the first of each, in order
-    assert warmup_batches(PLAN, "kinds") == [
+    assert warmup_batches(PLAN) == [
         (256, 256, True, False), (64, 64, True, False), (16, 16, True, False), (1, 1, True, False),
         (256, 256, False, False), (64, 64, False, False), (16, 16, False, False), (1, 1, False, False),
         (64, 64, True, True), (8, 8, True, True)]
-
-
-def test_an_unknown_mode_is_a_clear_error():
-    with pytest.raises(GraphbenchError, match="GRAPHBENCH_CAPTURE_WARMUP='some'"):
-        warmup_batches(PLAN, "some")
 
 
 def test_the_row_classes_follow_the_skinny_gemm():

@@ -35,9 +35,9 @@ def test_startup_report_carries_the_import_seconds_apart_from_compile_seconds():
     assert report.compile_seconds == 5.0
 
 
-def test_compile_workers_start_early_unless_switched_off(monkeypatch):
+def test_compile_workers_start_early(monkeypatch):
     """start_compile_workers starts Inductor's pool and submits its readiness probe (so workers import
-    torch while Dynamo traces); GRAPHBENCH_EARLY_COMPILE_WORKERS=0 or one compile thread: nothing."""
+    torch while Dynamo traces); with one compile thread: nothing."""
     import torch._inductor.config as inductor_config
     from torch._inductor.async_compile import AsyncCompile
 
@@ -48,9 +48,6 @@ def test_compile_workers_start_early_unless_switched_off(monkeypatch):
     monkeypatch.setattr(AsyncCompile, "use_process_pool", classmethod(lambda cls: calls.append("probe") or False))
     # (Inductor's config is patched its own way: monkeypatch would delete compile_threads on undo)
     with inductor_config.patch(compile_threads=8):
-        monkeypatch.setenv("GRAPHBENCH_EARLY_COMPILE_WORKERS", "0")
-        assert start_compile_workers() == 8 and calls == []
-        monkeypatch.setenv("GRAPHBENCH_EARLY_COMPILE_WORKERS", "1")
         assert start_compile_workers() == 8 and calls == ["warm_pool", "probe"]
     calls.clear()
     with inductor_config.patch(compile_threads=1):

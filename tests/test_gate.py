@@ -488,13 +488,13 @@ def test_differing_switches_are_a_warning_for_graphbench_points_only(tmp_path):
     unchanged = make_result()
     unchanged["environment"]["switches"] = {}
     flipped = make_result()
-    flipped["environment"]["switches"] = {"GRAPHBENCH_PDL": "0", "GRAPHBENCH_AUTOTUNE_PRECOMPILE": "pool"}
+    flipped["environment"]["switches"] = {"GRAPHBENCH_PDL": "0", "GRAPHBENCH_GEMV": "0"}
     b, c = _two_sets(tmp_path, [old], [unchanged])
     assert not any("switches" in w for w in run_gate(b, c).warnings)
     f = write_set(tmp_path / "f", [flipped])
     text = "\n".join(run_gate(b, f).warnings)
     assert ("environment switches differs: baseline none vs current "
-            "GRAPHBENCH_AUTOTUNE_PRECOMPILE=pool GRAPHBENCH_PDL=0") in text
+            "GRAPHBENCH_GEMV=0 GRAPHBENCH_PDL=0") in text
     peer_b, peer_c = make_result("hf-eager", system="hf-eager"), make_result("hf-eager", system="hf-eager")
     peer_c["environment"]["switches"] = {"GRAPHBENCH_PDL": "0"}  # not the peers' business
     pb, pc = write_set(tmp_path / "pb", [peer_b, old]), write_set(tmp_path / "pc", [peer_c, unchanged])

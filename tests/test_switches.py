@@ -3,10 +3,7 @@ the registry and the README agree."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -56,24 +53,3 @@ def test_the_environment_line_lists_changed_switches_and_says_when_not_all_resul
     line = environment_line([{"environment": same}, {"environment": {"device": "cpu", "torch": "2.13.0"}}])
     assert line == "device cpu | torch 2.13.0 | switches GRAPHBENCH_GEMV=0 GRAPHBENCH_PDL=0 (not in every result)"
     assert environment_line([{"environment": {"device": "cpu", "switches": {}}}]) == "device cpu"
-
-
-def _import_pieces(value: str | None) -> subprocess.Popen:
-    """A fresh process importing runner/compile/pieces.py with the switch set to value (None: unset)."""
-    env = {k: v for k, v in os.environ.items() if k != "GRAPHBENCH_AUTOTUNE_PRECOMPILE"}
-    if value is not None:
-        env["GRAPHBENCH_AUTOTUNE_PRECOMPILE"] = value
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
-    code = "import graphbench.runner.compile.pieces as p; print(p.AUTOTUNE_PRECOMPILE)"
-    return subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-
-
-def test_the_autotune_precompile_switch_is_read_and_checked_at_import():
-    # the three imports run at once, each in its own process (each is mostly torch's import, on one core)
-    procs = [_import_pieces(value) for value in (None, "pool", "thread")]
-    unset, pool, bad = [(proc, *proc.communicate(timeout=120)) for proc in procs]
-    assert unset[1].strip() == "threads"
-    assert pool[1].strip() == "pool"
-    assert bad[0].returncode != 0
-    assert "GRAPHBENCH_AUTOTUNE_PRECOMPILE must be 'threads' or 'pool', got 'thread'" in bad[2]

@@ -7,7 +7,7 @@ torch's compile stack 14.9-16.1 s against 5.6 s (bench/RESULTS.md, 2026-12-01, "
 not import the compile stack"). graphbench's commands then keep bytecode under the cache root, in `<cache root>/bytecode`
 (Python's pycache prefix), for themselves and the processes they start: Inductor's compile workers,
 a sweep's points. A .pyc there runs as you, so the folder must be yours and writable by nobody else,
-as the compile cache is (otherwise nothing changes). GRAPHBENCH_BYTECODE_CACHE=0: never.
+as the compile cache is (otherwise nothing changes).
 No torch import (it runs before torch is imported).
 """
 
@@ -20,7 +20,6 @@ import sys
 from collections.abc import MutableMapping
 from pathlib import Path
 
-from graphbench.switches import switch_value
 
 PROBE_PACKAGE = "torch"  # the imports that cost seconds
 
@@ -55,11 +54,9 @@ def _private_folder(folder: Path) -> bool:
 def keep_bytecode(cache_root: Path, environ: MutableMapping[str, str] = os.environ,
                   probe: Path | None = None) -> Path | None:
     """Point Python's pycache prefix at <cache_root>/bytecode when torch's bytecode is neither cached nor
-    written; returns that folder, or None when nothing was changed (bytecode already kept, the switch
-    off, the folder not private, torch not installed). Sets the environment so that child processes
+    written; returns that folder, or None when nothing was changed (bytecode already kept, the folder not
+    private, torch not installed). Sets the environment so that child processes
     do the same. probe: a module source to test (default torch's __init__.py)."""
-    if switch_value("GRAPHBENCH_BYTECODE_CACHE", environ) == "0":
-        return None
     if probe is None:
         try:
             spec = importlib.util.find_spec(PROBE_PACKAGE)  # (a top-level package: found, not imported)

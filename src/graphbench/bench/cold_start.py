@@ -22,15 +22,11 @@ from typing import Any
 
 from graphbench.config import EngineConfig
 from graphbench.errors import GraphbenchError
-from graphbench.switches import switch_value
-
-MODE_ENV = "GRAPHBENCH_COLD_START_PROCESS"  # "auto" (own process on CUDA), "1" always, "0" never
-
 
 def wants_own_process(device_type: str) -> bool:
-    """On CUDA by default; on the CPU there are no graphs and the extra imports would only cost time."""
-    mode = switch_value(MODE_ENV)
-    return mode == "1" or (mode == "auto" and device_type == "cuda")
+    """On CUDA, so that the warm start after it is its own process's first, as every other point's is
+    (first-capture costs and all); on the CPU there are no graphs and the extra imports only cost time."""
+    return device_type == "cuda"
 
 
 def die_with_parent() -> None:

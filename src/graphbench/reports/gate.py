@@ -35,7 +35,7 @@ from typing import Any
 
 from graphbench.errors import GraphbenchError
 from graphbench.reports.compare import DEFAULT_ALPHA, Comparison, compare_sets
-from graphbench.reports.compare_format import format_change, format_p, json_number
+from graphbench.reports.compare_format import format_change, json_number
 from graphbench.reports.compare_match import load_side
 from graphbench.reports.gate_render import (
     error_junit,

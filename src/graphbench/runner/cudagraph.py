@@ -17,7 +17,6 @@ from unittest import mock
 import torch
 
 from graphbench.config.modes import CUDAGraphMode
-from graphbench.errors import GraphbenchError
 from graphbench.runner.scheduler import BatchDescriptor
 from graphbench.switches import switch_value
 
@@ -94,15 +93,6 @@ class _Recording:
 # times in a piecewise step, for inputs that are static by construction (the engine's buffers and the
 # recorded outputs of the pieces before).
 CHECK_ALL_REPLAYS = switch_value("GRAPHBENCH_CHECK_GRAPH_INPUTS") == "1"
-# GRAPHBENCH_CAPTURE_WARMUP=kinds (the default): the capture's eager warm-up runs one batch of each kind of
-# kernels (model_runner.warmup_batches) rather than every batch, and the recordings use CUDA's relaxed capture
-# mode: in the global mode a kernel module may not load while a stream captures (Triton's first launch of a
-# variant calls cuModuleLoadData, which fails there), so with "all" each batch runs once before. On the H200
-# a warm start's warm-up took 0.36-0.51 s against 1.16-1.73 s with "all", ready 4.55 against 5.51 s in the
-# median of 3 interleaved starts, graph memory 0.287 against 0.285 GiB (bench/RESULTS.md, 2026-12-03, b54438c).
-CAPTURE_WARMUP = switch_value("GRAPHBENCH_CAPTURE_WARMUP")
-if CAPTURE_WARMUP not in ("all", "kinds"):  # before any compile, not at the capture
-    raise GraphbenchError(f"GRAPHBENCH_CAPTURE_WARMUP={CAPTURE_WARMUP!r}: expected 'all' or 'kinds'")
 NUM_CHECKED_REPLAYS = 3
 
 
@@ -131,8 +121,10 @@ class CUDAGraphWrapper:
 
     def _record(self, key: BatchDescriptor, args: tuple) -> Any:
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=runtime.pool, stream=runtime.stream,
-                              capture_error_mode="relaxed" if CAPTURE_WARMUP == "kinds" else "global"):
+        # relaxed: a kernel variant first launched inside a recording may load its module there (Triton's
+        # first launch calls cuModuleLoadData, which CUDA's global mode refuses while a stream captures):
+        # the capture's warm-up runs one batch of each kind of kernels, not every batch (model_runner)
+        with torch.cuda.graph(graph, pool=runtime.pool, stream=runtime.stream, capture_error_mode="relaxed"):
             output = self.fn(*args)
         self.recordings[key] = _Recording(graph, weak_ref(output), _addresses(args))
         runtime.num_captured[self.mode.value] += 1

@@ -12,10 +12,9 @@ from dataclasses import dataclass, field
 import torch
 
 from graphbench.config.modes import CUDAGraphMode
-from graphbench.errors import GraphbenchError
 from graphbench.runner.attention.backend import AttentionBackend
 from graphbench.runner.attention.op import ForwardContext, forward_context
-from graphbench.runner.cudagraph import CAPTURE_WARMUP, CUDAGraphWrapper, capture_session, graph_runtime, runtime
+from graphbench.runner.cudagraph import CUDAGraphWrapper, capture_session, graph_runtime, runtime
 from graphbench.runner.dispatcher import CudagraphDispatcher
 from graphbench.runner.inputs import StepInputs
 from graphbench.runner.kernel_choice import GATED_MIN_ROWS, SKINNY_MAX_ROWS
@@ -61,15 +60,12 @@ class CaptureReport:
     per_key: list[list] = field(default_factory=list)
 
 
-def warmup_batches(batches: list[tuple[int, int, bool, bool]], mode: str = "all") -> list[tuple[int, int, bool, bool]]:
-    """The distinct batches (tokens, requests, uniform decode, adapters) the capture runs eagerly before its
-    recordings, in the order given: every one ("all"), or ("kinds", cudagraph.CAPTURE_WARMUP) the first of
-    each kind of kernels: its row class (one row: the GEMV; 2..16 and 17..64: the skinny GEMM without and
-    with the gated gate/up; more: cuBLAS), uniform decode or not, adapters or not."""
-    if mode == "all":
-        return list(dict.fromkeys(batches))
-    if mode != "kinds":
-        raise GraphbenchError(f"GRAPHBENCH_CAPTURE_WARMUP={mode!r}: expected 'all' or 'kinds'")
+def warmup_batches(batches: list[tuple[int, int, bool, bool]]) -> list[tuple[int, int, bool, bool]]:
+    """The batches (tokens, requests, uniform decode, adapters) the capture runs eagerly before its
+    recordings, in the order given: the first of each kind of kernels: its row class (one row: the GEMV;
+    2..16 and 17..64: the skinny GEMM without and with the gated gate/up; more: cuBLAS), uniform decode or
+    not, adapters or not. Running every batch instead made an H200 warm start ready in 5.51 against 4.55 s
+    for the same graph memory (bench/RESULTS.md, 2026-12-03, b54438c)."""
     first: dict[tuple, tuple[int, int, bool, bool]] = {}
     for batch in batches:
         tokens = batch[0]
@@ -224,18 +220,17 @@ class ModelRunner:
         plan = [(mode, desc, desc.num_reqs if desc.num_reqs is not None else min(desc.num_tokens, max_reqs))
                 for mode, desc in keys]
         started = time.perf_counter()
-        # Eager warm-up first, one batch of each kind of kernels (GRAPHBENCH_CAPTURE_WARMUP=kinds, the
-        # default): kernels that load lazily (cuBLAS picks per shape, Triton variants) load there or, for
-        # the other sizes, inside their recordings (relaxed capture mode), so the free-memory delta below
-        # counts the code loaded on the way too (0.002 GiB for -O2's 86 keys on the H200). With "all" every
-        # distinct batch (one per size and kind, not per mode) runs first and the delta is the recordings'.
-        # Both loops launch graphbench's kernels with PDL (runner/kernels/pdl.py): the warm-up loads those variants.
+        # Eager warm-up first, one batch of each kind of kernels: kernels that load lazily (cuBLAS picks per
+        # shape, Triton variants) load there or, for the other sizes, inside their recordings (relaxed
+        # capture mode), so the free-memory delta below counts the code loaded on the way too (0.002 GiB for
+        # -O2's 86 keys on the H200). Both loops launch graphbench's kernels with PDL (runner/kernels/pdl.py):
+        # the warm-up loads those variants.
         with _graph_launches():
             batches: dict[tuple, BatchDescriptor] = {}  # each distinct batch's first key, in plan order
             for _mode, desc, num_reqs in plan:
                 # has_lora apart: a key with adapters runs the LoRA kernels, which must load here too
                 batches.setdefault((desc.num_tokens, num_reqs, self._uniform_decode(desc), desc.has_lora), desc)
-            for batch in warmup_batches(list(batches), CAPTURE_WARMUP):
+            for batch in warmup_batches(list(batches)):
                 self.dummy_run(batch[0], batch[1], NONE, batches[batch])
             torch.cuda.synchronize(self.device)
             free_before = free_memory()

@@ -15,7 +15,6 @@ import torch
 
 from graphbench.runner.compile.backend import CompileStats, SplittingBackend
 from graphbench.runner.compile.compile_stack import import_compile_stack
-from graphbench.switches import switch_value
 
 log = logging.getLogger("graphbench.compile")
 
@@ -44,13 +43,12 @@ def start_compile_workers() -> int:
     Inductor starts its worker pool lazily and compiles in the main process until the workers have
     imported torch (seconds on a machine without bytecode caches), which a short compile never waits
     for. Started here, right after the cache directory is set (workers inherit it), they are ready
-    by the time the compile_sizes variants compile. GRAPHBENCH_EARLY_COMPILE_WORKERS=0 turns this off
-    (to measure the difference).
+    by the time the compile_sizes variants compile.
     """
     import torch._inductor.config as inductor_config
 
     threads = int(getattr(inductor_config, "compile_threads", 1) or 1)
-    if threads <= 1 or switch_value("GRAPHBENCH_EARLY_COMPILE_WORKERS") == "0":
+    if threads <= 1:
         return threads
     try:
         from torch._inductor.async_compile import AsyncCompile

@@ -12,19 +12,13 @@ from typing import Any, Callable, Protocol
 import torch
 import torch.fx as fx
 
-from graphbench.errors import GraphbenchError
 from graphbench.runner.compile.aot_store import AotStore, standalone_available
 from graphbench.runner.compile.compile_stack import import_compile_stack
 from graphbench.switches import switch_value
 
 log = logging.getLogger("graphbench.compile")
 
-# How the autotuned variants precompile their GEMM candidates: "threads" (in this process) or "pool"
-# (Inductor's worker processes, its default once they are up). GRAPHBENCH_AUTOTUNE_PRECOMPILE=pool to compare.
 STATIC_VARIANTS = switch_value("GRAPHBENCH_STATIC_VARIANTS")  # checked in variant_choice.skip_reason
-AUTOTUNE_PRECOMPILE = switch_value("GRAPHBENCH_AUTOTUNE_PRECOMPILE")
-if AUTOTUNE_PRECOMPILE not in ("threads", "pool"):
-    raise GraphbenchError(f"GRAPHBENCH_AUTOTUNE_PRECOMPILE must be 'threads' or 'pool', got {AUTOTUNE_PRECOMPILE!r}")
 
 
 @dataclass
@@ -240,14 +234,13 @@ class PieceRunner:
         # an H200. Epilogue fusions are not benchmarked either (which did not measurably cut compile_sizes:
         # 160 against 142 s, bench/RESULTS.md, 2026-11-29, fd8c381; the seconds were the recompiles below).
         patches = {"max_autotune_gemm": True, "benchmark_epilogue_fusion": False} if backend.autotune else {}
-        if backend.autotune and AUTOTUNE_PRECOMPILE == "threads":
+        if backend.autotune:
             # With Inductor's compile workers up, each GEMM's candidate kernels were precompiled in the
             # worker processes and then compiled again, one by one, in the main thread as they were
-            # benchmarked (H200: ~5 s of each of 18 autotunes in Triton's make_llir/ptxas; bench/RESULTS.md,
-            # 2026-11-30, dd593d7).
-            # One compile thread keeps the worker pool out of this compile: Inductor then precompiles
-            # the candidates in threads of this process, where the benchmark finds them. (The variant's
-            # own kernels then compile one by one in this process too: ~27 of -O3's 37 s.)
+            # benchmarked: -O3's compile_sizes took 96 s against 37 s on an H200 (bench/RESULTS.md,
+            # 2026-11-30, db504fa). One compile thread keeps the worker pool out of this compile: Inductor
+            # then precompiles the candidates in threads of this process, where the benchmark finds them.
+            # (The variant's own kernels then compile one by one in this process too: ~27 of the 37 s.)
             patches["compile_threads"] = 1
         fn, artifact = inductor_compile(graph, list(args), patches, dynamic=False)
         self.static_fns[size] = fn
