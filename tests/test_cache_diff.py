@@ -103,7 +103,7 @@ def test_unknown_and_ambiguous_names_are_errors(root, tmp_path):
 
 
 @pytest.mark.parametrize("switch, value", [("GRAPHBENCH_GEMV", "0"), ("GRAPHBENCH_TRACED_PIECES", "0"),
-                                           ("GRAPHBENCH_SKINNY_GEMM", "0"), ("GRAPHBENCH_STATIC_VARIANTS", "always")])
+                                           ("GRAPHBENCH_SKINNY_GEMM", "0")])
 def test_a_switch_that_changes_the_compiled_code_is_a_hash_factor(monkeypatch, switch, value):
     """An entry compiled under another value of these switches is not reused (GRAPHBENCH_GEMV=0's entry holds
     no graphbench op: a default start loading it would run none of graphbench's kernels)."""

@@ -231,10 +231,8 @@ def test_variants_are_the_pieces_where_graphbench_kernels_run_every_projection(c
     runners = e.compiled.backend.runners
     assert runners and all(r.static_fns[2] is r.static_fns[8] is r.graph for r in runners)
     assert e.compiled.stats.num_static_variants == 0 and e.compiled.backend.variants_are_pieces(8)
-    # GRAPHBENCH_STATIC_VARIANTS=always: Inductor gets the matmuls regardless (vLLM's -O3)
-    from graphbench.runner.compile import pieces
-
-    monkeypatch.setattr(pieces, "STATIC_VARIANTS", "always")
-    vllm_like = engine(optimization_level=2, **{"compilation.compile_sizes": [8], "scheduler.max_num_seqs": 7})
+    # compilation.static_variants = always: Inductor gets the matmuls regardless (vLLM's -O3)
+    vllm_like = engine(optimization_level=2, **{"compilation.compile_sizes": [8], "scheduler.max_num_seqs": 7,
+                                                "compilation.static_variants": "always"})
     assert vllm_like.compiled.stats.num_static_variants > 0
     assert not any(r.static_fns[8] is r.graph for r in vllm_like.compiled.backend.runners)

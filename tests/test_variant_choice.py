@@ -31,16 +31,20 @@ def test_min_gain_is_a_parameter():
     assert choose(0.99, 1.0, min_gain=0.02) == "dynamic"
 
 
-def test_when_the_variants_are_kept_unmeasured(monkeypatch):
-    monkeypatch.delenv("GRAPHBENCH_STATIC_VARIANTS", raising=False)
+def test_when_the_variants_are_kept_unmeasured():
     assert skip_reason(device_type="cuda", tp_size=1) == ""
     assert skip_reason(device_type="cpu", tp_size=1) == "timing needs CUDA graphs; running on cpu"
     assert skip_reason(device_type="cuda", tp_size=2) == "tensor parallel (2 ranks): the ranks' choices could differ"
-    monkeypatch.setenv("GRAPHBENCH_STATIC_VARIANTS", "always")
-    assert skip_reason(device_type="cuda", tp_size=1) == "GRAPHBENCH_STATIC_VARIANTS=always"
-    monkeypatch.setenv("GRAPHBENCH_STATIC_VARIANTS", "0")
-    with pytest.raises(GraphbenchError, match="GRAPHBENCH_STATIC_VARIANTS='0': use one of measure, always"):
-        skip_reason(device_type="cuda", tp_size=1)
+    assert skip_reason(device_type="cuda", tp_size=1, policy="always") == "compilation.static_variants = always"
+
+
+def test_the_policy_is_a_validated_hashed_config_field():
+    from graphbench.config import CompilationConfig
+
+    assert CompilationConfig().static_variants == "measure"
+    assert CompilationConfig(static_variants="always").compute_hash() != CompilationConfig().compute_hash()
+    with pytest.raises(GraphbenchError, match="static_variants"):
+        CompilationConfig(static_variants="sometimes")
 
 
 def test_choice_record_lists_kept_sizes():
@@ -97,14 +101,13 @@ def test_sizes_whose_variants_are_the_pieces_are_not_timed(monkeypatch):
 
     from graphbench.runner.compile import variant_choice
 
-    monkeypatch.delenv("GRAPHBENCH_STATIC_VARIANTS", raising=False)
     backend = SplittingBackend([], [2, 4], autotune=False, piecewise_graphs=False, artefact_dir=None)
     graph = fx.symbolic_trace(lambda x: x + 1)
     runner = pieces.PieceRunner("piece_0", graph, graph, lambda args: args[0].shape[0], backend, key="k")
     runner.static_fns = {2: graph, 4: graph}
     backend.runners.append(runner)
     engine = SimpleNamespace(device=torch.device("cuda"), compiled=SimpleNamespace(backend=backend),
-                             config=SimpleNamespace(compilation=SimpleNamespace(compile_sizes=[2, 4]),
+                             config=SimpleNamespace(compilation=SimpleNamespace(compile_sizes=[2, 4], static_variants="measure"),
                                                     parallel=SimpleNamespace(tensor_parallel_size=1)))
     monkeypatch.setattr(variant_choice, "_time_size", lambda engine, size: pytest.fail(f"timed size {size}"))
     choice = variant_choice.choose_static_variants(engine)

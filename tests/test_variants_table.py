@@ -29,7 +29,7 @@ def test_one_row_per_start_and_size():
 
 
 def test_unmeasured_points_say_why_and_others_are_left_out():
-    always = {"policy": "always", "note": "GRAPHBENCH_STATIC_VARIANTS=always", "seconds": 0.0, "sizes": []}
+    always = {"policy": "always", "note": "compilation.static_variants = always", "seconds": 0.0, "sizes": []}
     results = [
         _result("O3_always", [always]),
         _result("O2_default", [{"policy": "none", "note": "", "seconds": 0.0, "sizes": []}]),  # no variants
@@ -39,7 +39,7 @@ def test_unmeasured_points_say_why_and_others_are_left_out():
     ]
     table = variants_table(results)
     assert table.values.tolist()[0][:3] == ["O3_always", "cold", "all"]
-    assert table.iloc[0]["ran"] == "variants, unmeasured (GRAPHBENCH_STATIC_VARIANTS=always)"
+    assert table.iloc[0]["ran"] == "variants, unmeasured (compilation.static_variants = always)"
     assert len(table) == 1
 
 

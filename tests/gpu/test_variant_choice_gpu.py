@@ -17,13 +17,12 @@ BASE = {"model.model": "llama-3.2-1b", "model.device": "cuda", "model.dtype": "b
         "cache.num_blocks": 1024, "compilation.max_autotune": False}
 
 
-def _engine() -> Engine:
-    return Engine(load_engine_config(overrides=BASE))
+def _engine(**overrides) -> Engine:
+    return Engine(load_engine_config(overrides=dict(BASE, **overrides)))
 
 
 def test_variants_that_are_the_traced_pieces_are_not_timed(monkeypatch):
     """At 1..8 rows graphbench's kernels run every projection, so each variant is its traced piece."""
-    monkeypatch.delenv("GRAPHBENCH_STATIC_VARIANTS", raising=False)
     monkeypatch.delenv("GRAPHBENCH_TRACED_PIECES", raising=False)
     engine = _engine()
     choice = engine.report.static_variants
@@ -36,7 +35,6 @@ def test_variants_that_are_the_traced_pieces_are_not_timed(monkeypatch):
 
 
 def test_each_size_is_timed_both_ways_and_the_faster_kept(monkeypatch):
-    monkeypatch.delenv("GRAPHBENCH_STATIC_VARIANTS", raising=False)
     monkeypatch.setenv("GRAPHBENCH_TRACED_PIECES", "0")  # Inductor compiles every piece and variant
     engine = _engine()
     choice = engine.report.static_variants
@@ -56,11 +54,10 @@ def test_each_size_is_timed_both_ways_and_the_faster_kept(monkeypatch):
     assert [len(o) for o in outs] == [8] * 7
 
 
-def test_always_keeps_every_variant_unmeasured(monkeypatch):
-    monkeypatch.setenv("GRAPHBENCH_STATIC_VARIANTS", "always")
-    engine = _engine()
+def test_always_keeps_every_variant_unmeasured():
+    engine = _engine(**{"compilation.static_variants": "always"})
     assert engine.report.static_variants == {
-        "policy": "always", "note": "GRAPHBENCH_STATIC_VARIANTS=always", "seconds": 0.0, "sizes": [],
+        "policy": "always", "note": "compilation.static_variants = always", "seconds": 0.0, "sizes": [],
         "piece_sizes": []}
     assert all(r.static_sizes == {1, 2, 4, 8} for r in engine.compiled.backend.runners if r.compile_sizes)
 
@@ -73,7 +70,6 @@ def test_the_timing_recordings_leave_no_memory_behind(monkeypatch):
 
     from graphbench.runner.compile.variant_choice import choose_static_variants
 
-    monkeypatch.delenv("GRAPHBENCH_STATIC_VARIANTS", raising=False)
     monkeypatch.setenv("GRAPHBENCH_TRACED_PIECES", "0")  # variants Inductor compiled: the choice times them
     engine = _engine()
     torch.cuda.synchronize()

@@ -27,6 +27,7 @@ AXIS_ALIASES = {
     "lora_modules": "lora.modules", "max_loras": "lora.max_loras", "max_lora_rank": "lora.max_lora_rank",
     "cudagraph_specialize_lora": "lora.cudagraph_specialize_lora",
     "num_kv_blocks": "cache.num_blocks", "num_blocks": "cache.num_blocks",
+    "static_variants": "compilation.static_variants",
 }
 PEERS = ("hf-eager", "hf-compile")
 

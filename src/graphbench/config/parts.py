@@ -24,6 +24,7 @@ LOAD_FORMATS = ("auto", "dummy", "safetensors")
 DEVICES = ("auto", "cuda", "cpu")
 ATTENTION_BACKENDS = ("auto", "reference", "triton")
 PERFORMANCE_MODES = ("default", "interactivity")
+STATIC_VARIANT_POLICIES = ("measure", "always")
 DEFAULT_SPLITTING_OPS = ("graphbench::attention",)
 
 
@@ -208,6 +209,11 @@ class CompilationConfig:
     compile_sizes: list[int] | str | None = None  # or "decode<=8" (the O3 preset)
     splitting_ops: list[str] | None = None  # None: split at attention; [] = no split
     max_autotune: bool = True  # autotune the GEMMs of the compile_sizes variants (Inductor max_autotune_gemm)
+    # measure: a compile_sizes variant keeps graphbench's ops where its kernels run every projection, and
+    # start-up times each size's step with and without its variants, keeping the faster (on an H200 -O3's
+    # autotuned matmuls made llama-3.2-1b's batch-2/4/8 steps 10-18% slower than -O2's: bench/RESULTS.md,
+    # 2026-11-30, 8bb0ab8); always: every variant gets plain matmuls for Inductor and runs (vLLM's -O3)
+    static_variants: str = "measure"
 
     def __post_init__(self) -> None:
         if self.mode is not None:
@@ -215,6 +221,7 @@ class CompilationConfig:
         if self.cudagraph_mode is not None:
             self.cudagraph_mode = CUDAGraphMode.parse(self.cudagraph_mode)
         require_choice("performance mode", self.performance_mode, PERFORMANCE_MODES)
+        require_choice("static_variants", self.static_variants, STATIC_VARIANT_POLICIES)
         require_int_list("cudagraph_capture_sizes", self.cudagraph_capture_sizes, MAX_STEP_TOKENS)
         require_int("max_cudagraph_capture_size", self.max_cudagraph_capture_size)
         require_positive("max_cudagraph_capture_size", self.max_cudagraph_capture_size)
@@ -243,7 +250,8 @@ class CompilationConfig:
     def compute_hash(self) -> str:
         """Compilation on/off, where the graph is split, which sizes get their own code."""
         mode = self.mode.value if self.mode else None
-        return hash_factors([mode, self.effective_splitting_ops, self.compile_sizes, self.max_autotune])
+        return hash_factors([mode, self.effective_splitting_ops, self.compile_sizes, self.max_autotune,
+                             self.static_variants])
 
 
 __all__ = [

@@ -4,7 +4,7 @@ At start-up the engine times each compile_sizes size's step with the size's comp
 with the dynamic pieces, both as CUDA graphs, and keeps the faster (runner/compile/variant_choice.py).
 One row per point x start-up x size: both step times, how much faster or slower the variants were,
 and what ran. A point whose variants were kept unmeasured (the CPU, tensor parallel,
-GRAPHBENCH_STATIC_VARIANTS=always) gets one row saying so. Pure pandas: no torch.
+compilation.static_variants = always) gets one row saying so. Pure pandas: no torch.
 """
 
 from __future__ import annotations

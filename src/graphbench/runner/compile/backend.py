@@ -44,8 +44,9 @@ class SplittingBackend:
 
     def __init__(self, splitting_ops: list[str], compile_sizes: list[int], autotune: bool,
                  piecewise_graphs: bool, artefact_dir: Path | None, model: torch.nn.Module | None = None,
-                 aot: AotStore | None = None):
+                 aot: AotStore | None = None, static_variants: str = "measure"):
         self.splitting_ops = splitting_ops
+        self.static_variants = static_variants  # config.compilation.static_variants
         self.compile_sizes = compile_sizes
         self.autotune = autotune
         self.piecewise_graphs = piecewise_graphs

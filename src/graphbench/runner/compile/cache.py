@@ -52,9 +52,9 @@ def source_hash() -> str:
 
 # Switches that change what is traced or compiled: an entry made under one value is not another's.
 # (GEMV: graphbench's ops or plain torch ops in the trace; TRACED_PIECES: which pieces Inductor compiles;
-# SKINNY_GEMM and STATIC_VARIANTS: whether a compile_sizes variant gets the matmuls.) The kernels' other
-# switches act when the ops run, not on the compiled code.
-CODE_SWITCHES = ("GRAPHBENCH_GEMV", "GRAPHBENCH_TRACED_PIECES", "GRAPHBENCH_SKINNY_GEMM", "GRAPHBENCH_STATIC_VARIANTS")
+# SKINNY_GEMM: whether a compile_sizes variant gets the matmuls; compilation.static_variants is in the
+# config's own hash.) The kernels' other switches act when the ops run, not on the compiled code.
+CODE_SWITCHES = ("GRAPHBENCH_GEMV", "GRAPHBENCH_TRACED_PIECES", "GRAPHBENCH_SKINNY_GEMM")
 
 
 def environment_factors(torch_version: str) -> dict[str, str]:

@@ -18,7 +18,6 @@ from graphbench.switches import switch_value
 
 log = logging.getLogger("graphbench.compile")
 
-STATIC_VARIANTS = switch_value("GRAPHBENCH_STATIC_VARIANTS")  # checked in variant_choice.skip_reason
 
 
 @dataclass
@@ -220,8 +219,8 @@ class PieceRunner:
         # kernels run every one (the GEMV at one row, the skinny GEMM's measured blocks at 2..64) the variant
         # keeps its ops. The autotuned variants lost to the dynamic pieces when those ran cuBLAS (10-18% at
         # batch 2-8, bench/RESULTS.md, 2026-11-30, 8bb0ab8), and the skinny GEMM is faster than cuBLAS in the
-        # step. GRAPHBENCH_STATIC_VARIANTS=always: the matmuls always (vLLM's -O3).
-        keep_ops = size == 1 or (STATIC_VARIANTS != "always" and own_kernels_at(self.graph, args, size))
+        # step. compilation.static_variants = always: the matmuls always (vLLM's -O3).
+        keep_ops = size == 1 or (backend.static_variants != "always" and own_kernels_at(self.graph, args, size))
         graph = self.graph if keep_ops else linears_as_matmuls(self.graph)
         if runs_as_traced(graph):
             # Inductor would emit the same calls: the variant is the traced piece (nothing compiled or saved)

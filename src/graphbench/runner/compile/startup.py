@@ -89,7 +89,8 @@ def _compile_into(engine, directory: Path) -> None:
                                                      "hash_factors": entry_factors(engine.config, torch.__version__)})
     backend = SplittingBackend(comp.effective_splitting_ops, list(comp.compile_sizes or []), comp.max_autotune,
                                engine.dispatcher.mode.has_piecewise_graphs(), directory / "graphbench",
-                               model=engine.model, aot=AotStore(directory) if standalone_available() else None)
+                               model=engine.model, aot=AotStore(directory) if standalone_available() else None,
+                               static_variants=comp.static_variants)
     engine.compiled = CompiledForward(engine.model.forward, backend)
     engine.report.compile_import_seconds = imported + engine.compiled.times.import_seconds
     engine.runner.forward_fn = engine.compiled

@@ -7,7 +7,7 @@ steps of 1.318 / 1.245 / 1.344 ms against -O2's 1.124 / 1.132 / 1.140 ms (bench/
 8bb0ab8), and PDL was not the difference. So, once compiled, each size's forward is recorded as a CUDA
 graph twice, with its variants and with the dynamic pieces, the two replayed in turn and timed with
 CUDA events, and the faster is kept. The start-up report records both times per size.
-GRAPHBENCH_STATIC_VARIANTS=always keeps every variant unmeasured (vLLM's -O3).
+compilation.static_variants = always keeps every variant unmeasured (vLLM's -O3).
 """
 
 from __future__ import annotations
@@ -16,10 +16,8 @@ import statistics
 import time
 from dataclasses import asdict, dataclass, field
 
-from graphbench.errors import GraphbenchError
-from graphbench.switches import switch_value
 
-POLICIES = ("measure", "always")  # GRAPHBENCH_STATIC_VARIANTS
+ALWAYS_NOTE = "compilation.static_variants = always"
 
 # A variant is kept when its step is at least this much faster than the dynamic pieces' step: on a
 # tie the dynamic code (shared by every size, and what -O2 runs) stays.
@@ -57,13 +55,10 @@ def choose(static_ms: float, dynamic_ms: float, min_gain: float = MIN_GAIN) -> s
     return "static" if static_ms < dynamic_ms * (1.0 - min_gain) else "dynamic"
 
 
-def skip_reason(*, device_type: str, tp_size: int) -> str:
-    """Why the variants are kept unmeasured ('' when they are measured)."""
-    policy = switch_value("GRAPHBENCH_STATIC_VARIANTS")
-    if policy not in POLICIES:
-        raise GraphbenchError(f"GRAPHBENCH_STATIC_VARIANTS={policy!r}: use one of {', '.join(POLICIES)}")
+def skip_reason(*, device_type: str, tp_size: int, policy: str = "measure") -> str:
+    """Why the variants are kept unmeasured ('' when they are measured); policy: compilation.static_variants."""
     if policy == "always":
-        return "GRAPHBENCH_STATIC_VARIANTS=always"
+        return ALWAYS_NOTE
     if device_type != "cuda":
         return f"timing needs CUDA graphs; running on {device_type}"
     if tp_size > 1:
@@ -78,7 +73,8 @@ def choose_static_variants(engine) -> VariantChoice:
     backend = engine.compiled.backend
     if not sizes:
         return VariantChoice("none")
-    reason = skip_reason(device_type=engine.device.type, tp_size=engine.config.parallel.tensor_parallel_size)
+    reason = skip_reason(device_type=engine.device.type, tp_size=engine.config.parallel.tensor_parallel_size,
+                         policy=engine.config.compilation.static_variants)
     if reason:
         return VariantChoice("always", note=reason)
     started = time.perf_counter()
