@@ -1,6 +1,6 @@
-"""CudagraphDispatcher (SPEC §1.2, §1.3) against an independent reference, exhaustively on the CPU.
+"""CudagraphDispatcher (docs/MACHINERY.md §1.2, §1.3) against an independent reference, exhaustively on the CPU.
 
-The reference below is written from the SPEC text alone: a hand-written mode table, a linear
+The reference below is written from docs/MACHINERY.md alone: a hand-written mode table, a linear
 scan for padding and an explicit key list. It uses nothing from dispatcher.py, config/modes.py
 (beyond the enum values) or ladders/graphs.py.
 """
@@ -18,7 +18,7 @@ NONE, PIECEWISE, FULL = CUDAGraphMode.NONE, CUDAGraphMode.PIECEWISE, CUDAGraphMo
 FDO, FAP = CUDAGraphMode.FULL_DECODE_ONLY, CUDAGraphMode.FULL_AND_PIECEWISE
 MODES = [NONE, PIECEWISE, FULL, FDO, FAP]
 
-# SPEC §1.3, written out by hand: mode -> (uniform-decode batches, mixed/prefill batches).
+# docs/MACHINERY.md §1.3, written out by hand: mode -> (uniform-decode batches, mixed/prefill batches).
 REF_TABLE: dict[str, tuple[str, str]] = {
     "NONE": ("NONE", "NONE"),
     "PIECEWISE": ("PIECEWISE", "PIECEWISE"),

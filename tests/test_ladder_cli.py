@@ -142,7 +142,7 @@ def test_custom_capture_sizes_with_warnings() -> None:
 
 
 def test_custom_capture_sizes_are_not_capped_by_max_num_seqs() -> None:
-    """SPEC 1.5: a user list is only filtered to <= max_num_batched_tokens; its largest rung is the top.
+    """docs/MACHINERY.md §1.5: a user list is only filtered to <= max_num_batched_tokens; its largest rung is the top.
     --max-num-seqs sets the top of the default and interactivity ladders only (and the help says so)."""
     result = run("--capture-sizes", "1000,2000", "--max-num-seqs", "8", "--batches", "3,1500,2500")
     assert result.exit_code == 0, result.output

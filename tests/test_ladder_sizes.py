@@ -1,4 +1,4 @@
-"""Capture ladder sizes (SPEC §1.5) and graph counts per cudagraph mode (§1.3)."""
+"""Capture ladder sizes (docs/MACHINERY.md §1.5) and graph counts per cudagraph mode (§1.3)."""
 
 from __future__ import annotations
 

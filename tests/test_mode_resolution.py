@@ -1,4 +1,4 @@
-"""resolve_cudagraph_mode (SPEC §1.4 + graphbench's rules) against an independent reference.
+"""resolve_cudagraph_mode (docs/MACHINERY.md §1.4 + graphbench's rules) against an independent reference.
 
 Every requested mode x every CudagraphSupport x compiling x attention split x decode_query_len
 1/3 x device cuda/cpu. The reference is written from the rules alone, with a hand-written
@@ -21,7 +21,7 @@ SINGLE = CudagraphSupport.UNIFORM_SINGLE_TOKEN_DECODE
 UNIFORM = CudagraphSupport.UNIFORM_BATCH
 ALWAYS = CudagraphSupport.ALWAYS
 
-PARTS = {  # mode -> (uniform-decode part, mixed part), SPEC §1.3
+PARTS = {  # mode -> (uniform-decode part, mixed part), docs/MACHINERY.md §1.3
     "NONE": ("NONE", "NONE"),
     "PIECEWISE": ("PIECEWISE", "PIECEWISE"),
     "FULL": ("FULL", "FULL"),

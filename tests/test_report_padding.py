@@ -26,7 +26,7 @@ from graphbench.reports.repeats_table import repeats_table, steadiness_note
 from graphbench.reports.rounds import merge_rounds
 from graphbench.reports.verdict import noise_floor
 
-DEFAULT_4 = [1, 2, 4, 8]  # SPEC §1.5 with max_num_seqs 4: top min(4 * 2, 512) = 8
+DEFAULT_4 = [1, 2, 4, 8]  # docs/MACHINERY.md §1.5 with max_num_seqs 4: top min(4 * 2, 512) = 8
 INTERACTIVE_4 = [1, 2, 3, 4, 5, 6, 7, 8]
 # Per repeat: 10 steps of 3 tokens, 20 of 4, 5 of 6 and one prefill of 40 (above the top: eager).
 # Default ladder: 3 -> 4 and 6 -> 8 pad 10 + 10 tokens of 10*4 + 20*4 + 5*8 + 40 = 200: 10.0%.

@@ -1,4 +1,4 @@
-"""`graphbench cache list|clear|diff`: the on-disk torch.compile cache (SPEC §1.6).
+"""`graphbench cache list|clear|diff`: the on-disk torch.compile cache (docs/MACHINERY.md §1.6).
 
 Entries live under <cache_root>/torch_compile_cache/<hash>/ (cache root: GRAPHBENCH_CACHE_ROOT,
 default ~/.cache/graphbench). No torch import: listing, clearing and diffing must start fast.

@@ -1,4 +1,4 @@
-"""Stable hashing of the factors that change generated code (SPEC §1.6)."""
+"""Stable hashing of the factors that change generated code (docs/MACHINERY.md §1.6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""CUDA-graph modes (SPEC §1.3) and optimisation levels (§1.8)."""
+"""CUDA-graph modes (docs/MACHINERY.md §1.3) and optimisation levels (§1.8)."""
 
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ class CompileMode(str, enum.Enum):
             ) from None
 
 
-# -O presets (SPEC §1.8). A preset only fills fields the user left unset.
+# -O presets (docs/MACHINERY.md §1.8). A preset only fills fields the user left unset.
 # compile_sizes "decode<=8" means: the ladder's power-of-two decode rungs <= 8 (1, 2, 4, 8 on the
 # default and interactivity ladders alike), compiled for their concrete shape with max-autotune
 # (resolved once the ladder is known). Powers of two only: each variant autotunes its GEMMs (~40 s

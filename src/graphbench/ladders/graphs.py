@@ -1,4 +1,4 @@
-"""How many CUDA graphs a cudagraph mode records for a ladder (SPEC §1.2, §1.3).
+"""How many CUDA graphs a cudagraph mode records for a ladder (docs/MACHINERY.md §1.2, §1.3).
 
 - NONE records nothing.
 - PIECEWISE records one piecewise graph per ladder size (relaxed PIECEWISE keys).

@@ -1,4 +1,4 @@
-"""Padding a batch up to the next captured size, and what that costs on average (SPEC §1.5).
+"""Padding a batch up to the next captured size, and what that costs on average (docs/MACHINERY.md §1.5).
 
 A batch of ``n`` tokens runs the graph of the smallest captured size ``>= n`` (bisect on the
 ladder); above the top rung it runs eager, unpadded. The waste of a padded batch is

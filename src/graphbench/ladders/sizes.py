@@ -1,4 +1,4 @@
-"""Which batch sizes get a CUDA graph: the capture ladder (SPEC §1.5, vLLM `_set_cudagraph_sizes`).
+"""Which batch sizes get a CUDA graph: the capture ladder (docs/MACHINERY.md §1.5, vLLM `_set_cudagraph_sizes`).
 
 Pure Python, no torch import.
 """
@@ -70,7 +70,7 @@ def capture_sizes(
     user_sizes: list[int] | None = None,
     max_capture_size: int | None = None,
 ) -> Ladder:
-    """Resolve the capture ladder exactly as SPEC §1.5 describes.
+    """Resolve the capture ladder exactly as docs/MACHINERY.md §1.5 describes.
 
     A user list is de-duplicated, sorted and filtered to <= max_num_batched_tokens (with a
     warning when it was truncated); its largest rung becomes the max capture size (a max_capture_size
@@ -177,7 +177,7 @@ def _unused_by_decode(
     """What a user list holds that the engine never uses for decode, or would drop with its default budget.
 
     A decode step carries at most max_num_seqs x decode_query_len tokens, so rungs above that serve
-    mixed (prefill) steps only, and FULL_DECODE_ONLY records nothing for them (SPEC §1.2). Without a
+    mixed (prefill) steps only, and FULL_DECODE_ONLY records nothing for them (docs/MACHINERY.md §1.2). Without a
     token budget the engine resolves max(2048, max_num_seqs) (8192 on a GPU of >= 70 GiB other than an
     A100) and drops the rungs above it.
     """

@@ -7,7 +7,7 @@ Bounds (``tune_bounds``), each from the first that gives it: the top from --top,
 ladder's top for --max-num-seqs, else the max capture size the measured engine resolved, else the
 default ladder's top for 256 sequences; the multiple from --multiple-of, else 1 + the measured
 num_speculative_tokens, else 1. A ladder within them is one the measured engine captures as given:
-its sizes are multiples of 1 + k and none is above max_num_batched_tokens (SPEC §1.5).
+its sizes are multiples of 1 + k and none is above max_num_batched_tokens (docs/MACHINERY.md §1.5).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ tested or drawn.
 
 An alias's own config is not in the result. Its ladder (`alias_ladder`) is rebuilt from the ladder name
 in its label (default / interactivity, as the sweep names points) with the measured config's scheduler
-and speculative settings by SPEC §1.5, and only where that rule gives the measured point's own ladder
+and speculative settings by docs/MACHINERY.md §1.5, and only where that rule gives the measured point's own ladder
 back (a hand-given ladder says nothing about the alias's).
 """
 
@@ -121,7 +121,7 @@ def alias_ladder(result: Mapping[str, Any], alias: str) -> list[int] | None:
 
 
 def rule_ladder(config: Mapping[str, Any], mode: Any, *, blackwell: bool = False) -> list[int] | None:
-    """The ladder SPEC §1.5 builds for this config's scheduler and speculative settings in this
+    """The ladder docs/MACHINERY.md §1.5 builds for this config's scheduler and speculative settings in this
     performance mode (no user list); None when the config does not say enough."""
     sched = config.get("scheduler") if isinstance(config.get("scheduler"), Mapping) else {}
     spec = config.get("speculative") if isinstance(config.get("speculative"), Mapping) else {}

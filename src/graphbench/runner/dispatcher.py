@@ -1,4 +1,4 @@
-"""Which recording runs a step (SPEC §1.2), and which mode an attention backend allows (§1.4).
+"""Which recording runs a step (docs/MACHINERY.md §1.2), and which mode an attention backend allows (§1.4).
 
 Pure Python: exhaustively testable on the CPU.
 """

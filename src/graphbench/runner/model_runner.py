@@ -210,7 +210,7 @@ class ModelRunner:
         return graph
 
     def capture(self, free_memory) -> CaptureReport:
-        """Record every dispatcher key, largest first, in one pool (SPEC §1.7)."""
+        """Record every dispatcher key, largest first, in one pool (docs/MACHINERY.md §1.7)."""
         keys = self.dispatcher.capture_list()
         report = CaptureReport()
         if not keys:

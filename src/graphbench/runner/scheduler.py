@@ -18,7 +18,7 @@ from graphbench.runner.request import Request, RequestStatus
 
 @dataclass(frozen=True, slots=True)
 class BatchDescriptor:
-    """The dispatcher's key for a step (SPEC §1.2)."""
+    """The dispatcher's key for a step (docs/MACHINERY.md §1.2)."""
 
     num_tokens: int
     num_reqs: int | None

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 
 class CudagraphSupport(enum.IntEnum):
-    """What a backend can record in a CUDA graph (SPEC §1.4); larger is more."""
+    """What a backend can record in a CUDA graph (docs/MACHINERY.md §1.4); larger is more."""
 
     NEVER = 0
     UNIFORM_SINGLE_TOKEN_DECODE = 1

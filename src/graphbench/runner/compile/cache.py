@@ -1,4 +1,4 @@
-"""The on-disk compile cache: <root>/torch_compile_cache/<hash>/rank_<r>_<dp>/ (SPEC §1.6).
+"""The on-disk compile cache: <root>/torch_compile_cache/<hash>/rank_<r>_<dp>/ (docs/MACHINERY.md §1.6).
 
 No torch import at module level: `graphbench cache list|clear` must start fast.
 """
