@@ -1,7 +1,6 @@
 """`graphbench sweep`: a grid of configurations (and peers), each point in its own process."""
 
 import json
-import random
 import signal
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,22 +19,6 @@ CPU_BANNER = ("[bold yellow]No GPU: CUDA graphs need one.[/bold yellow] On this 
               "each label. This run shows compile start-up (cold vs warm, the compile cache), compiled vs eager "
               "tokens/s on this CPU and the padding each ladder would pay (predicted); it cannot show graph memory, "
               "capture time, replay speed or measured padding.")
-
-
-def _parse_values(text: str) -> list:
-    values = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        try:
-            values.append(int(part))
-        except ValueError:
-            try:
-                values.append(float(part))
-            except ValueError:
-                values.append(part)
-    return values
 
 
 def sweep(
@@ -68,106 +51,81 @@ def sweep(
     ray_address: Annotated[Optional[str], typer.Option(help="With --executor ray: the head node's HOST:PORT (e.g. 10.0.0.1:6379), or auto (the cluster `ray start` started on this machine); default RAY_ADDRESS, else a new Ray on this machine.")] = None,
 ) -> None:
     """Sweep -O levels x capture ladders (x any config field) with peers; write results and a report."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-    from rich.table import Table
+    from graphbench.bench.sweep_options import SweepRequest, plan_sweep
 
-    from graphbench.bench.sweep import build_grid, load_sweep_file, plan_rounds, run_sweep
-    from graphbench.bench.sweep_parallel import parse_gpus
-
-    gpu_ids = parse_gpus(gpus)
-    if executor not in ("local", "ray"):
-        raise GraphbenchError(f"--executor must be local or ray, got {executor!r}")
-    if executor == "local" and ray_address is not None:
-        raise GraphbenchError("--ray-address needs --executor ray")
-    if executor == "ray" and gpu_ids:
-        raise GraphbenchError("--gpus is for --executor local: on Ray each point asks for the GPUs it needs")
-
-    gpu = _has_gpu(device) if executor == "local" else _cluster_has_gpu(device, ray_address)
-    if gpu_ids and not gpu:
-        raise GraphbenchError(f"--gpus {gpus}: no CUDA GPU is visible{' (--device cpu)' if device == 'cpu' else ''}")
-    if not 0 < timeout <= 7 * 86400:  # (NaN fails this too: it would switch every timeout off)
-        raise GraphbenchError(f"--timeout must be in (0, 604800] seconds, got {timeout:g}")
-    for name, text in (("--levels", levels), ("--ladders", ladders)):
-        if not _parse_values(text):
-            raise GraphbenchError(f"{name} names nothing (got {text!r}): give at least one, e.g. --levels 2")
-    if max_num_seqs is not None and max_num_seqs < 1:
-        raise GraphbenchError(f"--max-num-seqs must be >= 1, got {max_num_seqs}")
-    base: dict = {"model.model": model, "model.device": device}
-    axes: dict[str, list] = {"level": _parse_values(levels), "ladder": _parse_values(ladders)}
-    workload: dict = {}
-    if sweep_file is not None:
-        file_base, file_grid, workload = load_sweep_file(sweep_file)
-        base.update(file_base)
-        axes = dict(file_grid) or axes
-    for item in grid or []:
-        if "=" not in item:
-            raise GraphbenchError(f"--grid must look like FIELD=v1,v2; got {item!r}")
-        name, values = item.split("=", 1)
-        axes[name.strip()] = _parse_values(values)
-    base.setdefault("scheduler.max_num_seqs", max_num_seqs or (256 if gpu else 64))
-    if max_num_seqs:
-        base["scheduler.max_num_seqs"] = max_num_seqs
-    peer_list = _parse_peers(peers if peers is not None else workload.pop("peers", None), gpu)
-    points = build_grid(base, {k: v for k, v in axes.items() if v}, peer_list, graphs_possible=gpu)
-    _check_tuned_points(points, results)
-    run_values = _run_values(workload, concurrency, prompt_len, output_len, num_requests, repeats, gpu, target_repeat_s,
-                             prompt_kind, lora_share)
-    _check_run_values(run_values)
-    run_args = [arg for key, value in run_values.items() for arg in (f"--{key}", str(value))]
-    if not 1 <= rounds <= 100:
-        raise GraphbenchError(f"--rounds must be in 1..100, got {rounds}")
-    seed = order_seed if order_seed is not None else random.SystemRandom().randrange(2**31)
-    folders = ("a", "b") if aa else ("",)
-    planned = plan_rounds(points, rounds, seed, "", folders)
-
+    plan = plan_sweep(SweepRequest.from_options(locals()))
+    _check_run_values(plan.run_values)
     console = make_console()
-    if not gpu:
+    if not plan.gpu:
         console.print(CPU_BANNER)
     if dry_run:
-        table = Table("#", "label", "system", "settings", "start")
-        for i, p in enumerate(points, 1):
-            start = f"= {p.same_as} (same engine, not run again)" if p.same_as else "cold+warm" if p.cold else "warm"
-            table.add_row(str(i), p.label, p.system, p.describe(), start)
-        console.print(table)
-        console.print(f"[dim]{len(points)} points, {len(planned)} processes ({rounds} round(s) of each graphbench "
-                      f"point{', twice: A/A' if aa else ''}; order seed {seed}); each runs: graphbench run "
-                      f"{' '.join(run_args)}[/dim]")
+        _print_plan(console, plan, rounds, aa)
         return
     check_results_folder(results)  # (a file, a path under /proc: refused before any point starts)
-    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("ETA"), TimeRemainingColumn()]
-    with Progress(*columns, console=console) as progress:
-        task = progress.add_task("sweep", total=len(planned))
-
-        def started(point):
-            where = f"{point.folder}/" if point.folder else ""
-            step = f" round {point.round['index']}/{point.round['of']}" if point.round and point.round["of"] > 1 else ""
-            progress.update(task, description=f"{where}{point.label} ({point.system}){step}")
-
-        def done(outcome):
-            progress.advance(task)
-            style = {"ok": "green", "failed": "red", "same-engine": "cyan", "skipped": "dim",
-                     "interrupted": "yellow"}[outcome.status]
-            status = "same" if outcome.status == "same-engine" else outcome.status
-            p = outcome.point
-            step = f" r{p.round['index']}" if p.round and p.round["of"] > 1 else ""
-            progress.console.print(f"[{style}]{status:>7}[/{style}] {p.folder + '/' if p.folder else ''}{p.label}{step}"
-                                   f"{f'  {outcome.seconds:.0f} s' if outcome.seconds else ''}"
-                                   f"{f'  {outcome.reason}' if outcome.reason else ''}")
-
-        with _stop_on_signals() as received:
-            result = run_sweep(points, results, run_args, timeout_s=timeout, resume=resume, on_start=started,
-                               on_done=done, gpus=gpu_ids, executor=executor, ray_address=ray_address,
-                               rounds=rounds, seed=seed, folders=folders)
+    result, received = _run_with_progress(console, plan, results, timeout, resume, executor, ray_address, rounds)
     if not any(o.status in ("ok", "failed", "same-engine", "skipped") for o in result.outcomes):
         console.print("[yellow]interrupted before any point finished: no report[/yellow]")
         raise typer.Exit(128 + (received[0] if received else signal.SIGINT))
     if aa:
         _aa_summary(console, results)
-        _write_report(console, results / "a", report or results / "report")
     else:
         print_summary(console, results)
-        _write_report(console, results, report or results / "report")
+    _write_report(console, results / "a" if aa else results, report or results / "report")
+    _exit_for(console, result, received)
+
+
+def _print_plan(console, plan, rounds: int, aa: bool) -> None:
+    """--dry-run: the points and what each process runs."""
+    from rich.table import Table
+
+    table = Table("#", "label", "system", "settings", "start")
+    for i, p in enumerate(plan.points, 1):
+        start = f"= {p.same_as} (same engine, not run again)" if p.same_as else "cold+warm" if p.cold else "warm"
+        table.add_row(str(i), p.label, p.system, p.describe(), start)
+    console.print(table)
+    console.print(f"[dim]{len(plan.points)} points, {len(plan.planned)} processes ({rounds} round(s) of each graphbench "
+                  f"point{', twice: A/A' if aa else ''}; order seed {plan.seed}); each runs: graphbench run "
+                  f"{' '.join(plan.run_args)}[/dim]")
+
+
+def _point_text(point) -> str:
+    where = f"{point.folder}/" if point.folder else ""
+    step = f" r{point.round['index']}" if point.round and point.round["of"] > 1 else ""
+    return f"{where}{point.label}{step}"
+
+
+def _run_with_progress(console, plan, results: Path, timeout: float, resume: bool, executor: str,
+                       ray_address: Optional[str], rounds: int):
+    """run_sweep with a progress bar and one line per finished process; (result, signals received)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from graphbench.bench.sweep import run_sweep
+
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("ETA"), TimeRemainingColumn()]
+    styles = {"ok": "green", "failed": "red", "same-engine": "cyan", "skipped": "dim", "interrupted": "yellow"}
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task("sweep", total=len(plan.planned))
+
+        def started(point):
+            progress.update(task, description=f"{_point_text(point)} ({point.system})")
+
+        def done(outcome):
+            progress.advance(task)
+            style, status = styles[outcome.status], "same" if outcome.status == "same-engine" else outcome.status
+            progress.console.print(f"[{style}]{status:>7}[/{style}] {_point_text(outcome.point)}"
+                                   f"{f'  {outcome.seconds:.0f} s' if outcome.seconds else ''}"
+                                   f"{f'  {outcome.reason}' if outcome.reason else ''}")
+
+        with _stop_on_signals() as received:
+            result = run_sweep(plan.points, results, plan.run_args, timeout_s=timeout, resume=resume,
+                               on_start=started, on_done=done, gpus=plan.gpu_ids, executor=executor,
+                               ray_address=ray_address, rounds=rounds, seed=plan.seed, folders=plan.folders)
+    return result, received
+
+
+def _exit_for(console, result, received: list[int]) -> None:
+    """Failed points (exit 1 when none was measured), an interruption (exit 128 + signal)."""
     if result.num_failed:
         console.print(f"[red]{result.num_failed} point(s) failed; see the report's Failures section[/red]")
         if not any(o.status in ("ok", "skipped") for o in result.outcomes) and not result.interrupted:
@@ -213,46 +171,6 @@ def _stop_on_signals():
             signal.signal(sig, old)
 
 
-def _has_gpu(device: str) -> bool:
-    if device == "cpu":
-        return False
-    try:
-        import torch
-    except ImportError:
-        return False
-    return torch.cuda.is_available()
-
-
-def _cluster_has_gpu(device: str, address: Optional[str]) -> bool:
-    """Whether the sweep's points get GPUs on the Ray cluster (the grid's CUDA-graph rules follow it)."""
-    from graphbench.bench.sweep_ray import connect
-
-    return device != "cpu" and any(count > 0 for count in connect(address).values())
-
-
-def _parse_peers(text, gpu: bool) -> list[str]:
-    if text is None:
-        # the peer in its fastest configuration (transformers' static cache + torch.compile); hf-eager on request
-        return ["hf-compile"] if gpu else []
-    if isinstance(text, list):
-        return text
-    return [] if text.strip().lower() in ("", "none") else [p.strip() for p in text.split(",") if p.strip()]
-
-
-def _check_tuned_points(points: list, results: Path) -> None:
-    """A tuned:N ladder is tuned from batch sizes measured before it: in this sweep or in the folder."""
-    from graphbench.reports.store import load_results
-
-    first = next((i for i, p in enumerate(points) if p.tuned_graphs is not None), None)
-    if first is None or any(p.system == "graphbench" and p.tuned_graphs is None for p in points[:first]):
-        return
-    if results.is_dir() and any(r.get("status") == "ok" and r.get("system") == "graphbench"
-                                for r in load_results([results]).results):
-        return
-    raise GraphbenchError(f"{points[first].label}: a tuned:N ladder is tuned from the batch sizes measured before it; "
-                          "put a default or interactivity ladder first (--ladders default,tuned:N)")
-
-
 def _check_run_values(values: dict[str, str]) -> None:
     """What each point's `graphbench run` would reject, rejected now (before any point starts)."""
     from graphbench.cli.run import build_workloads, check_measure_options
@@ -267,46 +185,6 @@ def _check_run_values(values: dict[str, str]) -> None:
     build_workloads(values.get("concurrency"), values.get("request-rate"), None, values["prompt-len"],
                     values["output-len"], number("num-requests", int), 0, number("num-requests-per-concurrency", int) or 4,
                     values.get("prompt-kind", "random"), values.get("lora-share"))
-
-
-def _run_values(workload: dict, concurrency, prompt_len, output_len, num_requests, repeats: int, gpu: bool,
-                target_repeat_s: float | None = None, prompt_kind: str | None = None,
-                lora_share: str | None = None) -> dict[str, str]:
-    """Each point's `graphbench run` workload options (flag name -> value), defaults filled in: the
-    default traffic (bench/workloads.py) unless closed-loop levels or rates were given."""
-    from graphbench.bench.workloads import default_traffic
-
-    traffic = default_traffic(gpu)
-    if target_repeat_s is None:
-        target_repeat_s = workload.get("target_repeat_s", 0.0)
-    closed = concurrency or workload.get("concurrency")
-    rates = workload.get("request_rate")
-    if not closed and not rates:
-        closed, rates = traffic.concurrency, traffic.request_rate
-    values = {
-        "concurrency": closed,
-        "prompt-len": prompt_len or workload.get("prompt_len") or traffic.prompt_len,
-        "output-len": output_len or workload.get("output_len") or traffic.output_len,
-        "repeats": str(workload.get("repeats", repeats)),
-        "target-repeat-s": f"{float(target_repeat_s):g}",
-    }
-    if isinstance(values["concurrency"], list):
-        values["concurrency"] = ",".join(map(str, values["concurrency"]))
-    if not values["concurrency"]:
-        del values["concurrency"]
-    if num_requests or workload.get("num_requests"):
-        values["num-requests"] = str(num_requests or workload["num_requests"])
-    else:
-        values["num-requests-per-concurrency"] = str(traffic.requests_per_concurrency)
-    if rates:
-        values["request-rate"] = ",".join(map(str, rates)) if isinstance(rates, list) else str(rates)
-    kind = prompt_kind or workload.get("prompt_kind")
-    if kind and kind != "random":
-        values["prompt-kind"] = kind
-    shares = lora_share or workload.get("lora_share")
-    if shares:
-        values["lora-share"] = ",".join(map(str, shares)) if isinstance(shares, list) else str(shares)
-    return {key: str(value) for key, value in values.items()}
 
 
 def _write_report(console, results: Path, out: Path) -> None:
