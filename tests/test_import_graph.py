@@ -327,6 +327,6 @@ def test_ladders_and_reports_import_no_torch_when_they_load():
 def test_tune_and_cache_import_no_torch_when_they_load():
     """`graphbench tune` replays request traces through the scheduler, `cache diff` resolves configs:
     both paths stay torch-free."""
-    found = torch_when_loaded(["graphbench.cli.tune", "graphbench.runner.replay", "graphbench.runner.scheduler",
+    found = torch_when_loaded(["graphbench.cli.tune", "graphbench.tuning.trace_replay", "graphbench.runner.scheduler",
                                "graphbench.cli.cache", "graphbench.runner.compile.cache_diff"], MODULES)
     assert found == [], "\n".join(found)

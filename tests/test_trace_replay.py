@@ -18,7 +18,7 @@ from graphbench.cli.main import app
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.distributions import load_distribution
 from graphbench.ladders.request_trace import is_request_trace, parse_request_trace
-from graphbench.runner.replay import ReplayLimits, replay_files, replay_steps
+from graphbench.tuning.trace_replay import ReplayLimits, replay_files, replay_steps
 
 BENCH = Path(__file__).parent / "data" / "vllm" / "bench-serve-detailed.json"
 SMALL = ReplayLimits(max_num_seqs=4, max_num_batched_tokens=8, block_size=4)

@@ -1,63 +1,14 @@
-"""What `graphbench tune` prints: its JSON document and the table made from it (no torch)."""
+"""What `graphbench tune` prints: the table made from its document (tuning/tune_document.py). No torch."""
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict
 from typing import Any
 
 import typer
 
-from graphbench.ladders.tune import ParetoPoint, TunedLadder
-from graphbench.ladders.tune_inputs import EngineLimits, TuneBounds
+from graphbench.ladders.tune_inputs import EngineLimits
 
 MIB = 2**20
-
-
-def ladder_row(name: str, ladder: TunedLadder) -> dict[str, Any]:
-    return {"name": name, **ladder.to_dict()}
-
-
-def tune_document(dist, options, bounds: TuneBounds, max_graphs, ladders, points, bend: ParetoPoint,
-              memory_model) -> dict[str, Any]:
-    sizes = list(ladders["tuned"].sizes)
-    budget = options["memory_budget_bytes"]
-    return {
-        "distribution": {
-            "source": dist.source,
-            "num_sizes": len(dist),
-            "min_size": dist.min_size,
-            "max_size": dist.max_size,
-            "mean": dist.mean(),
-        },
-        "objective": options["objective"],
-        "max_graphs": max_graphs,
-        "top": options["top"],
-        "top_from": bounds.top_from,
-        "engine": None if bounds.engine is None else asdict(bounds.engine),
-        "multiple_of": options["multiple_of"],
-        "required": sorted(set(options["required"])),
-        "memory_budget_bytes": budget,
-        "memory_model": None if memory_model is None else memory_model.to_dict(),
-        "tuned": ladders["tuned"].to_dict(),
-        "ladders": [ladder_row(name, ladder) for name, ladder in ladders.items()],
-        "pareto": [
-            {
-                "num_graphs": p.num_graphs,
-                "value": p.value,
-                "expected_padded_tokens": e.expected_padded_tokens,
-                "expected_waste_pct": e.expected_waste_pct,
-                "sizes": list(p.sizes),
-                **({} if e.expected_step_ms is None else {"expected_step_ms": e.expected_step_ms}),
-            }
-            for p, e in points
-        ],
-        "knee": bend.num_graphs,
-        "apply": {
-            "graphbench": "--capture-sizes " + ",".join(map(str, sizes)),
-            "vllm": "--compilation-config " + f"'{json.dumps({'cudagraph_capture_sizes': sizes})}'",
-        },
-    }
 
 
 def print_tune_table(doc: dict[str, Any]) -> None:

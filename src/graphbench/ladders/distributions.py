@@ -10,7 +10,7 @@ nothing):
 - a vLLM server log with ``--cudagraph-metrics`` tables, whatever its suffix (ladders/vllm_log.py).
 
 Per-request benchmark outputs (ladders/request_trace.py) are not distributions of step sizes: they are
-replayed through the scheduler first (runner/replay.py, what `graphbench tune` does with them); given
+replayed through the scheduler first (tuning/trace_replay.py, what `graphbench tune` does with them); given
 here they are an error that says so.
 
 Blank lines and lines starting with ``#`` are ignored in the line-based formats. A size written as
@@ -137,7 +137,7 @@ def load_distribution(path: str | Path) -> BatchSizeDistribution:
         return BatchSizeDistribution(parse_cudagraph_metrics(text, name), source=name)
     if is_request_trace(text):
         raise GraphbenchError(f"{name}: a per-request trace (request lengths), not batch sizes: replay it through "
-                              "the scheduler (runner/replay.py; `graphbench tune --from` does)")
+                              "the scheduler (tuning/trace_replay.py; `graphbench tune --from` does)")
     if suffix == ".json":
         return BatchSizeDistribution(_parse_json(text, name), source=name)
     if suffix in (".jsonl", ".ndjson"):

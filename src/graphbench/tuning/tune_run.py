@@ -1,0 +1,253 @@
+"""`graphbench tune` from its options to the tuned ladder: the distribution (measured runs, a request
+trace replayed through the scheduler, a server log, a file or a model), the bounds, the exact tuning, the
+Pareto curve and the comparison ladders (no printing, no torch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Optional
+
+from graphbench.config.parts import DEFAULT_TOKEN_BUDGET
+from graphbench.errors import GraphbenchError
+from graphbench.ladders.distributions import load_distribution
+from graphbench.ladders.emit import SERVERS
+from graphbench.ladders.plot import check_plot_path
+from graphbench.ladders.sizes import PERFORMANCE_MODES
+from graphbench.ladders.tune import OBJECTIVES, TunedLadder, evaluate_ladder, knee, pareto_curve
+from graphbench.ladders.tune_inputs import DEFAULT_MAX_NUM_SEQS, check_int, tune_bounds
+from graphbench.ladders.tune_sources import (
+    MemoryModel,
+    distribution_from_results,
+    fit_memory_model,
+    load_run_results,
+    model_distribution,
+    server_logs,
+)
+from graphbench.tuning.trace_replay import ReplayLimits, replay_files
+from graphbench.tuning.tune_document import tune_document
+
+FORMATS = ("table", "json")
+MIB = 2**20
+MAX_BUDGET_MIB = 1 << 20  # 1 TiB of graph memory: past any GPU's memory
+
+
+@dataclass
+class TuneRequest:
+    """The tune command's options (names as the CLI's parameters)."""
+
+    from_results: Optional[list[Path]] = None
+    workload: Optional[list[str]] = None
+    distribution: Optional[Path] = None
+    model: Optional[str] = None
+    max_graphs: int = 16
+    objective: str = "tokens"
+    curve: Optional[Path] = None
+    max_capture_s: Optional[float] = None
+    max_num_seqs: Optional[int] = None
+    top: Optional[int] = None
+    multiple_of: Optional[int] = None
+    require: Optional[str] = None
+    candidates: Optional[str] = None
+    max_num_batched_tokens: Optional[int] = None
+    block_size: int = 16
+    num_kv_blocks: Optional[int] = None
+    memory_budget_mib: Optional[float] = None
+    memory_from: Optional[list[Path]] = None
+    emit: Optional[str] = None
+    plot: Optional[Path] = None
+    output_format: str = "table"
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any]) -> "TuneRequest":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in options.items() if k in names})
+
+
+@dataclass
+class TuneResult:
+    doc: dict[str, Any]  # what --format json prints (tuning/tune_document.py)
+    tuned: TunedLadder
+    pareto: list
+    ladders: dict[str, TunedLadder]  # tuned, default, interactivity
+    bend: Any  # the Pareto curve's knee
+    multiple_of: int
+    step_curve: Any = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def _check(r: TuneRequest) -> None:
+    if r.output_format not in FORMATS:
+        raise GraphbenchError(f"unknown format {r.output_format!r}; choose from {', '.join(FORMATS)}")
+    if r.objective not in OBJECTIVES:
+        raise GraphbenchError(f"unknown objective {r.objective!r}; choose from {', '.join(OBJECTIVES)}")
+    if r.emit is not None and r.emit not in SERVERS:
+        raise GraphbenchError(f"unknown server {r.emit!r} for --emit; choose from {', '.join(SERVERS)}")
+    if r.plot is not None:
+        check_plot_path(r.plot)
+    for flag, value in (("--max-num-batched-tokens", r.max_num_batched_tokens), ("--block-size", r.block_size),
+                        ("--num-kv-blocks", r.num_kv_blocks)):
+        if value is not None:  # never valid, whatever the source (a trace's replay or none)
+            check_int(flag, value)
+
+
+def _distribution(r: TuneRequest, warnings: list[str]):
+    """(measured results, a trace's or server log's distribution or None): --from, --distribution or --model."""
+    server_log = server_logs(r.from_results) if r.from_results else None
+    replayed = None
+    if server_log is None and (r.from_results or r.distribution):
+        limits = (r.max_num_seqs, r.max_num_batched_tokens, r.block_size, r.num_kv_blocks)
+        server_log = replayed = _request_traces(r.from_results or [r.distribution], limits, r.multiple_of, warnings)
+    if replayed is None and (r.max_num_batched_tokens is not None or r.block_size != 16 or r.num_kv_blocks is not None):
+        warnings.append("--max-num-batched-tokens, --block-size and --num-kv-blocks shape a request trace's "
+                        "replay only; this source is not one, so they are not used")
+    if server_log is not None:
+        if sum(map(bool, (r.from_results, r.distribution, r.model))) != 1:
+            raise GraphbenchError("give exactly one of --from, --distribution or --model")
+        return [], server_log
+    return _measured(r.from_results, r.workload, r.distribution, r.model, warnings), None
+
+
+def run_tune(r: TuneRequest, warnings: list[str] | None = None) -> TuneResult:
+    """Tune the ladder the request asks for; GraphbenchError for unusable options or inputs."""
+    warnings = [] if warnings is None else warnings
+    _check(r)
+    step_curve = _step_curve(r.curve, r.objective, r.max_capture_s)
+    measured, server_log = _distribution(r, warnings)
+    bounds = tune_bounds(measured, top=r.top, max_num_seqs=r.max_num_seqs, multiple_of=r.multiple_of)
+    warnings += bounds.warnings
+    if measured:
+        dist = distribution_from_results(measured, r.workload or None)
+    else:
+        dist = server_log or (load_distribution(r.distribution) if r.distribution
+                              else model_distribution(r.model, bounds.multiple_of))
+    comparisons = {mode: bounds.comparison(mode) for mode in PERFORMANCE_MODES}
+    memory_model = _memory_model(r.memory_from, None if server_log is not None else r.from_results,
+                                 r.memory_budget_mib, warnings)
+    options: dict[str, Any] = dict(
+        objective=r.objective, top=bounds.top, multiple_of=bounds.multiple_of,
+        required=_ints("--require", r.require) if r.require else (),
+        candidates=_candidates(r.candidates, comparisons), memory_model=memory_model,
+        memory_budget_bytes=None if r.memory_budget_mib is None else r.memory_budget_mib * MIB,
+        step_curve=step_curve, capture_budget_s=r.max_capture_s)
+    pareto = pareto_curve(dist, r.max_graphs, **options)
+    tuned = evaluate_ladder(pareto[-1].sizes, dist, objective=r.objective, memory_model=memory_model,
+                            step_curve=step_curve)
+    ladders = {"tuned": tuned} | {mode: _compared(ladder.sizes, dist, r.objective, memory_model, step_curve, warnings)
+                                  for mode, ladder in comparisons.items()}
+    if tuned.eager_pct > 0:
+        warnings.append(f"{tuned.eager_pct:.2f}% of batches are above the top {bounds.top} and run eager")
+    points = [(p, evaluate_ladder(p.sizes, dist, objective=r.objective, step_curve=step_curve)) for p in pareto]
+    bend = knee(pareto)
+    doc = tune_document(dist, options, bounds, r.max_graphs, ladders, points, bend, memory_model)
+    if step_curve is not None:
+        doc["curve"] = _curve_summary(step_curve, r.curve, dist, options["top"], ladders)
+    return TuneResult(doc, tuned, pareto, ladders, bend, bounds.multiple_of, step_curve, warnings)
+
+
+def _compared(sizes, dist, objective, memory_model, step_curve, warnings) -> TunedLadder:
+    """A comparison ladder; one the curve cannot time (its batches above its top need eager times the
+    curve lacks) is shown without ms per step, with a warning, rather than stopping the tuning."""
+    try:
+        return evaluate_ladder(sizes, dist, objective=objective, memory_model=memory_model, step_curve=step_curve)
+    except GraphbenchError as exc:
+        if step_curve is None:
+            raise
+        warnings.append(f"the ladder topped at {max(sizes)} gets no ms per step: {exc}")
+        return evaluate_ladder(sizes, dist, objective="tokens" if objective == "time" else objective,
+                               memory_model=memory_model)
+
+
+def _step_curve(path: Path | None, objective: str, max_capture_s: float | None):
+    """The --curve file, checked against what asks for it."""
+    from graphbench.ladders.step_curve import load_curve
+
+    if path is None:
+        if objective == "time":
+            raise GraphbenchError("--objective time needs a measured step-time curve: give --curve FILE "
+                                  "(make one on the GPU with `graphbench curve`)")
+        if max_capture_s is not None:
+            raise GraphbenchError("--max-capture-s needs a step-time curve with capture times: give --curve FILE")
+        return None
+    return load_curve(path)
+
+
+def _curve_summary(step_curve, path: Path, dist, top: int, ladders) -> dict[str, Any]:
+    """What the curve says: the expected ms per step of a ladder with every size up to the top, and
+    how far each ladder is from it."""
+    from graphbench.ladders.step_curve import expected_step_ms
+
+    every = expected_step_ms(range(1, top + 1), dist, step_curve)
+    return {
+        "file": str(path), "model": step_curve.meta.get("model"),
+        "gpu": (step_curve.meta.get("environment") or {}).get("gpu"), "date": step_curve.meta.get("date"),
+        "every_size_ms": every,
+        "vs_every_size_pct": {name: 100 * (ladder.expected_step_ms / every - 1) for name, ladder in ladders.items()
+                              if ladder.expected_step_ms is not None},
+    }
+
+
+def _request_traces(paths: list[Path], limits: tuple, multiple_of: int | None, warnings: list[str]):
+    """The files as request traces replayed through the scheduler into one distribution (None: not traces)."""
+    seqs, tokens, block, blocks = limits
+    seqs = seqs or DEFAULT_MAX_NUM_SEQS
+    replayed = replay_files(paths, ReplayLimits(seqs, tokens or max(DEFAULT_TOKEN_BUDGET, seqs), block, blocks))
+    if replayed is None:
+        return None
+    if multiple_of is not None and multiple_of > 1:
+        warnings.append("the trace replay models no speculative decoding: one token per decode step")
+    warnings += replayed[1]
+    return replayed[0]
+
+
+def _measured(from_results, workloads, path, model, warnings) -> list[dict[str, Any]]:
+    """The --from results (none for --distribution or --model), after checking one source is given."""
+    given = [name for name, v in (("--from", from_results), ("--distribution", path), ("--model", model)) if v]
+    if len(given) != 1:
+        raise GraphbenchError(
+            "give exactly one of --from, --distribution or --model" + (f" (got {', '.join(given)})" if given else "")
+        )
+    if workloads and not from_results:
+        raise GraphbenchError("--workload filters the workloads of --from results; give --from")
+    if not from_results:
+        return []
+    results, skipped = load_run_results(from_results)
+    warnings += skipped
+    return results
+
+
+def _memory_model(memory_from, from_results, budget_mib, warnings) -> MemoryModel | None:
+    """The fitted memory model: from --memory-from, else from --from (optional unless there is a budget)."""
+    if budget_mib is not None and not 0 < budget_mib <= MAX_BUDGET_MIB:
+        raise GraphbenchError(f"--memory-budget-mib must be positive and at most {MAX_BUDGET_MIB} (1 TiB, more "
+                              f"than any GPU holds), got {budget_mib:g}")
+    paths = memory_from or from_results
+    if not paths:
+        if budget_mib is not None:
+            raise GraphbenchError("--memory-budget-mib needs measured results to fit graph memory: give --memory-from")
+        return None
+    results, skipped = load_run_results(paths)
+    if memory_from:
+        warnings += skipped
+    try:
+        return fit_memory_model(results)
+    except GraphbenchError:
+        if memory_from or budget_mib is not None:
+            raise
+        return None  # --from runs without graph memory: just no memory column
+
+
+def _ints(option: str, text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise GraphbenchError(f"{option} must be comma-separated integers like 1,2,4, got {text!r}") from None
+
+
+def _candidates(text: str | None, comparisons) -> list[int] | None:
+    if text is None:
+        return None
+    if text.strip() in comparisons:
+        return list(comparisons[text.strip()].sizes)
+    return _ints("--candidates", text)
