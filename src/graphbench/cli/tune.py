@@ -75,21 +75,26 @@ def tune_command(
     output_format: Annotated[str, _o("--format", "table or json.")] = "table",
 ) -> None:
     """Tune the CUDA-graph capture ladder to a batch-size distribution (exact dynamic programming)."""
-    warnings: list[str] = []
-    from_results = unique_inputs(from_results, "--from", warnings) if from_results else from_results
-    memory_from = unique_inputs(memory_from, "--memory-from", warnings) if memory_from else memory_from
-    result = run_tune(TuneRequest.from_options(locals()), warnings)
+    result = run_tune(_request(locals()))
     for warning in result.warnings:
         typer.echo(f"warning: {warning}", err=True)
     if emit is not None:
-        typer.echo(server_config(result.tuned.sizes, emit, result.multiple_of))
-        return
+        return typer.echo(server_config(result.tuned.sizes, emit, result.multiple_of))
     if output_format == "json":
         typer.echo(json.dumps(result.doc))
     else:
         print_tune_table(result.doc)
     if plot is not None:
         _plot(result, plot, objective, err=output_format != "table")
+
+
+def _request(options: dict) -> TuneRequest:
+    """The request, each input file or folder once (a warning for each repeated one)."""
+    request = TuneRequest.from_options(options)
+    for name, flag in (("from_results", "--from"), ("memory_from", "--memory-from")):
+        if getattr(request, name):
+            setattr(request, name, unique_inputs(getattr(request, name), flag, request.warnings))
+    return request
 
 
 def _plot(result, plot: Path, objective: str, err: bool) -> None:

@@ -58,10 +58,11 @@ class TuneRequest:
     emit: Optional[str] = None
     plot: Optional[Path] = None
     output_format: str = "table"
+    warnings: list[str] = field(default_factory=list)  # the caller's, carried into the result
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> "TuneRequest":
-        names = {f.name for f in fields(cls)}
+        names = {f.name for f in fields(cls)} - {"warnings"}
         return cls(**{k: v for k, v in options.items() if k in names})
 
 
@@ -109,9 +110,9 @@ def _distribution(r: TuneRequest, warnings: list[str]):
     return _measured(r.from_results, r.workload, r.distribution, r.model, warnings), None
 
 
-def run_tune(r: TuneRequest, warnings: list[str] | None = None) -> TuneResult:
+def run_tune(r: TuneRequest) -> TuneResult:
     """Tune the ladder the request asks for; GraphbenchError for unusable options or inputs."""
-    warnings = [] if warnings is None else warnings
+    warnings = list(r.warnings)
     _check(r)
     step_curve = _step_curve(r.curve, r.objective, r.max_capture_s)
     measured, server_log = _distribution(r, warnings)
