@@ -109,6 +109,11 @@ def compare_command(
             writer.writerow(_csv_row(c))
         typer.echo(buf.getvalue(), nl=False)
         return
+    _print_comparisons(comparisons, bootstrap)
+
+
+def _print_comparisons(comparisons: list[Comparison], bootstrap: int) -> None:
+    """One table per metric: both medians, change, noise floor, p, processes and the verdict with its reason."""
     if not comparisons:
         typer.echo("no metric in common between the matched points")
         return
@@ -166,6 +171,23 @@ def _print_report(report: GateReport) -> None:
         typer.echo(f"warning: {w}", err=True)
 
 
+def _check_outputs(outputs: dict[str, Path | None]) -> None:
+    """Each report file writable, and no two naming the same file (before anything is compared)."""
+    named: dict[Path, str] = {}
+    for option, path in outputs.items():
+        if path is not None:
+            check_output_file(path, option)
+            if path.is_file() or not path.exists():  # a device or FIFO (/dev/stdout) may take both
+                try:
+                    real = path.resolve()
+                except (OSError, RuntimeError) as exc:  # RuntimeError: a symbolic link loop (Python < 3.13)
+                    why = getattr(exc, "strerror", None) or "a symbolic link loop"
+                    raise GraphbenchError(f"cannot write {option} {path}: {why}") from None
+                if (same := named.setdefault(real, option)) != option:
+                    raise GraphbenchError(f"{same} and {option} name the same file {path}: "
+                                          "one report would overwrite the other")
+
+
 def gate_command(
     baseline: Annotated[
         list[Path], typer.Option("--baseline", "-b", help="Baseline result file or folder (repeatable).")
@@ -204,20 +226,7 @@ def gate_command(
     change beyond the threshold that the data cannot judge (measured on a busy host, or one process a
     side) exits 3.
     """
-    outputs = {"--markdown": markdown, "--junit": junit, "--json": json_path}
-    named: dict[Path, str] = {}
-    for option, path in outputs.items():
-        if path is not None:
-            check_output_file(path, option)
-            if path.is_file() or not path.exists():  # a device or FIFO (/dev/stdout) may take both
-                try:
-                    real = path.resolve()
-                except (OSError, RuntimeError) as exc:  # RuntimeError: a symbolic link loop (Python < 3.13)
-                    why = getattr(exc, "strerror", None) or "a symbolic link loop"
-                    raise GraphbenchError(f"cannot write {option} {path}: {why}") from None
-                if (same := named.setdefault(real, option)) != option:
-                    raise GraphbenchError(f"{same} and {option} name the same file {path}: "
-                                          "one report would overwrite the other")
+    _check_outputs({"--markdown": markdown, "--junit": junit, "--json": json_path})
     try:
         limits = thresholds_from_specs(threshold or [])
         report = run_gate(baseline, current, limits, alpha=alpha, allow_mismatch=allow_mismatch,

@@ -29,69 +29,38 @@ def _csv(values: tuple[int, ...]) -> str:
     return ",".join(map(str, values))
 
 
+def _o(flag: str, help: str):  # noqa: A002 - typer's name
+    return typer.Option(flag, help=help)
+
+
 def ladder_command(
-    max_num_seqs: Annotated[
-        int,
-        typer.Option(
-            "--max-num-seqs",
-            help="Most requests per step; sets the top rung of the default and interactivity ladders "
-            "(2x, capped at 512).",
-        ),
-    ] = 256,
-    performance_mode: Annotated[
-        str,
-        typer.Option(
-            "--performance-mode",
-            help="default|interactivity: which ladder is marked selected. Both are always shown.",
-        ),
-    ] = "default",
-    num_speculative_tokens: Annotated[
-        int,
-        typer.Option(
-            "--num-speculative-tokens", help="Speculative tokens k: sizes become multiples of 1+k, top scales by 1+k."
-        ),
-    ] = 0,
-    max_num_batched_tokens: Annotated[
-        Optional[int],
-        typer.Option("--max-num-batched-tokens", help="Token budget per step; no rung may exceed it."),
-    ] = None,
-    capture_sizes: Annotated[
-        Optional[str],
-        typer.Option(
-            "--capture-sizes",
-            help="A custom ladder, e.g. 1,2,4,8: de-duplicated, sorted, sizes above --max-num-batched-tokens "
-            "dropped (--max-num-seqs does not cap it: its largest size is its top); shown as 'custom' and selected.",
-        ),
-    ] = None,
-    max_capture_size: Annotated[
-        Optional[int],
-        typer.Option("--max-capture-size", help="Override the top rung of the default and interactivity ladders."),
-    ] = None,
-    blackwell: Annotated[
-        bool, typer.Option("--blackwell", help="Data-centre Blackwell GPU: the default top cap is 1024, not 512.")
-    ] = False,
-    batches: Annotated[
-        Optional[str],
-        typer.Option(
-            "--batches",
-            help=f"Batch sizes (tokens per step) to tabulate, comma-separated (default: {_csv(DEFAULT_BATCHES)}).",
-        ),
-    ] = None,
-    distribution: Annotated[
-        Optional[Path],
-        typer.Option(
-            "--distribution",
-            help="Batch-size distribution file (batch_size,count CSV; JSON {size: count}; one size per line; "
-            "JSONL trace with batch_size or num_tokens). Averages and the eager fraction use it "
-            "instead of sizes 1..top equally likely.",
-        ),
-    ] = None,
-    output_format: Annotated[str, typer.Option("--format", help="Output format: table, json or csv.")] = "table",
-    emit: Annotated[Optional[str], typer.Option("--emit", help="Print only the selected ladder as a server's configuration: vllm, sglang or trtllm.")] = None,
-    plot: Annotated[
-        Optional[Path],
-        typer.Option("--plot", help="Also write waste % vs batch size, one curve per ladder, to this .png file."),
-    ] = None,
+    max_num_seqs: Annotated[int, _o("--max-num-seqs", "Most requests per step; sets the top rung of the default "
+                                    "and interactivity ladders (2x, capped at 512).")] = 256,
+    performance_mode: Annotated[str, _o("--performance-mode", "default|interactivity: which ladder is marked "
+                                        "selected. Both are always shown.")] = "default",
+    num_speculative_tokens: Annotated[int, _o("--num-speculative-tokens", "Speculative tokens k: sizes become "
+                                              "multiples of 1+k, top scales by 1+k.")] = 0,
+    max_num_batched_tokens: Annotated[Optional[int], _o("--max-num-batched-tokens", "Token budget per step; no "
+                                                        "rung may exceed it.")] = None,
+    capture_sizes: Annotated[Optional[str], _o("--capture-sizes", "A custom ladder, e.g. 1,2,4,8: de-duplicated, "
+                                               "sorted, sizes above --max-num-batched-tokens dropped (--max-num-seqs "
+                                               "does not cap it: its largest size is its top); shown as 'custom' and "
+                                               "selected.")] = None,
+    max_capture_size: Annotated[Optional[int], _o("--max-capture-size", "Override the top rung of the default and "
+                                                  "interactivity ladders.")] = None,
+    blackwell: Annotated[bool, _o("--blackwell", "Data-centre Blackwell GPU: the default top cap is 1024, not "
+                                  "512.")] = False,
+    batches: Annotated[Optional[str], _o("--batches", "Batch sizes (tokens per step) to tabulate, comma-separated "
+                                         f"(default: {_csv(DEFAULT_BATCHES)}).")] = None,
+    distribution: Annotated[Optional[Path], _o("--distribution", "Batch-size distribution file (batch_size,count "
+                                               "CSV; JSON {size: count}; one size per line; JSONL trace with "
+                                               "batch_size or num_tokens). Averages and the eager fraction use it "
+                                               "instead of sizes 1..top equally likely.")] = None,
+    output_format: Annotated[str, _o("--format", "Output format: table, json or csv.")] = "table",
+    emit: Annotated[Optional[str], _o("--emit", "Print only the selected ladder as a server's configuration: "
+                                      "vllm, sglang or trtllm.")] = None,
+    plot: Annotated[Optional[Path], _o("--plot", "Also write waste % vs batch size, one curve per ladder, to this "
+                                       ".png file.")] = None,
 ) -> None:
     """Show the CUDA-graph capture ladders, padding waste per batch size and graphs to capture per mode."""
     if output_format not in FORMATS:
@@ -119,17 +88,20 @@ def ladder_command(
         typer.echo(server_config(comparison.selected.ladder.sizes, emit, comparison.decode_query_len,
                                  comparison.max_num_seqs))
         return
+    _render(comparison, output_format, distribution is not None)
+    if plot is not None:
+        from graphbench.ladders.plot import plot_waste  # matplotlib only when asked for
+
+        typer.echo(f"wrote {plot_waste(comparison, plot)}", err=output_format != "table")
+
+
+def _render(comparison, output_format: str, with_distribution: bool) -> None:
     if output_format == "json":
         typer.echo(json.dumps(comparison.to_dict()))
     elif output_format == "csv":
         _write_csv(comparison)
     else:
-        _print_table(comparison, with_distribution=distribution is not None)
-    if plot is not None:
-        from graphbench.ladders.plot import plot_waste  # matplotlib only when asked for
-
-        written = plot_waste(comparison, plot)
-        typer.echo(f"wrote {written}", err=output_format != "table")
+        _print_table(comparison, with_distribution=with_distribution)
 
 
 def _parse_ints(option: str, text: str) -> list[int]:

@@ -130,9 +130,6 @@ def run(
     sweep_round: Annotated[Optional[str], typer.Option(hidden=True, help="Sweep: which round (process) of the point this is (JSON).")] = None,
 ) -> None:
     """Measure one configuration: start-up (cold and/or warm), then each workload with repeats."""
-
-    import json
-
     from graphbench.bench.point import PointSpec, run_point
 
     check_measure_options(repeats, target_repeat_s)
@@ -144,13 +141,7 @@ def run(
     if num_requests is not None:
         target_repeat_s = 0.0  # the request count was given: measure exactly that
     console = make_console(stderr=True, quiet=quiet)
-    sweep = {}
-    for key, text in (("identity", sweep_identity), ("round", sweep_round)):
-        try:
-            if text:
-                sweep[key] = json.loads(text)
-        except (ValueError, RecursionError):
-            raise GraphbenchError(f"--sweep-{key} must be JSON, got {text[:80]!r}") from None
+    sweep = _sweep_record(sweep_identity, sweep_round)
     if system in ("hf-eager", "hf-compile"):
         from graphbench.bench.peers import run_peer_point
 
@@ -171,6 +162,20 @@ def run(
                      sweep=sweep)
     path = run_point(spec, results, progress=lambda message: console.print(f"[dim]{label}: {message}[/dim]"))
     _print_summary(path)
+
+
+def _sweep_record(identity: Optional[str], round_info: Optional[str]) -> dict:
+    """What a sweep tells its point's process (JSON options): recorded in the result's `sweep`."""
+    import json
+
+    sweep = {}
+    for key, text in (("identity", identity), ("round", round_info)):
+        try:
+            if text:
+                sweep[key] = json.loads(text)
+        except (ValueError, RecursionError):
+            raise GraphbenchError(f"--sweep-{key} must be JSON, got {text[:80]!r}") from None
+    return sweep
 
 
 def _max_model_len(config: EngineConfig) -> int:
