@@ -1,7 +1,7 @@
 """How -O3's autotuned compile_sizes variants ask Inductor to compile (runner/compile/pieces.py).
 
 On the H200 the GEMM candidates precompiled in Inductor's worker processes were compiled again one by
-one in the main thread while being benchmarked (compile_sizes 96 s against 37 s; bench/RESULTS.md, 2026-11-30,
+one in the main thread while being benchmarked (compile_sizes 96 s against 37 s; benchmarks/RESULTS.md, 2026-11-30,
 db504fa). The
 variants therefore compile with one Inductor compile thread.
 """

@@ -58,7 +58,7 @@ def test_compile_workers_start_early(monkeypatch):
 def test_the_tracing_step_fits_the_requests_contexts():
     from graphbench.runner.compile.startup import largest_step_tokens
 
-    assert largest_step_tokens(8192, 1, 4096) == 4096  # llama-3.1-8b at batch 1 (bench/decode.py)
+    assert largest_step_tokens(8192, 1, 4096) == 4096  # llama-3.1-8b at batch 1 (benchmarks/decode.py)
     assert largest_step_tokens(8192, 256, 4096) == 8192
     assert largest_step_tokens(2048, 3, 512) == 1536
 

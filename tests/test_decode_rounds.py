@@ -1,5 +1,5 @@
-"""bench/decode.py --rounds (a system run in several processes: the median of their medians) and the cProfile writer
-of bench/startup.py and bench/profile_step.py."""
+"""benchmarks/decode.py --rounds (a system run in several processes: the median of their medians) and the cProfile writer
+of benchmarks/startup.py and benchmarks/profile_step.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The gate on what a default sweep writes, on the CPU and on the GPU.
 
 tests/data/gate/default-sweep-h200: `graphbench sweep --model llama-3.2-1b` on one H200, 2026-12-01,
-tree 4d956fb (bench/RESULTS.md); default-sweep-cpu: the README's `graphbench sweep` on a 2-core CPU the
+tree 4d956fb (benchmarks/RESULTS.md); default-sweep-cpu: the README's `graphbench sweep` on a 2-core CPU the
 same day, tree 5f8aa60. Both trimmed to what the gate reads (step histograms and slowest steps dropped).
 They predate rounds: each point is ONE process (3 repeats), so the gate has no test and no noise
 estimate for them: against itself it passes, a 15% drop it cannot judge (exit 3).

@@ -377,7 +377,7 @@ def test_no_torch_import():
 
 
 def test_ladder_table_from_the_h200_tune_results():
-    """The H200's measured default vs tuned:25 ladders (bench/RESULTS.md, 2026-11-29, abaddfd): sizes, costs
+    """The H200's measured default vs tuned:25 ladders (benchmarks/RESULTS.md, 2026-11-29, abaddfd): sizes, costs
     and ratios."""
     from pathlib import Path
 
@@ -385,7 +385,7 @@ def test_ladder_table_from_the_h200_tune_results():
     from graphbench.reports.report import report_data
     from graphbench.reports.store import load_results
 
-    folder = Path(__file__).resolve().parents[1] / "bench/results/2026-11-29-tune-llama-3.2-1b-abaddfd"
+    folder = Path(__file__).resolve().parents[1] / "benchmarks/results/2026-11-29-tune-llama-3.2-1b-abaddfd"
     data = report_data(load_results([folder]).results)
     table = ladder_table(data.points, data.frame).set_index("ladder")
     default, tuned = table.loc["O2_default"], table.loc["O2_tuned25"]

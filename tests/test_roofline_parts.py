@@ -1,4 +1,4 @@
-"""bench/roofline.py's layer parts: each of graphbench's kernels of a decode step lands in its part (the
+"""benchmarks/roofline.py's layer parts: each of graphbench's kernels of a decode step lands in its part (the
 projections by their order in the layer), and a saved run's tables come back from its kernels."""
 
 from __future__ import annotations

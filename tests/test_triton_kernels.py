@@ -357,7 +357,7 @@ def test_triton_kernels_interpreted(name, interpreter_results):
 def test_attention_and_decode_configs_are_shape_only():
     """The unified kernel's config, and the decode kernel's (paged_decode.decode_config) on a 132-SM GPU: a
     grid of fewer than 2 x SMs (row, kv head) pairs splits the context into one-stage 64-key tiles, with 8
-    warps while there are at most SMs / 4 pairs (bench/RESULTS.md, 2026-12-02); a larger one keeps the
+    warps while there are at most SMs / 4 pairs (benchmarks/RESULTS.md, 2026-12-02); a larger one keeps the
     pipelined tiles; float32 and no GPU (num_sms None) keep their own."""
     if importlib.util.find_spec("triton") is None:
         pytest.skip("triton is not installed")

@@ -15,7 +15,7 @@ from graphbench.runner.compile.variant_choice import MIN_GAIN, SizeTiming, Varia
 
 
 @pytest.mark.parametrize("static_ms, dynamic_ms, kept", [
-    (1.318, 1.124, "dynamic"),  # H200, batch 2 (bench/RESULTS.md, 2026-11-30, 8bb0ab8): the variant is slower
+    (1.318, 1.124, "dynamic"),  # H200, batch 2 (benchmarks/RESULTS.md, 2026-11-30, 8bb0ab8): the variant is slower
     (1.000, 1.000, "dynamic"),  # a tie keeps the dynamic code
     (1.000, 1.005, "dynamic"),  # 0.5% faster: within MIN_GAIN
     (1.000, 1.0102, "static"),  # just over 1% faster

@@ -3,7 +3,7 @@
 An interpreter told not to write bytecode (PYTHONDONTWRITEBYTECODE, common in container images) over a
 site-packages that holds none compiles every module it imports from source, in every process. On the
 H200 machine `import torch` then took 3.9-6.8 s against 2.1-2.4 s with bytecode kept, and importing
-torch's compile stack 14.9-16.1 s against 5.6 s (bench/RESULTS.md, 2026-12-01, "a warm start that does
+torch's compile stack 14.9-16.1 s against 5.6 s (benchmarks/RESULTS.md, 2026-12-01, "a warm start that does
 not import the compile stack"). graphbench's commands then keep bytecode under the cache root, in `<cache root>/bytecode`
 (Python's pycache prefix), for themselves and the processes they start: Inductor's compile workers,
 a sweep's points. A .pyc there runs as you, so the folder must be yours and writable by nobody else,

@@ -22,7 +22,7 @@ PROMPTS = [list(range(11 + 7 * i, 11 + 7 * i + n)) for i, n in enumerate((5, 33,
 
 
 def make_engine(level: int, mode: str | None, **extra) -> Engine:
-    # -O3's autotuning is measured by bench/startup.py; here its compile_sizes path is what matters
+    # -O3's autotuning is measured by benchmarks/startup.py; here its compile_sizes path is what matters
     values = dict(BASE, optimization_level=level, **{"compilation.max_autotune": False}, **extra)
     if mode is not None:
         values["compilation.cudagraph_mode"] = mode

@@ -64,7 +64,7 @@ def test_always_keeps_every_variant_unmeasured():
 
 def test_the_timing_recordings_leave_no_memory_behind(monkeypatch):
     """Their pool is released before the engine's own capture, whose graph memory it would otherwise
-    shrink (the default sweep of bench/RESULTS.md, 2026-11-30, 532ff86: -O3 230 MiB against -O2's 300 for
+    shrink (the default sweep of benchmarks/RESULTS.md, 2026-11-30, 532ff86: -O3 230 MiB against -O2's 300 for
     the same ladder)."""
     import torch
 

@@ -1,5 +1,5 @@
-"""A cProfile written for people: the pstats file and a text summary beside it (bench/startup.py --profile,
-bench/profile_step.py --host-profile)."""
+"""A cProfile written for people: the pstats file and a text summary beside it (benchmarks/startup.py --profile,
+benchmarks/profile_step.py --host-profile)."""
 
 from __future__ import annotations
 

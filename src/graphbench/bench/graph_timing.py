@@ -1,4 +1,4 @@
-"""Time a kernel the way the engine runs it: many calls recorded in one CUDA graph, replayed (bench/gemv.py,
+"""Time a kernel the way the engine runs it: many calls recorded in one CUDA graph, replayed (benchmarks/gemv.py,
 skinny_blocks.py, decode_blocks.py). A harness that times Python calls back to back measures launch
 overhead instead (docs/DEVELOPING.md, "Lessons the measurements taught")."""
 

@@ -1,4 +1,4 @@
-"""A kernel's blocks over a grid, as bench/skinny_blocks.py and bench/decode_blocks.py search them: the grid
+"""A kernel's blocks over a grid, as benchmarks/skinny_blocks.py and benchmarks/decode_blocks.py search them: the grid
 compiled by several processes at once (a wide grid is mostly Triton compile time), then each config timed
 in a CUDA graph in this one process (graph_timing.graph_time_us), against a reference output."""
 

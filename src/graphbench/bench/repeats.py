@@ -12,7 +12,7 @@ long as the target is kept as the first repeat, so slow systems pay nothing for 
 Only closed loops scale: an open loop's length is set by its arrival times, a trace's by the trace.
 
 Opt-in (`--target-repeat-s 1`): at 1 s the default H200 sweep ran ~70 s longer, too close to its
-10 minutes, and the one sweep measured with it (bench/RESULTS.md, 2026-11-30, f223cf3) ran on a host
+10 minutes, and the one sweep measured with it (benchmarks/RESULTS.md, 2026-11-30, f223cf3) ran on a host
 so unsteady (-O0, the same code, spread 40% at C = 64 against 0.2% on the machine before) that it
 showed nothing either way.
 """

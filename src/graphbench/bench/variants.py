@@ -1,5 +1,5 @@
 """A/B sides of a benchmark script given as environment variables: `--variant NAME=VAR=VALUE[,VAR=VALUE]`
-(bench/decode.py, bench/startup.py): each side runs in a process of its own with those variables set."""
+(benchmarks/decode.py, benchmarks/startup.py): each side runs in a process of its own with those variables set."""
 
 from __future__ import annotations
 

@@ -50,7 +50,7 @@ class DefaultTraffic:
 # GPU: at rate 64/s a llama-3.2-1b request lasts ~60 ms under -O2 (52 steps of ~1.1 ms): ~4 in flight.
 # Outputs stay <= 72 and closed loops run 3 x C requests: a static-batching peer runs each wave to its
 # longest request, and the default H200 sweep with its peers must fit 10 minutes (with 4 x C requests,
-# concurrency 20 and outputs <= 80 it took 588 s without hf-compile: bench/RESULTS.md, 2026-12-01).
+# concurrency 20 and outputs <= 80 it took 588 s without hf-compile: benchmarks/RESULTS.md, 2026-12-01).
 # Three rounds of every point must fit too: concurrency 12 (which paid the padding concurrency 6 shows)
 # went to make room.
 GPU_TRAFFIC = DefaultTraffic("1,6,64", "64", "uniform:64-192", "uniform:32-72", 3)

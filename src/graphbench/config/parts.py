@@ -61,7 +61,7 @@ class ModelConfig:
 # vLLM's server defaults for the token budget of a step: 8192 on a GPU of >= 70 GiB other than an A100
 # (H100, H200, MI300X), 2048 elsewhere. With 8192 a 64-request prefill of 128-token prompts is one
 # eager step instead of four; on an H200 at C = 64: the same tokens/s, TPOT p50 1.53 -> 1.33 ms,
-# TTFT p50 12.6 -> 26.5 ms (bench/RESULTS.md, 2026-11-30, 1676d77).
+# TTFT p50 12.6 -> 26.5 ms (benchmarks/RESULTS.md, 2026-11-30, 1676d77).
 DEFAULT_TOKEN_BUDGET = 2048
 LARGE_GPU_DEFAULT_TOKEN_BUDGET = 8192
 LARGE_GPU_MIN_MEMORY = 70 << 30
@@ -211,7 +211,7 @@ class CompilationConfig:
     max_autotune: bool = True  # autotune the GEMMs of the compile_sizes variants (Inductor max_autotune_gemm)
     # measure: a compile_sizes variant keeps graphbench's ops where its kernels run every projection, and
     # start-up times each size's step with and without its variants, keeping the faster (on an H200 -O3's
-    # autotuned matmuls made llama-3.2-1b's batch-2/4/8 steps 10-18% slower than -O2's: bench/RESULTS.md,
+    # autotuned matmuls made llama-3.2-1b's batch-2/4/8 steps 10-18% slower than -O2's: benchmarks/RESULTS.md,
     # 2026-11-30, 8bb0ab8); always: every variant gets plain matmuls for Inductor and runs (vLLM's -O3)
     static_variants: str = "measure"
 

@@ -9,7 +9,7 @@ free device memory it took (`startup.capture_log`).
   linearly: estimate = max over modes of the shared parts + sum over modes of per_graph * (N_mode - 1).
 - **graphbench's model**: a fixed pool plus a per-graph term per mode. The first graph of the
   process pays the pool (sized by the largest recording, which is captured first) and the first
-  capture's one-off costs (bench/RESULTS.md, 2026-11-29, 7f098e0); the later graphs of each mode
+  capture's one-off costs (benchmarks/RESULTS.md, 2026-11-29, 7f098e0); the later graphs of each mode
   follow a line (intercept + per graph), the least-squares fit of their cumulative memory over that
   mode's first `fit_graphs` graphs after the pool. A graph that reuses freed pool blocks takes
   ~nothing, one that grows the pool takes a lot: more samples than one keep the line from resting

@@ -13,7 +13,7 @@ Parametric models (``model_distribution``):
 Memory model (``fit_memory_model``): a ladder's graph memory is modelled as a fixed part c plus the
 sum over its sizes of (a + b * size). The fixed part is what every ladder pays alike: on the H200 the
 pool is sized by the largest recording (which every ladder keeps) and the first capture in a process
-costs ~95 MiB whatever the ladder (bench/RESULTS.md, 2026-11-29, 15cac0e). Each measured result gives one
+costs ~95 MiB whatever the ladder (benchmarks/RESULTS.md, 2026-11-29, 15cac0e). Each measured result gives one
 equation graph_memory_bytes = c + a * count + b * sum(sizes) over its ``startup.capture_sizes``;
 c, a, b are the least-squares fit constrained to be non-negative (the best over the subsets of the
 three terms). Where the data cannot tell terms apart (one ladder shape, collinear shapes) the fit

@@ -19,7 +19,7 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
     "graph_memory_bytes": 10.0,
     # the replayed decode step: where graphs run, a slower decode kernel shows here first (a -O2 step
     # 9-15% slower moved it +10 to +15%; two A/A sweeps at most 3.5%, always within their noise, on an
-    # H200: bench/RESULTS.md, 2026-12-04), so a 5% slowdown is caught; absent on the CPU (no graphs)
+    # H200: benchmarks/RESULTS.md, 2026-12-04), so a 5% slowdown is caught; absent on the CPU (no graphs)
     "full_step_ms": 3.0,
 }
 OFF = ("off", "none", "disable", "disabled")

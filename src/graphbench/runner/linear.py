@@ -4,7 +4,7 @@ thresholds and blocks, each with its measurement).
 
 cuBLAS runs the batch-1 projections of llama-3.2-1b well under the copy bandwidth: inside a CUDA
 graph qkv took 6.5 us (1.9 TB/s), o_proj 6.1 us (1.4 TB/s) and down 13.8 us (2.4 TB/s), against
-5.3, 4.3 and 10.3 us for the GEMV (bench/gemv.py; bench/RESULTS.md, 2026-11-29, 2cffcf6): 45.0 -> 37.7 us
+5.3, 4.3 and 10.3 us for the GEMV (benchmarks/gemv.py; benchmarks/RESULTS.md, 2026-11-29, 2cffcf6): 45.0 -> 37.7 us
 per layer. `add_rmsnorm_linear` puts the residual add + RMSNorm in front of a projection (qkv): one Triton
 launch (runner/kernels/add_rmsnorm.py), then the projection. `add_rmsnorm_gate_up` does the same for the MLP's gate/up
 projection and returns silu(gate) * up, computed in the projection's epilogue at one row (GATED_GEMV) and

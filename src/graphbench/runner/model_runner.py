@@ -56,7 +56,7 @@ class CaptureReport:
     pool_bytes: int = 0  # what the caching allocator reserved for the recordings (their memory pool)
     num_graphs: dict[str, int] = field(default_factory=dict)
     # one row per dispatcher key in capture order: [mode, num_tokens, seconds, free-memory delta bytes];
-    # what vLLM-style estimates sample (bench/graph_memory.py) and the capture-time model fits
+    # what vLLM-style estimates sample (benchmarks/graph_memory.py) and the capture-time model fits
     per_key: list[list] = field(default_factory=list)
 
 
@@ -65,7 +65,7 @@ def warmup_batches(batches: list[tuple[int, int, bool, bool]]) -> list[tuple[int
     recordings, in the order given: the first of each kind of kernels: its row class (one row: the GEMV;
     2..16 and 17..64: the skinny GEMM without and with the gated gate/up; more: cuBLAS), uniform decode or
     not, adapters or not. Running every batch instead made an H200 warm start ready in 5.51 against 4.55 s
-    for the same graph memory (bench/RESULTS.md, 2026-12-03, b54438c)."""
+    for the same graph memory (benchmarks/RESULTS.md, 2026-12-03, b54438c)."""
     first: dict[tuple, tuple[int, int, bool, bool]] = {}
     for batch in batches:
         tokens = batch[0]

@@ -2,7 +2,7 @@
 
 `torch.library.custom_op` wraps every call in Python layers (a Dynamo-disabled wrapper, a per-device
 backend shim, an output-aliasing check). A host profile of -O2's eager steps on the H200 (cProfile;
-bench/RESULTS.md, 2026-11-29, bdf620b) had that shim as the largest own-time entry of a launch:
+benchmarks/RESULTS.md, 2026-11-29, bdf620b) had that shim as the largest own-time entry of a launch:
 every eager or piecewise step calls attention once a layer, and an eager step four more ops a layer,
 so those steps were host-bound (a 2048-token prefill chunk: ~8 ms of launch for ~8 ms on the GPU).
 Here the dispatcher calls the function itself; tracing sees the same OpOverload as before.

@@ -80,7 +80,7 @@ class Scheduler:
         drafted: list[list[int]] | None = [] if self.drafts is not None else None
         # Decodes first, then requests still in their (chunked) prefill, in admission order.
         # (this loop runs every step for every request: its properties are read inline, ~2 us a request
-        # on the host, which at batch 64 is as busy as the GPU: bench/host_step.py)
+        # on the host, which at batch 64 is as busy as the GPU: benchmarks/host_step.py)
         decodes, prefills = [], []
         for r in self.running:
             num_uncomputed = len(r.prompt_token_ids) + len(r.output_token_ids) - r.num_computed_tokens

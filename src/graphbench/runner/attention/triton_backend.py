@@ -23,7 +23,7 @@ from graphbench.switches import switch_value
 DECODE_WRITES_KV = switch_value("GRAPHBENCH_DECODE_WRITES_KV") == "1"
 # GRAPHBENCH_DECODE_MERGE_IN_KERNEL=0 turns off: split-KV decode without the merge launch (the last split
 # of a row and kv head to finish merges them; how many tiles a split covers: paged_decode's
-# MIN_TILES_PER_SPLIT). H200, -O2, batch 1: 1.065 vs 1.082 ms a step (bench/RESULTS.md, 2026-11-29, 5ffed15).
+# MIN_TILES_PER_SPLIT). H200, -O2, batch 1: 1.065 vs 1.082 ms a step (benchmarks/RESULTS.md, 2026-11-29, 5ffed15).
 DECODE_MERGE_IN_KERNEL = switch_value("GRAPHBENCH_DECODE_MERGE_IN_KERNEL") == "1"
 # GRAPHBENCH_DECODE_ROTARY=0 turns off: the decode kernel applies rotary embedding to q and the new k as it
 # loads them (by default; needs DECODE_WRITES_KV), instead of a rotary launch before it.

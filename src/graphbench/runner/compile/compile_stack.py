@@ -3,7 +3,7 @@ what Inductor compiled, and timed on its own so that compile and load times meas
 
 A warm start whose pieces all run as traced (graphbench's ops only: pieces.runs_as_traced) imports none
 of it. Importing it is seconds in a fresh process: about 3.5 s on the H200 machine with bytecode kept,
-11 s without (bench/RESULTS.md, 2026-12-01, "a warm start that does not import the compile stack").
+11 s without (benchmarks/RESULTS.md, 2026-12-01, "a warm start that does not import the compile stack").
 """
 
 from __future__ import annotations

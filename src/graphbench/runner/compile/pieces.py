@@ -218,7 +218,7 @@ class PieceRunner:
         # Inductor gets the matmuls only where a projection would run cuBLAS at this size: where graphbench's
         # kernels run every one (the GEMV at one row, the skinny GEMM's measured blocks at 2..64) the variant
         # keeps its ops. The autotuned variants lost to the dynamic pieces when those ran cuBLAS (10-18% at
-        # batch 2-8, bench/RESULTS.md, 2026-11-30, 8bb0ab8), and the skinny GEMM is faster than cuBLAS in the
+        # batch 2-8, benchmarks/RESULTS.md, 2026-11-30, 8bb0ab8), and the skinny GEMM is faster than cuBLAS in the
         # step. compilation.static_variants = always: the matmuls always (vLLM's -O3).
         keep_ops = size == 1 or (backend.static_variants != "always" and own_kernels_at(self.graph, args, size))
         graph = self.graph if keep_ops else linears_as_matmuls(self.graph)
@@ -231,12 +231,12 @@ class PieceRunner:
         started = time.perf_counter()
         # GEMM autotuning only: pointwise autotuning and coordinate descent kept -O3's start-up over 200 s on
         # an H200. Epilogue fusions are not benchmarked either (which did not measurably cut compile_sizes:
-        # 160 against 142 s, bench/RESULTS.md, 2026-11-29, fd8c381; the seconds were the recompiles below).
+        # 160 against 142 s, benchmarks/RESULTS.md, 2026-11-29, fd8c381; the seconds were the recompiles below).
         patches = {"max_autotune_gemm": True, "benchmark_epilogue_fusion": False} if backend.autotune else {}
         if backend.autotune:
             # With Inductor's compile workers up, each GEMM's candidate kernels were precompiled in the
             # worker processes and then compiled again, one by one, in the main thread as they were
-            # benchmarked: -O3's compile_sizes took 96 s against 37 s on an H200 (bench/RESULTS.md,
+            # benchmarked: -O3's compile_sizes took 96 s against 37 s on an H200 (benchmarks/RESULTS.md,
             # 2026-11-30, db504fa). One compile thread keeps the worker pool out of this compile: Inductor
             # then precompiles the candidates in threads of this process, where the benchmark finds them.
             # (The variant's own kernels then compile one by one in this process too: ~27 of the 37 s.)

@@ -80,7 +80,7 @@ def _compile_into(engine, directory: Path) -> None:
         # Inductor's workers, started early for the compile_sizes variants (2-core CI: they only compete).
         # Without variants Inductor has little or nothing to compile (pieces.runs_as_traced); with the
         # workers started anyway (importing torch, writing its bytecode) -O2's cold capture took 18.8 s
-        # against 8.7 s before traced pieces (bench/RESULTS.md, 2026-12-01, "a warm start that does not
+        # against 8.7 s before traced pieces (benchmarks/RESULTS.md, 2026-12-01, "a warm start that does not
         # import the compile stack"), its Triton compiles short of CPUs. Not yet measured without them.
         # Inductor starts its pool itself if it does compile.
         if engine.device.type == "cuda" and comp.compile_sizes:

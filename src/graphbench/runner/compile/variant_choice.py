@@ -3,7 +3,7 @@
 -O3 compiles a concrete-size variant of each piece for the small decode sizes, its GEMMs autotuned by
 Inductor (compile/pieces.py). Inductor times each GEMM alone; in the step, on the H200, the variants
 lost to the dynamic pieces (graphbench's fused add-norm kernels + cuBLAS) at batch 2/4/8: llama-3.2-1b
-steps of 1.318 / 1.245 / 1.344 ms against -O2's 1.124 / 1.132 / 1.140 ms (bench/RESULTS.md, 2026-11-30,
+steps of 1.318 / 1.245 / 1.344 ms against -O2's 1.124 / 1.132 / 1.140 ms (benchmarks/RESULTS.md, 2026-11-30,
 8bb0ab8), and PDL was not the difference. So, once compiled, each size's forward is recorded as a CUDA
 graph twice, with its variants and with the dynamic pieces, the two replayed in turn and timed with
 CUDA events, and the faster is kept. The start-up report records both times per size.

@@ -46,7 +46,7 @@ def _add_rmsnorm_kernel(x_ptr, r_ptr, nw_ptr, out_ptr, h_ptr, K, stride_x, strid
 # residual comes from a kernel at least two back (the layer's previous add-norm, or the embedding): the one
 # in between passed its own wait, so that kernel had completed, before it let this one start (pdl.py's
 # chain). llama-3.2-1b -O2 decode step on an H200, batch 1 / 64: 0.900 / 1.168 ms against 0.911 / 1.194
-# without (bench/RESULTS.md, 2026-12-02, 75f66f9). GRAPHBENCH_NORM_EARLY_LOADS=0: loads after the wait.
+# without (benchmarks/RESULTS.md, 2026-12-02, 75f66f9). GRAPHBENCH_NORM_EARLY_LOADS=0: loads after the wait.
 NORM_EARLY_LOADS = switch_value("GRAPHBENCH_NORM_EARLY_LOADS") == "1"
 
 

@@ -1,7 +1,7 @@
 """Greedy sampling's argmax over a large vocabulary, as two Triton kernels.
 
 PyTorch reduces one row per thread block: 28 us for one row of 128k logits on an H200, and its
-max over chunks took 33 us at 64 rows (bench/RESULTS.md, 2026-11-29, 99afdd3 and 6e86962). Here
+max over chunks took 33 us at 64 rows (benchmarks/RESULTS.md, 2026-11-29, 99afdd3 and 6e86962). Here
 stage 1 gives every (row, chunk of BLOCK logits) its own program, writing the chunk's max and first
 arg-max; stage 2 picks, per row, the first chunk holding the row's max. Ties resolve to the first
 index, as torch.argmax does.

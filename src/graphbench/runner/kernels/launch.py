@@ -3,7 +3,7 @@
 `kernel[grid](*args, **meta)` runs Triton's JITFunction.run on every call: device and stream lookups,
 the binder that specialises every argument, the cache key, global-value checks, launch metadata,
 then the compiled launcher. An eager prefill step launches ~80 of graphbench's kernels, and those
-steps are host-bound (~7.5 ms of launches for ~6.9 ms of GPU work at -O2, 2048 tokens; bench/RESULTS.md,
+steps are host-bound (~7.5 ms of launches for ~6.9 ms of GPU work at -O2, 2048 tokens; benchmarks/RESULTS.md,
 2026-11-29, 5293619), which is where the spread between repeats comes from.
 
 `DirectLauncher(kernel)[grid](*args, **meta)` goes through JITFunction.run the first time it sees a
@@ -14,7 +14,7 @@ each int's == 1, divisibility by 16 and 32/64-bit range; floats and bools by typ
 arguments and keyword arguments by type and value (Triton compiles PDL=1 and PDL=True apart);
 Triton's debug switch. A finer key only costs another entry. The key is computed by a function
 generated for the call site's argument kinds at its first launch (6.3 us for the attention kernel
-against 13.1 us for Triton's binder and cache key on a 2-core CPU; bench/RESULTS.md, 2026-11-30, db2012d).
+against 13.1 us for Triton's binder and cache key on a 2-core CPU; benchmarks/RESULTS.md, 2026-11-30, db2012d).
 These take the JIT path: a later launch passing other arguments (another count, other keywords,
 another kind in a slot), a callable grid, a kernel without a readable parameter list, the
 interpreter, a Triton whose launch returns no compiled kernel. Direct launches skip what
@@ -22,7 +22,7 @@ JITFunction.run adds around a launch: launch hooks (proton), pre-run hooks, the 
 used by the kernel have not changed, and instrumentation modes switched on after the first launch.
 Set GRAPHBENCH_DIRECT_LAUNCH=0 to profile or debug with those.
 
-On by default since a measurement on an H200 (bench/RESULTS.md, 2026-11-30, 180d046): the engine's wrapper of
+On by default since a measurement on an H200 (benchmarks/RESULTS.md, 2026-11-30, 180d046): the engine's wrapper of
 add-norm took 11.4 us a launch against 16.3 through the JIT path, and an eager 2048-token -O2 step's host time
 fell from 7.7-12.9 ms to 5.9-6.1 ms, under its 7.5 ms of GPU work.
 """

@@ -190,7 +190,7 @@ def decode_config(num_rows: int, num_kv_heads: int, head_dim: int, dtype: torch.
     if splits > 1 and dtype != torch.float32:
         # A split covers a few tiles (MIN_TILES_PER_SPLIT 1): 64 keys a tile (a short context still splits),
         # no pipelining, 8 warps a program while there are few (row, kv head) pairs. H200, in a CUDA graph
-        # (bench/decode_blocks.py; bench/RESULTS.md, 2026-12-02): llama-3.2-1b's heads at batch 1, context
+        # (benchmarks/decode_blocks.py; benchmarks/RESULTS.md, 2026-12-02): llama-3.2-1b's heads at batch 1, context
         # 168 / 2048: 5.2 / 9.9 us against 6.8 / 15.8 for 128-key tiles, 4 warps, 2 stages and 4 tiles a
         # split; at batch 16: 7.8 / 34.1 against 10.1 / 38.7; llama-3.1-8b's 6.3 / 15.5 against 11.0 / 17.8
         # (batch 1) and 11.0 / 58.0 against 14.6 / 65.9 (batch 16).
@@ -227,7 +227,7 @@ def paged_decode(
     early_tile (with new_kv; default: at most one (row, kv head) per SM): each program's first cached
     K/V tile loads before the PDL wait and the new token is attended from registers.
     blocks: any of TILE_N, num_warps, num_stages, NUM_SPLITS, MIN_TILES in place of decode_config's and
-    MIN_TILES_PER_SPLIT (a tuning grid: bench/decode_blocks.py)."""
+    MIN_TILES_PER_SPLIT (a tuning grid: benchmarks/decode_blocks.py)."""
     num_rows, num_heads, head_dim = q.shape
     _, block_size, num_kv_heads, _ = k_cache.shape
     max_reqs = seq_lens.shape[0]
@@ -281,7 +281,7 @@ def paged_decode(
 # GRAPHBENCH_DECODE_EARLY_LOADS=0 turns off: under PDL the kernel loads the step's metadata, the rotary
 # table and, for grids of at most one (row, kv head) per SM, its first tile of cached K/V before it waits
 # for the kernel before it (see _decode_kernel). H200, llama-3.2-1b -O2, batch 1: 0.916 against 0.952 ms a
-# step (bench/RESULTS.md, 2026-12-01, 6e15e72). At batch 64 the early tile made the attention kernels
+# step (benchmarks/RESULTS.md, 2026-12-01, 6e15e72). At batch 64 the early tile made the attention kernels
 # 213.6 against 150.0 us a step (context 120, PDL off; the roofline at 08fbf67 against 8aa7851): larger
 # grids keep the tile loop.
 EARLY_LOADS = switch_value("GRAPHBENCH_DECODE_EARLY_LOADS") == "1"
@@ -289,7 +289,7 @@ EARLY_LOADS = switch_value("GRAPHBENCH_DECODE_EARLY_LOADS") == "1"
 # merge_in_kernel: the fewest KV tiles a split covers. One (GRAPHBENCH_DECODE_MIN_TILES, default 1): a
 # context of three 64-key tiles runs as three programs per (row, kv head), the last to finish merging them.
 # With 4, and 128-key tiles, it ran as one program: llama-3.2-1b's batch-1 step was 0.877 against 0.840 ms,
-# llama-3.1-8b's 4.259 against 4.056 ms on an H200 (bench/RESULTS.md, 2026-12-02); with 4 and decode_config's
+# llama-3.1-8b's 4.259 against 4.056 ms on an H200 (benchmarks/RESULTS.md, 2026-12-02); with 4 and decode_config's
 # split blocks, 0.893 against 0.844 ms (1b).
 MIN_TILES_PER_SPLIT = int(switch_value("GRAPHBENCH_DECODE_MIN_TILES"))
 if MIN_TILES_PER_SPLIT < 1:

@@ -12,7 +12,7 @@ before the graph started, weights, or (NORM_EARLY_LOADS) what a kernel at least 
 Only the engine's capture phase launches with it (`graph_launches`): the recordings, and the eager
 warm-up just before them, which compiles and loads the PDL variants so that nothing loads inside a
 capture. That is where the gaps are (a replayed graph has no host between its kernels) and where it
-was measured (H200: -O2 batch 1 1.026 -> 0.931 ms, batch 64 1.319 -> 1.255 ms; bench/RESULTS.md, 2026-11-30,
+was measured (H200: -O2 batch 1 1.026 -> 0.931 ms, batch 64 1.319 -> 1.255 ms; benchmarks/RESULTS.md, 2026-11-30,
 5f3d955). An eager
 step's gaps are the host's launch time, which PDL does not shorten; the one eager measurement (-O0,
 batch 64) was 2x slower with it, beside another job, unexplained. Eager steps launch as without PDL.

@@ -1,7 +1,7 @@
 """y[M, N] = x[M, K] @ w[N, K].T (+ b) for the few rows of a decode batch (2 <= M <= 64), split along K.
 
 At 64 rows cuBLAS runs llama-3.2-1b's projections other than gate/up at 1.5-2.5 TB/s (the roofline in
-bench/RESULTS.md, 2026-12-01, `8aa7851`), and its kernels break the step's chain of PDL launches. With
+benchmarks/RESULTS.md, 2026-12-01, `8aa7851`), and its kernels break the step's chain of PDL launches. With
 each shape's measured blocks this kernel is within 5% of cuBLAS in isolation, and the recorded batch-64
 step is 4.8-7.6% faster with it (runner/kernel_choice.py, SKINNY_GEMM). A program owns BLOCK_N output columns
 and 1/SPLIT_K of K: it streams
@@ -28,7 +28,7 @@ BLOCK_K = 128
 
 # The fastest (BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages) of a grid at 64 rows inside a CUDA graph
 # on the H200, per (N, K) of llama-3.2-1b's and llama-3.1-8b's projections, against cuBLAS's time
-# (bench/RESULTS.md, 2026-12-01, 10fdf14): within 5% of cuBLAS either way in isolation.
+# (benchmarks/RESULTS.md, 2026-12-01, 10fdf14): within 5% of cuBLAS either way in isolation.
 MEASURED_BEST = {
     (3072, 2048): (32, 128, 1, 4, 5),  # 1b qkv: 6.91 us, cuBLAS 6.72
     (2048, 2048): (32, 128, 1, 4, 5),  # 1b o: 6.55, cuBLAS 6.33
@@ -38,7 +38,7 @@ MEASURED_BEST = {
     (4096, 4096): (32, 128, 1, 4, 5),  # 8b o: 12.34, cuBLAS 11.93
     (28672, 4096): (64, 64, 1, 4, 3),  # 8b gate/up: 61.98, cuBLAS 63.13
     (4096, 14336): (64, 128, 2, 4, 5),  # 8b down: 34.88, cuBLAS 36.49
-    # lm_head at 64 rows (bench/skinny_blocks.py; bench/RESULTS.md, 2026-12-02, 4cfaa80): most of the grid's
+    # lm_head at 64 rows (benchmarks/skinny_blocks.py; benchmarks/RESULTS.md, 2026-12-02, 4cfaa80): most of the grid's
     # one-split configs beat cuBLAS there
     (128256, 2048): (64, 64, 1, 4, 3),  # 1b lm_head: 134.57, cuBLAS 144.69
     (128256, 4096): (128, 128, 1, 4, 3),  # 8b lm_head: 260.01, cuBLAS 285.29
@@ -200,7 +200,7 @@ def gated_blocks(n: int, k: int, num_sms: int) -> tuple[int, int, int, int]:
     """(BLOCK_N, BLOCK_K, num_warps, num_stages) of skinny_gate_up for a [gate; up] weight [n, k]: the skinny
     GEMM's blocks for [n, k] with half the columns a program (the same weight bytes a program, each column
     now a gate row and an up row). For both llama shapes this was the best of a grid at 64 rows
-    (bench/RESULTS.md, 2026-12-02, a82bb11)."""
+    (benchmarks/RESULTS.md, 2026-12-02, a82bb11)."""
     block_n, block_k, _splits, warps, stages = skinny_blocks(n, k, num_sms)
     return max(16, block_n // 2), block_k, warps, stages
 

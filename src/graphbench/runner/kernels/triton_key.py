@@ -2,7 +2,7 @@
 
 Triton names every compiled kernel in its cache by `triton_key()`: its version and a sha256 of its
 compiler, backend and language sources and of libtriton (~500 MB). Each process computes it at its first
-kernel compile or cache load: 0.35 s of a 6.3-s warm start on the H200 machine (cProfile; bench/RESULTS.md,
+kernel compile or cache load: 0.35 s of a 6.3-s warm start on the H200 machine (cProfile; benchmarks/RESULTS.md,
 2026-12-01, "a warm start that does not import the compile stack"), 1.4 s on a 2-core CPU.
 
 `remember_triton_key(folder)` keeps the value in a file named after the identities of the files it

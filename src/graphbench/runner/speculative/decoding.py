@@ -128,7 +128,7 @@ def speculative_step(engine) -> list[Request]:
 def make_replay_reference(engine, prompts: list[list[int]], max_tokens: list[int]) -> None:
     """The replay drafter's reference: these prompts run once greedily, with filler drafts (the
     measured run's 1 + k shapes: in bfloat16 a reference made with one-token decodes diverged from
-    the 1 + k run's greedy tokens, acceptance 2% at k = 4, batch 16 on the H200, bench/RESULTS.md,
+    the 1 + k run's greedy tokens, acceptance 2% at k = 4, batch 16 on the H200, benchmarks/RESULTS.md,
     2026-12-01, ff050d4). Their outputs are what later runs of the same prompts are proposed; the
     steps are not kept in engine.records."""
     from graphbench.runner.request import SamplingParams

@@ -1,6 +1,6 @@
 """Does `tune --objective time` predict what a ladder costs? The curve, two traffics, four runs.
 
-    python bench/tune_time.py --model llama-3.2-1b --max-size 512 --graphs 16 --out-dir $OUT/tune-time
+    python benchmarks/tune_time.py --model llama-3.2-1b --max-size 512 --graphs 16 --out-dir $OUT/tune-time
 
 1. `graphbench curve`: the step time of every batch size 1..MAX (own FULL recordings) and eager every 32.
 2. For each traffic (a batch-size distribution), `tune --objective time` with at most N graphs: the

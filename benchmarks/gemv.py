@@ -1,11 +1,11 @@
 """Batch-1 decode projections inside a CUDA graph: cuBLAS vs the engine's Triton GEMV over a grid of blocks.
 
-    python bench/gemv.py --model llama-3.2-1b [--out gemv.json]
-    python bench/gemv.py --model llama-3.2-1b --projections down --block-n 1,2,4 --block-k 2048,4096,8192 \
+    python benchmarks/gemv.py --model llama-3.2-1b [--out gemv.json]
+    python benchmarks/gemv.py --model llama-3.2-1b --projections down --block-n 1,2,4 --block-k 2048,4096,8192 \
         --warps 2,4,8,16 --stages 1,2,3 --jobs 15
 
 A first harness timed these with back-to-back Python calls, which measured launch overhead (cuBLAS o_proj
-15.4 us isolated against 5.7 us in the engine's graph: bench/RESULTS.md, 2026-11-29, a8b12c7). Here every
+15.4 us isolated against 5.7 us in the engine's graph: benchmarks/RESULTS.md, 2026-11-29, a8b12c7). Here every
 variant is recorded in a CUDA graph as a run of calls over rotating weight copies (> 200 MB in all, so no
 copy is still in L2), the graph is replayed and timed with CUDA events (median of 7), and time per call =
 replay time / calls (graphbench.bench.graph_timing). The calls are launched with PDL as the engine records

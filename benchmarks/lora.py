@@ -1,6 +1,6 @@
 """What LoRA adapters cost in graphs and in steps, on a GPU.
 
-    python bench/lora.py --model llama-3.2-1b --rank 16 --out lora.json
+    python benchmarks/lora.py --model llama-3.2-1b --rank 16 --out lora.json
 
 Engines at -O2 (FULL_AND_PIECEWISE) one after the other: no adapters; 1 and 4 seeded dummy adapters
 of rank --rank on all seven target modules with cudagraph_specialize_lora on; 4 with it off. Per
@@ -11,7 +11,7 @@ Then the check that a recording replays what the un-captured run computes: the s
 4 adapters and cudagraph_mode NONE must give the same greedy tokens for a mixed batch.
 --compare-torch adds the 4-adapter setup once more with the torch path instead of the Triton kernels.
 
-    python bench/lora.py --delta --model llama-3.2-1b --rank 16 --out lora-delta.json
+    python benchmarks/lora.py --delta --model llama-3.2-1b --rank 16 --out lora-delta.json
 
 The delta alone (no engine): one CUDA graph holding every layer's four LoRA ops (qkv, o, gate/up,
 down; each layer its own slot buffers of 1 or 4 seeded adapters) at T tokens, recorded once per path:

@@ -1,13 +1,13 @@
 """Host time of a decode step's bookkeeping, without a GPU: the scheduler, the step inputs, taking the tokens.
 
-    python bench/host_step.py --batches 1,64,256 --steps 300
+    python benchmarks/host_step.py --batches 1,64,256 --steps 300
 
 An engine (tiny-llama on the CPU) whose runner's launch does only what the host does around the forward:
 the step inputs (`StepInputs.prepare`: by default the GPU's packed upload, its packet copied on the CPU and
 its kernel left out; `--copies`: a copy per buffer) and an in-flight step with placeholder tokens. Each
 engine.step() is then the scheduler, that, the engine's update of every request and taking the tokens:
 the Python a decode step costs the host whatever the GPU does (at batch 64 on an H200 the host's step is
-about the GPU's: bench/RESULTS.md, 2026-12-02). Medians per phase, in microseconds.
+about the GPU's: benchmarks/RESULTS.md, 2026-12-02). Medians per phase, in microseconds.
 """
 
 from __future__ import annotations

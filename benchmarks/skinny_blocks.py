@@ -1,10 +1,10 @@
 """The skinny GEMM's blocks for a projection shape: a grid of (BLOCK_N, BLOCK_K, SPLIT_K, warps, stages)
 against cuBLAS, each timed inside a CUDA graph (how kernels/skinny_gemm.py's MEASURED_BEST is filled).
 
-    python bench/skinny_blocks.py --shapes 128256x2048,128256x4096 --rows 64 --out skinny-blocks.json
-    python bench/skinny_blocks.py --shapes 6144x4096,4096x4096 --block-n 16,32,64,128 --splits 1,2,4,8 \
+    python benchmarks/skinny_blocks.py --shapes 128256x2048,128256x4096 --rows 64 --out skinny-blocks.json
+    python benchmarks/skinny_blocks.py --shapes 6144x4096,4096x4096 --block-n 16,32,64,128 --splits 1,2,4,8 \
         --warps 4,8 --stages 3,4,5 --jobs 14
-    python bench/skinny_blocks.py --gated --shapes 16384x2048,28672x4096 --block-n 16,32,64 --block-k 64,128 \
+    python benchmarks/skinny_blocks.py --gated --shapes 16384x2048,28672x4096 --block-n 16,32,64 --block-k 64,128 \
         --warps 4,8 --stages 3,4,5 --jobs 14
 
 With --gated the shapes are [gate; up] weights and the grid is kernels/skinny_gemm.skinny_gate_up's (BLOCK_N,

@@ -1,13 +1,13 @@
 """The decode kernel's blocks at a batch and context: a grid of (TILE_N, num_warps, num_stages, KV splits)
 against the engine's rule (kernels/paged_decode.decode_config), each timed inside a CUDA graph.
 
-    python bench/decode_blocks.py --models llama-3.1-8b --batches 1,64 --contexts 168 --jobs 15 --out decode-blocks.json
+    python benchmarks/decode_blocks.py --models llama-3.1-8b --batches 1,64 --contexts 168 --jobs 15 --out decode-blocks.json
 
 The inputs are a uniform decode step as the engine launches it: one new token per request, its K/V
 written by the kernel, rotary applied inside, the merge of splits in the kernel, 16-token blocks in a
 shuffled block table. Each launch of a graph reads its own layer's cache (copies used in turn, >= 120 MiB
 of K/V in all), so the context streams from memory as in a step, not from L2. Without PDL: per-kernel
-times (bench/roofline.py says why). With --jobs N the grid's kernels are first compiled by N processes at
+times (benchmarks/roofline.py says why). With --jobs N the grid's kernels are first compiled by N processes at
 once, into Triton's cache, which the timing process then loads from.
 """
 

@@ -1,6 +1,6 @@
 """Roofline of one decode step: each kernel of the recorded graph, its bytes, time and the gap to the copy bandwidth.
 
-    python bench/roofline.py --model llama-3.2-1b --level 2 --batches 1,64 --out roofline.json
+    python benchmarks/roofline.py --model llama-3.2-1b --level 2 --batches 1,64 --out roofline.json
 
 The engine records FULL_DECODE_ONLY graphs of exactly the timed batch sizes; each size's step (inputs,
 the graph's replay, lm_head and greedy sampling) runs under torch.profiler several times. A step's
@@ -12,7 +12,7 @@ the context's K and V); achieved TB/s is bytes over the kernel's median time, ag
 device-to-device copy. The launch gaps are the idle time between consecutive kernels of the step.
 Run it with GRAPHBENCH_PDL=0 for per-kernel times: with programmatic dependent launch a kernel starts
 before the one it depends on ends and waits inside, so its span counts the wait (the sum of the spans
-exceeds the step and the gaps vanish; bench/RESULTS.md, 2026-12-01). The step is also timed unprofiled:
+exceeds the step and the gaps vanish; benchmarks/RESULTS.md, 2026-12-01). The step is also timed unprofiled:
 where the profiled kernels and gaps add up to more (batch 64 with cuBLAS: 1.69 against 1.25 ms,
 2026-12-01), the profiler's own cost is in them.
 """

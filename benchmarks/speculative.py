@@ -1,7 +1,7 @@
 """Speculative decoding on a GPU: tokens/s and TPOT per k and drafter, acceptance, and the graphs
 the uniform 1 + k steps ran.
 
-    python bench/speculative.py --model llama-3.2-1b --batches 1,16 --ks 0,2,4 --methods replay,ngram \
+    python benchmarks/speculative.py --model llama-3.2-1b --batches 1,16 --ks 0,2,4 --methods replay,ngram \
         --out speculative.json
 
 One engine per (k, drafter) at -O2 (FULL_AND_PIECEWISE), each in this process one after the other

@@ -1,6 +1,6 @@
 """Start-up cost: cold vs warm compile, and capture time / graph memory per cudagraph mode.
 
-    python bench/startup.py --model llama-3.2-1b --max-num-seqs 256 --out startup.json
+    python benchmarks/startup.py --model llama-3.2-1b --max-num-seqs 256 --out startup.json
 
 Each start is a fresh process. The compile cache root is a fresh folder, so the first -O2
 start is cold and the second warm; a changed factor (max_num_seqs) must get a new directory.

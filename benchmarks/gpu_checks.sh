@@ -1,28 +1,28 @@
 #!/usr/bin/env bash
 # The GPU checks a maintainer reruns, one group per device call (each fits the call's 10 minutes).
-#   bash bench/gpu_checks.sh tests     # pytest -m gpu tests/gpu, the whole GPU suite (~6 min; on 2 GPUs the TP tests run too)
-#   bash bench/gpu_checks.sh suite     # the GPU suite without the 60-s OOM fault test (a warm follow-up call, ~3 min)
-#   bash bench/gpu_checks.sh sweep     # the default llama-3.2-1b sweep with both peers (run it with timeout_s 600)
-#   bash bench/gpu_checks.sh decode    # decode step: -O0/-O2 vs hf-compile at batch 1 and 64, llama-3.1-8b at 1 (~7 min)
-#   bash bench/gpu_checks.sh startup   # cold/warm compile, capture time and graph memory per cudagraph mode
-#   bash bench/gpu_checks.sh starts    # issue 28's start-up figures: -O2 cold / warm / new hash and -O3 cold, each a fresh process (~3 min);
+#   bash benchmarks/gpu_checks.sh tests     # pytest -m gpu tests/gpu, the whole GPU suite (~6 min; on 2 GPUs the TP tests run too)
+#   bash benchmarks/gpu_checks.sh suite     # the GPU suite without the 60-s OOM fault test (a warm follow-up call, ~3 min)
+#   bash benchmarks/gpu_checks.sh sweep     # the default llama-3.2-1b sweep with both peers (run it with timeout_s 600)
+#   bash benchmarks/gpu_checks.sh decode    # decode step: -O0/-O2 vs hf-compile at batch 1 and 64, llama-3.1-8b at 1 (~7 min)
+#   bash benchmarks/gpu_checks.sh startup   # cold/warm compile, capture time and graph memory per cudagraph mode
+#   bash benchmarks/gpu_checks.sh starts    # issue 28's start-up figures: -O2 cold / warm / new hash and -O3 cold, each a fresh process (~3 min);
 #                                      # STARTS_VARIANTS="--warm-variant NAME=VAR=VALUE" adds 3 rounds of warm starts with and without
-#   bash bench/gpu_checks.sh profile   # where a -O2 decode step goes at batch 1 and 64 (host phases, GPU time, top kernels)
-#   bash bench/gpu_checks.sh gemv      # one-row projections inside a CUDA graph (PDL): cuBLAS / a grid of the engine's GEMV blocks, ~2 min
-#   bash bench/gpu_checks.sh tune      # the default ladder against a tuned one with half the graphs
-#   bash bench/gpu_checks.sh speculative  # k = 0/2/4 with the replay and n-gram drafters at batch 1 and 16, then a k = 0,2 sweep (~7 min)
-#   bash bench/gpu_checks.sh curve     # the step-time curve 1..512, tune --objective time against replays, graph memory predicted vs measured (~8 min)
-#   bash bench/gpu_checks.sh peers     # issue 28's decode table: llama-3.2-1b -O2 at batch 1 and 64 beside gpt-fast (~4 min)
-#   bash bench/gpu_checks.sh peers-8b  # the same for llama-3.1-8b (~5 min); both take DECODE_VARIANTS="--variant NAME=VAR=VALUE"
+#   bash benchmarks/gpu_checks.sh profile   # where a -O2 decode step goes at batch 1 and 64 (host phases, GPU time, top kernels)
+#   bash benchmarks/gpu_checks.sh gemv      # one-row projections inside a CUDA graph (PDL): cuBLAS / a grid of the engine's GEMV blocks, ~2 min
+#   bash benchmarks/gpu_checks.sh tune      # the default ladder against a tuned one with half the graphs
+#   bash benchmarks/gpu_checks.sh speculative  # k = 0/2/4 with the replay and n-gram drafters at batch 1 and 16, then a k = 0,2 sweep (~7 min)
+#   bash benchmarks/gpu_checks.sh curve     # the step-time curve 1..512, tune --objective time against replays, graph memory predicted vs measured (~8 min)
+#   bash benchmarks/gpu_checks.sh peers     # issue 28's decode table: llama-3.2-1b -O2 at batch 1 and 64 beside gpt-fast (~4 min)
+#   bash benchmarks/gpu_checks.sh peers-8b  # the same for llama-3.1-8b (~5 min); both take DECODE_VARIANTS="--variant NAME=VAR=VALUE"
 #                                      # and DECODE_ROUNDS=3 (each graphbench system in 3 processes, interleaved)
-#   bash bench/gpu_checks.sh roofline  # a decode step's kernels per layer part at batch 1 and 64, bytes, TB/s, gaps (~1 min)
-#   bash bench/gpu_checks.sh gated     # the gate/up GEMM with the activation in its epilogue: its blocks against the two
+#   bash benchmarks/gpu_checks.sh roofline  # a decode step's kernels per layer part at batch 1 and 64, bytes, TB/s, gaps (~1 min)
+#   bash benchmarks/gpu_checks.sh gated     # the gate/up GEMM with the activation in its epilogue: its blocks against the two
 #                                      # launches, then the -O2 step with and without it at batch 16 and 64, both models, 2 rounds (~7 min)
-#   bash bench/gpu_checks.sh lora      # LoRA's graph keys, capture, memory and step cost (bench/lora.py), then the LoRA-share sweep (~6 min)
-# docs/DEVELOPING.md says what each group backs in bench/RESULTS.md. Logs and JSON go to $OUT (the device tool
-# brings them back); copy the figures into bench/RESULTS.md with the date and the local commit whose tree was
+#   bash benchmarks/gpu_checks.sh lora      # LoRA's graph keys, capture, memory and step cost (benchmarks/lora.py), then the LoRA-share sweep (~6 min)
+# docs/DEVELOPING.md says what each group backs in benchmarks/RESULTS.md. Logs and JSON go to $OUT (the device tool
+# brings them back); copy the figures into benchmarks/RESULTS.md with the date and the local commit whose tree was
 # sent (pass it as COMMIT=<sha>: the device's own checkout reports a stale HEAD).
-# Groups used once for a finding now in bench/RESULTS.md (paired calls on two GPUs, A/B of switches, probes)
+# Groups used once for a finding now in benchmarks/RESULTS.md (paired calls on two GPUs, A/B of switches, probes)
 # are in git: `git show 6b62522:bench/gpu_checks.sh`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -43,27 +43,27 @@ case "${1:-}" in
     # Run it with timeout_s 600. The sweep must stop by 582 s after this script started (the lines above
     # take ~10 s: importing transformers for env.txt): an interrupted sweep then has ~7 s to write its
     # report and the tar below still fits the call's 600 s. A sweep stopped at its own 585 s once left the
-    # tar 5 s, and the archive came back cut short (bench/RESULTS.md, 2026-11-30, 8354a42).
+    # tar 5 s, and the archive came back cut short (benchmarks/RESULTS.md, 2026-11-30, 8354a42).
     timeout ${SWEEP_TIMEOUT:-$(( SECONDS < 560 ? 582 - SECONDS : 22 ))} python3 -m graphbench sweep --model llama-3.2-1b \
       --results "$OUT/sweep" --report "$OUT/sweep-report" 2>&1 | tee "$OUT/sweep.log" | tail -40
     tar czf "$OUT/sweep.tgz" -C "$OUT" sweep sweep-report 2>/dev/null && rm -rf "$OUT/sweep" "$OUT/sweep-report" ;;
   decode)  # the README's decode figures: -O0 and -O2 against hf-compile at batch 1 and 64, then llama-3.1-8b at 1
-    timeout 330 python3 bench/decode.py --model llama-3.2-1b --batches 1,64 --levels 0,2 --peers hf-compile \
+    timeout 330 python3 benchmarks/decode.py --model llama-3.2-1b --batches 1,64 --levels 0,2 --peers hf-compile \
       --out "$OUT/decode.json" --timeout 300 2>&1 | grep -v "^DEBUG" | tee "$OUT/decode.log" | tail -8
-    timeout 150 python3 bench/decode.py --model llama-3.1-8b --batches 1 --levels 2 --peers "" \
+    timeout 150 python3 benchmarks/decode.py --model llama-3.1-8b --batches 1 --levels 2 --peers "" \
       --out "$OUT/decode-8b.json" --timeout 140 2>&1 | grep -v "^DEBUG" | tee "$OUT/decode-8b.log" | tail -4 ;;
   startup)
-    timeout 560 python3 bench/startup.py --model llama-3.2-1b --max-num-seqs 256 --levels 0,1,3 --out "$OUT/startup.json" 2>&1 \
+    timeout 560 python3 benchmarks/startup.py --model llama-3.2-1b --max-num-seqs 256 --levels 0,1,3 --out "$OUT/startup.json" 2>&1 \
       | grep -v "^DEBUG" | tee "$OUT/startup.log" | tail -20 ;;
   starts)
-    timeout 300 python3 bench/startup.py --model llama-3.2-1b --max-num-seqs 256 --modes "" --levels 3 --out "$OUT/starts.json" \
+    timeout 300 python3 benchmarks/startup.py --model llama-3.2-1b --max-num-seqs 256 --modes "" --levels 3 --out "$OUT/starts.json" \
       --profile "$OUT/warm-start.prof" ${STARTS_VARIANTS:-} 2>&1 \
       | grep -v "^DEBUG" | tee "$OUT/starts.log" | tail -16 ;;
   profile)
-    timeout 200 python3 bench/profile_step.py --model llama-3.2-1b --level 2 --batches 1,64 \
+    timeout 200 python3 benchmarks/profile_step.py --model llama-3.2-1b --level 2 --batches 1,64 \
       --out "$OUT/profile-step.json" 2>&1 | grep -v "^DEBUG" | tee "$OUT/profile-step.log" | tail -45 ;;
   gemv)  # one-row projections in a CUDA graph with PDL: cuBLAS vs a grid of the engine's GEMV blocks vs its own
-    timeout 300 python3 bench/gemv.py --model llama-3.2-1b --jobs 15 --out "$OUT/gemv.json" 2>&1 | grep -v "^DEBUG" | tee "$OUT/gemv.log" | tail -12 ;;
+    timeout 300 python3 benchmarks/gemv.py --model llama-3.2-1b --jobs 15 --out "$OUT/gemv.json" 2>&1 | grep -v "^DEBUG" | tee "$OUT/gemv.log" | tail -12 ;;
   tune)
     # the default ladder for 256 sequences has 51 sizes: tuned:25 is about half the graphs
     timeout 580 python3 -m graphbench sweep --model llama-3.2-1b --levels 2 --ladders default,tuned:25 --peers none \
@@ -71,41 +71,41 @@ case "${1:-}" in
       --results "$OUT/tune" --report "$OUT/tune-report" 2>&1 | tee "$OUT/tune.log" | tail -30
     tar czf "$OUT/tune.tgz" -C "$OUT" tune tune-report 2>/dev/null ;;
   speculative)
-    timeout 330 python3 bench/speculative.py --model llama-3.2-1b --batches 1,16 --ks 0,2,4 --methods replay,ngram \
+    timeout 330 python3 benchmarks/speculative.py --model llama-3.2-1b --batches 1,16 --ks 0,2,4 --methods replay,ngram \
       --out "$OUT/speculative.json" 2>&1 | grep -v "^DEBUG" | tee "$OUT/speculative.log" | tail -14
     timeout $(( SECONDS < 560 ? 585 - SECONDS : 20 )) python3 -m graphbench sweep --model llama-3.2-1b --levels 2 --ladders default \
       --peers none --grid num_speculative_tokens=0,2 --concurrency 1,16 --prompt-kind repeated --repeats 3 \
       --results "$OUT/spec-sweep" --report "$OUT/spec-sweep-report" 2>&1 | tee "$OUT/spec-sweep.log" | tail -12
     tar czf "$OUT/spec-sweep.tgz" -C "$OUT" spec-sweep spec-sweep-report 2>/dev/null && rm -rf "$OUT/spec-sweep" "$OUT/spec-sweep-report" ;;
   lora)
-    timeout 200 python3 bench/lora.py --model llama-3.2-1b --rank 16 --concurrency 16 --out "$OUT/lora.json" 2>&1 \
+    timeout 200 python3 benchmarks/lora.py --model llama-3.2-1b --rank 16 --concurrency 16 --out "$OUT/lora.json" 2>&1 \
       | grep -v -E "^DEBUG|[Ww]arn" | tee "$OUT/lora.log" | tail -16
     timeout $(( SECONDS < 560 ? 585 - SECONDS : 20 )) python3 -m graphbench sweep \
       --sweep-file src/graphbench/sample_configs/sweeps/lora-llama-1b.toml --results "$OUT/lora-sweep" \
       --report "$OUT/lora-sweep-report" 2>&1 | tee "$OUT/lora-sweep.log" | tail -12
     tar czf "$OUT/lora-sweep.tgz" -C "$OUT" lora-sweep lora-sweep-report 2>/dev/null && rm -rf "$OUT/lora-sweep" "$OUT/lora-sweep-report" ;;
   curve)
-    timeout 400 python3 bench/tune_time.py --model llama-3.2-1b --max-size 512 --graphs 16 --out-dir "$OUT/tune-time" 2>&1 \
+    timeout 400 python3 benchmarks/tune_time.py --model llama-3.2-1b --max-size 512 --graphs 16 --out-dir "$OUT/tune-time" 2>&1 \
       | grep -v -E "^DEBUG|[Ww]arn" | tee "$OUT/tune-time.log" | tail -16
-    timeout $(( SECONDS < 560 ? 585 - SECONDS : 20 )) python3 bench/graph_memory.py --model llama-3.2-1b \
+    timeout $(( SECONDS < 560 ? 585 - SECONDS : 20 )) python3 benchmarks/graph_memory.py --model llama-3.2-1b \
       --out "$OUT/graph-memory.json" 2>&1 | grep -v -E "^DEBUG|[Ww]arn" | tee "$OUT/graph-memory.log" | tail -8 ;;
   peers|peers-8b)  # gpt-fast's model.py must be at .peers/gpt-fast (a checkout; carry it to the device)
     model=llama-3.2-1b; [ "$1" = peers-8b ] && model=llama-3.1-8b
-    timeout ${PEERS_TIMEOUT:-400} python3 bench/decode.py --model $model --batches 1,64 --levels 2 --peers gpt-fast \
+    timeout ${PEERS_TIMEOUT:-400} python3 benchmarks/decode.py --model $model --batches 1,64 --levels 2 --peers gpt-fast \
       ${DECODE_VARIANTS:-} --rounds ${DECODE_ROUNDS:-1} --out "$OUT/decode-$model.json" --timeout 200 2>&1 | grep -v "^DEBUG" \
       | tee "$OUT/decode-$model.log" | tail -10 ;;
   roofline)  # per-kernel spans need PDL off (with PDL a kernel's span counts its wait); the second run is as the engine runs
-    GRAPHBENCH_PDL=0 timeout 200 python3 bench/roofline.py --model llama-3.2-1b --level 2 --batches 1,64 \
+    GRAPHBENCH_PDL=0 timeout 200 python3 benchmarks/roofline.py --model llama-3.2-1b --level 2 --batches 1,64 \
       --out "$OUT/roofline-nopdl.json" 2>&1 | grep -v -E "^DEBUG|[Ww]arn" | tee "$OUT/roofline.log" | tail -30
-    timeout 150 python3 bench/roofline.py --model llama-3.2-1b --level 2 --batches 1,64 --out "$OUT/roofline-pdl.json" 2>&1 | grep -E "^batch" ;;
+    timeout 150 python3 benchmarks/roofline.py --model llama-3.2-1b --level 2 --batches 1,64 --out "$OUT/roofline-pdl.json" 2>&1 | grep -E "^batch" ;;
   gated)  # kernels/skinny_gemm.skinny_gate_up in isolation (PDL, against skinny GEMM + silu-mul), then in the step
-    timeout 120 python3 bench/skinny_blocks.py --gated --rows 64 --block-n 16,32,64 --block-k 64,128 --warps 4,8 \
+    timeout 120 python3 benchmarks/skinny_blocks.py --gated --rows 64 --block-n 16,32,64 --block-k 64,128 --warps 4,8 \
       --stages 3,4,5 --jobs 15 --shapes 16384x2048,28672x4096 --out "$OUT/gated-blocks.json" 2>&1 | grep -v "^DEBUG" \
       | tee "$OUT/gated-blocks.log" | grep "best"
     for model in llama-3.2-1b llama-3.1-8b; do
-      timeout 200 python3 bench/decode.py --model $model --batches 16,64 --levels 2 --peers "" --rounds 2 \
+      timeout 200 python3 benchmarks/decode.py --model $model --batches 16,64 --levels 2 --peers "" --rounds 2 \
         --variant twolaunch=GRAPHBENCH_GATED_SKINNY=0 --out "$OUT/decode-gated-$model.json" --timeout 150 2>&1 \
         | grep -v "^DEBUG" | tee "$OUT/decode-gated-$model.log" | tail -6
     done ;;
-  *) echo "usage: bash bench/gpu_checks.sh tests|suite|sweep|decode|startup|starts|profile|gemv|tune|speculative|lora|curve|roofline|peers|peers-8b|gated" >&2; exit 2 ;;
+  *) echo "usage: bash benchmarks/gpu_checks.sh tests|suite|sweep|decode|startup|starts|profile|gemv|tune|speculative|lora|curve|roofline|peers|peers-8b|gated" >&2; exit 2 ;;
 esac

@@ -1,6 +1,6 @@
 """Graph memory predicted from the first captures (vLLM's way and graphbench's) against the whole ladder.
 
-    python bench/graph_memory.py --model llama-3.2-1b --modes FULL,PIECEWISE,FULL_AND_PIECEWISE --out gm.json
+    python benchmarks/graph_memory.py --model llama-3.2-1b --modes FULL,PIECEWISE,FULL_AND_PIECEWISE --out gm.json
 
 Each mode starts its own engine in its own process (a fresh CUDA context: the first capture's one-off
 costs are in every measurement alike) with the default ladder, captures it whole and reads the

@@ -1,19 +1,19 @@
 """Decode step time: graphbench at each -O level vs transformers eager and static-cache+compile, and gpt-fast.
 
-    python bench/decode.py --model llama-3.2-1b --batches 1,16,64,256 --levels 0,1,2,3 \
+    python benchmarks/decode.py --model llama-3.2-1b --batches 1,16,64,256 --levels 0,1,2,3 \
         --peers hf-eager,hf-compile --out decode.json
 
 Every system runs in its own process (fresh CUDA context, fresh compile state). Prints one
 table with step time, tokens/s, the fraction of the weight-bandwidth floor and ratios.
 
-    python bench/decode.py --levels 2 --peers hf-compile --variant nokv=GRAPHBENCH_DECODE_WRITES_KV=0 \
+    python benchmarks/decode.py --levels 2 --peers hf-compile --variant nokv=GRAPHBENCH_DECODE_WRITES_KV=0 \
         --variant both=GRAPHBENCH_DECODE_WRITES_KV=0,GRAPHBENCH_PDL=0
 
 adds graphbench-O2+nokv and graphbench-O2+both: the same level in a process with those environment
 variables (A/B of the engine's switches in one run, with the peers' ratios and a "vs base" column).
 `--rounds 3` runs each graphbench system three times, interleaved (base, variants, base, ...), each in its
 own process: the table gives the median of the rounds' medians and their range, for differences of about
-1%, which is the spread between two processes of one system at batch 64 (bench/RESULTS.md, 2026-12-02).
+1%, which is the spread between two processes of one system at batch 64 (benchmarks/RESULTS.md, 2026-12-02).
 
 The gpt-fast peer (`--peers gpt-fast`) runs gpt-fast's own model.py, unmodified, from a checkout
 (`--gpt-fast-dir`, default `.peers/gpt-fast`, ignored by git; nothing is downloaded): its one-token

@@ -1,6 +1,6 @@
 """Where a decode step's time goes: host phases vs GPU time of the forward, and the top kernels.
 
-    python bench/profile_step.py --model llama-3.2-1b --level 2 --batches 1,64 --out profile.json
+    python benchmarks/profile_step.py --model llama-3.2-1b --level 2 --batches 1,64 --out profile.json
 
 For each batch size, after prefill and warm-up, times (host wall, median of N synchronous steps):
 schedule, launch (static buffers + uploads, forward, sampling, all queued), the wait for the
@@ -107,7 +107,7 @@ def profile_batch(engine, batch: int, prompt_len: int, num_steps: int, host_prof
         engine.step()
         sync_steps.append((time.perf_counter() - t0) * 1e3)
     engine.config.scheduler.async_scheduling = True
-    # full engine steps, timed as bench/decode.py does
+    # full engine steps, timed as benchmarks/decode.py does
     steps = []
     for _ in range(num_steps):
         t0 = time.perf_counter()
