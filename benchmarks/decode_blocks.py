@@ -41,7 +41,7 @@ def make_step(model: str, batch: int, context: int, seed: int = 0):
     from graphbench.config import load_arch
     from graphbench.runner.attention.triton_backend import DECODE_MERGE_IN_KERNEL
     from graphbench.runner.kernels.paged_decode import paged_decode
-    from graphbench.runner.rotary import RotaryEmbedding
+    from graphbench.runner.rope import RotaryEmbedding
 
     arch = load_arch(model)
     heads, kv_heads, head_dim = arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim

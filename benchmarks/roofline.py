@@ -182,7 +182,7 @@ def main() -> None:
                 json.dump(saved, f, indent=1)
         return
     from graphbench.bench.decode_timing import copy_bandwidth_gbs
-    from graphbench.bench.step_curve import DecodePool
+    from graphbench.bench.curve_measure import DecodePool
     from graphbench.config import load_engine_config
     from graphbench.runner.engine import Engine
 
@@ -194,7 +194,7 @@ def main() -> None:
         "compilation.max_cudagraph_capture_size": max(batches)}))
     pool = DecodePool(engine, max(batches))
     context = pool.contexts[-1]
-    from graphbench.bench.step_curve import measure_sizes
+    from graphbench.bench.curve_measure import measure_sizes
 
     # the same steps unprofiled (CUDA events, back to back): what the profiled kernels and gaps add up against
     unprofiled = measure_sizes(engine, pool, batches, warmup=10, timed=50)

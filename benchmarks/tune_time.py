@@ -6,7 +6,7 @@
 2. For each traffic (a batch-size distribution), `tune --objective time` with at most N graphs: the
    tuned ladder and its expected ms per step; the default ladder's expectation beside it.
 3. Each ladder in a fresh engine (FULL_DECODE_ONLY, that ladder only), the traffic replayed as a
-   seeded sequence of pure-decode batch sizes (bench/step_curve.py's `replay_batch_sizes`): the
+   seeded sequence of pure-decode batch sizes (bench/curve_measure.py's `replay_batch_sizes`): the
    measured mean ms per step against the prediction. Prints one table; writes JSON and charts.
 """
 
@@ -48,7 +48,7 @@ def main() -> None:
     p.add_argument("--out-dir", default="tune-time")
     args = p.parse_args()
 
-    from graphbench.bench.step_curve import DecodePool, derived_config, measure_step_curve, replay_batch_sizes
+    from graphbench.bench.curve_measure import DecodePool, derived_config, measure_step_curve, replay_batch_sizes
     from graphbench.config import load_engine_config
     from graphbench.ladders.plot_curve import plot_step_curve
     from graphbench.ladders.sizes import capture_sizes

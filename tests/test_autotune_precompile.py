@@ -12,7 +12,7 @@ import torch
 import torch.fx as fx
 
 from graphbench.runner.compile import pieces
-from graphbench.runner.compile.backend import SplittingBackend
+from graphbench.runner.compile.splitting import SplittingBackend
 
 
 def _runner(autotune: bool) -> pieces.PieceRunner:

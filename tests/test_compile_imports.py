@@ -108,7 +108,7 @@ def test_a_variant_compile_imports_the_compile_stack_outside_its_timer(monkeypat
     import torch.fx as fx
 
     from graphbench.runner.compile import pieces
-    from graphbench.runner.compile.backend import SplittingBackend
+    from graphbench.runner.compile.splitting import SplittingBackend
 
     def slow_import() -> float:
         time.sleep(0.3)

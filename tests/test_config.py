@@ -16,7 +16,7 @@ from graphbench.config import (
     load_arch,
     load_engine_config,
 )
-from graphbench.config.engine import SECTIONS
+from graphbench.config.engine_config import SECTIONS
 from graphbench.errors import GraphbenchError
 
 SAMPLES = Path(__file__).resolve().parent.parent / "src" / "graphbench" / "sample_configs"

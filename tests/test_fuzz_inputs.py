@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from graphbench.bench.sweep import _toml_value
-from graphbench.config.engine import SECTIONS, load_engine_config
+from graphbench.config.engine_config import SECTIONS, load_engine_config
 from graphbench.errors import GraphbenchError
 
 VALUES = st.one_of(

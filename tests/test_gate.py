@@ -31,7 +31,7 @@ from graphbench.reports.gate import (
     run_gate,
     thresholds_from_specs,
 )
-from graphbench.reports.metrics import resolve_metric
+from graphbench.reports.metric_catalogue import resolve_metric
 from graphbench.reports.verdict import MIN_PROCESSES, NOISE_RANGES
 from graphbench.reports.store import load_results, write_result
 
@@ -679,7 +679,7 @@ def test_compare_results_options(tmp_path):
 def test_reports_and_cli_do_not_import_torch_or_scipy():
     # scipy (about 1 s to import) loads only when a difference is tested
     code = ("import sys; import graphbench.reports.gate, graphbench.reports.compare, graphbench.reports.stats, "
-            "graphbench.reports.metrics, graphbench.cli.main, graphbench.cli.compare_gate; "
+            "graphbench.reports.metric_catalogue, graphbench.cli.main, graphbench.cli.compare_gate; "
             "bad = [m for m in ('torch', 'numpy', 'scipy') if m in sys.modules]; "
             "print(bad); sys.exit(1 if {'torch', 'scipy'} & set(bad) else 0)")
     src = str(Path(__file__).resolve().parents[1] / "src")

@@ -146,7 +146,7 @@ def test_graph_memory_predictions_from_the_first_captures() -> None:
 
 def test_decode_pool_steps_rewrite_the_same_slot() -> None:
     # the curve's timed steps never advance the requests: the same last tokens give the same samples
-    from graphbench.bench.step_curve import DecodePool, derived_config
+    from graphbench.bench.curve_measure import DecodePool, derived_config
     from graphbench.config import load_engine_config
     from graphbench.runner.engine import Engine
 

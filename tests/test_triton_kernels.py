@@ -102,7 +102,7 @@ def _check_cache(case, want_kc, want_vc, atol=0.0):
 
 def rotary_table(case, theta=10000.0):
     """A RotaryEmbedding table [max_positions, 1, hd] (cos | sin halves) in the case's dtype, for its contexts."""
-    from graphbench.runner.rotary import RotaryEmbedding
+    from graphbench.runner.rope import RotaryEmbedding
 
     table = RotaryEmbedding(case["q"].shape[-1], int(case["seq_lens"].max().item()) + 1, theta, None).cos_sin
     return table.to(dtype=case["q"].dtype, device=case["q"].device)
@@ -110,7 +110,7 @@ def rotary_table(case, theta=10000.0):
 
 def rotated_inputs(case, cos_sin):
     """(q, k) of a decode case rotated in torch at each row's position seq_len - 1 (padding rows: 0)."""
-    from graphbench.runner.rotary import apply_rotary
+    from graphbench.runner.rope import apply_rotary
 
     rows = case["q"].shape[0]
     positions = torch.zeros(rows, dtype=torch.int64, device=case["q"].device)
@@ -249,7 +249,7 @@ def check_rotary_qk():
     """kernels/rotary.rotary_qk (the launch before attention for every non-decode batch) against torch's
     rotation, on strided views of one qkv row block, at arbitrary positions."""
     from graphbench.runner.kernels.rotary import rotary_qk
-    from graphbench.runner.rotary import apply_rotary
+    from graphbench.runner.rope import apply_rotary
 
     g = torch.Generator().manual_seed(5)
     tokens, heads, kv_heads, hd = 7, 4, 2, 64

@@ -10,7 +10,7 @@ import torch.fx as fx
 
 from graphbench.errors import GraphbenchError
 from graphbench.runner.compile import pieces
-from graphbench.runner.compile.backend import SplittingBackend
+from graphbench.runner.compile.splitting import SplittingBackend
 from graphbench.runner.compile.variant_choice import MIN_GAIN, SizeTiming, VariantChoice, choose, skip_reason
 
 

@@ -33,7 +33,7 @@ from graphbench.bench.sweep_grid import (
     point_label,
 )
 from graphbench.bench.sweep_lock import sweep_lock
-from graphbench.config.engine import config_from_dict
+from graphbench.config.engine_config import config_from_dict
 from graphbench.errors import GraphbenchError
 from graphbench.reports.aliases import stands_for
 from graphbench.reports.store import check_shape, load_results, safe_label, write_result

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from graphbench.config.engine import config_from_dict, set_dotted
+from graphbench.config.engine_config import config_from_dict, set_dotted
 from graphbench.config.tomlio import read_toml
 from graphbench.config.validate import suggest
 from graphbench.errors import GraphbenchError
@@ -58,7 +58,7 @@ class SweepPoint:
 def _all_keys() -> list[str]:
     import dataclasses
 
-    from graphbench.config.engine import SECTIONS
+    from graphbench.config.engine_config import SECTIONS
 
     return ["optimization_level"] + [f"{s}.{f.name}" for s, cls in SECTIONS.items() for f in dataclasses.fields(cls)]
 

@@ -164,7 +164,7 @@ def _compile_key(point: SweepPoint) -> tuple | None:
     """Points that share a compile cache entry: same -O level and config hash (sweep_grid.build_grid's rule)."""
     if point.system != "graphbench":
         return None
-    from graphbench.config.engine import config_from_dict
+    from graphbench.config.engine_config import config_from_dict
 
     config = config_from_dict(nest_overrides(point.overrides)).resolve()
     return point.overrides.get("optimization_level"), config.compute_hash()

@@ -35,7 +35,7 @@ from graphbench.reports.gate import (
     run_gate,
     thresholds_from_specs,
 )
-from graphbench.reports.metrics import METRICS
+from graphbench.reports.metric_catalogue import METRICS
 
 FORMATS = ("table", "json", "csv")
 ALPHA_HELP = "Significance level of the test over processes (Mann-Whitney U from 4 a side, Welch's t below)."

@@ -58,7 +58,7 @@ def curve_command(
     if plot:
         path.parent.mkdir(parents=True, exist_ok=True)
         check_plot_path(path.with_suffix(".png"))
-    from graphbench.bench.step_curve import measure_step_curve
+    from graphbench.bench.curve_measure import measure_step_curve
 
     console = make_console(stderr=True)
     with console.status("starting the engine (one recording per size)...") as status:

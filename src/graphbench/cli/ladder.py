@@ -17,7 +17,7 @@ import typer
 
 from graphbench.cli.output import console as make_console
 from graphbench.errors import GraphbenchError
-from graphbench.ladders.compare import DEFAULT_BATCHES, LadderComparison, LadderSummary, compare_ladders
+from graphbench.ladders.ladder_comparison import DEFAULT_BATCHES, LadderComparison, LadderSummary, compare_ladders
 from graphbench.ladders.distributions import load_distribution
 from graphbench.ladders.emit import SERVERS
 from graphbench.ladders.plot import check_plot_path

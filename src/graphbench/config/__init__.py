@@ -1,7 +1,7 @@
 """Configuration: one slotted dataclass per concern, -O presets, TOML loading, hashing."""
 
 from graphbench.config.arch import ArchConfig, list_presets, load_arch
-from graphbench.config.engine import EngineConfig, config_from_dict, load_engine_config
+from graphbench.config.engine_config import EngineConfig, config_from_dict, load_engine_config
 from graphbench.config.modes import CompileMode, CUDAGraphMode, OPTIMIZATION_PRESETS
 from graphbench.config.parts import (
     CacheConfig,

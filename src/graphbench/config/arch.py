@@ -108,7 +108,7 @@ MAX_CONFIG_BYTES = 4 << 20  # a config.json is a few KB
 INT_FIELDS = {"hidden_size": 1 << 16, "intermediate_size": 1 << 20, "num_hidden_layers": 1024,
               "num_attention_heads": 1024, "num_key_value_heads": 1024, "head_dim": 1024, "vocab_size": 1 << 22,
               "max_position_embeddings": 1 << 24}
-ROPE_TYPES = ("default", "linear", "llama3")  # what runner/rotary.py computes
+ROPE_TYPES = ("default", "linear", "llama3")  # what runner/rope.py computes
 ACTIVATIONS = ("silu",)  # the MLP computes silu(gate) * up
 
 

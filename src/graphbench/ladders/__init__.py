@@ -3,7 +3,7 @@
 Pure Python: nothing here imports torch (matplotlib only inside plot_waste).
 """
 
-from graphbench.ladders.compare import (
+from graphbench.ladders.ladder_comparison import (
     DEFAULT_BATCHES,
     LadderComparison,
     LadderSummary,

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from graphbench.errors import GraphbenchError
-from graphbench.ladders.compare import LadderComparison
+from graphbench.ladders.ladder_comparison import LadderComparison
 from graphbench.ladders.padding import waste
 
 if TYPE_CHECKING:

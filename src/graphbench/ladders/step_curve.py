@@ -1,6 +1,6 @@
 """The measured step-time curve: a pure-decode step's time at every batch size, and what it predicts.
 
-`graphbench curve` measures it (bench/step_curve.py: a dense ladder of exact FULL recordings, one per
+`graphbench curve` measures it (bench/curve_measure.py: a dense ladder of exact FULL recordings, one per
 size, each replayed with CUDA events after warm-up; the median of the timed steps) and writes one
 self-describing JSON file. `tune --objective time` reads it: a ladder L serves a batch of n requests
 with the recording of pad(n) = min{s in L : s >= n}, so its expected step time over a batch-size

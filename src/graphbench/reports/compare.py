@@ -36,7 +36,7 @@ from graphbench.reports.compare_match import (
     result_where,
 )
 from graphbench.reports.gate_thresholds import min_effect_pct
-from graphbench.reports.metrics import CATALOGUE, POINT, REPEAT, Metric, resolve_metric
+from graphbench.reports.metric_catalogue import CATALOGUE, POINT, REPEAT, Metric, resolve_metric
 from graphbench.reports.rounds import busy_processes, busy_rounds, point_samples, workload_samples
 from graphbench.reports.stats import bootstrap_ratio_ci, median, ratio
 from graphbench.reports.store import LoadedResults

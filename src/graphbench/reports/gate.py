@@ -51,7 +51,7 @@ from graphbench.reports.gate_thresholds import (
     threshold_text,
     thresholds_from_specs,
 )
-from graphbench.reports.metrics import Metric, resolve_metric
+from graphbench.reports.metric_catalogue import Metric, resolve_metric
 from graphbench.reports.verdict import IMPROVED, MIN_PROCESSES, NA, REGRESSED
 
 __all__ = [

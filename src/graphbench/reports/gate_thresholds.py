@@ -10,7 +10,7 @@ import math
 from collections.abc import Iterable, Mapping
 
 from graphbench.errors import GraphbenchError
-from graphbench.reports.metrics import resolve_metric
+from graphbench.reports.metric_catalogue import resolve_metric
 
 DEFAULT_THRESHOLDS: dict[str, float] = {
     "output_tokens_per_s": -5.0,

@@ -23,7 +23,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from graphbench.reports.metrics import CATALOGUE, POINT, REPEAT
+from graphbench.reports.metric_catalogue import CATALOGUE, POINT, REPEAT
 from graphbench.reports.stats import median, summarize
 
 # A first round is an outlier when its median is further from the median of the other rounds than

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from graphbench.errors import GraphbenchError
-from graphbench.reports.metrics import CATALOGUE, POINT
+from graphbench.reports.metric_catalogue import CATALOGUE, POINT
 
 SCHEMA_VERSION = 2
 KIND = "graphbench-result"
@@ -149,7 +149,7 @@ UNIT_MAX = {"%": 100.0, "fraction": 1.0}
 
 
 def _check_metrics(data: dict[str, Any], where: str, point: bool) -> None:
-    """The catalogue's metrics (reports/metrics.py) that compare, gate, plan and the report read: absent,
+    """The catalogue's metrics (reports/metric_catalogue.py) that compare, gate, plan and the report read: absent,
     null or NaN (a statistic of no samples), else a finite number no measurement can fall outside
     (nothing negative, a percentage at most 100, a fraction at most 1)."""
     for metric in CATALOGUE:

@@ -19,7 +19,7 @@ from graphbench.runner.linear import Linear, add_rmsnorm_gate_up, add_rmsnorm_li
 from graphbench.runner.lora.weights import lora_add
 from graphbench.runner.norms import add_rmsnorm, embed_rmsnorm
 from graphbench.runner.parallel import Shard, all_gather_last, all_reduce, vocab_rows
-from graphbench.runner.rotary import RotaryEmbedding
+from graphbench.runner.rope import RotaryEmbedding
 
 
 class RMSNorm(nn.Module):

@@ -3,7 +3,7 @@ first layer's input RMSNorm, and the final residual add + RMSNorm.
 
 With these, the forward of a single-GPU model without LoRA holds no torch op that launches a kernel of
 its own: every kernel is in a graphbench op, so Inductor has nothing to generate for the pieces between
-attention calls, and compile/backend.py runs them as traced (a warm start then needs none of torch's
+attention calls, and compile/splitting.py runs them as traced (a warm start then needs none of torch's
 compile stack). On the GPU each is one Triton launch (kernels/add_rmsnorm.py), as Inductor's fusion of
 the same torch ops was; elsewhere, and in the variants compiled for a fixed multi-row size, the torch
 ops of the eager model (compile/pieces.linears_as_matmuls).

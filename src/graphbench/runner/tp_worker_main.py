@@ -13,7 +13,7 @@ from pathlib import Path
 
 def run_worker(config_path: str) -> None:
     """A worker rank: build the engine, then mirror the driver's calls until told to stop."""
-    from graphbench.config.engine import config_from_dict
+    from graphbench.config.engine_config import config_from_dict
     from graphbench.runner.engine import Engine
     from graphbench.runner.parallel import broadcast_object, close_tensor_parallel
     from graphbench.runner.request import SamplingParams

@@ -16,7 +16,7 @@ import torch
 
 from graphbench.runner.attention.backend import AttentionBackend, AttentionMetadata
 from graphbench.runner.op_registry import register_op
-from graphbench.runner.rotary import rotate_qk
+from graphbench.runner.rope import rotate_qk
 
 OP_NAME = "graphbench::attention"
 

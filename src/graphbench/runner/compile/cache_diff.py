@@ -136,7 +136,7 @@ def this_machine() -> Machine:
 
 def config_factor_set(path: Path, machine: Machine | None = None) -> FactorSet:
     """A TOML engine config's hash factors as the engine would compute them on this machine."""
-    from graphbench.config.engine import load_engine_config  # (no torch)
+    from graphbench.config.engine_config import load_engine_config  # (no torch)
 
     config = load_engine_config(path)
     machine = machine or this_machine()

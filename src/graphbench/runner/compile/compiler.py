@@ -13,7 +13,7 @@ from typing import Callable, Iterator
 
 import torch
 
-from graphbench.runner.compile.backend import CompileStats, SplittingBackend
+from graphbench.runner.compile.splitting import CompileStats, SplittingBackend
 from graphbench.runner.compile.compile_stack import import_compile_stack
 
 log = logging.getLogger("graphbench.compile")

@@ -15,7 +15,7 @@ import torch
 
 from graphbench.errors import GraphbenchError
 from graphbench.runner.compile.aot_store import AotStore, standalone_available
-from graphbench.runner.compile.backend import SplittingBackend
+from graphbench.runner.compile.splitting import SplittingBackend
 from graphbench.runner.compile.cache import (
     COMPLETE_MARKER, cache_lock, cache_root, compile_hash, entry_factors, rank_dir, write_meta)
 from graphbench.runner.compile.cache_trust import admit_entry, check_private_root, signing_key, write_manifest

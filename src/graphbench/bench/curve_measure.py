@@ -129,7 +129,7 @@ def eager_sizes(max_size: int, every: int) -> list[int]:
 
 def derived_config(config, changes: dict[str, Any]):
     """A copy of an (unresolved) EngineConfig with {'section.key': value} changes."""
-    from graphbench.config.engine import config_from_dict, set_dotted
+    from graphbench.config.engine_config import config_from_dict, set_dotted
 
     data = config.to_dict()
     for dotted, value in changes.items():
