@@ -8,8 +8,10 @@ The README's "Environment switches" table documents the same names and defaults 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
+
+from graphbench import env
+from graphbench.errors import GraphbenchError
 
 SWITCH_DEFAULTS: dict[str, str] = {
     "GRAPHBENCH_GEMV": "1",
@@ -31,10 +33,19 @@ SWITCH_DEFAULTS: dict[str, str] = {
 }
 
 
+def _accepts(name: str) -> str:
+    """What a switch accepts, in words: a count, or the two values of an on/off switch."""
+    return "a whole number >= 1" if name == "GRAPHBENCH_DECODE_MIN_TILES" else "0 or 1"
+
+
 def switch_value(name: str, environ: Mapping[str, str] | None = None) -> str:
-    """The switch's value in the environment, else its registered default (KeyError: not a switch)."""
-    default = SWITCH_DEFAULTS[name]
-    return (os.environ if environ is None else environ).get(name, default)
+    """The switch's value in the environment, else its registered default (KeyError: not a switch);
+    GraphbenchError for a value it does not accept (a typo must not run as a silent default)."""
+    text = env.value(name, SWITCH_DEFAULTS[name], environ)
+    ok = text.isdigit() and int(text) >= 1 if name == "GRAPHBENCH_DECODE_MIN_TILES" else text in ("0", "1")
+    if not ok:
+        raise GraphbenchError(f"{name}={text!r}: expected {_accepts(name)} (default {SWITCH_DEFAULTS[name]})")
+    return text
 
 
 def changed_switches(environ: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
 import platform
 import socket
 import subprocess
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from graphbench import __version__
+from graphbench import env as environ
 from graphbench.switches import changed_switches
 
 
@@ -51,7 +51,7 @@ def environment(device_type: str | None = None) -> dict[str, Any]:
     if env["device"] == "cuda" and torch.cuda.is_available():
         env["gpu"] = torch.cuda.get_device_name()
         # the host's GPU ids the point ran on (a sweep's executor sets CUDA_VISIBLE_DEVICES; Ray does too)
-        env["gpu_index"] = os.environ.get("CUDA_VISIBLE_DEVICES") or str(torch.cuda.current_device())
+        env["gpu_index"] = environ.visible_devices() or str(torch.cuda.current_device())
         try:
             out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                                  capture_output=True, text=True, timeout=10)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from graphbench import env
 from graphbench.bench.environment import environment, machine_name, utc_now
 from graphbench.bench.workloads import Workload
 from graphbench.config import EngineConfig
@@ -60,9 +61,10 @@ def _device_type(config: EngineConfig) -> str:
 FAULT_ENV = "GRAPHBENCH_INJECT_FAULT"
 
 
-def injected_fault(label: str, environ: Mapping[str, str] = os.environ) -> str | None:
+def injected_fault(label: str, environ: Mapping[str, str] | None = None) -> str | None:
     """The fault FAULT_ENV injects into the point `label` (None: none)."""
-    faults = dict(item.split(":", 1) for item in environ.get(FAULT_ENV, "").split(",") if ":" in item)
+    text = env.value(FAULT_ENV, "", environ) or ""
+    faults = dict(item.split(":", 1) for item in text.split(",") if ":" in item)
     return faults.get(label)
 
 

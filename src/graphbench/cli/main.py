@@ -104,7 +104,13 @@ app.command("curve")(curve.curve_command)
 def main() -> None:
     """Console-script entry point."""
     from graphbench.bytecode import keep_bytecode
+    from graphbench.errors import GraphbenchError
     from graphbench.runner.compile.cache import cache_root
 
-    keep_bytecode(cache_root())  # before any command imports torch (bytecode.py says why)
+    try:
+        root = cache_root()
+    except GraphbenchError:  # a command that uses the cache says why, in one line; --version, ladder, ... run
+        root = None
+    if root is not None:
+        keep_bytecode(root)  # before any command imports torch (bytecode.py says why)
     app()

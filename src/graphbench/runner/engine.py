@@ -11,12 +11,12 @@ import dataclasses
 import gc
 import itertools
 import logging
-import os
 import time
 from pathlib import Path
 
 import torch
 
+from graphbench import env
 from graphbench.config import CompileMode, CUDAGraphMode, EngineConfig, load_arch
 from graphbench.errors import GraphbenchError
 from graphbench.runner.attention.selection import create_backend
@@ -128,7 +128,7 @@ class Engine:
         tp_size = self.config.parallel.tensor_parallel_size
         local_arch(self.arch, Shard(0, tp_size))  # an unsplittable model fails here, before any process starts
         self.workers = None
-        if tp_size > 1 and "RANK" not in os.environ:
+        if tp_size > 1 and not env.is_set("RANK"):
             self.workers = WorkerGroup(self.config.to_dict(), tp_size)
             atexit.register(self.close)
         try:

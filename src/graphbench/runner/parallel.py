@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import os
 from dataclasses import dataclass
 
 import torch
 
+from graphbench import env
 from graphbench.config.arch import ArchConfig
 from graphbench.errors import GraphbenchError
 from graphbench.runner.op_registry import register_op
@@ -52,12 +52,12 @@ def init_tensor_parallel(size: int, device_type: str) -> Shard:
     import torch.distributed as dist
 
     if not dist.is_initialized():
-        missing = [k for k in ENV_KEYS if k not in os.environ]
+        missing = [k for k in ENV_KEYS if not env.is_set(k)]
         if missing:
             raise GraphbenchError(f"tensor parallelism needs the torchrun environment; {', '.join(missing)} not set")
         backend = "nccl" if device_type == "cuda" else "gloo"
         if device_type == "cuda":
-            local = int(os.environ.get("LOCAL_RANK", os.environ["RANK"]))
+            local = int(env.value("LOCAL_RANK", env.value("RANK")))
             if local >= torch.cuda.device_count():
                 raise GraphbenchError(f"--tensor-parallel-size {size} needs {size} GPUs; "
                                       f"{torch.cuda.device_count()} visible")

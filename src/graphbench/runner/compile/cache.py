@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import shutil
 import time
 from contextlib import contextmanager
@@ -19,6 +18,7 @@ from typing import Any, Iterator
 
 from graphbench import __version__
 from graphbench.config.hashing import hash_factors
+from graphbench import env
 from graphbench.errors import GraphbenchError
 from graphbench.switches import switch_value
 
@@ -31,8 +31,8 @@ MODEL_SOURCES = ("model.py", "rope.py", "linear.py", "norms.py", "attention/op.p
 
 
 def cache_root() -> Path:
-    """GRAPHBENCH_CACHE_ROOT, default ~/.cache/graphbench."""
-    return Path(os.environ.get("GRAPHBENCH_CACHE_ROOT", "~/.cache/graphbench")).expanduser()
+    """GRAPHBENCH_CACHE_ROOT, default ~/.cache/graphbench (checked in graphbench.env)."""
+    return env.cache_root()
 
 
 def _version(package: str) -> str:

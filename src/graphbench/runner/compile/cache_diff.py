@@ -12,7 +12,6 @@ metadata. Where the GPU cannot be known here the factors are the CPU's, and a no
 from __future__ import annotations
 
 import json
-import os
 import platform
 import subprocess
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from graphbench import env
 from graphbench.errors import GraphbenchError
 from graphbench.runner.compile.cache import CACHE_SUBDIR, META_FILE, cache_root, compile_hash, entry_factors
 
@@ -121,7 +121,7 @@ class Machine:
 def this_machine() -> Machine:
     """The first visible GPU from nvidia-smi, else the CPU (with a note saying why)."""
     cpu = platform.processor() or platform.machine()
-    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+    if env.visible_devices() in ("", "-1"):
         return Machine("cpu", cpu, notes=("CUDA_VISIBLE_DEVICES hides every GPU: the CPU's factors",))
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,compute_cap", "--format=csv,noheader,nounits"],

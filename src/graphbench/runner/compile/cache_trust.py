@@ -24,6 +24,7 @@ import secrets
 import stat
 from pathlib import Path
 
+from graphbench import env
 from graphbench.errors import GraphbenchError
 
 MANIFEST = "manifest.json"
@@ -32,8 +33,7 @@ KEY_BYTES = 32
 
 def key_path() -> Path:
     """$XDG_CONFIG_HOME/graphbench/cache.key (default ~/.config/graphbench/cache.key)."""
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base).expanduser() / "graphbench" / "cache.key"
+    return env.config_home() / "graphbench" / "cache.key"
 
 
 def signing_key(cache_root: Path) -> bytes:

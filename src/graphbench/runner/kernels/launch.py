@@ -30,11 +30,11 @@ fell from 7.7-12.9 ms to 5.9-6.1 ms, under its 7.5 ms of GPU work.
 from __future__ import annotations
 
 import inspect
-import os
 from typing import Any, Callable
 
 import torch
 
+from graphbench import env
 from graphbench.runner.kernels.util import triton_interpreting
 from graphbench.switches import switch_value
 
@@ -107,7 +107,7 @@ def _triton_debug() -> bool:
         try:
             from triton import knobs as _knobs
         except ImportError:  # an older Triton: no knobs module, the switch is an environment variable
-            return os.environ.get("TRITON_DEBUG", "0") not in ("", "0")
+            return env.flag("TRITON_DEBUG")
     return bool(_knobs.runtime.debug)
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
+from graphbench import env
 
 
 def triton_interpreting() -> bool:
     """TRITON_INTERPRET is on: Triton kernels run on the CPU (read when asked: tests switch it per process)."""
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    return env.flag("TRITON_INTERPRET")
 
 
 # Launch-size arithmetic in plain Python: triton.next_power_of_2 and triton.cdiv are ConstexprFunction

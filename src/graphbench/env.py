@@ -1,0 +1,67 @@
+"""The environment: the one module that reads it (no torch import).
+
+graphbench's input is its config (`config/`). What the environment may still say, read here, lazily
+(when asked, never at import) and validated (one line naming the variable and what it accepts):
+- `GRAPHBENCH_CACHE_ROOT`: where compiled artefacts are kept (default `~/.cache/graphbench`);
+- the `GRAPHBENCH_*` switches of `switches.py` (kernel choices and debug hatches, docs/DEVELOPING.md);
+- what other programs set for a process: `CUDA_VISIBLE_DEVICES`, `XDG_CONFIG_HOME`, `TRITON_INTERPRET`,
+  `TRITON_DEBUG`, and the tensor-parallel ranks' `RANK` / `LOCAL_RANK` / `WORLD_SIZE`;
+- `GRAPHBENCH_INJECT_FAULT`: faults for the sweep's tests (bench/point.py).
+Code that starts processes builds their environments from `os.environ` (bench/, runner/tp_workers.py).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from graphbench.errors import GraphbenchError
+
+CACHE_ROOT = "GRAPHBENCH_CACHE_ROOT"
+DEFAULT_CACHE_ROOT = "~/.cache/graphbench"
+
+
+def value(name: str, default: str | None = None, environ: Mapping[str, str] | None = None) -> str | None:
+    """The variable's value, or default when it is unset."""
+    return (os.environ if environ is None else environ).get(name, default)
+
+
+def is_set(name: str) -> bool:
+    return name in os.environ
+
+
+def flag(name: str) -> bool:
+    """A variable other programs set as a flag (TRITON_INTERPRET=1): on unless unset, empty or 0."""
+    return value(name, "0") not in ("", "0")
+
+
+def cache_root() -> Path:
+    """GRAPHBENCH_CACHE_ROOT (default ~/.cache/graphbench), checked: an empty value would put the cache in
+    the current folder, and an unknown ~user cannot be expanded."""
+    text = value(CACHE_ROOT, DEFAULT_CACHE_ROOT)
+    if not text or not text.strip():
+        raise GraphbenchError(f"{CACHE_ROOT} is set but empty: give a folder, or unset it for {DEFAULT_CACHE_ROOT}")
+    try:
+        path = Path(text).expanduser()
+    except RuntimeError:  # "Could not determine home directory"
+        path = Path(text)
+    if str(path).startswith("~"):
+        raise GraphbenchError(f"{CACHE_ROOT}={text!r}: {text.split('/')[0]} is not a user on this machine")
+    return path
+
+
+def config_home() -> Path:
+    """XDG_CONFIG_HOME, default ~/.config (where the compile cache's signing key lives)."""
+    text = value("XDG_CONFIG_HOME")
+    if not text:
+        return Path.home() / ".config"
+    try:
+        return Path(text).expanduser()
+    except RuntimeError:  # an unknown ~user
+        raise GraphbenchError(f"XDG_CONFIG_HOME={text!r}: {text.split('/')[0]} is not a user on this machine") from None
+
+
+def visible_devices() -> str | None:
+    """CUDA_VISIBLE_DEVICES as set (None: unset)."""
+    return value("CUDA_VISIBLE_DEVICES")
