@@ -355,3 +355,33 @@ def test_cache_metadata_of_the_wrong_shape_is_listed_as_unreadable(tmp_path, mon
     assert sorted((e.hash, e.created, e.summary) for e in list_entries()) == [
         ("a", None, "(unreadable metadata)"), ("b", None, "(unreadable metadata)"),
         ("c", None, "(unreadable metadata)"), ("d", None, "tiny-llama -O2")]
+
+
+def test_clear_never_follows_a_link_out_of_the_cache_root(tmp_path, monkeypatch):
+    """torch_compile_cache a link to a folder of the user's files: nothing is listed or removed there."""
+    root, mine = tmp_path / "root", tmp_path / "my-files"
+    (mine / "thesis").mkdir(parents=True)
+    (mine / "thesis" / "chapter1.tex").write_text("precious")
+    root.mkdir()
+    (root / "torch_compile_cache").symlink_to(mine, target_is_directory=True)
+    monkeypatch.setenv("GRAPHBENCH_CACHE_ROOT", str(root))
+    result = runner.invoke(app, ["cache", "clear", "--yes"])
+    assert result.exit_code == 2 and "is a link" in result.output
+    assert (mine / "thesis" / "chapter1.tex").read_text() == "precious"
+
+
+def test_clear_removes_only_what_graphbench_made(tmp_path, monkeypatch):
+    root = tmp_path / "root"
+    make_entry(root, "0123456789", 1000.0, "ours", 4096)
+    foreign = root / "torch_compile_cache" / "photos"
+    foreign.mkdir(parents=True)
+    (foreign / "cat.jpg").write_bytes(b"jpeg")
+    outside = tmp_path / "elsewhere"
+    (outside / "rank_0_0").mkdir(parents=True)
+    (outside / "rank_0_0" / "compiled.ok").write_bytes(b"ok")  # looks like an entry, but reached through a link
+    (root / "torch_compile_cache" / "abcdefabcd").symlink_to(outside, target_is_directory=True)
+    monkeypatch.setenv("GRAPHBENCH_CACHE_ROOT", str(root))
+    result = runner.invoke(app, ["cache", "clear", "--yes"])
+    assert result.exit_code == 0, result.output
+    assert not (root / "torch_compile_cache" / "0123456789").exists()
+    assert (foreign / "cat.jpg").read_bytes() == b"jpeg" and (outside / "rank_0_0" / "compiled.ok").exists()

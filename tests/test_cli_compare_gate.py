@@ -195,3 +195,16 @@ def _flag_busy(result: dict) -> dict:
         for rep in w["repeats"]:
             rep["busy_host"] = "its main thread waited 40% of the repeat for a CPU"
     return result
+
+
+def test_a_gate_report_never_overwrites_one_of_its_inputs(tmp_path):
+    """--json / --junit / --markdown naming a result file the gate reads: refused, the file intact."""
+    base = tmp_path / "base"
+    result = make_result()
+    write_set(base, [result])
+    victim = next(base.rglob("*.json"))
+    before = victim.read_bytes()
+    for option in ("--json", "--junit", "--markdown"):
+        r = gate("-b", str(base), "-c", str(base), option, str(victim))
+        assert r.exit_code == 2 and "one of the gate's input files" in r.output, r.output
+        assert victim.read_bytes() == before

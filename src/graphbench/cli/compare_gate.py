@@ -171,8 +171,17 @@ def _print_report(report: GateReport) -> None:
         typer.echo(f"warning: {w}", err=True)
 
 
-def _check_outputs(outputs: dict[str, Path | None]) -> None:
-    """Each report file writable, and no two naming the same file (before anything is compared)."""
+def _check_outputs(outputs: dict[str, Path | None], inputs: list[Path]) -> None:
+    """Each report file writable, none of them one of the gate's own input files (it would be overwritten
+    with the report), and no two naming the same file (before anything is compared)."""
+    from graphbench.reports.store import iter_result_files
+
+    read = set()
+    for path in inputs:
+        try:
+            read |= {f.resolve() for f in iter_result_files([path])}
+        except (GraphbenchError, OSError, RuntimeError):
+            pass  # (a missing input is the gate's own error, said when it loads)
     named: dict[Path, str] = {}
     for option, path in outputs.items():
         if path is not None:
@@ -183,6 +192,9 @@ def _check_outputs(outputs: dict[str, Path | None]) -> None:
                 except (OSError, RuntimeError) as exc:  # RuntimeError: a symbolic link loop (Python < 3.13)
                     why = getattr(exc, "strerror", None) or "a symbolic link loop"
                     raise GraphbenchError(f"cannot write {option} {path}: {why}") from None
+                if real in read:
+                    raise GraphbenchError(f"{option} {path} is one of the gate's input files: writing the report "
+                                          "there would destroy it; name another file")
                 if (same := named.setdefault(real, option)) != option:
                     raise GraphbenchError(f"{same} and {option} name the same file {path}: "
                                           "one report would overwrite the other")
@@ -226,7 +238,7 @@ def gate_command(
     change beyond the threshold that the data cannot judge (measured on a busy host, or one process a
     side) exits 3.
     """
-    _check_outputs({"--markdown": markdown, "--junit": junit, "--json": json_path})
+    _check_outputs({"--markdown": markdown, "--junit": junit, "--json": json_path}, [*baseline, *current])
     try:
         limits = thresholds_from_specs(threshold or [])
         report = run_gate(baseline, current, limits, alpha=alpha, allow_mismatch=allow_mismatch,

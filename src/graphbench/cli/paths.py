@@ -9,6 +9,7 @@ import stat
 from pathlib import Path
 
 from graphbench.errors import GraphbenchError
+from graphbench.files import write_atomic
 
 
 def _nearest_existing_parent(path: Path) -> Path:
@@ -70,7 +71,7 @@ def write_output_text(path: Path, text: str, option: str) -> None:
                 stream.write(text)
             return
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        write_atomic(path, text)
     except OSError as exc:
         raise GraphbenchError(f"cannot write {option} {path}: {exc.strerror or exc}") from None
 

@@ -12,6 +12,7 @@ from graphbench.cli.output import console as make_console
 from graphbench.cli.run import check_results_folder
 from graphbench.cli.sweep_summary import print_summary
 from graphbench.errors import GraphbenchError
+from graphbench.files import write_atomic
 
 GRID = "Grid"
 CPU_BANNER = ("[bold yellow]No GPU: CUDA graphs need one.[/bold yellow] On this CPU every cudagraph mode resolves to "
@@ -97,7 +98,14 @@ def _point_text(point) -> str:
 def _run_with_progress(console, plan, results: Path, timeout: float, resume: bool, executor: str,
                        ray_address: Optional[str], rounds: int):
     """run_sweep with a progress bar and one line per finished process; (result, signals received)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from graphbench.bench.sweep import run_sweep
 
@@ -143,7 +151,7 @@ def _aa_summary(console, results: Path) -> None:
     from graphbench.reports.aa import aa_check
 
     check = aa_check(results / "a", results / "b")
-    (results / "aa.json").write_text(json.dumps(check.to_dict(), indent=1) + "\n")
+    write_atomic(results / "aa.json", json.dumps(check.to_dict(), indent=1) + "\n")
     style = "green" if check.false_alarms == 0 else "red"
     console.print(f"[{style}]A/A: {check.summary()}[/{style}]")
     for line in check.alarms[:20]:

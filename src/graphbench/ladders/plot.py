@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from graphbench.errors import GraphbenchError
+from graphbench.files import write_atomic
 from graphbench.ladders.ladder_comparison import LadderComparison
 from graphbench.ladders.padding import waste
 
@@ -30,7 +32,9 @@ def check_plot_path(path: str | Path) -> Path:
 def save_figure(fig, out: Path) -> Path:
     """Write a matplotlib figure; a write failure is a one-line GraphbenchError."""
     try:
-        fig.savefig(out, dpi=100)
+        buffer = io.BytesIO()
+        fig.savefig(buffer, dpi=100, format=(out.suffix.lstrip(".") or "png").lower())
+        write_atomic(out, buffer.getvalue())
     except OSError as exc:
         raise GraphbenchError(f"cannot write plot {out}: {exc}") from None
     return out
@@ -43,7 +47,9 @@ def plot_waste(comparison: LadderComparison, path: str | Path) -> Path:
     each top rung.
     """
     out = check_plot_path(path)
-    from matplotlib.backends.backend_agg import FigureCanvasAgg  # lazy: only when a plot is asked for
+    from matplotlib.backends.backend_agg import (
+        FigureCanvasAgg,  # lazy: only when a plot is asked for
+    )
     from matplotlib.figure import Figure
 
     tops = [s.ladder.max_capture_size for s in comparison.ladders]
@@ -80,7 +86,9 @@ def plot_pareto(
 ) -> Path:
     """Objective vs number of graphs: the Pareto curve, the knee, and the other ladders as points."""
     out = check_plot_path(path)
-    from matplotlib.backends.backend_agg import FigureCanvasAgg  # lazy: only when a plot is asked for
+    from matplotlib.backends.backend_agg import (
+        FigureCanvasAgg,  # lazy: only when a plot is asked for
+    )
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(9, 5), layout="constrained")

@@ -14,7 +14,14 @@ import numpy as np
 import pandas as pd
 
 from graphbench.errors import GraphbenchError
-from graphbench.reports.figures import ChartOutcome, NoData, new_figure, palette, save_figure
+from graphbench.files import write_atomic
+from graphbench.reports.figures import (
+    ChartOutcome,
+    NoData,
+    new_figure,
+    palette,
+    save_figure,
+)
 from graphbench.reports.plan import TARGET_KINDS, Capacity, Plan, ceil_tolerant
 from graphbench.reports.safe_text import csv_text
 
@@ -149,10 +156,10 @@ def write_plan(
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        (out / PLAN_JSON).write_text(plan_json(plan) + "\n", encoding="utf-8")
+        write_atomic(out / PLAN_JSON, plan_json(plan) + "\n")
         table = pd.DataFrame([c.to_dict() for c in plan.capacities])
         table["gpus_needed"] = table["gpus_needed"].astype("Int64")
-        table[CSV_COLUMNS].map(csv_text).to_csv(out / PLAN_CSV, index=False)  # no formulas for a spreadsheet
+        write_atomic(out / PLAN_CSV, table[CSV_COLUMNS].map(csv_text).to_csv(index=False))  # no formulas for a spreadsheet
     except OSError as exc:
         raise GraphbenchError(f"cannot write the plan into {out}: {exc}") from None
     charts = [("plan_pareto.png", "Tokens/s per GPU vs tokens/s per user (Pareto front)", pareto_chart),

@@ -8,6 +8,7 @@ axes and the GPU and versions in a footnote (`save_figure`), also in the PNG's t
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from graphbench.errors import GraphbenchError
+from graphbench.files import write_atomic
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 DPI = 100
@@ -70,7 +72,9 @@ def save_figure(fig: Any, path: Path, title: str, environment: str) -> Path:
     fig.supxlabel(environment, fontsize=7, color="0.35", ha="center")
     metadata = {"Title": title, "Description": environment, "Software": "graphbench"}
     try:
-        fig.savefig(path, dpi=DPI, format="png", metadata=metadata)
+        buffer = io.BytesIO()
+        fig.savefig(buffer, dpi=DPI, format="png", metadata=metadata)
+        write_atomic(path, buffer.getvalue())
     except OSError as exc:
         raise GraphbenchError(f"cannot write chart {path}: {exc}") from None
     return path

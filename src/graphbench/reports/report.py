@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from graphbench.errors import GraphbenchError
+from graphbench.files import write_atomic
 from graphbench.reports.aliases import alias_map, alias_notes, with_aliases
 from graphbench.reports.banner import cpu_banner
 from graphbench.reports.charts import render_charts
@@ -33,14 +34,14 @@ from graphbench.reports.frame import (
 from graphbench.reports.headline import headline_table
 from graphbench.reports.ladder_pairs import ladder_pairs
 from graphbench.reports.ladder_table import ladder_table
+from graphbench.reports.lora_table import lora_table
 from graphbench.reports.padding_table import padding_table
 from graphbench.reports.render import ReportContext, render_html, render_markdown
 from graphbench.reports.repeats_table import repeats_table, steadiness_note
 from graphbench.reports.rounds_table import rounds_table
 from graphbench.reports.safe_text import csv_text
-from graphbench.reports.store import LoadedResults, load_results
-from graphbench.reports.lora_table import lora_table
 from graphbench.reports.speculative_table import speculative_table
+from graphbench.reports.store import LoadedResults, load_results
 from graphbench.reports.variants_table import variants_table
 
 REPORT_MD, REPORT_HTML, SUMMARY_CSV = "report.md", "report.html", "summary.csv"
@@ -127,7 +128,7 @@ def _out_dir(out_dir: str | Path) -> Path:
 
 def _write(path: Path, text: str) -> Path:
     try:
-        path.write_text(text, encoding="utf-8")
+        write_atomic(path, text)
     except OSError as exc:
         raise GraphbenchError(f"cannot write {path}: {exc}") from None
     return path
@@ -149,7 +150,7 @@ def write_report(
     aliases = alias_map(data.results)
     summary = summary_frame(data.frame, aliases)
     try:
-        summary.map(csv_text).to_csv(out / SUMMARY_CSV, index=False)  # no formulas for a spreadsheet
+        write_atomic(out / SUMMARY_CSV, summary.map(csv_text).to_csv(index=False))  # no formulas for a spreadsheet
     except OSError as exc:
         raise GraphbenchError(f"cannot write {out / SUMMARY_CSV}: {exc}") from None
     headline = headline_table(data.frame, data.points, aliases)

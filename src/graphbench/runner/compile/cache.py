@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import shutil
 import time
 from contextlib import contextmanager
@@ -138,12 +139,23 @@ def _size(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
+def made_by_graphbench(path: Path) -> bool:
+    """A real folder (not a link) holding graphbench's metadata or a rank folder it finished compiling."""
+    if path.is_symlink() or not path.is_dir():
+        return False
+    return (path / META_FILE).is_file() or any((rank / COMPLETE_MARKER).is_file() for rank in path.glob("rank_*"))
+
+
 def list_entries() -> list[CacheEntry]:
-    """Every compile-cache entry under the cache root, newest first."""
+    """Every compile-cache entry graphbench made under the cache root, newest first. What it did not make
+    (a folder of someone's files, a link out of the root) is never an entry, so never removed."""
     base = cache_root() / CACHE_SUBDIR
+    if base.is_symlink():
+        raise GraphbenchError(f"{base} is a link (to {os.readlink(base)}): graphbench lists and removes entries "
+                              "only in a folder of its own, never through a link; remove the link yourself")
     entries = []
     for path in sorted(base.glob("*")) if base.is_dir() else []:
-        if not path.is_dir():
+        if not made_by_graphbench(path):
             continue
         created, summary = None, "?"
         meta = path / META_FILE
