@@ -252,3 +252,15 @@ def test_compare_and_gate_sides_skip_them_with_a_warning(broken_folder):
     assert sorted(r["label"] for r in results) == ["O0-default", "O2-default"]
     assert sorted(warnings) == sorted(f"baseline: skipped malformed file {f}: {why}" for f, why in reasons.items())
 
+
+
+def test_the_next_file_number_goes_past_9999(tmp_path):
+    """A folder with 9999_ and 10000_ files: the next result is 10001_, and the choice terminates."""
+    from graphbench.reports.store import write_result
+
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "9999_a.json").write_text("{}")
+    (folder / "10000_a.json").write_text("{}")
+    path = write_result(tmp_path, "m", "a", {"label": "a"})
+    assert path.name == "10001_a.json"

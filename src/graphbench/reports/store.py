@@ -21,7 +21,8 @@ from graphbench.reports.metric_catalogue import CATALOGUE, POINT
 
 SCHEMA_VERSION = 2
 KIND = "graphbench-result"
-_NAME = re.compile(r"^(\d{4})_(.+)\.json$")
+_NAME = re.compile(r"^(\d+)_(.+)\.json$")  # NNNN_, and beyond 9999 (10000_... must count, or the next
+# number is 10000 again and again: an endless loop once that name exists)
 MAX_RESULT_BYTES = 64 << 20  # a sweep point's file is ~100 KB
 
 
@@ -44,12 +45,17 @@ def write_result(results_dir: str | Path, machine: str, label: str, result: dict
         f.write(payload)
         f.flush()
         os.fsync(f.fileno())
+    taken: set[str] = set()
     while True:
-        numbers = [int(m.group(1)) for p in directory.iterdir() if (m := _NAME.match(p.name))]
-        target = directory / f"{max(numbers, default=0) + 1:04d}_{safe_label(label)}.json"
+        numbers = [int(m.group(1)) for p in directory.iterdir() if (m := _NAME.match(p.name)) and len(m.group(1)) < 12]
+        number = max(numbers, default=0) + 1
+        while f"{number:04d}" in taken:  # a name that exists but did not parse as a number: step past it
+            number += 1
+        target = directory / f"{number:04d}_{safe_label(label)}.json"
         try:
             os.link(tmp, target)  # fails if the name exists: never overwrite, safe against races
         except FileExistsError:
+            taken.add(f"{number:04d}")
             continue
         os.unlink(tmp)
         return target
