@@ -106,3 +106,22 @@ def test_sweep_aa_runs_the_grid_twice_and_counts_false_alarms(tmp_path):
     files = sorted((out / "a").rglob("*.json")) + sorted((out / "b").rglob("*.json"))
     rounds = sorted(json.loads(f.read_text())["sweep"]["round"]["index"] for f in files)
     assert rounds == [1, 1, 2, 2, 3, 3]
+
+
+def test_grid_axes_conflicts_and_size_are_refused_before_anything_runs():
+    from graphbench.bench.sweep_options import MAX_POINTS, SweepRequest, plan_sweep
+    from graphbench.errors import GraphbenchError
+    import pytest
+
+    def plan(**options):
+        return plan_sweep(SweepRequest(device="cpu", **options))
+
+    with pytest.raises(GraphbenchError, match="twice"):
+        plan(grid=["max_num_seqs=8", "max_num_seqs=16"])
+    with pytest.raises(GraphbenchError, match="both set one axis"):
+        plan(levels="1", grid=["optimization_level=2"])
+    only_two = plan(grid=["optimization_level=2"])  # replaces the default --levels
+    assert {p.overrides.get("optimization_level") for p in only_two.points} == {2}
+    values = ",".join(str(v) for v in range(1, 11))
+    with pytest.raises(GraphbenchError, match=f"more than {MAX_POINTS} points"):
+        plan(grid=[f"max_num_seqs={values}", f"block_size={values}", f"max_num_batched_tokens={values}"])

@@ -16,6 +16,9 @@ from graphbench.errors import GraphbenchError
 
 EXECUTORS = ("local", "ray")
 MAX_ROUNDS = 100
+# The most grid points a sweep plans: at ~15 s a process and 3 rounds, 4096 points are over two days of one
+# GPU; a grid of 9 axes x 10 values (10^9 points) hung even --dry-run before this bound.
+MAX_POINTS = 4096
 
 
 @dataclass
@@ -91,7 +94,7 @@ def _check_numbers(r: SweepRequest) -> None:
 
 def _grid(r: SweepRequest, gpu: bool) -> tuple[list, dict]:
     """The grid's points and the sweep file's workload table."""
-    from graphbench.bench.sweep_grid import build_grid, load_sweep_file
+    from graphbench.bench.sweep_grid import build_grid, canonical_axis, load_sweep_file
 
     base: dict = {"model.model": r.model, "model.device": r.device}
     axes: dict[str, list] = {"level": _parse_values(r.levels), "ladder": _parse_values(r.ladders)}
@@ -100,11 +103,30 @@ def _grid(r: SweepRequest, gpu: bool) -> tuple[list, dict]:
         file_base, file_grid, workload = load_sweep_file(r.sweep_file)
         base.update(file_base)
         axes = dict(file_grid) or axes
+    given = {canonical_axis(name): name for name in axes}  # --levels / --ladders (or the sweep file's axes)
+    explicit = {canonical_axis("level"): r.levels != SweepRequest.levels,
+                canonical_axis("ladder"): r.ladders != SweepRequest.ladders}
+    seen: dict[str, str] = {}
     for item in r.grid or []:
         if "=" not in item:
             raise GraphbenchError(f"--grid must look like FIELD=v1,v2; got {item!r}")
         name, values = item.split("=", 1)
+        key = canonical_axis(name.strip())
+        if key in seen:
+            raise GraphbenchError(f"--grid names {key} twice ({seen[key]!r} and {name.strip()!r}): give its values once")
+        if explicit.get(key):
+            raise GraphbenchError(f"--grid {name.strip()}=... and --{'levels' if 'level' in key else 'ladders'} both "
+                                  "set one axis: give one of them")
+        seen[key] = name.strip()
+        axes.pop(given.get(key, ""), None)  # the -g axis replaces the default --levels / --ladders
         axes[name.strip()] = _parse_values(values)
+    size = 1
+    for name, values in axes.items():
+        size *= max(1, len(values))
+        if size > MAX_POINTS:
+            shown = " x ".join(f"{len(v)} {k}" for k, v in axes.items() if v)
+            raise GraphbenchError(f"the grid has more than {MAX_POINTS} points ({shown}): split it into sweeps "
+                                  "of fewer axes or values")
     base.setdefault("scheduler.max_num_seqs", r.max_num_seqs or (256 if gpu else 64))
     if r.max_num_seqs:
         base["scheduler.max_num_seqs"] = r.max_num_seqs
