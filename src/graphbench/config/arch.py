@@ -52,6 +52,9 @@ class ArchConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise GraphbenchError(f"model config field {name} must be a positive integer, got {value!r}")
+        if self.head_dim % 2:  # rotary embedding turns pairs of dimensions
+            raise GraphbenchError(f"head_dim must be even for rotary embedding, got {self.head_dim} in "
+                                  f"{self.source or 'model config'} (hidden_size / num_attention_heads when not given)")
         if self.num_attention_heads % self.num_key_value_heads:
             raise GraphbenchError(
                 f"num_attention_heads ({self.num_attention_heads}) must be a multiple of "
@@ -173,6 +176,7 @@ def _arch_from_dict(raw: dict[str, Any], *, source: str) -> ArchConfig:
     for key, value in rope.items():
         if isinstance(value, float) and not math.isfinite(value):
             raise GraphbenchError(f"model config {source}: rope {key} must be finite, got {value!r}")
+    _check_rope_scaling(rope, rope_type, source)
     heads = _int(raw, "num_attention_heads", source)
     hidden = _int(raw, "hidden_size", source)
     arch = raw.get("architecture")
@@ -197,6 +201,23 @@ def _arch_from_dict(raw: dict[str, Any], *, source: str) -> ArchConfig:
         sliding_window=window,
         source=source,
     )
+
+
+# What each rope scaling needs (runner/rope.py reads these): a missing, zero or non-numeric factor made
+# the rotary tables NaN or raised inside them
+ROPE_NEEDS = {"linear": ("factor",),
+              "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")}
+
+
+def _check_rope_scaling(rope: dict[str, Any], rope_type: Any, source: str) -> None:
+    for key in ROPE_NEEDS.get(rope_type, ()):
+        value = rope.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise GraphbenchError(f"model config {source}: rope scaling {rope_type!r} needs {key} as a number > 0, "
+                                  f"got {value!r}")
+    if rope_type == "llama3" and rope["high_freq_factor"] <= rope["low_freq_factor"]:
+        raise GraphbenchError(f"model config {source}: rope high_freq_factor ({rope['high_freq_factor']}) must be "
+                              f"above low_freq_factor ({rope['low_freq_factor']})")
 
 
 def _bool(raw: dict[str, Any], key: str, source: str, default: bool) -> bool:
