@@ -98,7 +98,7 @@ def test_sweep_file_workload_keys_are_checked(tmp_path):
      "error: results folder /etc/passwd: /etc/passwd exists and is not a folder"),
     (["tune", "--model", "uniform:1-1000000000000", "--max-graphs", "4"],
      "error: bad model 'uniform:1-1000000000000': expected uniform:A-B with 1 <= A <= B <= 1048576"),
-    (["run", "--request-rate", "inf"], "error: a poisson workload needs a --request-rate in (0, 1e+06] requests/s, got inf"),
+    (["run", "--request-rate", "inf"], "error: a poisson workload needs a --request-rate in [0.001, 1e+06] requests/s, got inf"),
 ])
 def test_unbounded_or_non_finite_options_are_one_line_errors(args, message):
     result = runner.invoke(app, args)

@@ -125,3 +125,13 @@ def test_grid_axes_conflicts_and_size_are_refused_before_anything_runs():
     values = ",".join(str(v) for v in range(1, 11))
     with pytest.raises(GraphbenchError, match=f"more than {MAX_POINTS} points"):
         plan(grid=[f"max_num_seqs={values}", f"block_size={values}", f"max_num_batched_tokens={values}"])
+
+
+def test_an_empty_results_folder_or_grid_value_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for args in (["sweep", "--device", "cpu", "--results", ""], ["run", "--device", "cpu", "--results", "."],
+                 ["sweep", "--device", "cpu", "-g", "max_num_seqs=", "--dry-run"],
+                 ["run", "--device", "cpu", "--request-rate", "1e-300", "--results", "r"]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2 and "error:" in result.output and "Traceback" not in result.output, (args, result.output)
+    assert not any(tmp_path.iterdir())  # nothing written into the current folder

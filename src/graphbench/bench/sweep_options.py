@@ -111,6 +111,8 @@ def _grid(r: SweepRequest, gpu: bool) -> tuple[list, dict]:
         if "=" not in item:
             raise GraphbenchError(f"--grid must look like FIELD=v1,v2; got {item!r}")
         name, values = item.split("=", 1)
+        if not _parse_values(values):
+            raise GraphbenchError(f"--grid {name.strip()}= names no value: give at least one, e.g. {name.strip()}=64")
         key = canonical_axis(name.strip())
         if key in seen:
             raise GraphbenchError(f"--grid names {key} twice ({seen[key]!r} and {name.strip()!r}): give its values once")

@@ -20,7 +20,9 @@ KINDS = ("closed", "poisson", "trace")
 MAX_TOKENS = 1 << 20  # a prompt or output length
 MAX_CONCURRENCY = 1 << 16
 MAX_REQUESTS = 1 << 20  # requests of one workload
-MAX_RATE = 1e6  # requests/s
+# Poisson rates a run can honour, requests/s: below one request in ~17 minutes the arrivals outlast any run
+# (1e-300 overflowed the sleep: a traceback); above a million a second they all arrive at once
+MIN_RATE, MAX_RATE = 1e-3, 1e6
 MAX_TRACE_BYTES = 256 << 20
 
 
@@ -162,8 +164,8 @@ class Workload:
             raise GraphbenchError(f"unknown workload kind {self.kind!r}; choose from {', '.join(KINDS)}")
         if self.kind == "closed" and not 1 <= self.concurrency <= MAX_CONCURRENCY:
             raise GraphbenchError(f"concurrency must be in 1..{MAX_CONCURRENCY}, got {self.concurrency}")
-        if self.kind == "poisson" and not (self.request_rate and 0 < self.request_rate <= MAX_RATE):
-            raise GraphbenchError(f"a poisson workload needs a --request-rate in (0, {MAX_RATE:g}] requests/s, "
+        if self.kind == "poisson" and not (self.request_rate and MIN_RATE <= self.request_rate <= MAX_RATE):
+            raise GraphbenchError(f"a poisson workload needs a --request-rate in [{MIN_RATE:g}, {MAX_RATE:g}] requests/s, "
                                   f"got {self.request_rate}")
         if self.kind == "trace" and not self.trace:
             raise GraphbenchError("a trace workload needs --trace FILE.jsonl")

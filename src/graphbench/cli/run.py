@@ -91,10 +91,14 @@ def check_lengths(workloads: list, max_model_len: int) -> None:
 
 
 def check_results_folder(path) -> None:
-    """The results folder can be created (or is one) before any measurement starts."""
+    """The results folder can be created (or is one) before any measurement starts. Not the current folder
+    (what `--results ''` becomes): every JSON below it would be read as results, the repository's included."""
     from pathlib import Path
 
     folder = Path(path)
+    if str(path).strip() in ("", ".") or folder.resolve() == Path.cwd().resolve():
+        raise GraphbenchError("--results is empty or the current folder: name a folder for the results "
+                              "(default: results)")
     blocked = next((p for p in [folder, *folder.parents] if p.exists() and not p.is_dir()), None)
     if blocked is not None:
         raise GraphbenchError(f"results folder {folder}: {blocked} exists and is not a folder")

@@ -23,7 +23,9 @@ def print_summary(console, results: Path) -> None:
             continue
         s = r["startup"] or {}
         for i, w in enumerate(r["workloads"]):
-            m = w["summary"]
+            m = w.get("summary") or {}
+            if "output_tokens_per_s" not in m:  # a result graphbench did not write, or an empty workload
+                continue
             excluded = [x for x in w.get("round_medians") or [] if x.get("excluded")]
             num_outliers += len(excluded)
             # the spread between processes (a single process has none: its repeats' spread is not noise)
