@@ -264,3 +264,29 @@ def test_the_next_file_number_goes_past_9999(tmp_path):
     (folder / "10000_a.json").write_text("{}")
     path = write_result(tmp_path, "m", "a", {"label": "a"})
     assert path.name == "10001_a.json"
+
+
+@pytest.mark.parametrize("field, value, said", [
+    ("label", ["a"], "'label' is not a string"),
+    ("label", "a\udc80b", "not valid text"),
+    ("stands_for", [f"x{i}" for i in range(5000)], "more than a sweep's"),
+    ("stands_for", "O2_default", "not a list of labels"),
+    ("sweep", {"round": [1]}, "'round' is not an object"),
+])
+def test_a_result_graphbench_did_not_write_is_skipped_by_name(tmp_path, field, value, said):
+    from graphbench.reports.store import load_results
+
+    record = {"kind": "graphbench-result", "schema_version": 2, "label": "a", "system": "graphbench",
+              "status": "ok", "workloads": [], field: value}
+    (tmp_path / "0001_a.json").write_text(json.dumps(record))
+    loaded = load_results([tmp_path])
+    assert loaded.results == [] and said in loaded.skipped[0][1]
+
+
+def test_busy_host_repeats_must_be_repeat_numbers(tmp_path):
+    from graphbench.reports.store import load_results
+
+    record = {"kind": "graphbench-result", "schema_version": 2, "label": "a", "system": "graphbench",
+              "status": "ok", "workloads": [{"name": "w", "repeats": [], "busy_host_repeats": 3}]}
+    (tmp_path / "0001_a.json").write_text(json.dumps(record))
+    assert "busy_host_repeats" in load_results([tmp_path]).skipped[0][1]

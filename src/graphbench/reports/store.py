@@ -111,6 +111,22 @@ def _check_fields(data: dict[str, Any], where: str, objects: tuple[str, ...] = (
             raise ValueError(f"{prefix}{key!r} is not a list of objects")
 
 
+MAX_ALIASES = 4096  # the most points a sweep plans (bench/sweep_options.MAX_POINTS)
+
+
+def _check_text(value: Any, where: str) -> None:
+    """A name the report prints and charts draw: a string of valid text (an unpaired surrogate cannot be drawn
+    or written), when present."""
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise ValueError(f"{where} is not a string")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{where} is not valid text (an unpaired surrogate)") from None
+
+
 def check_shape(result: dict[str, Any]) -> None:
     """Raise ValueError, in one line naming the field, when a container that the reports, tune,
     plan, compare or gate index has the wrong shape: config, environment and startup must be
@@ -120,7 +136,17 @@ def check_shape(result: dict[str, Any]) -> None:
     step_ms_by_mode and slowest_steps). A field that is absent or null is fine (old and failed
     results lack some). Of the leaf values, the numbers the report's tables compute with are checked
     (a repeat's output_tokens_per_s and duration_s, step totals, a slowest step's ms)."""
-    _check_fields(result, "", objects=("config", "environment", "startup"), lists=("startups", "workloads"))
+    _check_fields(result, "", objects=("config", "environment", "startup", "sweep"), lists=("startups", "workloads"))
+    for key in ("label", "system", "status", "model"):
+        _check_text(result.get(key), f"{key!r}")
+    sweep = result.get("sweep") or {}
+    if sweep.get("round") is not None and not isinstance(sweep.get("round"), dict):
+        raise ValueError("'sweep': 'round' is not an object")
+    aliases = result.get("stands_for") or []
+    if not isinstance(aliases, list) or not all(isinstance(label, str) for label in aliases):
+        raise ValueError("'stands_for' is not a list of labels")
+    if len(aliases) > MAX_ALIASES:  # (100,000 made a report take minutes)
+        raise ValueError(f"'stands_for' names {len(aliases)} labels: more than a sweep's {MAX_ALIASES} points")
     _check_fields(result.get("config") or {}, "'config'", objects=("compilation", "speculative"))
     _check_fields(result.get("startup") or {}, "'startup'", objects=("cudagraph_mode",))
     for index, start in enumerate(result.get("startups") or [], 1):
@@ -131,6 +157,9 @@ def check_shape(result: dict[str, Any]) -> None:
             raise ValueError(f"workload #{index}: 'name' is not a string")
         where = f"workload {name!r}" if name is not None else f"workload #{index}"
         _check_fields(workload, where, objects=("summary",), lists=("repeats",))
+        busy = workload.get("busy_host_repeats")
+        if busy is not None and not (isinstance(busy, list) and all(type(i) is int for i in busy)):
+            raise ValueError(f"{where}: 'busy_host_repeats' is not a list of repeat numbers")
         for number, repeat in enumerate(workload.get("repeats") or [], 1):
             at = f"{where}: repeat #{number}"
             _check_fields(repeat, at, objects=("batch_size_histogram", "step_ms_by_mode"),
