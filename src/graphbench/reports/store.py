@@ -143,7 +143,7 @@ def check_shape(result: dict[str, Any]) -> None:
     if sweep.get("round") is not None and not isinstance(sweep.get("round"), dict):
         raise ValueError("'sweep': 'round' is not an object")
     aliases = result.get("stands_for") or []
-    if not isinstance(aliases, list) or not all(isinstance(label, str) for label in aliases):
+    if not isinstance(aliases, list):  # (an item that is not a label is passed over: reports/aliases.py)
         raise ValueError("'stands_for' is not a list of labels")
     if len(aliases) > MAX_ALIASES:  # (100,000 made a report take minutes)
         raise ValueError(f"'stands_for' names {len(aliases)} labels: more than a sweep's {MAX_ALIASES} points")
