@@ -114,9 +114,6 @@ def tune_point(point: SweepPoint, results_dir: Path) -> None:
     point.overrides["compilation.cudagraph_capture_sizes"] = list(tuned.sizes)
 
 
-DEFAULT_ROUNDS = 3
-
-
 def plan_rounds(points: list[SweepPoint], rounds: int, seed: int, sweep_id: str,
                 folders: tuple[str, ...] = ("",)) -> list[SweepPoint]:
     """The processes to run, in order: every point's round 1 (in grid order, so that each level's cold

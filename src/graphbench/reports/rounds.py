@@ -85,7 +85,9 @@ def _round_entry(result: Mapping[str, Any], index: int) -> dict[str, Any]:
 def merge_point(files: list[dict[str, Any]]) -> dict[str, Any]:
     """One point's round files (same sweep, label, system) as one record: see the module's docstring."""
     files = sorted(files, key=lambda r: (round_info(r) or {}).get("index", 0))
-    merged = copy.deepcopy(files[0])
+    # (the workloads are rebuilt below from every file's, untouched: no need to copy their repeats)
+    merged = {key: copy.deepcopy(value) for key, value in files[0].items() if key != "workloads"}
+    merged["workloads"] = files[0].get("workloads")
     merged["rounds"] = [_round_entry(r, (round_info(r) or {}).get("index", i + 1)) for i, r in enumerate(files)]
     merged["_paths"] = [r.get("_path") for r in files if r.get("_path")]
     # every process's starts (round 1: cold, then warm; each later round: one warm start)
@@ -164,8 +166,21 @@ def workload_samples(workload: Mapping[str, Any], metric_name: str) -> list[floa
     if isinstance(rounds, list) and rounds:
         return [float(r["medians"][metric_name]) for r in rounds
                 if isinstance(r, Mapping) and not r.get("excluded") and metric_name in (r.get("medians") or {})]
-    value = process_medians(workload).get(metric_name)
+    value = _process_median(workload, metric_name)
     return [] if value is None else [value]
+
+
+def _process_median(workload: Mapping[str, Any], metric_name: str) -> float | None:
+    """One metric's median over a single process's repeats (process_medians, for one metric only)."""
+    metric = next((m for m in CATALOGUE if m.name == metric_name and m.scope == REPEAT), None)
+    if metric is not None:
+        skip = workload.get("outlier_repeats") if isinstance(workload.get("outlier_repeats"), Mapping) else {}
+        repeats = [r for i, r in enumerate(workload.get("repeats") or []) if str(i) not in skip]
+        values = metric.repeat_samples({"repeats": repeats, "name": workload.get("name")})
+        if values:
+            return median(values)
+    stats = (workload.get("summary") or {}).get(metric_name) if isinstance(workload.get("summary"), Mapping) else None
+    return float(stats["median"]) if isinstance(stats, Mapping) and isinstance(stats.get("median"), (int, float)) else None
 
 
 def point_samples(result: Mapping[str, Any], metric) -> list[float]:
@@ -194,17 +209,3 @@ def busy_processes(result: Mapping[str, Any]) -> int:
     if isinstance(rounds, list) and rounds:
         return sum(1 for r in rounds if isinstance(r, Mapping) and r.get("busy_host_repeats"))
     return 1 if any(w.get("busy_host_repeats") for w in result.get("workloads") or [] if isinstance(w, Mapping)) else 0
-
-
-def num_rounds(result: Mapping[str, Any]) -> int:
-    rounds = result.get("rounds")
-    return len(rounds) if isinstance(rounds, list) and rounds else 1
-
-
-def describe_rounds(result: Mapping[str, Any]) -> str:
-    """One line: how many processes measured the point, and their order seed."""
-    info = round_info(result) or {}
-    n = num_rounds(result)
-    seed = f", order seed {info['seed']}" if info.get("seed") is not None else ""
-    return f"{n} process{'es' if n != 1 else ''}{seed}"
-
