@@ -6,11 +6,12 @@
 Every system runs in its own process (fresh CUDA context, fresh compile state). Prints one
 table with step time, tokens/s, the fraction of the weight-bandwidth floor and ratios.
 
-    python benchmarks/decode.py --levels 2 --peers hf-compile --variant nokv=GRAPHBENCH_DECODE_WRITES_KV=0 \
-        --variant both=GRAPHBENCH_DECODE_WRITES_KV=0,GRAPHBENCH_PDL=0
+    python benchmarks/decode.py --levels 2 --peers hf-compile --variant nopdl=GRAPHBENCH_PDL=0 \
+        --variant before=PYTHONPATH=$PWD/.ab-base/src:$PWD
 
-adds graphbench-O2+nokv and graphbench-O2+both: the same level in a process with those environment
-variables (A/B of the engine's switches in one run, with the peers' ratios and a "vs base" column).
+adds graphbench-O2+nopdl and graphbench-O2+before: the same level in a process with those environment
+variables (an A/B of a debug hatch, or of another tree of graphbench, in one run, with the peers' ratios
+and a "vs base" column).
 `--rounds 3` runs each graphbench system three times, interleaved (base, variants, base, ...), each in its
 own process: the table gives the median of the rounds' medians and their range, for differences of about
 1%, which is the spread between two processes of one system at batch 64 (benchmarks/RESULTS.md, 2026-12-02).

@@ -39,7 +39,6 @@ def make_step(model: str, batch: int, context: int, seed: int = 0):
     import torch
 
     from graphbench.config import load_arch
-    from graphbench.runner.attention.triton_backend import DECODE_MERGE_IN_KERNEL
     from graphbench.runner.kernels.paged_decode import paged_decode
     from graphbench.runner.rope import RotaryEmbedding
 
@@ -71,7 +70,7 @@ def make_step(model: str, batch: int, context: int, seed: int = 0):
     def launch(i: int, blocks: dict | None) -> torch.Tensor:
         k_cache, v_cache = caches[i % copies]
         paged_decode(q, k_cache, v_cache, out, query_start_loc, seq_lens, block_tables, scale,
-                     new_kv=(k, v, slots), merge_in_kernel=DECODE_MERGE_IN_KERNEL, cos_sin=cos_sin, blocks=blocks)
+                     (k, v, slots), cos_sin=cos_sin, blocks=blocks)
         return out
 
     return launch, copies

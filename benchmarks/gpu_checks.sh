@@ -16,8 +16,7 @@
 #   bash benchmarks/gpu_checks.sh peers-8b  # the same for llama-3.1-8b (~5 min); both take DECODE_VARIANTS="--variant NAME=VAR=VALUE"
 #                                      # and DECODE_ROUNDS=3 (each graphbench system in 3 processes, interleaved)
 #   bash benchmarks/gpu_checks.sh roofline  # a decode step's kernels per layer part at batch 1 and 64, bytes, TB/s, gaps (~1 min)
-#   bash benchmarks/gpu_checks.sh gated     # the gate/up GEMM with the activation in its epilogue: its blocks against the two
-#                                      # launches, then the -O2 step with and without it at batch 16 and 64, both models, 2 rounds (~7 min)
+#   bash benchmarks/gpu_checks.sh gated     # the gate/up GEMM with the activation in its epilogue: its blocks against the two launches (~2 min)
 #   bash benchmarks/gpu_checks.sh lora      # LoRA's graph keys, capture, memory and step cost (benchmarks/lora.py), then the LoRA-share sweep (~6 min)
 # docs/DEVELOPING.md says what each group backs in benchmarks/RESULTS.md. Logs and JSON go to $OUT (the device tool
 # brings them back); copy the figures into benchmarks/RESULTS.md with the date and the local commit whose tree was
@@ -98,14 +97,9 @@ case "${1:-}" in
     GRAPHBENCH_PDL=0 timeout 200 python3 benchmarks/roofline.py --model llama-3.2-1b --level 2 --batches 1,64 \
       --out "$OUT/roofline-nopdl.json" 2>&1 | grep -v -E "^DEBUG|[Ww]arn" | tee "$OUT/roofline.log" | tail -30
     timeout 150 python3 benchmarks/roofline.py --model llama-3.2-1b --level 2 --batches 1,64 --out "$OUT/roofline-pdl.json" 2>&1 | grep -E "^batch" ;;
-  gated)  # kernels/skinny_gemm.skinny_gate_up in isolation (PDL, against skinny GEMM + silu-mul), then in the step
+  gated)  # kernels/skinny_gemm.skinny_gate_up in isolation (PDL), against the skinny GEMM + silu-mul
     timeout 120 python3 benchmarks/skinny_blocks.py --gated --rows 64 --block-n 16,32,64 --block-k 64,128 --warps 4,8 \
       --stages 3,4,5 --jobs 15 --shapes 16384x2048,28672x4096 --out "$OUT/gated-blocks.json" 2>&1 | grep -v "^DEBUG" \
-      | tee "$OUT/gated-blocks.log" | grep "best"
-    for model in llama-3.2-1b llama-3.1-8b; do
-      timeout 200 python3 benchmarks/decode.py --model $model --batches 16,64 --levels 2 --peers "" --rounds 2 \
-        --variant twolaunch=GRAPHBENCH_GATED_SKINNY=0 --out "$OUT/decode-gated-$model.json" --timeout 150 2>&1 \
-        | grep -v "^DEBUG" | tee "$OUT/decode-gated-$model.log" | tail -6
-    done ;;
+      | tee "$OUT/gated-blocks.log" | grep "best" ;;
   *) echo "usage: bash benchmarks/gpu_checks.sh tests|suite|sweep|decode|startup|starts|profile|gemv|tune|speculative|lora|curve|roofline|peers|peers-8b|gated" >&2; exit 2 ;;
 esac

@@ -102,17 +102,17 @@ def test_unknown_and_ambiguous_names_are_errors(root, tmp_path):
     assert diff("eeee5", "eeee6", "--format", "xml").exit_code == 2
 
 
-@pytest.mark.parametrize("switch, value", [("GRAPHBENCH_GEMV", "0"), ("GRAPHBENCH_TRACED_PIECES", "0"),
-                                           ("GRAPHBENCH_SKINNY_GEMM", "0")])
-def test_a_switch_that_changes_the_compiled_code_is_a_hash_factor(monkeypatch, switch, value):
-    """An entry compiled under another value of these switches is not reused (GRAPHBENCH_GEMV=0's entry holds
-    no graphbench op: a default start loading it would run none of graphbench's kernels)."""
+def test_the_kernel_set_is_a_factor_and_the_debug_hatches_are_not(monkeypatch, tmp_path):
+    """model.kernels = torch changes the traced code (no graphbench op in it), so it is in the config's
+    hash: a default start never loads its entry. The debug hatches act at run time: no new entry."""
     from graphbench.runner.compile.cache import compile_hash, environment_factors
 
-    monkeypatch.delenv(switch, raising=False)
+    ours, torch_ops = config(tmp_path, "ours"), tmp_path / "torch.toml"
+    torch_ops.write_text(ours.read_text().replace('device = "cpu"', 'device = "cpu"\nkernels = "torch"'))
+    diffs = diff_factors(config_factor_set(ours, CPU), config_factor_set(torch_ops, CPU))
+    assert [(d.name, d.a, d.b) for d in diffs] == [("model.kernels", "graphbench", "torch")]
     default_hash, default_factors = compile_hash("c0ffee", "2.11.0"), environment_factors("2.11.0")
-    monkeypatch.setenv(switch, value)
-    assert environment_factors("2.11.0") == default_factors | {switch: value}
-    assert compile_hash("c0ffee", "2.11.0") != default_hash
-    monkeypatch.setenv("GRAPHBENCH_PDL", "0")  # a kernel switch acts at run time: no new entry
-    assert environment_factors("2.11.0") == default_factors | {switch: value}
+    for name in ("GRAPHBENCH_PDL", "GRAPHBENCH_DIRECT_LAUNCH", "GRAPHBENCH_TRITON_KEY_CACHE"):
+        monkeypatch.setenv(name, "0")
+    monkeypatch.setenv("GRAPHBENCH_CHECK_GRAPH_INPUTS", "1")
+    assert environment_factors("2.11.0") == default_factors and compile_hash("c0ffee", "2.11.0") == default_hash

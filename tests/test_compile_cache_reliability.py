@@ -15,8 +15,10 @@ from graphbench.runner.engine import Engine
 from graphbench.runner.request import SamplingParams
 
 pytestmark = pytest.mark.slow
+# torch ops: Inductor compiles every piece (not only the pieces graphbench's ops cannot cover): the entry
+# then holds Inductor's and AOTAutograd's caches and compiled libraries, the artefacts these faults are planted in
 OVERRIDES = {"model.device": "cpu", "optimization_level": 1, "scheduler.max_num_seqs": 4,
-             "scheduler.max_num_batched_tokens": 32}
+             "scheduler.max_num_batched_tokens": 32, "model.kernels": "torch"}
 PROMPTS = [[1, 2, 3], [9, 8, 7, 6]]
 
 
@@ -27,14 +29,9 @@ def _start_in_subprocess(cache_root: Path) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-# Inductor compiles every piece (not only the pieces graphbench's ops cannot cover): the entry then holds
-# Inductor's and AOTAutograd's caches and compiled libraries, the artefacts these faults are planted in
-TRACED_PIECES = {"GRAPHBENCH_TRACED_PIECES": "0"}
-
-
 def _env(cache_root: Path) -> dict[str, str]:
     return dict(os.environ, GRAPHBENCH_CACHE_ROOT=str(cache_root), XDG_CONFIG_HOME=f"{cache_root}-config",
-                PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"), **TRACED_PIECES)
+                PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +77,6 @@ def test_corrupt_cache_entry_is_rebuilt(first_start, tmp_path, monkeypatch, capl
         path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 3])
     monkeypatch.setenv("GRAPHBENCH_CACHE_ROOT", str(tmp_path))
     monkeypatch.setenv("XDG_CONFIG_HOME", f"{tmp_path}-config")
-    monkeypatch.setenv(*next(iter(TRACED_PIECES.items())))
     with caplog.at_level("WARNING"):
         again = Engine(load_engine_config(overrides=OVERRIDES))
     assert again.generate(PROMPTS, SamplingParams(max_tokens=5)) == expected["tokens"]
@@ -183,11 +179,10 @@ def test_cache_diff_finds_a_config_identical_to_the_entry_it_compiled(concurrent
                       "[scheduler]\nmax_num_seqs = 4\nmax_num_batched_tokens = 32\n")
     monkeypatch.setenv("GRAPHBENCH_CACHE_ROOT", str(root))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the starts above ran on the CPU
-    monkeypatch.delenv("GRAPHBENCH_TRACED_PIECES", raising=False)  # a switch of the compiled code (cache.py)
     result = CliRunner().invoke(app, ["cache", "diff", entry.name, str(config), "--format", "json"])
     assert [(d["factor"], d["a"], d["b"]) for d in json.loads(result.stdout)["differences"]] == [
-        ("GRAPHBENCH_TRACED_PIECES", "0", "1")]
-    monkeypatch.setenv(*next(iter(TRACED_PIECES.items())))  # as the starts ran
+        ("model.kernels", "torch", "graphbench")]
+    config.write_text(config.read_text().replace('device = "cpu"', 'device = "cpu"\nkernels = "torch"'))  # as they ran
     result = CliRunner().invoke(app, ["cache", "diff", entry.name, str(config), "--format", "json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)

@@ -143,13 +143,12 @@ def test_pieces_of_graphbench_ops_run_as_traced(compiled):
     assert split_code.count("runs as traced") == stats.num_traced_pieces
 
 
-def test_inductor_pieces_are_saved_loaded_and_rebuilt_when_corrupt(cache_root, monkeypatch):
-    """GRAPHBENCH_TRACED_PIECES=0: Inductor compiles every piece (identical layer bodies once), a warm start
+def test_inductor_pieces_are_saved_loaded_and_rebuilt_when_corrupt(cache_root):
+    """model.kernels = torch: Inductor compiles every piece (identical layer bodies once), a warm start
     loads them with the compile stack imported, and a corrupt artefact means compiling afresh."""
     from pathlib import Path
 
-    monkeypatch.setenv("GRAPHBENCH_TRACED_PIECES", "0")
-    overrides = {"optimization_level": 2, "scheduler.max_num_seqs": 3}
+    overrides = {"optimization_level": 2, "scheduler.max_num_seqs": 3, "model.kernels": "torch"}
     cold = engine(**overrides)
     stats = cold.compiled.stats
     # first piece (embedding + layer 0 up to attention), middle layer bodies, last piece (+ final norm)
@@ -165,10 +164,9 @@ def test_inductor_pieces_are_saved_loaded_and_rebuilt_when_corrupt(cache_root, m
     rebuilt = engine(**overrides)
     assert not rebuilt.report.compile_loaded and rebuilt.report.dynamo_seconds > 0
     assert rebuilt.generate(PROMPTS, SamplingParams(max_tokens=5)) == cold.generate(PROMPTS, SamplingParams(max_tokens=5))
-    # the switch is in the compile hash: the default's entry is another one, of traced pieces (an A/B of
-    # the switch never makes the default's warm start load the other side's Inductor pieces)
-    monkeypatch.setenv("GRAPHBENCH_TRACED_PIECES", "1")
-    default = engine(**overrides)
+    # the kernel set is in the compile hash: the default's entry is another one, of traced pieces (an A/B
+    # of the two never makes the default's warm start load the other side's Inductor pieces)
+    default = engine(**(overrides | {"model.kernels": "graphbench"}))
     assert default.report.compile_cache_dir != cold.report.compile_cache_dir
     assert default.compiled.stats.num_traced_pieces == default.compiled.stats.num_compiled_pieces
 

@@ -36,7 +36,8 @@ def test_moved_inputs_are_caught_on_the_first_replays_then_trusted(monkeypatch):
         for _ in range(cudagraph.NUM_CHECKED_REPLAYS):
             assert wrapper(x, 3, y) == "recorded output"
         assert wrapper(x, 3, moved) == "recorded output"  # past the checked replays: not read any more
-        monkeypatch.setattr(cudagraph, "CHECK_ALL_REPLAYS", True)
+        monkeypatch.setenv("GRAPHBENCH_CHECK_GRAPH_INPUTS", "1")  # read when a wrapper is made
+        wrapper.check_all_replays = _wrapper_with_recording(key, (x, 3, y))[0].check_all_replays
         with pytest.raises(RuntimeError, match="inputs moved"):
             wrapper(x, 3, moved)
     assert graph.num_replays == cudagraph.NUM_CHECKED_REPLAYS + 1

@@ -4,7 +4,6 @@ import pytest
 
 from graphbench import env
 from graphbench.errors import GraphbenchError
-from graphbench.switches import switch_value
 
 
 def test_the_cache_root_defaults_and_expands(monkeypatch, tmp_path):
@@ -20,19 +19,6 @@ def test_a_cache_root_that_cannot_be_used_is_one_line(monkeypatch, value, said):
     monkeypatch.setenv("GRAPHBENCH_CACHE_ROOT", value)
     with pytest.raises(GraphbenchError, match=said):
         env.cache_root()
-
-
-@pytest.mark.parametrize("name, value", [("GRAPHBENCH_GEMV", "banana"), ("GRAPHBENCH_PDL", "yes"),
-                                         ("GRAPHBENCH_PDL", ""), ("GRAPHBENCH_DECODE_MIN_TILES", "0"),
-                                         ("GRAPHBENCH_DECODE_MIN_TILES", "two")])
-def test_a_switch_value_it_does_not_accept_is_an_error_naming_it(name, value):
-    with pytest.raises(GraphbenchError, match=f"{name}={value!r}: expected"):
-        switch_value(name, {name: value})
-
-
-def test_accepted_switch_values_and_defaults():
-    assert switch_value("GRAPHBENCH_PDL", {}) == "1" and switch_value("GRAPHBENCH_PDL", {"GRAPHBENCH_PDL": "0"}) == "0"
-    assert switch_value("GRAPHBENCH_DECODE_MIN_TILES", {"GRAPHBENCH_DECODE_MIN_TILES": "4"}) == "4"
 
 
 def test_flags_other_programs_set(monkeypatch):

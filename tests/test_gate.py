@@ -483,27 +483,27 @@ def test_config_hash_or_model_mismatch(tmp_path):
         run_gate(b, m)
 
 
-def test_differing_switches_are_a_warning_for_graphbench_points_only(tmp_path):
-    old = make_result()  # recorded before results carried switches
+def test_differing_debug_hatches_are_a_warning_for_graphbench_points_only(tmp_path):
+    old = make_result()  # recorded before results carried the hatches
     unchanged = make_result()
     unchanged["environment"]["switches"] = {}
     flipped = make_result()
-    flipped["environment"]["switches"] = {"GRAPHBENCH_PDL": "0", "GRAPHBENCH_GEMV": "0"}
+    flipped["environment"]["switches"] = {"GRAPHBENCH_PDL": "0", "GRAPHBENCH_DIRECT_LAUNCH": "0"}
     b, c = _two_sets(tmp_path, [old], [unchanged])
-    assert not any("switches" in w for w in run_gate(b, c).warnings)
+    assert not any("hatches" in w for w in run_gate(b, c).warnings)
     f = write_set(tmp_path / "f", [flipped])
     text = "\n".join(run_gate(b, f).warnings)
-    assert ("environment switches differs: baseline none vs current "
-            "GRAPHBENCH_GEMV=0 GRAPHBENCH_PDL=0") in text
+    assert ("debug hatches differ: baseline none vs current "
+            "GRAPHBENCH_DIRECT_LAUNCH=0 GRAPHBENCH_PDL=0") in text
     peer_b, peer_c = make_result("hf-eager", system="hf-eager"), make_result("hf-eager", system="hf-eager")
     peer_c["environment"]["switches"] = {"GRAPHBENCH_PDL": "0"}  # not the peers' business
     pb, pc = write_set(tmp_path / "pb", [peer_b, old]), write_set(tmp_path / "pc", [peer_c, unchanged])
     report = run_gate(pb, pc)
-    assert not any("switches" in w for w in report.warnings)
+    assert not any("hatches" in w for w in report.warnings)
     # peers are references (one process each, in a sweep's first round): compared, not gated
     assert {c.comparison.system for c in report.checks} == {"graphbench"}
     assert "1 peer point(s) not gated (references, one process each): hf-eager (hf-eager)" in report.warnings
-    assert not any("switches" in w for w in compare_sets(load_results([pb]), load_results([pc])).warnings)
+    assert not any("hatches" in w for w in compare_sets(load_results([pb]), load_results([pc])).warnings)
     only_peers = write_set(tmp_path / "peers-only", [peer_b])
     with pytest.raises(GraphbenchError, match="nothing to gate"):
         run_gate(only_peers, only_peers)

@@ -20,7 +20,7 @@ KERNELS = "graphbench.runner.kernels"
 # What the kernels room may import besides itself, the standard library, torch and triton: the switch
 # registry, the environment module and the error type, which import nothing but the standard library and
 # each other (checked below): through them the kernels read their GRAPHBENCH_* switches and TRITON_*.
-KERNELS_MAY_IMPORT = ("graphbench.switches", "graphbench.env", "graphbench.errors")
+KERNELS_MAY_IMPORT = ("graphbench.env", "graphbench.errors")
 
 
 @dataclass

@@ -41,7 +41,7 @@ class FakeKernel:
 
 @pytest.fixture
 def direct(monkeypatch):
-    monkeypatch.setattr(launch, "DIRECT_LAUNCH", True)
+    monkeypatch.setattr(launch, "_direct", True)
     monkeypatch.setattr(launch, "_current_stream", lambda index: 1000 + index)
     monkeypatch.setattr(launch, "_current_device", lambda: 0)
     # a CUDA tensor's only property the launcher reads beyond dtype and data_ptr
@@ -117,10 +117,12 @@ def test_the_jit_path_is_kept_when_off_interpreted_or_unkeyable(direct, monkeypa
     for _ in range(2):  # a tensor passed by keyword would be keyed by identity: never cached
         launcher[(1,)](x, out, 64, 1e-5, BLOCK=128, PDL=torch.zeros(1))
     assert len(kernel.jit_calls) == 2 and launcher.num_direct == 0
-    monkeypatch.setattr(launch, "DIRECT_LAUNCH", False)
+    monkeypatch.setattr(launch, "_direct", None)  # as before the process's first launch
+    monkeypatch.setenv("GRAPHBENCH_DIRECT_LAUNCH", "0")
     for _ in range(2):
         launcher[(1,)](x, out, 64, 1e-5, BLOCK=128)
-    monkeypatch.setattr(launch, "DIRECT_LAUNCH", True)
+    assert launch._direct is False  # read at the first launch, then kept
+    monkeypatch.setattr(launch, "_direct", True)
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     for _ in range(2):
         launcher[(1,)](x, out, 64, 1e-5, BLOCK=128)
@@ -159,6 +161,6 @@ def test_a_real_kernel_signature_is_read_with_its_constexprs():
 
     launcher = DirectLauncher(_add_rmsnorm_kernel)
     assert launcher.names == ["x_ptr", "r_ptr", "nw_ptr", "out_ptr", "h_ptr", "K", "stride_x", "stride_r", "eps",
-                              "BLOCK", "EARLY", "PDL"]
-    assert launcher.constexpr == [False] * 9 + [True, True, True]
+                              "BLOCK", "PDL"]
+    assert launcher.constexpr == [False] * 9 + [True, True]
     assert launcher.defaults[-1] is False

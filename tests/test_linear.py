@@ -42,7 +42,7 @@ for rows in (1, 3):
     ref, ref_h = add_rmsnorm_gate_up_matmul(x, res, nw, 1e-6, w)
     assert got.shape == (rows, 24) and torch.equal(h, ref_h), rows
     assert torch.allclose(got, ref, rtol=1e-4, atol=1e-4), (rows, (got - ref).abs().max())
-# the one-row gate/up GEMV with the activation in its epilogue (GRAPHBENCH_GATED_GEMV=1): equal to the GEMV +
+# the one-row gate/up GEMV with the activation in its epilogue: equal to the GEMV +
 # the silu-mul launch; in bf16, I = 40 in blocks of 16 (the last block masked), one and two K tiles
 from graphbench.runner import linear
 from graphbench.runner.kernels.gemv import launch_gated_gemv, launch_silu_mul
@@ -58,13 +58,13 @@ for k, block_k in ((256, 256), (512, 256)):
     assert torch.equal(one, two), k
 w, nw = torch.randn(80, 512, generator=g).to(torch.bfloat16), torch.randn(512, generator=g).to(torch.bfloat16)
 x, res = torch.randn(1, 512, generator=g).to(torch.bfloat16), torch.randn(1, 512, generator=g).to(torch.bfloat16)
-want, want_h = linear.add_rmsnorm_gate_up_impl(x, res, nw, 1e-6, w)
-linear.GATED_GEMV = True
+normed, want_h = linear.add_rmsnorm_rows(x, res, nw, 1e-6)
+want = torch.empty(1, 40, dtype=torch.bfloat16)
+launch_silu_mul(linear.gemv(normed, w), want)  # the two launches the gated GEMV replaces
 calls = []
 real = linear.gated_gemv
 linear.gated_gemv = lambda *a: calls.append(a[1].shape) or real(*a)
-got, h = linear.add_rmsnorm_gate_up_impl(x, res, nw, 1e-6, w)
-linear.GATED_GEMV = False
+got, h = linear.add_rmsnorm_gate_up_impl(x, res, nw, 1e-6, w)  # one row: the gated GEMV
 assert calls == [w.shape] and torch.equal(h, want_h)
 assert ((got.float() - want.float()).abs().max() <= 1e-2 * want.float().abs().max()), (got - want).abs().max()
 # residual add + RMSNorm + projection: one add-norm launch, then the GEMV (one row; one and several K
@@ -91,9 +91,10 @@ def test_gemv_equals_linear_in_the_interpreter():
 
 
 def test_on_the_cpu_every_linear_is_torch_linear():
-    from graphbench.runner.linear import Linear, gemv_applies, linear_op
+    from graphbench.runner.linear import gemv_applies, linear, linear_op
+    from graphbench.runner.model import Linear
 
-    layer = Linear(16, 8, bias=True)
+    layer = Linear(16, 8, True, linear)
     x = torch.randn(1, 16)
     assert not gemv_applies(x, layer.weight)
     assert torch.equal(layer(x), F.linear(x, layer.weight, layer.bias))
@@ -137,27 +138,37 @@ def test_fixed_size_variants_see_matmuls_again():
     assert torch.equal(rewritten(*args), piece(*args))
 
 
-def test_gemv_switched_off_means_plain_torch_ops(monkeypatch):
-    from graphbench.runner import linear
+def test_kernels_torch_builds_a_model_of_torch_ops_only(monkeypatch):
+    """config.model.kernels = torch: every projection and norm of the model is a torch op, which runs
+    none of graphbench's kernels even where they would apply (the Triton interpreter on the CPU)."""
+    from graphbench.config import load_arch
+    from graphbench.runner import linear, norms
+    from graphbench.runner.model import LAYER_OPS, CausalLM
 
-    monkeypatch.setenv("TRITON_INTERPRET", "1")  # would otherwise send CPU tensors to the Triton kernels
-    monkeypatch.setattr(linear, "GEMV_ENABLED", False)
-    x, w = torch.randn(1, 512), torch.randn(8, 512)
-    assert not linear.gemv_applies(x, w) and not linear.on_triton_device(x)
-    x, res, nw = torch.randn(2, 512), torch.randn(2, 512), torch.randn(512)
-    got = linear.add_rmsnorm_gate_up_impl(x, res, nw, 1e-6, w)
-    want = linear.add_rmsnorm_gate_up_matmul(x, res, nw, 1e-6, w)
-    assert all(torch.equal(a, b) for a, b in zip(got, want))
-    got = linear.add_rmsnorm_linear_impl(x, res, nw, 1e-6, w, None)
-    want = linear.add_rmsnorm_matmul(x, res, nw, 1e-6, w, None)
-    assert all(torch.equal(a, b) for a, b in zip(got, want))
+    model = CausalLM(load_arch("tiny-llama"), 64, kernels="torch")
+    layer = model.layers[1]
+    assert model.ops is LAYER_OPS["torch"] and layer.ops is LAYER_OPS["torch"]
+    assert {m.op for m in model.modules() if isinstance(m, torch.nn.Linear)} == {F.linear}
+    assert layer.input_layernorm.add_rmsnorm is norms.add_rmsnorm_torch
+    assert CausalLM(load_arch("tiny-llama"), 64).ops is LAYER_OPS["graphbench"]
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # graphbench's own ops would send these to its kernels
+    for module in (linear, norms):
+        monkeypatch.setattr(module, "_kernels", lambda: pytest.fail("a graphbench kernel ran"))
+    ops = LAYER_OPS["torch"]
+    x, res, nw, w = torch.randn(1, 512), torch.randn(1, 512), torch.randn(512), torch.randn(16, 512)
+    assert torch.equal(ops.linear(x, w), F.linear(x, w))
+    got, h = ops.add_rmsnorm_gate_up(x, res, nw, 1e-6, w)
+    assert got.shape == (1, 8) and torch.equal(h, x + res)
+    ops.add_rmsnorm_linear(x, res, nw, 1e-6, w, None)
+    ops.add_rmsnorm(x, res, nw, 1e-6)
+    ops.embed_rmsnorm(torch.tensor([0, 3]), w, nw, 1e-6)
 
 
 def test_pdl_is_only_used_on_cuda_and_adds_no_launch_option_otherwise(monkeypatch):
     pytest.importorskip("triton")
     from graphbench.runner.kernels import pdl
 
-    monkeypatch.setattr(pdl, "PDL_ENABLED", True)
+    monkeypatch.delenv("GRAPHBENCH_PDL", raising=False)  # on, its default
     assert not pdl.use_pdl(torch.zeros(2))  # a CPU tensor (and the interpreter) never launches with PDL
     # only the capture phase launches with PDL; the flag is restored even when the phase fails
     assert pdl._graph_phase is False
@@ -221,21 +232,21 @@ for rows, inter, k, config in ((2, 40, 256, (16, 128, 4, 1)), (17, 96, 512, (32,
     assert ((got.double() - ref).norm() / ref.norm()).item() < 1e-2
 assert gated_blocks(16384, 2048, 132) == (32, 64, 4, 5) and gated_blocks(28672, 4096, 132) == (32, 64, 4, 3)
 assert gated_blocks(256, 128, 132) == (32, 128, 4, 4)  # the rule's 64 columns a program, halved
-# the engine's MLP op: at 17 rows the gated kernel runs (switch on), with the same result as two launches; at
-# 16 rows (GATED_MIN_ROWS) two launches
+# the engine's MLP op: at 17 rows the gated kernel runs, with the same result as two launches (the skinny
+# GEMM, then silu-mul); at 16 rows (GATED_MIN_ROWS) those two launches
 from graphbench.runner import linear
 from graphbench.runner.kernels import skinny_gemm as skinny_module
 w, nw = torch.randn(96, 256, generator=g).to(torch.bfloat16), torch.randn(256, generator=g).to(torch.bfloat16)
 gated_calls = []
 skinny_module.skinny_gate_up = lambda *a: gated_calls.append(a[0].shape) or skinny_gate_up(*a)
-assert linear.GATED_SKINNY and linear.GATED_MIN_ROWS == 16
+assert linear.GATED_MIN_ROWS == 16
 for rows, gated in ((17, True), (16, False)):
     x, res = torch.randn(rows, 256, generator=g).to(torch.bfloat16), torch.randn(rows, 256, generator=g).to(torch.bfloat16)
     gated_calls.clear()
-    linear.GATED_SKINNY = True
     got, h = linear.add_rmsnorm_gate_up_impl(x, res, nw, 1e-6, w)
-    linear.GATED_SKINNY = False
-    want, want_h = linear.add_rmsnorm_gate_up_impl(x, res, nw, 1e-6, w)
+    normed, want_h = linear.add_rmsnorm_rows(x, res, nw, 1e-6)
+    want = torch.empty(rows, 48, dtype=torch.bfloat16)
+    launch_silu_mul(linear.linear_impl(normed, w), want)
     assert gated_calls == ([(rows, 256)] if gated else []) and torch.equal(h, want_h) and torch.equal(got, want), rows
 print("ok")
 """

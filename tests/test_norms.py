@@ -5,7 +5,6 @@ gets back."""
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 from tests.interpreted import run_interpreted
@@ -34,11 +33,7 @@ print("ok")
 """
 
 
-@pytest.mark.parametrize("early", ["0", "1"])
-def test_norm_kernels_equal_the_eager_model_in_the_interpreter(early, monkeypatch):
-    """GRAPHBENCH_NORM_EARLY_LOADS=1 (the residual and the norm weight loaded before the PDL wait) computes
-    the same rows."""
-    monkeypatch.setenv("GRAPHBENCH_NORM_EARLY_LOADS", early)
+def test_norm_kernels_equal_the_eager_model_in_the_interpreter():
     run_interpreted(CODE)
 
 

@@ -10,7 +10,7 @@ import torch
 import torch.fx as fx
 
 from graphbench.runner import linear
-from graphbench.runner.compile.pieces import own_kernels_at, runs_as_traced
+from graphbench.runner.compile.pieces import linears_as_matmuls, own_kernels_at, runs_as_traced
 
 
 def piece(*, add_tensors: bool = False) -> fx.GraphModule:
@@ -34,10 +34,9 @@ def test_graphbench_ops_views_and_items_run_as_traced_even_when_loaded_from_disk
     assert runs_as_traced(pickle.loads(pickle.dumps(gm)))  # no traced values needed
 
 
-def test_a_tensor_add_or_a_switch_off_goes_to_inductor(monkeypatch):
+def test_a_tensor_add_or_torch_ops_go_to_inductor():
     assert not runs_as_traced(piece(add_tensors=True))
-    monkeypatch.setenv("GRAPHBENCH_TRACED_PIECES", "0")
-    assert not runs_as_traced(piece())
+    assert not runs_as_traced(linears_as_matmuls(piece()))  # what model.kernels = torch traces
 
 
 def test_a_variant_keeps_the_ops_where_every_projection_runs_graphbench_kernels(monkeypatch):

@@ -92,8 +92,7 @@ def test_add_rmsnorm_compiles():
 
     sig = {"x_ptr": BF16, "r_ptr": BF16, "nw_ptr": BF16, "out_ptr": BF16, "h_ptr": BF16, "K": "i32",
            "stride_x": "i32", "stride_r": "i32", "eps": "fp32"}
-    for early in (False, True):  # GRAPHBENCH_NORM_EARLY_LOADS
-        assert compile_sm90(_add_rmsnorm_kernel, sig, {"BLOCK": 2048, "EARLY": early}).asm["cubin"]
+    assert compile_sm90(_add_rmsnorm_kernel, sig, {"BLOCK": 2048}).asm["cubin"]
 
 
 def test_silu_mul_and_argmax_compile():
@@ -123,11 +122,9 @@ def test_attention_kernels_compile(split):
     decode = dict(pointers, k_ptr=BF16, v_ptr=BF16, slot_ptr="*i64", scale="fp32", max_reqs="i32", num_heads="i32",
                   num_splits="i32", stride_nkt="i32", stride_nkh="i32", stride_nvt="i32", stride_nvh="i32", **strides)
     decode.update(count_ptr="*i32", cos_sin_ptr=BF16, stride_cs="i32")
-    # (the K/V in a separate launch; rotary, K/V and the early tile under PDL; the same with the tile loop)
-    for write_kv, merge, rotary, early_tile, pdl in ((False, False, False, False, False),
-                                                     (True, split, True, True, True), (True, split, True, False, True)):
-        kernel = compile_sm90(_decode_kernel, decode, dict(shared, SPLIT=split, WRITE_KV=write_kv, MERGE=merge,
-                                                           MIN_TILES=4, ROTARY=rotary, EARLY_LOADS=True,
+    # (no rotary, no PDL; rotary and the early tile under PDL; the same with the tile loop)
+    for rotary, early_tile, pdl in ((False, False, False), (True, True, True), (True, False, True)):
+        kernel = compile_sm90(_decode_kernel, decode, dict(shared, SPLIT=split, MIN_TILES=4, ROTARY=rotary,
                                                            EARLY_TILE=early_tile, PDL=pdl))
         ptx = kernel.asm["ptx"]
         assert kernel.asm["cubin"] and ("griddepcontrol.wait" in ptx) == pdl
@@ -167,7 +164,7 @@ def test_pdl_variants_compile_with_grid_dependency_control():
              "num_chunks": "i32"}
     rows = {"values_ptr": "*fp32", "indices_ptr": "*i32", "out_ptr": "*i64", "num_chunks": "i32"}
     cases = [(_gemv_kernel, gemv, {"HAS_BIAS": False, "BLOCK_N": 4, "BLOCK_K": 1024, "INTERPRET": False}),
-             (_add_rmsnorm_kernel, norm, {"BLOCK": 2048, "EARLY": False}), (_silu_mul_kernel, silu, {"BLOCK": 1024}),
+             (_add_rmsnorm_kernel, norm, {"BLOCK": 2048}), (_silu_mul_kernel, silu, {"BLOCK": 1024}),
              (_chunk_argmax_kernel, chunk, {"BLOCK": 2048}), (_row_argmax_kernel, rows, {"BLOCK_C": 64})]
     for fn, sig, constexprs in cases:
         with_pdl = compile_sm90(fn, sig, dict(constexprs, PDL=True)).asm["ptx"]
@@ -176,11 +173,9 @@ def test_pdl_variants_compile_with_grid_dependency_control():
         assert "griddepcontrol" not in without, fn.__name__
         if fn is _gemv_kernel:  # its first weight tile is loaded before the wait (weights are never written)
             assert "ld.global" in with_pdl[:with_pdl.index("griddepcontrol.wait")]
-        if fn is _add_rmsnorm_kernel:  # nothing loads before the wait unless EARLY
-            assert "ld.global" not in with_pdl[:with_pdl.index("griddepcontrol.wait")]
-    early = compile_sm90(_add_rmsnorm_kernel, norm, {"BLOCK": 2048, "EARLY": True, "PDL": True}).asm["ptx"]
+    early = compile_sm90(_add_rmsnorm_kernel, norm, {"BLOCK": 2048, "PDL": True}).asm["ptx"]
     before_wait = early[:early.index("griddepcontrol.wait")]
-    assert before_wait.count("ld.global") >= 2  # the norm weight and the residual (GRAPHBENCH_NORM_EARLY_LOADS)
+    assert before_wait.count("ld.global") >= 2  # the norm weight and the residual load before the wait
     assert "st.global" not in before_wait
 
 

@@ -138,15 +138,14 @@ def reference_attention(q, k_cache, v_cache, query_start_loc, seq_lens, block_ta
     return torch.cat(outs) if outs else q.new_zeros((0,) + q.shape[1:], dtype=torch.float64)
 
 
-def check_case(case, *, num_splits=None, rtol=1e-5, atol=2e-5, rel_err=None, decode=False, writes_kv=False,
-               merge_in_kernel=False, rotary=False, early_tile=None):
+def check_case(case, *, num_splits=None, rtol=1e-5, atol=2e-5, rel_err=None, decode=False, rotary=False,
+               early_tile=None):
     """Run both kernels on case (in place), compare cache and output; raises AssertionError.
 
-    decode=True runs the uniform-decode kernel (every real row is one request's new token);
-    writes_kv=True lets it write the new K/V rows itself (no write_kv_cache launch); merge_in_kernel=True
-    has it merge its splits itself (no merge launch); rotary=True hands it q and k unrotated with a
-    rotary table (it applies RoPE itself; needs writes_kv), checked against torch's rotation;
-    early_tile=False makes it read the new K/V back from the cache (a large grid's path)."""
+    decode=False: write_kv_cache, then the unified kernel. decode=True: the uniform-decode kernel (every
+    real row is one request's new token), which writes the new K/V rows itself and merges its splits;
+    rotary=True hands it q and k unrotated with a rotary table (it applies RoPE itself), checked against
+    torch's rotation; early_tile=False makes it read the new K/V back from the cache (a large grid's path)."""
     from graphbench.runner.kernels.kv_cache_write import write_kv_cache
     from graphbench.runner.kernels.paged_attention import paged_attention
     from graphbench.runner.kernels.paged_decode import paged_decode
@@ -157,21 +156,18 @@ def check_case(case, *, num_splits=None, rtol=1e-5, atol=2e-5, rel_err=None, dec
         case = dict(case)
         case["q"], case["k"] = rotated_inputs(case, cos_sin)  # what the reference sees
     want_kc, want_vc = expected_cache(case)
-    if not writes_kv:
-        write_kv_cache(case["k"], case["v"], case["k_cache"], case["v_cache"], case["slot_mapping"])
-        _check_cache(case, want_kc, want_vc)
     q = case["q"]
     out = torch.full_like(q, float("nan"))
     scale = 1.0 / math.sqrt(q.shape[-1])
     meta = [case[n] for n in ("query_start_loc", "seq_lens", "block_tables")]
-    if writes_kv or merge_in_kernel:
-        paged_decode(q_in, case["k_cache"], case["v_cache"], out, *meta, scale, num_splits=num_splits,
-                     new_kv=(k_in, case["v"], case["slot_mapping"]) if writes_kv else None,
-                     merge_in_kernel=merge_in_kernel, cos_sin=cos_sin, early_tile=early_tile)
+    if decode:
+        paged_decode(q_in, case["k_cache"], case["v_cache"], out, *meta, scale, (k_in, case["v"], case["slot_mapping"]),
+                     num_splits=num_splits, cos_sin=cos_sin, early_tile=early_tile)
         _check_cache(case, want_kc, want_vc, atol=(1e-6 if q.dtype == torch.float32 else 6e-2) if rotary else 0.0)
     else:
-        kernel = paged_decode if decode else paged_attention
-        kernel(q, case["k_cache"], case["v_cache"], out, *meta, scale, num_splits=num_splits)
+        write_kv_cache(case["k"], case["v"], case["k_cache"], case["v_cache"], case["slot_mapping"])
+        _check_cache(case, want_kc, want_vc)
+        paged_attention(q, case["k_cache"], case["v_cache"], out, *meta, scale, num_splits=num_splits)
     n = case["num_real_tokens"]
     ref = reference_attention(q, want_kc, want_vc, *meta, case["num_reqs"], scale)
     assert torch.isfinite(out).all(), "non-finite output (padding rows or masking)"
@@ -207,7 +203,9 @@ CASES = {
     "mixed_few_tokens_many_slots": (([(3, 10), (1, 4)], 4, 2, 16), {"max_reqs": 16, "num_tokens": 6}, None),
     "decode_one_token_many_slots_split2": (([(1, 70)], 4, 2, 64), {"max_reqs": 32, "num_tokens": 1}, 2),
 }
-# the uniform-decode kernel (runner/kernels/paged_decode.py): one new token per request, padding rows past them
+# the uniform-decode kernel (runner/kernels/paged_decode.py): one new token per request, padding rows past
+# them; the kernel writes the new K/V itself (the split holding the last tile writes), with and without
+# splits, a new token opening a block
 DECODE_CASES = {
     "decode_kernel_r3_g4_d64": (([(1, 5), (1, 16), (1, 33)], 4, 1, 64), {}, None),
     "decode_kernel_padded_g2_split4": (([(1, 70), (1, 3), (1, 129)], 4, 2, 64), {"max_reqs": 6, "num_tokens": 5}, 4),
@@ -217,13 +215,8 @@ DECODE_CASES = {
     "decode_kernel_all_padding": (([], 4, 2, 16), {"max_reqs": 3, "num_tokens": 2, "num_blocks": 4,
                                                    "max_blocks_per_seq": 2}, 2),
 }
-
-# the same decode cases with the kernel writing the new K/V itself (GRAPHBENCH_DECODE_WRITES_KV): the
-# split holding the last tile writes; with and without splits, padding rows, a new token opening a block
-WRITE_KV_CASES = {name.replace("decode_kernel", "decode_writes_kv"): case for name, case in DECODE_CASES.items()}
-# the decode kernel merging its own splits (GRAPHBENCH_DECODE_MERGE_IN_KERNEL): at least MIN_TILES_PER_SPLIT
-# (4) tiles a split, so with TILE_N 32 (float32) contexts <= 128 are one program and longer ones merge
-# 2-4 active splits of 8; padding rows; with the K/V written by the kernel too
+# the decode kernel merging its splits: short contexts in fewer active splits than launched, long ones
+# merging all of them; padding rows
 MERGE_CASES = {
     "decode_merge_short_and_long_split8": (([(1, 40), (1, 300), (1, 129), (1, 500)], 4, 2, 64),
                                            {"max_reqs": 6, "num_tokens": 5}, 8),
@@ -232,8 +225,8 @@ MERGE_CASES = {
                                                   "max_blocks_per_seq": 2}, 4),
 }
 
-# the decode kernel applying rotary embedding to q and the new k itself (GRAPHBENCH_DECODE_ROTARY): no
-# split, splits with a merge launch and padding rows, in-kernel merging of long contexts, bfloat16
+# the decode kernel applying rotary embedding to q and the new k itself: no split, splits and padding
+# rows, long contexts, bfloat16
 ROTARY_CASES = {
     "decode_rotary_r3_g4_d64": (([(1, 5), (1, 16), (1, 33)], 4, 1, 64), {}, None),
     "decode_rotary_padded_g2_split4": (([(1, 70), (1, 3), (1, 129)], 4, 2, 64), {"max_reqs": 6, "num_tokens": 5}, 4),
@@ -265,7 +258,7 @@ def check_rotary_qk():
     assert got_q.is_contiguous() and got_k.is_contiguous()
 
 
-def check_dummy_slots_write_nothing(merge_in_kernel: bool):
+def check_dummy_slots_write_nothing():
     """The engine's dummy batches (warm-up, profile, capture) have real rows with slot -1: the decode
     kernel writing K/V must then write nothing, neither in the cache nor just outside it (block -1)."""
     from graphbench.runner.kernels.paged_decode import paged_decode
@@ -281,20 +274,19 @@ def check_dummy_slots_write_nothing(merge_in_kernel: bool):
     before = {name: whole.clone() for name, whole in guarded.items()}
     out = torch.empty_like(case["q"])
     meta = [case[n] for n in ("query_start_loc", "seq_lens", "block_tables")]
-    paged_decode(case["q"], case["k_cache"], case["v_cache"], out, *meta, 0.25, num_splits=8,
-                 new_kv=(case["k"], case["v"], case["slot_mapping"]), merge_in_kernel=merge_in_kernel)
+    paged_decode(case["q"], case["k_cache"], case["v_cache"], out, *meta, 0.25, (case["k"], case["v"], case["slot_mapping"]),
+                 num_splits=8)
     for name, whole in guarded.items():
         assert torch.equal(whole.isnan(), before[name].isnan()), f"{name}: written with slot -1"
         assert torch.equal(whole.nan_to_num(0.0), before[name].nan_to_num(0.0)), f"{name}: written with slot -1"
 
 
-# name -> merge_in_kernel, for check_dummy_slots_write_nothing
-DUMMY_SLOT_CASES = {"decode_writes_kv_dummy_slots": False, "decode_merge_writes_kv_dummy_slots": True}
+DUMMY_SLOT_CASES = ("decode_dummy_slots",)
 
 
 # every interpreted check, in the order that numbers the cases' seeds (a case's data is the same in
 # whichever worker process runs it)
-ORDER = [*CASES, *DECODE_CASES, *WRITE_KV_CASES, *MERGE_CASES, *ROTARY_CASES, "rotary_qk", *DUMMY_SLOT_CASES]
+ORDER = [*CASES, *DECODE_CASES, *MERGE_CASES, *ROTARY_CASES, "rotary_qk", *DUMMY_SLOT_CASES]
 # the checks are spread over this many interpreter processes at once (every other case to each): the
 # interpreter runs one core, and the suite's machine has two
 WORKERS = 2
@@ -309,21 +301,19 @@ def _run_cases(names):
                 if name == "rotary_qk":
                     check_rotary_qk()
                 else:
-                    check_dummy_slots_write_nothing(DUMMY_SLOT_CASES[name])
+                    check_dummy_slots_write_nothing()
                 verdict = "ok"
             except Exception as exc:  # noqa: BLE001  (reported back to the parent test)
                 verdict = f"{type(exc).__name__}: {exc}"
             results[name] = {"verdict": verdict, "seconds": round(time.perf_counter() - start, 2)}
             continue
-        args, kwargs, splits = {**CASES, **DECODE_CASES, **WRITE_KV_CASES, **MERGE_CASES, **ROTARY_CASES}[name]
+        args, kwargs, splits = {**CASES, **DECODE_CASES, **MERGE_CASES, **ROTARY_CASES}[name]
         start = time.perf_counter()
         try:
             low_precision = kwargs.get("dtype", torch.float32) != torch.float32
             check_case(make_case(*args, seed=ORDER.index(name) + 1, **kwargs), num_splits=splits,
                        rel_err=2e-2 if low_precision else None, decode=name not in CASES,
-                       writes_kv=name in WRITE_KV_CASES or "writes_kv" in name or name in ROTARY_CASES,
-                       merge_in_kernel=name in MERGE_CASES or "merge" in name, rotary=name in ROTARY_CASES,
-                       early_tile=False if "loop" in name else None)
+                       rotary=name in ROTARY_CASES, early_tile=False if "loop" in name else None)
             verdict = "ok"
         except Exception as exc:  # noqa: BLE001  (reported back to the parent test)
             verdict = f"{type(exc).__name__}: {exc}"
@@ -383,5 +373,4 @@ def test_attention_and_decode_configs_are_shape_only():
 
 if __name__ == "__main__":
     assert os.environ.get("TRITON_INTERPRET") == "1", "run with TRITON_INTERPRET=1"
-    print(json.dumps(_run_cases(sys.argv[1:] or list(CASES) + list(DECODE_CASES) + list(WRITE_KV_CASES) + list(MERGE_CASES)
-                                    + list(DUMMY_SLOT_CASES))))
+    print(json.dumps(_run_cases(sys.argv[1:] or ORDER)))

@@ -3,7 +3,7 @@
 graphbench's input is its config (`config/`). What the environment may still say, read here, lazily
 (when asked, never at import) and validated (one line naming the variable and what it accepts):
 - `GRAPHBENCH_CACHE_ROOT`: where compiled artefacts are kept (default `~/.cache/graphbench`);
-- the `GRAPHBENCH_*` switches of `switches.py` (kernel choices and debug hatches, docs/DEVELOPING.md);
+- four debug hatches (DEBUG_HATCHES; docs/DEVELOPING.md), which results record when set off their default;
 - what other programs set for a process: `CUDA_VISIBLE_DEVICES`, `XDG_CONFIG_HOME`, `TRITON_INTERPRET`,
   `TRITON_DEBUG`, and the tensor-parallel ranks' `RANK` / `LOCAL_RANK` / `WORLD_SIZE`;
 - `GRAPHBENCH_INJECT_FAULT`: faults for the sweep's tests (bench/point.py).
@@ -20,6 +20,15 @@ from graphbench.errors import GraphbenchError
 
 CACHE_ROOT = "GRAPHBENCH_CACHE_ROOT"
 DEFAULT_CACHE_ROOT = "~/.cache/graphbench"
+# name -> default. Each turns one mechanism off, or one check on, to profile or debug it: PDL launches in
+# the capture (kernels/pdl.py), the cached direct launch (kernels/launch.py), the check of every replay's
+# input addresses (runner/cudagraph.py), the kept Triton key (kernels/triton_key.py).
+DEBUG_HATCHES = {
+    "GRAPHBENCH_PDL": "1",
+    "GRAPHBENCH_DIRECT_LAUNCH": "1",
+    "GRAPHBENCH_CHECK_GRAPH_INPUTS": "0",
+    "GRAPHBENCH_TRITON_KEY_CACHE": "1",
+}
 
 
 def value(name: str, default: str | None = None, environ: Mapping[str, str] | None = None) -> str | None:
@@ -34,6 +43,29 @@ def is_set(name: str) -> bool:
 def flag(name: str) -> bool:
     """A variable other programs set as a flag (TRITON_INTERPRET=1): on unless unset, empty or 0."""
     return value(name, "0") not in ("", "0")
+
+
+def hatch(name: str, environ: Mapping[str, str] | None = None) -> bool:
+    """A debug hatch: on ("1") or off ("0"), its default when unset (KeyError: not a hatch); a value it
+    does not accept is an error naming it (a typo must not run as a silent default)."""
+    text = value(name, DEBUG_HATCHES[name], environ)
+    if text not in ("0", "1"):
+        raise GraphbenchError(f"{name}={text!r}: expected 0 or 1 (default {DEBUG_HATCHES[name]})")
+    return text == "1"
+
+
+def hatches_set(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The debug hatches set off their default, sorted by name (what a result records)."""
+    return {name: str(int(on)) for name in sorted(DEBUG_HATCHES)
+            if (on := hatch(name, environ)) != (DEBUG_HATCHES[name] == "1")}
+
+
+def hatches_text(recorded: object) -> str:
+    """A result's recorded hatches as 'A=0 B=1', sorted ('' when none; a hand-edited non-dict as written).
+    (Results before the hatches recorded the kernel switches of their day under the same key.)"""
+    if isinstance(recorded, Mapping):
+        return " ".join(f"{k}={v}" for k, v in sorted(recorded.items()))
+    return str(recorded) if recorded else ""
 
 
 def cache_root() -> Path:

@@ -43,31 +43,22 @@ def test_paged_attention_cuda(model, dtype, scenario, splits):
     helpers.check_case(case, num_splits=splits, rel_err=2e-2)
 
 
-# (writes the new K/V itself: GRAPHBENCH_DECODE_WRITES_KV; merges its splits itself: ..._MERGE_IN_KERNEL;
-# applies rotary embedding itself: ..._ROTARY)
-KERNEL_MODES = {"launches": (False, False, False), "kernel_writes": (True, False, False),
-                "kernel_merges": (False, True, False), "kernel_writes_and_merges": (True, True, False),
-                "kernel_writes_rotary": (True, False, True), "kernel_writes_merges_rotary": (True, True, True)}
-
-
-@pytest.mark.parametrize("kernel_mode", list(KERNEL_MODES))
+@pytest.mark.parametrize("rotary", [False, True], ids=["roped", "rotary_in_kernel"])
 @pytest.mark.parametrize("splits", [None, 1])
 @pytest.mark.parametrize("scenario", ["decode_b1", "decode_b3", "decode_b64_padded"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 @pytest.mark.parametrize("model", list(MODELS))
-def test_paged_decode_cuda(model, dtype, scenario, splits, kernel_mode):
-    """The uniform-decode kernel (no request search) on the same decode scenarios, in each of its modes."""
+def test_paged_decode_cuda(model, dtype, scenario, splits, rotary):
+    """The uniform-decode kernel (no request search, the new K/V written and the splits merged in the
+    kernel) on the same decode scenarios, with q and k rotated before it or by it."""
     reqs, kwargs = SCENARIOS[scenario]
     case = helpers.make_case(reqs, *MODELS[model], dtype=dtype, device="cuda", seed=11, **kwargs)
-    writes_kv, merges, rotary = KERNEL_MODES[kernel_mode]
-    helpers.check_case(case, num_splits=splits, rel_err=2e-2, decode=True, writes_kv=writes_kv, merge_in_kernel=merges,
-                       rotary=rotary)
+    helpers.check_case(case, num_splits=splits, rel_err=2e-2, decode=True, rotary=rotary)
 
 
-@pytest.mark.parametrize("kernel_mode", list(KERNEL_MODES))
-def test_paged_decode_cuda_graph_replay_with_new_lengths(kernel_mode):
-    """One recording of write + decode attention for 4 slots replays correctly for new contexts."""
-    from graphbench.runner.kernels.kv_cache_write import write_kv_cache
+@pytest.mark.parametrize("rotary", [False, True], ids=["roped", "rotary_in_kernel"])
+def test_paged_decode_cuda_graph_replay_with_new_lengths(rotary):
+    """One recording of decode attention (writing the new K/V) for 4 slots replays correctly for new contexts."""
     from graphbench.runner.kernels.paged_decode import paged_decode
 
     heads, kv_heads, head_dim = MODELS["llama-3.2-1b"]
@@ -78,17 +69,12 @@ def test_paged_decode_cuda_graph_replay_with_new_lengths(kernel_mode):
     static = {name: value.clone() for name, value in cases[0].items() if isinstance(value, torch.Tensor)}
     out = torch.zeros_like(static["q"])
     scale = 1.0 / math.sqrt(head_dim)
-
-    writes_kv, merges, rotary = KERNEL_MODES[kernel_mode]
     cos_sin = helpers.rotary_table({"q": static["q"], "seq_lens": torch.tensor([4000])}) if rotary else None
 
     def step():
-        if not writes_kv:
-            write_kv_cache(static["k"], static["v"], static["k_cache"], static["v_cache"], static["slot_mapping"])
         paged_decode(static["q"], static["k_cache"], static["v_cache"], out, static["query_start_loc"],
                      static["seq_lens"], static["block_tables"], scale,
-                     new_kv=(static["k"], static["v"], static["slot_mapping"]) if writes_kv else None,
-                     merge_in_kernel=merges, cos_sin=cos_sin)
+                     (static["k"], static["v"], static["slot_mapping"]), cos_sin=cos_sin)
 
     step()  # warm-up (JIT) outside the capture
     graph = torch.cuda.CUDAGraph()
@@ -200,9 +186,9 @@ def test_cached_direct_launches_compute_what_the_jit_path_does(monkeypatch):
     x, r = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16), torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(2048, device="cuda", dtype=torch.bfloat16)
     jit_out, jit_h = torch.empty_like(x), torch.empty_like(x)
-    monkeypatch.setattr(launch, "DIRECT_LAUNCH", False)
+    monkeypatch.setattr(launch, "_direct", False)
     launch_add_rmsnorm(x, r, w, 1e-5, jit_out, jit_h)  # the JIT path
-    monkeypatch.setattr(launch, "DIRECT_LAUNCH", True)
+    monkeypatch.setattr(launch, "_direct", True)
     before = {k: k.num_direct for k in (kv_cache_write._write_kv_launch, paged_attention._attention_launch,
                                         paged_decode._decode_launch, _add_rmsnorm_launch)}
     for _ in range(3):
@@ -234,9 +220,9 @@ def test_cached_direct_launches_of_every_kernel_and_in_a_cuda_graph(monkeypatch)
         gemv.launch_silu_mul(gate_up, h)
         return y, h, argmax.triton_argmax(logits)
 
-    monkeypatch.setattr(launch, "DIRECT_LAUNCH", False)
+    monkeypatch.setattr(launch, "_direct", False)
     expected = run_all()  # the JIT path
-    monkeypatch.setattr(launch, "DIRECT_LAUNCH", True)
+    monkeypatch.setattr(launch, "_direct", True)
     for _ in range(3):
         for got, want in zip(run_all(), expected):
             assert torch.equal(got, want)
@@ -263,6 +249,6 @@ def test_cached_direct_launches_of_every_kernel_and_in_a_cuda_graph(monkeypatch)
     graph.replay()
     torch.cuda.synchronize()
     replayed = act.clone()
-    monkeypatch.setattr(launch, "DIRECT_LAUNCH", False)
+    monkeypatch.setattr(launch, "_direct", False)
     step()
     assert torch.equal(replayed, act)

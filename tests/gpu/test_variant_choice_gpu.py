@@ -21,9 +21,8 @@ def _engine(**overrides) -> Engine:
     return Engine(load_engine_config(overrides=dict(BASE, **overrides)))
 
 
-def test_variants_that_are_the_traced_pieces_are_not_timed(monkeypatch):
+def test_variants_that_are_the_traced_pieces_are_not_timed():
     """At 1..8 rows graphbench's kernels run every projection, so each variant is its traced piece."""
-    monkeypatch.delenv("GRAPHBENCH_TRACED_PIECES", raising=False)
     engine = _engine()
     choice = engine.report.static_variants
     assert choice["policy"] == "measured" and choice["sizes"] == []
@@ -34,9 +33,8 @@ def test_variants_that_are_the_traced_pieces_are_not_timed(monkeypatch):
     assert [len(o) for o in outs] == [8] * 7
 
 
-def test_each_size_is_timed_both_ways_and_the_faster_kept(monkeypatch):
-    monkeypatch.setenv("GRAPHBENCH_TRACED_PIECES", "0")  # Inductor compiles every piece and variant
-    engine = _engine()
+def test_each_size_is_timed_both_ways_and_the_faster_kept():
+    engine = _engine(**{"model.kernels": "torch"})  # torch ops: Inductor compiles every piece and variant
     choice = engine.report.static_variants
     print("\n", choice, flush=True)
     assert choice["policy"] == "measured" and choice["note"] == "" and choice["piece_sizes"] == []
@@ -70,8 +68,7 @@ def test_the_timing_recordings_leave_no_memory_behind(monkeypatch):
 
     from graphbench.runner.compile.variant_choice import choose_static_variants
 
-    monkeypatch.setenv("GRAPHBENCH_TRACED_PIECES", "0")  # variants Inductor compiled: the choice times them
-    engine = _engine()
+    engine = _engine(**{"model.kernels": "torch"})  # variants Inductor compiled: the choice times them
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     before = torch.cuda.memory_reserved()

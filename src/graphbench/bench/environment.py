@@ -12,7 +12,7 @@ from typing import Any
 
 from graphbench import __version__
 from graphbench import env as environ
-from graphbench.switches import changed_switches
+from graphbench.env import hatches_set
 
 
 def _version(package: str) -> str | None:
@@ -46,7 +46,7 @@ def environment(device_type: str | None = None) -> dict[str, Any]:
         "transformers": _version("transformers"), "python": platform.python_version(),
         "host": socket.gethostname(), "platform": platform.platform(), "git_commit": git_commit(),
         "cuda": torch.version.cuda, "device": device_type or ("cuda" if torch.cuda.is_available() else "cpu"),
-        "gpu": None, "gpu_driver": None, "switches": changed_switches(),
+        "gpu": None, "gpu_driver": None, "switches": hatches_set(),
     }
     if env["device"] == "cuda" and torch.cuda.is_available():
         env["gpu"] = torch.cuda.get_device_name()

@@ -24,7 +24,7 @@ from graphbench.bench.environment import environment, machine_name, utc_now
 from graphbench.bench.workloads import Workload
 from graphbench.config import EngineConfig
 from graphbench.reports.store import write_result
-from graphbench.switches import changed_switches
+from graphbench.env import hatches_set
 
 
 @dataclass
@@ -140,6 +140,6 @@ def failed_result(label: str, system: str, config: dict[str, Any] | None, reason
     """The record of a point that crashed, ran out of memory or timed out."""
     return {"label": label, "system": system, "status": "failed",
             "failure": {"reason": reason, "stderr_tail": stderr_tail[-4000:]}, "created_utc": utc_now(),
-            "environment": env or {"switches": changed_switches(), "host": socket.gethostname()},
+            "environment": env or {"switches": hatches_set(), "host": socket.gethostname()},
             "model": (config or {}).get("model", {}).get("model"), "config": config or {},
             "config_hash": None, "sweep": sweep or {}, "startup": None, "startups": [], "workloads": []}

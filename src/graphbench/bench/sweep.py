@@ -37,7 +37,7 @@ from graphbench.config.engine_config import config_from_dict
 from graphbench.errors import GraphbenchError
 from graphbench.reports.aliases import stands_for
 from graphbench.reports.store import check_shape, load_results, safe_label, write_result
-from graphbench.switches import changed_switches
+from graphbench.env import hatches_set
 
 __all__ = [
     "AXIS_ALIASES",
@@ -308,7 +308,7 @@ def _run_points_ray(points, results_dir: Path, run_args, timeout_s, resume, on_s
             if again and outcome.status == "ok":
                 outcome.reason = again
         else:
-            env = {"switches": changed_switches(), "host": run.host, "gpu_index": ",".join(run.gpu_ids) or None}
+            env = {"switches": hatches_set(), "host": run.host, "gpu_index": ",".join(run.gpu_ids) or None}
             outcome = _record_failure(point, results_dir, run.reason, run.stderr, run.seconds, env)
         on_done(outcome)
         return outcome

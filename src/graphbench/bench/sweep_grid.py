@@ -22,7 +22,7 @@ AXIS_ALIASES = {
     "max_num_seqs": "scheduler.max_num_seqs", "max_num_batched_tokens": "scheduler.max_num_batched_tokens",
     "compile_sizes": "compilation.compile_sizes", "num_speculative_tokens": "speculative.num_speculative_tokens",
     "speculative_method": "speculative.method", "replay_acceptance": "speculative.replay_acceptance",
-    "dtype": "model.dtype", "attention_backend": "model.attention_backend",
+    "dtype": "model.dtype", "attention_backend": "model.attention_backend", "kernels": "model.kernels",
     "tensor_parallel_size": "parallel.tensor_parallel_size", "cpu_threads": "parallel.cpu_threads",
     "lora_modules": "lora.modules", "max_loras": "lora.max_loras", "max_lora_rank": "lora.max_lora_rank",
     "cudagraph_specialize_lora": "lora.cudagraph_specialize_lora",

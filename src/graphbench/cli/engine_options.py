@@ -72,6 +72,7 @@ ENGINE_OPTIONS: dict[str, tuple[Any, Optional[str], Callable[[Any], Any]]] = {
     "load_format": (Annotated[Optional[str], _opt("--load-format", help="auto, dummy (seeded random) or safetensors.")], "model.load_format", lambda v: v),
     "device": (Annotated[Optional[str], _opt("--device", help="auto, cuda or cpu.")], "model.device", lambda v: v),
     "attention_backend": (Annotated[Optional[str], _opt("--attention-backend", help="auto, triton or reference.")], "model.attention_backend", lambda v: v),
+    "kernels": (Annotated[Optional[str], _opt("--kernels", help="graphbench (its Triton kernels where they apply, default) or torch (every projection and norm as torch ops: what the kernels buy).")], "model.kernels", lambda v: v),
     "seed": (Annotated[Optional[int], _opt("--seed", help="Seed for dummy weights and sampling.")], "model.seed", lambda v: v),
     "tensor_parallel_size": (Annotated[Optional[int], _opt("--tensor-parallel-size", "--tp", help="Ranks of tensor parallelism (one process per GPU; gloo on the CPU).")], "parallel.tensor_parallel_size", lambda v: v),
     "cpu_threads": (Annotated[Optional[int], _opt("--cpu-threads", help="torch's intra-op threads on the CPU (default 1: steady beside other processes).")], "parallel.cpu_threads", lambda v: v),

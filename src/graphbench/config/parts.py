@@ -25,6 +25,7 @@ DEVICES = ("auto", "cuda", "cpu")
 ATTENTION_BACKENDS = ("auto", "reference", "triton")
 PERFORMANCE_MODES = ("default", "interactivity")
 STATIC_VARIANT_POLICIES = ("measure", "always")
+KERNEL_SETS = ("graphbench", "torch")
 DEFAULT_SPLITTING_OPS = ("graphbench::attention",)
 
 
@@ -38,6 +39,10 @@ class ModelConfig:
     seed: int = 0
     device: str = "auto"
     attention_backend: str = "auto"  # auto: triton on CUDA, reference on the CPU
+    # graphbench: projections and norms run graphbench's Triton kernels where they apply (the one-row GEMV,
+    # the skinny GEMM, the fused add-norm); torch: every one as torch ops (cuBLAS; Inductor's fusions when
+    # compiled), to see what the kernels buy or rule them out
+    kernels: str = "graphbench"
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -46,16 +51,17 @@ class ModelConfig:
         require_choice("load format", self.load_format, LOAD_FORMATS)
         require_choice("device", self.device, DEVICES)
         require_choice("attention backend", self.attention_backend, ATTENTION_BACKENDS)
+        require_choice("kernels", self.kernels, KERNEL_SETS)
         require_int("seed", self.seed)
         if not 0 <= self.seed < 2**63:
             raise GraphbenchError(f"seed must be in 0..2**63-1, got {self.seed}")
 
     def compute_hash(self) -> str:
-        """Architecture and dtype change the code; the path, seed and load format do not."""
+        """Architecture, dtype and kernels change the code; the path, seed and load format do not."""
         from graphbench.config.arch import load_arch  # local: reads a file
 
         arch = load_arch(self.model)
-        return hash_factors([arch.code_factors(), self.dtype, self.device, self.attention_backend])
+        return hash_factors([arch.code_factors(), self.dtype, self.device, self.attention_backend, self.kernels])
 
 
 # vLLM's server defaults for the token budget of a step: 8192 on a GPU of >= 70 GiB other than an A100

@@ -15,7 +15,7 @@ from typing import Any
 
 from graphbench.errors import GraphbenchError
 from graphbench.reports.store import LoadedResults, load_results
-from graphbench.switches import switches_text
+from graphbench.env import hatches_text
 
 NOT_A_RESULT = "not a graphbench result"  # store.load_results' reason for JSON files of another kind
 PointKey = tuple[str, str]  # (label, system)
@@ -142,13 +142,14 @@ def match_results(
                 mismatches.append(
                     f"{b.name}: {what} differs: baseline {'/'.join(map(str, bv))} "
                     f"vs current {'/'.join(map(str, cv))}{among}")
-        # the engine's switches do not touch the transformers peers
+        # the engine's debug hatches (recorded as "switches") do not touch the transformers peers
         fields = ("gpu", "device", "torch", "switches") if b.system == "graphbench" else ("gpu", "device", "torch")
         for fld in fields:
             bv = list(dict.fromkeys(_env_value(r, fld) for r in b.results))
             cv = list(dict.fromkeys(_env_value(r, fld) for r in c.results))
             if bv != cv:
-                warnings.append(f"{b.name}: environment {fld} differs: baseline {'/'.join(map(str, bv))} "
+                name = "debug hatches differ" if fld == "switches" else f"environment {fld} differs"
+                warnings.append(f"{b.name}: {name}: baseline {'/'.join(map(str, bv))} "
                                 f"vs current {'/'.join(map(str, cv))}")
     if mismatches and not allow_mismatch:
         more = f" (and {len(mismatches) - 1} more)" if len(mismatches) > 1 else ""
@@ -167,10 +168,10 @@ def match_results(
 
 
 def _env_value(result: dict[str, Any], field: str) -> Any:
-    """An environment field of a result, hashable: switches as 'A=1 B=0' ('none' when none changed)."""
+    """An environment field of a result, hashable: the hatches as 'A=1 B=0' ('none' when none was set)."""
     env = result.get("environment")
     value = env.get(field) if isinstance(env, dict) else None
     if field == "switches":
-        return switches_text(value) or "none"
+        return hatches_text(value) or "none"
     # a hand-edited object or list (unhashable: dict.fromkeys raised TypeError, a traceback): as JSON
     return json.dumps(value, sort_keys=True, default=str) if isinstance(value, (dict, list)) else value

@@ -21,7 +21,7 @@ import pandas as pd
 
 from graphbench.reports.rounds import workload_samples
 from graphbench.reports.stats import spread_pct
-from graphbench.switches import switches_text
+from graphbench.env import hatches_text
 
 # Latency metrics by name: (repeat field, statistic). Names follow the summary's aliases.
 LATENCY_BASES = ("ttft", "tpot", "itl", "e2e", "step")
@@ -287,9 +287,9 @@ def environment_line(results: Iterable[Mapping[str, Any]]) -> str:
         values = sorted({str(v) for r in results if (v := _get(r, "environment", key)) not in (None, "")})
         if values:
             parts.append(f"{name} {' / '.join(values)}")
-    per_result = [switches_text(_get(r, "environment", "switches")) for r in results]
+    per_result = [hatches_text(_get(r, "environment", "switches")) for r in results]
     changed = sorted({text for text in per_result if text})
     if changed:
         some = "" if all(text == changed[0] for text in per_result) else " (not in every result)"
-        parts.append(f"switches {' / '.join(changed)}{some}")
+        parts.append(f"debug hatches {' / '.join(changed)}{some}")
     return " | ".join(parts) if parts else "environment not recorded"

@@ -16,9 +16,9 @@ from unittest import mock
 
 import torch
 
+from graphbench import env
 from graphbench.config.modes import CUDAGraphMode
 from graphbench.runner.scheduler import BatchDescriptor
-from graphbench.switches import switch_value
 
 
 @dataclass
@@ -89,10 +89,9 @@ class _Recording:
 
 
 # Input addresses are checked on a recording's first replays (where a buffer bug would show), or on
-# every replay with GRAPHBENCH_CHECK_GRAPH_INPUTS=1: the check reads every argument's data_ptr, ~17
-# times in a piecewise step, for inputs that are static by construction (the engine's buffers and the
-# recorded outputs of the pieces before).
-CHECK_ALL_REPLAYS = switch_value("GRAPHBENCH_CHECK_GRAPH_INPUTS") == "1"
+# every replay with the debug hatch GRAPHBENCH_CHECK_GRAPH_INPUTS=1: the check reads every argument's
+# data_ptr, ~17 times in a piecewise step, for inputs that are static by construction (the engine's
+# buffers and the recorded outputs of the pieces before).
 NUM_CHECKED_REPLAYS = 3
 
 
@@ -102,6 +101,7 @@ class CUDAGraphWrapper:
     def __init__(self, fn: Callable[..., Any], mode: CUDAGraphMode, name: str):
         self.fn, self.mode, self.name = fn, mode, name
         self.recordings: dict[BatchDescriptor, _Recording] = {}
+        self.check_all_replays = env.hatch("GRAPHBENCH_CHECK_GRAPH_INPUTS")
 
     def __call__(self, *args: Any) -> Any:
         if runtime.mode != self.mode:
@@ -112,7 +112,7 @@ class CUDAGraphWrapper:
             if not runtime.capturing:
                 raise RuntimeError(f"{self.name}: no {self.mode.value} recording for {key} (dispatcher bug)")
             return self._record(key, args)
-        if recording.num_replays < NUM_CHECKED_REPLAYS or CHECK_ALL_REPLAYS:
+        if recording.num_replays < NUM_CHECKED_REPLAYS or self.check_all_replays:
             recording.num_replays += 1
             if _addresses(args) != recording.input_addresses:
                 raise RuntimeError(f"{self.name}: inputs moved since the {key} recording; replay would read stale memory")

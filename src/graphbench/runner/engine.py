@@ -74,7 +74,8 @@ class Engine:
         self._start_tensor_parallel()
 
         t0 = time.perf_counter()
-        self.model = build_model(self.local_arch, self.max_model_len, self.dtype, self.device, self.shard)
+        self.model = build_model(self.local_arch, self.max_model_len, self.dtype, self.device, self.shard,
+                                 self.config.model.kernels)
         self._load_weights()
         self.lora_slots = self._load_adapters()
         if self.device.type == "cuda":

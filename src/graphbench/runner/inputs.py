@@ -11,7 +11,7 @@ on the device from the previous step's sampled ids.
 
 On the GPU the buffers a step changes travel as one packet: one copy and one kernel
 (runner/kernels/step_inputs.py), which also reads the pending tokens, instead of a copy per buffer and
-two kernels for the gather (GRAPHBENCH_PACKED_INPUTS=0: those).
+two kernels for the gather (the CPU's path).
 """
 
 from __future__ import annotations
@@ -22,9 +22,6 @@ import torch
 from graphbench.runner.attention.backend import AttentionMetadata
 from graphbench.runner.kernels.util import triton_interpreting
 from graphbench.runner.scheduler import ScheduledBatch
-from graphbench.switches import switch_value
-
-PACKED_INPUTS = switch_value("GRAPHBENCH_PACKED_INPUTS") == "1"
 
 
 class _HostStaging:
@@ -59,7 +56,7 @@ class StepInputs:
         # the last step's sampled ids (its sampling writes them); a pending input token is read from here
         self.sampled_ids = torch.zeros(max_num_reqs, dtype=torch.int64, device=device)
         pin = device.type == "cuda"
-        self.packed = PACKED_INPUTS and (pin or triton_interpreting())
+        self.packed = pin or triton_interpreting()
         # (kernels/step_inputs.py's sections at their largest)
         packet_size = 4 * max_num_tokens + 3 * max_num_reqs + 1 + max_num_reqs * max_blocks_per_seq if self.packed else 0
         self.packet = torch.zeros(packet_size, dtype=torch.int32, device=device)
@@ -250,7 +247,7 @@ class StepInputs:
                      self.lora_token_slots, p, r, max_blocks_used)
 
     def _upload_each(self, padded: int, num_reqs: int, max_blocks_used: int) -> None:
-        """A copy per buffer (the CPU's path, and GRAPHBENCH_PACKED_INPUTS=0)."""
+        """A copy per buffer (the CPU's path)."""
         host = self._stages[self._turn].tensors
         for name, rows in (("input_ids", padded), ("positions", padded), ("slot_mapping", padded),
                            ("query_start_loc", None), ("seq_lens", None), ("logits_indices", num_reqs)):

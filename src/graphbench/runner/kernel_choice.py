@@ -1,42 +1,21 @@
-"""Which of graphbench's kernels a projection runs, and with which blocks: the switches and thresholds
-runner/linear.py (and the capture's warm-up, runner/model_runner.py) reads, each with the measurement that
-set it, and the one-row GEMV's blocks per shape. (No torch import: the blocks are plain tuples.) linear.py
-copies the names when imported: a test that switches one patches linear's copy."""
+"""Which of graphbench's kernels a projection runs, and with which blocks: the thresholds runner/linear.py
+(and the capture's warm-up, runner/model_runner.py) reads, and the one-row GEMV's blocks per shape, each
+with a line of why and its benchmarks/RESULTS.md section. (No torch import: the blocks are plain tuples.)
+
+Settled (the losing paths are gone): one row runs the GEMV, with silu(gate) * up in the gate/up GEMV's
+epilogue (RESULTS 2026-12-03, bd105f9); 2..64 rows of a measured shape run the skinny GEMM, launched with
+PDL as cuBLAS's kernels are not (RESULTS 2026-12-01, 08fbf67); the residual add + RMSNorm is its own
+launch, not folded into the GEMV (RESULTS 2026-11-29, 497f9e6).
+"""
 
 from __future__ import annotations
 
-from graphbench.switches import switch_value
-
-# GRAPHBENCH_GEMV=0: every linear is F.linear (to measure the GEMV's effect, or rule it out).
-# The residual add + RMSNorm folded into the one-row GEMV in front of qkv was measured on the H200 and
-# removed (batch-1 -O2 step, llama-3.2-1b 1.208 against 1.029 ms, llama-3.1-8b 5.51 against 4.28 ms;
-# benchmarks/RESULTS.md, 2026-11-29, 497f9e6): with the many narrow programs a GEMV needs, each program re-reads
-# the row and the norm weight and recomputes the norm. (The activation in the gate/up GEMV's epilogue lost
-# then too, without PDL; with PDL it wins: GATED_GEMV below.)
-GEMV_ENABLED = switch_value("GRAPHBENCH_GEMV") != "0"
-# A linear of 2..64 rows whose shape kernels/skinny_gemm.py has measured blocks for runs it instead of cuBLAS
-# (on the GPU; the interpreter runs it for every shape it applies to); GRAPHBENCH_SKINNY_GEMM=0: cuBLAS.
-# In isolation it is within 5% of cuBLAS either way; in the recorded step it is launched with PDL, as
-# cuBLAS's kernels are not: batch-64 -O2 step llama-3.2-1b 1.297 against 1.395 ms, llama-3.1-8b 5.358
-# against 5.614 ms (benchmarks/RESULTS.md, 2026-12-01, 08fbf67).
-SKINNY_GEMM = switch_value("GRAPHBENCH_SKINNY_GEMM") == "1"
-# Where the skinny GEMM runs the MLP's gate/up projection, silu(gate) * up is computed in its epilogue
-# (kernels/skinny_gemm.skinny_gate_up: a program streams its gate rows and the matching up rows), one launch
-# and one [T, 2I] round trip fewer than the projection + silu-mul; GRAPHBENCH_GATED_SKINNY=0: two launches.
-GATED_SKINNY = switch_value("GRAPHBENCH_GATED_SKINNY") == "1"
-# From 17 rows: -O2 step on the H200 at batch 64 llama-3.2-1b 1.116 against 1.140 ms, llama-3.1-8b 5.005
-# against 5.067; at batch 16 llama-3.1-8b 4.528 against 4.573 but llama-3.2-1b 1.082 against 1.059 (its
-# 16-row tiles slower), so 16 rows and fewer take two launches (benchmarks/RESULTS.md, 2026-12-02, a82bb11).
+# From 17 rows the skinny GEMM computes silu(gate) * up in its epilogue; at 16 rows and fewer llama-3.2-1b's
+# 16-row tiles were slower, so those take the GEMM and a silu-mul launch (RESULTS 2026-12-02, a82bb11).
 GATED_MIN_ROWS = 16
 # The most rows the skinny GEMM runs (a decode batch; kernels/skinny_gemm.MAX_ROWS, which the kernels' room
 # keeps apart: it imports nothing of the engine); more rows: cuBLAS.
 SKINNY_MAX_ROWS = 64
-# At one row too (launch_gated_gemv: each program its gate rows and their up rows, the first tiles loaded
-# before the PDL wait): -O2 batch-1 step on the H200 llama-3.2-1b 0.790 against 0.808 ms, llama-3.1-8b
-# 4.036 against 4.059 (benchmarks/RESULTS.md, 2026-12-03, bd105f9). Without PDL (2026-11-29, 5ffed15) a gate/up
-# GEMV with the activation in its epilogue had lost: 1.188 against 1.082 ms. GRAPHBENCH_GATED_GEMV=0: the
-# GEMV and one silu-mul launch.
-GATED_GEMV = switch_value("GRAPHBENCH_GATED_GEMV") == "1"
 
 
 # The fastest (BLOCK_N, BLOCK_K, num_warps) of benchmarks/gemv.py's grid on the H200 for llama-3.2-1b's

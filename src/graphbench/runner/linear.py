@@ -1,14 +1,14 @@
 """Linear layers on graphbench's kernels where they beat cuBLAS in the recorded step: a Triton GEMV at one
-row, the skinny GEMM at 2..64 rows of a measured shape (runner/kernel_choice.py holds the switches,
-thresholds and blocks, each with its measurement).
+row, the skinny GEMM at 2..64 rows of a measured shape (runner/kernel_choice.py holds the thresholds and
+blocks, each with its measurement). config.model.kernels = torch runs none of these (model.LAYER_OPS).
 
 cuBLAS runs the batch-1 projections of llama-3.2-1b well under the copy bandwidth: inside a CUDA
 graph qkv took 6.5 us (1.9 TB/s), o_proj 6.1 us (1.4 TB/s) and down 13.8 us (2.4 TB/s), against
 5.3, 4.3 and 10.3 us for the GEMV (benchmarks/gemv.py; benchmarks/RESULTS.md, 2026-11-29, 2cffcf6): 45.0 -> 37.7 us
 per layer. `add_rmsnorm_linear` puts the residual add + RMSNorm in front of a projection (qkv): one Triton
 launch (runner/kernels/add_rmsnorm.py), then the projection. `add_rmsnorm_gate_up` does the same for the MLP's gate/up
-projection and returns silu(gate) * up, computed in the projection's epilogue at one row (GATED_GEMV) and
-at 17..64 rows (GATED_SKINNY), otherwise by one silu-mul launch after it.
+projection and returns silu(gate) * up, computed in the projection's epilogue at one row and at 17..64
+rows of the skinny GEMM (kernel_choice.py), otherwise by one silu-mul launch after it.
 
 Inside torch.compile every linear is traced as the `graphbench::linear` custom op, which picks its
 kernel when it runs (and so when each size is recorded in a CUDA graph); a variant compiled for a
@@ -23,10 +23,8 @@ import functools
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
-from graphbench.runner.kernel_choice import (GATED_GEMV, GATED_MIN_ROWS, GATED_SKINNY, GEMV_ENABLED,
-                                             SKINNY_GEMM, gemv_config)
+from graphbench.runner.kernel_choice import GATED_MIN_ROWS, gemv_config
 from graphbench.runner.kernels.util import triton_interpreting
 from graphbench.runner.op_registry import register_op
 
@@ -76,7 +74,7 @@ def _own_kernel(x: torch.Tensor, weight: torch.Tensor) -> str | None:
     """Which of graphbench's kernels runs x @ weight.T: "gemv", "skinny", or None (torch's F.linear)."""
     if gemv_applies(x, weight):
         return "gemv"
-    if SKINNY_GEMM and on_triton_device(x) and _skinny().skinny_applies(x, weight, measured_only=x.is_cuda):
+    if on_triton_device(x) and _skinny().skinny_applies(x, weight, measured_only=x.is_cuda):
         return "skinny"
     return None
 
@@ -89,7 +87,7 @@ def runs_own_kernel(rows: int, weight: torch.Tensor) -> bool:
 
 def linear_impl(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """F.linear, through the Triton GEMV when gemv_applies, the skinny GEMM for 2..64 rows of a measured
-    shape (see SKINNY_GEMM)."""
+    shape (kernel_choice.py)."""
     return _run_linear(_own_kernel(x, weight), x, weight, bias)
 
 
@@ -117,35 +115,32 @@ def _linear_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
 linear_op = register_op(OP_NAME, linear_impl, _linear_fake)
 
 
-def pick_implementation(impl, op, plain):
+def pick_implementation(impl, op):
     """Eager code calls the implementation (no custom-op overhead); a traced graph gets the op, which
-    picks its kernel when it runs, or plain torch ops with GRAPHBENCH_GEMV=0. No branching on the row
-    count here: under Dynamo a symbolic count passes isinstance(rows, int) and `rows != 1` is assumed
-    true, so the op would never be traced. Variants compiled for a fixed multi-row size get plain ops
-    back from compile/pieces.linears_as_matmuls."""
-    if not torch.compiler.is_compiling():
-        return impl
-    return op if GEMV_ENABLED else plain
+    picks its kernel when it runs. No branching on the row count here: under Dynamo a symbolic count
+    passes isinstance(rows, int) and `rows != 1` is assumed true, so the op would never be traced.
+    Variants compiled for a fixed multi-row size get plain ops back from compile/pieces.linears_as_matmuls."""
+    return op if torch.compiler.is_compiling() else impl
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """x[T, K] -> [T, N]. Which kernel runs depends on T: see the module docstring."""
-    return pick_implementation(linear_impl, linear_op, F.linear)(x, weight, bias)
+    return pick_implementation(linear_impl, linear_op)(x, weight, bias)
 
 
 def add_rmsnorm_gate_up_impl(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
                              weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """h = x + residual; gate_up = rmsnorm(h) * norm_weight @ weight.T ([T, 2I] = [gate | up]);
     -> (silu(gate) * up [T, I], h). On the GPU: one add-norm launch, then the projection with the
-    activation in its epilogue (17..64 rows, GATED_SKINNY; one row with GATED_GEMV), or the projection and
-    one silu-mul launch."""
+    activation in its epilogue (one row; 17..64 rows of the skinny GEMM), or the projection and one
+    silu-mul launch."""
     if not add_norm_kernel_applies(x, residual, norm_weight):
         return add_rmsnorm_gate_up_matmul(x, residual, norm_weight, eps, weight)
     normed, h = add_rmsnorm_rows(x, residual, norm_weight, eps)
     kernel = _own_kernel(normed, weight)
-    if GATED_GEMV and kernel == "gemv":
+    if kernel == "gemv":
         return gated_gemv(normed, weight), h
-    if GATED_SKINNY and x.shape[0] > GATED_MIN_ROWS and kernel == "skinny":
+    if x.shape[0] > GATED_MIN_ROWS and kernel == "skinny":
         return _skinny().skinny_gate_up(normed, weight), h
     gate_up = _run_linear(kernel, normed, weight, None)  # (the choice made above, not made twice)
     hidden = torch.empty((gate_up.shape[0], weight.shape[0] // 2), dtype=x.dtype, device=x.device)
@@ -173,8 +168,7 @@ add_rmsnorm_gate_up_op = register_op(GATE_UP_OP_NAME, add_rmsnorm_gate_up_impl, 
 def add_rmsnorm_gate_up(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
                         weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """x, residual [T, H] -> (silu(gate) * up [T, I], new residual [T, H]), chosen as `linear` is."""
-    return pick_implementation(add_rmsnorm_gate_up_impl, add_rmsnorm_gate_up_op, add_rmsnorm_gate_up_matmul)(
-        x, residual, norm_weight, eps, weight)
+    return pick_implementation(add_rmsnorm_gate_up_impl, add_rmsnorm_gate_up_op)(x, residual, norm_weight, eps, weight)
 
 
 def add_rmsnorm_linear_impl(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
@@ -232,17 +226,9 @@ add_rmsnorm_linear_op = register_op(ADD_NORM_OP_NAME, add_rmsnorm_linear_impl, _
 def add_rmsnorm_linear(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
                        weight: torch.Tensor, bias: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """x, residual [T, K] -> (projection [T, N], new residual [T, K]), chosen as `linear` is."""
-    return pick_implementation(add_rmsnorm_linear_impl, add_rmsnorm_linear_op, add_rmsnorm_matmul)(
-        x, residual, norm_weight, eps, weight, bias)
-
-
-class Linear(nn.Linear):
-    """nn.Linear whose forward is `linear` (same parameters, same state-dict keys)."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return linear(x, self.weight, self.bias)
+    return pick_implementation(add_rmsnorm_linear_impl, add_rmsnorm_linear_op)(x, residual, norm_weight, eps, weight, bias)
 
 
 def on_triton_device(x: torch.Tensor) -> bool:
-    """Our Triton kernels may run on x (GRAPHBENCH_GEMV=0: never)."""
-    return GEMV_ENABLED and (x.is_cuda or triton_interpreting())
+    """Our Triton kernels may run on x: on the GPU, or anywhere under the Triton interpreter."""
+    return x.is_cuda or triton_interpreting()

@@ -16,15 +16,15 @@ DUMMY_STD = 0.02  # HF initializer_range
 
 
 def build_model(arch: ArchConfig, max_positions: int, dtype: torch.dtype, device: torch.device,
-                shard: Shard = Shard()) -> CausalLM:
+                shard: Shard = Shard(), kernels: str = "graphbench") -> CausalLM:
     """Construct the model directly on the device in the target dtype (RoPE tables stay float32).
 
-    arch: this rank's shape (parallel.local_arch) under tensor parallelism."""
+    arch: this rank's shape (parallel.local_arch) under tensor parallelism; kernels: config.model.kernels."""
     previous = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
         with torch.device(device):
-            model = CausalLM(arch, max_positions, shard)
+            model = CausalLM(arch, max_positions, shard, kernels)
     finally:
         torch.set_default_dtype(previous)
     return model.eval().requires_grad_(False)

@@ -10,41 +10,80 @@ down_proj and the vocab-parallel embedding (see parallel.py).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from graphbench.config.arch import ArchConfig
+from graphbench.runner import linear as ops
+from graphbench.runner import norms
 from graphbench.runner.attention.op import attention
-from graphbench.runner.linear import Linear, add_rmsnorm_gate_up, add_rmsnorm_linear, rms_norm
+from graphbench.runner.linear import rms_norm
 from graphbench.runner.lora.weights import lora_add
-from graphbench.runner.norms import add_rmsnorm, embed_rmsnorm
 from graphbench.runner.parallel import Shard, all_gather_last, all_reduce, vocab_rows
 from graphbench.runner.rope import RotaryEmbedding
 
 
+@dataclass(frozen=True, slots=True)
+class LayerOps:
+    """The projection and norm ops the model calls: config.model.kernels picks the set."""
+
+    linear: Callable
+    add_rmsnorm_linear: Callable  # residual add + RMSNorm, then the projection
+    add_rmsnorm_gate_up: Callable  # residual add + RMSNorm, then gate/up and silu(gate) * up
+    add_rmsnorm: Callable
+    embed_rmsnorm: Callable  # the embedding lookup + the first layer's norm
+
+
+LAYER_OPS = {
+    # graphbench's ops: its Triton kernels where they apply (linear.py, norms.py), torch ops elsewhere
+    "graphbench": LayerOps(ops.linear, ops.add_rmsnorm_linear, ops.add_rmsnorm_gate_up, norms.add_rmsnorm,
+                           norms.embed_rmsnorm),
+    # torch ops only: cuBLAS, and Inductor's fusions when compiled
+    "torch": LayerOps(F.linear, ops.add_rmsnorm_matmul, ops.add_rmsnorm_gate_up_matmul, norms.add_rmsnorm_torch,
+                      norms.embed_rmsnorm_torch),
+}
+
+
+class Linear(nn.Linear):
+    """nn.Linear whose forward is the layer ops' `linear` (same parameters, same state-dict keys)."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool, op: Callable):
+        super().__init__(in_features, out_features, bias=bias)
+        self.op = op
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.op(x, self.weight, self.bias)
+
+
 class RMSNorm(nn.Module):
-    def __init__(self, size: int, eps: float):
+    def __init__(self, size: int, eps: float, add_rmsnorm: Callable):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(size))
         self.eps = eps
+        self.add_rmsnorm = add_rmsnorm
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None):
         """norm(x) or, with a residual, (norm(x + residual), x + residual): the fused add-norm."""
         if residual is not None:
-            return add_rmsnorm(x, residual, self.weight, self.eps)
+            return self.add_rmsnorm(x, residual, self.weight, self.eps)
         return rms_norm(x, self.weight, self.eps)
 
 
 class Attention(nn.Module):
-    def __init__(self, arch: ArchConfig, layer_idx: int, rotary: RotaryEmbedding, tp_size: int = 1):
+    def __init__(self, arch: ArchConfig, layer_idx: int, rotary: RotaryEmbedding, layer_ops: LayerOps,
+                 tp_size: int = 1):
         super().__init__()
         self.tp_size = tp_size
         self.num_heads, self.num_kv_heads, self.head_dim = (
             arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim)
         self.q_size = self.num_heads * self.head_dim
         self.kv_size = self.num_kv_heads * self.head_dim
-        self.qkv_proj = Linear(arch.hidden_size, self.q_size + 2 * self.kv_size, bias=arch.attention_bias)
-        self.o_proj = Linear(self.q_size, arch.hidden_size, bias=False)
+        self.qkv_proj = Linear(arch.hidden_size, self.q_size + 2 * self.kv_size, arch.attention_bias, layer_ops.linear)
+        self.o_proj = Linear(self.q_size, arch.hidden_size, False, layer_ops.linear)
         self.layer_idx = layer_idx
         self.rotary = rotary
 
@@ -71,11 +110,11 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, arch: ArchConfig, tp_size: int = 1):
+    def __init__(self, arch: ArchConfig, layer_ops: LayerOps, tp_size: int = 1):
         super().__init__()
         self.tp_size = tp_size
-        self.gate_up_proj = Linear(arch.hidden_size, 2 * arch.intermediate_size, bias=False)
-        self.down_proj = Linear(arch.intermediate_size, arch.hidden_size, bias=False)
+        self.gate_up_proj = Linear(arch.hidden_size, 2 * arch.intermediate_size, False, layer_ops.linear)
+        self.down_proj = Linear(arch.intermediate_size, arch.hidden_size, False, layer_ops.linear)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden[T, I] = silu(gate) * up (the layer computes it with its norm: linear.add_rmsnorm_gate_up)
@@ -85,12 +124,14 @@ class MLP(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, arch: ArchConfig, layer_idx: int, rotary: RotaryEmbedding, tp_size: int = 1):
+    def __init__(self, arch: ArchConfig, layer_idx: int, rotary: RotaryEmbedding, layer_ops: LayerOps,
+                 tp_size: int = 1):
         super().__init__()
-        self.input_layernorm = RMSNorm(arch.hidden_size, arch.rms_norm_eps)
-        self.self_attn = Attention(arch, layer_idx, rotary, tp_size)
-        self.post_attention_layernorm = RMSNorm(arch.hidden_size, arch.rms_norm_eps)
-        self.mlp = MLP(arch, tp_size)
+        self.ops = layer_ops
+        self.input_layernorm = RMSNorm(arch.hidden_size, arch.rms_norm_eps, layer_ops.add_rmsnorm)
+        self.self_attn = Attention(arch, layer_idx, rotary, layer_ops, tp_size)
+        self.post_attention_layernorm = RMSNorm(arch.hidden_size, arch.rms_norm_eps, layer_ops.add_rmsnorm)
+        self.mlp = MLP(arch, layer_ops, tp_size)
         self.lora = None  # runner/lora/weights.py's LayerLoRA when adapters are loaded
 
     def forward(self, positions, x, residual, lora_index=None):
@@ -100,7 +141,7 @@ class DecoderLayer(nn.Module):
         if residual is None:  # the first layer: nothing to add yet
             return self.forward_normed(positions, self.input_layernorm(x), x)
         # residual add + RMSNorm (one Triton launch on the GPU), then qkv: linear.py
-        qkv, residual = add_rmsnorm_linear(x, residual, *_norm(self.input_layernorm), *_proj(attn.qkv_proj))
+        qkv, residual = self.ops.add_rmsnorm_linear(x, residual, *_norm(self.input_layernorm), *_proj(attn.qkv_proj))
         return self._from_qkv(positions, qkv, residual)
 
     def forward_normed(self, positions, h, residual):
@@ -109,8 +150,8 @@ class DecoderLayer(nn.Module):
 
     def _from_qkv(self, positions, qkv, residual):
         x = self.self_attn(positions, qkv)
-        hidden, residual = add_rmsnorm_gate_up(x, residual, *_norm(self.post_attention_layernorm),
-                                               self.mlp.gate_up_proj.weight)
+        hidden, residual = self.ops.add_rmsnorm_gate_up(x, residual, *_norm(self.post_attention_layernorm),
+                                                        self.mlp.gate_up_proj.weight)
         return self.mlp(hidden), residual
 
 
@@ -147,16 +188,18 @@ def _proj(proj: nn.Linear) -> tuple[torch.Tensor, torch.Tensor | None]:
 class CausalLM(nn.Module):
     """Embedding, decoder layers, final norm; lm_head applied only to the rows that need logits."""
 
-    def __init__(self, arch: ArchConfig, max_positions: int, shard: Shard = Shard()):
-        """arch: this rank's shape (parallel.local_arch); the vocabulary is split here."""
+    def __init__(self, arch: ArchConfig, max_positions: int, shard: Shard = Shard(), kernels: str = "graphbench"):
+        """arch: this rank's shape (parallel.local_arch); the vocabulary is split here. kernels:
+        config.model.kernels (LAYER_OPS)."""
         super().__init__()
-        self.arch, self.shard = arch, shard
+        self.arch, self.shard, self.ops = arch, shard, LAYER_OPS[kernels]
         rotary = RotaryEmbedding(arch.head_dim, max_positions, arch.rope_theta, arch.rope_scaling)
         self.vocab_start, vocab_rows_local = vocab_rows(arch.vocab_size, shard)
         self.embed_tokens = nn.Embedding(vocab_rows_local, arch.hidden_size)
-        self.layers = nn.ModuleList(DecoderLayer(arch, i, rotary, shard.size) for i in range(arch.num_hidden_layers))
-        self.norm = RMSNorm(arch.hidden_size, arch.rms_norm_eps)
-        self.lm_head = Linear(arch.hidden_size, vocab_rows_local, bias=False)
+        self.layers = nn.ModuleList(DecoderLayer(arch, i, rotary, self.ops, shard.size)
+                                    for i in range(arch.num_hidden_layers))
+        self.norm = RMSNorm(arch.hidden_size, arch.rms_norm_eps, self.ops.add_rmsnorm)
+        self.lm_head = Linear(arch.hidden_size, vocab_rows_local, False, self.ops.linear)
         if arch.tie_word_embeddings:
             self.lm_head.weight = self.embed_tokens.weight
         self.rotary = rotary
@@ -170,7 +213,7 @@ class CausalLM(nn.Module):
         if self.shard.size == 1 and lora_index is None:
             # the embedding lookup and the first norm in one graphbench op (norms.py says why)
             first = next(layers)
-            h, residual = embed_rmsnorm(input_ids, self.embed_tokens.weight, *_norm(first.input_layernorm))
+            h, residual = self.ops.embed_rmsnorm(input_ids, self.embed_tokens.weight, *_norm(first.input_layernorm))
             x, residual = first.forward_normed(positions, h, residual)
         else:
             x, residual = self._embed(input_ids), None

@@ -61,8 +61,7 @@ embed_rmsnorm_op = register_op(EMBED_NORM_OP_NAME, embed_rmsnorm_impl, _embed_rm
 def embed_rmsnorm(input_ids: torch.Tensor, table: torch.Tensor, norm_weight: torch.Tensor,
                   eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     """input_ids [T] -> (rmsnorm(embeddings) * norm_weight, embeddings), both [T, H]."""
-    return pick_implementation(embed_rmsnorm_impl, embed_rmsnorm_op, embed_rmsnorm_torch)(
-        input_ids, table, norm_weight, eps)
+    return pick_implementation(embed_rmsnorm_impl, embed_rmsnorm_op)(input_ids, table, norm_weight, eps)
 
 
 def add_rmsnorm_impl(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor,
@@ -83,4 +82,4 @@ add_rmsnorm_op = register_op(ADD_NORM_OP_NAME, add_rmsnorm_impl, _add_rmsnorm_fa
 def add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor,
                 eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     """x, residual [T, H] -> (rmsnorm(x + residual) * norm_weight, x + residual)."""
-    return pick_implementation(add_rmsnorm_impl, add_rmsnorm_op, add_rmsnorm_torch)(x, residual, norm_weight, eps)
+    return pick_implementation(add_rmsnorm_impl, add_rmsnorm_op)(x, residual, norm_weight, eps)

@@ -21,7 +21,6 @@ from graphbench import __version__
 from graphbench.config.hashing import hash_factors
 from graphbench import env
 from graphbench.errors import GraphbenchError
-from graphbench.switches import switch_value
 
 CACHE_SUBDIR = "torch_compile_cache"
 META_FILE = "graphbench_meta.json"
@@ -51,16 +50,10 @@ def source_hash() -> str:
     return digest.hexdigest()[:10]
 
 
-# Switches that change what is traced or compiled: an entry made under one value is not another's.
-# (GEMV: graphbench's ops or plain torch ops in the trace; TRACED_PIECES: which pieces Inductor compiles;
-# SKINNY_GEMM: whether a compile_sizes variant gets the matmuls; compilation.static_variants is in the
-# config's own hash.) The kernels' other switches act when the ops run, not on the compiled code.
-CODE_SWITCHES = ("GRAPHBENCH_GEMV", "GRAPHBENCH_TRACED_PIECES", "GRAPHBENCH_SKINNY_GEMM")
-
 
 def environment_factors(torch_version: str) -> dict[str, str]:
     return {"torch": torch_version, "triton": _version("triton"), "graphbench": __version__,
-            "model_source": source_hash()} | {name: switch_value(name) for name in CODE_SWITCHES}
+            "model_source": source_hash()}
 
 
 def config_factors(config: Any) -> dict[str, Any]:
@@ -73,6 +66,7 @@ def config_factors(config: Any) -> dict[str, Any]:
     factors: dict[str, Any] = {f"model.arch.{k}": v for k, v in load_arch(model.model).code_factors().items()}
     factors |= {
         "model.dtype": model.dtype, "model.device": model.device, "model.attention_backend": model.attention_backend,
+        "model.kernels": model.kernels,
         "scheduler.max_num_seqs": config.scheduler.max_num_seqs,
         "scheduler.max_num_batched_tokens": config.scheduler.max_num_batched_tokens,
         "cache.block_size": config.cache.block_size,
@@ -92,12 +86,13 @@ def config_factors(config: Any) -> dict[str, Any]:
 
 def entry_factors(config: Any, torch_version: str) -> dict[str, Any]:
     """Every factor of the compile-cache hash of a resolved config, by name: the config's, then the
-    environment's (torch, triton, graphbench, model_source, CODE_SWITCHES)."""
+    environment's (torch, triton, graphbench, model_source)."""
     return config_factors(config) | environment_factors(torch_version)
 
 
 def compile_hash(config_hash: str, torch_version: str) -> str:
-    """Config factors + torch/triton/graphbench versions + model source + the code switches."""
+    """Config factors + torch/triton/graphbench versions + model source. (What changes the compiled code
+    is in the config: model.kernels, compilation.static_variants, ...; the debug hatches act at run time.)"""
     return hash_factors([config_hash, environment_factors(torch_version)])
 
 

@@ -14,7 +14,6 @@ import torch.fx as fx
 
 from graphbench.runner.compile.aot_store import AotStore, standalone_available
 from graphbench.runner.compile.compile_stack import import_compile_stack
-from graphbench.switches import switch_value
 
 log = logging.getLogger("graphbench.compile")
 
@@ -111,16 +110,12 @@ _standalone_failed = False
 # is left out (`+` on sizes and on tensors is one operator): a piece holding any goes to Inductor.
 _NO_KERNEL_METHODS = frozenset({"view", "split", "chunk", "new_empty", "size", "unsqueeze", "squeeze", "narrow"})
 _SEVERAL_VALUES_METHODS = frozenset({"split", "chunk"})
-# GRAPHBENCH_TRACED_PIECES=0: Inductor compiles every piece, graphbench's ops only or not
-TRACED_PIECES_SWITCH = "GRAPHBENCH_TRACED_PIECES"
 
 
 def runs_as_traced(graph: fx.GraphModule) -> bool:
     """Whether the piece's only kernels are graphbench's ops (opaque to Inductor, which would emit the same
     calls in the same order): every other node is a view, a split, an allocation, a size or an item. Such
     a piece runs as traced: no Inductor at a cold start, and nothing to load at a warm one."""
-    if not traced_pieces_enabled():
-        return False
     for node in graph.graph.nodes:
         if node.op in ("placeholder", "output"):
             continue
@@ -134,11 +129,6 @@ def runs_as_traced(graph: fx.GraphModule) -> bool:
                 continue
         return False
     return True
-
-
-def traced_pieces_enabled() -> bool:
-    """GRAPHBENCH_TRACED_PIECES (default 1): pieces of graphbench's ops run as traced."""
-    return switch_value(TRACED_PIECES_SWITCH) != "0"
 
 
 def _returns_several(node: Any) -> bool:

@@ -28,7 +28,6 @@ from graphbench.runner.compile.pieces import (
     piece_key,
     runs_as_traced,
     size_getter,
-    traced_pieces_enabled,
     size_spec,
     unbox_for,
 )
@@ -128,8 +127,6 @@ class SplittingBackend:
         if sorted(saved_sizes) != sorted(self.compile_sizes):
             return None
         traced = {name for name, info in infos.items() if info.get("traced")}
-        if traced and not traced_pieces_enabled():  # saved with traced pieces; GRAPHBENCH_TRACED_PIECES=0 now
-            return None
         started = time.perf_counter()
         graph_by_key = {info["key"]: getattr(split, name) for name, info in infos.items() if info["key"]}
         graph_of = {info["key"]: getattr(split, name) for name, info in infos.items() if name not in traced}

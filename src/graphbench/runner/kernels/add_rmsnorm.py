@@ -14,24 +14,19 @@ import triton.language as tl
 from graphbench.runner.kernels.launch import DirectLauncher
 from graphbench.runner.kernels.pdl import pdl_arguments, pdl_enter
 from graphbench.runner.kernels.util import next_power_of_2
-from graphbench.switches import switch_value
 
 
 @triton.jit
 def _add_rmsnorm_kernel(x_ptr, r_ptr, nw_ptr, out_ptr, h_ptr, K, stride_x, stride_r, eps, BLOCK: tl.constexpr,
-                        EARLY: tl.constexpr, PDL: tl.constexpr = False):
+                        PDL: tl.constexpr = False):
     row = tl.program_id(0).to(tl.int64)
     dtype = x_ptr.dtype.element_ty
     offs = tl.arange(0, BLOCK)
     ok = offs < K
-    if EARLY:  # the norm weight and the residual load before the PDL wait (see NORM_EARLY_LOADS)
-        nw = tl.load(nw_ptr + offs, mask=ok, other=0.0).to(tl.float32)
-        r = tl.load(r_ptr + row * stride_r + offs, mask=ok, other=0.0).to(tl.float32)
-        pdl_enter(PDL)
-    else:
-        pdl_enter(PDL)
-        nw = tl.load(nw_ptr + offs, mask=ok, other=0.0).to(tl.float32)
-        r = tl.load(r_ptr + row * stride_r + offs, mask=ok, other=0.0).to(tl.float32)
+    # the norm weight and the residual load before the PDL wait (see launch_add_rmsnorm)
+    nw = tl.load(nw_ptr + offs, mask=ok, other=0.0).to(tl.float32)
+    r = tl.load(r_ptr + row * stride_r + offs, mask=ok, other=0.0).to(tl.float32)
+    pdl_enter(PDL)
     h = tl.load(x_ptr + row * stride_x + offs, mask=ok, other=0.0).to(tl.float32)
     h += r
     h = h.to(dtype).to(tl.float32)
@@ -41,24 +36,20 @@ def _add_rmsnorm_kernel(x_ptr, r_ptr, nw_ptr, out_ptr, h_ptr, K, stride_x, strid
     tl.store(out_ptr + row * K + offs, hn.to(dtype), mask=ok)
 
 
-# Under PDL, add-norm loads its norm weight and the residual before it waits for the kernel before it (as
-# decode attention loads its metadata: paged_decode.EARLY_LOADS). No kernel writes a norm weight. The
-# residual comes from a kernel at least two back (the layer's previous add-norm, or the embedding): the one
-# in between passed its own wait, so that kernel had completed, before it let this one start (pdl.py's
-# chain). llama-3.2-1b -O2 decode step on an H200, batch 1 / 64: 0.900 / 1.168 ms against 0.911 / 1.194
-# without (benchmarks/RESULTS.md, 2026-12-02, 75f66f9). GRAPHBENCH_NORM_EARLY_LOADS=0: loads after the wait.
-NORM_EARLY_LOADS = switch_value("GRAPHBENCH_NORM_EARLY_LOADS") == "1"
-
-
 def launch_add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
                        out: torch.Tensor, h_out: torch.Tensor) -> None:
     """h_out = x + residual, out = rmsnorm(h_out) * norm_weight, row by row ([T, K], unit stride in K).
-    x is the previous kernel's output; residual must not be (see NORM_EARLY_LOADS)."""
+    x is the previous kernel's output; residual must not be. Under PDL the norm weight and the residual
+    load before the kernel waits for the one before it (as decode attention loads its metadata). No
+    kernel writes a norm weight; the residual comes from a kernel at least two back (the layer's previous
+    add-norm, or the embedding): the one in between passed its own wait, so that kernel had completed,
+    before it let this one start (pdl.py's chain). -O2 decode step, llama-3.2-1b, H200, batch 1 / 64:
+    0.900 / 1.168 ms against 0.911 / 1.194 loading after the wait (benchmarks/RESULTS.md, 2026-12-02, 75f66f9)."""
     rows, k = x.shape
     if rows:
         block = next_power_of_2(k)
         _add_rmsnorm_launch[(rows,)](x, residual, norm_weight, out, h_out, k, x.stride(0), residual.stride(0), eps,
-                                     BLOCK=block, EARLY=NORM_EARLY_LOADS, num_warps=8 if block >= 4096 else 4,
+                                     BLOCK=block, num_warps=8 if block >= 4096 else 4,
                                      **pdl_arguments(out))
 
 
@@ -90,6 +81,6 @@ def launch_embed_rmsnorm(input_ids: torch.Tensor, table: torch.Tensor, norm_weig
                                        BLOCK=block, num_warps=8 if block >= 4096 else 4, **pdl_arguments(out))
 
 
-# launched through kernels/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
+# launched through kernels/launch.py (a cached direct launch)
 _add_rmsnorm_launch = DirectLauncher(_add_rmsnorm_kernel)
 _embed_rmsnorm_launch = DirectLauncher(_embed_rmsnorm_kernel)

@@ -93,6 +93,6 @@ def triton_argmax(logits: torch.Tensor,  # [R, V] float, unit stride in V
     return out
 
 
-# launched through kernels/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
+# launched through kernels/launch.py (a cached direct launch)
 _chunk_argmax_launch = DirectLauncher(_chunk_argmax_kernel)
 _row_argmax_launch = DirectLauncher(_row_argmax_kernel)

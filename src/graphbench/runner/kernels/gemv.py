@@ -138,7 +138,7 @@ def launch_silu_mul(x: torch.Tensor, out: torch.Tensor) -> None:  # x [T, 2K] (u
                                                  **pdl_arguments(out))
 
 
-# launched through kernels/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
+# launched through kernels/launch.py (a cached direct launch)
 _gemv_launch = DirectLauncher(_gemv_kernel)
 _silu_mul_launch = DirectLauncher(_silu_mul_kernel)
 _gated_gemv_launch = DirectLauncher(_gated_gemv_kernel)

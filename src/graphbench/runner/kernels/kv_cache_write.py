@@ -71,5 +71,5 @@ def write_kv_cache(
     )
 
 
-# launched through kernels/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
+# launched through kernels/launch.py (a cached direct launch)
 _write_kv_launch = DirectLauncher(_write_kv_kernel)

@@ -20,7 +20,7 @@ another kind in a slot), a callable grid, a kernel without a readable parameter 
 interpreter, a Triton whose launch returns no compiled kernel. Direct launches skip what
 JITFunction.run adds around a launch: launch hooks (proton), pre-run hooks, the check that globals
 used by the kernel have not changed, and instrumentation modes switched on after the first launch.
-Set GRAPHBENCH_DIRECT_LAUNCH=0 to profile or debug with those.
+The debug hatch GRAPHBENCH_DIRECT_LAUNCH=0 (graphbench.env) profiles or debugs with those.
 
 On by default since a measurement on an H200 (benchmarks/RESULTS.md, 2026-11-30, 180d046): the engine's wrapper of
 add-norm took 11.4 us a launch against 16.3 through the JIT path, and an eager 2048-token -O2 step's host time
@@ -36,9 +36,6 @@ import torch
 
 from graphbench import env
 from graphbench.runner.kernels.util import triton_interpreting
-from graphbench.switches import switch_value
-
-DIRECT_LAUNCH = switch_value("GRAPHBENCH_DIRECT_LAUNCH") != "0"
 
 
 class _NoKey(Exception):
@@ -111,6 +108,17 @@ def _triton_debug() -> bool:
     return bool(_knobs.runtime.debug)
 
 
+_direct: bool | None = None  # the debug hatch GRAPHBENCH_DIRECT_LAUNCH, read at the first launch
+
+
+def direct_launches() -> bool:
+    """Whether launches may skip Triton's JIT path (read once, at the first launch; graphbench.env)."""
+    global _direct
+    if _direct is None:
+        _direct = env.hatch("GRAPHBENCH_DIRECT_LAUNCH")
+    return _direct
+
+
 class DirectLauncher:
     """kernel[grid](...) with the compiled kernel cached per launch key (see the module's docstring)."""
 
@@ -134,7 +142,7 @@ class DirectLauncher:
         return lambda *args, **meta: self.launch(grid, args, meta)
 
     def launch(self, grid: tuple, args: tuple, meta: dict) -> None:
-        if not DIRECT_LAUNCH or not self.keyable or triton_interpreting():
+        if not (_direct if _direct is not None else direct_launches()) or not self.keyable or triton_interpreting():
             self.kernel[grid](*args, **meta)
             return
         key = self._key(grid, args, meta)

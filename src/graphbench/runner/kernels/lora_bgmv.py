@@ -157,6 +157,6 @@ def lora_add_triton(out: torch.Tensor,  # [T, N], unit stride along N; out[t] +=
         num_stages=2, **pdl)
 
 
-# launched through kernels/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
+# launched through kernels/launch.py (a cached direct launch)
 _shrink_launch = DirectLauncher(_shrink_kernel)
 _expand_launch = DirectLauncher(_expand_kernel)

@@ -333,6 +333,6 @@ def paged_attention(
         merge_splits(part, lse, out, query_start_loc, max_reqs)
 
 
-# launched through kernels/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
+# launched through kernels/launch.py (a cached direct launch)
 _merge_splits_launch = DirectLauncher(_merge_splits_kernel)
 _attention_launch = DirectLauncher(_attention_kernel)

@@ -5,9 +5,13 @@ query_start_loc; in a pure-decode batch row r *is* request r, so this kernel ski
 grid = (rows, kv heads, kv splits), a function of shapes only, hence CUDA-graph safe. Rows past the
 real requests (r >= query_start_loc[max_reqs], the padding of a recording) are zeroed.
 
-Split-KV writes partial outputs; with merge_in_kernel (the engine's default; GRAPHBENCH_DECODE_MERGE_IN_KERNEL=0
-turns it off) the decode kernel merges them itself, else a second kernel does (see paged_decode). With
-new_kv (GRAPHBENCH_DECODE_WRITES_KV, on by default) it also writes the step's K/V into the cache.
+It writes the step's new K/V into the cache itself (one launch a layer fewer than write_kv_cache
+first, ~1.7 us at batch 1 on the H200), and split-KV merges in the kernel: the last split of a row and
+kv head to finish merges the partials (-O2 batch-1 step 1.065 against 1.082 ms with a merge launch;
+benchmarks/RESULTS.md, 2026-11-29, 5ffed15). Under PDL it loads the step's metadata, the rotary table
+and, for grids of at most one (row, kv head) per SM, its first tile of cached K/V before it waits for
+the kernel before it (batch-1 step 0.916 against 0.952 ms; RESULTS 2026-12-01, 6e15e72; larger grids
+keep the tile loop: at batch 64 the early tile made attention 213.6 against 150.0 us a step).
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ from graphbench.runner.kernels.paged_attention import (
     attend_tiles,
     load_kv_tile,
     make_workspace,
-    merge_splits,
     sm_count,
     softmax_step,
     store_result,
@@ -31,7 +34,12 @@ from graphbench.runner.kernels.paged_attention import (
 from graphbench.runner.kernels.rotary import partner_offsets, rotary_cos_sin, rotated_row
 from graphbench.runner.kernels.pdl import pdl_arguments, pdl_enter
 from graphbench.runner.kernels.util import next_power_of_2, triton_interpreting
-from graphbench.switches import switch_value
+
+# The fewest KV tiles a split covers. One: a context of three 64-key tiles runs as three programs per
+# (row, kv head), the last to finish merging them. With 4, and 128-key tiles, it ran as one program:
+# batch-1 step llama-3.2-1b 0.877 against 0.840 ms, llama-3.1-8b 4.259 against 4.056 ms on an H200
+# (benchmarks/RESULTS.md, 2026-12-02). benchmarks/decode_blocks.py tunes it (blocks["MIN_TILES"]).
+MIN_TILES_PER_SPLIT = 1
 
 
 # The split count is a run-time value (one compiled kernel for every split count > 1, one for no split):
@@ -40,17 +48,16 @@ from graphbench.switches import switch_value
 def _decode_kernel(
     q_ptr, k_cache_ptr, v_cache_ptr, out_ptr, part_ptr, lse_ptr,
     qsl_ptr, seq_lens_ptr, block_tables_ptr,
-    k_ptr, v_ptr, slot_ptr,  # WRITE_KV: this step's new K/V rows [T, kv heads, head_dim] and their slots
-    count_ptr,  # MERGE: one int32 counter per (row, kv head), zero between launches
+    k_ptr, v_ptr, slot_ptr,  # this step's new K/V rows [T, kv heads, head_dim] and their slots
+    count_ptr,  # SPLIT: one int32 counter per (row, kv head), zero between launches
     cos_sin_ptr,  # ROTARY: [max_positions, HEAD_DIM] cos of each half, then sin of each half
     scale, max_reqs, num_heads, num_splits,
     stride_qt, stride_qh, stride_ot, stride_oh,
     stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh, stride_bt,
     stride_nkt, stride_nkh, stride_nvt, stride_nvh, stride_cs,
     GROUP: tl.constexpr, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
-    BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr, SPLIT: tl.constexpr, WRITE_KV: tl.constexpr,
-    MERGE: tl.constexpr, MIN_TILES: tl.constexpr, ROTARY: tl.constexpr, EARLY_LOADS: tl.constexpr,
-    EARLY_TILE: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr, SPLIT: tl.constexpr, MIN_TILES: tl.constexpr,
+    ROTARY: tl.constexpr, EARLY_TILE: tl.constexpr,
     PRECISION: tl.constexpr, INTERPRET: tl.constexpr, PDL: tl.constexpr = False,
 ):
     req = tl.program_id(0)
@@ -64,47 +71,39 @@ def _decode_kernel(
     io_mask = row_ok[:, None] & d_ok[None, :]
     req64 = req.to(tl.int64)
     out_offs = req64 * stride_ot + head[:, None] * stride_oh + offs_d[None, :]
-    # Under PDL everything up to pdl_enter loads while the previous kernel finishes (EARLY_LOADS): the
-    # step's metadata, the rotary table and (EARLY_TILE) the first tile of this layer's cache at older
-    # positions were all written before the graph started. Only q and the new K/V come from the kernel
-    # before; nothing is stored before the wait (an output buffer may be memory the previous kernel reads).
-    if not EARLY_LOADS:
-        pdl_enter(PDL)
+    # Under PDL everything up to pdl_enter loads while the previous kernel finishes: the step's metadata,
+    # the rotary table and (EARLY_TILE) the first tile of this layer's cache at older positions were all
+    # written before the graph started. Only q and the new K/V come from the kernel before; nothing is
+    # stored before the wait (an output buffer may be memory the previous kernel reads).
     num_real = tl.load(qsl_ptr + max_reqs)
     seq_len = tl.load(seq_lens_ptr + req)
     new_pos = seq_len - 1  # every row is the request's newest token
     pos = tl.zeros([BLOCK_M], dtype=tl.int32) + new_pos
     num_kv_tiles = tl.cdiv(seq_len, TILE_N)
-    per_split = tl.cdiv(num_kv_tiles, num_splits)
-    if MERGE:  # at least MIN_TILES tiles a split: a short context is one program, with nothing to merge
-        per_split = tl.maximum(per_split, MIN_TILES)
-        num_active = tl.cdiv(num_kv_tiles, per_split)
+    # at least MIN_TILES tiles a split (and one, for a padding row's empty context)
+    per_split = tl.maximum(tl.cdiv(num_kv_tiles, num_splits), MIN_TILES)
+    num_active = tl.cdiv(num_kv_tiles, per_split)
     t_lo = split * per_split
     t_hi = tl.minimum(t_lo + per_split, num_kv_tiles)
     last_tile = num_kv_tiles - 1
     bt_row = block_tables_ptr + req64 * stride_bt
-    if WRITE_KV:
-        holds_new = (last_tile >= t_lo) & (last_tile < t_hi)  # this program writes the new K/V
-        slot = tl.load(slot_ptr + req64).to(tl.int64)
-        if EARLY_TILE:  # the cache holds no kernel's output yet: the first tile loads before the wait
-            k_first, v_first = load_kv_tile(t_lo, k_cache_ptr, v_cache_ptr, bt_row, new_pos, kv_head, stride_kb,
-                                            stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
-                                            HEAD_DIM, BLOCK_D, BLOCK_SIZE, TILE_N)
+    holds_new = (last_tile >= t_lo) & (last_tile < t_hi)  # this program writes the new K/V
+    slot = tl.load(slot_ptr + req64).to(tl.int64)
+    if EARLY_TILE:  # the cache holds no kernel's output yet: the first tile loads before the wait
+        k_first, v_first = load_kv_tile(t_lo, k_cache_ptr, v_cache_ptr, bt_row, new_pos, kv_head, stride_kb,
+                                        stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
+                                        HEAD_DIM, BLOCK_D, BLOCK_SIZE, TILE_N)
     if ROTARY:
         table_row = cos_sin_ptr + tl.maximum(new_pos, 0).to(tl.int64) * stride_cs  # (padding rows: -1)
         cos, sin = rotary_cos_sin(table_row, offs_d, d_ok, HEAD_DIM)
         partner = partner_offsets(offs_d, HEAD_DIM)
-    if EARLY_LOADS:
-        pdl_enter(PDL)
+    pdl_enter(PDL)
     if req >= num_real:  # padding row of a recording
-        if not SPLIT or MERGE:  # (split mode with a merge launch: that kernel zeroes padding rows)
-            if split == 0:
-                tl.store(out_ptr + out_offs, tl.zeros([BLOCK_M, BLOCK_D], dtype=out_ptr.dtype.element_ty),
-                         mask=io_mask)
+        if split == 0:
+            tl.store(out_ptr + out_offs, tl.zeros([BLOCK_M, BLOCK_D], dtype=out_ptr.dtype.element_ty), mask=io_mask)
         return
-    if MERGE:
-        if split >= num_active:
-            return
+    if split >= num_active:
+        return
 
     q_rows = q_ptr + req64 * stride_qt + head[:, None] * stride_qh
     if ROTARY:  # q and the new k arrive unrotated; rounded to their dtype as a separate rotary kernel would
@@ -116,48 +115,42 @@ def _decode_kernel(
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     qk_scale = scale * 1.4426950408889634
-    if WRITE_KV:
-        # The program whose tiles hold the new token writes its K/V into the cache. EARLY_TILE: it attends
-        # to it from registers (its tile was loaded before the write, so that one position is patched in);
-        # else it reads it back with the rest of its tiles (the engine's choice for grids of more programs
-        # than SMs: the tile loop's pipelined loads feed the dots from shared memory).
-        new_k = tl.zeros([BLOCK_D], dtype=k_cache_ptr.dtype.element_ty)
-        new_v = tl.zeros([BLOCK_D], dtype=v_cache_ptr.dtype.element_ty)
-        if holds_new:
-            k_row = k_ptr + req64 * stride_nkt + kv_head * stride_nkh
-            if ROTARY:
-                rot = rotated_row(k_row, offs_d, partner, d_ok, cos, sin)
-                new_k = rot.to(k_ptr.dtype.element_ty).to(k_cache_ptr.dtype.element_ty)
-            else:
-                new_k = tl.load(k_row + offs_d, mask=d_ok, other=0.0).to(k_cache_ptr.dtype.element_ty)
-            new_v = tl.load(v_ptr + req64 * stride_nvt + kv_head * stride_nvh + offs_d, mask=d_ok,
-                            other=0.0).to(v_cache_ptr.dtype.element_ty)
-            write_new_kv(new_k, new_v, slot, k_cache_ptr, v_cache_ptr, kv_head, stride_kb, stride_ko, stride_kh,
-                          stride_vb, stride_vo, stride_vh, offs_d, d_ok, BLOCK_SIZE)
-        if EARLY_TILE:
-            if t_lo < t_hi:
-                k_t, v_t = with_new_token(k_first, v_first, t_lo, new_pos, new_k, new_v, TILE_N)
-                m_i, l_i, acc = softmax_step(q, pos, t_lo, k_t, v_t, seq_len, m_i, l_i, acc, qk_scale,
-                                             TILE_N, PRECISION, INTERPRET)
-            m_i, l_i, acc = attend_rest(q, pos, t_lo + 1, t_hi, m_i, l_i, acc, k_cache_ptr, v_cache_ptr,
-                                         bt_row, seq_len, new_pos, new_k, new_v, kv_head, qk_scale, stride_kb,
-                                         stride_ko, stride_kh, stride_vb, stride_vo, stride_vh, HEAD_DIM, BLOCK_D,
-                                         BLOCK_SIZE, TILE_N, PRECISION, INTERPRET)
+    # The program whose tiles hold the new token writes its K/V into the cache. EARLY_TILE: it attends to
+    # it from registers (its tile was loaded before the write, so that one position is patched in); else it
+    # reads it back with the rest of its tiles (grids of more programs than SMs: the tile loop's pipelined
+    # loads feed the dots from shared memory).
+    new_k = tl.zeros([BLOCK_D], dtype=k_cache_ptr.dtype.element_ty)
+    new_v = tl.zeros([BLOCK_D], dtype=v_cache_ptr.dtype.element_ty)
+    if holds_new:
+        k_row = k_ptr + req64 * stride_nkt + kv_head * stride_nkh
+        if ROTARY:
+            rot = rotated_row(k_row, offs_d, partner, d_ok, cos, sin)
+            new_k = rot.to(k_ptr.dtype.element_ty).to(k_cache_ptr.dtype.element_ty)
         else:
-            tl.debug_barrier()  # every thread's stores land before any thread loads the tile
-            m_i, l_i, acc = attend_tiles(
-                q, pos, t_lo, t_hi, k_cache_ptr, v_cache_ptr, bt_row, seq_len,
-                kv_head, scale, stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
-                BLOCK_M, HEAD_DIM, BLOCK_D, BLOCK_SIZE, TILE_N, PRECISION, INTERPRET)
+            new_k = tl.load(k_row + offs_d, mask=d_ok, other=0.0).to(k_cache_ptr.dtype.element_ty)
+        new_v = tl.load(v_ptr + req64 * stride_nvt + kv_head * stride_nvh + offs_d, mask=d_ok,
+                        other=0.0).to(v_cache_ptr.dtype.element_ty)
+        write_new_kv(new_k, new_v, slot, k_cache_ptr, v_cache_ptr, kv_head, stride_kb, stride_ko, stride_kh,
+                     stride_vb, stride_vo, stride_vh, offs_d, d_ok, BLOCK_SIZE)
+    if EARLY_TILE:
+        if t_lo < t_hi:
+            k_t, v_t = with_new_token(k_first, v_first, t_lo, new_pos, new_k, new_v, TILE_N)
+            m_i, l_i, acc = softmax_step(q, pos, t_lo, k_t, v_t, seq_len, m_i, l_i, acc, qk_scale,
+                                         TILE_N, PRECISION, INTERPRET)
+        m_i, l_i, acc = attend_rest(q, pos, t_lo + 1, t_hi, m_i, l_i, acc, k_cache_ptr, v_cache_ptr,
+                                     bt_row, seq_len, new_pos, new_k, new_v, kv_head, qk_scale, stride_kb,
+                                     stride_ko, stride_kh, stride_vb, stride_vo, stride_vh, HEAD_DIM, BLOCK_D,
+                                     BLOCK_SIZE, TILE_N, PRECISION, INTERPRET)
     else:
+        tl.debug_barrier()  # every thread's stores land before any thread loads the tile
         m_i, l_i, acc = attend_tiles(
             q, pos, t_lo, t_hi, k_cache_ptr, v_cache_ptr, bt_row, seq_len,
             kv_head, scale, stride_kb, stride_ko, stride_kh, stride_vb, stride_vo, stride_vh,
             BLOCK_M, HEAD_DIM, BLOCK_D, BLOCK_SIZE, TILE_N, PRECISION, INTERPRET)
     split_row = (req64 * num_heads + head) * num_splits + split
-    if not MERGE:
+    if not SPLIT:
         store_result(m_i, l_i, acc, out_ptr, out_offs, io_mask, part_ptr, lse_ptr, split_row, row_ok,
-                      HEAD_DIM, BLOCK_D, SPLIT)
+                     HEAD_DIM, BLOCK_D, False)
     elif num_active == 1:  # the whole context in this program: the output directly
         store_result(m_i, l_i, acc, out_ptr, out_offs, io_mask, part_ptr, lse_ptr, split_row, row_ok,
                       HEAD_DIM, BLOCK_D, False)
@@ -208,24 +201,22 @@ def paged_decode(
     seq_lens: torch.Tensor,  # [max_reqs] int32
     block_tables: torch.Tensor,  # [max_reqs, max_blocks_per_seq] int32
     scale: float,
+    new_kv: tuple[torch.Tensor, torch.Tensor, torch.Tensor],  # (k, v [T, kvh, hd], slot_mapping [T])
     num_splits: int | None = None,
-    new_kv: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,  # (k, v [T, kvh, hd], slot_mapping [T])
-    merge_in_kernel: bool = False,
     cos_sin: torch.Tensor | None = None,  # [max_positions, 1, hd]: cos of each half, then sin of each half
     early_tile: bool | None = None,
     blocks: dict | None = None,
 ) -> None:
-    """Attention of one new token per request over its paged context (a uniform decode batch).
+    """Attention of one new token per request over its paged context (a uniform decode batch), writing
+    this step's K/V rows (new_kv) into the cache.
 
-    new_kv: this step's K/V rows are written into the cache by the kernel itself (one launch fewer
-    than write_kv_cache + paged_decode); without it they must be in the cache already.
-    merge_in_kernel: split-KV without a merge launch: each split covers at least MIN_TILES KV tiles, a
-    context that fits one split is written out directly, and otherwise the last active split to finish
-    (an atomic count per row and kv head) merges the partials.
+    Split-KV: each split covers at least MIN_TILES KV tiles, a context that fits one split is written out
+    directly, and otherwise the last active split to finish (an atomic count per row and kv head) merges
+    the partials.
     cos_sin: q and the new k arrive without rotary embedding; the kernel applies it (at position
-    seq_len - 1, each row's new token) as it loads them. Needs new_kv.
-    early_tile (with new_kv; default: at most one (row, kv head) per SM): each program's first cached
-    K/V tile loads before the PDL wait and the new token is attended from registers.
+    seq_len - 1, each row's new token) as it loads them.
+    early_tile (default: at most one (row, kv head) per SM): each program's first cached K/V tile loads
+    before the PDL wait and the new token is attended from registers.
     blocks: any of TILE_N, num_warps, num_stages, NUM_SPLITS, MIN_TILES in place of decode_config's and
     MIN_TILES_PER_SPLIT (a tuning grid: benchmarks/decode_blocks.py)."""
     num_rows, num_heads, head_dim = q.shape
@@ -245,23 +236,17 @@ def paged_decode(
     min_tiles = blocks.pop("MIN_TILES", MIN_TILES_PER_SPLIT)
     cfg.update(blocks)
     splits = cfg.pop("NUM_SPLITS")
-    merge = merge_in_kernel and splits > 1
     part, lse = make_workspace(num_rows, num_heads, head_dim, splits, q.device) if splits > 1 else (out, out)
     group = num_heads // num_kv_heads
     block_d = max(16, next_power_of_2(head_dim))
-    if new_kv is not None:
-        k, v, slot_mapping = new_kv
-        assert k.shape == v.shape == (num_rows, num_kv_heads, head_dim) and slot_mapping.shape[0] >= num_rows
-        assert k.stride(-1) == 1 and v.stride(-1) == 1, "the head_dim axis must be contiguous"
-    else:
-        k, v, slot_mapping = q, q, seq_lens  # unused
+    k, v, slot_mapping = new_kv
+    assert k.shape == v.shape == (num_rows, num_kv_heads, head_dim) and slot_mapping.shape[0] >= num_rows
+    assert k.stride(-1) == 1 and v.stride(-1) == 1, "the head_dim axis must be contiguous"
     if early_tile is None:
-        early_tile = EARLY_LOADS and num_rows * num_kv_heads <= (num_sms or 132)
-    early_tile = early_tile and new_kv is not None
+        early_tile = num_rows * num_kv_heads <= (num_sms or 132)
     if cos_sin is not None:
-        assert new_kv is not None, "rotary inside the decode kernel needs the new K/V (new_kv)"
         assert head_dim % 2 == 0 and cos_sin.shape[-1] == head_dim and cos_sin.stride(-1) == 1 and q.stride(-1) == 1
-    counts = _split_counters(q.device, num_rows * num_kv_heads) if merge else seq_lens
+    counts = _split_counters(q.device, num_rows * num_kv_heads) if splits > 1 else seq_lens
     _decode_launch[(num_rows, num_kv_heads, splits)](
         q, k_cache, v_cache, out, part, lse, query_start_loc, seq_lens, block_tables,
         k, v, slot_mapping, counts, cos_sin if cos_sin is not None else q,
@@ -270,30 +255,12 @@ def paged_decode(
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_tables.stride(0),
         k.stride(0), k.stride(1), v.stride(0), v.stride(1), cos_sin.stride(0) if cos_sin is not None else 0,
-        ROTARY=cos_sin is not None, EARLY_LOADS=EARLY_LOADS, EARLY_TILE=early_tile, GROUP=group, WRITE_KV=new_kv is not None, MERGE=merge, MIN_TILES=min_tiles, BLOCK_M=max(16, next_power_of_2(group)), HEAD_DIM=head_dim, BLOCK_D=block_d,
-        BLOCK_SIZE=block_size, SPLIT=splits > 1, PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        ROTARY=cos_sin is not None, EARLY_TILE=early_tile, GROUP=group, MIN_TILES=min_tiles,
+        BLOCK_M=max(16, next_power_of_2(group)), HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_SIZE=block_size,
+        SPLIT=splits > 1, PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         INTERPRET=triton_interpreting(), **cfg, **pdl_arguments(q),
     )
-    if splits > 1 and not merge:
-        merge_splits(part, lse, out, query_start_loc, max_reqs)
 
-
-# GRAPHBENCH_DECODE_EARLY_LOADS=0 turns off: under PDL the kernel loads the step's metadata, the rotary
-# table and, for grids of at most one (row, kv head) per SM, its first tile of cached K/V before it waits
-# for the kernel before it (see _decode_kernel). H200, llama-3.2-1b -O2, batch 1: 0.916 against 0.952 ms a
-# step (benchmarks/RESULTS.md, 2026-12-01, 6e15e72). At batch 64 the early tile made the attention kernels
-# 213.6 against 150.0 us a step (context 120, PDL off; the roofline at 08fbf67 against 8aa7851): larger
-# grids keep the tile loop.
-EARLY_LOADS = switch_value("GRAPHBENCH_DECODE_EARLY_LOADS") == "1"
-
-# merge_in_kernel: the fewest KV tiles a split covers. One (GRAPHBENCH_DECODE_MIN_TILES, default 1): a
-# context of three 64-key tiles runs as three programs per (row, kv head), the last to finish merging them.
-# With 4, and 128-key tiles, it ran as one program: llama-3.2-1b's batch-1 step was 0.877 against 0.840 ms,
-# llama-3.1-8b's 4.259 against 4.056 ms on an H200 (benchmarks/RESULTS.md, 2026-12-02); with 4 and decode_config's
-# split blocks, 0.893 against 0.844 ms (1b).
-MIN_TILES_PER_SPLIT = int(switch_value("GRAPHBENCH_DECODE_MIN_TILES"))
-if MIN_TILES_PER_SPLIT < 1:
-    raise ValueError(f"GRAPHBENCH_DECODE_MIN_TILES must be >= 1, got {MIN_TILES_PER_SPLIT}")
 
 # (device) -> int32 counters, one per (row, kv head), zero between launches: the merging split resets
 # the one it used. Kept between calls (a decode step allocates none). A launch splits only with fewer
@@ -311,5 +278,5 @@ def _split_counters(device: torch.device, needed: int) -> torch.Tensor:
     return held
 
 
-# launched through kernels/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
+# launched through kernels/launch.py (a cached direct launch)
 _decode_launch = DirectLauncher(_decode_kernel)

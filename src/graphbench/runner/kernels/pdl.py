@@ -7,7 +7,7 @@ What it saves is the gap between dependent kernels, ~1 us each in a CUDA graph o
 (a batch-1 decode step). Every PDL kernel waits before its first store, and before it loads anything
 the kernel before it wrote, so the order of memory effects is the stream's: a chain A -> B -> C holds
 because B waits for A before it lets C go. So what a kernel loads before its wait is what was written
-before the graph started, weights, or (NORM_EARLY_LOADS) what a kernel at least two back wrote.
+before the graph started, weights, or (add-norm's residual) what a kernel at least two back wrote.
 
 Only the engine's capture phase launches with it (`graph_launches`): the recordings, and the eager
 warm-up just before them, which compiles and loads the PDL variants so that nothing loads inside a
@@ -16,7 +16,7 @@ was measured (H200: -O2 batch 1 1.026 -> 0.931 ms, batch 64 1.319 -> 1.255 ms; b
 5f3d955). An eager
 step's gaps are the host's launch time, which PDL does not shorten; the one eager measurement (-O0,
 batch 64) was 2x slower with it, beside another job, unexplained. Eager steps launch as without PDL.
-On by default; GRAPHBENCH_PDL=0 turns it off.
+On by default; the debug hatch GRAPHBENCH_PDL=0 turns it off (graphbench.env).
 """
 
 from __future__ import annotations
@@ -30,10 +30,8 @@ import triton
 import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
+from graphbench import env
 from graphbench.runner.kernels.util import triton_interpreting
-from graphbench.switches import switch_value
-
-PDL_ENABLED = switch_value("GRAPHBENCH_PDL") == "1"
 
 
 @functools.lru_cache(maxsize=None)
@@ -58,7 +56,7 @@ def graph_launches() -> Iterator[None]:
 def use_pdl(t: torch.Tensor) -> bool:
     """Launch with PDL: inside graph_launches, switched on, a CUDA tensor (not the interpreter), a
     Hopper or later GPU."""
-    return (_graph_phase and PDL_ENABLED and t.is_cuda and not triton_interpreting()
+    return (_graph_phase and t.is_cuda and env.hatch("GRAPHBENCH_PDL") and not triton_interpreting()
             and _supports_pdl(t.device.index or 0))
 
 

@@ -88,5 +88,5 @@ def rotated_row(row_ptr, offs_d, partner, mask, cos, sin):
     return x * cos + tl.load(row_ptr + partner, mask=mask, other=0.0).to(tl.float32) * sin
 
 
-# launched through kernels/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
+# launched through kernels/launch.py (a cached direct launch)
 _rotary_launch = DirectLauncher(_rotary_qk_kernel)

@@ -3,7 +3,7 @@
 At 64 rows cuBLAS runs llama-3.2-1b's projections other than gate/up at 1.5-2.5 TB/s (the roofline in
 benchmarks/RESULTS.md, 2026-12-01, `8aa7851`), and its kernels break the step's chain of PDL launches. With
 each shape's measured blocks this kernel is within 5% of cuBLAS in isolation, and the recorded batch-64
-step is 4.8-7.6% faster with it (runner/kernel_choice.py, SKINNY_GEMM). A program owns BLOCK_N output columns
+step is 4.8-7.6% faster with it (runner/kernel_choice.py). A program owns BLOCK_N output columns
 and 1/SPLIT_K of K: it streams
 its [BLOCK_N, K / SPLIT_K] weights once through tl.dot against the rows of x. With SPLIT_K > 1 each split
 writes its float32 partial to a workspace, and the last split of a column block to finish (an atomic
@@ -238,6 +238,6 @@ def _workspace(device: torch.device, splits: int, n: int, block_n: int) -> tuple
     return held
 
 
-# launched through kernels/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
+# launched through kernels/launch.py (a cached direct launch)
 _skinny_launch = DirectLauncher(_skinny_kernel)
 _gated_launch = DirectLauncher(_gated_kernel)

@@ -77,5 +77,5 @@ def unpack_step_inputs(packet: torch.Tensor,  # [>= total] int32, on the device
         block_tables.stride(0), total, HAS_LORA=lora_slots is not None, BLOCK=BLOCK, num_warps=4)
 
 
-# launched through kernels/launch.py (a cached direct launch unless GRAPHBENCH_DIRECT_LAUNCH=0)
+# launched through kernels/launch.py (a cached direct launch)
 _unpack_launch = DirectLauncher(_unpack_kernel)

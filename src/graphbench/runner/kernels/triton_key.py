@@ -21,7 +21,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from graphbench.switches import switch_value
+from graphbench import env
 
 HASHED_FOLDERS = ("compiler", "backends", "language")  # with runtime/cache.py and libtriton: what triton_key reads
 
@@ -45,7 +45,7 @@ def remember_triton_key(folder: Path) -> str | None:
     """Make this process's triton_key() the kept value (computing and keeping it when there is none);
     returns how: "kept" (read back), "computed" (and written), or None (no Triton, the switch off,
     a Triton without this function, or its files unreadable)."""
-    if switch_value("GRAPHBENCH_TRITON_KEY_CACHE") == "0":
+    if not env.hatch("GRAPHBENCH_TRITON_KEY_CACHE"):
         return None
     try:
         import triton
