@@ -61,10 +61,6 @@ class ArchConfig:
                 f"num_key_value_heads ({self.num_key_value_heads})"
             )
 
-    @property
-    def is_preset(self) -> bool:
-        return not Path(self.source).is_dir()
-
     def code_factors(self) -> dict[str, Any]:
         """Everything but the source: two folders with the same shapes compile to the same code."""
         factors = asdict(self)

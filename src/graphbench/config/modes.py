@@ -55,19 +55,8 @@ class CUDAGraphMode(str, enum.Enum):
         """True when uniform decode and mixed batches use different recordings."""
         return self.decode_mode() != self.mixed_mode()
 
-    def has_full_graphs(self) -> bool:
-        return CUDAGraphMode.FULL in (self.decode_mode(), self.mixed_mode())
-
     def has_piecewise_graphs(self) -> bool:
         return CUDAGraphMode.PIECEWISE in (self.decode_mode(), self.mixed_mode())
-
-    @staticmethod
-    def from_parts(decode: "CUDAGraphMode", mixed: "CUDAGraphMode") -> "CUDAGraphMode":
-        """The mode whose (decode, mixed) runtime modes are the given pair."""
-        for mode in CUDAGraphMode:
-            if (mode.decode_mode(), mode.mixed_mode()) == (decode, mixed):
-                return mode
-        raise GraphbenchError(f"no cudagraph mode records decode={decode.value} and mixed={mixed.value}")
 
 
 class CompileMode(str, enum.Enum):

@@ -18,7 +18,6 @@ import json
 import math
 import statistics
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from graphbench.errors import GraphbenchError
@@ -63,16 +62,6 @@ def is_request_trace(text: str) -> bool:
     if '"input_lens"' in text or all(f'"{k}"' in text for k in BENCH_KEYS):
         return True
     return '"output_len"' in text and any(f'"{k}"' in text for k in INPUT_KEYS)
-
-
-def load_request_trace(path: str | Path) -> list[RequestTrace]:
-    """Read a request-trace file (see the module docstring); GraphbenchError naming the line or key."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise GraphbenchError(f"cannot read request trace {p}: {exc}") from None
-    return parse_request_trace(text, str(p))
 
 
 def parse_request_trace(text: str, name: str) -> list[RequestTrace]:

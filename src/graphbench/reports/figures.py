@@ -116,9 +116,3 @@ def png_text(path: Path) -> dict[str, str]:
     return out
 
 
-def is_png(path: Path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return f.read(8) == PNG_SIGNATURE
-    except OSError:
-        return False

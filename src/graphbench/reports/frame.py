@@ -31,7 +31,6 @@ LATENCY_METRICS: dict[str, tuple[str, str]] = {
 }
 STARTUP_PARTS = ("load_s", "kv_cache_s", "compile_import_s", "dynamo_s", "inductor_s", "compile_sizes_s", "loaded_s", "capture_s",
                  "first_call_s")  # fmt: skip
-PEER_PREFIX = "hf-"
 GRAPHBENCH = "graphbench"
 
 # summary.csv columns, in order (RESULTS_SCHEMA units: s, ms, bytes, per second).
@@ -148,10 +147,6 @@ def busy_repeats(workload: Mapping[str, Any]) -> dict[int, str]:
 def flag_is(value: Any, flag: bool) -> bool:
     """True when a startup_cold cell (bool, numpy bool, NA) is exactly flag."""
     return type(value).__name__ in ("bool", "bool_") and bool(value) is flag
-
-
-def is_peer(system: str) -> bool:
-    return system != GRAPHBENCH
 
 
 def startups_of(result: Mapping[str, Any]) -> list[Mapping[str, Any]]:

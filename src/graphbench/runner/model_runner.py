@@ -126,11 +126,6 @@ class ModelRunner:
             return self.forward_fn(ids, pos)
 
     @torch.inference_mode()
-    def execute(self, batch: ScheduledBatch) -> StepResult:
-        """Run one step and wait for it; one sampled token per request (ignored for partial prefills)."""
-        return self.launch(batch).result()
-
-    @torch.inference_mode()
     def launch(self, batch: ScheduledBatch) -> InFlightStep:
         """Queue one step on the device (inputs, forward, sampling, copy of the ids to the host); no sync."""
         mode, padded = self.dispatcher.dispatch(batch.descriptor)

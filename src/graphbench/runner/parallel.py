@@ -39,10 +39,6 @@ _shard = Shard()
 _objects_group = None  # a gloo group for Python objects (the default group is NCCL on GPUs)
 
 
-def current_shard() -> Shard:
-    return _shard
-
-
 def init_tensor_parallel(size: int, device_type: str) -> Shard:
     """Join (or create) the process group from the torchrun environment; one rank per device."""
     global _shard, _objects_group

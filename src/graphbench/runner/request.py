@@ -85,9 +85,6 @@ class Request:
     def is_finished(self) -> bool:
         return self.status == RequestStatus.FINISHED
 
-    def max_total_tokens(self) -> int:
-        return len(self.prompt_token_ids) + self.sampling.max_tokens
-
 
 def check_prompt(prompt_token_ids: list[int], max_tokens: int, vocab_size: int, max_model_len: int,
                  block_size: int | None = None, num_kv_blocks: int | None = None) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
     import torch
@@ -84,6 +84,3 @@ def registered_backends() -> dict[str, Callable[[], AttentionBackend]]:
     """The backends registered so far, by name (a copy; selection.create_backend registers the built-in ones)."""
     return dict(_BACKENDS)
 
-
-def backend_info(backend: AttentionBackend) -> dict[str, Any]:
-    return {"name": backend.name, "cudagraph_support": backend.cudagraph_support.name}

@@ -63,9 +63,6 @@ class ReplayDrafter:
         """The tokens a greedy run produced for this prompt: what later runs of it are proposed."""
         self._outputs[tuple(prompt_token_ids)] = list(output_token_ids)
 
-    def has_reference(self, prompt_token_ids: list[int]) -> bool:
-        return tuple(prompt_token_ids) in self._outputs
-
     def propose(self, prompt_token_ids: list[int], num_output_tokens: int, k: int) -> list[int]:
         """The next k tokens of the reference after num_output_tokens, each kept with probability acceptance."""
         reference = self._outputs.get(tuple(prompt_token_ids))
