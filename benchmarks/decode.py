@@ -34,7 +34,7 @@ import time
 def worker(args: argparse.Namespace) -> None:
     import torch
 
-    from graphbench.bench.decode_timing import (
+    from decode_timing import (
         build_hf_model, copy_bandwidth_gbs, measure_engine_decode, measure_hf_decode)
     from graphbench.config import load_arch, load_engine_config
 
@@ -61,7 +61,7 @@ def worker(args: argparse.Namespace) -> None:
             out["results"].append(measure_engine_decode(engine, b, args.prompt_len))
         engine.close()
     elif args.system == "gpt-fast":
-        from graphbench.bench.decode_timing import build_gpt_fast_model, measure_gpt_fast_decode
+        from decode_timing import build_gpt_fast_model, measure_gpt_fast_decode
 
         model = build_gpt_fast_model(args.gpt_fast_dir, load_arch(args.model), "cuda")
         for b in batches:
@@ -98,7 +98,7 @@ def main() -> None:
     if args.system:
         worker(args)
         return
-    from graphbench.bench.variants import parse_variants
+    from variants import parse_variants
 
     variants = parse_variants(args.variant)
     levels = [lvl for lvl in args.levels.split(",") if lvl]

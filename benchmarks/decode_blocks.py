@@ -112,7 +112,7 @@ def main() -> None:
     cases = [(m, int(b), int(c)) for m in args.models.split(",") for b in args.batches.split(",")
              for c in args.contexts.split(",")]
     from graphbench.bench.graph_timing import graph_time_us
-    from graphbench.bench.kernel_grid import precompile, time_grid
+    from kernel_grid import precompile, time_grid
 
     if args.jobs > 1:
         precompile(__file__, [[m, b, c, blocks] for m, b, c in cases for blocks in grid(args)], args.jobs)

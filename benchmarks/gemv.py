@@ -16,7 +16,7 @@ Variants, for each projection of the model at M = 1 row:
 - inductor (with --inductor): torch.compile of the same linear with coordinate_descent_tuning, which
   rewrites an M = 1 matmul as a multiply + sum reduction and tunes its blocks (gpt-fast's decode path);
 - the engine's GEMV (runner/kernels/gemv.py) over a grid of (BLOCK_N, BLOCK_K, num_warps, num_stages),
-  compiled first by --jobs processes at once (graphbench.bench.kernel_grid);
+  compiled first by --jobs processes at once (benchmarks/kernel_grid.py);
 - engine: runner/linear.py's linear as the engine runs it (the blocks it picks).
 """
 
@@ -91,7 +91,7 @@ def main() -> None:
     import triton
 
     from graphbench.bench.graph_timing import graph_time_us
-    from graphbench.bench.kernel_grid import precompile, time_grid
+    from kernel_grid import precompile, time_grid
     from graphbench.runner.kernels.pdl import graph_launches
     from graphbench.runner.kernel_choice import gemv_config
     from graphbench.runner.linear import linear_impl

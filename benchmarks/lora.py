@@ -38,7 +38,7 @@ def _mixed_tokens(engine, names: list[str]) -> list[list[int]]:
 
 
 def measure(engine, names: list[str], share: float, concurrency: int, repeats: int) -> dict:
-    from graphbench.bench.decode_timing import random_prompts
+    from graphbench.bench.peer_models import random_prompts
     from graphbench.runner.request import SamplingParams
 
     vocab = engine.arch.vocab_size

@@ -38,7 +38,7 @@ def device_ms(fn, repeats: int) -> float:
 def profile_batch(engine, batch: int, prompt_len: int, num_steps: int, host_profile: str | None = None) -> dict:
     import torch
 
-    from graphbench.bench.decode_timing import random_prompts
+    from graphbench.bench.peer_models import random_prompts
     from graphbench.runner.request import SamplingParams
 
     prompts = random_prompts(batch, prompt_len, engine.arch.vocab_size, seed=batch)
@@ -79,7 +79,7 @@ def profile_batch(engine, batch: int, prompt_len: int, num_steps: int, host_prof
     if host_profile:  # more synchronous steps, their host side under cProfile (not in the phases above)
         import cProfile
 
-        from graphbench.bench.cprofile import write_cprofile
+        from cprofile_report import write_cprofile
 
         profiler = cProfile.Profile()
         profiler.enable()

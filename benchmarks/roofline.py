@@ -181,7 +181,7 @@ def main() -> None:
             with open(args.out, "w") as f:
                 json.dump(saved, f, indent=1)
         return
-    from graphbench.bench.decode_timing import copy_bandwidth_gbs
+    from decode_timing import copy_bandwidth_gbs
     from graphbench.bench.curve_measure import DecodePool
     from graphbench.config import load_engine_config
     from graphbench.runner.engine import Engine

@@ -89,7 +89,7 @@ def main() -> None:
     import torch.nn.functional as F
 
     from graphbench.bench.graph_timing import graph_time_us
-    from graphbench.bench.kernel_grid import precompile, time_grid
+    from kernel_grid import precompile, time_grid
 
     if args.jobs > 1:
         precompile(__file__, [[n, k, args.rows, list(c)] for n, k in shapes for c in grid(args, k)], args.jobs)

@@ -25,7 +25,6 @@ def worker(args: argparse.Namespace) -> None:
     from graphbench.runner.compile.cache import cache_root
 
     keep_bytecode(cache_root())  # as the `graphbench` command does first
-    import torch  # timed apart from graphbench's own modules
 
     torch_imported = time.time()
     from graphbench.config import load_engine_config
@@ -41,7 +40,7 @@ def worker(args: argparse.Namespace) -> None:
     if args.profile:  # the engine's start under cProfile (a start of its own: its figures are not the table's)
         import cProfile
 
-        from graphbench.bench.cprofile import write_cprofile
+        from cprofile_report import write_cprofile
 
         profiler = cProfile.Profile()
         profiler.enable()
@@ -135,7 +134,7 @@ def main() -> None:
         runs.append(start(args, f"O{level}", level, None, n, env))
     if args.profile:
         start(args, "O2 warm, cProfile", 2, None, n, env, profile=args.profile)
-    from graphbench.bench.variants import parse_variants
+    from variants import parse_variants
 
     variants = parse_variants(args.warm_variant)
     if variants:  # an A/B of the warm start: the base and each variant in turn, each start its own process

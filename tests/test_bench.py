@@ -253,7 +253,7 @@ def test_run_scales_short_closed_loop_repeats_to_the_target(tmp_path):
 def test_gpt_fast_peer_needs_a_checkout_and_builds_the_architectures_shapes(tmp_path):
     """benchmarks/decode.py's gpt-fast peer runs gpt-fast's own model.py: a folder without one is a clear error;
     with a stand-in model.py (the ModelArgs/Transformer names gpt-fast defines) the shapes come from the arch."""
-    from graphbench.bench.decode_timing import build_gpt_fast_model
+    from benchmarks.decode_timing import build_gpt_fast_model
     from graphbench.config import load_arch
 
     arch = load_arch("tiny-llama")

@@ -35,7 +35,7 @@ def test_a_cprofile_is_written_as_pstats_and_text(tmp_path):
     import cProfile
     import pstats
 
-    from graphbench.bench.cprofile import write_cprofile
+    from benchmarks.cprofile_report import write_cprofile
 
     def busy_function_for_the_profile():
         return sum(i * i for i in range(20000))

@@ -27,7 +27,7 @@ class DecodePool:
     """max_num_seqs prefilled requests and the batches of their first n, for timing pure-decode steps."""
 
     def __init__(self, engine, num_requests: int, context: int = DEFAULT_CONTEXT, seed: int = 0) -> None:
-        from graphbench.bench.decode_timing import random_prompts
+        from graphbench.bench.peer_models import random_prompts
         from graphbench.runner.request import SamplingParams
 
         if num_requests > engine.config.scheduler.max_num_seqs:

@@ -8,7 +8,7 @@ import time
 from collections import deque
 from typing import Any
 
-from graphbench.bench.decode_timing import random_prompts
+from graphbench.bench.peer_models import random_prompts
 from graphbench.bench.host_load import HostProbe
 from graphbench.bench.metrics import request_metrics, step_metrics
 from graphbench.bench.workloads import REPEATED_SPAN, RequestSpec, Workload

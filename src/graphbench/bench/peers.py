@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from graphbench.bench.decode_timing import build_hf_model, random_prompts
+from graphbench.bench.peer_models import build_hf_model, random_prompts
 from graphbench.bench.environment import environment, machine_name, utc_now
 from graphbench.bench.host_load import HostProbe
 from graphbench.bench.metrics import request_metrics

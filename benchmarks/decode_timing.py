@@ -1,4 +1,5 @@
-"""Steady-state decode step time: graphbench's engine, Hugging Face transformers and gpt-fast peers.
+"""Steady-state decode step time for benchmarks/decode.py: graphbench's engine, Hugging Face transformers
+and gpt-fast peers, and the device's copy bandwidth (the weight-bandwidth floor).
 
 A decode step is timed on the host around a whole engine step (schedule, inputs, forward,
 sampling, the sampled tokens back on the host), so it is what a server would see. Inputs are
@@ -13,12 +14,8 @@ from typing import Any
 
 import torch
 
+from graphbench.bench.peer_models import random_prompts
 from graphbench.config.arch import ArchConfig
-
-
-def random_prompts(num: int, length: int, vocab_size: int, seed: int) -> list[list[int]]:
-    g = torch.Generator().manual_seed(seed)
-    return torch.randint(1, vocab_size, (num, length), generator=g).tolist()
 
 
 def _summary(samples_s: list[float], batch: int) -> dict[str, Any]:
@@ -59,36 +56,6 @@ def measure_engine_decode(engine, batch: int, prompt_len: int = 128, warmup_step
     result["runtime_modes"] = sorted({r.runtime_mode for r in records})
     result["uniform"] = all(r.descriptor.uniform and r.descriptor.num_reqs == batch for r in records)
     return result
-
-
-def hf_config(arch: ArchConfig):
-    """A transformers config with the same shapes as a graphbench architecture."""
-    import transformers
-
-    common = dict(
-        vocab_size=arch.vocab_size, hidden_size=arch.hidden_size, intermediate_size=arch.intermediate_size,
-        num_hidden_layers=arch.num_hidden_layers, num_attention_heads=arch.num_attention_heads,
-        num_key_value_heads=arch.num_key_value_heads, head_dim=arch.head_dim,
-        max_position_embeddings=arch.max_position_embeddings, rms_norm_eps=arch.rms_norm_eps,
-        tie_word_embeddings=arch.tie_word_embeddings,
-    )
-    rope = {"rope_type": "default", "rope_theta": arch.rope_theta}
-    if arch.rope_scaling:
-        rope = dict(arch.rope_scaling, rope_theta=arch.rope_theta)
-    if arch.architecture == "Qwen2ForCausalLM":
-        return transformers.Qwen2Config(**common, rope_parameters=rope)
-    return transformers.LlamaConfig(**common, rope_parameters=rope, attention_bias=arch.attention_bias)
-
-
-def build_hf_model(arch: ArchConfig, dtype: torch.dtype, device: str, seed: int = 0):
-    """transformers' model for the architecture, seeded random weights, eval mode."""
-    import transformers
-
-    torch.manual_seed(seed)
-    config = hf_config(arch)
-    with torch.device(device):
-        model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
-    return model.eval().requires_grad_(False)
 
 
 def measure_hf_decode(model, batch: int, prompt_len: int = 128, short: int = 8, long: int = 72,
