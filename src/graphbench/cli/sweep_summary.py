@@ -50,6 +50,16 @@ def print_summary(console, results: Path) -> None:
             table.add_row(alias, r["system"], f"[cyan]= {r['label']}[/cyan]", "", "", "",
                           "same engine, measured once", "", "", "", "", "")
     console.print(table)
+    _print_notes(console, num_unsteady, num_busy, num_outliers)
+    _print_ladder_pairs(console, loaded.results)
+    for path, why in loaded.skipped:
+        console.print(f"[yellow]skipped malformed result {path}: {why}[/yellow]")
+
+
+def _print_notes(console, num_unsteady: int, num_busy: int, num_outliers: int) -> None:
+    """What the table's yellow cells mean, for the workloads that have them."""
+    from graphbench.reports.stats import MAX_STEADY_SPREAD_PCT
+
     if num_unsteady:
         console.print(f"[yellow]{num_unsteady} workload(s) spread more than {MAX_STEADY_SPREAD_PCT:g}% between processes "
                       "((max - min) / median of output tok/s over the rounds): that spread is the noise floor a "
@@ -62,9 +72,6 @@ def print_summary(console, results: Path) -> None:
     if num_outliers:
         console.print(f"[yellow]{num_outliers} workload(s) had a first round that was an outlier against the others: "
                       "excluded from the statistics (the report's Rounds note gives each reason)[/yellow]")
-    _print_ladder_pairs(console, loaded.results)
-    for path, why in loaded.skipped:
-        console.print(f"[yellow]skipped malformed result {path}: {why}[/yellow]")
 
 
 def _startup_cell(result: dict) -> str:
