@@ -12,7 +12,6 @@ read them.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -22,6 +21,7 @@ import typer.main
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import FUZZ
 from tests.fuzz_harness import Worker, check, hostile_values, json_text, make_hostile_files, mutated
 from graphbench.cli.main import app
 from graphbench.config.tomlio import read_toml
@@ -36,8 +36,7 @@ POSITIONALS = (RESULTS_A, RESULTS_B, TINY_CONFIG)  # what a hostile positional r
 SAMPLES = HERE.parent / "src" / "graphbench" / "sample_configs"
 
 
-# GRAPHBENCH_FUZZ_SCALE=10 tries ten times as many cases (a deeper search than CI's)
-SCALE = float(os.environ.get("GRAPHBENCH_FUZZ_SCALE", "1"))
+SCALE = FUZZ["scale"]  # pytest --fuzz-scale 10: ten times as many cases (tests/conftest.py)
 
 
 def fuzz(examples: int) -> settings:
