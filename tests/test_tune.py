@@ -218,6 +218,17 @@ def test_required_sizes_are_kept() -> None:
     assert tune_ladder({1: 0.5, 8: 0.5}, 3, required=[4]).sizes == (1, 4, 8)
 
 
+
+def test_more_candidates_than_the_exact_search_takes_is_one_line_that_says_how_to_coarsen() -> None:
+    """32,768 distinct sizes up to the top made (K + 1)^2 tables of 8 GiB: a bound, with the way round it."""
+    from graphbench.ladders.tune_dp import MAX_CANDIDATES
+
+    wide = {s: 1 for s in range(1, 2 * MAX_CANDIDATES + 1)}
+    with pytest.raises(GraphbenchError, match=rf"{2 * MAX_CANDIDATES} candidate sizes .* at most {MAX_CANDIDATES}"
+                                              r".*--multiple-of \(e\.g\. 8\)"):
+        tune_ladder(wide, 4, top=2 * MAX_CANDIDATES)
+    assert tune_ladder(wide, 4, top=2 * MAX_CANDIDATES, multiple_of=8).sizes[-1] == 2 * MAX_CANDIDATES
+
 def test_evaluate_ladder_matches_padding_helpers() -> None:
     e = evaluate_ladder([1, 2, 4, 8], {3: 1, 5: 1, 9: 2}, memory_model=MemoryModel(2.0, 1.0))
     assert e.expected_padded_tokens == 0.25 * 1 + 0.25 * 3 and e.eager_pct == 50.0

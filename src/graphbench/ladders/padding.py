@@ -34,6 +34,13 @@ def waste(sizes: Sequence[int] | Ladder, n: int) -> float | None:
     return None if padded is None else (padded - n) / padded
 
 
+def padding_tokens(sizes: Sequence[int] | Ladder, distribution: Mapping[int, float]) -> float:
+    """Expected padding tokens per step, sum of p * (pad - n); eager batches count zero. (The ladder is
+    checked once: tuning evaluates ladders over tens of thousands of sizes.)"""
+    rungs, dist = _distribution(sizes, distribution, None)
+    return math.fsum(p * (padded - n) for n, p in dist.items() if (padded := _pad(rungs, n)) is not None)
+
+
 def average_waste(
     sizes: Sequence[int] | Ladder,
     distribution: Mapping[int, float] | None = None,

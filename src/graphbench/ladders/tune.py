@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
 from graphbench.errors import GraphbenchError
-from graphbench.ladders.padding import average_waste, eager_fraction, pad_to
+from graphbench.ladders.padding import average_waste, eager_fraction, padding_tokens
 from graphbench.ladders.tune_dp import LadderProblem
 from graphbench.ladders.tune_inputs import (
     OBJECTIVES,
@@ -106,10 +106,9 @@ def evaluate_ladder(
     if objective == "time" and step_curve is None:
         raise GraphbenchError("the time objective needs a measured step-time curve (--curve)")
     capture = None if step_curve is None else step_curve.capture_model()
-    tokens = math.fsum(p * (padded - n) for n, p in dist.items() if (padded := pad_to(rungs, n)) is not None)
     return TunedLadder(
         rungs,
-        tokens,
+        padding_tokens(rungs, dist),
         100 * average_waste(rungs, dist),
         len(rungs),
         None if memory_model is None else memory_model.predict(rungs),

@@ -17,6 +17,8 @@ from graphbench.ladders.distributions import MAX_BATCH_SIZE
 
 _MAX_BUDGET_WORK = 4e8  # numpy element operations of the memory-budget DP
 _MAX_BUDGET_CELLS = 6e7  # back-pointers it stores
+# The DP keeps (K + 1) x (K + 1) tables of K candidate sizes: 2048 is ~34 MB each (32768 sizes were 8 GiB)
+MAX_CANDIDATES = 2048
 
 
 class LadderProblem:
@@ -40,6 +42,11 @@ class LadderProblem:
                 raise GraphbenchError(f"required size {s} {why}")
         base = dist.sizes if candidates is None else [check_int("candidate size", s) for s in candidates]
         cand = sorted({c for c in (ceil_multiple(s, m) for s in base) if c <= top} | set(req) | {top})
+        if len(cand) > MAX_CANDIDATES:
+            raise GraphbenchError(
+                f"{len(cand)} candidate sizes up to {top}: the exact search takes at most {MAX_CANDIDATES} "
+                f"(its tables grow with the square); coarsen them with --multiple-of (e.g. "
+                f"{ceil_multiple(-(-top // MAX_CANDIDATES), 8)}), list them with --candidates, or lower --top")
         self.dist, self.objective, self.top, self.required = dist, objective, top, tuple(req)
         self.cand, self.K = cand, len(cand)
         self.forced_sizes = tuple(sorted(set(req) | {top}))
