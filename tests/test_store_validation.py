@@ -290,3 +290,16 @@ def test_busy_host_repeats_must_be_repeat_numbers(tmp_path):
               "status": "ok", "workloads": [{"name": "w", "repeats": [], "busy_host_repeats": 3}]}
     (tmp_path / "0001_a.json").write_text(json.dumps(record))
     assert "busy_host_repeats" in load_results([tmp_path]).skipped[0][1]
+
+
+@pytest.mark.parametrize("field, value", [("concurrency", -4), ("concurrency", 0), ("concurrency", 2.5),
+                                          ("num_requests", "3"), ("request_rate", -1), ("request_rate", "inf")])
+def test_workload_counts_and_rates_that_cannot_be_are_skipped_by_name(tmp_path, field, value):
+    """A result with a negative concurrency was planned as if it were real (a wrong success in `plan`)."""
+    from graphbench.reports.store import load_results
+
+    record = {"kind": "graphbench-result", "schema_version": 2, "label": "a", "system": "graphbench",
+              "status": "ok", "workloads": [{"name": "w", "repeats": [], field: value}]}
+    (tmp_path / "0001_a.json").write_text(json.dumps(record))
+    loaded = load_results([tmp_path])
+    assert loaded.results == [] and f"workload 'w': '{field}'" in loaded.skipped[0][1]

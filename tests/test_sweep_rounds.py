@@ -129,9 +129,12 @@ def test_grid_axes_conflicts_and_size_are_refused_before_anything_runs():
 
 def test_an_empty_results_folder_or_grid_value_is_one_line(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
     for args in (["sweep", "--device", "cpu", "--results", ""], ["run", "--device", "cpu", "--results", "."],
                  ["sweep", "--device", "cpu", "-g", "max_num_seqs=", "--dry-run"],
-                 ["run", "--device", "cpu", "--request-rate", "1e-300", "--results", "r"]):
+                 ["run", "--device", "cpu", "--request-rate", "1e-300", "--results", "r"],
+                 ["run", "--device", "cpu", "--results", "loop"]):  # a link to itself: "Symlink loop"
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 2 and "error:" in result.output and "Traceback" not in result.output, (args, result.output)
-    assert not any(tmp_path.iterdir())  # nothing written into the current folder
+    assert list(tmp_path.iterdir()) == [loop]  # nothing written into the current folder

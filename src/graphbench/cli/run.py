@@ -96,7 +96,11 @@ def check_results_folder(path) -> None:
     from pathlib import Path
 
     folder = Path(path)
-    if str(path).strip() in ("", ".") or folder.resolve() == Path.cwd().resolve():
+    try:
+        resolved = folder.resolve()
+    except (OSError, RuntimeError) as exc:  # a link that points at itself ("Symlink loop"), an unreadable parent
+        raise GraphbenchError(f"results folder {folder}: {exc}") from None
+    if str(path).strip() in ("", ".") or resolved == Path.cwd().resolve():
         raise GraphbenchError("--results is empty or the current folder: name a folder for the results "
                               "(default: results)")
     blocked = next((p for p in [folder, *folder.parents] if p.exists() and not p.is_dir()), None)

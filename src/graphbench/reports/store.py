@@ -157,6 +157,14 @@ def check_shape(result: dict[str, Any]) -> None:
             raise ValueError(f"workload #{index}: 'name' is not a string")
         where = f"workload {name!r}" if name is not None else f"workload #{index}"
         _check_fields(workload, where, objects=("summary",), lists=("repeats",))
+        for key in ("concurrency", "num_requests"):  # what plan and the report divide and sort by
+            value = workload.get(key)
+            if value is not None and (type(value) is not int or value < 1):
+                raise ValueError(f"{where}: {key!r} must be a whole number >= 1, got {value!r}")
+        rate = workload.get("request_rate")
+        if rate is not None and not (isinstance(rate, (int, float)) and not isinstance(rate, bool)
+                                     and math.isfinite(rate) and rate > 0):
+            raise ValueError(f"{where}: 'request_rate' must be a positive number of requests/s, got {rate!r}")
         busy = workload.get("busy_host_repeats")
         if busy is not None and not (isinstance(busy, list) and all(type(i) is int for i in busy)):
             raise ValueError(f"{where}: 'busy_host_repeats' is not a list of repeat numbers")
