@@ -34,8 +34,8 @@ import time
 def worker(args: argparse.Namespace) -> None:
     import torch
 
-    from decode_timing import (
-        build_hf_model, copy_bandwidth_gbs, measure_engine_decode, measure_hf_decode)
+    from decode_timing import copy_bandwidth_gbs, measure_engine_decode, measure_hf_decode
+    from graphbench.bench.peer_models import build_hf_model
     from graphbench.config import load_arch, load_engine_config
 
     batches = [int(b) for b in args.batches.split(",")]

@@ -41,6 +41,18 @@ ids = torch.full((8,), -1, dtype=torch.int64)
 got = greedy(wide[:, :33000], out=ids[2:5])
 assert got.data_ptr() == ids[2:5].data_ptr() and torch.equal(ids[2:5], wide[:, :33000].argmax(-1))
 assert ids[:2].tolist() == [-1, -1] and ids[5:].tolist() == [-1, -1, -1]
+# a NaN is passed over (the id stays a token the next step can take as input) and flagged in `marked`
+from graphbench.runner.kernels.util import NAN_MARK
+x = torch.randn(4, 20000, generator=g)
+want = x.argmax(-1)
+x[1, 5] = float("nan")  # in one chunk of the row
+x[2, :] = float("nan")  # the whole row
+out, marked = torch.empty(4, dtype=torch.int64), torch.empty(4, dtype=torch.int64)
+greedy(x, out=out, marked=marked)
+clean = x.clone()
+clean[1, 5] = float("-inf")
+assert out[0] == want[0] and out[3] == want[3] and out[1] == clean[1].argmax() and 0 <= out[2] < 20000
+assert marked.tolist() == [out[0].item(), out[1].item() + NAN_MARK, out[2].item() + NAN_MARK, out[3].item()]
 """
 # two processes at once (the interpreter runs on one core), about as long as each other: 63 chunks (bf16,
 # the engine's case); then 50 with a partial last one, 8 exact, and the rest (which goes on from the
@@ -64,3 +76,41 @@ def test_greedy_on_the_cpu_is_torch_argmax_and_needs_no_triton():
     ids = torch.full((6,), -1, dtype=torch.int64)
     greedy(logits, out=ids[1:5])
     assert torch.equal(ids[1:5], logits.argmax(-1)) and ids[[0, 5]].tolist() == [-1, -1]
+
+
+def test_greedy_and_sampling_on_the_cpu_mark_a_row_holding_a_nan():
+    import torch
+
+    from graphbench.runner.kernels.util import NAN_MARK
+    from graphbench.runner.sampler import greedy, mark_nan_rows, sample
+
+    logits = torch.randn(3, 300)
+    logits[1, 7] = float("nan")
+    out, marked = torch.empty(3, dtype=torch.int64), torch.empty(3, dtype=torch.int64)
+    greedy(logits, out=out, marked=marked)
+    assert (marked - out).tolist() == [0, NAN_MARK, 0]
+    ids = sample(logits, torch.tensor([0.7, 0.7, 0.0]), torch.ones(3), torch.Generator().manual_seed(0), False)
+    assert ((ids >= 0) & (ids < 300)).all()  # multinomial never sees the NaN
+    mark_nan_rows(logits, ids, marked)
+    assert (marked - ids).tolist() == [0, NAN_MARK, 0]
+
+
+def test_nan_logits_are_an_error_naming_the_requests_never_a_token():
+    import pytest
+    import torch
+
+    from graphbench.config import load_engine_config
+    from graphbench.errors import GraphbenchError
+    from graphbench.runner.engine import Engine
+    from graphbench.runner.request import SamplingParams
+
+    engine = Engine(load_engine_config(overrides={"model.device": "cpu", "optimization_level": 0,
+                                                  "scheduler.max_num_seqs": 4, "scheduler.max_num_batched_tokens": 64}))
+    assert len(engine.generate([[1, 2, 3]], SamplingParams(max_tokens=3))[0]) == 3
+    with torch.no_grad():
+        engine.model.norm.weight.fill_(float("nan"))
+    for params in (SamplingParams(max_tokens=3), SamplingParams(max_tokens=3, temperature=0.8)):
+        with pytest.raises(GraphbenchError, match=r"logits hold a NaN for request\(s\) .*no token was sampled"):
+            engine.generate([[1, 2, 3], [4, 5]], params)
+    engine.close()
+

@@ -104,8 +104,9 @@ def test_silu_mul_and_argmax_compile():
     sig = {"logits_ptr": BF16, "values_ptr": "*fp32", "indices_ptr": "*i32", "vocab": "i32", "stride_row": "i32",
            "num_chunks": "i32"}
     assert compile_sm90(_chunk_argmax_kernel, sig, {"BLOCK": 2048}).asm["cubin"]
-    sig = {"values_ptr": "*fp32", "indices_ptr": "*i32", "out_ptr": "*i64", "num_chunks": "i32"}
-    assert compile_sm90(_row_argmax_kernel, sig, {"BLOCK_C": 64}).asm["cubin"]
+    sig = {"values_ptr": "*fp32", "indices_ptr": "*i32", "out_ptr": "*i64", "marked_ptr": "*i64", "num_chunks": "i32"}
+    for mark in (False, True):  # (the host's copy with NaN rows flagged, or not)
+        assert compile_sm90(_row_argmax_kernel, sig, {"BLOCK_C": 64, "MARK": mark}).asm["cubin"]
 
 
 @pytest.mark.parametrize("split", [False, True])
@@ -162,10 +163,10 @@ def test_pdl_variants_compile_with_grid_dependency_control():
     silu = {"x_ptr": BF16, "y_ptr": BF16, "K": "i32", "stride_x": "i32", "stride_y": "i32"}
     chunk = {"logits_ptr": BF16, "values_ptr": "*fp32", "indices_ptr": "*i32", "vocab": "i32", "stride_row": "i32",
              "num_chunks": "i32"}
-    rows = {"values_ptr": "*fp32", "indices_ptr": "*i32", "out_ptr": "*i64", "num_chunks": "i32"}
+    rows = {"values_ptr": "*fp32", "indices_ptr": "*i32", "out_ptr": "*i64", "marked_ptr": "*i64", "num_chunks": "i32"}
     cases = [(_gemv_kernel, gemv, {"HAS_BIAS": False, "BLOCK_N": 4, "BLOCK_K": 1024, "INTERPRET": False}),
              (_add_rmsnorm_kernel, norm, {"BLOCK": 2048}), (_silu_mul_kernel, silu, {"BLOCK": 1024}),
-             (_chunk_argmax_kernel, chunk, {"BLOCK": 2048}), (_row_argmax_kernel, rows, {"BLOCK_C": 64})]
+             (_chunk_argmax_kernel, chunk, {"BLOCK": 2048}), (_row_argmax_kernel, rows, {"BLOCK_C": 64, "MARK": True})]
     for fn, sig, constexprs in cases:
         with_pdl = compile_sm90(fn, sig, dict(constexprs, PDL=True)).asm["ptx"]
         without = compile_sm90(fn, sig, dict(constexprs, PDL=False)).asm["ptx"]

@@ -89,3 +89,22 @@ def test_packed_inputs_give_the_copies_tokens():
     engine.inputs.packed = False
     copied = engine.generate(prompts, params)
     assert packed == copied and all(len(o) == 12 for o in packed)
+
+
+@pytest.mark.parametrize("level", [0, 2])
+def test_nan_logits_are_an_error_on_the_gpu_and_the_next_step_never_reads_a_bad_token(level):
+    """llama-3.2-1b's vocabulary takes the Triton argmax: a NaN row is flagged in the host's copy (an error
+    naming the requests) while the device keeps a valid id, so the step already launched behind it (its
+    input token read on the device) runs on a real token, not an out-of-range one."""
+    from graphbench.errors import GraphbenchError
+
+    engine = gpu_engine(**{"model.model": "llama-3.2-1b", "optimization_level": level})
+    assert len(engine.generate([[5, 6, 7]], SamplingParams(max_tokens=4))[0]) == 4
+    with torch.no_grad():
+        engine.model.norm.weight.fill_(float("nan"))
+    with pytest.raises(GraphbenchError, match="logits hold a NaN for request"):
+        engine.generate([[5, 6, 7], [9] * 20], SamplingParams(max_tokens=6))
+    ids = engine.runner.sampled_ids
+    assert ((ids >= 0) & (ids < engine.arch.vocab_size)).all()
+    torch.cuda.synchronize()  # no device-side assert from an out-of-range embedding row
+    engine.close()

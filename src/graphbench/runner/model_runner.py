@@ -21,7 +21,8 @@ from graphbench.runner.kernel_choice import GATED_MIN_ROWS, SKINNY_MAX_ROWS
 from graphbench.runner.kv_cache import KVCache
 from graphbench.runner.lora.weights import set_adapters_active
 from graphbench.runner.model import CausalLM
-from graphbench.runner.sampler import greedy, sample
+from graphbench.runner.kernels.util import NAN_MARK
+from graphbench.runner.sampler import greedy, mark_nan_rows, raise_nan_logits, sample
 from graphbench.runner.scheduler import BatchDescriptor, ScheduledBatch
 
 NONE, FULL = CUDAGraphMode.NONE, CUDAGraphMode.FULL
@@ -46,7 +47,10 @@ class InFlightStep:
         """Wait for the step's tokens (only this step's copy, not the whole device)."""
         if self.event is not None:
             self.event.synchronize()
-        return StepResult(self.host_ids.tolist(), self.runtime_mode, self.padded_tokens)
+        tokens = self.host_ids.tolist()
+        if tokens and max(tokens) >= NAN_MARK:
+            raise_nan_logits([r for r, t in zip(self.batch.requests, tokens) if t >= NAN_MARK])
+        return StepResult(tokens, self.runtime_mode, self.padded_tokens)
 
 
 @dataclass
@@ -104,6 +108,7 @@ class ModelRunner:
         # the last step's sampled ids on the device (the next step's pending input tokens come from here:
         # the inputs' buffer) and two pinned host buffers used in turn for copying them back
         self.sampled_ids = inputs.sampled_ids
+        self._marked_ids = torch.zeros(max_reqs, dtype=torch.int64, device=self.device)  # what the host reads
         pin = self.device.type == "cuda"
         self._host_ids = [torch.zeros(max_reqs, dtype=torch.int64, pin_memory=pin) for _ in range(2)]
         self._copied = [torch.cuda.Event() for _ in range(2)] if pin else [None, None]  # one per host buffer
@@ -142,7 +147,8 @@ class ModelRunner:
             hidden_rows = hidden[self.inputs.logits_indices[:num_reqs]]  # [R, H]: each request's last row
         if all(r.sampling.temperature == 0 for r in batch.requests):
             # the argmax writes the ids in place (the next step's pending tokens)
-            tokens = greedy(self.model.compute_logits(hidden_rows, float32=False), out=self.sampled_ids[:num_reqs])
+            tokens = greedy(self.model.compute_logits(hidden_rows, float32=False), out=self.sampled_ids[:num_reqs],
+                            marked=self._marked_ids[:num_reqs])
         else:
             temps = [r.sampling.temperature for r in batch.requests]
             self._temperatures[:num_reqs].copy_(torch.tensor(temps, dtype=torch.float32))
@@ -150,9 +156,10 @@ class ModelRunner:
             logits = self.model.compute_logits(hidden_rows)
             tokens = sample(logits, self._temperatures[:num_reqs], self._top_ps[:num_reqs], self.generator, False)
             self.sampled_ids[:num_reqs].copy_(tokens)
+            mark_nan_rows(logits, tokens, self._marked_ids[:num_reqs])
         self._host_turn ^= 1
         host_ids = self._host_ids[self._host_turn][:num_reqs]
-        host_ids.copy_(tokens, non_blocking=True)
+        host_ids.copy_(self._marked_ids[:num_reqs], non_blocking=True)
         event = self._copied[self._host_turn]
         if event is not None:
             event.record()

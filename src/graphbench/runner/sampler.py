@@ -4,18 +4,39 @@ from __future__ import annotations
 
 import torch
 
-from graphbench.runner.kernels.util import triton_interpreting
+from graphbench.runner.kernels.util import NAN_MARK, triton_interpreting
 
 
-def greedy(logits: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:  # [R, V] float -> [R] int64
-    """argmax per row (ties: the first index), into `out` ([R] int64, contiguous) when given. On the GPU, for
-    a large vocabulary, two Triton launches with a program per chunk of the row (runner/kernels/argmax.py):
+def greedy(logits: torch.Tensor, out: torch.Tensor | None = None,  # [R, V] float -> [R] int64
+           marked: torch.Tensor | None = None) -> torch.Tensor:
+    """argmax per row (ties: the first index), into `out` ([R] int64, contiguous) when given; `marked` gets
+    the ids + NAN_MARK for rows holding a NaN (what the host reads: mark_nan_rows). On the GPU, for a large
+    vocabulary, two Triton launches with a program per chunk of the row (runner/kernels/argmax.py):
     PyTorch's one block per row is slow there."""
     if (logits.is_cuda or triton_interpreting()) and logits.shape[-1] >= MIN_TRITON_VOCAB and logits.stride(-1) == 1:
         from graphbench.runner.kernels.argmax import triton_argmax
 
-        return triton_argmax(logits, out)
-    return logits.argmax(dim=-1) if out is None else torch.argmax(logits, dim=-1, out=out)
+        return triton_argmax(logits, out, marked)
+    ids = logits.argmax(dim=-1) if out is None else torch.argmax(logits, dim=-1, out=out)
+    if marked is not None:
+        mark_nan_rows(logits, ids, marked)
+    return ids
+
+
+def raise_nan_logits(requests: list) -> None:
+    """A NaN in the logits is an error, never a token: which requests, and what usually causes it."""
+    from graphbench.errors import GraphbenchError
+
+    ids = ", ".join(str(r.request_id) for r in requests[:8]) + (" ..." if len(requests) > 8 else "")
+    raise GraphbenchError(f"the model's logits hold a NaN{f' for request(s) {ids}' if ids else ''}: no token was "
+                          "sampled. Usually "
+                          "weights that are NaN or overflow the dtype (try --dtype float32) or a config whose "
+                          "shapes do not match the checkpoint")
+
+
+def mark_nan_rows(logits: torch.Tensor, ids: torch.Tensor, marked: torch.Tensor) -> None:
+    """marked = ids, + NAN_MARK where the row of logits holds a NaN (no host synchronisation)."""
+    torch.add(ids, logits.isnan().any(dim=-1).to(torch.int64), alpha=NAN_MARK, out=marked)
 
 
 MIN_TRITON_VOCAB = 8192
@@ -54,6 +75,8 @@ def sample(
     greedy_ids = greedy(logits)
     if all_greedy:
         return greedy_ids
+    # a row holding a NaN draws from finite logits (multinomial rejects NaN); the caller marks it (mark_nan_rows)
+    logits = logits.nan_to_num(nan=0.0)
     sorted_probs, sorted_ids = _sorted_nucleus(logits, temperatures, top_ps)
     choice = torch.multinomial(sorted_probs, 1, generator=generator).squeeze(-1)
     sampled = sorted_ids.gather(-1, choice[:, None]).squeeze(-1)

@@ -5,6 +5,11 @@ from __future__ import annotations
 from graphbench import env
 
 
+# Added to a sampled id whose row of logits held a NaN, in the copy the host reads (the device keeps the
+# valid id, which the next step may take as its input): the host then raises instead of emitting a token.
+NAN_MARK = 1 << 40
+
+
 def triton_interpreting() -> bool:
     """TRITON_INTERPRET is on: Triton kernels run on the CPU (read when asked: tests switch it per process)."""
     return env.flag("TRITON_INTERPRET")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from graphbench.runner.sampler import greedy, probabilities
+from graphbench.runner.sampler import greedy, probabilities, raise_nan_logits
 
 
 def verify(
@@ -26,6 +26,8 @@ def verify(
     generator: torch.Generator | None,
 ) -> list[list[int]]:
     """Per request the tokens it gains this step: the accepted drafts, then one more."""
+    if bool(logits.isnan().any()):  # (this step waits for its tokens anyway)
+        raise_nan_logits([])
     if all(t == 0 for t in temperatures):
         return accept_greedy(greedy(logits).tolist(), drafts)
     device = logits.device
