@@ -19,7 +19,11 @@ from graphbench.config.lora import dummy_rank
 from graphbench.errors import GraphbenchError
 
 TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-KEY = re.compile(r"layers\.(\d+)\.(?:self_attn|mlp)\.(\w+)\.lora_([AB])(?:\.\w+)?\.weight$")
+PARENT = {"q_proj": "self_attn", "k_proj": "self_attn", "v_proj": "self_attn", "o_proj": "self_attn",
+          "gate_proj": "mlp", "up_proj": "mlp", "down_proj": "mlp"}
+KEY = re.compile(r"layers\.(\d+)\.(self_attn|mlp)\.(\w+)\.lora_([AB])(?:\.\w+)?\.weight$")
+# adapter_config.json fields that change what the weights mean: loading them as plain LoRA would be wrong
+UNSUPPORTED = ("rank_pattern", "alpha_pattern", "use_dora", "modules_to_save", "lora_bias", "target_parameters")
 MAX_ADAPTER_BYTES = 16 << 30
 
 
@@ -73,6 +77,13 @@ def load_adapter(name: str, source: str, arch: ArchConfig, max_rank: int, seed: 
         raise GraphbenchError(f"LoRA adapter {name}: lora_alpha must be a number, got {alpha!r}")
     if config.get("bias", "none") != "none" or config.get("fan_in_fan_out"):
         raise GraphbenchError(f"LoRA adapter {name}: only bias 'none' without fan_in_fan_out is supported")
+    if used := [k for k in UNSUPPORTED if config.get(k)]:
+        raise GraphbenchError(f"LoRA adapter {name}: {', '.join(used)} in {config_file} is not supported "
+                              "(graphbench loads plain LoRA: one rank and alpha, A and B per target)")
+    targets = config.get("target_modules")
+    if isinstance(targets, list) and (lacking := sorted({str(t) for t in targets} - set(TARGETS))):
+        raise GraphbenchError(f"LoRA adapter {name}: target_modules {lacking} are not modules of this model "
+                              f"(it has {', '.join(TARGETS)})")
     scale = alpha / math.sqrt(r) if config.get("use_rslora") else alpha / r
     if weights_file.stat().st_size > MAX_ADAPTER_BYTES:
         raise GraphbenchError(f"LoRA adapter {name}: {weights_file} is too large for an adapter")
@@ -89,8 +100,8 @@ def load_adapter(name: str, source: str, arch: ArchConfig, max_rank: int, seed: 
         match = KEY.search(key)
         if match is None:
             raise GraphbenchError(f"LoRA adapter {name}: tensor {key} is not a LoRA A/B weight of a target module")
-        layer, target, half = int(match.group(1)), match.group(2), match.group(3)
-        if target not in shapes or not 0 <= layer < arch.num_hidden_layers:
+        layer, parent, target, half = int(match.group(1)), match.group(2), match.group(3), match.group(4)
+        if target not in shapes or PARENT[target] != parent or not 0 <= layer < arch.num_hidden_layers:
             raise GraphbenchError(f"LoRA adapter {name}: {key} targets a module this model does not have")
         halves.setdefault((layer, target), {})[half] = tensor.float()
     weights = {}
@@ -101,4 +112,6 @@ def load_adapter(name: str, source: str, arch: ArchConfig, max_rank: int, seed: 
             raise GraphbenchError(f"LoRA adapter {name}: layer {layer} {target} needs A [{r}, {fan_in}] and "
                                   f"B [{fan_out}, {r}]")
         weights[(layer, target)] = (a, b * scale)
+    if not weights:
+        raise GraphbenchError(f"LoRA adapter {name}: {weights_file} holds no LoRA weights")
     return Adapter(name, r, weights)
