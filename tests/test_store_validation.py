@@ -18,8 +18,15 @@ import pytest
 from typer.testing import CliRunner
 
 from graphbench.cli.main import app
+from graphbench.errors import GraphbenchError
 from graphbench.reports.compare_match import load_side
-from graphbench.reports.store import KIND, check_shape, load_results, migrate, write_result
+from graphbench.reports.store import (
+    KIND,
+    check_shape,
+    load_results,
+    migrate,
+    write_result,
+)
 from tests.test_gate import make_result
 
 DATA = Path(__file__).parent / "data"
@@ -303,3 +310,29 @@ def test_workload_counts_and_rates_that_cannot_be_are_skipped_by_name(tmp_path, 
     (tmp_path / "0001_a.json").write_text(json.dumps(record))
     loaded = load_results([tmp_path])
     assert loaded.results == [] and f"workload 'w': '{field}'" in loaded.skipped[0][1]
+
+
+@pytest.mark.parametrize("index", ["2", [1], 0, True])
+def test_a_round_index_that_is_not_a_count_is_skipped_by_name(tmp_path, index):
+    """--resume keyed its measured points by it: a list raised TypeError (unhashable) mid-sweep."""
+    from graphbench.reports.store import load_results
+
+    record = {"kind": "graphbench-result", "schema_version": 2, "label": "a", "system": "graphbench",
+              "status": "ok", "sweep": {"round": {"index": index, "of": 3}}, "workloads": []}
+    (tmp_path / "0001_a.json").write_text(json.dumps(record))
+    loaded = load_results([tmp_path], merge=False)
+    assert loaded.results == [] and "round 'index'" in loaded.skipped[0][1]
+
+
+def test_the_sweep_id_file_another_program_left_is_replaced_or_one_line(tmp_path):
+    from graphbench.bench.sweep import sweep_id_for
+
+    (tmp_path / "a" / ".sweep").mkdir(parents=True)
+    (tmp_path / "a" / ".sweep" / "sweep-id").write_bytes(b"\xff\xfe not an id")
+    new = sweep_id_for(tmp_path / "a", resume=True)
+    assert len(new) == 12 and (tmp_path / "a" / ".sweep" / "sweep-id").read_text().strip() == new
+    assert sweep_id_for(tmp_path / "a", resume=True) == new
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / ".sweep").write_text("a file where the folder goes")
+    with pytest.raises(GraphbenchError, match=r"cannot write .*sweep-id"):
+        sweep_id_for(tmp_path / "b", resume=True)

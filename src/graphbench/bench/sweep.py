@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import random
 import threading
 import uuid
@@ -142,12 +143,18 @@ def sweep_id_for(results_dir: Path, resume: bool) -> str:
     """This sweep's id (its round files merge by it): a new one, or with --resume the interrupted sweep's."""
     path = results_dir / ".sweep" / "sweep-id"
     if resume and path.is_file():
-        text = path.read_text().strip()
-        if text:
+        try:
+            text = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            text = ""  # unreadable: a new id (the earlier rounds' results still count for --resume)
+        if re.fullmatch(r"[0-9A-Za-z_-]{1,64}", text):
             return text
     new = uuid.uuid4().hex[:12]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(new + "\n")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(new + "\n")
+    except OSError as exc:
+        raise GraphbenchError(f"results folder {results_dir}: cannot write {path}: {exc.strerror or exc}") from None
     return new
 
 

@@ -142,6 +142,10 @@ def check_shape(result: dict[str, Any]) -> None:
     sweep = result.get("sweep") or {}
     if sweep.get("round") is not None and not isinstance(sweep.get("round"), dict):
         raise ValueError("'sweep': 'round' is not an object")
+    for key in ("index", "of"):  # (--resume and the merge of rounds key results by them)
+        value = (sweep.get("round") or {}).get(key)
+        if value is not None and (type(value) is not int or value < 1):
+            raise ValueError(f"'sweep': round {key!r} must be a whole number >= 1, got {value!r}")
     aliases = result.get("stands_for") or []
     if not isinstance(aliases, list):  # (an item that is not a label is passed over: reports/aliases.py)
         raise ValueError("'stands_for' is not a list of labels")
