@@ -303,3 +303,57 @@ def test_the_starting_command_lines_are_valid(place, path):
         return
     # the gate's fixture: a 10% drop on one process a side, which it cannot judge (exit 3)
     assert answer["exit"] == (3 if path == ("gate",) else 0), (args, answer)
+
+
+ENV_VARIABLES = ["GRAPHBENCH_CACHE_ROOT", "GRAPHBENCH_PDL", "GRAPHBENCH_DIRECT_LAUNCH", "GRAPHBENCH_CHECK_GRAPH_INPUTS",
+                 "GRAPHBENCH_TRITON_KEY_CACHE", "GRAPHBENCH_INJECT_FAULT", "XDG_CONFIG_HOME", "CUDA_VISIBLE_DEVICES"]
+ENV_COMMANDS = [["--version"], ["ladder", "--max-num-seqs", "8"], ["cache", "list"],
+                ["tune", "--model", "uniform:1-64", "--max-graphs", "4"],
+                ["generate", *ENGINE, "--max-tokens", "2", "-p", "1,2,3"]]
+
+
+@fuzz(16)
+@given(data=st.data())
+def test_environment_values(place, data):
+    """Every variable graphbench or its engine reads, set to a value it may not understand."""
+    name = data.draw(st.sampled_from(ENV_VARIABLES))
+    value = data.draw(st.one_of(st.sampled_from(["", " ", "0", "1", "2", "banana", "~no_such_user_q/x", "-1", "\t"]),
+                                hostile_values(place["files"])))
+    args = data.draw(st.sampled_from(ENV_COMMANDS))
+    check(place["worker"].run(args, env={name: value.replace("\x00", "")}), [f"{name}={value!r}", *args])
+
+
+ADAPTER_SEED = {"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"], "bias": "none",
+                "peft_type": "LORA", "use_rslora": False, "rank_pattern": {}, "alpha_pattern": {}}
+
+
+@pytest.fixture(scope="module")
+def adapter_weights(place):
+    """An adapter's tensors for tiny-llama's q_proj and v_proj, rank 4 (safetensors)."""
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import save_file
+
+    from graphbench.config import load_arch
+    from graphbench.runner.lora.adapters import target_shapes
+
+    shapes, tensors = target_shapes(load_arch("tiny-llama")), {}
+    for target in ("q_proj", "v_proj"):
+        fan_in, fan_out = shapes[target]
+        prefix = f"base_model.model.model.layers.0.self_attn.{target}"
+        tensors |= {f"{prefix}.lora_A.weight": torch.randn(4, fan_in), f"{prefix}.lora_B.weight": torch.randn(fan_out, 4)}
+    path = place["root"] / "adapter.safetensors"
+    save_file(tensors, str(path))
+    return path
+
+
+@fuzz(12)
+@given(data=st.data())
+def test_adapter_configs(place, adapter_weights, data):
+    config = data.draw(mutated(ADAPTER_SEED, rounds=2))
+    folder = place["root"] / "mutated-adapter"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir()
+    shutil.copy(adapter_weights, folder / "adapter_model.safetensors")
+    (folder / "adapter_config.json").write_text(json_text(config))
+    args = ["generate", *ENGINE, "--max-tokens", "2", "-p", "1,2", "--lora-modules", f"a={folder}"]
+    check(place["worker"].run(args), args)
