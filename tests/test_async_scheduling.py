@@ -50,7 +50,7 @@ def test_eos_stops_a_request_and_drops_tokens_sampled_after_it(async_scheduling)
     expected = free_run[: free_run.index(stop) + 1]
     assert len(expected) < 12
     engine = tiny_engine(**{"scheduler.async_scheduling": async_scheduling})
-    params = SamplingParams(max_tokens=12, ignore_eos=False, eos_token_id=stop)
+    params = SamplingParams(max_tokens=12, ignore_eos=False, stop_token_ids=(stop,))
     (request, other), finished = run(engine, [PROMPTS[1], PROMPTS[0]], [params, SamplingParams(max_tokens=12)])
     assert request.output_token_ids == expected
     assert len(other.output_token_ids) == 12 and set(finished) == {request, other}

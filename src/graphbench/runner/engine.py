@@ -347,11 +347,11 @@ class Engine:
             request.token_times.append(now)
             if request.first_token_time is None:
                 request.first_token_time = now
-            eos = not sampling.ignore_eos and token == sampling.eos_token_id
+            eos = request.stops_at(token)
             if eos:
                 del outputs[index + 1:]  # a placeholder launched after the stop
             if eos or index + 1 >= sampling.max_tokens:
-                request.finish_time = now
+                request.finish_time, request.finish_reason = now, "stop" if eos else "length"
                 self.scheduler.finish(request)
                 finished.append(request)
         return finished
@@ -381,7 +381,12 @@ class Engine:
                  loras: list[str | None] | None = None) -> list[list[int]]:
         """Generate for every prompt (continuous batching; loras: each prompt's adapter or None); returns
         output token ids in prompt order."""
+        return [r.output_token_ids for r in self.generate_requests(prompts, sampling, loras)]
+
+    def generate_requests(self, prompts: list[list[int]], sampling: SamplingParams | None = None,
+                          loras: list[str | None] | None = None) -> list[Request]:
+        """As generate, returning the finished requests (their tokens, finish_reason and times)."""
         requests = [self.add_request(p, sampling, lora) for p, lora in zip(prompts, loras or [None] * len(prompts))]
         while self.has_unfinished():
             self.step()
-        return [r.output_token_ids for r in requests]
+        return requests

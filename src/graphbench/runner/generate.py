@@ -95,16 +95,29 @@ def _check_prompts(config: EngineConfig, prompts: list[list[int]], max_tokens: i
         check_prompt(prompt, max_tokens, arch.vocab_size, max_model_len)
 
 
-def run_generate(config: EngineConfig, prompts: list[list[int]], *, max_tokens: int, temperature: float,
-                 top_p: float, progress: Callable[[str], None] = lambda phase: None,
-                 loras: list[str | None] | None = None) -> GenerateResult:
-    """Start an engine for config and generate max_tokens for each prompt; progress gets each phase."""
+def run_generate(config: EngineConfig, prompts: list[list[int]] | None = None, *, max_tokens: int,
+                 temperature: float | None = None, top_p: float | None = None,
+                 progress: Callable[[str], None] = lambda phase: None, loras: list[str | None] | None = None,
+                 texts: list[str] | None = None, chat: bool = False, ignore_eos: bool = False) -> GenerateResult:
+    """Start an engine for config and generate up to max_tokens for each prompt (token ids, or texts through
+    the checkpoint's tokenizer, as chat messages with chat); a request ends at the checkpoint's eos tokens
+    unless ignore_eos; temperature and top_p default to its generation_config's. progress gets each phase."""
+    from graphbench.checkpoints.text import load_text, stop_tokens
     from graphbench.runner.engine import Engine
     from graphbench.runner.request import SamplingParams
 
-    if any(not p for p in prompts):
+    text = load_text(config.model.model) if texts else None
+    if chat and text is None:
+        raise GraphbenchError("--chat needs --prompt TEXT (a user message)")
+    if text is not None:
+        prompts = [text.encode(t, chat) for t in texts]
+    if not prompts or any(not p for p in prompts):
         raise GraphbenchError("--prompt-token-ids needs at least one token id per prompt")
-    sampling = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p)
+    stops = () if ignore_eos else (text.stop_token_ids if text else stop_tokens(config.model.model))
+    defaults = text.defaults if text else {}
+    sampling = SamplingParams(max_tokens=max_tokens, ignore_eos=not stops, stop_token_ids=stops,
+                              temperature=defaults.get("temperature", 0.0) if temperature is None else temperature,
+                              top_p=defaults.get("top_p", 1.0) if top_p is None else top_p)
     loras = loras or [None] * len(prompts)
     known = [name for name, _ in config.lora.adapters()]
     unknown = [name for name in loras if name is not None and name not in known]
@@ -121,7 +134,7 @@ def run_generate(config: EngineConfig, prompts: list[list[int]], *, max_tokens: 
 
             progress("replay drafter: a greedy reference pass of the prompts")
             make_replay_reference(engine, prompts, [max_tokens] * len(prompts))
-        tokens = engine.generate(prompts, sampling, loras)
+        requests = engine.generate_requests(prompts, sampling, loras)
     finally:
         engine.close()  # tensor-parallel workers stop here
     report = engine.report
@@ -133,6 +146,8 @@ def run_generate(config: EngineConfig, prompts: list[list[int]], *, max_tokens: 
     summary = (f"{cfg.model.model} -O{cfg.optimization_level} {report.cudagraph_mode.get('resolved', '?')} "
                f"seqs={cfg.scheduler.max_num_seqs} ladder={len(engine.dispatcher.capture_sizes)} "
                f"on {engine.device_info.name or engine.device.type} ({cfg.model.dtype})")
-    outputs = [{"prompt_token_ids": p, "token_ids": t, **({"lora": lora} if lora else {})}
-               for p, t, lora in zip(prompts, tokens, loras)]
+    outputs = [{"prompt_token_ids": r.prompt_token_ids, "token_ids": r.output_token_ids,
+                "finish_reason": r.finish_reason, **({"lora": lora} if lora else {}),
+                **({"prompt": t, "text": text.decode(r.output_token_ids)} if text else {})}
+               for r, lora, t in zip(requests, loras, texts or [None] * len(requests))]
     return GenerateResult(outputs, summary, notes)

@@ -13,13 +13,14 @@ MAX_OUTPUT_TOKENS = 1 << 20
 
 @dataclass(frozen=True, slots=True)
 class SamplingParams:
-    """Greedy when temperature == 0. Benchmarks ignore EOS and run exactly max_tokens."""
+    """Greedy when temperature == 0. A request ends at any of stop_token_ids (the checkpoint's eos tokens,
+    see checkpoints/text.py) unless ignore_eos; benchmarks ignore them and run exactly max_tokens."""
 
     max_tokens: int = 16
     temperature: float = 0.0
     top_p: float = 1.0
     ignore_eos: bool = True
-    eos_token_id: int | None = None
+    stop_token_ids: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens <= 0:
@@ -31,6 +32,10 @@ class SamplingParams:
             raise GraphbenchError(f"top_p must be in (0, 1], got {self.top_p!r}")
         if self.max_tokens > MAX_OUTPUT_TOKENS:
             raise GraphbenchError(f"max_tokens must be at most {MAX_OUTPUT_TOKENS}, got {self.max_tokens}")
+        stops = tuple(self.stop_token_ids) if isinstance(self.stop_token_ids, (list, tuple)) else None
+        if stops is None or not all(type(t) is int and t >= 0 for t in stops):
+            raise GraphbenchError(f"stop_token_ids must be token ids, got {self.stop_token_ids!r}")
+        object.__setattr__(self, "stop_token_ids", stops)
 
 
 # Placeholder for a sampled token still on the device (asynchronous scheduling resolves it a step later).
@@ -63,6 +68,7 @@ class Request:
     first_token_time: float | None = None
     token_times: list[float] = field(default_factory=list)
     finish_time: float | None = None
+    finish_reason: str | None = None  # "stop" (a stop token, kept as the last output token) or "length"
 
     @property
     def all_token_ids(self) -> list[int]:
@@ -84,6 +90,10 @@ class Request:
     @property
     def is_finished(self) -> bool:
         return self.status == RequestStatus.FINISHED
+
+    def stops_at(self, token: int) -> bool:
+        """Whether this sampled token ends the request (a stop token, not ignored)."""
+        return not self.sampling.ignore_eos and token in self.sampling.stop_token_ids
 
 
 def check_prompt(prompt_token_ids: list[int], max_tokens: int, vocab_size: int, max_model_len: int,

@@ -113,9 +113,9 @@ def speculative_step(engine) -> list[Request]:
             request.token_times.append(now)
             if request.first_token_time is None:
                 request.first_token_time = now
-            eos = not request.sampling.ignore_eos and token == request.sampling.eos_token_id
+            eos = request.stops_at(token)
             if eos or len(request.output_token_ids) >= request.sampling.max_tokens:
-                request.finish_time = now
+                request.finish_time, request.finish_reason = now, "stop" if eos else "length"
                 engine.scheduler.finish(request)
                 engine.speculative.forget(request)
                 finished.append(request)

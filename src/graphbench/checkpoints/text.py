@@ -1,0 +1,87 @@
+"""What a checkpoint folder says about text: its tokenizer (transformers' AutoTokenizer, from the folder,
+offline), its chat template, the tokens it stops at (config.json's and generation_config.json's eos,
+ints or lists) and its generation defaults. A preset has dummy weights and no tokenizer: it says so."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from graphbench.errors import GraphbenchError
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
+
+
+@dataclass
+class CheckpointText:
+    tokenizer: Any
+    stop_token_ids: tuple[int, ...]
+    defaults: dict[str, Any] = field(default_factory=dict)  # generation_config.json's temperature, top_p
+
+    def encode(self, prompt: str, chat: bool = False) -> list[int]:
+        """The prompt's token ids: as text (the tokenizer's special tokens added as it adds them), or as a
+        user message in the checkpoint's chat template with the assistant's turn opened."""
+        if not isinstance(prompt, str) or not prompt:
+            raise GraphbenchError("--prompt needs some text")
+        if not chat:
+            return list(self.tokenizer(prompt)["input_ids"])
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise GraphbenchError("--chat: this checkpoint's tokenizer has no chat template; give the text as it is")
+        try:
+            ids = self.tokenizer.apply_chat_template([{"role": "user", "content": prompt}],
+                                                     add_generation_prompt=True, tokenize=True)
+        except Exception as exc:  # noqa: BLE001  (a broken Jinja template raises its own types)
+            raise GraphbenchError(f"--chat: the checkpoint's chat template fails: {str(exc)[:200]}") from None
+        ids = ids["input_ids"] if hasattr(ids, "keys") else ids
+        return [int(t) for t in (ids[0] if ids and isinstance(ids[0], list) else ids)]
+
+    def decode(self, token_ids: list[int]) -> str:
+        return self.tokenizer.decode(token_ids, skip_special_tokens=True)
+
+
+def _eos_ids(value: Any) -> list[int]:
+    values = value if isinstance(value, list) else [value]
+    return [v for v in values if type(v) is int and v >= 0]
+
+
+def _json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, ValueError) as exc:
+        raise GraphbenchError(f"{path} is not readable JSON: {exc}") from None
+    return data if isinstance(data, dict) else {}
+
+
+def stop_tokens(model: str) -> tuple[int, ...]:
+    """The eos tokens a checkpoint folder's generation_config.json and config.json name (a preset: none)."""
+    folder = Path(model).expanduser()
+    if not folder.is_dir():
+        return ()
+    stops = _eos_ids(_json(folder / "generation_config.json").get("eos_token_id"))
+    return tuple(dict.fromkeys(stops + _eos_ids(_json(folder / "config.json").get("eos_token_id"))))
+
+
+def load_text(model: str) -> CheckpointText:
+    """The tokenizer, stop tokens and generation defaults of a checkpoint folder (one line when it has none)."""
+    folder = Path(model).expanduser()
+    if not folder.is_dir():
+        raise GraphbenchError(f"{model} is a preset with dummy weights: it has no tokenizer. Give a checkpoint "
+                              "folder (graphbench convert makes one from a GGUF file) or --prompt-token-ids")
+    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        raise GraphbenchError(f"{folder} has no tokenizer files ({', '.join(TOKENIZER_FILES)}): give "
+                              "--prompt-token-ids, or a checkpoint saved with its tokenizer")
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    except Exception as exc:  # noqa: BLE001  (a broken tokenizer file raises anything from JSON to Rust)
+        raise GraphbenchError(f"the tokenizer in {folder} cannot be loaded: {str(exc)[:200]}") from None
+    generation = _json(folder / "generation_config.json")
+    stops = [*stop_tokens(model), *_eos_ids(getattr(tokenizer, "eos_token_id", None))]
+    defaults = {k: generation[k] for k in ("temperature", "top_p")
+                if isinstance(generation.get(k), (int, float)) and not isinstance(generation.get(k), bool)}
+    if not generation.get("do_sample"):
+        defaults.pop("temperature", None)  # transformers samples only with do_sample: greedy otherwise
+    return CheckpointText(tokenizer, tuple(dict.fromkeys(stops)), defaults)
