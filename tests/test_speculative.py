@@ -229,3 +229,23 @@ def test_generate_with_the_replay_drafter_makes_its_reference_first():
     replay = runner.invoke(app, [*base, "--num-speculative-tokens", "3", "--speculative-method", "replay"])
     assert plain.exit_code == 0 and replay.exit_code == 0, replay.output
     assert json.loads(replay.stdout) == json.loads(plain.stdout)
+
+
+def test_the_acceptance_rate_is_over_real_proposals_filler_counted_apart():
+    """A drafter that found 1 of 4 drafts: the 3 filler positions are not proposals (counting them had
+    halved the rate on real text), and a filler that happens to be right is not a proposal accepted."""
+    from graphbench.config.parts import SpeculativeConfig
+    from graphbench.runner.request import Request, SamplingParams
+    from graphbench.runner.speculative.decoding import SpeculativeDecoder
+
+    decoder = SpeculativeDecoder(SpeculativeConfig(num_speculative_tokens=4, method="ngram"), 100, 0)
+    request = Request(1, [7, 8, 9, 7, 8], SamplingParams(max_tokens=20))
+    request.output_token_ids = [9]
+    drafts = decoder.drafts(request, budget=16)  # "7 8 9" seen before: proposes what followed it
+    proposed = len(drafts) - decoder.stats.num_filled
+    assert len(drafts) == 4 and 1 <= proposed < 4
+    decoder.record(request, drafts, drafts[:proposed + 1] + [5])  # every proposal and one filler accepted
+    stats = decoder.stats.to_dict()
+    assert stats["num_proposed"] == proposed and stats["num_accepted_proposed"] == proposed
+    assert stats["acceptance_rate"] == 1.0 and stats["num_accepted"] == proposed + 1
+    assert stats["num_filled"] == 4 - proposed and stats["mean_tokens_per_verification"] == proposed + 2

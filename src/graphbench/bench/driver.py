@@ -74,7 +74,8 @@ def run_engine_workload(engine, workload: Workload, seed_offset: int = 0,
         result.update({"spec_acceptance_rate": spec["acceptance_rate"],
                        "spec_mean_accepted_tokens": spec["mean_accepted_tokens"],
                        "spec_drafted_tokens": spec["num_drafted"], "spec_accepted_tokens": spec["num_accepted"],
-                       "spec_wasted_tokens": spec["num_wasted"], "spec_filled_tokens": spec["num_filled"]})
+                       "spec_wasted_tokens": spec["num_wasted"], "spec_filled_tokens": spec["num_filled"],
+                       "spec_proposed_tokens": spec["num_proposed"]})
     result.update(request_metrics(finished))
     result.update(step_metrics(engine.records[first_record:]))
     result["peak_memory_bytes"] = torch.cuda.max_memory_allocated() if cuda else None

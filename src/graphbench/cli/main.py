@@ -15,7 +15,7 @@ except ImportError:  # pragma: no cover - older typer on plain click
 
 from graphbench import __version__
 # The command modules: keep their top-level imports light (no torch).
-from graphbench.cli import cache, compare_gate, curve, generate, ladder, report_plan, run, sweep, tune
+from graphbench.cli import cache, compare_gate, convert, curve, generate, ladder, report_plan, run, sweep, tune
 from graphbench.cli.output import ABORTS
 from graphbench.errors import GraphbenchError
 
@@ -90,6 +90,7 @@ def _root(
 # in the order `graphbench --help` lists them
 app.command("ladder")(ladder.ladder_command)
 app.command("generate")(generate.generate)
+app.command("convert")(convert.convert_command)
 app.add_typer(cache.cache_app, name="cache", help=cache.CACHE_HELP)
 app.command("run")(run.run)
 app.command("sweep")(sweep.sweep)

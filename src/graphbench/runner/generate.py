@@ -142,6 +142,12 @@ def run_generate(config: EngineConfig, prompts: list[list[int]] | None = None, *
     notes.append(f"startup {report.total_seconds:.2f} s (weights {report.load_seconds:.2f} s); "
                  f"KV cache {report.num_kv_tokens} tokens in {report.num_kv_blocks} blocks")
     notes += [f"{k}: {v}" for k, v in report.extra.items()]
+    if engine.speculative is not None:
+        s = engine.speculative.stats.to_dict()
+        notes.append(f"speculative k={engine.speculative.k} {engine.speculative.method}: acceptance "
+                     f"{100 * s['acceptance_rate']:.1f}% of {s['num_proposed']} proposed drafts (filler "
+                     f"{s['num_filled']} positions apart), {s['mean_tokens_per_verification']:.2f} tokens a "
+                     "verification step")
     cfg = engine.config
     summary = (f"{cfg.model.model} -O{cfg.optimization_level} {report.cudagraph_mode.get('resolved', '?')} "
                f"seqs={cfg.scheduler.max_num_seqs} ladder={len(engine.dispatcher.capture_sizes)} "

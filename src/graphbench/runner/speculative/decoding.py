@@ -25,19 +25,22 @@ from graphbench.runner.speculative.drafters import NgramDrafter, ReplayDrafter
 class SpeculativeStats:
     """Counters over the engine's life (a repeat takes the difference of two snapshots)."""
 
-    num_drafted: int = 0  # tokens proposed and verified (filler included)
+    num_drafted: int = 0  # tokens verified as drafts (filler included)
     num_filled: int = 0  # of those, filler: the drafter found nothing for the position
-    num_accepted: int = 0  # drafts the target model agreed with
+    num_accepted: int = 0  # drafts the target model agreed with (a filler that happened to be right included)
     num_verified_requests: int = 0  # (request, step) pairs with at least one draft
     num_emitted: int = 0  # tokens those requests gained (accepted + one each)
+    num_proposed: int = 0  # drafts the drafter proposed (not filler)
+    num_accepted_proposed: int = 0  # of those, accepted
 
     def to_dict(self) -> dict[str, float | int]:
         out: dict[str, float | int] = dict(vars(self))
-        drafted, verified = self.num_drafted, self.num_verified_requests
-        out["acceptance_rate"] = self.num_accepted / drafted if drafted else 0.0
+        verified = self.num_verified_requests
+        # over real proposals, as vLLM and TensorRT-LLM report it: filler positions counted apart
+        out["acceptance_rate"] = self.num_accepted_proposed / self.num_proposed if self.num_proposed else 0.0
         out["mean_accepted_tokens"] = self.num_accepted / verified if verified else 0.0
         out["mean_tokens_per_verification"] = self.num_emitted / verified if verified else 0.0
-        out["num_wasted"] = drafted - self.num_accepted
+        out["num_wasted"] = self.num_drafted - self.num_accepted
         return out
 
     def minus(self, earlier: "SpeculativeStats") -> "SpeculativeStats":
@@ -54,6 +57,7 @@ class SpeculativeDecoder:
         # steps keep the measured run's 1 + k shapes, so its bf16 numerics and hence its greedy tokens match)
         self.drafting = True
         self.stats = SpeculativeStats()
+        self._proposed: dict[int, int] = {}  # request id -> real proposals among its last drafts
 
     def drafts(self, request: Request, budget: int) -> list[int]:
         """The drafts for a decoding request this step: exactly d = min(k, still needed - 1, budget - 1)."""
@@ -69,11 +73,15 @@ class SpeculativeDecoder:
             proposal = self.replay.propose(request.prompt_token_ids, len(request.output_token_ids), d)
         filler = d - len(proposal)
         self.stats.num_filled += filler
+        self._proposed[request.request_id] = len(proposal)
         last = request.output_token_ids[-1] if request.output_token_ids else request.prompt_token_ids[-1]
         return proposal + [last] * filler
 
-    def record(self, drafts: list[int], emitted: list[int]) -> None:
+    def record(self, request: Request, drafts: list[int], emitted: list[int]) -> None:
         if drafts:
+            proposed = self._proposed.pop(request.request_id, len(drafts))  # (they come before the filler)
+            self.stats.num_proposed += proposed
+            self.stats.num_accepted_proposed += min(len(emitted) - 1, proposed)
             self.stats.num_drafted += len(drafts)
             self.stats.num_accepted += len(emitted) - 1
             self.stats.num_verified_requests += 1
@@ -106,7 +114,7 @@ def speculative_step(engine) -> list[Request]:
     for request, drafts, gained in zip(batch.requests, batch.draft_token_ids, tokens):
         if request.num_computed_tokens < request.num_tokens + len(drafts):
             continue  # a prefill chunk that is not the prompt's last
-        engine.speculative.record(drafts, gained)
+        engine.speculative.record(request, drafts, gained)
         engine.scheduler.reject(request, len(drafts) - (len(gained) - 1))
         for token in gained:
             request.output_token_ids.append(token)
