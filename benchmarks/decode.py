@@ -69,7 +69,7 @@ def worker(args: argparse.Namespace) -> None:
             torch._dynamo.reset()  # a fresh compile (and CUDA graph) per batch, as a separate run would have
     else:
         arch = load_arch(args.model)
-        model = build_hf_model(arch, torch.bfloat16, "cuda")
+        model, _ = build_hf_model(arch, torch.bfloat16, "cuda", checkpoint=args.model)
         for b in batches:
             out["results"].append(measure_hf_decode(model, b, args.prompt_len, static_cache=args.system == "hf-compile"))
     out["weights_bytes"] = 2 * load_arch(args.model).num_params()

@@ -3,6 +3,8 @@ Hugging Face transformers model of an architecture (the hf-eager and hf-compile 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 from graphbench.config.arch import ArchConfig
@@ -32,12 +34,17 @@ def hf_config(arch: ArchConfig):
     return transformers.LlamaConfig(**common, rope_parameters=rope, attention_bias=arch.attention_bias)
 
 
-def build_hf_model(arch: ArchConfig, dtype: torch.dtype, device: str, seed: int = 0):
-    """transformers' model for the architecture, seeded random weights, eval mode."""
+def build_hf_model(arch: ArchConfig, dtype: torch.dtype, device: str, seed: int = 0, checkpoint: str | None = None):
+    """transformers' model, eval mode, and where its weights came from: a checkpoint folder's own
+    ("safetensors": the engine's weights too), else seeded random weights of the architecture ("dummy")."""
     import transformers
 
+    folder = Path(checkpoint).expanduser() if checkpoint else None
+    if folder is not None and folder.is_dir() and any(folder.glob("*.safetensors")):
+        model = transformers.AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype, local_files_only=True)
+        return model.to(device).eval().requires_grad_(False), "safetensors"
     torch.manual_seed(seed)
     config = hf_config(arch)
     with torch.device(device):
         model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
-    return model.eval().requires_grad_(False)
+    return model.eval().requires_grad_(False), "dummy"

@@ -143,11 +143,11 @@ def run_peer_point(system: str, model_name: str, dtype_name: str, device: str, w
     from graphbench.runner.device import DTYPES, resolve_device, resolve_dtype
 
     device_obj = resolve_device(device)
-    dtype = resolve_dtype(dtype_name, device_obj) if dtype_name == "auto" else DTYPES[dtype_name]
+    dtype = resolve_dtype(dtype_name, device_obj, model_name) if dtype_name == "auto" else DTYPES[dtype_name]
     arch = load_arch(model_name)
     progress("loading model")
     started = time.perf_counter()
-    model = build_hf_model(arch, dtype, device_obj.type, seed)
+    model, weights = build_hf_model(arch, dtype, device_obj.type, seed, checkpoint=model_name)
     load_s = time.perf_counter() - started
     static = system == "hf-compile"
     measured, first_call_s = [], 0.0
@@ -173,7 +173,8 @@ def run_peer_point(system: str, model_name: str, dtype_name: str, device: str, w
                "num_graphs": {}, "cudagraph_mode": {}, "capture_sizes": []}
     result = {"label": label, "system": system, "status": "ok", "failure": None, "created_utc": utc_now(),
               "environment": env, "model": model_name,
-              "config": {"model": {"model": model_name, "dtype": str(dtype).removeprefix("torch."), "device": device_obj.type}},
+              "config": {"model": {"model": model_name, "dtype": str(dtype).removeprefix("torch."), "device": device_obj.type,
+                                   "load_format": weights}},
               "config_hash": None, "sweep": sweep or {}, "startup": startup, "startups": [startup], "workloads": measured}
     del model
     if device_obj.type == "cuda":

@@ -97,6 +97,21 @@ def load_arch(model: str) -> ArchConfig:
     )
 
 
+def auto_dtype(model: str, device_type: str) -> str:
+    """What --dtype auto means for this model on this device. On a GPU a checkpoint's own 16-bit dtype
+    (config.json's dtype / torch_dtype), as vLLM keeps it; bfloat16 for float32 checkpoints and presets.
+    On the CPU float32 (what the CPU path is tested and compiled in)."""
+    if device_type != "cuda":
+        return "float32"
+    config = Path(model).expanduser() / "config.json"
+    try:
+        data = json.loads(config.read_text(encoding="utf-8")) if config.is_file() else {}
+    except (OSError, ValueError):
+        data = {}  # (the architecture's own reading of the file says what is wrong with it)
+    named = data.get("dtype", data.get("torch_dtype")) if isinstance(data, dict) else None
+    return named if named in ("bfloat16", "float16") else "bfloat16"
+
+
 @lru_cache(maxsize=None)
 def _load_preset(name: str) -> ArchConfig:
     return _arch_from_dict(read_toml(PRESET_DIR / f"{name}.toml"), source=name)

@@ -20,10 +20,12 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
-    """'auto' is bfloat16 on CUDA and float32 on the CPU."""
+def resolve_dtype(name: str, device: torch.device, model: str | None = None) -> torch.dtype:
+    """'auto': the checkpoint's 16-bit dtype on CUDA, else bfloat16; float32 on the CPU (config.arch.auto_dtype)."""
     if name == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
+        from graphbench.config.arch import auto_dtype
+
+        return DTYPES[auto_dtype(model or "", device.type)]
     return DTYPES[name]
 
 

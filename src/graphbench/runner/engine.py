@@ -53,7 +53,7 @@ class Engine:
         started = time.perf_counter()
         self._fresh_compile = fresh_compile
         self.device = resolve_device(config.model.device)
-        self.dtype = resolve_dtype(config.model.dtype, self.device)
+        self.dtype = resolve_dtype(config.model.dtype, self.device, config.model.model)
         self.device_info = device_info(self.device)
         if self.device.type == "cuda":  # before the first kernel loads (kernels/triton_key.py says why)
             remember_triton_key(cache_root() / "triton-key")

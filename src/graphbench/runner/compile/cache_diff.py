@@ -152,7 +152,9 @@ def config_factor_set(path: Path, machine: Machine | None = None) -> FactorSet:
                               device_memory=machine.total_memory if cuda else None)
     resolved.model.device = device
     if resolved.model.dtype == "auto":
-        resolved.model.dtype = "bfloat16" if device == "cuda" else "float32"
+        from graphbench.config.arch import auto_dtype
+
+        resolved.model.dtype = auto_dtype(resolved.model.model, device)
     if device != "cuda":
         resolved.compilation.max_autotune = False  # as the engine does on the CPU
     try:

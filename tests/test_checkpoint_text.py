@@ -1,0 +1,48 @@
+"""What a checkpoint folder says beyond its shapes: its dtype (--dtype auto), its stop tokens, and its
+weights for the transformers peers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from graphbench.checkpoints.text import stop_tokens
+from graphbench.config.arch import auto_dtype
+from tests.hf_checkpoints import load_hf, save_tiny_checkpoint
+
+
+def _config_with(tmp_path, **fields):
+    (tmp_path / "config.json").write_text(json.dumps(fields))
+    return str(tmp_path)
+
+
+@pytest.mark.parametrize("fields, cuda", [({"dtype": "float16"}, "float16"), ({"torch_dtype": "bfloat16"}, "bfloat16"),
+                                          ({"dtype": "float32"}, "bfloat16"), ({}, "bfloat16"),
+                                          ({"dtype": ["x"]}, "bfloat16")])
+def test_dtype_auto_keeps_a_checkpoints_16_bit_dtype_on_the_gpu_and_float32_on_the_cpu(tmp_path, fields, cuda):
+    model = _config_with(tmp_path, **fields)
+    assert auto_dtype(model, "cuda") == cuda and auto_dtype(model, "cpu") == "float32"
+    assert auto_dtype("tiny-llama", "cuda") == "bfloat16"
+
+
+def test_stop_tokens_come_from_generation_config_and_config_as_ints_or_lists(tmp_path):
+    model = _config_with(tmp_path, eos_token_id=2)
+    (tmp_path / "generation_config.json").write_text(json.dumps({"eos_token_id": [7, 2, -1, "x"]}))
+    assert stop_tokens(model) == (7, 2)
+    assert stop_tokens("tiny-llama") == ()
+
+
+def test_the_transformers_peer_loads_a_checkpoints_own_weights(tmp_path):
+    from graphbench.bench.peer_models import build_hf_model
+    from graphbench.config import load_arch
+
+    folder = save_tiny_checkpoint(tmp_path / "model")
+    arch = load_arch(str(folder))
+    peer, weights = build_hf_model(arch, torch.float32, "cpu", checkpoint=str(folder))
+    ids = torch.tensor([[5, 17, 99]])
+    with torch.no_grad():
+        assert weights == "safetensors" and torch.equal(peer(ids).logits, load_hf(folder)(ids).logits)
+    dummy, weights = build_hf_model(arch, torch.float32, "cpu", checkpoint="tiny-llama")
+    assert weights == "dummy"
