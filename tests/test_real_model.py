@@ -102,3 +102,31 @@ def test_text_errors_are_one_line(checkpoint, tmp_path):
         import re
 
         assert re.search(said, result.output) and result.output.count("error:") == 1, (args, result.output)
+
+
+def test_a_text_workload_draws_real_text_and_records_how_outputs_ended(checkpoint, tmp_path):
+    import sysconfig
+    from pathlib import Path
+
+    from graphbench.bench.prompts import CORPUS_MODULES, workload_prompts
+    from graphbench.bench.workloads import LengthDist, Workload
+    from graphbench.checkpoints.text import load_text
+    from graphbench.reports.store import load_results
+
+    workload = Workload(concurrency=2, num_requests=3, prompt_len=LengthDist("fixed", 48),
+                        output_len=LengthDist("fixed", 24), prompt_kind="text")
+    prompts = workload_prompts(workload, 49152, 0, str(checkpoint))
+    assert prompts == workload_prompts(workload, 49152, 0, str(checkpoint)) and len({tuple(p) for p in prompts}) == 3
+    corpus = "".join((Path(sysconfig.get_paths()["stdlib"]) / m).read_text() for m in CORPUS_MODULES[:16])
+    text = load_text(str(checkpoint))
+    assert all(len(p) == 48 and text.decode(p)[8:40] in corpus for p in prompts)  # windows of the real sources
+    result = CliRunner().invoke(app, ["run", "--model", str(checkpoint), "--device", "cpu", "--dtype", "float32", "-O", "0",
+                                      "--concurrency", "2", "--num-requests", "3", "--prompt-len", "48",
+                                      "--output-len", "24", "--repeats", "1", "--prompt-kind", "text",
+                                      "--results", str(tmp_path), "-q"])
+    assert result.exit_code == 0, result.output
+    (record,) = load_results([tmp_path]).results
+    (w,) = record["workloads"]
+    repeat = w["repeats"][0]
+    assert w["prompt_kind"] == "text" and 0 < repeat["mean_output_tokens"] <= 24
+    assert 0 <= repeat["stopped_at_eos_share"] <= 1

@@ -8,17 +8,10 @@ import time
 from collections import deque
 from typing import Any
 
-from graphbench.bench.peer_models import random_prompts
 from graphbench.bench.host_load import HostProbe
 from graphbench.bench.metrics import request_metrics, step_metrics
-from graphbench.bench.workloads import REPEATED_SPAN, RequestSpec, Workload
-
-
-def _prompt(spec: RequestSpec, vocab_size: int, seed: int, kind: str = "random") -> list[int]:
-    if kind == "repeated":  # a random span repeated to the prompt's length
-        span = random_prompts(1, min(REPEATED_SPAN, spec.prompt_len), vocab_size, seed)[0]
-        return (span * -(-spec.prompt_len // len(span)))[: spec.prompt_len]
-    return random_prompts(1, spec.prompt_len, vocab_size, seed)[0]
+from graphbench.bench.prompts import workload_prompts
+from graphbench.bench.workloads import Workload
 
 
 def run_engine_workload(engine, workload: Workload, seed_offset: int = 0,
@@ -28,9 +21,7 @@ def run_engine_workload(engine, workload: Workload, seed_offset: int = 0,
     import torch
 
     specs = workload.requests()
-    vocab = engine.arch.vocab_size
-    prompts = [_prompt(s, vocab, workload.seed * 100003 + seed_offset * 7919 + i, workload.prompt_kind)
-               for i, s in enumerate(specs)]
+    prompts = workload_prompts(workload, engine.arch.vocab_size, seed_offset, engine.config.model.model)
     speculative = getattr(engine, "speculative", None)
     if speculative is not None and speculative.method == "replay":
         from graphbench.runner.speculative.decoding import make_replay_reference
@@ -85,6 +76,12 @@ def run_engine_workload(engine, workload: Workload, seed_offset: int = 0,
     return result
 
 
+def _stop_tokens(engine) -> tuple[int, ...]:
+    from graphbench.checkpoints.text import load_text
+
+    return load_text(engine.config.model.model).stop_token_ids
+
+
 def _allocator_calls() -> dict[str, int]:
     """The caching allocator's device calls so far: cudaMalloc calls, cudaFree calls, and retries (a
     cudaMalloc that failed, so cached blocks were freed, after a device-wide sync, and it was tried again)."""
@@ -101,8 +98,12 @@ def _drive(engine, workload: Workload, pending: deque, finished: list, start: fl
     step until all are done; return the seconds taken."""
     from graphbench.runner.request import SamplingParams
 
+    # real text ends where the model ends it (its eos), capped at the drawn output length
+    stops = _stop_tokens(engine) if workload.prompt_kind == "text" else ()
+
     def params(spec) -> SamplingParams:
-        return SamplingParams(max_tokens=spec.capped_output_len(max_output_len))
+        return SamplingParams(max_tokens=spec.capped_output_len(max_output_len), ignore_eos=not stops,
+                              stop_token_ids=stops)
 
     names = list(getattr(engine, "lora_slots", {}) or {})
     adapters = [workload.adapter_for(i, names) for i in range(len(pending))]  # in request order

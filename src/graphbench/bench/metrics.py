@@ -23,6 +23,7 @@ def distribution(values: list[float]) -> dict[str, float]:
 
 def request_metrics(requests: Iterable[Any]) -> dict[str, Any]:
     """TTFT, TPOT, ITL and end-to-end latency (ms) from finished requests' timestamps."""
+    requests = list(requests)
     ttft, tpot, itl, e2e = [], [], [], []
     for r in requests:
         ttft.append((r.first_token_time - r.arrival_time) * 1e3)
@@ -31,8 +32,18 @@ def request_metrics(requests: Iterable[Any]) -> dict[str, Any]:
         if n > 1:
             tpot.append((r.finish_time - r.first_token_time) / (n - 1) * 1e3)
             itl += [(b - a) * 1e3 for a, b in zip(r.token_times, r.token_times[1:])]
+    ended_at_stop = sum(getattr(r, "finish_reason", None) == "stop" for r in requests)
     return {"ttft_ms": distribution(ttft), "tpot_ms": distribution(tpot), "itl_ms": distribution(itl),
-            "e2e_ms": distribution(e2e)}
+            "e2e_ms": distribution(e2e),
+            # (text prompts end at the model's eos: how long the outputs were, and how many it ended)
+            "mean_output_tokens": statistics.fmean(_output_len(r) for r in requests) if requests else 0.0,
+            "stopped_at_eos_share": ended_at_stop / len(requests) if requests else 0.0}
+
+
+def _output_len(request: Any) -> int:
+    """An engine request's output tokens, or a peer's timed request's output length."""
+    tokens = getattr(request, "output_token_ids", None)
+    return len(tokens) if tokens is not None else request.output_len
 
 
 def step_metrics(records: list[Any]) -> dict[str, Any]:

@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from graphbench.bench.peer_models import build_hf_model, random_prompts
+from graphbench.bench.peer_models import build_hf_model
+from graphbench.bench.prompts import workload_prompts
 from graphbench.bench.environment import environment, machine_name, utc_now
 from graphbench.bench.host_load import HostProbe
 from graphbench.bench.metrics import request_metrics
@@ -103,14 +104,13 @@ def _stop_after(length: int):
 
 
 def run_peer_workload(model, workload: Workload, static: bool, vocab_size: int, seed_offset: int,
-                      max_output_len: int | None = None) -> dict[str, Any]:
+                      max_output_len: int | None = None, source: str = "") -> dict[str, Any]:
     """Run the workload in waves of `concurrency` (static batching); this repeat's metrics.
     max_output_len caps each request's output (the warm-up's shorter pass)."""
     import torch
 
     specs = workload.requests()
-    prompts = [random_prompts(1, s.prompt_len, vocab_size, workload.seed * 100003 + seed_offset * 7919 + i)[0]
-               for i, s in enumerate(specs)]
+    prompts = workload_prompts(workload, vocab_size, seed_offset, source)  # source: the checkpoint (text prompts)
     cuda = next(model.parameters()).device.type == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats()
@@ -158,13 +158,15 @@ def run_peer_point(system: str, model_name: str, dtype_name: str, device: str, w
         progress(f"{workload.name}: warm-up")
         t0 = time.perf_counter()
         first = Workload(kind="closed", concurrency=workload.concurrency, num_requests=workload.concurrency,
-                         prompt_len=workload.prompt_len, output_len=workload.output_len, seed=workload.seed + 1)
-        run_peer_workload(model, first, static, arch.vocab_size, 999)  # the first call (transformers compiles here)
+                         prompt_len=workload.prompt_len, output_len=workload.output_len, seed=workload.seed + 1,
+                         prompt_kind=workload.prompt_kind)
+        run_peer_workload(model, first, static, arch.vocab_size, 999, source=model_name)  # the first call (compiles)
         first_call_s = max(first_call_s, time.perf_counter() - t0)
         # then one pass with capped outputs, as the engine warms up
-        run_peer_workload(model, workload, static, arch.vocab_size, 998, max_output_len=WARM_UP_OUTPUT_TOKENS)
+        run_peer_workload(model, workload, static, arch.vocab_size, 998, max_output_len=WARM_UP_OUTPUT_TOKENS,
+                          source=model_name)
         as_measured, repeats_out, calibration = measure_repeats(
-            lambda w, i, hf=model: run_peer_workload(hf, w, static, arch.vocab_size, i), workload, repeats,
+            lambda w, i, hf=model: run_peer_workload(hf, w, static, arch.vocab_size, i, source=model_name), workload, repeats,
             target_repeat_s, progress)
         measured.append(workload_record(as_measured, repeats_out, calibration))
     env = environment(device_obj.type)

@@ -152,6 +152,11 @@ def plan_sweep(r: SweepRequest) -> SweepPlan:
     points, workload = _grid(r, gpu)
     run_values = _run_values(workload, r.concurrency, r.prompt_len, r.output_len, r.num_requests, r.repeats, gpu,
                              r.target_repeat_s, r.prompt_kind, r.lora_share)
+    if run_values.get("prompt-kind") == "text":  # every point's checkpoint has a tokenizer, before anything runs
+        from graphbench.checkpoints.text import load_text
+
+        for model in dict.fromkeys(p.overrides.get("model.model", r.model) for p in points):
+            load_text(model)
     seed = r.order_seed if r.order_seed is not None else random.SystemRandom().randrange(2**31)
     folders = ("a", "b") if r.aa else ("",)
     return SweepPlan(points, plan_rounds(points, r.rounds, seed, "", folders), run_values, seed, folders, gpu, gpu_ids)

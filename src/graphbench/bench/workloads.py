@@ -134,7 +134,7 @@ class RequestSpec:
         return self.output_len if max_output_len is None else min(self.output_len, max_output_len)
 
 
-PROMPT_KINDS = ("random", "repeated")
+PROMPT_KINDS = ("random", "repeated", "text")
 REPEATED_SPAN = 16  # tokens in the span a repeated prompt repeats
 
 
@@ -149,7 +149,8 @@ class Workload:
     trace: str | None = None
     seed: int = 0
     # random: uniform random token ids; repeated: a random span of REPEATED_SPAN tokens repeated to the
-    # prompt's length (what an n-gram drafter finds something in: code edits, quoting, summaries)
+    # prompt's length (what an n-gram drafter finds something in: code edits, quoting, summaries); text:
+    # windows of real text through the checkpoint's tokenizer, outputs ending at its eos (bench/prompts.py)
     prompt_kind: str = "random"
     # the fraction of requests that name a LoRA adapter (spread evenly, the loaded adapters in turn)
     lora_share: float = 0.0

@@ -67,8 +67,8 @@ def load_text(model: str) -> CheckpointText:
     """The tokenizer, stop tokens and generation defaults of a checkpoint folder (one line when it has none)."""
     folder = Path(model).expanduser()
     if not folder.is_dir():
-        raise GraphbenchError(f"{model} is a preset with dummy weights: it has no tokenizer. Give a checkpoint "
-                              "folder (graphbench convert makes one from a GGUF file) or --prompt-token-ids")
+        raise GraphbenchError(f"{model} is a preset with dummy weights: it has no tokenizer for text. Give a "
+                              "checkpoint folder (graphbench convert makes one from a GGUF file)")
     if not any((folder / name).is_file() for name in TOKENIZER_FILES):
         raise GraphbenchError(f"{folder} has no tokenizer files ({', '.join(TOKENIZER_FILES)}): give "
                               "--prompt-token-ids, or a checkpoint saved with its tokenizer")

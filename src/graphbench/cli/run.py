@@ -123,7 +123,7 @@ def run(
     num_requests: Annotated[Optional[int], typer.Option(help="Requests per workload (default 3 x concurrency; Poisson 32).", rich_help_panel=WORKLOAD)] = None,
     num_requests_per_concurrency: Annotated[int, typer.Option(help="Closed loop: requests = this x concurrency, unless --num-requests.", rich_help_panel=WORKLOAD)] = GPU_TRAFFIC.requests_per_concurrency,
     workload_seed: Annotated[int, typer.Option(help="Seed of the request lengths and prompts.", rich_help_panel=WORKLOAD)] = 0,
-    prompt_kind: Annotated[str, typer.Option(help="random token ids, or repeated: a 16-token span repeated (n-gram drafting finds it).", rich_help_panel=WORKLOAD)] = "random",
+    prompt_kind: Annotated[str, typer.Option(help="random token ids; repeated: a 16-token span repeated (n-gram drafting finds it); text: real text (the standard library's sources) through the checkpoint's tokenizer, outputs ending at its eos.", rich_help_panel=WORKLOAD)] = "random",
     lora_share: Annotated[Optional[str], typer.Option(help="Fractions of requests with a LoRA adapter, e.g. 0,0.5,1: each workload once per share (needs --lora-modules).", rich_help_panel=WORKLOAD)] = None,
     repeats: Annotated[int, typer.Option(help="Measured repeats per workload, after a warm-up.")] = 3,
     target_repeat_s: Annotated[float, typer.Option(help="Closed loops: when a pass of the requests is shorter, each repeat runs a multiple of them to last about this many seconds, e.g. 1 (0: off; off with --num-requests).")] = 0.0,
@@ -146,6 +146,10 @@ def run(
     resolved = engine_config.resolve()
     check_lengths(workloads, _max_model_len(resolved))
     check_results_folder(results)
+    if prompt_kind == "text":  # the checkpoint's tokenizer, before a start-up that may take minutes
+        from graphbench.checkpoints.text import load_text
+
+        load_text(engine_config.model.model)
     if num_requests is not None:
         target_repeat_s = 0.0  # the request count was given: measure exactly that
     console = make_console(stderr=True, quiet=quiet)

@@ -38,7 +38,7 @@ def sweep(
     rounds: Annotated[int, typer.Option(help="Processes per graphbench point: the samples every comparison uses (a warm start each after the first; rounds interleaved across points, shuffled).")] = 3,
     order_seed: Annotated[Optional[int], typer.Option(help="Seed of each round's shuffled point order (default: drawn, and recorded in every result).")] = None,
     aa: Annotated[bool, typer.Option("--aa", help="A/A run: the grid twice, interleaved, into RESULTS/a and RESULTS/b; prints how many verdicts compare and gate call between identical configurations.")] = False,
-    prompt_kind: Annotated[Optional[str], typer.Option(help="random (default) or repeated: a 16-token span repeated (n-gram drafting finds it).")] = None,
+    prompt_kind: Annotated[Optional[str], typer.Option(help="random (default); repeated: a 16-token span repeated (n-gram drafting finds it); text: real text through the checkpoint's tokenizer, outputs ending at its eos.")] = None,
     lora_share: Annotated[Optional[str], typer.Option(help="LoRA shares, e.g. 0,0.5,1: each workload once per share (points need --grid lora_modules=... or a [base] lora_modules).")] = None,
     target_repeat_s: Annotated[Optional[float], typer.Option(help="Closed loops: a repeat runs a multiple of the requests to last about this many seconds, e.g. 1 (default 0: off; adds ~70 s to the default H200 sweep).")] = None,
     max_num_seqs: Annotated[Optional[int], typer.Option(help="Engine max_num_seqs (default 256; CPU 64).")] = None,
