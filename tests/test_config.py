@@ -193,7 +193,7 @@ def test_slotted():
 
 
 def test_presets_match_spec_shapes():
-    assert {"llama-3.2-1b", "llama-3.1-8b", "qwen2.5-0.5b", "qwen2.5-7b", "tiny-llama"} <= set(list_presets())
+    assert {"llama-3.2-1b", "llama-3.1-8b", "qwen2.5-0.5b", "qwen2.5-7b", "smollm2-135m", "tiny-llama"} <= set(list_presets())
     a = load_arch("llama-3.2-1b")
     assert (a.hidden_size, a.intermediate_size, a.num_hidden_layers, a.num_attention_heads,
             a.num_key_value_heads, a.head_dim, a.vocab_size, a.tie_word_embeddings, a.rope_theta) == (

@@ -130,3 +130,17 @@ def test_a_text_workload_draws_real_text_and_records_how_outputs_ended(checkpoin
     repeat = w["repeats"][0]
     assert w["prompt_kind"] == "text" and 0 < repeat["mean_output_tokens"] <= 24
     assert 0 <= repeat["stopped_at_eos_share"] <= 1
+
+
+def test_the_smollm2_preset_is_the_checkpoints_shape(checkpoint):
+    from dataclasses import asdict
+
+    from graphbench.config import load_arch
+
+    import math
+
+    preset, real = asdict(load_arch("smollm2-135m")), asdict(load_arch(str(checkpoint)))
+    # (the GGUF holds eps as float32: 9.9999997e-06 for 1e-5)
+    different = {k for k in preset if k != "source" and preset[k] != real[k]
+                 and not (isinstance(real[k], float) and math.isclose(preset[k], real[k], rel_tol=1e-6))}
+    assert different == set(), {k: (preset[k], real[k]) for k in different}
