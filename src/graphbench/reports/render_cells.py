@@ -123,7 +123,7 @@ def speculative_cells(table: pd.DataFrame) -> list[list[str]]:
             return str(value)
         if column.endswith("vs k=0 %"):
             return signed(value) if isinstance(value, float) and not math.isnan(value) else "n/a"
-        if column in ("drafted", "wasted"):
+        if column in ("proposed", "drafted", "wasted"):
             return fmt(value, 0)
         return fmt(value, 2 if column == "accepted / step" else 1)
 

@@ -1,7 +1,7 @@
 """What speculative decoding bought (the report's "Speculative decoding" table).
 
 One row per graphbench point with k > 0 draft tokens x workload, shown when the results vary k:
-the drafter, its acceptance (accepted drafts over drafted, filler included), the mean accepted
+the drafter, its acceptance (accepted proposals over proposed drafts, filler apart), the mean accepted
 tokens per verified request-step, the drafted and wasted tokens, and output tokens/s and TPOT p50
 against the point with the same config at k = 0 on the same workload. Pure pandas: no torch.
 """
@@ -17,15 +17,16 @@ from graphbench.reports.frame import GRAPHBENCH, metric_median, ok_results
 from graphbench.reports.stats import percent_change
 
 SPECULATIVE_COLUMNS = [
-    "point", "workload", "k", "drafter", "acceptance %", "accepted / step", "drafted", "wasted",
+    "point", "workload", "k", "drafter", "acceptance %", "accepted / step", "proposed", "drafted", "wasted",
     "tok/s", "tok/s vs k=0 %", "TPOT p50 ms", "TPOT vs k=0 %", "graphs of uniform steps",
 ]  # fmt: skip
 SPECULATIVE_NOTE = (
     "Each decoding request verifies k drafted tokens a step (1 + k tokens in the batch); the accepted ones and "
-    "one more are kept. Acceptance: accepted drafts over drafted (a drafter that finds fewer than k fills the rest "
-    "with the last token, counted here). Accepted / step: per request and step that verified drafts. Wasted: "
-    "drafted tokens rejected, computed for nothing. The k = 0 columns compare with the same config without drafts "
-    "on the same workload; the workload's prompt kind (random or repeated spans) is in its name."
+    "one more are kept. Acceptance: accepted proposals over proposed drafts, as vLLM and TensorRT-LLM report it (a "
+    "drafter that finds fewer than k fills the rest with the last token: drafted counts those filler positions, "
+    "proposed does not). Accepted / step: per request and step that verified drafts. Wasted: drafted tokens "
+    "rejected, computed for nothing. The k = 0 columns compare with the same config without drafts on the same "
+    "workload; the workload's prompt kind (random, repeated spans or real text) is in its name."
 )
 
 
@@ -79,7 +80,8 @@ def speculative_table(results: list[Mapping[str, Any]]) -> pd.DataFrame:
             tps, tpot = metric_median(w, "output_tokens_per_s"), metric_median(w, "tpot_p50_ms")
             acceptance = metric_median(w, "spec_acceptance_rate")
             rows.append([r.get("label"), w.get("name"), k, method, 100.0 * acceptance,
-                         metric_median(w, "spec_mean_accepted_tokens"), metric_median(w, "spec_drafted_tokens"),
+                         metric_median(w, "spec_mean_accepted_tokens"), metric_median(w, "spec_proposed_tokens"),
+                         metric_median(w, "spec_drafted_tokens"),
                          metric_median(w, "spec_wasted_tokens"), tps, percent_change(tps, base_tps), tpot,
                          percent_change(tpot, base_tpot), _uniform_modes(w)])
     return pd.DataFrame(rows, columns=SPECULATIVE_COLUMNS)
