@@ -90,6 +90,14 @@ def check_lengths(workloads: list, max_model_len: int) -> None:
             raise GraphbenchError(f"{given}, over max_model_len {max_model_len} (--max-model-len)")
 
 
+def check_text_prompts(prompt_kind: str, model: str) -> None:
+    """Text prompts need the checkpoint's tokenizer: checked before a start-up that may take minutes."""
+    if prompt_kind == "text":
+        from graphbench.checkpoints.text import load_text
+
+        load_text(model)
+
+
 def check_results_folder(path) -> None:
     """The results folder can be created (or is one) before any measurement starts. Not the current folder
     (what `--results ''` becomes): every JSON below it would be read as results, the repository's included."""
@@ -146,10 +154,7 @@ def run(
     resolved = engine_config.resolve()
     check_lengths(workloads, _max_model_len(resolved))
     check_results_folder(results)
-    if prompt_kind == "text":  # the checkpoint's tokenizer, before a start-up that may take minutes
-        from graphbench.checkpoints.text import load_text
-
-        load_text(engine_config.model.model)
+    check_text_prompts(prompt_kind, engine_config.model.model)
     if num_requests is not None:
         target_repeat_s = 0.0  # the request count was given: measure exactly that
     console = make_console(stderr=True, quiet=quiet)
