@@ -132,6 +132,25 @@ def test_warm_up_is_a_full_pass_of_other_prompts_with_the_same_lengths_and_concu
     assert rep["num_requests"] == 5
 
 
+def test_a_text_workload_reads_its_stop_tokens_before_the_clock_starts(monkeypatch):
+    """Loading the checkpoint's tokenizer (0.2-0.9 s) was inside every timed repeat of a text workload."""
+    import time
+
+    from graphbench.bench import driver
+    from graphbench.config import load_engine_config
+    from graphbench.runner.engine import Engine
+
+    engine = Engine(load_engine_config(overrides={"model.device": "cpu", "optimization_level": 0,
+                                                  "scheduler.max_num_seqs": 4, "scheduler.max_num_batched_tokens": 64}))
+    workload = Workload(kind="closed", concurrency=2, num_requests=2, prompt_len=LengthDist("fixed", 4),
+                        output_len=LengthDist("fixed", 3), prompt_kind="text")
+    monkeypatch.setattr(driver, "workload_prompts", lambda w, vocab, offset, model: [[1, 2, 3, 4], [5, 6, 7, 8]])
+    monkeypatch.setattr(driver, "checkpoint_stops", lambda model: time.sleep(1.0) or (2,))
+    rep = driver.run_engine_workload(engine, workload)
+    assert rep["num_requests"] == 2 and rep["duration_s"] < 1.0
+    engine.close()
+
+
 def test_graphbench_run_writes_a_result(tmp_path, monkeypatch):
     monkeypatch.setenv("GRAPHBENCH_DIRECT_LAUNCH", "0")  # a switch changed from its default ("1")
     monkeypatch.setenv("GRAPHBENCH_PDL", "1")  # a switch set to its default: nothing changed

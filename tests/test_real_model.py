@@ -96,6 +96,9 @@ def test_text_errors_are_one_line(checkpoint, tmp_path):
              ([str(template), "--chat", "--prompt", "Hi"], "chat template"),
              ([str(checkpoint), "--prompt", "word " * 300], "max_model_len"),
              (["tiny-llama", "--prompt", "Hi"], "preset with dummy weights")]
+    markup = CliRunner().invoke(app, ["generate", "--model", str(checkpoint), "--device", "cpu", "--prompt",
+                                      "a[/] [red]b", "--max-tokens", "2"])
+    assert markup.exit_code == 0 and "[red]" in markup.output, markup.output  # text, not rich markup
     for args, said in cases:
         result = CliRunner().invoke(app, ["generate", "--model", *args, "--device", "cpu", "--max-model-len", "256"])
         assert result.exit_code == 2 and "Traceback" not in result.output, (args, result.output)

@@ -241,8 +241,8 @@ def test_the_acceptance_rate_is_over_real_proposals_filler_counted_apart():
     decoder = SpeculativeDecoder(SpeculativeConfig(num_speculative_tokens=4, method="ngram"), 100, 0)
     request = Request(1, [7, 8, 9, 7, 8], SamplingParams(max_tokens=20))
     request.output_token_ids = [9]
-    drafts = decoder.drafts(request, budget=16)  # "7 8 9" seen before: proposes what followed it
-    proposed = len(drafts) - decoder.stats.num_filled
+    proposed = len(decoder.ngram.propose(99, request.all_token_ids, 4))  # what the lookup finds ("7 8 9" before)
+    drafts = decoder.drafts(request, budget=16)
     assert len(drafts) == 4 and 1 <= proposed < 4
     decoder.record(request, drafts, drafts[:proposed + 1] + [5])  # every proposal and one filler accepted
     stats = decoder.stats.to_dict()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import gc
 import time
 from collections import deque
@@ -34,6 +35,8 @@ def run_engine_workload(engine, workload: Workload, seed_offset: int = 0,
         torch.cuda.reset_peak_memory_stats()
         allocator_before = _allocator_calls()
     first_record = len(engine.records)
+    # real text ends where the model ends it (its eos): its tokens are read here, before the clock starts
+    stops = checkpoint_stops(engine.config.model.model) if workload.prompt_kind == "text" else ()
     pending = deque(zip(specs, prompts))
     finished: list[Any] = []
     # no collector pauses inside a repeat (they land on random steps and spread the repeats);
@@ -44,7 +47,7 @@ def run_engine_workload(engine, workload: Workload, seed_offset: int = 0,
     try:
         probe = HostProbe()
         start = time.perf_counter()
-        duration = _drive(engine, workload, pending, finished, start, max_output_len)
+        duration = _drive(engine, workload, pending, finished, start, max_output_len, stops)
         host = probe.record(duration)
     finally:
         if gc_was_enabled:
@@ -76,10 +79,13 @@ def run_engine_workload(engine, workload: Workload, seed_offset: int = 0,
     return result
 
 
-def _stop_tokens(engine) -> tuple[int, ...]:
+@functools.lru_cache(maxsize=4)
+def checkpoint_stops(model: str) -> tuple[int, ...]:
+    """The checkpoint's eos tokens, its tokenizer's included (read once a process: loading a tokenizer
+    takes 0.2-0.9 s, which a repeat timed it with had counted)."""
     from graphbench.checkpoints.text import load_text
 
-    return load_text(engine.config.model.model).stop_token_ids
+    return load_text(model).stop_token_ids
 
 
 def _allocator_calls() -> dict[str, int]:
@@ -93,13 +99,10 @@ def _allocator_calls() -> dict[str, int]:
 
 
 def _drive(engine, workload: Workload, pending: deque, finished: list, start: float,
-           max_output_len: int | None = None) -> float:
+           max_output_len: int | None = None, stops: tuple[int, ...] = ()) -> float:
     """Feed requests (closed loop: keep `concurrency` in flight; open loop: at their arrival times) and
-    step until all are done; return the seconds taken."""
+    step until all are done; return the seconds taken. stops: the tokens a request ends at (text prompts)."""
     from graphbench.runner.request import SamplingParams
-
-    # real text ends where the model ends it (its eos), capped at the drawn output length
-    stops = _stop_tokens(engine) if workload.prompt_kind == "text" else ()
 
     def params(spec) -> SamplingParams:
         return SamplingParams(max_tokens=spec.capped_output_len(max_output_len), ignore_eos=not stops,

@@ -22,6 +22,8 @@ def convert_gguf(gguf_file: str | Path, out: str | Path, dtype: str = "bfloat16"
         raise GraphbenchError(f"no GGUF file at {source}")
     if dtype not in DTYPES:
         raise GraphbenchError(f"--dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if target.exists() and not target.is_dir():
+        raise GraphbenchError(f"{target} is a file: name a folder for the checkpoint")
     if (target / "config.json").exists():
         raise GraphbenchError(f"{target} already holds a checkpoint (config.json): name an empty folder")
     try:

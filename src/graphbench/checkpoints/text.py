@@ -84,4 +84,6 @@ def load_text(model: str) -> CheckpointText:
                 if isinstance(generation.get(k), (int, float)) and not isinstance(generation.get(k), bool)}
     if not generation.get("do_sample"):
         defaults.pop("temperature", None)  # transformers samples only with do_sample: greedy otherwise
+    else:
+        defaults.setdefault("temperature", 1.0)  # transformers' default when it samples
     return CheckpointText(tokenizer, tuple(dict.fromkeys(stops)), defaults)

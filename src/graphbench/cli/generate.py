@@ -53,6 +53,7 @@ def generate(
 
 
 def _print_outputs(console, result) -> None:
+    from rich.markup import escape  # (text like "[/]" or "[red]" is the model's, not markup)
     from rich.table import Table
 
     console.print(f"[bold]{result.summary}[/bold]")
@@ -64,7 +65,7 @@ def _print_outputs(console, result) -> None:
         prompt = item["prompt"] if as_text else ",".join(map(str, item["prompt_token_ids"]))
         out = item["text"] if as_text else ",".join(map(str, item["token_ids"]))
         ended = {"stop": "eos", "length": "max tokens"}.get(item.get("finish_reason"), "-")
-        table.add_row(prompt, *([item.get("lora") or "-"] if with_lora else []), out, ended)
+        table.add_row(escape(prompt), *([escape(item.get("lora") or "-")] if with_lora else []), escape(out), ended)
     console.print(table)
     for line in result.notes:
         console.print(f"[dim]{line}[/dim]")

@@ -5,6 +5,7 @@ from pathlib import Path
 
 def print_summary(console, results: Path) -> None:
     """The table that closes a sweep: per point and workload what it measured, then ladder against ladder."""
+    from rich.markup import escape
     from rich.table import Table
 
     from graphbench.reports.aliases import stands_for
@@ -53,7 +54,7 @@ def print_summary(console, results: Path) -> None:
     _print_notes(console, num_unsteady, num_busy, num_outliers)
     _print_ladder_pairs(console, loaded.results)
     for path, why in loaded.skipped:
-        console.print(f"[yellow]skipped malformed result {path}: {why}[/yellow]")
+        console.print(f"[yellow]skipped malformed result {escape(str(path))}: {escape(why)}[/yellow]")
 
 
 def _print_notes(console, num_unsteady: int, num_busy: int, num_outliers: int) -> None:

@@ -8,6 +8,7 @@ gets the phase it is in: the engine has no progress hook, so its log records mar
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -134,6 +135,7 @@ def run_generate(config: EngineConfig, prompts: list[list[int]] | None = None, *
 
             progress("replay drafter: a greedy reference pass of the prompts")
             make_replay_reference(engine, prompts, [max_tokens] * len(prompts))
+        drafting_before = copy.copy(engine.speculative.stats) if engine.speculative is not None else None
         requests = engine.generate_requests(prompts, sampling, loras)
     finally:
         engine.close()  # tensor-parallel workers stop here
@@ -143,7 +145,7 @@ def run_generate(config: EngineConfig, prompts: list[list[int]] | None = None, *
                  f"KV cache {report.num_kv_tokens} tokens in {report.num_kv_blocks} blocks")
     notes += [f"{k}: {v}" for k, v in report.extra.items()]
     if engine.speculative is not None:
-        s = engine.speculative.stats.to_dict()
+        s = engine.speculative.stats.minus(drafting_before).to_dict()  # (not the reference pass's)
         notes.append(f"speculative k={engine.speculative.k} {engine.speculative.method}: acceptance "
                      f"{100 * s['acceptance_rate']:.1f}% of {s['num_proposed']} proposed drafts (filler "
                      f"{s['num_filled']} positions apart), {s['mean_tokens_per_verification']:.2f} tokens a "

@@ -72,15 +72,15 @@ class SpeculativeDecoder:
         else:
             proposal = self.replay.propose(request.prompt_token_ids, len(request.output_token_ids), d)
         filler = d - len(proposal)
-        self.stats.num_filled += filler
-        self._proposed[request.request_id] = len(proposal)
+        self._proposed[request.request_id] = len(proposal)  # (filler is counted when verified: record)
         last = request.output_token_ids[-1] if request.output_token_ids else request.prompt_token_ids[-1]
         return proposal + [last] * filler
 
     def record(self, request: Request, drafts: list[int], emitted: list[int]) -> None:
         if drafts:
-            proposed = self._proposed.pop(request.request_id, len(drafts))  # (they come before the filler)
+            proposed = min(self._proposed.pop(request.request_id, len(drafts)), len(drafts))  # (before the filler)
             self.stats.num_proposed += proposed
+            self.stats.num_filled += len(drafts) - proposed
             self.stats.num_accepted_proposed += min(len(emitted) - 1, proposed)
             self.stats.num_drafted += len(drafts)
             self.stats.num_accepted += len(emitted) - 1
@@ -93,6 +93,7 @@ class SpeculativeDecoder:
             self.replay.remember(prompt_token_ids, output_token_ids)
 
     def forget(self, request: Request) -> None:
+        self._proposed.pop(request.request_id, None)
         if self.ngram is not None:
             self.ngram.forget(request.request_id)
 
@@ -114,7 +115,8 @@ def speculative_step(engine) -> list[Request]:
     for request, drafts, gained in zip(batch.requests, batch.draft_token_ids, tokens):
         if request.num_computed_tokens < request.num_tokens + len(drafts):
             continue  # a prefill chunk that is not the prompt's last
-        engine.speculative.record(request, drafts, gained)
+        stop = next((i for i, token in enumerate(gained) if request.stops_at(token)), len(gained) - 1)
+        engine.speculative.record(request, drafts, gained[: stop + 1])  # (tokens after a stop are dropped)
         engine.scheduler.reject(request, len(drafts) - (len(gained) - 1))
         for token in gained:
             request.output_token_ids.append(token)
