@@ -46,3 +46,20 @@ def test_the_transformers_peer_loads_a_checkpoints_own_weights(tmp_path):
         assert weights == "safetensors" and torch.equal(peer(ids).logits, load_hf(folder)(ids).logits)
     dummy, weights = build_hf_model(arch, torch.float32, "cpu", checkpoint="tiny-llama")
     assert weights == "dummy"
+
+
+def test_generation_config_defaults_sample_only_with_do_sample_and_are_checked(tmp_path, monkeypatch):
+    from graphbench.checkpoints import text
+    from graphbench.errors import GraphbenchError
+
+    (tmp_path / "tokenizer.json").write_text("{}")
+    monkeypatch.setattr("transformers.AutoTokenizer.from_pretrained", lambda *a, **k: type("T", (), {"eos_token_id": 5})())
+    cases = [({"temperature": 0.7}, {}), ({"do_sample": True}, {"temperature": 1.0}),
+             ({"do_sample": True, "temperature": 0.6, "top_p": 0.9}, {"temperature": 0.6, "top_p": 0.9})]
+    for generation, defaults in cases:
+        (tmp_path / "generation_config.json").write_text(json.dumps(generation))
+        loaded = text.load_text(str(tmp_path))
+        assert loaded.defaults == defaults and loaded.stop_token_ids == (5,), generation
+    (tmp_path / "generation_config.json").write_text(json.dumps({"do_sample": True, "top_p": 7}))
+    with pytest.raises(GraphbenchError, match="generation_config.json: temperature .* top_p 7 is out of range"):
+        text.load_text(str(tmp_path))

@@ -86,4 +86,7 @@ def load_text(model: str) -> CheckpointText:
         defaults.pop("temperature", None)  # transformers samples only with do_sample: greedy otherwise
     else:
         defaults.setdefault("temperature", 1.0)  # transformers' default when it samples
+    if not (0 <= defaults.get("temperature", 0) <= 100 and 0 < defaults.get("top_p", 1) <= 1):
+        raise GraphbenchError(f"{folder / 'generation_config.json'}: temperature {defaults.get('temperature')} or "
+                              f"top_p {defaults.get('top_p')} is out of range: fix it, or give --temperature/--top-p")
     return CheckpointText(tokenizer, tuple(dict.fromkeys(stops)), defaults)
