@@ -23,12 +23,15 @@ DEFAULT_CACHE_ROOT = "~/.cache/graphbench"
 # name -> default. Each turns one mechanism off, or one check on, to profile or debug it: PDL launches in
 # the capture (kernels/pdl.py), the cached direct launch (kernels/launch.py), the check of every replay's
 # input addresses (runner/cudagraph.py), the kept Triton key (kernels/triton_key.py).
-DEBUG_HATCHES = {
-    "GRAPHBENCH_PDL": "1",
-    "GRAPHBENCH_DIRECT_LAUNCH": "1",
-    "GRAPHBENCH_CHECK_GRAPH_INPUTS": "0",
-    "GRAPHBENCH_TRITON_KEY_CACHE": "1",
-}
+PDL = "GRAPHBENCH_PDL"
+DIRECT_LAUNCH = "GRAPHBENCH_DIRECT_LAUNCH"
+CHECK_GRAPH_INPUTS = "GRAPHBENCH_CHECK_GRAPH_INPUTS"
+TRITON_KEY_CACHE = "GRAPHBENCH_TRITON_KEY_CACHE"
+DEBUG_HATCHES = {PDL: "1", DIRECT_LAUNCH: "1", CHECK_GRAPH_INPUTS: "0", TRITON_KEY_CACHE: "1"}
+# set by graphbench for its own processes, not by users: a fault for the sweep's tests (bench/point.py),
+# the flag of a tensor-parallel worker (runner/tp_workers.py)
+INJECT_FAULT = "GRAPHBENCH_INJECT_FAULT"
+TP_WORKER = "GRAPHBENCH_TP_WORKER"
 
 
 def value(name: str, default: str | None = None, environ: Mapping[str, str] | None = None) -> str | None:

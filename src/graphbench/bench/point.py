@@ -58,7 +58,7 @@ def _device_type(config: EngineConfig) -> str:
 
 # "label:kind[,label:kind]": kill | oom | compile-error | hang (in the point's process); worker-exit
 # (the Ray worker running the point exits while the point runs: bench/sweep_ray.py)
-FAULT_ENV = "GRAPHBENCH_INJECT_FAULT"
+FAULT_ENV = env.INJECT_FAULT
 
 
 def injected_fault(label: str, environ: Mapping[str, str] | None = None) -> str | None:

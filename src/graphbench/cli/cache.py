@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from graphbench import env
 from graphbench.cli.output import confirm_or_exit
 from graphbench.cli.output import console as make_console
 from graphbench.errors import GraphbenchError
@@ -35,7 +36,7 @@ cache_app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 # its line in `graphbench --help` (cli/main.py adds cache_app under this help)
-CACHE_HELP = "List, clear or diff the on-disk torch.compile cache (GRAPHBENCH_CACHE_ROOT, default ~/.cache/graphbench)."
+CACHE_HELP = f"List, clear or diff the on-disk torch.compile cache ({env.CACHE_ROOT}, default {env.DEFAULT_CACHE_ROOT})."
 
 
 def human_size(num_bytes: int) -> str:

@@ -101,7 +101,7 @@ class CUDAGraphWrapper:
     def __init__(self, fn: Callable[..., Any], mode: CUDAGraphMode, name: str):
         self.fn, self.mode, self.name = fn, mode, name
         self.recordings: dict[BatchDescriptor, _Recording] = {}
-        self.check_all_replays = env.hatch("GRAPHBENCH_CHECK_GRAPH_INPUTS")
+        self.check_all_replays = env.hatch(env.CHECK_GRAPH_INPUTS)
 
     def __call__(self, *args: Any) -> Any:
         if runtime.mode != self.mode:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from graphbench.errors import GraphbenchError
 from graphbench.runner.kernels.util import NAN_MARK, triton_interpreting
 
 
@@ -25,8 +26,6 @@ def greedy(logits: torch.Tensor, out: torch.Tensor | None = None,  # [R, V] floa
 
 def raise_nan_logits(requests: list) -> None:
     """A NaN in the logits is an error, never a token: which requests, and what usually causes it."""
-    from graphbench.errors import GraphbenchError
-
     ids = ", ".join(str(r.request_id) for r in requests[:8]) + (" ..." if len(requests) > 8 else "")
     raise GraphbenchError(f"the model's logits hold a NaN{f' for request(s) {ids}' if ids else ''}: no token was "
                           "sampled. Usually "

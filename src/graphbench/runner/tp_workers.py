@@ -18,9 +18,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from graphbench import env
 from graphbench.errors import GraphbenchError
 
-WORKER_FLAG = "GRAPHBENCH_TP_WORKER"
+WORKER_FLAG = env.TP_WORKER
 # NVLink multicast stays off in every process graphbench starts (shared machines).
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
@@ -46,10 +47,10 @@ class WorkerGroup:
         self.config_path = Path(path)
         self.processes = []
         for rank in range(1, tp_size):
-            env = dict(os.environ, **common, RANK=str(rank), LOCAL_RANK=str(rank), **{WORKER_FLAG: "1"})
+            child_env = dict(os.environ, **common, RANK=str(rank), LOCAL_RANK=str(rank), **{WORKER_FLAG: "1"})
             self.processes.append(subprocess.Popen(
                 [sys.executable, "-m", "graphbench.runner.tp_worker_main", str(self.config_path)],
-                env=env, stdout=subprocess.DEVNULL))
+                env=child_env, stdout=subprocess.DEVNULL))
         self.closed = False
 
     def send(self, *command) -> None:

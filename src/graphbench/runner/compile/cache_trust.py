@@ -41,7 +41,7 @@ def signing_key(cache_root: Path) -> bytes:
     path = key_path()
     if _inside(path, cache_root):
         raise GraphbenchError(f"the cache key {path} is inside the cache root {cache_root}: whoever can write the "
-                              "cache could replace it; set XDG_CONFIG_HOME or GRAPHBENCH_CACHE_ROOT elsewhere")
+                              f"cache could replace it; set XDG_CONFIG_HOME or {env.CACHE_ROOT} elsewhere")
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as exc:  # a read-only home, or a file where the folder goes
@@ -86,11 +86,11 @@ def check_private_root(root: Path) -> None:
         except FileNotFoundError:
             continue
         if not stat.S_ISDIR(info.st_mode):
-            raise GraphbenchError(f"cache root {folder} is not a folder (GRAPHBENCH_CACHE_ROOT)")
+            raise GraphbenchError(f"cache root {folder} is not a folder ({env.CACHE_ROOT})")
         if info.st_uid != os.getuid() or info.st_mode & 0o022:
             raise GraphbenchError(
                 f"cache root {folder} is owned or writable by another user: an entry planted there would run as you; "
-                "use a private GRAPHBENCH_CACHE_ROOT (or chmod go-w it)")
+                f"use a private {env.CACHE_ROOT} (or chmod go-w it)")
 
 
 def write_manifest(directory: Path, key: bytes) -> None:

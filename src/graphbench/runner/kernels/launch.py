@@ -115,7 +115,7 @@ def direct_launches() -> bool:
     """Whether launches may skip Triton's JIT path (read once, at the first launch; graphbench.env)."""
     global _direct
     if _direct is None:
-        _direct = env.hatch("GRAPHBENCH_DIRECT_LAUNCH")
+        _direct = env.hatch(env.DIRECT_LAUNCH)
     return _direct
 
 

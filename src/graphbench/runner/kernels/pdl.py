@@ -56,7 +56,7 @@ def graph_launches() -> Iterator[None]:
 def use_pdl(t: torch.Tensor) -> bool:
     """Launch with PDL: inside graph_launches, switched on, a CUDA tensor (not the interpreter), a
     Hopper or later GPU."""
-    return (_graph_phase and t.is_cuda and env.hatch("GRAPHBENCH_PDL") and not triton_interpreting()
+    return (_graph_phase and t.is_cuda and env.hatch(env.PDL) and not triton_interpreting()
             and _supports_pdl(t.device.index or 0))
 
 

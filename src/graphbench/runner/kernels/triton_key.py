@@ -45,7 +45,7 @@ def remember_triton_key(folder: Path) -> str | None:
     """Make this process's triton_key() the kept value (computing and keeping it when there is none);
     returns how: "kept" (read back), "computed" (and written), or None (no Triton, the switch off,
     a Triton without this function, or its files unreadable)."""
-    if not env.hatch("GRAPHBENCH_TRITON_KEY_CACHE"):
+    if not env.hatch(env.TRITON_KEY_CACHE):
         return None
     try:
         import triton
