@@ -8,7 +8,6 @@
 #   bash benchmarks/gpu_checks.sh starts    # issue 28's start-up figures: -O2 cold / warm / new hash and -O3 cold, each a fresh process (~3 min);
 #                                      # STARTS_VARIANTS="--warm-variant NAME=VAR=VALUE" adds 3 rounds of warm starts with and without
 #   bash benchmarks/gpu_checks.sh profile   # where a -O2 decode step goes at batch 1 and 64 (host phases, GPU time, top kernels)
-#   bash benchmarks/gpu_checks.sh gemv      # one-row projections inside a CUDA graph (PDL): cuBLAS / a grid of the engine's GEMV blocks, ~2 min
 #   bash benchmarks/gpu_checks.sh tune      # the default ladder against a tuned one with half the graphs
 #   bash benchmarks/gpu_checks.sh speculative  # k = 0/2/4 with the replay and n-gram drafters at batch 1 and 16, then a k = 0,2 sweep (~7 min)
 #   bash benchmarks/gpu_checks.sh curve     # the step-time curve 1..512, tune --objective time against replays, graph memory predicted vs measured (~8 min)
@@ -16,7 +15,6 @@
 #   bash benchmarks/gpu_checks.sh peers-8b  # the same for llama-3.1-8b (~5 min); both take DECODE_VARIANTS="--variant NAME=VAR=VALUE"
 #                                      # and DECODE_ROUNDS=3 (each graphbench system in 3 processes, interleaved)
 #   bash benchmarks/gpu_checks.sh roofline  # a decode step's kernels per layer part at batch 1 and 64, bytes, TB/s, gaps (~1 min)
-#   bash benchmarks/gpu_checks.sh gated     # the gate/up GEMM with the activation in its epilogue: its blocks against the two launches (~2 min)
 #   bash benchmarks/gpu_checks.sh lora      # LoRA's graph keys, capture, memory and step cost (benchmarks/lora.py), then the LoRA-share sweep (~6 min)
 # docs/DEVELOPING.md says what each group backs in benchmarks/RESULTS.md. Logs and JSON go to $OUT (the device tool
 # brings them back); copy the figures into benchmarks/RESULTS.md with the date and the local commit whose tree was
@@ -61,8 +59,6 @@ case "${1:-}" in
   profile)
     timeout 200 python3 benchmarks/profile_step.py --model llama-3.2-1b --level 2 --batches 1,64 \
       --out "$OUT/profile-step.json" 2>&1 | grep -v "^DEBUG" | tee "$OUT/profile-step.log" | tail -45 ;;
-  gemv)  # one-row projections in a CUDA graph with PDL: cuBLAS vs a grid of the engine's GEMV blocks vs its own
-    timeout 300 python3 benchmarks/gemv.py --model llama-3.2-1b --jobs 15 --out "$OUT/gemv.json" 2>&1 | grep -v "^DEBUG" | tee "$OUT/gemv.log" | tail -12 ;;
   tune)
     # the default ladder for 256 sequences has 51 sizes: tuned:25 is about half the graphs
     timeout 580 python3 -m graphbench sweep --model llama-3.2-1b --levels 2 --ladders default,tuned:25 --peers none \
@@ -97,9 +93,5 @@ case "${1:-}" in
     GRAPHBENCH_PDL=0 timeout 200 python3 benchmarks/roofline.py --model llama-3.2-1b --level 2 --batches 1,64 \
       --out "$OUT/roofline-nopdl.json" 2>&1 | grep -v -E "^DEBUG|[Ww]arn" | tee "$OUT/roofline.log" | tail -30
     timeout 150 python3 benchmarks/roofline.py --model llama-3.2-1b --level 2 --batches 1,64 --out "$OUT/roofline-pdl.json" 2>&1 | grep -E "^batch" ;;
-  gated)  # kernels/skinny_gemm.skinny_gate_up in isolation (PDL), against the skinny GEMM + silu-mul
-    timeout 120 python3 benchmarks/skinny_blocks.py --gated --rows 64 --block-n 16,32,64 --block-k 64,128 --warps 4,8 \
-      --stages 3,4,5 --jobs 15 --shapes 16384x2048,28672x4096 --out "$OUT/gated-blocks.json" 2>&1 | grep -v "^DEBUG" \
-      | tee "$OUT/gated-blocks.log" | grep "best" ;;
-  *) echo "usage: bash benchmarks/gpu_checks.sh tests|suite|sweep|decode|startup|starts|profile|gemv|tune|speculative|lora|curve|roofline|peers|peers-8b|gated" >&2; exit 2 ;;
+  *) echo "usage: bash benchmarks/gpu_checks.sh tests|suite|sweep|decode|startup|starts|profile|tune|speculative|lora|curve|roofline|peers|peers-8b" >&2; exit 2 ;;
 esac

@@ -12,8 +12,11 @@ from tests.interpreted import run_interpreted
 CODE = """
 import torch, torch.nn.functional as F
 from graphbench.runner.kernels.gemv import launch_gemv
-from graphbench.runner.kernel_choice import gemv_config
-from graphbench.runner.linear import gemv_applies, linear_impl
+from graphbench.runner.kernel_choice import gemv_rule
+from graphbench.runner.linear import chosen_kernel, linear_impl
+def gemv_applies(x, w):
+    choice = chosen_kernel("linear", x, w)
+    return choice is not None and choice.kernel == "gemv"
 g = torch.Generator().manual_seed(0)
 # through linear_impl (the small-matrix blocks); N not a multiple of BLOCK_N; with and without bias
 for (n, k), dtype in (((48, 512), torch.float32), ((37, 1024), torch.bfloat16), ((9, 896), torch.float32)):
@@ -29,8 +32,8 @@ for (n, k), dtype in (((48, 512), torch.float32), ((37, 1024), torch.bfloat16), 
 # the large-matrix blocks, on a small matrix (K = BLOCK_K = 4096: one tile)
 w, x = torch.randn(5, 4096, generator=g), torch.randn(1, 4096, generator=g)
 out = torch.empty(1, 5)
-launch_gemv(x, w, None, out, *gemv_config(4096, 4096), interpret=True)
-assert gemv_config(4096, 4096) == (2, 4096, 4) and gemv_config(48, 512) == (4, 512, 8)
+launch_gemv(x, w, None, out, *gemv_rule(4096, 4096), interpret=True)
+assert gemv_rule(4096, 4096) == (2, 4096, 4) and gemv_rule(48, 512) == (4, 512, 8)
 assert torch.allclose(out, x @ w.T, rtol=1e-5, atol=1e-4)
 # the MLP's add-norm + gate/up projection + activation: the GEMV (one row) or the matmul (3 rows), then
 # one silu-mul launch; against torch in float32; intermediate 24
@@ -60,7 +63,7 @@ w, nw = torch.randn(80, 512, generator=g).to(torch.bfloat16), torch.randn(512, g
 x, res = torch.randn(1, 512, generator=g).to(torch.bfloat16), torch.randn(1, 512, generator=g).to(torch.bfloat16)
 normed, want_h = linear.add_rmsnorm_rows(x, res, nw, 1e-6)
 want = torch.empty(1, 40, dtype=torch.bfloat16)
-launch_silu_mul(linear.gemv(normed, w), want)  # the two launches the gated GEMV replaces
+launch_silu_mul(linear.gemv(normed, w, None, gemv_rule(80, 512)), want)  # the two launches the gated GEMV replaces
 calls = []
 real = linear.gated_gemv
 linear.gated_gemv = lambda *a: calls.append(a[1].shape) or real(*a)
@@ -81,7 +84,7 @@ w = torch.randn(64, 512)
 assert not gemv_applies(torch.randn(2, 512), w)
 assert not gemv_applies(torch.randn(1, 64), torch.randn(64, 64))
 assert not gemv_applies(torch.randn(1, 960), torch.randn(64, 960))  # 960 = 15 x 64
-assert gemv_config(64, 896) == (4, 128, 8) and gemv_config(3584, 18944) == (2, 512, 2)
+assert gemv_rule(64, 896) == (4, 128, 8) and gemv_rule(3584, 18944) == (2, 512, 2)
 print("ok")
 """
 
@@ -91,19 +94,15 @@ def test_gemv_equals_linear_in_the_interpreter():
 
 
 def test_on_the_cpu_every_linear_is_torch_linear():
-    from graphbench.runner.linear import gemv_applies, linear, linear_op
+    from graphbench.runner.linear import chosen_kernel, linear, linear_op
     from graphbench.runner.model import Linear
 
     layer = Linear(16, 8, True, linear)
     x = torch.randn(1, 16)
-    assert not gemv_applies(x, layer.weight)
+    assert chosen_kernel("linear", x, layer.weight) is None
     assert torch.equal(layer(x), F.linear(x, layer.weight, layer.bias))
     assert torch.equal(linear_op(x, layer.weight, None), F.linear(x, layer.weight))
     assert list(layer.state_dict()) == ["weight", "bias"]  # checkpoints load as into nn.Linear
-    from graphbench.runner.kernel_choice import MEASURED_BEST, gemv_config
-
-    assert gemv_config(128256, 2048) == MEASURED_BEST[(128256, 2048)] == (8, 256, 2)
-    assert all(k % block_k == 0 for (n, k), (_, block_k, _) in MEASURED_BEST.items())
 
 
 def test_fixed_size_variants_see_matmuls_again():
@@ -195,7 +194,8 @@ def test_launch_arithmetic_equals_tritons():
 
 SKINNY_CODE = """
 import torch, torch.nn.functional as F
-from graphbench.runner.kernels.skinny_gemm import skinny_applies, skinny_gemm, split_count
+from graphbench.runner.kernels.skinny_gemm import skinny_applies, skinny_gemm
+from graphbench.runner.kernel_choice import blocks_fit, rule_choice, skinny_rule, split_count
 g = torch.Generator().manual_seed(1)
 # rows 2, 17 and 64; N not a multiple of BLOCK_N; K split 1, 2 and 8 ways; with and without bias; against
 # float64, and the split result equal to itself when run again (the partials are summed in split order)
@@ -205,41 +205,39 @@ for rows, n, k, sms in ((2, 200, 256, 132), (17, 64, 1024, 8), (64, 70, 1024, 13
     x = torch.randn(rows, k, generator=g).to(torch.bfloat16)
     assert skinny_applies(x, w)
     for bias in (None, b):
-        got = skinny_gemm(x, w, bias, sms)
+        got = skinny_gemm(x, w, bias, skinny_rule(n, k, sms))
         ref = F.linear(x.double(), w.double(), None if bias is None else bias.double())
         err = ((got.double() - ref).norm() / ref.norm()).item()
         assert got.shape == (rows, n) and got.dtype == torch.bfloat16 and err < 1e-2, (rows, n, k, err)
-        assert torch.equal(got, skinny_gemm(x, w, bias, sms)), (rows, n, k)
+        assert torch.equal(got, skinny_gemm(x, w, bias, skinny_rule(n, k, sms))), (rows, n, k)
 assert [split_count(n, k, 132) for n, k in ((2048, 2048), (3072, 2048), (16384, 2048), (2048, 8192))] == [8, 4, 1, 8]
 assert split_count(200, 256, 132) == 2 and split_count(64, 1024, 8) == 8 and split_count(130, 128, 132) == 1
 assert not skinny_applies(torch.randn(1, 256).bfloat16(), w[:, :256])  # one row: the GEMV's
 assert not skinny_applies(torch.randn(65, 128).bfloat16(), w[:, :128])  # more rows than a decode batch here
-assert not skinny_applies(torch.randn(4, 192).bfloat16(), torch.randn(8, 192).bfloat16())  # K not x 128
+assert not blocks_fit("skinny", skinny_rule(8, 192, 132), 8, 192, 16)  # K not x 128: the rule's tile does not fit
 assert not skinny_applies(torch.randn(4, 128), torch.randn(8, 128))  # float32
 # the gate/up projection with silu(gate) * up in its epilogue: equal to the projection + the silu-mul launch
 # (both round the products to bf16 first); I not a multiple of BLOCK_N; 2, 17 and 64 rows
 from graphbench.runner.kernels.gemv import launch_silu_mul
-from graphbench.runner.kernels.skinny_gemm import gated_blocks, skinny_gate_up
-for rows, inter, k, config in ((2, 40, 256, (16, 128, 4, 1)), (17, 96, 512, (32, 64, 4, 1)), (64, 32, 128, None)):
+from graphbench.runner.kernels.skinny_gemm import skinny_gate_up
+for rows, inter, k, config in ((2, 40, 256, (16, 128, 4, 1)), (17, 96, 512, (32, 64, 4, 1)), (64, 32, 128, (32, 128, 4, 4))):
     w = torch.randn(2 * inter, k, generator=g).to(torch.bfloat16)
     x = torch.randn(rows, k, generator=g).to(torch.bfloat16)
-    gate_up = skinny_gemm(x, w, None, 132, (config[0] if config else 16, config[1] if config else 128, 1, 4, 1))
+    gate_up = skinny_gemm(x, w, None, (config[0], config[1], 1, 4, 1))
     expected = torch.empty(rows, inter, dtype=torch.bfloat16)
     launch_silu_mul(gate_up, expected)
     got = skinny_gate_up(x, w, config)
     assert got.shape == (rows, inter) and torch.equal(got, expected), (rows, inter, k)
     ref = F.silu(F.linear(x.double(), w[:inter].double())) * F.linear(x.double(), w[inter:].double())
     assert ((got.double() - ref).norm() / ref.norm()).item() < 1e-2
-assert gated_blocks(16384, 2048, 132) == (32, 64, 4, 5) and gated_blocks(28672, 4096, 132) == (32, 64, 4, 3)
-assert gated_blocks(256, 128, 132) == (32, 128, 4, 4)  # the rule's 64 columns a program, halved
-# the engine's MLP op: at 17 rows the gated kernel runs, with the same result as two launches (the skinny
-# GEMM, then silu-mul); at 16 rows (GATED_MIN_ROWS) those two launches
+assert rule_choice("gate_up", 256, 128, 32, False, 132).blocks == (32, 128, 4, 4)  # the rule's 64 columns, halved
+# the engine's MLP op with nothing measured (the rule): at 17 rows the gated kernel runs, with the same result
+# as two launches (the skinny GEMM, then silu-mul); at 16 rows those two launches
 from graphbench.runner import linear
 from graphbench.runner.kernels import skinny_gemm as skinny_module
 w, nw = torch.randn(96, 256, generator=g).to(torch.bfloat16), torch.randn(256, generator=g).to(torch.bfloat16)
 gated_calls = []
 skinny_module.skinny_gate_up = lambda *a: gated_calls.append(a[0].shape) or skinny_gate_up(*a)
-assert linear.GATED_MIN_ROWS == 16
 for rows, gated in ((17, True), (16, False)):
     x, res = torch.randn(rows, 256, generator=g).to(torch.bfloat16), torch.randn(rows, 256, generator=g).to(torch.bfloat16)
     gated_calls.clear()

@@ -58,9 +58,9 @@ def test_gemv_compiles(has_bias):
 def test_gemv_whole_row_tile_compiles_without_local_memory():
     """The large-matrix rule at K = 4096 (llama-3.1-8b): one [2, 4096] tile with 4 warps, no spills."""
     from graphbench.runner.kernels.gemv import _gemv_kernel
-    from graphbench.runner.kernel_choice import gemv_config
+    from graphbench.runner.kernel_choice import gemv_rule
 
-    block_n, block_k, warps = gemv_config(6144, 4096)
+    block_n, block_k, warps = gemv_rule(6144, 4096)
     sig = {"x_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "N": "i32", "K": "i32", "stride_wn": "i32"}
     kernel = compile_sm90(_gemv_kernel, sig, {"HAS_BIAS": False, "BLOCK_N": block_n, "BLOCK_K": block_k,
                                               "INTERPRET": False, "PDL": True},
@@ -72,12 +72,12 @@ def test_gemv_whole_row_tile_compiles_without_local_memory():
 
 @pytest.mark.parametrize("shape", [(16384, 2048), (28672, 4096)])
 def test_gated_gemv_compiles_without_local_memory(shape):
-    """The one-row gate/up GEMV with the activation in its epilogue, with the blocks linear.gated_gemv gives
-    llama-3.2-1b's and llama-3.1-8b's [gate; up] weights, and PDL: no spills, no local memory."""
+    """The one-row gate/up GEMV with the activation in its epilogue, with the rule's blocks for llama-3.2-1b's
+    and llama-3.1-8b's [gate; up] weights, and PDL: no spills, no local memory."""
     from graphbench.runner.kernels.gemv import _gated_gemv_kernel
-    from graphbench.runner.kernel_choice import gemv_config
+    from graphbench.runner.kernel_choice import gemv_rule
 
-    block_n, block_k, warps = gemv_config(*shape)
+    block_n, block_k, warps = gemv_rule(*shape)
     sig = {"x_ptr": BF16, "w_ptr": BF16, "y_ptr": BF16, "N": "i32", "K": "i32", "stride_wn": "i32"}
     kernel = compile_sm90(_gated_gemv_kernel, sig, {"BLOCK_N": max(1, block_n // 2), "BLOCK_K": block_k,
                                                     "INTERPRET": False, "PDL": True},
@@ -227,7 +227,10 @@ def test_lora_kernels_compile_without_local_memory():
 @pytest.mark.parametrize("split_k", [1, 8])
 def test_skinny_gemm_compiles_without_local_memory(split_k):
     """The split-K GEMM at 64 rows (wgmma tiles) and 16, with PDL: no spills, no local memory."""
-    from graphbench.runner.kernels.skinny_gemm import BLOCK_K, BLOCK_N, _skinny_kernel
+    from graphbench.runner.kernel_choice import skinny_rule
+    from graphbench.runner.kernels.skinny_gemm import _skinny_kernel
+
+    BLOCK_N, BLOCK_K = skinny_rule(2048, 2048, 132)[:2]
 
     sig = {"x_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "part_ptr": "*fp32", "count_ptr": "*i32",
            "M": "i32", "N": "i32", "stride_xm": "i32", "stride_wn": "i32", "stride_ym": "i32"}
@@ -243,11 +246,14 @@ def test_skinny_gemm_compiles_without_local_memory(split_k):
 
 def test_gated_skinny_gemm_compiles_without_local_memory():
     """The gate/up GEMM with the activation in its epilogue at 32 and 64 rows (the engine runs it for 17..64),
-    with llama-3.1-8b's blocks and PDL: no spills, no local memory, its K loop pipelined (cp.async) into
-    tensor-core dots."""
-    from graphbench.runner.kernels.skinny_gemm import _gated_kernel, gated_blocks
+    with blocks start-up times for llama-3.1-8b (the best of its hand-searched grid) and PDL: no spills, no
+    local memory, its K loop pipelined (cp.async) into tensor-core dots."""
+    from graphbench.runner.kernel_choice import gated_skinny_candidates, gated_skinny_neighbours
+    from graphbench.runner.kernels.skinny_gemm import _gated_kernel
 
-    block_n, block_k, warps, stages = gated_blocks(28672, 4096, 132)
+    block_n, block_k, warps, stages = 32, 64, 4, 3
+    assert (block_n, block_k, warps, stages) in gated_skinny_neighbours((32, 64, 4, 4))
+    assert (32, 64, 4, 4) in gated_skinny_candidates(4096)
     sig = {"x_ptr": BF16, "w_ptr": BF16, "y_ptr": BF16, "M": "i32", "N": "i32", "stride_xm": "i32",
            "stride_wn": "i32", "stride_ym": "i32"}
     for block_m in (32, 64):

@@ -22,6 +22,7 @@ from graphbench.runner.request import SamplingParams
 e = Engine(load_engine_config(overrides={"model.model": "tiny-llama", "model.device": "cuda", "optimization_level": 2,
                                          "scheduler.max_num_seqs": 8, "cache.gpu_memory_utilization": 0.2}))
 print(json.dumps({"loaded": e.report.compile_loaded, "rebuilt": e.report.compile_cache_rebuilt,
+                  "kernels": e.report.kernel_choices,
                   "tokens": e.generate([[1, 2, 3], [9, 8, 7, 6]], SamplingParams(max_tokens=6))}))
 """
 
@@ -39,6 +40,9 @@ def test_a_warm_start_loads_the_signed_entry(tmp_path):
     warm = _start(tmp_path)
     assert not cold["loaded"] and warm["loaded"] and not warm["rebuilt"]
     assert warm["tokens"] == cold["tokens"]
+    # the projections' kernels: timed by the cold start, loaded by the warm one (no timing), the same
+    assert cold["kernels"]["source"] == "measured" and warm["kernels"]["source"] == "loaded"
+    assert warm["kernels"]["choices"] == cold["kernels"]["choices"] and len(cold["kernels"]["choices"]) >= 5
     (entry,) = (tmp_path / "cache" / "torch_compile_cache").glob("*/rank_0_0")
     signed = json.loads((entry / "manifest.json").read_text())["files"]
     assert any(name.startswith("triton/") for name in signed)  # the kernels the capture compiled

@@ -53,10 +53,11 @@ def _eager_and_replays(call):
 
 @pytest.mark.parametrize("shape", SHAPES, ids=[f"{n}x{k}" for n, k in SHAPES])
 def test_skinny_gemm_matches_float64_and_replays_bit_for_bit(shape):
+    from graphbench.runner.kernel_choice import skinny_rule
     from graphbench.runner.kernels.skinny_gemm import skinny_gemm
 
     for w, x in _cases(shape):
-        eager, replays = _eager_and_replays(lambda: skinny_gemm(x, w, None))
+        eager, replays = _eager_and_replays(lambda: skinny_gemm(x, w, None, skinny_rule(*shape, 132)))
         ref = F.linear(x.double(), w.double())
         err = ((eager.double() - ref).norm() / ref.norm()).item()
         assert eager.shape == (x.shape[0], shape[0]) and err < 1e-2, (shape, x.shape[0], err)
@@ -71,8 +72,8 @@ def test_gated_skinny_gemm_matches_two_launches_and_replays_bit_for_bit(shape):
     inter = shape[0] // 2
     for w, x in _cases(shape):
         two = torch.empty(x.shape[0], inter, dtype=torch.bfloat16, device="cuda")
-        launch_silu_mul(skinny_gemm(x, w, None), two)
-        eager, replays = _eager_and_replays(lambda: skinny_gate_up(x, w))
+        launch_silu_mul(skinny_gemm(x, w, None, (64, 128, 1, 4, 4)), two)
+        eager, replays = _eager_and_replays(lambda: skinny_gate_up(x, w, (32, 128, 4, 4)))
         assert eager.shape == two.shape
         # the same products rounded the same way: equal but where the two kernels' dot tiles sum K apart
         assert (eager.float() - two.float()).abs().max().item() <= 1e-2 * two.float().abs().max().item(), shape

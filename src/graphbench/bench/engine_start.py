@@ -27,6 +27,7 @@ def startup_dict(engine, cold: bool, wall_s: float) -> dict[str, Any]:
         "compile_cache_dir": r.compile_cache_dir,
         "capture_sizes": list(engine.dispatcher.capture_sizes),
         "static_variants": r.static_variants,
+        "kernel_choices": r.kernel_choices,
         "capture_log": r.capture_log,
     }
 

@@ -212,6 +212,20 @@ def variants_line(choice: dict) -> str:
     return "compile_sizes variants (step with variants vs dynamic pieces), kept: " + ", ".join(parts)
 
 
+def kernel_choices_line(record: dict) -> str:
+    """The projections' kernels in one line: how many of each were chosen, timed or loaded ('' on the CPU)."""
+    if not record:
+        return ""
+    if record.get("source") == "rules":
+        return "projection kernels: the rules (nothing timed without a compile-cache entry)"
+    counts: dict[str, int] = {}
+    for choice in record.get("choices", []):
+        counts[choice["kernel"]] = counts.get(choice["kernel"], 0) + 1
+    kinds = ", ".join(f"{kernel} {n}" for kernel, n in sorted(counts.items()))
+    how = "timed" if record.get("source") == "measured" else "loaded"
+    return f"projection kernels ({kinds}): {how} in {record.get('seconds', 0.0):.1f} s"
+
+
 def _print_summary(path) -> None:
     import json
 
@@ -224,9 +238,9 @@ def _print_summary(path) -> None:
                   f"{data['environment'].get('gpu') or 'cpu'}: start-up {s['total_s']:.1f} s (compile "
                   f"{s['dynamo_s'] + s['inductor_s'] + s.get('compile_sizes_s', 0.0) + s['loaded_s']:.1f} s, capture {s['capture_s']:.1f} s, "
                   f"graph memory {s['graph_memory_bytes'] / 2**30:.2f} GiB), mode {s['cudagraph_mode'].get('resolved', '-')}")
-    variants = variants_line(s.get("static_variants") or {})
-    if variants:
-        console.print(variants)
+    for line in (variants_line(s.get("static_variants") or {}), kernel_choices_line(s.get("kernel_choices") or {})):
+        if line:
+            console.print(line)
     table = Table("workload", "output tok/s", "spread", "TTFT p50 ms", "TPOT p50 ms", "TPOT p99 ms", "padding %", "eager")
 
     def cell(m, key, fmt):

@@ -114,6 +114,8 @@ class Engine:
             self._capture()
         if self.compiled is not None:
             sign_cache_entry(self)
+        if self.device.type == "cuda" and self.config.model.kernels == "graphbench" and not self.report.kernel_choices:
+            self.report.kernel_choices = {"source": "rules", "seconds": 0.0, "choices": []}  # no cache entry (-O0)
         self.records: list[StepRecord] = []
         self._in_flight = None  # the launched step whose tokens are not on the host yet
         self._ids = itertools.count()

@@ -1,49 +1,209 @@
-"""Which of graphbench's kernels a projection runs, and with which blocks: the thresholds runner/linear.py
-(and the capture's warm-up, runner/model_runner.py) reads, and the one-row GEMV's blocks per shape, each
-with a line of why and its benchmarks/RESULTS.md section. (No torch import: the blocks are plain tuples.)
+"""Which kernel runs a projection, and with which blocks: chosen per (op, N, K, row class) by timing the
+candidates on the GPU at start-up (runner/kernel_timing.py), kept in the compile-cache entry so that a
+warm start loads the choice instead of timing again. No torch import: choices and candidates are tuples.
 
-Settled (the losing paths are gone): one row runs the GEMV, with silu(gate) * up in the gate/up GEMV's
-epilogue (RESULTS 2026-12-03, bd105f9); 2..64 rows of a measured shape run the skinny GEMM, launched with
-PDL as cuBLAS's kernels are not (RESULTS 2026-12-01, 08fbf67); the residual add + RMSNorm is its own
-launch, not folded into the GEMV (RESULTS 2026-11-29, 497f9e6).
+An op is "linear" (x @ w.T) or "gate_up" (silu(x @ gate.T) * (x @ up.T) from w = [gate; up]). A row class
+is the tile of rows the skinny GEMM computes (1: the one-row GEMV; 16, 32, 64: the skinny GEMM's BLOCK_M);
+more rows always run cuBLAS. The kernels a choice names:
+- "gemv" (blocks BLOCK_N, BLOCK_K, num_warps), "gated_gemv" (the same, its activation in the epilogue);
+- "skinny" (BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages), "gated_skinny" (BLOCK_N, BLOCK_K, num_warps,
+  num_stages);
+- "torch" (F.linear: cuBLAS). For gate_up, "skinny" and "torch" are followed by a silu-mul launch.
+
+Without a measurement (the Triton interpreter, -O0 without a compile-cache entry, model.kernels = torch)
+the rules below apply: one row runs the GEMV where K has a power-of-two tile of at least 128, more rows run
+cuBLAS on the GPU (where nothing was timed, cuBLAS is the safe choice) and the skinny GEMM in the
+interpreter (where the tests check what it computes).
+
+Settled and not measured again: the residual add + RMSNorm is its own launch, not folded into the GEMV
+(benchmarks/RESULTS.md, 2026-11-29, 497f9e6) nor into the skinny GEMM (2026-12-03, b54438c).
 """
 
 from __future__ import annotations
 
-# From 17 rows the skinny GEMM computes silu(gate) * up in its epilogue; at 16 rows and fewer llama-3.2-1b's
-# 16-row tiles were slower, so those take the GEMM and a silu-mul launch (RESULTS 2026-12-02, a82bb11).
-GATED_MIN_ROWS = 16
-# The most rows the skinny GEMM runs (a decode batch; kernels/skinny_gemm.MAX_ROWS, which the kernels' room
-# keeps apart: it imports nothing of the engine); more rows: cuBLAS.
-SKINNY_MAX_ROWS = 64
+from dataclasses import dataclass
+
+ROW_CLASSES = (1, 16, 32, 64)
+MAX_ROWS = ROW_CLASSES[-1]  # kernels/skinny_gemm.MAX_ROWS (the kernels' room imports nothing of the engine)
+SKINNY_BLOCK_K = 128  # the rule's K tile of the skinny GEMM
+OPS = ("linear", "gate_up")
+KERNELS = {"linear": ("gemv", "skinny", "torch"), "gate_up": ("gated_gemv", "gated_skinny", "skinny", "torch")}
 
 
-# The fastest (BLOCK_N, BLOCK_K, num_warps) of benchmarks/gemv.py's grid on the H200 for llama-3.2-1b's
-# projections (benchmarks/RESULTS.md, 2026-11-29, 2cffcf6); other shapes use the rule below. down's from the
-# grid launched with PDL, as the engine records it: 9.22 us against 11.22 for (2, 2048, 2), the best
-# without PDL (benchmarks/RESULTS.md, 2026-12-02, a82bb11); qkv's stayed the best with PDL, o_proj's and
-# gate_up's were within 2% of theirs (kept).
-MEASURED_BEST = {
-    (3072, 2048): (8, 1024, 8),  # qkv
-    (2048, 2048): (4, 1024, 8),  # o_proj
-    (16384, 2048): (2, 2048, 2),  # gate_up
-    (2048, 8192): (1, 1024, 4),  # down
-    (128256, 2048): (8, 256, 2),  # lm_head
-}
+@dataclass(frozen=True, slots=True)
+class KernelChoice:
+    op: str
+    n: int  # the weight's rows (gate_up: gate and up together)
+    k: int
+    rows: int  # the row class
+    kernel: str
+    blocks: tuple[int, ...] = ()
+    us: float | None = None  # the chosen kernel's measured time, None where a rule chose
+    torch_us: float | None = None  # cuBLAS's (+ silu-mul for gate_up) in the same measurement
+    candidates: int = 0  # how many were timed
+
+    def key(self) -> tuple[str, int, int, int]:
+        return self.op, self.n, self.k, self.rows
+
+    def to_dict(self) -> dict:
+        return {"op": self.op, "n": self.n, "k": self.k, "rows": self.rows, "kernel": self.kernel,
+                "blocks": list(self.blocks), "us": self.us, "torch_us": self.torch_us, "candidates": self.candidates}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "KernelChoice":
+        """A stored choice; ValueError where it is not one this code can run."""
+        op, kernel, blocks = data["op"], data["kernel"], tuple(int(b) for b in data["blocks"])
+        rows, n, k = int(data["rows"]), int(data["n"]), int(data["k"])
+        if op not in OPS or kernel not in KERNELS[op] or rows not in ROW_CLASSES or min(n, k) < 1:
+            raise ValueError(f"not a kernel choice: {data}")
+        if not blocks_fit(kernel, blocks, n, k, rows):
+            raise ValueError(f"blocks {blocks} do not fit {kernel} for {n}x{k} at {rows} rows")
+        return cls(op, n, k, rows, kernel, blocks, data.get("us"), data.get("torch_us"), int(data.get("candidates", 0)))
 
 
-def gemv_config(n: int, k: int) -> tuple[int, int, int]:
-    """(BLOCK_N, BLOCK_K, num_warps): a measured best, else the rule those measurements suggest: many
-    small programs for large matrices (gate_up, down), wider ones for the small projections (qkv,
-    o_proj). BLOCK_K is the largest power of two dividing K, up to 4096 or 1024 (Qwen's 896 = 7 x 128
-    gets 128). llama-3.1-8b's K = 4096 projections as one 4096-wide tile with 4 warps, against 2048 with
-    2: batch-1 -O2 step 4.318 against 4.789 ms (benchmarks/RESULTS.md, 2026-12-01, 10fdf14); for
-    llama-3.2-1b's measured blocks a whole-row tile was slower (0.927 against 0.916 ms)."""
-    if (n, k) in MEASURED_BEST:
-        return MEASURED_BEST[(n, k)]
+def row_class(rows: int) -> int | None:
+    """The row class of a projection over `rows` rows (None above the skinny GEMM's 64: cuBLAS)."""
+    for cls in ROW_CLASSES:
+        if rows <= cls:
+            return cls
+    return None
+
+
+def blocks_fit(kernel: str, blocks: tuple[int, ...], n: int, k: int, rows: int) -> bool:
+    """Whether the kernel can run a [n, k] weight at this row class with these blocks (K divides into its
+    tiles and splits: the kernels do not mask along K)."""
+    if kernel == "torch":
+        return blocks == ()
+    if kernel in ("gemv", "gated_gemv"):
+        return rows == 1 and len(blocks) == 3 and k % blocks[1] == 0 and blocks[0] >= 1
+    if kernel == "skinny":
+        return rows > 1 and len(blocks) == 5 and k % (blocks[1] * blocks[2]) == 0
+    if kernel == "gated_skinny":
+        return rows > 1 and len(blocks) == 4 and k % blocks[1] == 0 and n % 2 == 0
+    return False
+
+
+# -- the rules (nothing measured) -------------------------------------------------------------------------
+
+def gemv_rule(n: int, k: int) -> tuple[int, int, int]:
+    """(BLOCK_N, BLOCK_K, num_warps) of the one-row GEMV without a measurement: many small programs for large
+    matrices, wider ones for small projections; BLOCK_K the largest power of two dividing K, up to 4096 (1024
+    for small matrices). What llama-3.2-1b's and llama-3.1-8b's grids suggested (benchmarks/RESULTS.md,
+    2026-11-29, 2cffcf6; 2026-12-01, 10fdf14)."""
     if n * k < 16 * 2**20:
         return 4, min(k & -k, 1024), 8
-    # large: up to 4096 of K in one tile (under PDL a program's first tile loads before it waits for the
-    # kernel before it), warps such that the float32 tile is <= 64 values a thread
     block_k = min(k & -k, 4096)
     return 2, block_k, max(2, block_k // 1024)
+
+
+def split_count(n: int, k: int, num_sms: int, block_n: int = 64, block_k: int = SKINNY_BLOCK_K) -> int:
+    """Splits of K (at most 8, each a whole number of block_k tiles): the most that keep the column blocks
+    and their splits within about two programs an SM."""
+    blocks = -(-n // block_n)
+    return max(s for s in range(1, 9) if s == 1 or (k % (s * block_k) == 0 and blocks * s <= 2 * num_sms))
+
+
+def skinny_rule(n: int, k: int, num_sms: int) -> tuple[int, int, int, int, int]:
+    """(BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages) of the skinny GEMM without a measurement."""
+    return 64, SKINNY_BLOCK_K, split_count(n, k, num_sms), 4, 4
+
+
+def rule_choice(op: str, n: int, k: int, rows: int, on_gpu: bool, num_sms: int) -> KernelChoice:
+    """The kernel a projection runs when nothing was measured for it (the module docstring)."""
+    if rows == 1:
+        blocks = gemv_rule(n, k)
+        if blocks[1] < 128:
+            return KernelChoice(op, n, k, 1, "torch")
+        if op == "gate_up":
+            return KernelChoice(op, n, k, 1, "gated_gemv", (max(1, blocks[0] // 2), blocks[1], blocks[2]))
+        return KernelChoice(op, n, k, 1, "gemv", blocks)
+    if on_gpu or k % SKINNY_BLOCK_K:
+        return KernelChoice(op, n, k, rows, "torch")
+    blocks = skinny_rule(n, k, num_sms)
+    if op == "gate_up" and rows > 16:
+        return KernelChoice(op, n, k, rows, "gated_skinny", (max(16, blocks[0] // 2), blocks[1], blocks[3], blocks[4]))
+    return KernelChoice(op, n, k, rows, "skinny", blocks)
+
+
+# -- what the engine runs ---------------------------------------------------------------------------------
+
+_chosen: dict[tuple[str, int, int, int], KernelChoice] = {}
+
+
+def install(choices: list[KernelChoice]) -> None:
+    """Make these the choices the projections run (for the life of the process; a key measured again is
+    replaced)."""
+    _chosen.update((c.key(), c) for c in choices)
+
+
+def forget_all() -> None:
+    """Drop every installed choice (tests)."""
+    _chosen.clear()
+
+
+def choice_for(op: str, n: int, k: int, rows: int, on_gpu: bool, num_sms: int) -> KernelChoice:
+    """The kernel for `rows` rows of op on a [n, k] weight: the measured choice, else the rule."""
+    cls = row_class(rows)
+    if cls is None:
+        return KernelChoice(op, n, k, MAX_ROWS, "torch")
+    return _chosen.get((op, n, k, cls)) or rule_choice(op, n, k, cls, on_gpu, num_sms)
+
+
+# -- what start-up times: a coarse grid, then the best's neighbours ------------------------------------------
+# Each candidate is a Triton compile (~0.1-0.3 s) before it is timed: two short rounds instead of the whole
+# grid keep a cold start's timing to seconds.
+
+def gemv_candidates(n: int, k: int) -> list[tuple[int, int, int]]:
+    """One-row GEMV blocks to time first: the two largest power-of-two K tiles dividing K (at least 64),
+    1 to 16 rows a program, the warps closest to 32 weight values a thread; and the rule's."""
+    tiles = [b for b in (4096, 2048, 1024, 512, 256, 128, 64) if k % b == 0][:2]
+    out = [(block_n, block_k, _warps_for(block_n * block_k, 32)) for block_k in tiles for block_n in (1, 2, 4, 8, 16, 32, 64)
+           if 256 <= block_n * block_k <= 16384]
+    rule = gemv_rule(n, k)
+    if k % rule[1] == 0 and rule not in out:
+        out.append(rule)
+    return out
+
+
+def gated_gemv_candidates(n: int, k: int) -> list[tuple[int, int, int]]:
+    """The gate/up GEMV's (BLOCK_N columns, each a gate row and an up row): the GEMV's over the whole
+    [gate; up] weight with half the columns a program (the same weight bytes a program)."""
+    return sorted({(max(1, bn // 2), bk, w) for bn, bk, w in gemv_candidates(n, k)})
+
+
+def gemv_neighbours(best: tuple[int, int, int]) -> list[tuple[int, int, int]]:
+    """The best coarse GEMV blocks with half and twice its warps (8 to 64 values a thread)."""
+    block_n, block_k, warps = best
+    return [(block_n, block_k, w) for w in (warps // 2, warps * 2)
+            if 2 <= w <= 8 and 8 <= block_n * block_k // (32 * w) <= 64]
+
+
+def _warps_for(values: int, per_thread: int) -> int:
+    """2, 4 or 8 warps: the count closest to `per_thread` values a thread."""
+    return min((2, 4, 8), key=lambda w: abs(values / (32 * w) - per_thread))
+
+
+def skinny_candidates(n: int, k: int, num_sms: int) -> list[tuple[int, int, int, int, int]]:
+    """Skinny GEMM blocks to time first: 32 to 128 columns a program, K tiles of 64 and 128, the splits of
+    K that fill the GPU for that tile, 4 warps and 4 stages."""
+    return [(block_n, block_k, split_count(n, k, num_sms, block_n, block_k), 4, 4)
+            for block_n in (32, 64, 128) for block_k in (64, 128) if k % block_k == 0]
+
+
+def skinny_neighbours(best: tuple[int, int, int, int, int], k: int) -> list[tuple[int, int, int, int, int]]:
+    """The best coarse skinny blocks with half and twice its splits, and with 3 and 5 stages (every best of
+    the grids searched for the llama shapes had 4 warps and 3 or 5 stages: RESULTS 2026-12-01, 10fdf14)."""
+    block_n, block_k, splits, warps, stages = best
+    out = [(block_n, block_k, s, warps, stages) for s in (splits // 2, splits * 2)
+           if 1 <= s <= 8 and k % (block_k * s) == 0]
+    return out + [(block_n, block_k, splits, warps, st) for st in (3, 5)]
+
+
+def gated_skinny_candidates(k: int) -> list[tuple[int, int, int, int]]:
+    """Gated skinny GEMM blocks to time: 16 to 64 columns (gate and up rows) a program, K tiles of 64 and
+    128, 4 warps and 4 stages; then the best's stages as skinny_neighbours."""
+    return [(block_n, block_k, 4, 4) for block_n in (16, 32, 64) for block_k in (64, 128) if k % block_k == 0]
+
+
+def gated_skinny_neighbours(best: tuple[int, int, int, int]) -> list[tuple[int, int, int, int]]:
+    return [(best[0], best[1], best[2], st) for st in (3, 5)]

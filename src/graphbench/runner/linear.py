@@ -1,14 +1,12 @@
-"""Linear layers on graphbench's kernels where they beat cuBLAS in the recorded step: a Triton GEMV at one
-row, the skinny GEMM at 2..64 rows of a measured shape (runner/kernel_choice.py holds the thresholds and
-blocks, each with its measurement). config.model.kernels = torch runs none of these (model.LAYER_OPS).
+"""Linear layers on graphbench's kernels where they beat cuBLAS in the recorded step: the Triton GEMV at one
+row, the skinny GEMM at 2..64 rows, each with blocks chosen per shape and row class by timing them against
+cuBLAS at start-up (runner/kernel_choice.py, kernel_timing.py). config.model.kernels = torch runs none of
+these (model.LAYER_OPS).
 
-cuBLAS runs the batch-1 projections of llama-3.2-1b well under the copy bandwidth: inside a CUDA
-graph qkv took 6.5 us (1.9 TB/s), o_proj 6.1 us (1.4 TB/s) and down 13.8 us (2.4 TB/s), against
-5.3, 4.3 and 10.3 us for the GEMV (benchmarks/gemv.py; benchmarks/RESULTS.md, 2026-11-29, 2cffcf6): 45.0 -> 37.7 us
-per layer. `add_rmsnorm_linear` puts the residual add + RMSNorm in front of a projection (qkv): one Triton
-launch (runner/kernels/add_rmsnorm.py), then the projection. `add_rmsnorm_gate_up` does the same for the MLP's gate/up
-projection and returns silu(gate) * up, computed in the projection's epilogue at one row and at 17..64
-rows of the skinny GEMM (kernel_choice.py), otherwise by one silu-mul launch after it.
+`add_rmsnorm_linear` puts the residual add + RMSNorm in front of a projection (qkv): one Triton launch
+(runner/kernels/add_rmsnorm.py), then the projection. `add_rmsnorm_gate_up` does the same for the MLP's
+gate/up projection and returns silu(gate) * up, computed in the projection's epilogue where the chosen
+kernel is a gated one, otherwise by one silu-mul launch after it.
 
 Inside torch.compile every linear is traced as the `graphbench::linear` custom op, which picks its
 kernel when it runs (and so when each size is recorded in a CUDA graph); a variant compiled for a
@@ -24,7 +22,8 @@ import functools
 import torch
 import torch.nn.functional as F
 
-from graphbench.runner.kernel_choice import GATED_MIN_ROWS, gemv_config
+from graphbench.runner import kernel_choice
+from graphbench.runner.kernel_choice import KernelChoice
 from graphbench.runner.kernels.util import triton_interpreting
 from graphbench.runner.op_registry import register_op
 
@@ -42,62 +41,63 @@ def _kernels():
     return gemv_kernels, add_rmsnorm
 
 
-def gemv_applies(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    """One row on the GPU (or the Triton interpreter), contiguous, K a multiple of 128."""
-    if x.dim() != 2 or x.shape[0] != 1 or not on_triton_device(x):
-        return False
+def chosen_kernel(op: str, x: torch.Tensor, weight: torch.Tensor) -> KernelChoice | None:
+    """The kernel of graphbench's that runs op ("linear" or "gate_up") on x [T, K] with weight [N, K], or
+    None: cuBLAS (what was chosen, more than 64 rows, or inputs the kernels do not take)."""
+    if x.dim() != 2 or not on_triton_device(x) or x.dtype != weight.dtype or weight.stride(-1) != 1:
+        return None
     n, k = weight.shape
-    return (x.shape[1] == k and x.is_contiguous() and weight.stride(-1) == 1 and x.dtype == weight.dtype
-            and gemv_config(n, k)[1] >= 128)
+    choice = kernel_choice.choice_for(op, n, k, x.shape[0], x.is_cuda, _num_sms(x))
+    if choice.kernel == "torch" or x.shape[1] != k:
+        return None
+    if choice.kernel in ("gemv", "gated_gemv"):
+        return choice if x.shape[0] == 1 and x.is_contiguous() else None
+    return choice if _skinny().skinny_applies(x, weight) else None
 
 
-def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+def _num_sms(x: torch.Tensor) -> int:
+    """The SMs a kernel spreads over: the GPU's, or an H100/H200's 132 in the interpreter."""
+    if not x.is_cuda:
+        return 132
+    from graphbench.runner.kernels.paged_attention import sm_count
+
+    return sm_count(x.device.index or 0)
+
+
+def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, blocks: tuple[int, int, int]) -> torch.Tensor:
     """x[1, K] @ weight[N, K].T (+ bias[N]) -> [1, N], in x's dtype, accumulated in float32."""
-    n, k = weight.shape
-    out = torch.empty((1, n), dtype=x.dtype, device=x.device)
-    _kernels()[0].launch_gemv(x, weight, bias, out, *gemv_config(n, k), interpret=triton_interpreting())
+    out = torch.empty((1, weight.shape[0]), dtype=x.dtype, device=x.device)
+    _kernels()[0].launch_gemv(x, weight, bias, out, *blocks, interpret=triton_interpreting())
     return out
 
 
-def gated_gemv(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """x[1, K], weight = [gate; up] [2I, K] -> silu(x @ gate.T) * (x @ up.T) [1, I], one launch; each program
-    streams as many weight rows as the gate/up GEMV's (half its gate rows, half their up rows)."""
-    n, k = weight.shape
-    block_n, block_k, warps = gemv_config(n, k)
-    out = torch.empty((1, n // 2), dtype=x.dtype, device=x.device)
-    _kernels()[0].launch_gated_gemv(x, weight, out, max(1, block_n // 2), block_k, warps,
-                                    interpret=triton_interpreting())
+def gated_gemv(x: torch.Tensor, weight: torch.Tensor, blocks: tuple[int, int, int]) -> torch.Tensor:
+    """x[1, K], weight = [gate; up] [2I, K] -> silu(x @ gate.T) * (x @ up.T) [1, I], one launch (blocks:
+    BLOCK_N columns a program, each a gate row and its up row)."""
+    out = torch.empty((1, weight.shape[0] // 2), dtype=x.dtype, device=x.device)
+    _kernels()[0].launch_gated_gemv(x, weight, out, *blocks, interpret=triton_interpreting())
     return out
-
-
-def _own_kernel(x: torch.Tensor, weight: torch.Tensor) -> str | None:
-    """Which of graphbench's kernels runs x @ weight.T: "gemv", "skinny", or None (torch's F.linear)."""
-    if gemv_applies(x, weight):
-        return "gemv"
-    if on_triton_device(x) and _skinny().skinny_applies(x, weight, measured_only=x.is_cuda):
-        return "skinny"
-    return None
 
 
 def runs_own_kernel(rows: int, weight: torch.Tensor) -> bool:
     """Whether a linear of `rows` rows on this weight runs one of graphbench's kernels, not cuBLAS (for a
     fixed-size variant: compile/pieces.py gives Inductor the matmuls only where cuBLAS would run)."""
-    return _own_kernel(weight.new_empty((rows, weight.shape[1])), weight) is not None
+    return chosen_kernel("linear", weight.new_empty((rows, weight.shape[1])), weight) is not None
 
 
 def linear_impl(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """F.linear, through the Triton GEMV when gemv_applies, the skinny GEMM for 2..64 rows of a measured
-    shape (kernel_choice.py)."""
-    return _run_linear(_own_kernel(x, weight), x, weight, bias)
+    """F.linear, through the kernel chosen for the shape and row count (chosen_kernel)."""
+    return _run_linear(chosen_kernel("linear", x, weight), x, weight, bias)
 
 
-def _run_linear(kernel: str | None, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """x @ weight.T (+ bias) on the kernel _own_kernel chose."""
-    if kernel == "gemv":
-        return gemv(x, weight, bias)
-    if kernel == "skinny":
-        return _skinny().skinny_gemm(x, weight, bias)
-    return F.linear(x, weight, bias)
+def _run_linear(choice: KernelChoice | None, x: torch.Tensor, weight: torch.Tensor,
+                bias: torch.Tensor | None) -> torch.Tensor:
+    """x @ weight.T (+ bias) on the chosen kernel (None: cuBLAS)."""
+    if choice is None:
+        return F.linear(x, weight, bias)
+    if choice.kernel == "gemv":
+        return gemv(x, weight, bias, choice.blocks)
+    return _skinny().skinny_gemm(x, weight, bias, choice.blocks)
 
 
 @functools.cache
@@ -132,17 +132,16 @@ def add_rmsnorm_gate_up_impl(x: torch.Tensor, residual: torch.Tensor, norm_weigh
                              weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """h = x + residual; gate_up = rmsnorm(h) * norm_weight @ weight.T ([T, 2I] = [gate | up]);
     -> (silu(gate) * up [T, I], h). On the GPU: one add-norm launch, then the projection with the
-    activation in its epilogue (one row; 17..64 rows of the skinny GEMM), or the projection and one
-    silu-mul launch."""
+    activation in its epilogue (a gated kernel chosen), or the projection and one silu-mul launch."""
     if not add_norm_kernel_applies(x, residual, norm_weight):
         return add_rmsnorm_gate_up_matmul(x, residual, norm_weight, eps, weight)
     normed, h = add_rmsnorm_rows(x, residual, norm_weight, eps)
-    kernel = _own_kernel(normed, weight)
-    if kernel == "gemv":
-        return gated_gemv(normed, weight), h
-    if x.shape[0] > GATED_MIN_ROWS and kernel == "skinny":
-        return _skinny().skinny_gate_up(normed, weight), h
-    gate_up = _run_linear(kernel, normed, weight, None)  # (the choice made above, not made twice)
+    choice = chosen_kernel("gate_up", normed, weight)
+    if choice is not None and choice.kernel == "gated_gemv":
+        return gated_gemv(normed, weight, choice.blocks), h
+    if choice is not None and choice.kernel == "gated_skinny":
+        return _skinny().skinny_gate_up(normed, weight, choice.blocks), h
+    gate_up = _run_linear(choice, normed, weight, None)  # the skinny GEMM or cuBLAS, then the activation
     hidden = torch.empty((gate_up.shape[0], weight.shape[0] // 2), dtype=x.dtype, device=x.device)
     _kernels()[0].launch_silu_mul(gate_up, hidden)
     return hidden, h
@@ -174,8 +173,7 @@ def add_rmsnorm_gate_up(x: torch.Tensor, residual: torch.Tensor, norm_weight: to
 def add_rmsnorm_linear_impl(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
                             weight: torch.Tensor, bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """h = x + residual; (linear(rmsnorm(h) * norm_weight, weight, bias), h): the residual add and the
-    norm in front of a projection. On the GPU: one add-norm launch, then the projection (the one-row GEMV
-    at one row)."""
+    norm in front of a projection. On the GPU: one add-norm launch, then the projection (linear_impl's)."""
     if add_norm_kernel_applies(x, residual, norm_weight):
         normed, h = add_rmsnorm_rows(x, residual, norm_weight, eps)
         return linear_impl(normed, weight, bias), h

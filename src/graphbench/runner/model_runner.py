@@ -17,7 +17,7 @@ from graphbench.runner.attention.op import ForwardContext, forward_context
 from graphbench.runner.cudagraph import CUDAGraphWrapper, capture_session, graph_runtime, runtime
 from graphbench.runner.dispatcher import CudagraphDispatcher
 from graphbench.runner.inputs import StepInputs
-from graphbench.runner.kernel_choice import GATED_MIN_ROWS, SKINNY_MAX_ROWS
+from graphbench.runner.kernel_choice import row_class
 from graphbench.runner.kv_cache import KVCache
 from graphbench.runner.lora.weights import set_adapters_active
 from graphbench.runner.model import CausalLM
@@ -66,15 +66,13 @@ class CaptureReport:
 
 def warmup_batches(batches: list[tuple[int, int, bool, bool]]) -> list[tuple[int, int, bool, bool]]:
     """The batches (tokens, requests, uniform decode, adapters) the capture runs eagerly before its
-    recordings, in the order given: the first of each kind of kernels: its row class (one row: the GEMV;
-    2..16 and 17..64: the skinny GEMM without and with the gated gate/up; more: cuBLAS), uniform decode or
-    not, adapters or not. Running every batch instead made an H200 warm start ready in 5.51 against 4.55 s
+    recordings, in the order given: the first of each kind of kernels: its row class (kernel_choice.py:
+    one row, the skinny GEMM's 16, 32 and 64-row tiles, more: cuBLAS), uniform decode or not, adapters or
+    not. Running every batch instead made an H200 warm start ready in 5.51 against 4.55 s
     for the same graph memory (benchmarks/RESULTS.md, 2026-12-03, b54438c)."""
     first: dict[tuple, tuple[int, int, bool, bool]] = {}
     for batch in batches:
-        tokens = batch[0]
-        row_class = 0 if tokens == 1 else 1 if tokens <= GATED_MIN_ROWS else 2 if tokens <= SKINNY_MAX_ROWS else 3
-        first.setdefault((row_class, batch[2], batch[3]), batch)
+        first.setdefault((row_class(batch[0]), batch[2], batch[3]), batch)
     return list(first.values())
 
 

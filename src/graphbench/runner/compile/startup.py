@@ -94,6 +94,12 @@ def _compile_into(engine, directory: Path) -> None:
     engine.compiled = CompiledForward(engine.model.forward, backend)
     engine.report.compile_import_seconds = imported + engine.compiled.times.import_seconds
     engine.runner.forward_fn = engine.compiled
+    if engine.device.type == "cuda" and engine.config.model.kernels == "graphbench":
+        # before anything is traced or recorded: the projections pick their kernels from these
+        from graphbench.runner.kernel_timing import load_or_measure
+
+        engine.report.kernel_choices = load_or_measure(engine.model, directory, engine.device_info.name,
+                                                       engine.config.scheduler.max_num_batched_tokens)
     _compile(engine)
 
 

@@ -30,7 +30,8 @@ fell from 7.7-12.9 ms to 5.9-6.1 ms, under its 7.5 ms of GPU work.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -119,6 +120,21 @@ def direct_launches() -> bool:
     return _direct
 
 
+_compile_only = False
+
+
+@contextmanager
+def compile_only() -> Iterator[None]:
+    """Launches inside compile their kernels (into Triton's caches) and launch nothing, so that start-up can
+    compile the kernel candidates it times from several threads at once (runner/kernel_timing.py)."""
+    global _compile_only
+    previous, _compile_only = _compile_only, True
+    try:
+        yield
+    finally:
+        _compile_only = previous
+
+
 class DirectLauncher:
     """kernel[grid](...) with the compiled kernel cached per launch key (see the module's docstring)."""
 
@@ -142,6 +158,9 @@ class DirectLauncher:
         return lambda *args, **meta: self.launch(grid, args, meta)
 
     def launch(self, grid: tuple, args: tuple, meta: dict) -> None:
+        if _compile_only:
+            self.kernel.warmup(*args, grid=grid, **meta)
+            return
         if not (_direct if _direct is not None else direct_launches()) or not self.keyable or triton_interpreting():
             self.kernel[grid](*args, **meta)
             return

@@ -3,9 +3,9 @@
 At 64 rows cuBLAS runs llama-3.2-1b's projections other than gate/up at 1.5-2.5 TB/s (the roofline in
 benchmarks/RESULTS.md, 2026-12-01, `8aa7851`), and its kernels break the step's chain of PDL launches. With
 each shape's measured blocks this kernel is within 5% of cuBLAS in isolation, and the recorded batch-64
-step is 4.8-7.6% faster with it (runner/kernel_choice.py). A program owns BLOCK_N output columns
-and 1/SPLIT_K of K: it streams
-its [BLOCK_N, K / SPLIT_K] weights once through tl.dot against the rows of x. With SPLIT_K > 1 each split
+step is 4.8-7.6% faster with it; start-up times its blocks against cuBLAS per shape and row class
+(runner/kernel_choice.py, kernel_timing.py). A program owns BLOCK_N output columns and 1/SPLIT_K of K: it
+streams its [BLOCK_N, K / SPLIT_K] weights once through tl.dot against the rows of x. With SPLIT_K > 1 each split
 writes its float32 partial to a workspace, and the last split of a column block to finish (an atomic
 count, as the decode kernel merges its splits) sums the partials in split order, so the result does not
 depend on which program finishes first (a replay equals its eager run bit for bit).
@@ -18,31 +18,10 @@ import triton
 import triton.language as tl
 
 from graphbench.runner.kernels.launch import DirectLauncher
-from graphbench.runner.kernels.paged_attention import sm_count
 from graphbench.runner.kernels.pdl import pdl_arguments, pdl_enter
 from graphbench.runner.kernels.util import cdiv, next_power_of_2, triton_interpreting
 
-MAX_ROWS = 64
-BLOCK_N = 64
-BLOCK_K = 128
-
-# The fastest (BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages) of a grid at 64 rows inside a CUDA graph
-# on the H200, per (N, K) of llama-3.2-1b's and llama-3.1-8b's projections, against cuBLAS's time
-# (benchmarks/RESULTS.md, 2026-12-01, 10fdf14): within 5% of cuBLAS either way in isolation.
-MEASURED_BEST = {
-    (3072, 2048): (32, 128, 1, 4, 5),  # 1b qkv: 6.91 us, cuBLAS 6.72
-    (2048, 2048): (32, 128, 1, 4, 5),  # 1b o: 6.55, cuBLAS 6.33
-    (16384, 2048): (64, 64, 1, 4, 5),  # 1b gate/up: 20.61, cuBLAS 20.41
-    (2048, 8192): (32, 128, 2, 4, 5),  # 1b down: 13.93, cuBLAS 14.61
-    (6144, 4096): (64, 128, 1, 4, 5),  # 8b qkv: 16.91, cuBLAS 16.68
-    (4096, 4096): (32, 128, 1, 4, 5),  # 8b o: 12.34, cuBLAS 11.93
-    (28672, 4096): (64, 64, 1, 4, 3),  # 8b gate/up: 61.98, cuBLAS 63.13
-    (4096, 14336): (64, 128, 2, 4, 5),  # 8b down: 34.88, cuBLAS 36.49
-    # lm_head at 64 rows (benchmarks/skinny_blocks.py; benchmarks/RESULTS.md, 2026-12-02, 4cfaa80): most of the grid's
-    # one-split configs beat cuBLAS there
-    (128256, 2048): (64, 64, 1, 4, 3),  # 1b lm_head: 134.57, cuBLAS 144.69
-    (128256, 4096): (128, 128, 1, 4, 3),  # 8b lm_head: 260.01, cuBLAS 285.29
-}
+MAX_ROWS = 64  # runner/kernel_choice.py chooses the blocks per shape and row class, by timing them
 
 
 @triton.jit
@@ -143,47 +122,21 @@ def _gated_kernel(x_ptr, w_ptr, y_ptr, M, N, stride_xm, stride_wn, stride_ym, BL
     tl.store(y_ptr + y_offs, (gate * tl.sigmoid(gate) * up).to(dtype), mask=m_ok[:, None] & n_ok[None, :])
 
 
-def split_count(n: int, k: int, num_sms: int) -> int:
-    """Splits of K (a power of two <= 8, each a multiple of BLOCK_K) until the column blocks and their
-    splits give about two programs an SM."""
-    blocks, splits = cdiv(n, BLOCK_N), 1
-    while splits < 8 and blocks * splits * 2 <= 2 * num_sms and k % (splits * 2 * BLOCK_K) == 0:
-        splits *= 2
-    return splits
-
-
-def skinny_applies(x: torch.Tensor, weight: torch.Tensor, measured_only: bool = False) -> bool:
-    """2..64 rows, unit stride along K, K a multiple of BLOCK_K, 16-bit floats of one dtype
-    (measured_only: and a shape of MEASURED_BEST)."""
-    if measured_only and tuple(weight.shape) not in MEASURED_BEST:
-        return False
+def skinny_applies(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """2..64 rows, unit stride along K, 16-bit floats of one dtype (the blocks must also fit K:
+    runner/kernel_choice.blocks_fit)."""
     return (x.dim() == 2 and 2 <= x.shape[0] <= MAX_ROWS and x.shape[1] == weight.shape[1]
             and x.stride(-1) == 1 and weight.stride(-1) == 1 and x.dtype == weight.dtype
-            and x.dtype in (torch.bfloat16, torch.float16) and weight.shape[1] % BLOCK_K == 0)
+            and x.dtype in (torch.bfloat16, torch.float16))
 
 
-def _gemm_sms(x: torch.Tensor) -> int:
-    """The SMs a GEMM on x spreads its programs over: the GPU's, or an H100/H200's 132 in the interpreter."""
-    return sm_count(x.device.index or 0) if x.is_cuda else 132
-
-
-def skinny_blocks(n: int, k: int, num_sms: int) -> tuple[int, int, int, int, int]:
-    """(BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages) skinny_gemm takes for a weight [n, k]: the measured
-    best, else the rule above."""
-    return MEASURED_BEST.get((n, k)) or (BLOCK_N, BLOCK_K, split_count(n, k, num_sms), 4, 4)
-
-
-def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, num_sms: int | None = None,
-                config: tuple[int, int, int, int, int] | None = None) -> torch.Tensor:
+def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                config: tuple[int, int, int, int, int]) -> torch.Tensor:
     """x[M, K] @ weight[N, K].T (+ bias) -> [M, N] in x's dtype, accumulated in float32.
-    config: (BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages), else the measured best, else the rule above
-    (num_sms: the GPU's, or an H100/H200's 132 in the interpreter)."""
+    config: (BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages)."""
     m, k = x.shape
-    if num_sms is None:
-        num_sms = _gemm_sms(x)
     n = weight.shape[0]
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
-    config = config or skinny_blocks(n, k, num_sms)
     block_n, block_k, splits, warps, stages = config
     assert k % (block_k * splits) == 0
     block_m = max(16, next_power_of_2(m))
@@ -196,22 +149,12 @@ def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     return out
 
 
-def gated_blocks(n: int, k: int, num_sms: int) -> tuple[int, int, int, int]:
-    """(BLOCK_N, BLOCK_K, num_warps, num_stages) of skinny_gate_up for a [gate; up] weight [n, k]: the skinny
-    GEMM's blocks for [n, k] with half the columns a program (the same weight bytes a program, each column
-    now a gate row and an up row). For both llama shapes this was the best of a grid at 64 rows
-    (benchmarks/RESULTS.md, 2026-12-02, a82bb11)."""
-    block_n, block_k, _splits, warps, stages = skinny_blocks(n, k, num_sms)
-    return max(16, block_n // 2), block_k, warps, stages
-
-
-def skinny_gate_up(x: torch.Tensor, weight: torch.Tensor, config: tuple[int, int, int, int] | None = None,
-                   num_sms: int | None = None) -> torch.Tensor:
+def skinny_gate_up(x: torch.Tensor, weight: torch.Tensor, config: tuple[int, int, int, int]) -> torch.Tensor:
     """x[M, K], weight = [gate; up] [2I, K] -> silu(x @ gate.T) * (x @ up.T) [M, I] in x's dtype, in one
-    launch (2 <= M <= 64). config: (BLOCK_N, BLOCK_K, num_warps, num_stages), else gated_blocks's."""
+    launch (2 <= M <= 64). config: (BLOCK_N, BLOCK_K, num_warps, num_stages)."""
     m, k = x.shape
     n = weight.shape[0] // 2
-    block_n, block_k, warps, stages = config or gated_blocks(2 * n, k, num_sms or _gemm_sms(x))
+    block_n, block_k, warps, stages = config
     assert k % block_k == 0 and weight.shape[0] == 2 * n
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
     _gated_launch[(cdiv(n, block_n),)](
@@ -236,6 +179,11 @@ def _workspace(device: torch.device, splits: int, n: int, block_n: int) -> tuple
                 torch.zeros(cdiv(n, block_n), dtype=torch.int32, device=device))
         _workspaces[key] = held
     return held
+
+
+def release_workspaces() -> None:
+    """Drop every split workspace (after start-up timed its candidates, before anything is recorded)."""
+    _workspaces.clear()
 
 
 # launched through kernels/launch.py (a cached direct launch)

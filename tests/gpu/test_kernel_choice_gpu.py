@@ -1,0 +1,68 @@
+"""Kernel choices by measurement on the GPU: every candidate start-up may time computes what F.linear
+computes (SmolLM2's K = 576, whose tiles split three ways, and a llama shape), and timing a model's
+projections gives a choice per shape and row class that is no slower than cuBLAS in the same timing."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+    pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton"),
+]
+
+# SmolLM2-135M's qkv, o, down and lm_head; llama-3.2-1b's qkv
+SHAPES = [(960, 576), (576, 576), (576, 1536), (49152, 576), (3072, 2048)]
+
+
+def _rel_err(got: torch.Tensor, ref: torch.Tensor) -> float:
+    return ((got.double() - ref).norm() / ref.norm()).item()
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=[f"{n}x{k}" for n, k in SHAPES])
+def test_every_candidate_computes_the_projection(shape):
+    from graphbench.runner import kernel_choice as kc
+    from graphbench.runner.kernel_timing import _launcher
+    from graphbench.runner.kernels.paged_attention import sm_count
+
+    n, k = shape
+    g = torch.Generator(device="cuda").manual_seed(n + k)
+    w = (torch.randn(n, k, generator=g, device="cuda") * 0.02).to(torch.bfloat16)
+    sms = sm_count(0)
+    for rows in kc.ROW_CLASSES:
+        x = torch.randn(rows, k, generator=g, device="cuda").to(torch.bfloat16)
+        ref = F.linear(x.double(), w.double())
+        if rows == 1:
+            grid = [("gemv", b) for b in kc.gemv_candidates(n, k)]
+        else:
+            coarse = kc.skinny_candidates(n, k, sms)
+            grid = [("skinny", b) for b in coarse + [nb for c in coarse for nb in kc.skinny_neighbours(c, k)]]
+        for kernel, blocks in grid:
+            try:
+                got = _launcher("linear", kernel, blocks, x, None)(w)
+            except Exception as exc:  # out of shared memory: start-up skips it too
+                assert "resource" in str(exc).lower() or "shared memory" in str(exc).lower(), (kernel, blocks, exc)
+                continue
+            assert got.shape == (rows, n) and _rel_err(got, ref) < 1e-2, (kernel, blocks, rows)
+
+
+def test_a_model_gets_a_choice_per_shape_and_row_class():
+    from graphbench.config.arch import load_arch
+    from graphbench.runner import kernel_choice as kc
+    from graphbench.runner.kernel_timing import measure, model_projections
+    from graphbench.runner.loader import build_model
+
+    arch = load_arch("smollm2-135m")
+    model = build_model(arch, 2048, torch.bfloat16, torch.device("cuda"))
+    choices = measure(model, max_rows=8192)
+    projections = model_projections(model)
+    assert len(projections) == 5 and len(choices) == 5 * len(kc.ROW_CLASSES)
+    for c in choices:
+        assert c.us is not None and c.torch_us is not None and c.us <= c.torch_us, c
+        assert c.kernel == "torch" or kc.blocks_fit(c.kernel, c.blocks, c.n, c.k, c.rows), c
+    assert measure(model, max_rows=16)[-1].rows == 16  # no row class the step never holds

@@ -1,0 +1,167 @@
+"""runner/kernel_choice.py and kernel_timing.py without a GPU: the candidates start-up times, the search
+over them, the rules, what the projections run once a choice is installed, and the choices kept in the
+compile-cache entry (loaded on a warm start, measured again when they do not fit)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from graphbench.runner import kernel_choice as kc
+from graphbench.runner.kernel_choice import KernelChoice
+
+
+@pytest.fixture(autouse=True)
+def _no_installed_choices():
+    kc.forget_all()
+    yield
+    kc.forget_all()
+
+
+def test_candidates_fit_their_shape():
+    # SmolLM2's K = 576 = 9 x 64: only 64-wide K tiles fit; 1 to 64 rows a program at 256..16384 values,
+    # the warps nearest 32 values a thread; and the rule's blocks
+    assert kc.gemv_candidates(960, 576) == [(4, 64, 2), (8, 64, 2), (16, 64, 2), (32, 64, 2), (64, 64, 4), (4, 64, 8)]
+    # llama-3.2-1b's K = 2048: the two largest tiles, then the rule's blocks where the grid lacks them
+    got = kc.gemv_candidates(3072, 2048)
+    assert got[:4] == [(1, 2048, 2), (2, 2048, 4), (4, 2048, 8), (8, 2048, 8)] and (4, 1024, 8) in got
+    assert all(2048 % bk == 0 and 256 <= bn * bk <= 16384 for bn, bk, _ in got)
+    assert kc.gated_gemv_candidates(3072, 2048)[0] == (1, 1024, 2)  # half the GEMV's columns a program
+    assert kc.gemv_neighbours((2, 2048, 4)) == [(2, 2048, 2), (2, 2048, 8)]
+    assert kc.gemv_neighbours((1, 64, 2)) == []  # 1 value a thread at 2 warps already: none
+    # 9 tiles of 64 split 3 ways (not a power of two), 15 or fewer column blocks
+    assert kc.skinny_candidates(960, 576, 132) == [(32, 64, 3, 4, 4), (64, 64, 3, 4, 4), (128, 64, 3, 4, 4)]
+    assert kc.skinny_candidates(2048, 2048, 132)[1] == (32, 128, 4, 4, 4)
+    assert kc.skinny_neighbours((64, 64, 3, 4, 4), 576) == [(64, 64, 1, 4, 4), (64, 64, 3, 4, 3), (64, 64, 3, 4, 5)]
+    assert kc.gated_skinny_candidates(576) == [(16, 64, 4, 4), (32, 64, 4, 4), (64, 64, 4, 4)]
+    for n, k in ((960, 576), (3072, 2048), (2048, 8192), (49152, 576)):
+        for b in kc.gemv_candidates(n, k):
+            assert kc.blocks_fit("gemv", b, n, k, 1), (n, k, b)
+        for rows in (16, 32, 64):
+            for b in kc.skinny_candidates(n, k, 132):
+                assert kc.blocks_fit("skinny", b, n, k, rows), (n, k, b)
+
+
+def test_split_count_fills_the_gpu_in_powers_of_two():
+    assert [kc.split_count(n, k, 132) for n, k in ((2048, 2048), (3072, 2048), (16384, 2048), (2048, 8192))] == [8, 4, 1, 8]
+    assert kc.split_count(576, 576, 132, 64, 64) == 3 and kc.split_count(576, 576, 132, 64, 128) == 1  # 576 = 4.5 x 128
+    assert kc.split_count(49152, 576, 132, 64, 64) == 1  # 768 column blocks fill the GPU already
+
+
+def test_rules_without_a_measurement():
+    assert kc.rule_choice("linear", 3072, 2048, 1, True, 132) == KernelChoice("linear", 3072, 2048, 1, "gemv", (4, 1024, 8))
+    assert kc.rule_choice("gate_up", 16384, 2048, 1, True, 132).blocks == (1, 2048, 2)  # the GEMV rule's, half the columns
+    assert kc.rule_choice("linear", 960, 576, 1, True, 132).kernel == "torch"  # a 64-wide K tile: cuBLAS by rule
+    assert kc.rule_choice("linear", 3072, 2048, 16, True, 132).kernel == "torch"  # many rows on the GPU: cuBLAS
+    assert kc.rule_choice("linear", 3072, 2048, 16, False, 132) == KernelChoice(
+        "linear", 3072, 2048, 16, "skinny", (64, 128, 4, 4, 4))  # the interpreter: the skinny GEMM
+    assert kc.rule_choice("gate_up", 256, 128, 16, False, 132).kernel == "skinny"
+    assert kc.rule_choice("gate_up", 256, 128, 32, False, 132).kernel == "gated_skinny"
+
+
+def test_an_installed_choice_wins_over_the_rule_for_its_class_only():
+    chosen = KernelChoice("linear", 960, 576, 16, "skinny", (64, 64, 8, 4, 4), 2.0, 3.5, 9)
+    kc.install([chosen])
+    assert kc.choice_for("linear", 960, 576, 9, True, 132) is chosen  # 2..16 rows: class 16
+    assert kc.choice_for("linear", 960, 576, 17, True, 132).kernel == "torch"  # class 32: nothing measured
+    assert kc.choice_for("linear", 960, 576, 65, True, 132).kernel == "torch"  # above 64 rows: always cuBLAS
+    assert kc.choice_for("gate_up", 960, 576, 9, True, 132).kernel == "torch"  # another op
+    kc.forget_all()
+    assert kc.choice_for("linear", 960, 576, 9, True, 132).kernel == "torch"
+
+
+def test_a_stored_choice_is_checked_before_it_is_believed():
+    good = KernelChoice("gate_up", 3072, 576, 32, "gated_skinny", (32, 64, 4, 3), 4.0, 5.0, 8)
+    assert KernelChoice.from_dict(json.loads(json.dumps(good.to_dict()))) == good
+    bad = [dict(good.to_dict(), kernel="gemv"),  # not a gate_up kernel
+           dict(good.to_dict(), blocks=[32, 128, 4, 3]),  # K = 576 is not a multiple of 128
+           dict(good.to_dict(), rows=8),  # not a row class
+           dict(good.to_dict(), op="qkv"),
+           dict(good.to_dict(), kernel="torch")]  # cuBLAS takes no blocks
+    for data in bad:
+        with pytest.raises(ValueError):
+            KernelChoice.from_dict(data)
+
+
+def test_the_search_takes_the_fastest_of_the_grid_and_its_neighbours():
+    from graphbench.runner.kernel_timing import _search
+
+    times = {(1,): 5.0, (2,): 4.0, (3,): None, (4,): 3.5, (5,): 3.0}
+    asked = []
+
+    def time_one(b):
+        asked.append(b)
+        return times.get(b)
+
+    # coarse 1..3 -> best (2,); its neighbour (4,) is faster -> (4,)'s neighbour (5,) is timed too
+    prepared = []
+    found = _search(time_one, [(1,), (2,), (3,)], lambda b: [(b[0] + 2,)] if b[0] < 4 else [(5,)], prepared.append)
+    assert found == ((5,), 3.0, 5) and asked == [(1,), (2,), (3,), (4,), (5,)]
+    assert prepared == [[(1,), (2,), (3,)], [(4,)], [(5,)]]  # each round compiled before it is timed
+    assert _search(lambda b: None, [(1,), (2,)], lambda b: []) is None  # nothing runs: no choice
+
+
+def test_the_fastest_kernel_is_chosen_against_cublas():
+    from graphbench.runner import kernel_timing
+
+    class FakeTimer:
+        n, k, dtype = 960, 576, torch.bfloat16
+
+        def __init__(self, times):
+            self.times = times
+
+        def time(self, op, kernel, blocks, rows):
+            return self.times(kernel, blocks)
+
+        def prepare(self, op, kernel, candidates, rows):
+            pass  # nothing to compile
+
+    slow_torch = FakeTimer(lambda kernel, blocks: 10.0 if kernel == "torch" else 2.0 + blocks[0] / 100)
+    got = kernel_timing._choose("linear", slow_torch, 1, 132)
+    assert (got.kernel, got.blocks, got.torch_us) == ("gemv", (4, 64, 2), 10.0) and got.us == pytest.approx(2.04)
+    assert got.candidates == 1 + len(kc.gemv_candidates(960, 576))  # no neighbours at 2 warps and 256 values
+    fast_torch = FakeTimer(lambda kernel, blocks: 1.0 if kernel == "torch" else 2.0)
+    got = kernel_timing._choose("gate_up", fast_torch, 32, 132)
+    assert (got.kernel, got.blocks, got.us) == ("torch", (), 1.0)
+    gated = FakeTimer(lambda kernel, blocks: 1.5 if kernel == "gated_skinny" and blocks[3] == 5 else 3.0)
+    assert kernel_timing._choose("gate_up", gated, 64, 132).blocks == (16, 64, 4, 5)
+
+
+def test_choices_are_kept_in_the_cache_entry(tmp_path, monkeypatch):
+    from graphbench.runner import kernel_timing
+
+    made = [KernelChoice("linear", 960, 576, 1, "gemv", (8, 64, 2), 2.1, 3.6, 6)]
+    calls = []
+    monkeypatch.setattr(kernel_timing, "measure", lambda model, max_rows: calls.append(max_rows) or made)
+    first = kernel_timing.load_or_measure(None, tmp_path, "NVIDIA H200", 8192)
+    assert first["source"] == "measured" and calls == [8192] and first["choices"] == [made[0].to_dict()]
+    assert kc.choice_for("linear", 960, 576, 1, True, 132) == made[0]
+    kc.forget_all()
+    second = kernel_timing.load_or_measure(None, tmp_path, "NVIDIA H200", 8192)  # a warm start: no timing
+    assert second["source"] == "loaded" and calls == [8192] and second["choices"] == first["choices"]
+    assert kc.choice_for("linear", 960, 576, 1, True, 132) == made[0]
+    assert kernel_timing.load_or_measure(None, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "measured"
+    path = tmp_path / kernel_timing.CHOICES_FILE
+    data = json.loads(path.read_text())
+    data["sources"] = "0" * 12  # written by other kernels' code
+    path.write_text(json.dumps(data))
+    assert kernel_timing.load_or_measure(None, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "measured"
+    data = json.loads(path.read_text())
+    data["choices"][0]["blocks"] = [8, 128, 2]  # does not fit K = 576
+    path.write_text(json.dumps(data))
+    assert kernel_timing.load_or_measure(None, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "measured"
+    path.write_text("{not json")
+    assert kernel_timing.load_or_measure(None, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "measured"
+    assert len(calls) == 5
+
+
+def test_the_run_summary_names_the_choices():
+    from graphbench.cli.run import kernel_choices_line
+
+    record = {"source": "measured", "seconds": 3.24, "choices": [
+        {"kernel": "gemv"}, {"kernel": "gemv"}, {"kernel": "skinny"}, {"kernel": "torch"}]}
+    assert kernel_choices_line(record) == "projection kernels (gemv 2, skinny 1, torch 1): timed in 3.2 s"
+    assert kernel_choices_line(dict(record, source="loaded", seconds=0.01)).endswith("loaded in 0.0 s")
+    assert "rules" in kernel_choices_line({"source": "rules"}) and kernel_choices_line({}) == ""
