@@ -116,10 +116,13 @@ def build_gpt_fast_model(source_dir: str, arch: ArchConfig, device: str, seed: i
 
 
 def measure_gpt_fast_decode(model, batch: int, prompt_len: int = 128, warmup_steps: int = 8,
-                            timed_steps: int = 64, seed: int = 0) -> dict[str, Any]:
+                            timed_steps: int = 64, seed: int = 0, sdpa: str = "math") -> dict[str, Any]:
     """Greedy decode steps as gpt-fast's generate.py runs them: the one-token forward compiled with
-    mode="reduce-overhead" (CUDA graphs), math SDPA; each step host-timed with its token read back, as
+    mode="reduce-overhead" (CUDA graphs), under math SDPA as its generate.py forces (sdpa="math") or
+    PyTorch's own choice of SDPA backend ("default"); each step host-timed with its token read back, as
     measure_engine_decode times graphbench's."""
+    import contextlib
+
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     device = next(model.parameters()).device
@@ -133,7 +136,8 @@ def measure_gpt_fast_decode(model, batch: int, prompt_len: int = 128, warmup_ste
 
     decode_one = torch.compile(next_token, mode="reduce-overhead", fullgraph=True)
     started = time.perf_counter()
-    with torch.inference_mode(), sdpa_kernel(SDPBackend.MATH):
+    backend = sdpa_kernel(SDPBackend.MATH) if sdpa == "math" else contextlib.nullcontext()
+    with torch.inference_mode(), backend:
         token = next_token(ids, torch.arange(prompt_len, device=device))  # prefill, eager
         input_pos = torch.tensor([prompt_len], device=device)
         samples = []

@@ -165,7 +165,9 @@ def reclassify(saved: dict) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default="llama-3.2-1b")
+    p.add_argument("--model", default="llama-3.2-1b", help="a preset or a checkpoint folder")
+    p.add_argument("--load-format", default="auto", choices=["auto", "dummy", "safetensors"],
+                   help="dummy: a checkpoint folder's shape with seeded random weights")
     p.add_argument("--level", type=int, default=2)
     p.add_argument("--batches", default="1,64")
     p.add_argument("--steps", type=int, default=8)
@@ -189,7 +191,7 @@ def main() -> None:
     batches = [int(b) for b in args.batches.split(",")]
     copy_gbs = copy_bandwidth_gbs()
     engine = Engine(load_engine_config(overrides={
-        "model.model": args.model, "optimization_level": args.level, "scheduler.max_num_seqs": max(batches),
+        "model.model": args.model, "model.load_format": args.load_format, "optimization_level": args.level, "scheduler.max_num_seqs": max(batches),
         "compilation.cudagraph_mode": "FULL_DECODE_ONLY", "compilation.cudagraph_capture_sizes": batches,
         "compilation.max_cudagraph_capture_size": max(batches)}))
     pool = DecodePool(engine, max(batches))

@@ -48,3 +48,17 @@ def test_a_cprofile_is_written_as_pstats_and_text(tmp_path):
     text = (tmp_path / "start.prof.txt").read_text()
     assert text.count("busy_function_for_the_profile") == 2  # in the own-time and the cumulative lists
     assert any("busy_function_for_the_profile" in name for _, _, name in pstats.Stats(str(tmp_path / "start.prof")).stats)
+
+
+def test_the_table_names_gpt_fasts_sdpa_and_the_faster_is_its_figure(capsys):
+    import argparse
+
+    decode = _decode_script()
+    fast = {"batch": 64, "step_ms": 3.6, "tokens_per_s": 64e3 / 3.6, "sdpa": "default",
+            "sdpa_step_ms": {"math": 5.3, "default": 3.6}}
+    results = [{"system": "bandwidth", "copy_gbs": 4200.0, "results": []},
+               dict(_run("graphbench-O2", (64, 1.1)), weights_bytes=2_470_000_000),
+               {"system": "gpt-fast", "results": [fast], "weights_bytes": 2_470_000_000}]
+    decode.report(results, argparse.Namespace(model="llama-3.2-1b", prompt_len=128, rounds=1, out=None))
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("gpt-fast"))
+    assert "3.600" in row and row.endswith("SDPA math 5.300, default 3.600")
