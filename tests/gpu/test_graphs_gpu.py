@@ -79,6 +79,24 @@ def test_mode_and_level_match_O0(reference, level, mode):
     assert (engine.report.cudagraph_mode["reason"] != "") == (resolved != engine.report.cudagraph_mode["requested"])
 
 
+@pytest.mark.parametrize("mode", ["FULL_AND_PIECEWISE", "FULL"])
+def test_two_ladders_match_O0(reference, mode):
+    """Mixed steps on their own token ladder (ladders/phases.py): the same tokens as -O0, mixed steps replayed
+    (FULL: one recording a mixed step) at sizes of the token ladder, decode steps at the decode ladder's."""
+    engine = make_engine(2, mode, **{"compilation.mixed_capture_sizes": "tokens"})
+    tokens, _ = run_workload(engine)
+    ref_tokens, _ = reference
+    total = sum(map(len, ref_tokens))
+    assert sum(a == b for x, y in zip(tokens, ref_tokens) for a, b in zip(x, y)) / total >= 0.99
+    mixed = set(engine.dispatcher.mixed_sizes)
+    replayed = [r for r in engine.records if r.runtime_mode != "NONE"]
+    assert mixed and engine.dispatcher.capture_sizes[-1] <= 16  # the decode ladder stops at a decode step
+    assert any(not r.descriptor.uniform and r.padded_tokens in mixed for r in replayed), [
+        (r.runtime_mode, r.descriptor.num_tokens, r.padded_tokens) for r in engine.records][:20]
+    if mode == "FULL":
+        assert {r.runtime_mode for r in replayed} == {"FULL"}
+
+
 def _random_dummy(engine: Engine, num_tokens: int, num_reqs: int, seed: int):
     meta = engine.inputs.prepare_dummy(num_tokens, num_reqs, engine.kv_cache.num_blocks)
     g = torch.Generator(device="cuda").manual_seed(seed)

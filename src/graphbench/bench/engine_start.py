@@ -26,6 +26,7 @@ def startup_dict(engine, cold: bool, wall_s: float) -> dict[str, Any]:
         "cudagraph_mode": r.cudagraph_mode, "kv_cache_tokens": r.num_kv_tokens, "weights_bytes": r.weights_bytes,
         "compile_cache_dir": r.compile_cache_dir,
         "capture_sizes": list(engine.dispatcher.capture_sizes),
+        "mixed_capture_sizes": engine.dispatcher.mixed_sizes,  # None: the one ladder served both phases
         "static_variants": r.static_variants,
         "kernel_choices": r.kernel_choices,
         "capture_log": r.capture_log,

@@ -27,7 +27,7 @@ AXIS_ALIASES = {
     "lora_modules": "lora.modules", "max_loras": "lora.max_loras", "max_lora_rank": "lora.max_lora_rank",
     "cudagraph_specialize_lora": "lora.cudagraph_specialize_lora",
     "num_kv_blocks": "cache.num_blocks", "num_blocks": "cache.num_blocks",
-    "static_variants": "compilation.static_variants",
+    "static_variants": "compilation.static_variants", "mixed_ladder": "compilation.mixed_capture_sizes",
 }
 PEERS = ("hf-eager", "hf-compile")
 
@@ -157,6 +157,7 @@ def engine_key(config: Any, graphs_possible: bool = True) -> str:
     comp = data["compilation"]
     if not graphs_possible or comp["cudagraph_mode"] == "NONE":
         comp["cudagraph_capture_sizes"] = comp["max_cudagraph_capture_size"] = comp["performance_mode"] = None
+        comp["mixed_capture_sizes"] = None
     if not graphs_possible:
         comp["cudagraph_mode"] = None
     return json.dumps(data, sort_keys=True)

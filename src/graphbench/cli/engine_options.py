@@ -13,6 +13,7 @@ import typer
 
 from graphbench.config import EngineConfig, load_engine_config
 from graphbench.errors import GraphbenchError
+from graphbench.ladders.phases import parse_mixed_option
 
 PANEL = "Engine options"
 
@@ -50,6 +51,7 @@ ENGINE_OPTIONS: dict[str, tuple[Any, Optional[str], Callable[[Any], Any]]] = {
     "compile": (Annotated[Optional[str], _opt("--compilation-mode", help="none or compile (default from -O).")], "compilation.mode", lambda v: v),
     "capture_sizes": (Annotated[Optional[str], _opt("--capture-sizes", help="Explicit capture ladder, e.g. 1,2,4,8.")], "compilation.cudagraph_capture_sizes", lambda v: parse_int_list(v, "--capture-sizes")),
     "max_capture_size": (Annotated[Optional[int], _opt("--max-capture-size", help="Top of the default ladder.")], "compilation.max_cudagraph_capture_size", lambda v: v),
+    "mixed_ladder": (Annotated[Optional[str], _opt("--mixed-ladder", help="Mixed/prefill steps' own ladder in tokens: shared (vLLM's one ladder, default), tokens (SGLang's 4..4096), none (eager), or sizes like 4,8,16.")], "compilation.mixed_capture_sizes", lambda v: parse_mixed_option(v)),
     "performance_mode": (Annotated[Optional[str], _opt("--performance-mode", help="default or interactivity (every size 1..32).")], "compilation.performance_mode", lambda v: v),
     "compile_sizes": (Annotated[Optional[str], _opt("--compile-sizes", help="Sizes compiled for their concrete shape, e.g. 1,2,4.")], "compilation.compile_sizes", lambda v: parse_int_list(v, "--compile-sizes")),
     "splitting_ops": (Annotated[Optional[str], _opt("--splitting-ops", help="Ops to split the graph at ('none' = no split).")], "compilation.splitting_ops", parse_str_list),

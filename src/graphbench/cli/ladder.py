@@ -61,6 +61,10 @@ def ladder_command(
                                       "vllm, sglang or trtllm.")] = None,
     plot: Annotated[Optional[Path], _o("--plot", "Also write waste % vs batch size, one curve per ladder, to this "
                                        ".png file.")] = None,
+    mixed_ladder: Annotated[Optional[str], _o("--mixed-ladder", "Give mixed/prefill steps their own ladder in "
+                                              "tokens: tokens (SGLang's 4..4096), none, or sizes like 4,8,16; "
+                                              "shows the decode and mixed ladders and their graphs, and --emit "
+                                              "writes both.")] = None,
 ) -> None:
     """Show the CUDA-graph capture ladders, padding waste per batch size and graphs to capture per mode."""
     if output_format not in FORMATS:
@@ -82,26 +86,68 @@ def ladder_command(
     )
     for warning in comparison.warnings:
         typer.echo(f"warning: {warning}", err=True)
+    phases = _phases(comparison, mixed_ladder, max_num_batched_tokens)
     if emit is not None:
-        from graphbench.ladders.emit import server_config
-
-        typer.echo(server_config(comparison.selected.ladder.sizes, emit, comparison.decode_query_len,
-                                 comparison.max_num_seqs))
+        typer.echo(_emit(comparison, phases, emit))
         return
-    _render(comparison, output_format, distribution is not None)
+    _render(comparison, output_format, distribution is not None, phases)
     if plot is not None:
         from graphbench.ladders.plot import plot_waste  # matplotlib only when asked for
 
         typer.echo(f"wrote {plot_waste(comparison, plot)}", err=output_format != "table")
 
 
-def _render(comparison, output_format: str, with_distribution: bool) -> None:
+def _phases(comparison, mixed_ladder: str | None, max_num_batched_tokens: int | None):
+    """The split layout for --mixed-ladder (None without it, or with 'shared')."""
+    from graphbench.ladders.phases import parse_mixed_option, phase_ladders, resolve_mixed_ladder, token_ladder
+
+    if mixed_ladder is None:
+        return None
+    # without a budget: the token ladder's own top (4096)
+    mixed = resolve_mixed_ladder(parse_mixed_option(mixed_ladder), max_num_batched_tokens or token_ladder(1 << 20)[-1])
+    for warning in mixed.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    if mixed.sizes is None:
+        return None
+    return phase_ladders(comparison.selected.ladder.sizes, mixed.sizes, comparison.max_num_seqs,
+                         comparison.decode_query_len)
+
+
+def _emit(comparison, phases, server: str) -> str:
+    from graphbench.ladders.emit import phase_server_config, server_config
+
+    if phases is None:
+        return server_config(comparison.selected.ladder.sizes, server, comparison.decode_query_len, comparison.max_num_seqs)
+    text, note = phase_server_config(phases.decode, phases.mixed, server, comparison.decode_query_len,
+                                     comparison.max_num_seqs)
+    if note:
+        typer.echo(f"note: {note}", err=True)
+    return text
+
+
+def _render(comparison, output_format: str, with_distribution: bool, phases=None) -> None:
     if output_format == "json":
-        typer.echo(json.dumps(comparison.to_dict()))
+        typer.echo(json.dumps(dict(comparison.to_dict(), **({"phases": phases.to_dict()} if phases else {}))))
     elif output_format == "csv":
         _write_csv(comparison)
     else:
         _print_table(comparison, with_distribution=with_distribution)
+        if phases is not None:
+            _print_phases(phases)
+
+
+def _print_phases(phases) -> None:
+    from rich.table import Table
+
+    console = make_console(soft_wrap=True)
+    console.print(f"\ntwo ladders: decode {_sizes_preview(phases.decode)} (tokens of uniform decode steps)", markup=False)
+    console.print(f"             mixed  {_sizes_preview(phases.mixed)} (tokens of mixed and prefill steps)", markup=False)
+    table = Table(title="graphs to capture per cudagraph mode: two ladders against the one", title_justify="left")
+    for column in ("cudagraph mode", "two ladders", "one ladder"):
+        table.add_column(column, justify="left" if column == "cudagraph mode" else "right")
+    for mode, n in phases.graphs_split.items():
+        table.add_row(mode, str(n), str(phases.graphs_shared[mode]))
+    console.print(table)
 
 
 def _parse_ints(option: str, text: str) -> list[int]:

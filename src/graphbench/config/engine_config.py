@@ -68,7 +68,8 @@ class EngineConfig:
                 device_memory: int | None = None) -> "EngineConfig":
         """Return a copy with the -O preset applied to unset fields, the step's token budget set for the
         device (name and total memory in bytes; None: not a large GPU) and the capture ladder resolved."""
-        from graphbench.ladders.sizes import capture_sizes  # pure Python
+        from graphbench.ladders.phases import decode_ladder, resolve_mixed_ladder  # pure Python
+        from graphbench.ladders.sizes import capture_sizes
 
         cfg = copy.deepcopy(self)
         if cfg.scheduler.max_num_batched_tokens is None:
@@ -90,8 +91,16 @@ class EngineConfig:
             user_sizes=comp.cudagraph_capture_sizes,
             max_capture_size=comp.max_cudagraph_capture_size,
         )
-        comp.cudagraph_capture_sizes = list(ladder.sizes)
-        comp.max_cudagraph_capture_size = ladder.max_capture_size
+        sizes = ladder.sizes
+        mixed = resolve_mixed_ladder(comp.mixed_capture_sizes, cfg.scheduler.max_num_batched_tokens)
+        if mixed.sizes is not None:  # the split layout: mixed steps have their own ladder
+            if comp.cudagraph_capture_sizes is None:  # the default's rungs above a decode step serve none now
+                sizes = decode_ladder(sizes, cfg.scheduler.max_num_seqs, cfg.decode_query_len)
+            comp.mixed_capture_sizes = list(mixed.sizes)
+        else:
+            comp.mixed_capture_sizes = None
+        comp.cudagraph_capture_sizes = list(sizes)
+        comp.max_cudagraph_capture_size = max(sizes, default=0) or ladder.max_capture_size
         if comp.compile_sizes == "decode<=8":
             q = cfg.decode_query_len  # rungs are multiples of it under speculative decoding
             comp.compile_sizes = [s for s in ladder.sizes

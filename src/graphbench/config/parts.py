@@ -18,6 +18,7 @@ from graphbench.config.validate import (
     require_positive,
 )
 from graphbench.errors import GraphbenchError
+from graphbench.ladders.phases import MIXED_LAYOUT_NAMES
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 LOAD_FORMATS = ("auto", "dummy", "safetensors")
@@ -211,6 +212,9 @@ class CompilationConfig:
     cudagraph_mode: CUDAGraphMode | None = None
     cudagraph_capture_sizes: list[int] | None = None
     max_cudagraph_capture_size: int | None = None
+    # the mixed/prefill steps' own ladder in tokens (ladders/phases.py): None = vLLM's one ladder serves both
+    # phases; "tokens" = SGLang's default token ladder up to the step budget; a list; [] or "none" = eager
+    mixed_capture_sizes: list[int] | str | None = None
     performance_mode: str = "default"
     compile_sizes: list[int] | str | None = None  # or "decode<=8" (the O3 preset)
     splitting_ops: list[str] | None = None  # None: split at attention; [] = no split
@@ -229,6 +233,11 @@ class CompilationConfig:
         require_choice("performance mode", self.performance_mode, PERFORMANCE_MODES)
         require_choice("static_variants", self.static_variants, STATIC_VARIANT_POLICIES)
         require_int_list("cudagraph_capture_sizes", self.cudagraph_capture_sizes, MAX_STEP_TOKENS)
+        if isinstance(self.mixed_capture_sizes, str):
+            require_choice("mixed_capture_sizes", self.mixed_capture_sizes, MIXED_LAYOUT_NAMES)
+        elif self.mixed_capture_sizes is not None:
+            require_int_list("mixed_capture_sizes", self.mixed_capture_sizes, MAX_STEP_TOKENS)
+            self.mixed_capture_sizes = list(self.mixed_capture_sizes)
         require_int("max_cudagraph_capture_size", self.max_cudagraph_capture_size)
         require_positive("max_cudagraph_capture_size", self.max_cudagraph_capture_size)
         require_at_most("max_cudagraph_capture_size", self.max_cudagraph_capture_size, MAX_STEP_TOKENS)

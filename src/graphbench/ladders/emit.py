@@ -45,3 +45,30 @@ def server_config(sizes: list[int] | tuple[int, ...], server: str, decode_query_
     return ("cuda_graph_config:\n"
             "  enable_padding: true\n"
             f"  batch_sizes: [{', '.join(map(str, requests))}]")
+
+
+def phase_server_config(decode_sizes: list[int] | tuple[int, ...], mixed_sizes: list[int] | tuple[int, ...], server: str,
+                        decode_query_len: int = 1, max_requests: int | None = None) -> tuple[str, str | None]:
+    """Two ladders (ladders/phases.py) as a server takes them: (the text to paste, a note where the server
+    has no such option, else None). SGLang: `--cuda-graph-bs-decode` in requests and
+    `--cuda-graph-bs-prefill` / `--cuda-graph-max-bs-prefill` in tokens (`--disable-piecewise-cuda-graph`
+    for an empty mixed ladder); TensorRT-LLM: `cuda_graph_config.batch_sizes` in requests and
+    `prefill_cuda_graph_backend: piecewise` with `prefill_capture_num_tokens`; vLLM has one ladder for both
+    phases: their union, with a note."""
+    if server not in SERVERS:
+        raise GraphbenchError(f"unknown server {server!r} for --emit; choose from {', '.join(SERVERS)}")
+    mixed = sorted(set(mixed_sizes))
+    if server == "vllm":
+        note = ("vLLM takes one capture ladder for decode and mixed steps (vllm-project/vllm#32946 prepares "
+                "separate sizes): the union of both ladders is emitted, and decode steps pad to it")
+        return server_config(sorted(set(decode_sizes) | set(mixed)), "vllm"), note
+    decode = server_config(decode_sizes, server, decode_query_len, max_requests)
+    if server == "sglang":
+        decode = decode.replace("--cuda-graph-bs ", "--cuda-graph-bs-decode ")
+        if not mixed:
+            return f"{decode} --disable-piecewise-cuda-graph", None
+        return (f"{decode} --cuda-graph-bs-prefill {' '.join(map(str, mixed))} "
+                f"--cuda-graph-max-bs-prefill {mixed[-1]}"), None
+    if not mixed:
+        return decode, None
+    return f"{decode}\nprefill_cuda_graph_backend: piecewise\nprefill_capture_num_tokens: [{', '.join(map(str, mixed))}]", None

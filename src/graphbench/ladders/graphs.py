@@ -37,25 +37,34 @@ def num_graphs(
     sizes: Sequence[int] | Ladder,
     max_num_seqs: int,
     decode_query_len: int = 1,
+    mixed_sizes: Sequence[int] | None = None,
 ) -> int:
-    """Number of graphs captured at startup for one cudagraph mode (without LoRA variants)."""
+    """Number of graphs captured at startup for one cudagraph mode (without LoRA variants). mixed_sizes:
+    the mixed/prefill ladder of the split layout (ladders/phases.py; None: `sizes` serves both phases)."""
     mode = CUDAGraphMode.parse(mode)
     rungs = _rungs(sizes)
     uniform = len(uniform_decode_sizes(rungs, max_num_seqs, decode_query_len))
-    return {
-        CUDAGraphMode.NONE: 0,
-        CUDAGraphMode.PIECEWISE: len(rungs),
-        CUDAGraphMode.FULL: len(rungs),
-        CUDAGraphMode.FULL_DECODE_ONLY: uniform,
-        CUDAGraphMode.FULL_AND_PIECEWISE: len(rungs) + uniform,
-    }[mode]
+    relaxed = rungs if mixed_sizes is None else mixed_key_sizes(mode, rungs, _rungs(mixed_sizes))
+    mixed_count = len(relaxed) if mode.mixed_mode() != CUDAGraphMode.NONE else 0
+    uniform_count = uniform if mode.decode_mode() == CUDAGraphMode.FULL and mode.separate_routine() else 0
+    return mixed_count + uniform_count
+
+
+def mixed_key_sizes(mode: CUDAGraphMode, decode_sizes: Sequence[int], mixed_sizes: Sequence[int]) -> tuple[int, ...]:
+    """The sizes of a split layout's relaxed (mixed-batch) recordings: the mixed ladder where decode steps
+    have recordings of their own (FULL_AND_PIECEWISE, FULL_DECODE_ONLY), else both ladders' rungs, so that
+    a decode step still pads to its own ladder (PIECEWISE, FULL)."""
+    if mode.separate_routine():
+        return tuple(sorted(mixed_sizes))
+    return tuple(sorted(set(decode_sizes) | set(mixed_sizes)))
 
 
 def graphs_per_mode(
-    sizes: Sequence[int] | Ladder, max_num_seqs: int, decode_query_len: int = 1
+    sizes: Sequence[int] | Ladder, max_num_seqs: int, decode_query_len: int = 1,
+    mixed_sizes: Sequence[int] | None = None,
 ) -> dict[CUDAGraphMode, int]:
     """num_graphs for every cudagraph mode, in declaration order."""
-    return {mode: num_graphs(mode, sizes, max_num_seqs, decode_query_len) for mode in CUDAGraphMode}
+    return {mode: num_graphs(mode, sizes, max_num_seqs, decode_query_len, mixed_sizes) for mode in CUDAGraphMode}
 
 
 def _rungs(sizes: Sequence[int] | Ladder) -> tuple[int, ...]:

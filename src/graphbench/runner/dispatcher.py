@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from graphbench.config.modes import CUDAGraphMode
 from graphbench.errors import GraphbenchError
+from graphbench.ladders.graphs import mixed_key_sizes
 from graphbench.runner.attention.backend import CudagraphSupport
 from graphbench.runner.scheduler import BatchDescriptor
 
@@ -75,43 +76,56 @@ def resolve_cudagraph_mode(
 
 
 class CudagraphDispatcher:
-    """Maps a step's BatchDescriptor to (runtime mode, padded descriptor) over the captured keys."""
+    """Maps a step's BatchDescriptor to (runtime mode, padded descriptor) over the captured keys.
+
+    capture_sizes is the ladder (vLLM's one ladder, or the decode ladder of the split layout); mixed_sizes
+    the split layout's mixed/prefill ladder in tokens (ladders/phases.py), None when the one ladder serves
+    both phases. Uniform FULL keys come from the decode ladder, relaxed keys from graphs.mixed_key_sizes."""
 
     def __init__(self, mode: CUDAGraphMode, capture_sizes: list[int], max_num_seqs: int,
-                 decode_query_len: int = 1, has_lora: bool = False, specialize_lora: bool = True):
+                 decode_query_len: int = 1, has_lora: bool = False, specialize_lora: bool = True,
+                 mixed_sizes: list[int] | None = None):
         self.mode = mode
         self.capture_sizes = sorted(capture_sizes) if mode != NONE else []
-        self.max_capture_size = self.capture_sizes[-1] if self.capture_sizes else 0
+        self.mixed_sizes = None if mixed_sizes is None or mode == NONE else sorted(mixed_sizes)
+        self.relaxed_sizes = (self.capture_sizes if self.mixed_sizes is None
+                              else list(mixed_key_sizes(mode, self.capture_sizes, self.mixed_sizes)))
         self.decode_query_len = decode_query_len
         self.keys: dict[CUDAGraphMode, set[BatchDescriptor]] = {FULL: set(), PIECEWISE: set()}
         # adapters loaded: recordings with and without them (specialised), or only with them
         lora_options = ((False, True) if specialize_lora else (True,)) if has_lora else (False,)
         for lora in lora_options:
             if mode.mixed_mode() != NONE:
-                for size in self.capture_sizes:
+                for size in self.relaxed_sizes:
                     self.keys[mode.mixed_mode()].add(BatchDescriptor(size, None, False, lora))
             if mode.decode_mode() == FULL and mode.separate_routine():
                 for size in self.uniform_sizes(max_num_seqs):
                     self.keys[FULL].add(BatchDescriptor(size, size // decode_query_len, True, lora))
+        self.max_capture_size = max((d.num_tokens for keys in self.keys.values() for d in keys), default=0)
 
     def uniform_sizes(self, max_num_seqs: int) -> list[int]:
         dql = self.decode_query_len
         return [s for s in self.capture_sizes if dql <= s <= dql * max_num_seqs and s % dql == 0]
 
-    def padded_size(self, num_tokens: int) -> int | None:
-        """Smallest captured size >= num_tokens, or None (eager)."""
-        i = bisect_left(self.capture_sizes, num_tokens)
-        return self.capture_sizes[i] if i < len(self.capture_sizes) else None
+    def padded_size(self, num_tokens: int, sizes: list[int] | None = None) -> int | None:
+        """Smallest size >= num_tokens of `sizes` (default: the ladder), or None (eager)."""
+        sizes = self.capture_sizes if sizes is None else sizes
+        i = bisect_left(sizes, num_tokens)
+        return sizes[i] if i < len(sizes) else None
 
     def dispatch(self, desc: BatchDescriptor) -> tuple[CUDAGraphMode, BatchDescriptor]:
         """Exact FULL key, then relaxed FULL, then relaxed PIECEWISE, else eager (unpadded)."""
         if self.mode == NONE or desc.num_tokens > self.max_capture_size:
             return NONE, desc
-        padded = self.padded_size(desc.num_tokens)
         if desc.uniform:
-            exact = BatchDescriptor(padded, padded // self.decode_query_len, True, desc.has_lora)
-            if exact in self.keys[FULL]:
-                return FULL, exact
+            padded = self.padded_size(desc.num_tokens)
+            if padded is not None:
+                exact = BatchDescriptor(padded, padded // self.decode_query_len, True, desc.has_lora)
+                if exact in self.keys[FULL]:
+                    return FULL, exact
+        padded = self.padded_size(desc.num_tokens, self.relaxed_sizes)
+        if padded is None:
+            return NONE, desc
         relaxed = BatchDescriptor(padded, None, False, desc.has_lora)
         if relaxed in self.keys[FULL]:
             return FULL, relaxed

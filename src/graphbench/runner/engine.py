@@ -186,7 +186,8 @@ class Engine:
         dispatcher = CudagraphDispatcher(resolution.resolved, comp.cudagraph_capture_sizes,
                                          self.config.scheduler.max_num_seqs, self.config.decode_query_len,
                                          has_lora=self.config.lora.enabled,
-                                         specialize_lora=self.config.lora.cudagraph_specialize_lora)
+                                         specialize_lora=self.config.lora.cudagraph_specialize_lora,
+                                         mixed_sizes=comp.mixed_capture_sizes)
         self.report.num_graphs = dispatcher.num_graphs()
         return dispatcher
 
