@@ -66,6 +66,9 @@ def step_metrics(records: list[Any]) -> dict[str, Any]:
         # the uniform steps (every request decoding 1 + k tokens): what a FULL recording is for
         "uniform_runtime_modes": dict(sorted(Counter(r.runtime_mode for r in records if r.descriptor.uniform).items())),
         "batch_size_histogram": {str(k): v for k, v in sorted(Counter(real).items())},
+        # the same per phase (ladders/phases.py): uniform decode steps, and mixed / prefill steps
+        "decode_size_histogram": _histogram(r.descriptor.num_tokens for r in records if r.descriptor.uniform),
+        "mixed_size_histogram": _histogram(r.descriptor.num_tokens for r in records if not r.descriptor.uniform),
         # where a slow repeat lost its time: per runtime mode, and the slowest steps themselves
         "step_ms_by_mode": {mode: _mode_times([r for r in records if r.runtime_mode == mode]) for mode in sorted(modes)},
         "slowest_steps": [{"ms": r.seconds * 1e3, "launch_ms": r.launch_seconds * 1e3, "num_tokens": r.descriptor.num_tokens,
@@ -75,6 +78,10 @@ def step_metrics(records: list[Any]) -> dict[str, Any]:
 
 
 NUM_SLOWEST_STEPS = 5
+
+
+def _histogram(sizes) -> dict[str, int]:
+    return {str(k): v for k, v in sorted(Counter(sizes).items())}
 
 
 def _mode_times(records: list[Any]) -> dict[str, float]:

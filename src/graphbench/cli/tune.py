@@ -16,7 +16,7 @@ import typer
 
 from graphbench.cli.paths import unique_inputs
 from graphbench.cli.tune_render import print_tune_table
-from graphbench.ladders.emit import server_config
+from graphbench.ladders.emit import one_phase_config
 from graphbench.ladders.plot import plot_pareto
 from graphbench.ladders.tune_sources import MODEL_FORMS
 from graphbench.tuning.tune_run import TuneRequest, run_tune
@@ -73,13 +73,15 @@ def tune_command(
     plot: Annotated[Optional[Path], _o("--plot", "Write the Pareto curve, default/interactivity ladders "
                                        "marked, to this .png.")] = None,
     output_format: Annotated[str, _o("--format", "table or json.")] = "table",
+    phase: Annotated[str, _o("--phase", "all steps (one ladder), or decode / mixed steps only: the ladder of "
+                             "that phase, as --mixed-ladder and SGLang/TensorRT-LLM take them (needs --from).")] = "all",
 ) -> None:
     """Tune the CUDA-graph capture ladder to a batch-size distribution (exact dynamic programming)."""
     result = run_tune(_request(locals()))
     for warning in result.warnings:
         typer.echo(f"warning: {warning}", err=True)
     if emit is not None:
-        return typer.echo(server_config(result.tuned.sizes, emit, result.multiple_of))
+        return typer.echo(one_phase_config(result.tuned.sizes, phase, emit, result.multiple_of))
     if output_format == "json":
         typer.echo(json.dumps(result.doc))
     else:

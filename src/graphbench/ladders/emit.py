@@ -72,3 +72,26 @@ def phase_server_config(decode_sizes: list[int] | tuple[int, ...], mixed_sizes: 
     if not mixed:
         return decode, None
     return f"{decode}\nprefill_cuda_graph_backend: piecewise\nprefill_capture_num_tokens: [{', '.join(map(str, mixed))}]", None
+
+
+def one_phase_config(sizes: list[int] | tuple[int, ...], phase: str, server: str, decode_query_len: int = 1,
+                     max_requests: int | None = None) -> str:
+    """One phase's ladder (tune --phase) as a server's option: the decode ladder as --cuda-graph-bs-decode
+    (SGLang) or batch_sizes (TensorRT-LLM); the mixed ladder as --cuda-graph-bs-prefill (SGLang) or
+    prefill_capture_num_tokens (TensorRT-LLM). vLLM has no ladder of either phase alone: its one ladder."""
+    if phase not in ("decode", "mixed"):
+        return server_config(sizes, server, decode_query_len, max_requests)
+    if server == "vllm":
+        raise GraphbenchError("vLLM takes one capture ladder for both phases (vllm-project/vllm#32946 prepares "
+                              "separate sizes): tune --phase all for it")
+    if phase == "decode":
+        text = server_config(sizes, server, decode_query_len, max_requests)
+        return text.replace("--cuda-graph-bs ", "--cuda-graph-bs-decode ") if server == "sglang" else text
+    tokens = sorted(set(sizes))
+    if not tokens:
+        raise GraphbenchError("the ladder is empty: nothing to emit (every mixed step would run eager)")
+    if server == "sglang":
+        return f"--cuda-graph-bs-prefill {' '.join(map(str, tokens))} --cuda-graph-max-bs-prefill {tokens[-1]}"
+    if server not in SERVERS:
+        raise GraphbenchError(f"unknown server {server!r} for --emit; choose from {', '.join(SERVERS)}")
+    return f"prefill_cuda_graph_backend: piecewise\nprefill_capture_num_tokens: [{', '.join(map(str, tokens))}]"

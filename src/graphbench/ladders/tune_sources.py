@@ -106,10 +106,16 @@ def workload_names(results: Iterable[Mapping[str, Any]]) -> list[str]:
     return list(names)
 
 
+PHASE_HISTOGRAMS = {"all": "batch_size_histogram", "decode": "decode_size_histogram",
+                    "mixed": "mixed_size_histogram"}
+
+
 def distribution_from_results(
-    results: Iterable[Mapping[str, Any]], workloads: Iterable[str] | None = None
+    results: Iterable[Mapping[str, Any]], workloads: Iterable[str] | None = None, phase: str = "all"
 ) -> BatchSizeDistribution:
-    """The summed batch-size histograms of every repeat of the chosen workloads (default: all)."""
+    """The summed batch-size histograms of every repeat of the chosen workloads (default: all); phase
+    decode or mixed: of that phase's steps only (ladders/phases.py)."""
+    key = PHASE_HISTOGRAMS[phase]
     results = list(results)
     wanted = None if workloads is None else list(dict.fromkeys(workloads))
     available = workload_names(results)
@@ -127,18 +133,22 @@ def distribution_from_results(
             if wanted and str(workload.get("name")) not in wanted:
                 continue
             for repeat in workload.get("repeats") or []:
-                histogram = repeat.get("batch_size_histogram") or {}
+                if phase != "all" and isinstance(repeat, Mapping) and key not in repeat:
+                    raise GraphbenchError(f"{where}: no {key} (results written before 2026-12-04 keep one "
+                                          "histogram for both phases): run them again, or tune without --phase")
+                histogram = repeat.get(key) or {}
                 if not isinstance(histogram, Mapping):
-                    raise GraphbenchError(f"{where}: batch_size_histogram must be an object {{size: steps}}")
+                    raise GraphbenchError(f"{where}: {key} must be an object {{size: steps}}")
                 for size, steps in histogram.items():
                     try:
                         n = int(size)
                     except (TypeError, ValueError):
-                        raise GraphbenchError(f"{where}: bad batch size {size!r} in batch_size_histogram") from None
+                        raise GraphbenchError(f"{where}: bad batch size {size!r} in {key}") from None
                     if isinstance(steps, bool) or not isinstance(steps, (int, float)) or steps < 0 or n <= 0:
                         raise GraphbenchError(f"{where}: bad histogram entry {size!r}: {steps!r}")
                     counts[n] += steps
-    label = f"{len(results)} result(s)" + (f", workloads {', '.join(wanted)}" if wanted else "")
+    label = (f"{len(results)} result(s)" + (f", workloads {', '.join(wanted)}" if wanted else "")
+             + ("" if phase == "all" else f", {phase} steps"))
     if not counts or not any(counts.values()):
         raise GraphbenchError(f"the results hold no batch-size histogram ({label})")
     return BatchSizeDistribution(counts, source=f"measured batch sizes ({label})")

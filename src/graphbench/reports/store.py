@@ -174,7 +174,8 @@ def check_shape(result: dict[str, Any]) -> None:
             raise ValueError(f"{where}: 'busy_host_repeats' is not a list of repeat numbers")
         for number, repeat in enumerate(workload.get("repeats") or [], 1):
             at = f"{where}: repeat #{number}"
-            _check_fields(repeat, at, objects=("batch_size_histogram", "step_ms_by_mode"),
+            _check_fields(repeat, at, objects=("batch_size_histogram", "decode_size_histogram",
+                                               "mixed_size_histogram", "step_ms_by_mode"),
                           lists=("slowest_steps",))
             by_mode = repeat.get("step_ms_by_mode") or {}
             if not all(times is None or isinstance(times, dict) for times in by_mode.values()):

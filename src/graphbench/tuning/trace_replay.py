@@ -64,9 +64,10 @@ class ReplayLimits:
 
 def replay_steps(input_lens: Sequence[int], output_lens: Sequence[int], limits: ReplayLimits, *,
                  concurrency: int | None = None, arrival_steps: Sequence[int] | None = None,
-                 source: str = "trace") -> Counter[int]:
+                 source: str = "trace", phase: str = "all") -> Counter[int]:
     """Step token count -> steps, for the requests replayed in order (see the module docstring);
-    arrival_steps: the step at which each request is sent (default: all at the start)."""
+    arrival_steps: the step at which each request is sent (default: all at the start); phase decode or
+    mixed: that phase's steps only (uniform decode steps, or the others)."""
     _check_trace(input_lens, output_lens, limits, source)
     num_blocks = limits.num_kv_blocks or sum(-(-(i + o) // limits.block_size) for i, o in zip(input_lens, output_lens))
     scheduler = Scheduler(BlockAllocator(num_blocks), limits.block_size, limits.max_num_seqs,
@@ -91,7 +92,8 @@ def replay_steps(input_lens: Sequence[int], output_lens: Sequence[int], limits: 
                 if request.num_computed_tokens >= request.num_tokens:  # not a partial prefill chunk
                     request.output_token_ids.append(0)
                     fills.append((request, len(request.output_token_ids) - 1))
-            counts[batch.num_tokens] += 1
+            if phase == "all" or (phase == "decode") == batch.descriptor.uniform:
+                counts[batch.num_tokens] += 1
             step += 1
         done = _take(scheduler, previous)
         if limits.async_scheduling:
@@ -143,7 +145,8 @@ def arrival_steps(trace: RequestTrace) -> list[int] | None:
     return [math.floor(i / trace.request_rate / trace.seconds_per_step) for i in range(len(trace))]
 
 
-def trace_distribution(traces: Sequence[RequestTrace], limits: ReplayLimits) -> tuple[BatchSizeDistribution, list[str]]:
+def trace_distribution(traces: Sequence[RequestTrace], limits: ReplayLimits,
+                       phase: str = "all") -> tuple[BatchSizeDistribution, list[str]]:
     """The summed step token counts of the traces replayed at the limits, and warnings (a rate that
     could not be modelled, failed requests left out)."""
     counts: Counter[int] = Counter()
@@ -156,19 +159,23 @@ def trace_distribution(traces: Sequence[RequestTrace], limits: ReplayLimits) -> 
         if trace.num_failed:
             warnings.append(f"{trace.source}: {trace.num_failed} failed request(s) left out")
         counts += replay_steps(trace.input_lens, trace.output_lens, limits, concurrency=trace.max_concurrency,
-                               arrival_steps=arrivals, source=trace.source)
+                               arrival_steps=arrivals, source=trace.source, phase=phase)
     requests = sum(len(t) for t in traces)
     names = ", ".join(dict.fromkeys(t.source for t in traces))
     concurrency = sorted({t.max_concurrency for t in traces}, key=lambda c: (c is None, c or 0))
     shown = "/".join("unbounded" if c is None else str(c) for c in concurrency)
-    source = f"replay of {names} ({requests} requests, concurrency {shown}; {limits.text()})"
+    steps = "" if phase == "all" else f"; {phase} steps"
+    source = f"replay of {names} ({requests} requests, concurrency {shown}; {limits.text()}{steps})"
+    if not counts:
+        raise GraphbenchError(f"the replay of {names} has no {phase} steps")
     return BatchSizeDistribution(counts, source=source), warnings
 
 
 MAX_TRACE_BYTES = 1 << 30  # read whole, so not past this
 
 
-def replay_files(paths: Sequence[Path], limits: ReplayLimits) -> tuple[BatchSizeDistribution, list[str]] | None:
+def replay_files(paths: Sequence[Path], limits: ReplayLimits,
+                 phase: str = "all") -> tuple[BatchSizeDistribution, list[str]] | None:
     """The files, told apart by content, as request traces replayed into one distribution with warnings;
     None when none of them is a request trace; an error when only some are."""
     traces: list[RequestTrace] = []
@@ -189,4 +196,4 @@ def replay_files(paths: Sequence[Path], limits: ReplayLimits) -> tuple[BatchSize
         return None
     if others:
         raise GraphbenchError(f"request traces ({found[0]}) mixed with other files ({others[0]}): give one kind")
-    return trace_distribution(traces, limits)
+    return trace_distribution(traces, limits, phase)

@@ -16,7 +16,7 @@ from graphbench.ladders.emit import SERVERS
 from graphbench.ladders.plot import check_plot_path
 from graphbench.ladders.sizes import PERFORMANCE_MODES
 from graphbench.ladders.tune import OBJECTIVES, TunedLadder, evaluate_ladder, knee, pareto_curve
-from graphbench.ladders.tune_inputs import DEFAULT_MAX_NUM_SEQS, check_int, tune_bounds
+from graphbench.ladders.tune_inputs import DEFAULT_MAX_NUM_SEQS, TuneBounds, check_int, tune_bounds
 from graphbench.ladders.tune_sources import (
     MemoryModel,
     distribution_from_results,
@@ -29,6 +29,7 @@ from graphbench.tuning.trace_replay import ReplayLimits, replay_files
 from graphbench.tuning.tune_document import tune_document
 
 FORMATS = ("table", "json")
+PHASES = ("all", "decode", "mixed")
 MIB = 2**20
 MAX_BUDGET_MIB = 1 << 20  # 1 TiB of graph memory: past any GPU's memory
 
@@ -58,6 +59,7 @@ class TuneRequest:
     emit: Optional[str] = None
     plot: Optional[Path] = None
     output_format: str = "table"
+    phase: str = "all"  # all steps, or decode / mixed steps only (their own ladders: ladders/phases.py)
     warnings: list[str] = field(default_factory=list)  # the caller's, carried into the result
 
     @classmethod
@@ -87,6 +89,14 @@ def _check(r: TuneRequest) -> None:
         raise GraphbenchError(f"unknown server {r.emit!r} for --emit; choose from {', '.join(SERVERS)}")
     if r.plot is not None:
         check_plot_path(r.plot)
+    if r.phase not in PHASES:
+        raise GraphbenchError(f"unknown phase {r.phase!r}; choose from {', '.join(PHASES)}")
+    if r.phase != "all" and not r.from_results:
+        raise GraphbenchError(f"--phase {r.phase} needs steps that know their phase: measured results or a "
+                              "request trace given with --from (a distribution or a model has none)")
+    if r.phase == "mixed" and r.emit == "vllm":
+        raise GraphbenchError("vLLM takes one capture ladder for both phases (vllm-project/vllm#32946 prepares "
+                              "separate sizes): tune --phase all for it, or emit the mixed ladder for sglang or trtllm")
     for flag, value in (("--max-num-batched-tokens", r.max_num_batched_tokens), ("--block-size", r.block_size),
                         ("--num-kv-blocks", r.num_kv_blocks)):
         if value is not None:  # never valid, whatever the source (a trace's replay or none)
@@ -99,13 +109,16 @@ def _distribution(r: TuneRequest, warnings: list[str]):
     replayed = None
     if server_log is None and (r.from_results or r.distribution):
         limits = (r.max_num_seqs, r.max_num_batched_tokens, r.block_size, r.num_kv_blocks)
-        server_log = replayed = _request_traces(r.from_results or [r.distribution], limits, r.multiple_of, warnings)
+        server_log = replayed = _request_traces(r.from_results or [r.distribution], limits, r.multiple_of, warnings,
+                                                r.phase)
     if replayed is None and (r.max_num_batched_tokens is not None or r.block_size != 16 or r.num_kv_blocks is not None):
         warnings.append("--max-num-batched-tokens, --block-size and --num-kv-blocks shape a request trace's "
                         "replay only; this source is not one, so they are not used")
     if server_log is not None:
         if sum(map(bool, (r.from_results, r.distribution, r.model))) != 1:
             raise GraphbenchError("give exactly one of --from, --distribution or --model")
+        if replayed is None and r.phase != "all":
+            raise GraphbenchError(f"--phase {r.phase}: a server log's step counts do not say which phase a step was")
         return [], server_log
     return _measured(r.from_results, r.workload, r.distribution, r.model, warnings), None
 
@@ -119,11 +132,14 @@ def run_tune(r: TuneRequest) -> TuneResult:
     bounds = tune_bounds(measured, top=r.top, max_num_seqs=r.max_num_seqs, multiple_of=r.multiple_of)
     warnings += bounds.warnings
     if measured:
-        dist = distribution_from_results(measured, r.workload or None)
+        dist = distribution_from_results(measured, r.workload or None, r.phase)
     else:
         dist = server_log or (load_distribution(r.distribution) if r.distribution
                               else model_distribution(r.model, bounds.multiple_of))
     comparisons = {mode: bounds.comparison(mode) for mode in PERFORMANCE_MODES}
+    if r.phase != "all":
+        bounds, extra = phase_bounds(bounds, dist, r.phase, r.top)
+        comparisons |= extra
     memory_model = _memory_model(r.memory_from, None if server_log is not None else r.from_results,
                                  r.memory_budget_mib, warnings)
     options: dict[str, Any] = dict(
@@ -145,6 +161,24 @@ def run_tune(r: TuneRequest) -> TuneResult:
     if step_curve is not None:
         doc["curve"] = _curve_summary(step_curve, r.curve, dist, options["top"], ladders)
     return TuneResult(doc, tuned, pareto, ladders, bend, bounds.multiple_of, step_curve, warnings)
+
+
+def phase_bounds(bounds: TuneBounds, dist, phase: str, top: int | None) -> tuple[TuneBounds, dict]:
+    """The bounds of one phase's ladder, and the ladders it is compared with besides vLLM's: decode steps
+    hold at most max_num_seqs x (1 + k) tokens; mixed steps any token count (multiples of 1), the top being
+    the largest measured (or --top), compared with SGLang's token ladder to that top."""
+    from dataclasses import replace
+
+    from graphbench.ladders.phases import token_ladder
+    from graphbench.ladders.sizes import Ladder
+
+    if phase == "decode":
+        cap = bounds.max_num_seqs * bounds.multiple_of
+        return replace(bounds, top=min(top or bounds.top, cap)), {}
+    mixed_top = top or dist.max_size
+    tokens = token_ladder(mixed_top)
+    return (replace(bounds, top=mixed_top, multiple_of=1, top_from="--top" if top else "mixed steps"),
+            {"tokens": Ladder(tokens, max(tokens, default=0))} if tokens else {})
 
 
 def _compared(sizes, dist, objective, memory_model, step_curve, warnings) -> TunedLadder:
@@ -189,11 +223,11 @@ def _curve_summary(step_curve, path: Path, dist, top: int, ladders) -> dict[str,
     }
 
 
-def _request_traces(paths: list[Path], limits: tuple, multiple_of: int | None, warnings: list[str]):
+def _request_traces(paths: list[Path], limits: tuple, multiple_of: int | None, warnings: list[str], phase: str = "all"):
     """The files as request traces replayed through the scheduler into one distribution (None: not traces)."""
     seqs, tokens, block, blocks = limits
     seqs = seqs or DEFAULT_MAX_NUM_SEQS
-    replayed = replay_files(paths, ReplayLimits(seqs, tokens or max(DEFAULT_TOKEN_BUDGET, seqs), block, blocks))
+    replayed = replay_files(paths, ReplayLimits(seqs, tokens or max(DEFAULT_TOKEN_BUDGET, seqs), block, blocks), phase)
     if replayed is None:
         return None
     if multiple_of is not None and multiple_of > 1:
