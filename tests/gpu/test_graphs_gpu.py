@@ -97,6 +97,30 @@ def test_two_ladders_match_O0(reference, mode):
         assert {r.runtime_mode for r in replayed} == {"FULL"}
 
 
+@pytest.mark.parametrize("deferred", ["first_use", "never"])
+def test_capture_on_demand_matches_O0(reference, deferred):
+    """Start-up records the keys of 1, 2 and 4 tokens only; a step needing another key records it then
+    (first_use: that step waits, counted in its record) or runs eager (never). Tokens as -O0's."""
+    engine = make_engine(2, "FULL_AND_PIECEWISE", **{"compilation.startup_capture_sizes": [1, 2, 4],
+                                                     "compilation.deferred_capture": deferred})
+    assert engine.report.deferred_recordings > 0
+    tokens, _ = run_workload(engine)
+    ref_tokens, _ = reference
+    total = sum(map(len, ref_tokens))
+    assert sum(a == b for x, y in zip(tokens, ref_tokens) for a, b in zip(x, y)) / total >= 0.99
+    stalled = [r for r in engine.records if r.capture_seconds > 0]
+    if deferred == "first_use":
+        assert stalled and len(engine.runner.deferred_log) == len(engine.runner.recorded) - len(
+            engine.dispatcher.capture_list([1, 2, 4]))
+        assert all(r.runtime_mode != "NONE" for r in stalled)
+        before = len(engine.runner.deferred_log)
+        run_workload(engine)  # the same steps again: every key they need is recorded by now
+        assert len(engine.runner.deferred_log) == before
+    else:
+        assert not stalled and not engine.runner.deferred_log
+        assert any(r.runtime_mode == "NONE" and r.descriptor.num_tokens > 4 for r in engine.records)
+
+
 def _random_dummy(engine: Engine, num_tokens: int, num_reqs: int, seed: int):
     meta = engine.inputs.prepare_dummy(num_tokens, num_reqs, engine.kv_cache.num_blocks)
     g = torch.Generator(device="cuda").manual_seed(seed)

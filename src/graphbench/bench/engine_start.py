@@ -29,6 +29,7 @@ def startup_dict(engine, cold: bool, wall_s: float) -> dict[str, Any]:
         "mixed_capture_sizes": engine.dispatcher.mixed_sizes,  # None: the one ladder served both phases
         "static_variants": r.static_variants,
         "kernel_choices": r.kernel_choices,
+        "deferred_recordings": r.deferred_recordings,  # keys left for their first use (capture on demand)
         "capture_log": r.capture_log,
     }
 

@@ -62,6 +62,9 @@ def step_metrics(records: list[Any]) -> dict[str, Any]:
         "padding_token_pct": 100 * (sum(padded) - sum(real)) / sum(padded),
         "padding_overhead": sum(padded) / sum(real) - 1,
         "eager_fraction": modes.get("NONE", 0) / len(records),
+        # capture on demand: the steps that waited for a recording, and how long in all
+        "capture_stalls": sum(1 for r in records if r.capture_seconds > 0),
+        "capture_stall_ms": 1e3 * sum(r.capture_seconds for r in records),
         "runtime_modes": dict(sorted(modes.items())),
         # the uniform steps (every request decoding 1 + k tokens): what a FULL recording is for
         "uniform_runtime_modes": dict(sorted(Counter(r.runtime_mode for r in records if r.descriptor.uniform).items())),

@@ -117,11 +117,16 @@ def run_point(spec: PointSpec, results_dir: str | Path,
     try:
         for workload in spec.workloads:
             progress(f"{workload.name}: warm-up")
+            first_deferred = len(engine.runner.deferred_log)
             warm_up(engine, workload)
             measured, repeats, calibration = measure_repeats(
                 lambda w, i: run_engine_workload(engine, w, seed_offset=i), workload, spec.repeats,
                 spec.target_repeat_s, progress)
-            workloads.append(workload_record(measured, repeats, calibration))
+            record = workload_record(measured, repeats, calibration)
+            # capture on demand: the keys this workload recorded first (mostly in its warm-up pass, whose
+            # steps the repeats do not count): [mode, tokens, seconds the step waited]
+            record["recorded_on_demand"] = engine.runner.deferred_log[first_deferred:]
+            workloads.append(record)
     finally:
         gc.unfreeze()  # (in-process callers, e.g. tests: the engine can be collected once it is dropped)
     result = {

@@ -28,6 +28,7 @@ AXIS_ALIASES = {
     "cudagraph_specialize_lora": "lora.cudagraph_specialize_lora",
     "num_kv_blocks": "cache.num_blocks", "num_blocks": "cache.num_blocks",
     "static_variants": "compilation.static_variants", "mixed_ladder": "compilation.mixed_capture_sizes",
+    "startup_capture_sizes": "compilation.startup_capture_sizes", "deferred_capture": "compilation.deferred_capture",
 }
 PEERS = ("hf-eager", "hf-compile")
 
@@ -157,7 +158,7 @@ def engine_key(config: Any, graphs_possible: bool = True) -> str:
     comp = data["compilation"]
     if not graphs_possible or comp["cudagraph_mode"] == "NONE":
         comp["cudagraph_capture_sizes"] = comp["max_cudagraph_capture_size"] = comp["performance_mode"] = None
-        comp["mixed_capture_sizes"] = None
+        comp["mixed_capture_sizes"] = comp["startup_capture_sizes"] = comp["deferred_capture"] = None
     if not graphs_possible:
         comp["cudagraph_mode"] = None
     return json.dumps(data, sort_keys=True)

@@ -204,6 +204,9 @@ class ParallelConfig:
         return hash_factors([self.tensor_parallel_size, self.cpu_threads])
 
 
+DEFERRED_CAPTURE = ("first_use", "never")
+
+
 @dataclass(slots=True)
 class CompilationConfig:
     """torch.compile and CUDA-graph settings. None means "unset": the -O preset fills it."""
@@ -215,6 +218,11 @@ class CompilationConfig:
     # the mixed/prefill steps' own ladder in tokens (ladders/phases.py): None = vLLM's one ladder serves both
     # phases; "tokens" = SGLang's default token ladder up to the step budget; a list; [] or "none" = eager
     mixed_capture_sizes: list[int] | str | None = None
+    # capture on demand: None records every key at start-up; a list only the keys of these token counts,
+    # the others when a step first needs one (deferred_capture = first_use: that step waits for the
+    # recording) or never (deferred_capture = never: such steps run eager)
+    startup_capture_sizes: list[int] | None = None
+    deferred_capture: str = "first_use"
     performance_mode: str = "default"
     compile_sizes: list[int] | str | None = None  # or "decode<=8" (the O3 preset)
     splitting_ops: list[str] | None = None  # None: split at attention; [] = no split
@@ -233,6 +241,8 @@ class CompilationConfig:
         require_choice("performance mode", self.performance_mode, PERFORMANCE_MODES)
         require_choice("static_variants", self.static_variants, STATIC_VARIANT_POLICIES)
         require_int_list("cudagraph_capture_sizes", self.cudagraph_capture_sizes, MAX_STEP_TOKENS)
+        require_int_list("startup_capture_sizes", self.startup_capture_sizes, MAX_STEP_TOKENS)
+        require_choice("deferred_capture", self.deferred_capture, DEFERRED_CAPTURE)
         if isinstance(self.mixed_capture_sizes, str):
             require_choice("mixed_capture_sizes", self.mixed_capture_sizes, MIXED_LAYOUT_NAMES)
         elif self.mixed_capture_sizes is not None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import base64
+import math
 import html
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -30,6 +32,7 @@ from graphbench.reports.render_cells import (  # (headline_cells, headline_heade
 from graphbench.reports.repeats_table import steadiness_note
 from graphbench.reports.lora_table import LORA_NOTE
 from graphbench.reports.speculative_table import SPECULATIVE_NOTE
+from graphbench.reports.capture_plan_table import CAPTURE_PLAN_NOTE
 from graphbench.reports.variants_table import VARIANTS_NOTE
 
 FAILURE_HEADERS = ["label", "system", "model", "reason", "file"]
@@ -64,6 +67,7 @@ class ReportContext:
     ladders: pd.DataFrame = field(default_factory=pd.DataFrame)  # ladder_table.ladder_table
     repeats: pd.DataFrame = field(default_factory=pd.DataFrame)  # repeats_table.repeats_table
     variants: pd.DataFrame = field(default_factory=pd.DataFrame)  # variants_table.variants_table
+    capture_plan: pd.DataFrame = field(default_factory=pd.DataFrame)  # capture_plan_table.capture_plan_table
     speculative: pd.DataFrame = field(default_factory=pd.DataFrame)  # speculative_table.speculative_table
     lora: pd.DataFrame = field(default_factory=pd.DataFrame)  # lora_table.lora_table
     padding: pd.DataFrame = field(default_factory=pd.DataFrame)  # padding_table.padding_table
@@ -157,6 +161,11 @@ def table_sections(ctx: ReportContext) -> list[TableSection]:
     if not ctx.lora.empty:
         out.append(TableSection("LoRA: what adapters cost in graphs and steps", LORA_NOTE, list(ctx.lora.columns),
                                 lora_cells(ctx.lora), _named(ctx.lora, ("point", "specialised", "graph keys", "workload"))))
+    if not ctx.capture_plan.empty:
+        plan = ctx.capture_plan
+        out.append(TableSection("Capture plan: two ladders and capture on demand", CAPTURE_PLAN_NOTE, list(plan.columns),
+                                [[_plan_cell(c, v) for c, v in row.items()] for _, row in plan.iterrows()],
+                                {0, 1, 7}))
     if not ctx.variants.empty:
         out.append(TableSection("compile_sizes variants: kept where faster", VARIANTS_NOTE, list(ctx.variants.columns),
                                 variants_cells(ctx.variants), {0, 1, 6}))
@@ -172,6 +181,16 @@ def table_sections(ctx: ReportContext) -> list[TableSection]:
                                 repeats_cells(repeats), _named(repeats, ("point", "workload", "slowest step", "busy host")),
                                 after=note))
     return out
+
+
+def _plan_cell(column: str, value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if column in ("capture s", "stall s"):
+        return f"{value:.2f}"
+    return f"{value:,.0f}"
 
 
 def _md_banner(ctx: ReportContext) -> list[str]:

@@ -21,6 +21,7 @@ from graphbench.errors import GraphbenchError
 from graphbench.files import write_atomic
 from graphbench.reports.aliases import alias_map, alias_notes, with_aliases
 from graphbench.reports.banner import cpu_banner
+from graphbench.reports.capture_plan_table import capture_plan_table
 from graphbench.reports.charts import render_charts
 from graphbench.reports.figures import ChartOutcome, ReportData, palette
 from graphbench.reports.frame import (
@@ -175,6 +176,7 @@ def write_report(
         repeats=with_aliases(repeats, "point", aliases, collapse="workload"),
         steadiness=steadiness_note(repeats),  # (each measurement once)
         variants=variants_table(data.results),
+        capture_plan=capture_plan_table(data.results),
         speculative=speculative_table(data.results),
         lora=lora_table(data.results),
         padding=padding,

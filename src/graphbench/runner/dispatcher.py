@@ -133,9 +133,11 @@ class CudagraphDispatcher:
             return PIECEWISE, relaxed
         return NONE, desc
 
-    def capture_list(self) -> list[tuple[CUDAGraphMode, BatchDescriptor]]:
-        """Every key to record, largest first (smaller ones then reuse the pool)."""
-        items = [(m, d) for m in (FULL, PIECEWISE) for d in self.keys[m]]
+    def capture_list(self, sizes: list[int] | None = None) -> list[tuple[CUDAGraphMode, BatchDescriptor]]:
+        """Every key to record, largest first (smaller ones then reuse the pool); sizes: only the keys of
+        these token counts (capture on demand: what start-up records)."""
+        items = [(m, d) for m in (FULL, PIECEWISE) for d in self.keys[m]
+                 if sizes is None or d.num_tokens in sizes]
         return sorted(items, key=lambda item: (-item[1].num_tokens, item[0] != FULL, not item[1].uniform, item[1].has_lora))
 
     def num_graphs(self) -> dict[str, int]:

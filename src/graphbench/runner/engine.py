@@ -234,7 +234,10 @@ class Engine:
                      timing.static_ms, timing.dynamic_ms, timing.kept)
 
     def _capture(self) -> None:
-        report = self.runner.capture(lambda: free_memory(self.device))
+        comp = self.config.compilation
+        self.runner.record_deferred = comp.deferred_capture == "first_use"
+        report = self.runner.capture(lambda: free_memory(self.device), comp.startup_capture_sizes)
+        self.report.deferred_recordings = report.deferred
         self.report.capture_seconds = report.seconds
         self.report.graph_memory_bytes = report.memory_bytes
         self.report.graph_pool_bytes = report.pool_bytes
@@ -317,7 +320,8 @@ class Engine:
             else:
                 finished += self._take_tokens(launched)
             self.records.append(StepRecord(batch.descriptor, time.perf_counter() - started,
-                                           launched.runtime_mode.value, launched.padded_tokens, launch_seconds))
+                                           launched.runtime_mode.value, launched.padded_tokens, launch_seconds,
+                                           self.runner.take_capture_stall()))
         elif not finished and self.scheduler.has_unfinished():
             raise GraphbenchError("the scheduler cannot make progress: the KV cache is too small for any waiting request")
         return finished

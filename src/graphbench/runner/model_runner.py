@@ -62,6 +62,7 @@ class CaptureReport:
     # one row per dispatcher key in capture order: [mode, num_tokens, seconds, free-memory delta bytes];
     # what vLLM-style estimates sample (benchmarks/graph_memory.py) and the capture-time model fits
     per_key: list[list] = field(default_factory=list)
+    deferred: int = 0  # keys left for their first use (capture on demand)
 
 
 def warmup_batches(batches: list[tuple[int, int, bool, bool]]) -> list[tuple[int, int, bool, bool]]:
@@ -100,6 +101,12 @@ class ModelRunner:
         self.dispatcher = dispatcher
         self.forward_fn = forward_fn or model  # the eager module, or the compiled forward once started
         self.full_graph = CUDAGraphWrapper(self._call_forward, FULL, "full") if dispatcher.keys[FULL] else None
+        # capture on demand: the keys recorded (None: every key, or no capture), what a deferred key does
+        # when a step first needs it (record it then, or run eager), and what those recordings cost
+        self.recorded: set | None = None
+        self.record_deferred = True
+        self.capture_stall_seconds = 0.0
+        self.deferred_log: list[list] = []  # [mode, tokens, seconds] per key recorded on demand
         max_reqs = inputs.max_num_reqs
         self._temperatures = torch.zeros(max_reqs, dtype=torch.float32, device=self.device)
         self._top_ps = torch.ones(max_reqs, dtype=torch.float32, device=self.device)
@@ -131,7 +138,7 @@ class ModelRunner:
     @torch.inference_mode()
     def launch(self, batch: ScheduledBatch) -> InFlightStep:
         """Queue one step on the device (inputs, forward, sampling, copy of the ids to the host); no sync."""
-        mode, padded = self.dispatcher.dispatch(batch.descriptor)
+        mode, padded = self.recorded_or_eager(*self.dispatcher.dispatch(batch.descriptor), batch.descriptor)
         num_padded = padded.num_tokens if mode != NONE else batch.num_tokens
         meta = self.inputs.prepare(batch, num_padded)
         self.inputs.gather_pending()
@@ -169,7 +176,7 @@ class ModelRunner:
         verified (runner/speculative/verify.py). Per request the tokens it gains, the mode, the tokens run."""
         from graphbench.runner.speculative.verify import verify
 
-        mode, padded = self.dispatcher.dispatch(batch.descriptor)
+        mode, padded = self.recorded_or_eager(*self.dispatcher.dispatch(batch.descriptor), batch.descriptor)
         num_padded = padded.num_tokens if mode != NONE else batch.num_tokens
         meta = self.inputs.prepare(batch, num_padded)
         meta.uniform_decode = self._uniform_decode(padded if mode == FULL else batch.descriptor)
@@ -209,16 +216,21 @@ class ModelRunner:
             self.forward(num_tokens, meta, NONE, descriptor)
         return graph
 
-    def capture(self, free_memory) -> CaptureReport:
-        """Record every dispatcher key, largest first, in one pool (docs/MACHINERY.md §1.7)."""
-        keys = self.dispatcher.capture_list()
-        report = CaptureReport()
-        if not keys:
+    def _num_reqs(self, desc: BatchDescriptor) -> int:
+        """The requests of a key's dummy batch."""
+        return desc.num_reqs if desc.num_reqs is not None else min(desc.num_tokens, self.inputs.max_num_reqs)
+
+    def capture(self, free_memory, startup_sizes: list[int] | None = None) -> CaptureReport:
+        """Record the dispatcher's keys, largest first, in one pool (docs/MACHINERY.md §1.7); startup_sizes:
+        only the keys of these token counts (capture on demand: the others when a step first needs one,
+        record_on_demand). The eager warm-up runs a batch of every kind of kernels either way."""
+        every = self.dispatcher.capture_list()
+        keys = self.dispatcher.capture_list(startup_sizes)
+        report = CaptureReport(deferred=len(every) - len(keys))
+        if not every:
             return report
-        max_reqs = self.inputs.max_num_reqs
         runtime.num_captured = {"FULL": 0, "PIECEWISE": 0}
-        plan = [(mode, desc, desc.num_reqs if desc.num_reqs is not None else min(desc.num_tokens, max_reqs))
-                for mode, desc in keys]
+        plan = [(mode, desc, self._num_reqs(desc)) for mode, desc in keys]
         started = time.perf_counter()
         # Eager warm-up first, one batch of each kind of kernels: kernels that load lazily (cuBLAS picks per
         # shape, Triton variants) load there or, for the other sizes, inside their recordings (relaxed
@@ -227,7 +239,7 @@ class ModelRunner:
         # the warm-up loads those variants.
         with _graph_launches():
             batches: dict[tuple, BatchDescriptor] = {}  # each distinct batch's first key, in plan order
-            for _mode, desc, num_reqs in plan:
+            for _mode, desc, num_reqs in [(m, d, self._num_reqs(d)) for m, d in every]:
                 # has_lora apart: a key with adapters runs the LoRA kernels, which must load here too
                 batches.setdefault((desc.num_tokens, num_reqs, self._uniform_decode(desc), desc.has_lora), desc)
             for batch in warmup_batches(list(batches)):
@@ -236,6 +248,7 @@ class ModelRunner:
             free_before = free_memory()
             reserved_before = torch.cuda.memory_reserved(self.device)
             # One pool per engine: a pool shared across engines dies with the first engine's graphs.
+            # (Keys recorded on demand later go into the same pool.)
             self.graph_pool = torch.cuda.graph_pool_handle()
             self.capture_stream = torch.cuda.Stream(device=self.device)
             with capture_session(self.graph_pool, self.capture_stream):
@@ -256,4 +269,30 @@ class ModelRunner:
         # recording on the H200); the allocator's reserved delta is the recordings' pool alone
         report.pool_bytes = torch.cuda.memory_reserved(self.device) - reserved_before
         report.num_graphs = dict(runtime.num_captured)
+        if report.deferred:
+            self.recorded = set(keys)
         return report
+
+    def take_capture_stall(self) -> float:
+        """Seconds the steps since the last call waited for recordings made on demand (then zero again)."""
+        seconds, self.capture_stall_seconds = self.capture_stall_seconds, 0.0
+        return seconds
+
+    def recorded_or_eager(self, mode: CUDAGraphMode, padded: BatchDescriptor,
+                          batch: BatchDescriptor) -> tuple[CUDAGraphMode, BatchDescriptor]:
+        """The dispatched key, recorded now if start-up left it for later (capture on demand: the step waits
+        for it, self.capture_stall_seconds), or eager where deferred keys are never recorded."""
+        if mode == NONE or self.recorded is None or (mode, padded) in self.recorded:
+            return mode, padded
+        if not self.record_deferred:
+            return NONE, batch
+        started = time.perf_counter()
+        torch.cuda.synchronize(self.device)  # the step in flight has read the static inputs the dummy batch overwrites
+        with _graph_launches(), capture_session(self.graph_pool, self.capture_stream):
+            self.dummy_run(padded.num_tokens, self._num_reqs(padded), mode, padded, capturing=True)
+        torch.cuda.synchronize(self.device)
+        self.recorded.add((mode, padded))
+        seconds = time.perf_counter() - started
+        self.capture_stall_seconds += seconds
+        self.deferred_log.append([mode.name, padded.num_tokens, seconds])
+        return mode, padded

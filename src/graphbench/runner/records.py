@@ -18,6 +18,7 @@ class StepRecord:
     # of `seconds`, the host's scheduling and launching of this step; the rest is waiting for tokens
     # (with asynchronous scheduling: the previous step's)
     launch_seconds: float = 0.0
+    capture_seconds: float = 0.0  # of `seconds`, recording a key this step was the first to need (capture on demand)
 
 
 @dataclass
@@ -50,6 +51,7 @@ class StartupReport:
     static_variants: dict = field(default_factory=dict)  # compile_sizes variants kept or not (variant_choice.py)
     # the projections' kernels: {"source": measured | loaded | rules, "seconds", "choices"} (kernel_timing.py)
     kernel_choices: dict = field(default_factory=dict)
+    deferred_recordings: int = 0  # keys start-up left for their first use (capture on demand)
     extra: dict = field(default_factory=dict)
 
     @property

@@ -131,7 +131,7 @@ def speculative_step(engine) -> list[Request]:
                 finished.append(request)
                 break
     engine.records.append(StepRecord(batch.descriptor, time.perf_counter() - started, mode.value, padded,
-                                     launch_seconds))
+                                     launch_seconds, engine.runner.take_capture_stall()))
     return finished
 
 

@@ -1,0 +1,81 @@
+"""Capture on demand without a GPU: which keys start-up records, what a step does with a key left for
+later, the options' checks, and the stalls the results count (the recording itself: tests/gpu)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from graphbench.bench.metrics import step_metrics
+from graphbench.config import load_engine_config
+from graphbench.config.modes import CUDAGraphMode
+from graphbench.errors import GraphbenchError
+from graphbench.runner.dispatcher import CudagraphDispatcher
+from graphbench.runner.model_runner import ModelRunner
+from graphbench.runner.records import StepRecord
+from graphbench.runner.scheduler import BatchDescriptor
+
+FULL, PIECEWISE, NONE = CUDAGraphMode.FULL, CUDAGraphMode.PIECEWISE, CUDAGraphMode.NONE
+
+
+def test_start_up_records_only_the_sizes_asked_for_largest_first():
+    d = CudagraphDispatcher(CUDAGraphMode.FULL_AND_PIECEWISE, [1, 2, 4, 8, 16], 8)
+    assert len(d.capture_list()) == 5 + 4  # piecewise for every size, FULL for the decode sizes 1..8
+    assert d.capture_list([1, 4]) == [(FULL, BatchDescriptor(4, 4, True)), (PIECEWISE, BatchDescriptor(4, None, False)),
+                                      (FULL, BatchDescriptor(1, 1, True)), (PIECEWISE, BatchDescriptor(1, None, False))]
+    assert d.capture_list([3]) == [] and d.capture_list([]) == []
+
+
+def test_a_key_left_for_later_runs_eager_when_never_recorded():
+    batch = BatchDescriptor(6, 6, True)
+    key = (FULL, BatchDescriptor(8, 8, True))
+    runner = SimpleNamespace(recorded={(FULL, BatchDescriptor(4, 4, True))}, record_deferred=False)
+    assert ModelRunner.recorded_or_eager(runner, *key, batch) == (NONE, batch)
+    runner.recorded.add(key)
+    assert ModelRunner.recorded_or_eager(runner, *key, batch) == key
+    every = SimpleNamespace(recorded=None, record_deferred=False)  # start-up recorded every key
+    assert ModelRunner.recorded_or_eager(every, *key, batch) == key
+    assert ModelRunner.recorded_or_eager(runner, NONE, batch, batch) == (NONE, batch)
+
+
+def test_the_options_are_checked():
+    def config(**comp):
+        return load_engine_config(overrides={"model.model": "tiny-llama",
+                                             **{f"compilation.{k}": v for k, v in comp.items()}})
+
+    assert config(startup_capture_sizes=[1, 2, 4], deferred_capture="never").compilation.startup_capture_sizes == [1, 2, 4]
+    for bad in ({"startup_capture_sizes": [0]}, {"startup_capture_sizes": "1,2"}, {"deferred_capture": "later"}):
+        with pytest.raises(GraphbenchError):
+            config(**bad)
+
+
+def test_the_results_count_the_stalls():
+    records = [StepRecord(BatchDescriptor(8, 8, True), 0.030, "FULL", 8, 0.001, 0.025),
+               StepRecord(BatchDescriptor(8, 8, True), 0.002, "FULL", 8),
+               StepRecord(BatchDescriptor(40, 2, False), 0.050, "PIECEWISE", 48, 0.001, 0.045)]
+    m = step_metrics(records)
+    assert m["capture_stalls"] == 2 and m["capture_stall_ms"] == pytest.approx(70.0)
+
+
+def test_the_report_sets_what_start_up_saved_against_the_stalls(tmp_path):
+    from graphbench.reports.capture_plan_table import capture_plan_table
+    from graphbench.reports.report import write_report
+    from graphbench.reports.store import write_result
+    from tests.test_tune_engine_limits import result
+
+    planned = result("on-demand", {1: 5, 8: 3}, seqs=8)
+    planned["startup"].update(num_graphs={"FULL": 4, "PIECEWISE": 6}, deferred_recordings=7, capture_s=0.4,
+                              graph_memory_bytes=50 * 2**20, kv_cache_tokens=100000,
+                              mixed_capture_sizes=[4, 8, 12], capture_sizes=[1, 2, 4, 8])
+    planned["workloads"][0]["recorded_on_demand"] = [["FULL", 8, 0.25], ["PIECEWISE", 12, 0.5]]
+    everything = result("all-at-start", {1: 5, 8: 3}, seqs=8)  # no plan: no row
+    rows = capture_plan_table([planned, everything])
+    assert rows.values.tolist() == [["on-demand", "decode 4 sizes, top 8; mixed 3 sizes, top 12", 3, 7, 0.4, 50.0,
+                                     100000, "closed", 2, 0.75]]
+    for r in (planned, everything):
+        write_result(tmp_path / "results", "h200", r["label"], r)
+    report = write_report([tmp_path / "results"], tmp_path / "report")
+    text = (report.out_dir / "report.md").read_text()
+    assert "## Capture plan: two ladders and capture on demand" in text
+    assert "| on-demand | decode 4 sizes, top 8; mixed 3 sizes, top 12 | 3 | 7 | 0.40 | 50 | 100,000 | closed | 2 | 0.75 |" in text
