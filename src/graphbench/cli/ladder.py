@@ -61,10 +61,8 @@ def ladder_command(
                                       "vllm, sglang or trtllm.")] = None,
     plot: Annotated[Optional[Path], _o("--plot", "Also write waste % vs batch size, one curve per ladder, to this "
                                        ".png file.")] = None,
-    mixed_ladder: Annotated[Optional[str], _o("--mixed-ladder", "Give mixed/prefill steps their own ladder in "
-                                              "tokens: tokens (SGLang's 4..4096), none, or sizes like 4,8,16; "
-                                              "shows the decode and mixed ladders and their graphs, and --emit "
-                                              "writes both.")] = None,
+    mixed_ladder: Annotated[Optional[str], _o("--mixed-ladder", "Mixed/prefill steps' own ladder in tokens: tokens "
+                                              "(SGLang's 4..4096), none or 4,8,16; --emit writes both.")] = None,
 ) -> None:
     """Show the CUDA-graph capture ladders, padding waste per batch size and graphs to capture per mode."""
     if output_format not in FORMATS:

@@ -33,8 +33,7 @@ def tune_command(
                                                    "outputs (vLLM bench serve --save-detailed JSON, lists of "
                                                    "input_len/output_len), replayed through graphbench's "
                                                    "scheduler.")] = None,
-    workload: Annotated[Optional[list[str]], _o("--workload", "With --from: only these workloads "
-                                                "(repeatable; default all).")] = None,
+    workload: Annotated[Optional[list[str]], _o("--workload", "With --from: only these workloads (repeatable).")] = None,
     distribution: Annotated[Optional[Path], _o("--distribution", "Batch-size file: JSONL trace (batch_size or "
                                                "num_tokens), CSV (batch_size[,count]), JSON {size: count} or one "
                                                "size per line; or a request trace, as for --from.")] = None,
@@ -73,8 +72,7 @@ def tune_command(
     plot: Annotated[Optional[Path], _o("--plot", "Write the Pareto curve, default/interactivity ladders "
                                        "marked, to this .png.")] = None,
     output_format: Annotated[str, _o("--format", "table or json.")] = "table",
-    phase: Annotated[str, _o("--phase", "all steps (one ladder), or decode / mixed steps only: the ladder of "
-                             "that phase, as --mixed-ladder and SGLang/TensorRT-LLM take them (needs --from).")] = "all",
+    phase: Annotated[str, _o("--phase", "all steps, or decode / mixed steps only: that phase's own ladder (--from).")] = "all",
 ) -> None:
     """Tune the CUDA-graph capture ladder to a batch-size distribution (exact dynamic programming)."""
     result = run_tune(_request(locals()))
