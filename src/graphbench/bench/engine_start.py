@@ -23,7 +23,7 @@ def startup_dict(engine, cold: bool, wall_s: float) -> dict[str, Any]:
         "compile_import_s": r.compile_import_seconds,
         "loaded_s": r.compile_loaded_seconds, "compile_loaded": r.compile_loaded, "capture_s": r.capture_seconds,
         "graph_memory_bytes": r.graph_memory_bytes, "graph_pool_bytes": r.graph_pool_bytes, "num_graphs": r.num_graphs, "num_recordings": r.num_recordings,
-        "cudagraph_mode": r.cudagraph_mode, "kv_cache_tokens": r.num_kv_tokens, "weights_bytes": r.weights_bytes,
+        "cudagraph_mode": r.cudagraph_mode, "kv_cache_tokens": r.num_kv_tokens, "kv_cache_bytes": r.kv_cache_bytes, "weights_bytes": r.weights_bytes,
         "compile_cache_dir": r.compile_cache_dir,
         "capture_sizes": list(engine.dispatcher.capture_sizes),
         "mixed_capture_sizes": engine.dispatcher.mixed_sizes,  # None: the one ladder served both phases

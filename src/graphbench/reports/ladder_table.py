@@ -5,6 +5,11 @@ cold starts apart: a cold capture pays Triton's JIT), graph memory and the part 
 recordings' shared pool (the pool is sized by the largest recording, which a tuned ladder keeps, so
 the part beyond it is what fewer rungs can save), and the measured padding waste over its workloads.
 Ratios compare each ladder with the largest one of the same -O level and resolved mode.
+
+The KV trade: the KV tokens the start-up allocated, and the graph memory counted in KV tokens (at the
+start-up's bytes per KV token): what a KV cache sized after capture, as SGLang does, would give up for
+this ladder and mode; measured, and predicted by a graph-memory model fitted over the report's points
+(fixed + per graph + per token of each size, ladders/tune_sources.fit_memory_model).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ MIB = 2**20
 LADDER_COLUMNS = [
     "ladder", "-O", "mode", "sizes", "capture s (warm)", "capture s (cold)", "graph MiB", "beyond pool MiB",
     "padding waste %", "sizes vs largest %", "capture vs largest %", "beyond pool vs largest %",
+    "KV tokens", "graphs as KV tokens", "graphs as KV tokens (model)",
 ]  # fmt: skip
 
 
@@ -42,8 +48,10 @@ def graph_rows(points: pd.DataFrame) -> pd.DataFrame:
     return rows[rows["graph_memory_mib"].notna() | rows["capture_s"].notna()]
 
 
-def ladder_table(points: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
-    """points: one row per start-up (frame.points_frame); frame: one row per workload (padding waste)."""
+def ladder_table(points: pd.DataFrame, frame: pd.DataFrame, results: list | None = None) -> pd.DataFrame:
+    """points: one row per start-up (frame.points_frame); frame: one row per workload (padding waste);
+    results: the points' results, for the KV trade's model (none: no predicted column)."""
+    trade = kv_trade(results or [])
     rows = []
     for label, starts in graph_rows(points).groupby("label", sort=False):
         first = starts.iloc[0]
@@ -57,6 +65,7 @@ def ladder_table(points: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
             "capture s (cold)": _median(cold["capture_s"]), "graph MiB": memory,
             "beyond pool MiB": _median(starts["beyond_pool_mib"]),
             "padding waste %": float(pd.to_numeric(waste, errors="coerce").mean()) if len(waste) else math.nan,
+            **dict(zip(LADDER_COLUMNS[-3:], trade.get(label, (math.nan,) * 3))),
         })  # fmt: skip
     table = pd.DataFrame(rows, columns=LADDER_COLUMNS)
     for _, group in table.groupby(["-O", "mode"], dropna=False, sort=False):
@@ -78,3 +87,27 @@ def _ratio(row: pd.Series, largest: pd.Series, *columns: str) -> float:
 
 def _pct(value: float, reference: float) -> float:
     return 100 * value / reference if reference and not math.isnan(reference) else math.nan
+
+
+def kv_trade(results: list) -> dict[str, tuple[float, float, float]]:
+    """label -> (KV tokens, graph memory in KV tokens measured, and as the fitted memory model predicts it)
+    for the results whose start-up recorded graphs and a KV cache."""
+    from graphbench.errors import GraphbenchError
+    from graphbench.ladders.tune_sources import fit_memory_model
+    from graphbench.reports.frame import capture_sizes_of
+
+    try:
+        model = fit_memory_model(results)
+    except GraphbenchError:
+        model = None  # no point with graphs to fit: no predicted column
+    out = {}
+    for result in results:
+        startup = result.get("startup") or {}
+        tokens, kv_bytes, graphs = (startup.get(k) for k in ("kv_cache_tokens", "kv_cache_bytes", "graph_memory_bytes"))
+        if not all(isinstance(v, (int, float)) and v > 0 for v in (tokens, kv_bytes, graphs)):
+            continue
+        per_token = kv_bytes / tokens
+        sizes = capture_sizes_of(result)
+        predicted = model.predict(sizes) / per_token if model is not None and sizes else math.nan
+        out[str(result.get("label"))] = (float(tokens), graphs / per_token, predicted)
+    return out

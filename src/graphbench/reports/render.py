@@ -93,7 +93,9 @@ class TableSection:
 
 LADDERS_NOTE = ("What each captured ladder costs and pads. Ratios compare it with the largest ladder of the same "
                 "-O level and mode. The recordings share a pool sized by the largest recording: while the top "
-                "size stays, the memory beyond the pool is what fewer rungs can save.")
+                "size stays, the memory beyond the pool is what fewer rungs can save. Graphs as KV tokens: the "
+                "graph memory in KV-cache tokens, what a KV cache sized after capture would give up for the ladder "
+                "(measured; and as a memory model fitted over these points predicts it).")
 
 
 REPEATS_NOTE = ("How steady the repeats were: how long a repeat ran (closed loops shorter than the target run a multiple "

@@ -87,6 +87,8 @@ def ladder_cells(ladders: pd.DataFrame) -> list[list[str]]:
     def cell(column: str, value: Any) -> str:
         if column in ("ladder", "-O", "mode", "sizes"):
             return str(value)
+        if "KV tokens" in column:
+            return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:,.0f}"
         digits = 2 if column.startswith("capture s") or column == "padding waste %" else 0 if "vs" in column else 1
         return fmt(value, digits)
 

@@ -172,7 +172,7 @@ def write_report(
         skipped=[(str(file), why) for file, why in loaded.skipped],
         summary=summary,
         summary_file=SUMMARY_CSV,
-        ladders=ladder_table(data.points, data.frame),
+        ladders=ladder_table(data.points, data.frame, data.results),
         repeats=with_aliases(repeats, "point", aliases, collapse="workload"),
         steadiness=steadiness_note(repeats),  # (each measurement once)
         variants=variants_table(data.results),
