@@ -63,7 +63,7 @@ class _Rec:
         from graphbench.runner.scheduler import BatchDescriptor
 
         self.descriptor, self.padded_tokens, self.runtime_mode, self.seconds = BatchDescriptor(n, n, True), padded, mode, seconds
-        self.launch_seconds = launch_seconds
+        self.launch_seconds, self.capture_seconds = launch_seconds, 0.0
 
 
 def test_step_metrics_padding_definitions():
