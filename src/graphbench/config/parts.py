@@ -18,7 +18,6 @@ from graphbench.config.validate import (
     require_positive,
 )
 from graphbench.errors import GraphbenchError
-from graphbench.ladders.phases import MIXED_LAYOUT_NAMES
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 LOAD_FORMATS = ("auto", "dummy", "safetensors")
@@ -205,6 +204,7 @@ class ParallelConfig:
 
 
 DEFERRED_CAPTURE = ("first_use", "never")
+MIXED_LAYOUT_NAMES = ("shared", "tokens", "none")  # mixed_capture_sizes by name (ladders/phases.py)
 
 
 @dataclass(slots=True)

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from graphbench.config.parts import MIXED_LAYOUT_NAMES
 from graphbench.errors import GraphbenchError
 
 # SGLang's default prefill/mixed ladder in tokens: (first, last, step) spans (its server arguments, 0.5.18+)
 TOKEN_LADDER_SPANS = ((4, 32, 4), (48, 256, 16), (288, 512, 32), (576, 1024, 64), (1280, 4096, 256))
-MIXED_LAYOUT_NAMES = ("shared", "tokens", "none")
 
 
 def token_ladder(max_tokens: int) -> tuple[int, ...]:
