@@ -45,6 +45,7 @@ def test_the_options_are_checked():
                                              **{f"compilation.{k}": v for k, v in comp.items()}})
 
     assert config(startup_capture_sizes=[1, 2, 4], deferred_capture="never").compilation.startup_capture_sizes == [1, 2, 4]
+    assert config(startup_capture_sizes="all").compilation.startup_capture_sizes is None  # a sweep axis's "every key"
     for bad in ({"startup_capture_sizes": [0]}, {"startup_capture_sizes": "1,2"}, {"deferred_capture": "later"}):
         with pytest.raises(GraphbenchError):
             config(**bad)

@@ -221,7 +221,7 @@ class CompilationConfig:
     # capture on demand: None records every key at start-up; a list only the keys of these token counts,
     # the others when a step first needs one (deferred_capture = first_use: that step waits for the
     # recording) or never (deferred_capture = never: such steps run eager)
-    startup_capture_sizes: list[int] | None = None
+    startup_capture_sizes: list[int] | str | None = None  # "all" is None (a sweep axis can name it)
     deferred_capture: str = "first_use"
     performance_mode: str = "default"
     compile_sizes: list[int] | str | None = None  # or "decode<=8" (the O3 preset)
@@ -241,6 +241,8 @@ class CompilationConfig:
         require_choice("performance mode", self.performance_mode, PERFORMANCE_MODES)
         require_choice("static_variants", self.static_variants, STATIC_VARIANT_POLICIES)
         require_int_list("cudagraph_capture_sizes", self.cudagraph_capture_sizes, MAX_STEP_TOKENS)
+        if self.startup_capture_sizes == "all":
+            self.startup_capture_sizes = None
         require_int_list("startup_capture_sizes", self.startup_capture_sizes, MAX_STEP_TOKENS)
         require_choice("deferred_capture", self.deferred_capture, DEFERRED_CAPTURE)
         if isinstance(self.mixed_capture_sizes, str):
