@@ -79,10 +79,15 @@ def test_a_stored_choice_is_checked_before_it_is_believed():
            dict(good.to_dict(), blocks=[32, 128, 4, 3]),  # K = 576 is not a multiple of 128
            dict(good.to_dict(), rows=8),  # not a row class
            dict(good.to_dict(), op="qkv"),
-           dict(good.to_dict(), kernel="torch")]  # cuBLAS takes no blocks
+           dict(good.to_dict(), kernel="torch"),  # cuBLAS takes no blocks
+           dict(good.to_dict(), blocks=[32, 0, 4, 3]), dict(good.to_dict(), blocks=[0, 64, 4, 3]),  # a zero tile
+           dict(good.to_dict(), blocks=[32, 64, 3, 3]), dict(good.to_dict(), blocks=[24, 64, 4, 3]),  # 3 warps, 24
+           dict(good.to_dict(), op="linear", kernel="skinny", blocks=[32, 64, 16, 4, 3]),  # 16 splits of K
+           dict(good.to_dict(), blocks=[32, 64, 4, 12])]  # 12 stages
     for data in bad:
         with pytest.raises(ValueError):
             KernelChoice.from_dict(data)
+    assert KernelChoice.from_dict(dict(good.to_dict(), op="linear", kernel="skinny", blocks=[32, 64, 3, 4, 5])).blocks[2] == 3
 
 
 def test_the_search_takes_the_fastest_of_the_grid_and_its_neighbours():
@@ -165,3 +170,18 @@ def test_the_run_summary_names_the_choices():
     assert kernel_choices_line(record) == "projection kernels (gemv 2, skinny 1, torch 1): timed in 3.2 s"
     assert kernel_choices_line(dict(record, source="loaded", seconds=0.01)).endswith("loaded in 0.0 s")
     assert "rules" in kernel_choices_line({"source": "rules"}) and kernel_choices_line({}) == ""
+    earlier = {"source": "earlier in this process", "seconds": 0.0, "choices": [{"kernel": "gemv"}]}
+    assert kernel_choices_line(earlier) == "projection kernels (gemv 1): as an earlier engine of this process timed them"
+
+
+def test_an_engine_that_timed_nothing_reports_what_its_projections_run():
+    from graphbench.config.arch import load_arch
+    from graphbench.runner.kernel_timing import without_entry
+    from graphbench.runner.loader import build_model
+
+    model = build_model(load_arch("tiny-llama"), 64, torch.float32, torch.device("cpu"))
+    assert without_entry(model) == {"source": "rules", "seconds": 0.0, "choices": []}
+    n, k = model.layers[0].self_attn.o_proj.weight.shape
+    mine = KernelChoice("linear", n, k, 1, "gemv", (4, 64, 2))
+    kc.install([mine, KernelChoice("linear", 7, 64, 1, "gemv", (4, 64, 2))])  # another model's shape: not listed
+    assert without_entry(model) == {"source": "earlier in this process", "seconds": 0.0, "choices": [mine.to_dict()]}

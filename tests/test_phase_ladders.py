@@ -74,9 +74,10 @@ def test_each_phase_pads_to_its_own_ladder():
     assert d.dispatch(BatchDescriptor(33, 2, False)) == (PIECEWISE, BatchDescriptor(48, None, False))
     assert d.dispatch(BatchDescriptor(97, 2, False)) == (NONE, BatchDescriptor(97, 2, False))  # above both
     assert len(d.capture_list()) == 19 and d.max_capture_size == 96
-    # FULL: one recording a step, mixed included; a decode step pads to a decode rung (the keys' union)
+    # FULL: one recording a step, mixed included; a decode step pads to a decode rung, a mixed one to a mixed rung
     full = _dispatcher(FULL)
-    assert full.dispatch(BatchDescriptor(9, 9, True)) == (FULL, BatchDescriptor(12, None, False))
+    assert full.dispatch(BatchDescriptor(9, 9, True)) == (FULL, BatchDescriptor(16, None, False))
+    assert full.dispatch(BatchDescriptor(9, 2, False)) == (FULL, BatchDescriptor(12, None, False))
     assert full.dispatch(BatchDescriptor(2, 2, True)) == (FULL, BatchDescriptor(2, None, False))
     assert full.dispatch(BatchDescriptor(50, 3, False)) == (FULL, BatchDescriptor(64, None, False))
     # FULL_DECODE_ONLY: mixed steps eager whatever their ladder; none: mixed eager under FULL_AND_PIECEWISE
@@ -84,6 +85,10 @@ def test_each_phase_pads_to_its_own_ladder():
     eager_mixed = _dispatcher(CUDAGraphMode.FULL_AND_PIECEWISE, [])
     assert eager_mixed.dispatch(BatchDescriptor(8, 2, False)) == (NONE, BatchDescriptor(8, 2, False))
     assert eager_mixed.dispatch(BatchDescriptor(8, 8, True))[0] == FULL and len(eager_mixed.capture_list()) == 7
+    # none under PIECEWISE: decode steps replay their rungs, mixed steps run eager as the layout says
+    piecewise_none = _dispatcher(PIECEWISE, [])
+    assert piecewise_none.dispatch(BatchDescriptor(10, 2, False)) == (NONE, BatchDescriptor(10, 2, False))
+    assert piecewise_none.dispatch(BatchDescriptor(10, 10, True)) == (PIECEWISE, BatchDescriptor(16, None, False))
     # the one ladder (mixed_sizes None) dispatches as before
     one = CudagraphDispatcher(CUDAGraphMode.FULL_AND_PIECEWISE, DECODE, 32, 1)
     assert one.dispatch(BatchDescriptor(3, 1, False)) == (PIECEWISE, BatchDescriptor(4, None, False))

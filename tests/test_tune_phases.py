@@ -75,8 +75,9 @@ def test_each_phase_gets_its_own_ladder(tmp_path: Path) -> None:
 
 def test_what_has_no_phase_is_refused(tmp_path: Path) -> None:
     results = folder(tmp_path / "phased", _phased("p", DECODE, MIXED, seqs=32))
-    refused = tune("--from", results, "--phase", "mixed", "--max-graphs", 4, "--emit", "vllm")
-    assert refused.exit_code == 2 and "one capture ladder" in refused.output
+    for phase in ("mixed", "decode"):
+        refused = tune("--from", results, "--phase", phase, "--max-graphs", 4, "--emit", "vllm")
+        assert refused.exit_code == 2 and "one capture ladder" in refused.output
     out = tune("--model", "closed:16", "--phase", "decode", "--max-graphs", 4)
     assert out.exit_code == 2 and "needs steps that know their phase" in out.output
     old = folder(tmp_path / "old", result("old", DECODE, seqs=32))  # before per-phase histograms

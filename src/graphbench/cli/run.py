@@ -216,13 +216,16 @@ def kernel_choices_line(record: dict) -> str:
     """The projections' kernels in one line: how many of each were chosen, timed or loaded ('' on the CPU)."""
     if not record:
         return ""
-    if record.get("source") == "rules":
+    if record.get("source") == "rules" or not record.get("choices"):
         return "projection kernels: the rules (nothing timed without a compile-cache entry)"
     counts: dict[str, int] = {}
     for choice in record.get("choices", []):
         counts[choice["kernel"]] = counts.get(choice["kernel"], 0) + 1
     kinds = ", ".join(f"{kernel} {n}" for kernel, n in sorted(counts.items()))
-    how = "timed" if record.get("source") == "measured" else "loaded"
+    source = record.get("source")
+    if source not in ("measured", "loaded"):
+        return f"projection kernels ({kinds}): as an earlier engine of this process timed them"
+    how = "timed" if source == "measured" else "loaded"
     return f"projection kernels ({kinds}): {how} in {record.get('seconds', 0.0):.1f} s"
 
 

@@ -197,6 +197,11 @@ def _fraction(text: str, spec: str) -> float:
     return value
 
 
+def one_ladder_fully_captured(startup: Mapping[str, Any]) -> bool:
+    """The start-up recorded every key of one ladder (not two ladders, nothing left for first use)."""
+    return not isinstance(startup.get("mixed_capture_sizes"), list) and not startup.get("deferred_recordings")
+
+
 def memory_points(results: Iterable[Mapping[str, Any]]) -> list[tuple[int, int, float]]:
     """(number of sizes, sum of sizes, graph_memory_bytes) of each result that captured graphs."""
     points = []
@@ -211,6 +216,8 @@ def memory_points(results: Iterable[Mapping[str, Any]]) -> list[tuple[int, int, 
         ok_sizes = isinstance(sizes, list) and all(isinstance(s, int) and s > 0 for s in sizes)
         if mode == "NONE" or not sizes or not ok_sizes or not isinstance(memory, (int, float)) or memory <= 0:
             continue
+        if not one_ladder_fully_captured(startup):
+            continue  # two ladders' graphs, or keys left for later: its memory is not that of capture_sizes
         points.append((len(sizes), sum(sizes), float(memory)))
     return points
 

@@ -60,8 +60,9 @@ def _round_range(frame: pd.DataFrame, series: str, system: str, rows: pd.DataFra
     for conc, med in zip(rows["concurrency"], rows["output_tokens_per_s"]):
         at = frame[(frame["series"] == series) & (frame["system"] == system) & (frame["concurrency"] == conc)]
         samples = [v for t in at.get("output_tokens_per_s_samples", []) if isinstance(t, tuple) for v in t]
-        low.append(med - min(samples) if samples else 0.0)
-        high.append(max(samples) - med if samples else 0.0)
+        # (at least 0: a result file written by hand, or damaged, may hold a median outside its samples)
+        low.append(max(0.0, med - min(samples)) if samples else 0.0)
+        high.append(max(0.0, max(samples) - med) if samples else 0.0)
     return low, high
 
 

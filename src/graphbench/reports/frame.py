@@ -101,15 +101,11 @@ def _shape(workload: Mapping[str, Any]) -> str:
 
 
 def capture_sizes_of(result: Mapping[str, Any]) -> list[int] | None:
-    """The ladder the point captured: startup.capture_sizes, else the resolved config's list. With two
-    ladders (mixed_capture_sizes) their union: the results keep step sizes, not each step's phase, and a
-    step pads to the union's next rung wherever the mode records relaxed keys for both (ladders/graphs.py)."""
+    """The ladder the point captured: startup.capture_sizes, else the resolved config's list (with two
+    ladders: the decode ladder; startup.mixed_capture_sizes holds the other)."""
     sizes = _get(result, "startup", "capture_sizes")
     if sizes is None:
         sizes = _get(result, "config", "compilation", "cudagraph_capture_sizes")
-    mixed = _get(result, "startup", "mixed_capture_sizes")
-    if isinstance(sizes, list) and isinstance(mixed, list):
-        sizes = sizes + mixed
     if not isinstance(sizes, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in sizes):
         return None
     return sorted(set(sizes))

@@ -8,8 +8,8 @@ Ratios compare each ladder with the largest one of the same -O level and resolve
 
 The KV trade: the KV tokens the start-up allocated, and the graph memory counted in KV tokens (at the
 start-up's bytes per KV token): what a KV cache sized after capture, as SGLang does, would give up for
-this ladder and mode; measured, and predicted by a graph-memory model fitted over the report's points
-(fixed + per graph + per token of each size, ladders/tune_sources.fit_memory_model).
+this ladder and mode; measured, and predicted by a graph-memory model fitted over the report's points that
+recorded one ladder whole (fixed + per graph + per token of each size, ladders/tune_sources.fit_memory_model).
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def kv_trade(results: list) -> dict[str, tuple[float, float, float]]:
     """label -> (KV tokens, graph memory in KV tokens measured, and as the fitted memory model predicts it)
     for the results whose start-up recorded graphs and a KV cache."""
     from graphbench.errors import GraphbenchError
-    from graphbench.ladders.tune_sources import fit_memory_model
+    from graphbench.ladders.tune_sources import fit_memory_model, one_ladder_fully_captured
     from graphbench.reports.frame import capture_sizes_of
 
     try:
@@ -108,6 +108,8 @@ def kv_trade(results: list) -> dict[str, tuple[float, float, float]]:
             continue
         per_token = kv_bytes / tokens
         sizes = capture_sizes_of(result)
-        predicted = model.predict(sizes) / per_token if model is not None and sizes else math.nan
+        # (the model knows one ladder recorded whole: two ladders or capture on demand get no prediction)
+        known = model is not None and sizes and one_ladder_fully_captured(startup)
+        predicted = model.predict(sizes) / per_token if known else math.nan
         out[str(result.get("label"))] = (float(tokens), graphs / per_token, predicted)
     return out

@@ -42,14 +42,14 @@ CPU_NOTE = (
 )
 
 
-def histogram(workload: Mapping[str, Any]) -> dict[int, int]:
-    """Step token count -> steps, summed over the workload's repeats (batch_size_histogram)."""
+def histogram(workload: Mapping[str, Any], key: str = "batch_size_histogram") -> dict[int, int]:
+    """Step token count -> steps, summed over the workload's repeats (batch_size_histogram, or one phase's)."""
     steps: dict[int, int] = {}
     for repeat in workload.get("repeats") or []:
-        hist = repeat.get("batch_size_histogram") if isinstance(repeat, Mapping) else None
-        for key, count in (hist if isinstance(hist, Mapping) else {}).items():
+        hist = repeat.get(key) if isinstance(repeat, Mapping) else None
+        for size, count in (hist if isinstance(hist, Mapping) else {}).items():
             try:
-                n, c = int(key), int(count)
+                n, c = int(size), int(count)
             except (TypeError, ValueError):
                 continue
             if n > 0 and c > 0:
@@ -84,6 +84,17 @@ def ladder_name(config: Mapping[str, Any], mode: Any, sizes: list[int] | None) -
 
 def predicted_pct(sizes: list[int] | None, steps: Mapping[int, int]) -> float:
     return 100 * token_waste(sizes, steps) if sizes and steps else math.nan
+
+
+def two_ladder_pct(decode: list[int], mixed: list[int], workload: Mapping[str, Any]) -> float:
+    """The padding two ladders predict: each phase's steps (the per-phase histograms) up to its own ladder's
+    next rung, eager above it; NaN for results without the per-phase histograms."""
+    padded = real = 0
+    for ladder, key in ((sorted(decode), "decode_size_histogram"), (sorted(mixed), "mixed_size_histogram")):
+        for n, count in histogram(workload, key).items():
+            rung = next((r for r in ladder if r >= n), n)
+            padded, real = padded + rung * count, real + n * count
+    return 100 * (padded - real) / padded if padded else math.nan
 
 
 def _graphs(result: Mapping[str, Any]) -> str:
@@ -126,7 +137,9 @@ def padding_table(results: list[Mapping[str, Any]]) -> pd.DataFrame:
         config = result.get("config") if isinstance(result.get("config"), Mapping) else {}
         mode = (config.get("compilation") or {}).get("performance_mode")
         own = asked_ladder(result)
-        ladders = [(label, own, ladder_name(config, mode, own))]
+        mixed = (result.get("startup") or {}).get("mixed_capture_sizes")
+        two = f"; mixed {len(mixed)} sizes" + (f", top {max(mixed)}" if mixed else " (eager)") if isinstance(mixed, list) else ""
+        ladders = [(label, own, ladder_name(config, mode, own) + two)]
         for alias in aliases.get(label, []):
             sizes = alias_ladder(result, alias) if own is not None else None
             name = ladder_name(config, ladder_mode(alias), sizes) if sizes or own is None else "not told by its label"
@@ -137,12 +150,15 @@ def padding_table(results: list[Mapping[str, Any]]) -> pd.DataFrame:
                 rows.append(dict(_EMPTY, point=point, workload=f"every workload: see {label}", ladder=ladder,
                                  graphs=_graphs(result)))
                 continue
+            mixed = (result.get("startup") or {}).get("mixed_capture_sizes")
             for w in workloads:
                 steps = histogram(w)
+                predicted = (two_ladder_pct(sizes or [], mixed, w) if isinstance(mixed, list) and point == label
+                             else predicted_pct(sizes, steps))
                 rows.append({
                     "point": point, "workload": str(w.get("name") or ""), "ladder": ladder, "graphs": _graphs(result),
                     "paid padding %": metric_median(w, "padding_token_pct"),
-                    "predicted padding %": predicted_pct(sizes, steps),
+                    "predicted padding %": predicted,
                     "batch sizes (share of steps)": histogram_text(steps), "capture s": capture_s, "graph MiB": graph_mib,
                 })  # fmt: skip
     return pd.DataFrame(rows, columns=PADDING_COLUMNS)

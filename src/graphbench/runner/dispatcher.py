@@ -80,7 +80,9 @@ class CudagraphDispatcher:
 
     capture_sizes is the ladder (vLLM's one ladder, or the decode ladder of the split layout); mixed_sizes
     the split layout's mixed/prefill ladder in tokens (ladders/phases.py), None when the one ladder serves
-    both phases. Uniform FULL keys come from the decode ladder, relaxed keys from graphs.mixed_key_sizes."""
+    both phases. Uniform FULL keys come from the decode ladder, relaxed keys from graphs.mixed_key_sizes;
+    in the split layout each phase pads to its own ladder in every mode (a uniform step to a decode rung, a
+    mixed step to a mixed rung, eager when its ladder has none above it)."""
 
     def __init__(self, mode: CUDAGraphMode, capture_sizes: list[int], max_num_seqs: int,
                  decode_query_len: int = 1, has_lora: bool = False, specialize_lora: bool = True,
@@ -123,7 +125,10 @@ class CudagraphDispatcher:
                 exact = BatchDescriptor(padded, padded // self.decode_query_len, True, desc.has_lora)
                 if exact in self.keys[FULL]:
                     return FULL, exact
-        padded = self.padded_size(desc.num_tokens, self.relaxed_sizes)
+        if self.mixed_sizes is None:
+            padded = self.padded_size(desc.num_tokens, self.relaxed_sizes)
+        else:  # two ladders: the step's own phase's (relaxed keys hold both where decode has no routine of its own)
+            padded = self.padded_size(desc.num_tokens, self.capture_sizes if desc.uniform else self.mixed_sizes)
         if padded is None:
             return NONE, desc
         relaxed = BatchDescriptor(padded, None, False, desc.has_lora)

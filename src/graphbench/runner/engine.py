@@ -115,7 +115,9 @@ class Engine:
         if self.compiled is not None:
             sign_cache_entry(self)
         if self.device.type == "cuda" and self.config.model.kernels == "graphbench" and not self.report.kernel_choices:
-            self.report.kernel_choices = {"source": "rules", "seconds": 0.0, "choices": []}  # no cache entry (-O0)
+            from graphbench.runner.kernel_timing import without_entry
+
+            self.report.kernel_choices = without_entry(self.model)  # no cache entry (-O0): nothing timed
         self.records: list[StepRecord] = []
         self._in_flight = None  # the launched step whose tokens are not on the host yet
         self._ids = itertools.count()
@@ -236,7 +238,11 @@ class Engine:
     def _capture(self) -> None:
         comp = self.config.compilation
         self.runner.record_deferred = comp.deferred_capture == "first_use"
-        report = self.runner.capture(lambda: free_memory(self.device), comp.startup_capture_sizes)
+        asked = comp.startup_capture_sizes
+        if asked is not None and (unknown := sorted(set(asked) - {d.num_tokens for _, d in self.dispatcher.capture_list()})):
+            log.warning("startup_capture_sizes %s are no captured size (the ladders' rungs): nothing is recorded "
+                        "for them", ", ".join(map(str, unknown)))
+        report = self.runner.capture(lambda: free_memory(self.device), asked)
         self.report.deferred_recordings = report.deferred
         self.report.capture_seconds = report.seconds
         self.report.graph_memory_bytes = report.memory_bytes

@@ -74,13 +74,22 @@ def blocks_fit(kernel: str, blocks: tuple[int, ...], n: int, k: int, rows: int) 
     tiles and splits: the kernels do not mask along K)."""
     if kernel == "torch":
         return blocks == ()
+    if not blocks or not all(isinstance(b, int) and b >= 1 for b in blocks) or not _power_of_two(blocks[1]):
+        return False  # (tiles are powers of two; a stored 0 would divide by zero below)
+    warps, stages = (blocks[2], 1) if len(blocks) == 3 else blocks[-2:]
+    if warps not in (1, 2, 4, 8, 16) or stages > 8 or not _power_of_two(blocks[0]):
+        return False
     if kernel in ("gemv", "gated_gemv"):
         return rows == 1 and len(blocks) == 3 and k % blocks[1] == 0 and blocks[0] >= 1
     if kernel == "skinny":
-        return rows > 1 and len(blocks) == 5 and k % (blocks[1] * blocks[2]) == 0
+        return rows > 1 and len(blocks) == 5 and blocks[2] <= 8 and k % (blocks[1] * blocks[2]) == 0
     if kernel == "gated_skinny":
         return rows > 1 and len(blocks) == 4 and k % blocks[1] == 0 and n % 2 == 0
     return False
+
+
+def _power_of_two(value: int) -> bool:
+    return value & (value - 1) == 0
 
 
 # -- the rules (nothing measured) -------------------------------------------------------------------------
@@ -134,6 +143,11 @@ def install(choices: list[KernelChoice]) -> None:
     """Make these the choices the projections run (for the life of the process; a key measured again is
     replaced)."""
     _chosen.update((c.key(), c) for c in choices)
+
+
+def installed() -> list[KernelChoice]:
+    """The choices installed in this process (every engine's: a choice is the GPU's and the shape's)."""
+    return list(_chosen.values())
 
 
 def forget_all() -> None:

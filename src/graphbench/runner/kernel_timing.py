@@ -101,6 +101,14 @@ def load_or_measure(model, directory: Path, device_name: str, max_rows: int) -> 
     return {"source": "measured", "seconds": seconds, "choices": [c.to_dict() for c in choices]}
 
 
+def without_entry(model) -> dict:
+    """The start-up record of an engine that timed nothing (no compile-cache entry: -O0): the choices an
+    earlier engine of this process installed for these shapes, which its projections then run, else the rules."""
+    shapes = {(op, *weight.shape) for op, weight, _ in model_projections(model)}
+    found = [c.to_dict() for c in kc.installed() if (c.op, c.n, c.k) in shapes]
+    return {"source": "earlier in this process" if found else "rules", "seconds": 0.0, "choices": found}
+
+
 def _read(path: Path, device_name: str) -> list[KernelChoice] | None:
     """The stored choices, or None: missing, written for another GPU or other kernels, or unreadable."""
     try:
@@ -110,7 +118,7 @@ def _read(path: Path, device_name: str) -> list[KernelChoice] | None:
         return [KernelChoice.from_dict(c) for c in data["choices"]]
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, ArithmeticError) as exc:
         log.warning("kernel choices in %s unreadable (%s); measuring again", path, exc)
         return None
 
@@ -124,6 +132,7 @@ def measure(model, max_rows: int) -> list[KernelChoice]:
 
     num_sms = sm_count(torch.cuda.current_device())
     classes = [c for c in kc.ROW_CLASSES if c == 1 or c // 2 < max_rows]
+    workspaces_before = skinny_gemm.workspace_keys()  # another engine's recordings may hold these
     choices = []
     with graph_launches(), torch.no_grad():
         for op, weight, bias in model_projections(model):
@@ -132,7 +141,7 @@ def measure(model, max_rows: int) -> list[KernelChoice]:
             for rows in classes:
                 choices.append(_choose(op, timer, rows, num_sms))
             del timer
-    skinny_gemm.release_workspaces()  # the candidates' split workspaces (the chosen ones come back on use)
+    skinny_gemm.release_workspaces(keep=workspaces_before)  # the candidates' (the chosen ones come back on use)
     torch.cuda.empty_cache()
     return choices
 

@@ -79,10 +79,11 @@ def gated_gemv(x: torch.Tensor, weight: torch.Tensor, blocks: tuple[int, int, in
     return out
 
 
-def runs_own_kernel(rows: int, weight: torch.Tensor) -> bool:
-    """Whether a linear of `rows` rows on this weight runs one of graphbench's kernels, not cuBLAS (for a
-    fixed-size variant: compile/pieces.py gives Inductor the matmuls only where cuBLAS would run)."""
-    return chosen_kernel("linear", weight.new_empty((rows, weight.shape[1])), weight) is not None
+def runs_own_kernel(rows: int, weight: torch.Tensor, op: str = "linear") -> bool:
+    """Whether op ("linear" or "gate_up") over `rows` rows on this weight runs one of graphbench's kernels,
+    not cuBLAS (for a fixed-size variant: compile/pieces.py gives Inductor the matmuls only where cuBLAS
+    would run)."""
+    return chosen_kernel(op, weight.new_empty((rows, weight.shape[1])), weight) is not None
 
 
 def linear_impl(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:

@@ -94,9 +94,9 @@ def _check(r: TuneRequest) -> None:
     if r.phase != "all" and not r.from_results:
         raise GraphbenchError(f"--phase {r.phase} needs steps that know their phase: measured results or a "
                               "request trace given with --from (a distribution or a model has none)")
-    if r.phase == "mixed" and r.emit == "vllm":
+    if r.phase != "all" and r.emit == "vllm":
         raise GraphbenchError("vLLM takes one capture ladder for both phases (vllm-project/vllm#32946 prepares "
-                              "separate sizes): tune --phase all for it, or emit the mixed ladder for sglang or trtllm")
+                              f"separate sizes): tune --phase all for it, or emit the {r.phase} ladder for sglang or trtllm")
     for flag, value in (("--max-num-batched-tokens", r.max_num_batched_tokens), ("--block-size", r.block_size),
                         ("--num-kv-blocks", r.num_kv_blocks)):
         if value is not None:  # never valid, whatever the source (a trace's replay or none)

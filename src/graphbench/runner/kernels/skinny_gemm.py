@@ -181,9 +181,15 @@ def _workspace(device: torch.device, splits: int, n: int, block_n: int) -> tuple
     return held
 
 
-def release_workspaces() -> None:
-    """Drop every split workspace (after start-up timed its candidates, before anything is recorded)."""
-    _workspaces.clear()
+def workspace_keys() -> set[tuple]:
+    return set(_workspaces)
+
+
+def release_workspaces(keep: set[tuple] = frozenset()) -> None:
+    """Drop the split workspaces but those kept (start-up, after timing its candidates: a recording of an
+    engine already running may hold the workspaces that existed before)."""
+    for key in set(_workspaces) - set(keep):
+        del _workspaces[key]
 
 
 # launched through kernels/launch.py (a cached direct launch)
