@@ -85,3 +85,14 @@ def test_what_has_no_phase_is_refused(tmp_path: Path) -> None:
     assert out.exit_code == 2 and "decode_size_histogram" in out.output
     out = tune("--from", results, "--phase", "prefill", "--max-graphs", 4)
     assert out.exit_code == 2 and "unknown phase 'prefill'" in out.output
+
+
+def test_two_ladder_results_top_one_ladder_at_the_mixed_ladders_top():
+    from graphbench.ladders.tune_inputs import engine_limits
+
+    r = _phased("p", DECODE, MIXED, seqs=32)
+    r["config"]["compilation"].update(cudagraph_capture_sizes=[1, 2, 4, 8, 16, 24, 32], max_cudagraph_capture_size=32,
+                                      mixed_capture_sizes=[4, 8, 512, 2048])
+    assert engine_limits(r).max_capture_size == 2048  # --phase all: one ladder for every step the engine recorded
+    r["config"]["compilation"]["mixed_capture_sizes"] = None
+    assert engine_limits(r).max_capture_size == 32

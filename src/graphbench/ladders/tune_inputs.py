@@ -82,6 +82,9 @@ def engine_limits(result: Mapping[str, object]) -> EngineLimits | None:
         ok = isinstance(sizes, list) and sizes and all(_positive(s) for s in sizes)
         top = max(sizes) if ok else capture_sizes(seqs, num_speculative_tokens=k,
                                                   max_num_batched_tokens=tokens).max_capture_size
+    mixed = _get(config, "compilation", "mixed_capture_sizes")
+    if isinstance(mixed, list) and mixed and all(_positive(s) for s in mixed):
+        top = max(top, max(mixed))  # two ladders: the engine recorded steps up to the mixed ladder's top
     return EngineLimits(seqs, tokens, k, top)
 
 

@@ -19,6 +19,7 @@ import torch
 from graphbench import env
 from graphbench.config import CompileMode, CUDAGraphMode, EngineConfig, load_arch
 from graphbench.errors import GraphbenchError
+from graphbench.ladders.phases import resolve_mixed_ladder
 from graphbench.runner.attention.selection import create_backend
 from graphbench.runner.compile.cache import cache_root
 from graphbench.runner.compile.compiler import CompiledForward
@@ -61,6 +62,9 @@ class Engine:
         self.config = config.resolve(blackwell=info.is_blackwell_datacenter, device_name=info.name,
                                      device_memory=info.total_memory)
         self.config.model.device, self.config.model.dtype = self.device.type, dtype_name(self.dtype)
+        for warning in resolve_mixed_ladder(config.compilation.mixed_capture_sizes,
+                                            self.config.scheduler.max_num_batched_tokens).warnings:
+            log.warning("%s", warning)  # (the resolved config keeps the sizes that stayed)
         if self.device.type == "cpu":
             torch.set_num_threads(self.config.parallel.cpu_threads)
         if self.device.type != "cuda" and self.config.compilation.max_autotune:
