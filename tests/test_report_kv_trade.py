@@ -42,3 +42,4 @@ def test_the_ladders_table_shows_the_trade(tmp_path):
     assert header.endswith("| KV tokens | graphs as KV tokens | graphs as KV tokens (model) |")
     row = next(line for line in text.splitlines() if line.startswith("| three |"))
     assert row.endswith("| 1,000 | 512 | 512 |")
+

@@ -66,3 +66,19 @@ def test_a_fifo_or_a_link_to_a_device_named_json_is_skipped_not_read(tmp_path):
     assert sorted((p.name, why) for p, why in loaded.skipped) == [("0100_fifo.json", "not a regular file"),
                                                                   ("0101_zero.json", "not a regular file")]
     assert json.loads(json.dumps([str(p) for p, _ in loaded.skipped]))
+
+
+def test_a_damaged_summary_outside_its_samples_still_charts(tmp_path):
+    """A result whose summary median lies above every repeat (written by hand, or damaged) drew a negative
+    error bar, which matplotlib refuses: the report must still be written, with its throughput chart."""
+    from graphbench.reports.report import write_report
+    from graphbench.reports.store import write_result
+    from tests.test_gate import make_result
+
+    damaged = make_result("O2-default", repeats={"closed-c4": [(1000.0, 12.0), (1100.0, 12.0)]})
+    workload = damaged["workloads"][0]
+    workload["concurrency"] = 4
+    workload["summary"] = {"output_tokens_per_s": {"median": 5000.0}}  # the repeats ran 1000 and 1100
+    write_result(tmp_path / "results", "h200", damaged["label"], damaged)
+    report = write_report([tmp_path / "results"], tmp_path / "report")
+    assert (report.out_dir / "throughput.png").is_file()
