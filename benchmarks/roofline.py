@@ -115,12 +115,23 @@ def profile_steps(engine, pool, batch: int, steps: int) -> list[list[dict]]:
     return [kernels[i * per_step:(i + 1) * per_step] for i in range(steps)]
 
 
+# the parts a decoder layer launches (the first layer's norm comes with the embedding lookup)
+LAYER_PARTS = ("qkv", "o", "gate/up", "down", "attention", "norms", "rotary", "silu-mul", "embedding+norm")
+
+
+def kernels_per_layer(kernels: list[dict], num_layers: int) -> float:
+    """Kernels a decoder layer launches: those of the layer parts, less the final norm after the last layer
+    (a small model's step is bound by this count times the time a kernel takes, not by its bytes)."""
+    return (sum(1 for k in kernels if k["part"] in LAYER_PARTS) - 1) / num_layers
+
+
 def summarise(steps: list[list[dict]], arch, batch: int, context: int, copy_gbs: float) -> dict:
     median_us = [statistics.median(s[i]["us"] for s in steps) for i in range(len(steps[0]))]
     gaps = [statistics.median(s[i + 1]["start"] - (s[i]["start"] + s[i]["us"]) for s in steps)
             for i in range(len(steps[0]) - 1)]
     kernels = classify([dict(k, us=u) for k, u in zip(steps[0], median_us)], arch, batch, context)
     return {"batch": batch, "kernels_per_step": len(kernels), "kernel_us": sum(median_us),
+            "kernels_per_layer": kernels_per_layer(kernels, arch.num_hidden_layers),
             "launch_gaps_us": sum(g for g in gaps if g > 0), "parts": part_rows(kernels, copy_gbs),
             "kernels": kernel_rows(kernels)}
 
@@ -213,7 +224,8 @@ def main() -> None:
 
 def print_tables(results: list[dict], copy_gbs: float, context: int) -> None:
     for r in results:
-        print(f"\nbatch {r['batch']}: {r['kernels_per_step']} kernels, {r['kernel_us']:.1f} us of kernels + "
+        per_layer = f" ({r['kernels_per_layer']:.1f} a layer)" if "kernels_per_layer" in r else ""
+        print(f"\nbatch {r['batch']}: {r['kernels_per_step']} kernels{per_layer}, {r['kernel_us']:.1f} us of kernels + "
               f"{r['launch_gaps_us']:.1f} us of gaps between them; the step unprofiled {r['step_us_unprofiled']:.1f} us "
               f"(copy {copy_gbs / 1e3:.2f} TB/s, context {context})")
         print(f"{'part':<10}{'kernels':>8}{'us':>9}{'MB':>9}{'TB/s':>7}{'floor us':>10}{'gap us':>9}")

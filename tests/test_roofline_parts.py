@@ -29,6 +29,8 @@ def test_every_projection_kernel_lands_in_its_part():
     assert parts == ["other",
                      *["norms", "qkv", "attention", "o", "norms", "gate/up", "down"] * 2,
                      "norms", "lm_head", "sampling", "sampling"]
+    classified = roofline.classify(kernels, arch, batch=64, context=128)
+    assert roofline.kernels_per_layer(classified, 2) == 7  # two layers of seven, the final norm apart
     # the one-row forms: the GEMV and the gate/up GEMV with its activation
     assert roofline.part_of("_gemv_kernel") == roofline.part_of("_gated_gemv_kernel") == "projection"
 
