@@ -96,3 +96,18 @@ def test_two_ladder_results_top_one_ladder_at_the_mixed_ladders_top():
     assert engine_limits(r).max_capture_size == 2048  # --phase all: one ladder for every step the engine recorded
     r["config"]["compilation"]["mixed_capture_sizes"] = None
     assert engine_limits(r).max_capture_size == 32
+
+
+def test_both_phases_in_one_call(tmp_path: Path) -> None:
+    results = folder(tmp_path, _phased("p", DECODE, MIXED, seqs=32))
+    both = tune("--from", results, "--phase", "both", "--max-graphs", 3, "--format", "json")
+    assert both.exit_code == 0, both.output
+    docs = json.loads(both.stdout)
+    assert docs["decode"]["top"] == 32 and docs["mixed"]["tuned"]["sizes"] == [300, 700, 1500]
+    emitted = tune("--from", results, "--phase", "both", "--max-graphs", 3, "--emit", "sglang")
+    decode = docs["decode"]["tuned"]["sizes"]
+    assert emitted.stdout.strip() == (f"--cuda-graph-bs-decode {' '.join(map(str, decode))} --cuda-graph-max-bs "
+                                      f"{decode[-1]} --cuda-graph-bs-prefill 300 700 1500 --cuda-graph-max-bs-prefill 1500")
+    table = tune("--from", results, "--phase", "both", "--max-graphs", 3)
+    assert table.exit_code == 0 and "decode steps:" in table.stdout and "mixed steps:" in table.stdout
+    assert tune("--from", results, "--phase", "both", "--max-graphs", 3, "--emit", "vllm").exit_code == 2

@@ -16,10 +16,10 @@ import typer
 
 from graphbench.cli.paths import unique_inputs
 from graphbench.cli.tune_render import print_tune_table
-from graphbench.ladders.emit import one_phase_config
+from graphbench.ladders.emit import one_phase_config, phase_server_config
 from graphbench.ladders.plot import plot_pareto
 from graphbench.ladders.tune_sources import MODEL_FORMS
-from graphbench.tuning.tune_run import TuneRequest, run_tune
+from graphbench.tuning.tune_run import TuneRequest, run_phase_tunes, run_tune
 
 
 def _o(flag: str, help: str):  # noqa: A002 - typer's name
@@ -72,20 +72,44 @@ def tune_command(
     plot: Annotated[Optional[Path], _o("--plot", "Write the Pareto curve, default/interactivity ladders "
                                        "marked, to this .png.")] = None,
     output_format: Annotated[str, _o("--format", "table or json.")] = "table",
-    phase: Annotated[str, _o("--phase", "all steps, or decode / mixed steps only: that phase's own ladder (--from).")] = "all",
+    phase: Annotated[str, _o("--phase", "all steps, decode / mixed steps only (that phase's ladder), or both (--from).")] = "all",
 ) -> None:
     """Tune the CUDA-graph capture ladder to a batch-size distribution (exact dynamic programming)."""
+    if phase == "both":
+        return _both(run_phase_tunes(_request(locals())), emit, output_format)
     result = run_tune(_request(locals()))
-    for warning in result.warnings:
-        typer.echo(f"warning: {warning}", err=True)
+    _warn(result.warnings)
     if emit is not None:
         return typer.echo(one_phase_config(result.tuned.sizes, phase, emit, result.multiple_of))
-    if output_format == "json":
-        typer.echo(json.dumps(result.doc))
-    else:
-        print_tune_table(result.doc)
+    _render(result.doc, output_format)
     if plot is not None:
         _plot(result, plot, objective, err=output_format != "table")
+
+
+def _both(results: dict, emit: str | None, output_format: str) -> None:
+    """--phase both: each phase's tuned ladder, or both in a server's spelling (ladders/emit.py)."""
+    decode, mixed = results["decode"], results["mixed"]
+    _warn(list(dict.fromkeys(decode.warnings + mixed.warnings)))
+    if emit is not None:
+        text, _ = phase_server_config(decode.tuned.sizes, mixed.tuned.sizes, emit, decode.multiple_of)
+        return typer.echo(text)
+    if output_format == "json":
+        return typer.echo(json.dumps({phase: r.doc for phase, r in results.items()}))
+    for phase, result in results.items():
+        typer.echo(f"\n{phase} steps:")
+        _render(result.doc, output_format)
+
+
+def _render(doc: dict, output_format: str) -> None:
+    if output_format == "json":
+        typer.echo(json.dumps(doc))
+    else:
+        print_tune_table(doc)
+
+
+def _warn(warnings: list[str]) -> None:
+    for warning in warnings:
+        typer.echo(f"warning: {warning}", err=True)
 
 
 def _request(options: dict) -> TuneRequest:

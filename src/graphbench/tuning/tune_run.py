@@ -29,7 +29,7 @@ from graphbench.tuning.trace_replay import ReplayLimits, replay_files
 from graphbench.tuning.tune_document import tune_document
 
 FORMATS = ("table", "json")
-PHASES = ("all", "decode", "mixed")
+PHASES = ("all", "decode", "mixed", "both")
 MIB = 2**20
 MAX_BUDGET_MIB = 1 << 20  # 1 TiB of graph memory: past any GPU's memory
 
@@ -94,6 +94,8 @@ def _check(r: TuneRequest) -> None:
     if r.phase != "all" and not r.from_results:
         raise GraphbenchError(f"--phase {r.phase} needs steps that know their phase: measured results or a "
                               "request trace given with --from (a distribution or a model has none)")
+    if r.phase == "both" and r.plot is not None:
+        raise GraphbenchError("--plot draws one ladder's Pareto curve: tune --phase decode or mixed for it")
     if r.phase != "all" and r.emit == "vllm":
         raise GraphbenchError("vLLM takes one capture ladder for both phases (vllm-project/vllm#32946 prepares "
                               f"separate sizes): tune --phase all for it, or emit the {r.phase} ladder for sglang or trtllm")
@@ -121,6 +123,13 @@ def _distribution(r: TuneRequest, warnings: list[str]):
             raise GraphbenchError(f"--phase {r.phase}: a server log's step counts do not say which phase a step was")
         return [], server_log
     return _measured(r.from_results, r.workload, r.distribution, r.model, warnings), None
+
+
+def run_phase_tunes(r: TuneRequest) -> dict[str, TuneResult]:
+    """--phase both: the decode ladder and the mixed ladder, each tuned from its own phase's steps."""
+    from dataclasses import replace
+
+    return {phase: run_tune(replace(r, phase=phase, warnings=list(r.warnings))) for phase in ("decode", "mixed")}
 
 
 def run_tune(r: TuneRequest) -> TuneResult:
