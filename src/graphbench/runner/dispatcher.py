@@ -90,15 +90,15 @@ class CudagraphDispatcher:
         self.mode = mode
         self.capture_sizes = sorted(capture_sizes) if mode != NONE else []
         self.mixed_sizes = None if mixed_sizes is None or mode == NONE else sorted(mixed_sizes)
-        self.relaxed_sizes = (self.capture_sizes if self.mixed_sizes is None
-                              else list(mixed_key_sizes(mode, self.capture_sizes, self.mixed_sizes)))
+        relaxed_sizes = (self.capture_sizes if self.mixed_sizes is None
+                         else mixed_key_sizes(mode, self.capture_sizes, self.mixed_sizes))
         self.decode_query_len = decode_query_len
         self.keys: dict[CUDAGraphMode, set[BatchDescriptor]] = {FULL: set(), PIECEWISE: set()}
         # adapters loaded: recordings with and without them (specialised), or only with them
         lora_options = ((False, True) if specialize_lora else (True,)) if has_lora else (False,)
         for lora in lora_options:
             if mode.mixed_mode() != NONE:
-                for size in self.relaxed_sizes:
+                for size in relaxed_sizes:
                     self.keys[mode.mixed_mode()].add(BatchDescriptor(size, None, False, lora))
             if mode.decode_mode() == FULL and mode.separate_routine():
                 for size in self.uniform_sizes(max_num_seqs):
@@ -119,18 +119,15 @@ class CudagraphDispatcher:
         """Exact FULL key, then relaxed FULL, then relaxed PIECEWISE, else eager (unpadded)."""
         if self.mode == NONE or desc.num_tokens > self.max_capture_size:
             return NONE, desc
-        if desc.uniform:
-            padded = self.padded_size(desc.num_tokens)
-            if padded is not None:
-                exact = BatchDescriptor(padded, padded // self.decode_query_len, True, desc.has_lora)
-                if exact in self.keys[FULL]:
-                    return FULL, exact
-        if self.mixed_sizes is None:
-            padded = self.padded_size(desc.num_tokens, self.relaxed_sizes)
-        else:  # two ladders: the step's own phase's (relaxed keys hold both where decode has no routine of its own)
-            padded = self.padded_size(desc.num_tokens, self.capture_sizes if desc.uniform else self.mixed_sizes)
+        # the step's own phase's ladder (two ladders: relaxed keys hold both where decode has no routine of its own)
+        mixed = self.mixed_sizes is not None and not desc.uniform
+        padded = self.padded_size(desc.num_tokens, self.mixed_sizes if mixed else None)
         if padded is None:
             return NONE, desc
+        if desc.uniform:
+            exact = BatchDescriptor(padded, padded // self.decode_query_len, True, desc.has_lora)
+            if exact in self.keys[FULL]:
+                return FULL, exact
         relaxed = BatchDescriptor(padded, None, False, desc.has_lora)
         if relaxed in self.keys[FULL]:
             return FULL, relaxed

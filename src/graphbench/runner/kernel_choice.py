@@ -21,6 +21,7 @@ Settled and not measured again: the residual add + RMSNorm is its own launch, no
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 ROW_CLASSES = (1, 16, 32, 64)
@@ -117,7 +118,12 @@ def skinny_rule(n: int, k: int, num_sms: int) -> tuple[int, int, int, int, int]:
     return 64, SKINNY_BLOCK_K, split_count(n, k, num_sms), 4, 4
 
 
-def rule_choice(op: str, n: int, k: int, rows: int, on_gpu: bool, num_sms: int) -> KernelChoice:
+# the SMs the interpreter's skinny-GEMM rule assumes (an H100's / H200's); on the GPU the rules never split K
+INTERPRETER_SMS = 132
+
+
+@functools.cache  # (a projection asks at every eager call: one object per key, not one per call)
+def rule_choice(op: str, n: int, k: int, rows: int, on_gpu: bool, num_sms: int = INTERPRETER_SMS) -> KernelChoice:
     """The kernel a projection runs when nothing was measured for it (the module docstring)."""
     if rows == 1:
         blocks = gemv_rule(n, k)
@@ -155,11 +161,12 @@ def forget_all() -> None:
     _chosen.clear()
 
 
-def choice_for(op: str, n: int, k: int, rows: int, on_gpu: bool, num_sms: int) -> KernelChoice:
-    """The kernel for `rows` rows of op on a [n, k] weight: the measured choice, else the rule."""
+def choice_for(op: str, n: int, k: int, rows: int, on_gpu: bool, num_sms: int = INTERPRETER_SMS) -> KernelChoice:
+    """The kernel for `rows` rows of op on a [n, k] weight: the measured choice, else the rule (above 64
+    rows: cuBLAS, as the rule for the GPU's many rows)."""
     cls = row_class(rows)
     if cls is None:
-        return KernelChoice(op, n, k, MAX_ROWS, "torch")
+        return rule_choice(op, n, k, MAX_ROWS, True)
     return _chosen.get((op, n, k, cls)) or rule_choice(op, n, k, cls, on_gpu, num_sms)
 
 

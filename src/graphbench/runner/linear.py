@@ -47,21 +47,12 @@ def chosen_kernel(op: str, x: torch.Tensor, weight: torch.Tensor) -> KernelChoic
     if x.dim() != 2 or not on_triton_device(x) or x.dtype != weight.dtype or weight.stride(-1) != 1:
         return None
     n, k = weight.shape
-    choice = kernel_choice.choice_for(op, n, k, x.shape[0], x.is_cuda, _num_sms(x))
+    choice = kernel_choice.choice_for(op, n, k, x.shape[0], x.is_cuda)  # (no per-call work beyond a lookup)
     if choice.kernel == "torch" or x.shape[1] != k:
         return None
     if choice.kernel in ("gemv", "gated_gemv"):
         return choice if x.shape[0] == 1 and x.is_contiguous() else None
     return choice if _skinny().skinny_applies(x, weight) else None
-
-
-def _num_sms(x: torch.Tensor) -> int:
-    """The SMs a kernel spreads over: the GPU's, or an H100/H200's 132 in the interpreter."""
-    if not x.is_cuda:
-        return 132
-    from graphbench.runner.kernels.paged_attention import sm_count
-
-    return sm_count(x.device.index or 0)
 
 
 def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, blocks: tuple[int, int, int]) -> torch.Tensor:
