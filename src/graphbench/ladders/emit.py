@@ -62,16 +62,11 @@ def phase_server_config(decode_sizes: list[int] | tuple[int, ...], mixed_sizes: 
         note = ("vLLM takes one capture ladder for decode and mixed steps (vllm-project/vllm#32946 prepares "
                 "separate sizes): the union of both ladders is emitted, and decode steps pad to it")
         return server_config(sorted(set(decode_sizes) | set(mixed)), "vllm"), note
-    decode = server_config(decode_sizes, server, decode_query_len, max_requests)
-    if server == "sglang":
-        decode = decode.replace("--cuda-graph-bs ", "--cuda-graph-bs-decode ")
-        if not mixed:
-            return f"{decode} --disable-piecewise-cuda-graph", None
-        return (f"{decode} --cuda-graph-bs-prefill {' '.join(map(str, mixed))} "
-                f"--cuda-graph-max-bs-prefill {mixed[-1]}"), None
-    if not mixed:
-        return decode, None
-    return f"{decode}\nprefill_cuda_graph_backend: piecewise\nprefill_capture_num_tokens: [{', '.join(map(str, mixed))}]", None
+    decode = one_phase_config(decode_sizes, "decode", server, decode_query_len, max_requests)
+    if not mixed:  # mixed steps eager: SGLang's prefill graphs off, TensorRT-LLM's left out
+        return (f"{decode} --disable-piecewise-cuda-graph" if server == "sglang" else decode), None
+    joint = " " if server == "sglang" else "\n"
+    return decode + joint + one_phase_config(mixed, "mixed", server), None
 
 
 def one_phase_config(sizes: list[int] | tuple[int, ...], phase: str, server: str, decode_query_len: int = 1,
