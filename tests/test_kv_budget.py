@@ -7,7 +7,8 @@ import torch
 
 from graphbench.config import load_arch, load_engine_config
 from graphbench.errors import GraphbenchError
-from graphbench.runner.kv_cache import activation_bytes, bytes_per_block, num_kv_blocks
+from graphbench.runner.kv_arena import blocks_fitting, probe_blocks, round_up
+from graphbench.runner.kv_cache import activation_bytes, bytes_per_block, kv_budget_bytes, num_kv_blocks
 
 GIB = 2**30
 ARCH = load_arch("llama-3.2-1b")
@@ -44,3 +45,41 @@ def test_a_shortfall_of_the_model_alone_blames_no_one_else():
         blocks(total=4 * GIB, free=4 * GIB - WEIGHTS - GIB // 4)
     assert "held by something else" not in str(caught.value)
     assert f"(this engine's weights {WEIGHTS / GIB:.2f} GiB)" in str(caught.value)
+
+
+def test_after_capture_the_cache_already_backed_counts_as_budget_not_as_use():
+    """kv_sizing after_capture: the probe's blocks mapped before capture are KV cache, not memory in use."""
+    total, free, held = 140 * GIB, 100 * GIB, 64 << 20
+    reserve = activation_bytes(ARCH, 8192, 256, torch.bfloat16)
+    assert kv_budget_bytes(ARCH, CONFIG, torch.bfloat16, total, free, held) == \
+        int(total * 0.9) - (total - free - held) - reserve
+    assert kv_budget_bytes(ARCH, CONFIG, torch.bfloat16, total, free, held) - \
+        kv_budget_bytes(ARCH, CONFIG, torch.bfloat16, total, free) == held
+
+
+def test_blocks_fitting_rounds_each_region_down_to_whole_granules():
+    two_mib = 2 << 20
+    # 32 regions (16 layers' K and V) of 16 KiB blocks: 1 GiB is 32 MiB a region, 2048 blocks
+    assert blocks_fitting(GIB, 32, 16 << 10, two_mib) == 2048
+    # a budget one byte short of it loses a whole granule a region (128 blocks), never backs past the budget
+    assert blocks_fitting(GIB - 1, 32, 16 << 10, two_mib) == 2048 - 128
+    # blocks that straddle granules: 3 MiB blocks, 7 MiB a region -> 6 MiB of whole granules -> 2 blocks
+    assert blocks_fitting(2 * (7 << 20), 2, 3 << 20, two_mib) == 2
+    assert blocks_fitting(0, 32, 16 << 10, two_mib) == 0
+
+
+def test_probe_blocks_fill_one_granule_and_are_never_zero():
+    assert probe_blocks(16 << 10, 2 << 20) == 128
+    assert probe_blocks(3 << 20, 2 << 20) == 1
+
+
+def test_kv_sizing_takes_one_of_two_orders():
+    from graphbench.config.parts import CacheConfig
+
+    assert CacheConfig(kv_sizing="after_capture").kv_sizing == "after_capture"
+    with pytest.raises(GraphbenchError, match="kv_sizing"):
+        CacheConfig(kv_sizing="after")
+
+
+def test_round_up():
+    assert [round_up(v, 4) for v in (0, 1, 4, 5)] == [0, 4, 4, 8]

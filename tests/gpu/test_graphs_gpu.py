@@ -121,6 +121,29 @@ def test_capture_on_demand_matches_O0(reference, deferred):
         assert any(r.runtime_mode == "NONE" and r.descriptor.num_tokens > 4 for r in engine.records)
 
 
+def test_kv_sized_after_capture_takes_what_the_recordings_left(reference):
+    """cache.kv_sizing after_capture: the recordings are made on a probe's blocks in reserved addresses, then the
+    cache is backed with what they left. -O0's tokens; at least the recordings' pool fewer KV bytes than the
+    cache sized first; the memory goes back on close."""
+    sized = {"cache.num_blocks": None}
+    first = make_engine(2, "FULL_AND_PIECEWISE", **sized)
+    kv_first = first.report.kv_cache_bytes
+    first.close()
+    free_before = torch.cuda.mem_get_info()[0]
+    engine = make_engine(2, "FULL_AND_PIECEWISE", **sized, **{"cache.kv_sizing": "after_capture"})
+    r = engine.report
+    print(f"KV first {kv_first / 2**30:.3f} GiB, after capture {r.kv_cache_bytes / 2**30:.3f} GiB; graphs "
+          f"{r.graph_memory_bytes / 2**30:.3f} GiB (pool {r.graph_pool_bytes / 2**30:.3f})", flush=True)
+    assert engine.kv_cache.arena is not None and engine.kv_cache.num_blocks > 2048
+    assert r.graph_pool_bytes <= kv_first - r.kv_cache_bytes <= r.graph_memory_bytes + 2**30
+    tokens, _ = run_workload(engine)
+    ref_tokens, _ = reference
+    total = sum(map(len, ref_tokens))
+    assert sum(a == b for x, y in zip(tokens, ref_tokens) for a, b in zip(x, y)) / total >= 0.99
+    engine.close()
+    assert torch.cuda.mem_get_info()[0] >= free_before - (256 << 20)
+
+
 def _random_dummy(engine: Engine, num_tokens: int, num_reqs: int, seed: int):
     meta = engine.inputs.prepare_dummy(num_tokens, num_reqs, engine.kv_cache.num_blocks)
     g = torch.Generator(device="cuda").manual_seed(seed)

@@ -26,7 +26,7 @@ AXIS_ALIASES = {
     "tensor_parallel_size": "parallel.tensor_parallel_size", "cpu_threads": "parallel.cpu_threads",
     "lora_modules": "lora.modules", "max_loras": "lora.max_loras", "max_lora_rank": "lora.max_lora_rank",
     "cudagraph_specialize_lora": "lora.cudagraph_specialize_lora",
-    "num_kv_blocks": "cache.num_blocks", "num_blocks": "cache.num_blocks",
+    "num_kv_blocks": "cache.num_blocks", "num_blocks": "cache.num_blocks", "kv_sizing": "cache.kv_sizing",
     "static_variants": "compilation.static_variants", "mixed_ladder": "compilation.mixed_capture_sizes",
     "startup_capture_sizes": "compilation.startup_capture_sizes", "deferred_capture": "compilation.deferred_capture",
 }
@@ -159,6 +159,7 @@ def engine_key(config: Any, graphs_possible: bool = True) -> str:
     if not graphs_possible or comp["cudagraph_mode"] == "NONE":
         comp["cudagraph_capture_sizes"] = comp["max_cudagraph_capture_size"] = comp["performance_mode"] = None
         comp["mixed_capture_sizes"] = comp["startup_capture_sizes"] = comp["deferred_capture"] = None
+        data["cache"]["kv_sizing"] = None  # (no recording: both orders size the same cache)
     if not graphs_possible:
         comp["cudagraph_mode"] = None
     return json.dumps(data, sort_keys=True)

@@ -62,6 +62,7 @@ ENGINE_OPTIONS: dict[str, tuple[Any, Optional[str], Callable[[Any], Any]]] = {
     "max_model_len": (Annotated[Optional[int], _opt("--max-model-len", help="Longest prompt + output (default: the model's).")], "scheduler.max_model_len", lambda v: v),
     "block_size": (Annotated[Optional[int], _opt("--block-size", help="KV-cache block size in tokens (default 16).")], "cache.block_size", lambda v: v),
     "gpu_memory_utilization": (Annotated[Optional[float], _opt("--gpu-memory-utilization", help="Fraction of GPU memory to use (default 0.9).")], "cache.gpu_memory_utilization", lambda v: v),
+    "kv_sizing": (Annotated[Optional[str], _opt("--kv-sizing", help="When the KV cache is sized: before_capture (default; the CUDA graphs take memory beyond its budget) or after_capture (graphs first, the cache takes what they left).")], "cache.kv_sizing", lambda v: v),
     "num_kv_blocks": (Annotated[Optional[int], _opt("--num-kv-blocks", help="Explicit KV-cache block count.")], "cache.num_blocks", lambda v: v),
     "num_speculative_tokens": (Annotated[Optional[int], _opt("--num-speculative-tokens", help="Speculative tokens per step (decode query length 1+k).")], "speculative.num_speculative_tokens", lambda v: v),
     "speculative_method": (Annotated[Optional[str], _opt("--speculative-method", help="Drafter with --num-speculative-tokens: ngram (prompt lookup, default) or replay (an earlier greedy run's tokens).")], "speculative.method", lambda v: v),

@@ -105,6 +105,9 @@ class SchedulerConfig:
         return hash_factors([self.max_num_seqs, self.max_num_batched_tokens])
 
 
+KV_SIZING = ("before_capture", "after_capture")
+
+
 @dataclass(slots=True)
 class CacheConfig:
     """Paged KV cache: block size and how much memory it may take."""
@@ -112,9 +115,14 @@ class CacheConfig:
     block_size: int = 16
     gpu_memory_utilization: float = 0.9  # fraction of device memory for weights + activations + KV
     num_blocks: int | None = None  # explicit block count; overrides the memory budget
+    # before_capture: the cache takes its budget first and the CUDA graphs come out of what is left over
+    # (vLLM's and SGLang's default order); after_capture: the graphs are recorded first and the cache takes
+    # what they left, so the ladder's memory shows in the KV tokens (SGLang's post-capture sizing)
+    kv_sizing: str = "before_capture"
 
     def __post_init__(self) -> None:
         require_int("block_size", self.block_size)
+        require_choice("kv_sizing", self.kv_sizing, KV_SIZING)
         require_positive("block_size", self.block_size)
         require_at_most("block_size", self.block_size, 1024)
         if self.block_size & (self.block_size - 1):

@@ -30,7 +30,8 @@ from graphbench.runner.device import device_info, dtype_name, free_memory, resol
 from graphbench.runner.inputs import StepInputs
 from graphbench.runner.block_allocator import BlockAllocator
 from graphbench.runner.kernels.triton_key import remember_triton_key
-from graphbench.runner.kv_cache import KVCache, bytes_per_block, num_kv_blocks
+from graphbench.runner.kv_cache import bytes_per_block
+from graphbench.runner.kv_startup import allocate_kv_cache, grow_after_capture
 from graphbench.runner.loader import build_model, fill_dummy_weights, load_checkpoint
 from graphbench.runner.model_runner import ModelRunner
 from graphbench.runner.parallel import (
@@ -38,7 +39,6 @@ from graphbench.runner.parallel import (
     close_tensor_parallel,
     init_tensor_parallel,
     local_arch,
-    min_over_ranks,
 )
 from graphbench.runner.request import PENDING_TOKEN, Request, RequestStatus, SamplingParams, check_prompt
 from graphbench.runner.records import StartupReport, StepRecord
@@ -90,20 +90,11 @@ class Engine:
         t0 = time.perf_counter()
         self.backend = create_backend(self.config.model.attention_backend, self.device.type)
         block_size = self.config.cache.block_size
-        num_blocks = self._num_kv_blocks(block_size)
-        self.kv_cache = KVCache.allocate(self.local_arch, num_blocks, block_size, self.dtype, self.device)
+        self.kv_cache = allocate_kv_cache(self, block_size)
         self.report.kv_cache_seconds = time.perf_counter() - t0
-        self.report.num_kv_blocks, self.report.num_kv_tokens = num_blocks, num_blocks * block_size
-        self.report.kv_cache_bytes = num_blocks * bytes_per_block(self.local_arch, block_size, self.dtype)
 
         self.dispatcher = self._make_dispatcher()
-        self.allocator = BlockAllocator(num_blocks)
         self.speculative = self._start_speculative()
-        self.scheduler = Scheduler(
-            self.allocator, block_size, sched.max_num_seqs, sched.max_num_batched_tokens,
-            self.config.decode_query_len, sched.enable_chunked_prefill,
-            drafts=self.speculative.drafts if self.speculative is not None else None,
-            lora=self._lora_keys())
         max_blocks_per_seq = -(-self.max_model_len // block_size)
         self.inputs = StepInputs(sched.max_num_batched_tokens, sched.max_num_seqs, max_blocks_per_seq,
                                  block_size, self.device)
@@ -118,6 +109,17 @@ class Engine:
             self._capture()
         if self.compiled is not None:
             sign_cache_entry(self)
+        if self.kv_cache.arena is not None:
+            self.report.kv_cache_seconds += grow_after_capture(self)
+        num_blocks = self.kv_cache.num_blocks
+        self.report.num_kv_blocks, self.report.num_kv_tokens = num_blocks, num_blocks * block_size
+        self.report.kv_cache_bytes = num_blocks * bytes_per_block(self.local_arch, block_size, self.dtype)
+        self.allocator = BlockAllocator(num_blocks)
+        self.scheduler = Scheduler(
+            self.allocator, block_size, sched.max_num_seqs, sched.max_num_batched_tokens,
+            self.config.decode_query_len, sched.enable_chunked_prefill,
+            drafts=self.speculative.drafts if self.speculative is not None else None,
+            lora=self._lora_keys())
         if self.device.type == "cuda" and self.config.model.kernels == "graphbench" and not self.report.kernel_choices:
             from graphbench.runner.kernel_timing import without_entry
 
@@ -167,9 +169,12 @@ class Engine:
             return
         if self.compiled is not None:
             self.compiled.backend.release()
+        kv_cache = self.kv_cache
         for holder in ("runner", "compiled", "model", "kv_cache", "inputs", "backend", "scheduler", "_in_flight"):
             setattr(self, holder, None)
         gc.collect()  # (the compiled forward and its pieces refer to one another)
+        if kv_cache is not None:
+            kv_cache.release()  # (a reserved cache's memory is not torch's: it goes back now, not with its tensors)
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
 
@@ -268,13 +273,6 @@ class Engine:
                 "(presets have no weights here: use --load-format dummy)")
         else:
             load_checkpoint(self.model, folder, self.arch)
-
-    def _num_kv_blocks(self, block_size: int) -> int:
-        free = free_memory(self.device) if self.device.type == "cuda" else None
-        num_blocks = num_kv_blocks(self.local_arch, self.config, self.dtype, block_size, self.max_model_len,
-                                   self.device_info.total_memory, free, self.report.weights_bytes)
-        # every rank schedules the same batches, so all must hold the same number of blocks
-        return min_over_ranks(num_blocks) if self.shard.size > 1 else num_blocks
 
     # -- requests and steps ------------------------------------------------------------------
 

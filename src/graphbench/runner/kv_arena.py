@@ -1,0 +1,162 @@
+"""The KV cache in reserved virtual memory, so that it can be sized after the CUDA graphs are recorded.
+
+A recording bakes in the KV tensors' addresses, so the cache must exist before capture. Reserving the
+addresses first (cuMemAddressReserve) and backing them with physical memory later (cuMemCreate +
+cuMemMap) lets the capture come first and the cache take what the recordings left: the order of SGLang's
+post-capture KV sizing (sgl-project/sglang#30157). Each layer's K and V is one reserved region as large as
+the whole device could hold; a probe's worth of blocks at its start is backed for the warm-up and the
+recordings (their dummy batches address only those), the rest once the free memory after capture is known.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass, field
+
+from graphbench.errors import GraphbenchError
+
+
+def round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def blocks_fitting(budget_bytes: int, num_regions: int, region_block_bytes: int, granularity: int) -> int:
+    """The most blocks whose backing (each of num_regions regions rounded up to whole granules) fits the budget."""
+    per_region = budget_bytes // num_regions // granularity * granularity
+    return max(0, per_region // region_block_bytes)
+
+
+def probe_blocks(region_block_bytes: int, granularity: int) -> int:
+    """The blocks backed before capture: one granule's worth a region (at least one block)."""
+    return max(1, granularity // region_block_bytes)
+
+
+class _Driver:
+    """The few CUDA driver calls the arena makes (libcuda through ctypes; torch exposes none of them)."""
+
+    def __init__(self) -> None:
+        try:
+            self.lib = ctypes.CDLL("libcuda.so.1")
+        except OSError as exc:
+            raise GraphbenchError(f"KV sizing after capture needs the CUDA driver library: {exc}") from None
+
+    def __call__(self, name: str, *args) -> None:
+        result = getattr(self.lib, name)(*args)
+        if result != 0:
+            text = ctypes.c_char_p()
+            self.lib.cuGetErrorString(result, ctypes.byref(text))
+            detail = text.value.decode() if text.value else f"error {result}"
+            raise GraphbenchError(f"{name} failed while sizing the KV cache after capture: {detail}")
+
+
+class _Location(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
+
+
+class _AllocFlags(ctypes.Structure):
+    _fields_ = [("compressionType", ctypes.c_ubyte), ("gpuDirectRDMACapable", ctypes.c_ubyte),
+                ("usage", ctypes.c_ushort), ("reserved", ctypes.c_ubyte * 4)]
+
+
+class _AllocationProp(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("requestedHandleTypes", ctypes.c_int), ("location", _Location),
+                ("win32HandleMetaData", ctypes.c_void_p), ("allocFlags", _AllocFlags)]
+
+
+class _AccessDesc(ctypes.Structure):
+    _fields_ = [("location", _Location), ("flags", ctypes.c_int)]
+
+
+_PINNED, _ON_DEVICE, _READ_WRITE, _MINIMUM_GRANULARITY = 1, 1, 3, 0
+
+
+class _Span:
+    """Device bytes a tensor can view (torch reads __cuda_array_interface__ without copying)."""
+
+    def __init__(self, address: int, nbytes: int) -> None:
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (address, False),
+                                         "version": 3, "strides": None}
+
+
+@dataclass
+class KVArena:
+    """Per layer a K and a V region of reserved addresses, backed up to `backed_blocks` blocks."""
+
+    device_index: int
+    region_block_bytes: int  # one block of one layer's K (or V)
+    max_blocks: int
+    granularity: int = 0
+    base: int = 0
+    region_bytes: int = 0
+    num_regions: int = 0
+    backed_blocks: int = 0
+    handles: list[tuple[int, int, int]] = field(default_factory=list)  # (address, bytes, handle) mapped
+    driver: _Driver | None = None
+
+    @classmethod
+    def reserve(cls, num_layers: int, region_block_bytes: int, max_blocks: int, device_index: int) -> "KVArena":
+        arena = cls(device_index, region_block_bytes, max_blocks, driver=_Driver())
+        prop = arena._prop()
+        granularity = ctypes.c_size_t()
+        arena.driver("cuMemGetAllocationGranularity", ctypes.byref(granularity), ctypes.byref(prop),
+                     _MINIMUM_GRANULARITY)
+        arena.granularity = granularity.value
+        arena.num_regions = 2 * num_layers
+        arena.region_bytes = round_up(max_blocks * region_block_bytes, arena.granularity)
+        base = ctypes.c_uint64()
+        arena.driver("cuMemAddressReserve", ctypes.byref(base), ctypes.c_size_t(arena.region_bytes * arena.num_regions),
+                     ctypes.c_size_t(arena.granularity), ctypes.c_uint64(0), ctypes.c_ulonglong(0))
+        arena.base = base.value
+        return arena
+
+    @property
+    def mapped_bytes(self) -> int:
+        return sum(nbytes for _, nbytes, _ in self.handles)
+
+    def region_address(self, index: int) -> int:
+        return self.base + index * self.region_bytes
+
+    def span(self, index: int) -> _Span:
+        return _Span(self.region_address(index), self.region_bytes)
+
+    def back(self, num_blocks: int) -> None:
+        """Back every region's first num_blocks blocks with physical memory (what is backed stays)."""
+        if num_blocks > self.max_blocks:
+            raise GraphbenchError(f"the KV arena holds at most {self.max_blocks} blocks, asked for {num_blocks}")
+        done = round_up(self.backed_blocks * self.region_block_bytes, self.granularity)
+        wanted = round_up(num_blocks * self.region_block_bytes, self.granularity)
+        if wanted > done:
+            for index in range(self.num_regions):
+                self._map(self.region_address(index) + done, wanted - done)
+        self.backed_blocks = max(self.backed_blocks, num_blocks)
+
+    def _map(self, address: int, nbytes: int) -> None:
+        prop, handle = self._prop(), ctypes.c_uint64()
+        self.driver("cuMemCreate", ctypes.byref(handle), ctypes.c_size_t(nbytes), ctypes.byref(prop), ctypes.c_ulonglong(0))
+        try:
+            self.driver("cuMemMap", ctypes.c_uint64(address), ctypes.c_size_t(nbytes), ctypes.c_size_t(0),
+                        handle, ctypes.c_ulonglong(0))
+        except GraphbenchError:
+            self.driver("cuMemRelease", handle)
+            raise
+        self.handles.append((address, nbytes, handle.value))
+        access = _AccessDesc(_Location(_ON_DEVICE, self.device_index), _READ_WRITE)
+        self.driver("cuMemSetAccess", ctypes.c_uint64(address), ctypes.c_size_t(nbytes), ctypes.byref(access),
+                    ctypes.c_size_t(1))
+
+    def release(self) -> None:
+        """Unmap and free everything (the tensors viewing the arena must be gone: nothing may read it after)."""
+        for address, nbytes, handle in reversed(self.handles):
+            self.driver("cuMemUnmap", ctypes.c_uint64(address), ctypes.c_size_t(nbytes))
+            self.driver("cuMemRelease", ctypes.c_uint64(handle))
+        self.handles.clear()
+        if self.base:
+            self.driver("cuMemAddressFree", ctypes.c_uint64(self.base),
+                        ctypes.c_size_t(self.region_bytes * self.num_regions))
+            self.base = 0
+        self.backed_blocks = 0
+
+    def _prop(self) -> _AllocationProp:
+        prop = _AllocationProp()
+        prop.type, prop.location = _PINNED, _Location(_ON_DEVICE, self.device_index)
+        return prop
