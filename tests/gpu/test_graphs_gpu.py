@@ -128,7 +128,10 @@ def test_kv_sized_after_capture_takes_what_the_recordings_left(reference):
     cache is backed with what they left. -O0's tokens; at least the recordings' pool fewer KV bytes than the
     cache sized first; the memory goes back on close."""
     sized = {"cache.num_blocks": None}
-    gc.collect()  # (earlier tests' engines would hold memory while one engine is sized and not the other)
+    # Both engines compared must start alike: from the compile cache (a start that compiles leaves memory
+    # behind in the process after close), with no earlier test's engine still awaiting collection.
+    make_engine(2, "FULL_AND_PIECEWISE").close()
+    gc.collect()
     torch.cuda.empty_cache()
     first = make_engine(2, "FULL_AND_PIECEWISE", **sized)
     kv_first = first.report.kv_cache_bytes

@@ -33,6 +33,8 @@ def allocate_kv_cache(engine: Any, block_size: int) -> KVCache:
     if sized_after_capture(engine):
         max_blocks = engine.device_info.total_memory // bytes_per_block(arch, block_size, engine.dtype)
         return KVCache.reserve(arch, max_blocks, block_size, engine.dtype, engine.device)
+    if engine.device.type == "cuda":
+        torch.cuda.empty_cache()  # blocks the allocator caches but nothing holds (loading's) are free for the cache
     free = free_memory(engine.device) if engine.device.type == "cuda" else None
     num_blocks = num_kv_blocks(arch, config, engine.dtype, block_size, engine.max_model_len,
                                engine.device_info.total_memory, free, engine.report.weights_bytes)
