@@ -80,3 +80,21 @@ def test_the_report_sets_what_start_up_saved_against_the_stalls(tmp_path):
     text = (report.out_dir / "report.md").read_text()
     assert "## Capture plan: two ladders and capture on demand" in text
     assert "| on-demand | decode 4 sizes, top 8; mixed 3 sizes, top 12 | 3 | 7 | 0.40 | 50 | 100,000 | closed | 2 | 0.75 |" in text
+
+
+def test_the_capture_plan_takes_medians_over_the_points_processes():
+    """A point measured in three processes: its warm starts' median capture, memory and KV tokens (the cold
+    start left out), and per workload the median over processes of the recordings made and their stall."""
+    from graphbench.reports.capture_plan_table import capture_plan_table
+    from tests.test_tune_engine_limits import result
+
+    point = result("on-demand", {1: 5, 8: 3}, seqs=8)
+    point["startup"].update(num_graphs={"FULL": 4}, deferred_recordings=3, capture_sizes=[1, 2, 4, 8])
+    point["startups"] = [{"cold": True, "capture_s": 9.0, "graph_memory_bytes": 10 * 2**20, "kv_cache_tokens": 1},
+                         {"cold": False, "capture_s": 0.5, "graph_memory_bytes": 80 * 2**20, "kv_cache_tokens": 300},
+                         {"cold": False, "capture_s": 0.3, "graph_memory_bytes": 80 * 2**20, "kv_cache_tokens": 300},
+                         {"cold": False, "capture_s": 0.4, "graph_memory_bytes": 78 * 2**20, "kv_cache_tokens": 200}]
+    point["workloads"][0]["recorded_on_demand_rounds"] = [
+        [["FULL", 8, 0.2]], [["FULL", 8, 0.3], ["FULL", 16, 0.3]], [["FULL", 8, 0.1], ["FULL", 16, 0.2]]]
+    row = capture_plan_table([point]).values.tolist()[0]
+    assert row[4:] == [0.4, 80.0, 300, "closed", 2, pytest.approx(0.3)]

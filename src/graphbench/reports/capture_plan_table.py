@@ -4,7 +4,8 @@ points with two ladders (ladders/phases.py) or capture on demand (compilation.st
 One row per point x workload: the ladders, the recordings made at start-up and those left for their first
 use, the start-up's capture seconds and graph memory and the KV tokens it left, and per workload the keys
 recorded on demand (mostly in the warm-up pass, whose steps the repeats do not count) with the seconds
-the steps waited for them. Set against a point recording everything at start-up, the capture seconds and
+the steps waited for them. Over a point's processes each figure is the median: of its warm starts, and of
+each process's recordings and stall. Set against a point recording everything at start-up, the capture seconds and
 graph MiB saved are what the stalls bought. Pure pandas: no torch.
 """
 
@@ -14,7 +15,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from graphbench.reports.frame import GRAPHBENCH
+from graphbench.reports.frame import GRAPHBENCH, median_of, startups_of
 
 CAPTURE_PLAN_COLUMNS = ["point", "ladders", "recorded at start-up", "left for first use", "capture s", "graph MiB",
                         "KV tokens", "workload", "recorded on demand", "stall s"]
@@ -23,7 +24,7 @@ CAPTURE_PLAN_NOTE = ("Two ladders: uniform decode steps pad to the decode ladder
                      "ladder in tokens (as SGLang's and TensorRT-LLM's prefill graphs). Capture on demand: start-up "
                      "records only the sizes asked for; a step that first needs another key waits while it is "
                      "recorded (first use) or runs eager (never). Capture s, graph MiB and KV tokens are the "
-                     "start-up's (warm); compare them with a point that records every key at start-up: the seconds "
+                     "start-up's (warm), each the median over the point's processes; compare them with a point that records every key at start-up: the seconds "
                      "and memory saved against the stall seconds paid.")
 
 
@@ -48,11 +49,14 @@ def capture_plan_table(results: list[Mapping[str, Any]]) -> pd.DataFrame:
         if not deferred and not isinstance(startup.get("mixed_capture_sizes"), list):
             continue
         graphs = sum(v for v in (startup.get("num_graphs") or {}).values() if isinstance(v, int))
-        memory = startup.get("graph_memory_bytes")
-        head = [result.get("label"), _ladders(startup), graphs - deferred, deferred, startup.get("capture_s"),
-                None if memory is None else memory / 2**20, startup.get("kv_cache_tokens")]
+        warm = [s for s in startups_of(result) if not s.get("cold")] or [startup]
+        head = [result.get("label"), _ladders(startup), graphs - deferred, deferred,
+                median_of(s.get("capture_s") for s in warm), median_of(s.get("graph_memory_bytes") for s in warm) / 2**20,
+                median_of(s.get("kv_cache_tokens") for s in warm)]
         for workload in result.get("workloads") or []:
-            made = [k for k in workload.get("recorded_on_demand") or [] if isinstance(k, list) and len(k) == 3]
-            stall = sum(k[2] for k in made if isinstance(k[2], (int, float)))
-            rows.append(head + [workload.get("name"), len(made), stall])
+            per_process = workload.get("recorded_on_demand_rounds") or [workload.get("recorded_on_demand") or []]
+            made = [[k for k in keys if isinstance(k, list) and len(k) == 3] for keys in per_process]
+            stalls = [sum(k[2] for k in keys if isinstance(k[2], (int, float))) for keys in made]
+            rows.append(head + [workload.get("name"), median_of(len(keys) for keys in made),
+                                median_of(stalls)])
     return pd.DataFrame(rows, columns=CAPTURE_PLAN_COLUMNS)

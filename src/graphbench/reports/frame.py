@@ -59,7 +59,8 @@ def _num(value: Any) -> float:
     return float(value)
 
 
-def _median(values: Iterable[Any]) -> float:
+def median_of(values: Iterable[Any]) -> float:
+    """The median of the numbers among values (NaN when there are none)."""
     nums = [v for v in map(_num, values) if not math.isnan(v)]
     return statistics.median(nums) if nums else math.nan
 
@@ -85,7 +86,7 @@ def metric_median(workload: Mapping[str, Any], metric: str) -> float:
     repeats = workload.get("repeats")
     if not isinstance(repeats, list):
         return math.nan
-    return _median(_repeat_value(r, metric, workload) for r in repeats if isinstance(r, Mapping))
+    return median_of(_repeat_value(r, metric, workload) for r in repeats if isinstance(r, Mapping))
 
 
 def _shape(workload: Mapping[str, Any]) -> str:
@@ -159,7 +160,7 @@ def startups_of(result: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def _start_total(result: Mapping[str, Any], cold: bool) -> float:
-    return _median(s.get("total_s") for s in startups_of(result) if s.get("cold") is cold)
+    return median_of(s.get("total_s") for s in startups_of(result) if s.get("cold") is cold)
 
 
 def _point_fields(result: Mapping[str, Any]) -> dict[str, Any]:

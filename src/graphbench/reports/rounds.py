@@ -132,6 +132,8 @@ def merge_workload(first: Mapping[str, Any], parts: list[tuple[int, dict[str, An
     if len(rounds) >= MIN_ROUNDS_FOR_OUTLIER:
         rounds[0]["excluded"] = first_round_outlier([r["medians"].get(OUTLIER_METRIC) for r in rounds])
     merged["round_medians"] = rounds
+    # what each process recorded on demand (in its warm-up pass mostly, which the repeats do not count)
+    merged["recorded_on_demand_rounds"] = [part.get("recorded_on_demand") or [] for _, part in parts]
     repeats, busy = [], []
     for index, part in parts:
         offset = len(repeats)
