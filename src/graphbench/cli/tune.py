@@ -22,6 +22,10 @@ from graphbench.ladders.tune_sources import MODEL_FORMS
 from graphbench.tuning.tune_run import TuneRequest, run_phase_tunes, run_tune
 
 
+STARTUP_HELP = ("Capture on demand: per ladder, the fewest rungs that replay this share of the steps (e.g. 0.99), "
+                "to record at start-up; the others on first use.")
+
+
 def _o(flag: str, help: str):  # noqa: A002 - typer's name
     return typer.Option(flag, help=help)
 
@@ -73,6 +77,7 @@ def tune_command(
                                        "marked, to this .png.")] = None,
     output_format: Annotated[str, _o("--format", "table or json.")] = "table",
     phase: Annotated[str, _o("--phase", "all steps, decode / mixed steps only (that phase's ladder), or both (--from).")] = "all",
+    startup_coverage: Annotated[Optional[float], _o("--startup-coverage", STARTUP_HELP)] = None,
 ) -> None:
     """Tune the CUDA-graph capture ladder to a batch-size distribution (exact dynamic programming)."""
     if phase == "both":
@@ -98,6 +103,11 @@ def _both(results: dict, emit: str | None, output_format: str) -> None:
     for phase, result in results.items():
         typer.echo(f"\n{phase} steps:")
         _render(result.doc, output_format)
+    if "startup" in decode.doc:
+        at_start = sorted({s for r in (decode, mixed) for s in r.doc["startup"]["plans"]["tuned"]["sizes"]})
+        typer.echo("\napply both tuned ladders, each phase's start-up plan joined:\n  graphbench: --capture-sizes "
+                   + ",".join(map(str, decode.tuned.sizes)) + " --mixed-ladder " + ",".join(map(str, mixed.tuned.sizes))
+                   + " --startup-capture-sizes " + ",".join(map(str, at_start)))
 
 
 def _render(doc: dict, output_format: str) -> None:

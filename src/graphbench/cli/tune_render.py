@@ -62,7 +62,23 @@ def print_tune_table(doc: dict[str, Any]) -> None:
     at_knee = f"{k['expected_step_ms']:.4f} ms per step, " if timed else ""
     say(f"knee: {doc['knee']} graphs ({at_knee}{k['expected_padded_tokens']:.4f} padding tokens per step, "
         f"{k['expected_waste_pct']:.2f}% waste); more graphs buy less beyond it")
+    if "startup" in doc:
+        _print_startup(doc["startup"])
     say("")
     say("apply the tuned ladder:")
     say(f"  graphbench: {doc['apply']['graphbench']}")
     say(f"  vLLM:       {doc['apply']['vllm']}")
+
+
+def _print_startup(startup: dict[str, Any]) -> None:
+    """Capture on demand per ladder: the rungs recorded at start-up, those left for first use, those unused."""
+    say = typer.echo
+    say("")
+    say(f"capture on demand: start-up records the fewest rungs that replay {100 * startup['coverage']:g}% of the "
+        "replayed steps; the others are recorded when a step first needs one (that step waits)")
+    say(f"{'ladder':<14}{'at start-up':>12}{'first use':>11}{'unused':>8}{'steps from start-up':>21}"
+        f"{'first use':>11}{'eager':>8}  start-up sizes")
+    for name, plan in startup["plans"].items():
+        say(f"{name:<14}{len(plan['sizes']):>12}{len(plan['deferred']):>11}{len(plan['unused']):>8}"
+            f"{plan['covered_pct']:>20.2f}%{plan['deferred_pct']:>10.2f}%{plan['eager_pct']:>7.2f}%  "
+            + " ".join(map(str, plan["sizes"])))

@@ -15,6 +15,7 @@ from graphbench.ladders.distributions import load_distribution
 from graphbench.ladders.emit import SERVERS
 from graphbench.ladders.plot import check_plot_path
 from graphbench.ladders.sizes import PERFORMANCE_MODES
+from graphbench.ladders.startup_plan import check_coverage, startup_plan
 from graphbench.ladders.tune import OBJECTIVES, TunedLadder, evaluate_ladder, knee, pareto_curve
 from graphbench.ladders.tune_inputs import DEFAULT_MAX_NUM_SEQS, TuneBounds, check_int, tune_bounds
 from graphbench.ladders.tune_sources import (
@@ -60,6 +61,7 @@ class TuneRequest:
     plot: Optional[Path] = None
     output_format: str = "table"
     phase: str = "all"  # all steps, or decode / mixed steps only (their own ladders: ladders/phases.py)
+    startup_coverage: Optional[float] = None  # capture on demand: plan each ladder's start-up recordings
     warnings: list[str] = field(default_factory=list)  # the caller's, carried into the result
 
     @classmethod
@@ -96,6 +98,12 @@ def _check(r: TuneRequest) -> None:
                               "request trace given with --from (a distribution or a model has none)")
     if r.phase == "both" and r.plot is not None:
         raise GraphbenchError("--plot draws one ladder's Pareto curve: tune --phase decode or mixed for it")
+    if r.startup_coverage is not None:
+        check_coverage(r.startup_coverage)
+        if r.emit is not None:
+            raise GraphbenchError("--startup-coverage plans graphbench's capture on demand, which no server takes "
+                                  "as an option (vLLM's lazy capture, vllm-project/vllm#20098, was never merged): "
+                                  "drop --emit to see the plan")
     if r.phase != "all" and r.emit == "vllm":
         raise GraphbenchError("vLLM takes one capture ladder for both phases (vllm-project/vllm#32946 prepares "
                               f"separate sizes): tune --phase all for it, or emit the {r.phase} ladder for sglang or trtllm")
@@ -169,7 +177,16 @@ def run_tune(r: TuneRequest) -> TuneResult:
     doc = tune_document(dist, options, bounds, r.max_graphs, ladders, points, bend, memory_model)
     if step_curve is not None:
         doc["curve"] = _curve_summary(step_curve, r.curve, dist, options["top"], ladders)
+    if r.startup_coverage is not None:
+        _plan_startup(doc, ladders, dist, r.startup_coverage)
     return TuneResult(doc, tuned, pareto, ladders, bend, bounds.multiple_of, step_curve, warnings)
+
+
+def _plan_startup(doc: dict[str, Any], ladders: dict[str, TunedLadder], dist, coverage: float) -> None:
+    """Each ladder's start-up recordings for capture on demand (ladders/startup_plan.py), and the tuned one's flag."""
+    plans = {name: startup_plan(ladder.sizes, dist, coverage) for name, ladder in ladders.items()}
+    doc["startup"] = {"coverage": coverage, "plans": {name: plan.to_dict() for name, plan in plans.items()}}
+    doc["apply"]["graphbench"] += " " + plans["tuned"].flag()
 
 
 def phase_bounds(bounds: TuneBounds, dist, phase: str, top: int | None) -> tuple[TuneBounds, dict]:
