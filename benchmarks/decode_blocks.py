@@ -111,7 +111,7 @@ def main() -> None:
         return
     cases = [(m, int(b), int(c)) for m in args.models.split(",") for b in args.batches.split(",")
              for c in args.contexts.split(",")]
-    from graphbench.runner.kernel_timing import graph_time_us
+    from graphbench.runner.kernel_bench import graph_time_us
     from kernel_grid import precompile, time_grid
 
     if args.jobs > 1:

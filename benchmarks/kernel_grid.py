@@ -1,6 +1,6 @@
 """A kernel's blocks over a grid, as benchmarks/decode_blocks.py searches them: the grid
 compiled by several processes at once (a wide grid is mostly Triton compile time), then each config timed
-in a CUDA graph in this one process (runner/kernel_timing.graph_time_us), against a reference output."""
+in a CUDA graph in this one process (runner/kernel_bench.graph_time_us), against a reference output."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def time_grid(label: str, configs: list[Any], run: Callable[[int, Any], Any], nu
     """Per config: the largest absolute difference of run(0, config) from `reference` and the median time a
     call of run(i, config), i < num_calls, in a CUDA graph; a config the GPU cannot run is reported and
     skipped. Prints a line a config (`baseline` follows its time)."""
-    from graphbench.runner.kernel_timing import graph_time_us
+    from graphbench.runner.kernel_bench import graph_time_us
 
     rows = []
     for config in configs:

@@ -91,7 +91,7 @@ def test_a_stored_choice_is_checked_before_it_is_believed():
 
 
 def test_the_search_takes_the_fastest_of_the_grid_and_its_neighbours():
-    from graphbench.runner.kernel_timing import _search
+    from graphbench.runner.kernel_bench import search as _search
 
     times = {(1,): 5.0, (2,): 4.0, (3,): None, (4,): 3.5, (5,): 3.0}
     asked = []
@@ -170,6 +170,10 @@ def test_the_run_summary_names_the_choices():
     assert kernel_choices_line(record) == "projection kernels (gemv 2, skinny 1, torch 1): timed in 3.2 s"
     assert kernel_choices_line(dict(record, source="loaded", seconds=0.01)).endswith("loaded in 0.0 s")
     assert "rules" in kernel_choices_line({"source": "rules"}) and kernel_choices_line({}) == ""
+    folded = dict(record, choices=record["choices"] + [{"op": "norm_linear", "kernel": "norm_gemv"},
+                                                        {"op": "norm_gate_up", "kernel": "unfused"}])
+    assert kernel_choices_line(folded) == ("projection kernels (gemv 2, skinny 1, torch 1; add-norm folded into 1 of 2 "
+                                           "one-row GEMVs): timed in 3.2 s")
     earlier = {"source": "earlier in this process", "seconds": 0.0, "choices": [{"kernel": "gemv"}]}
     assert kernel_choices_line(earlier) == "projection kernels (gemv 1): as an earlier engine of this process timed them"
 
@@ -185,3 +189,27 @@ def test_an_engine_that_timed_nothing_reports_what_its_projections_run():
     mine = KernelChoice("linear", n, k, 1, "gemv", (4, 64, 2))
     kc.install([mine, KernelChoice("linear", 7, 64, 1, "gemv", (4, 64, 2))])  # another model's shape: not listed
     assert without_entry(model) == {"source": "earlier in this process", "seconds": 0.0, "choices": [mine.to_dict()]}
+
+
+def test_the_add_norm_is_folded_into_the_gemv_only_where_that_was_faster(monkeypatch):
+    """norm_fold_timing.choose_fold: the add-norm launch + the op's own choice against the one-launch
+    norm_gemv candidates; the rule (nothing timed) keeps them apart."""
+    from graphbench.runner import norm_fold_timing as fold
+
+    class Timer:
+        n, k, dtype = 960, 576, torch.bfloat16
+        copies = [None]
+
+    plain = KernelChoice("linear", 960, 576, 1, "gemv", (4, 64, 2), 2.0, 3.0, 6)
+    monkeypatch.setattr(fold, "compile_all", lambda calls: None)
+    monkeypatch.setattr(fold, "time_norm", lambda timer, op, kernel, blocks, p: 5.0 if kernel == "unfused" else 4.0 + blocks[0] / 100)
+    got = fold.choose_fold("linear", Timer(), plain)
+    assert (got.op, got.kernel, got.blocks, got.torch_us) == ("norm_linear", "norm_gemv", (4, 64, 2), 5.0)
+    assert got.us == pytest.approx(4.04) and kc.blocks_fit(got.kernel, got.blocks, 960, 576, 1)
+    monkeypatch.setattr(fold, "time_norm", lambda timer, op, kernel, blocks, p: 3.0 if kernel == "unfused" else 4.0)
+    got = fold.choose_fold("gate_up", Timer(), plain)
+    assert (got.op, got.kernel, got.us, got.torch_us) == ("norm_gate_up", "unfused", 3.0, 3.0)
+    assert kc.rule_choice("norm_linear", 960, 576, 1, True).kernel == "unfused"
+    assert KernelChoice.from_dict(dict(got.to_dict(), kernel="norm_gated_gemv", blocks=[2, 64, 2])).kernel == "norm_gated_gemv"
+    with pytest.raises(ValueError):
+        KernelChoice.from_dict(dict(got.to_dict(), kernel="gemv", blocks=[2, 64, 2]))  # not a norm op's kernel

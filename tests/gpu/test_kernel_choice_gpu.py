@@ -27,7 +27,7 @@ def _rel_err(got: torch.Tensor, ref: torch.Tensor) -> float:
 @pytest.mark.parametrize("shape", SHAPES, ids=[f"{n}x{k}" for n, k in SHAPES])
 def test_every_candidate_computes_the_projection(shape):
     from graphbench.runner import kernel_choice as kc
-    from graphbench.runner.kernel_timing import _launcher
+    from graphbench.runner.kernel_bench import launcher as _launcher
     from graphbench.runner.kernels.paged_attention import sm_count
 
     n, k = shape
@@ -61,8 +61,37 @@ def test_a_model_gets_a_choice_per_shape_and_row_class():
     model = build_model(arch, 2048, torch.bfloat16, torch.device("cuda"))
     choices = measure(model, max_rows=8192)
     projections = model_projections(model)
-    assert len(projections) == 5 and len(choices) == 5 * len(kc.ROW_CLASSES)
+    # every shape at every row class, and at one row qkv's and gate/up's add-norm folded in or not
+    assert len(projections) == 5 and len(choices) == 5 * len(kc.ROW_CLASSES) + 2
+    assert [c.op for c in choices[-2:]] == ["norm_linear", "norm_gate_up"]
     for c in choices:
         assert c.us is not None and c.torch_us is not None and c.us <= c.torch_us, c
-        assert c.kernel == "torch" or kc.blocks_fit(c.kernel, c.blocks, c.n, c.k, c.rows), c
-    assert measure(model, max_rows=16)[-1].rows == 16  # no row class the step never holds
+        assert c.kernel in ("torch", "unfused") or kc.blocks_fit(c.kernel, c.blocks, c.n, c.k, c.rows), c
+    print([(c.op, c.kernel, c.blocks, round(c.us, 2), round(c.torch_us, 2)) for c in choices[-2:]])
+    assert max(c.rows for c in measure(model, max_rows=16) if c.op in ("linear", "gate_up")) == 16  # no class the step never holds
+
+
+@pytest.mark.parametrize("gated", [False, True])
+def test_every_folded_norm_candidate_computes_the_add_norm_and_gemv(gated):
+    """Each norm_gemv candidate start-up may time gives the add-norm launch + the GEMV's output bit for bit
+    (SmolLM2's qkv and gate/up shapes)."""
+    from graphbench.runner import kernel_choice as kc
+    from graphbench.runner.kernels.add_rmsnorm import launch_add_rmsnorm
+    from graphbench.runner.kernels.gemv import launch_gated_gemv, launch_gemv
+    from graphbench.runner.kernels.norm_gemv import launch_norm_gemv
+
+    n, k = (3072, 576) if gated else (960, 576)
+    g = torch.Generator(device="cuda").manual_seed(n)
+    w = (torch.randn(n, k, generator=g, device="cuda") * 0.02).to(torch.bfloat16)
+    x, res = (torch.randn(1, k, generator=g, device="cuda").to(torch.bfloat16) for _ in range(2))
+    nw = (1 + 0.1 * torch.randn(k, generator=g, device="cuda")).to(torch.bfloat16)
+    normed, h = torch.empty_like(x), torch.empty_like(x)
+    launch_add_rmsnorm(x, res, nw, 1e-6, normed, h)
+    grid = kc.gated_gemv_candidates(n, k) if gated else kc.gemv_candidates(n, k)
+    out_n = n // 2 if gated else n
+    for blocks in grid + [nb for b in grid for nb in kc.gemv_neighbours(b)]:
+        want, got = (torch.empty(1, out_n, dtype=torch.bfloat16, device="cuda") for _ in range(2))
+        got_h = torch.empty_like(x)
+        (launch_gated_gemv if gated else lambda *a: launch_gemv(a[0], a[1], None, *a[2:]))(normed, w, want, *blocks)
+        launch_norm_gemv(x, res, nw, 1e-6, w, None, got, got_h, *blocks, gated=gated)
+        assert torch.equal(got, want) and torch.equal(got_h, h), blocks

@@ -219,9 +219,13 @@ def kernel_choices_line(record: dict) -> str:
     if record.get("source") == "rules" or not record.get("choices"):
         return "projection kernels: the rules (nothing timed without a compile-cache entry)"
     counts: dict[str, int] = {}
+    folds = [c for c in record.get("choices", []) if str(c.get("op", "")).startswith("norm_")]
     for choice in record.get("choices", []):
-        counts[choice["kernel"]] = counts.get(choice["kernel"], 0) + 1
+        if choice not in folds:
+            counts[choice["kernel"]] = counts.get(choice["kernel"], 0) + 1
     kinds = ", ".join(f"{kernel} {n}" for kernel, n in sorted(counts.items()))
+    if folds:  # at one row, the add-norm before qkv and gate/up: folded into the GEMV where that was faster
+        kinds += f"; add-norm folded into {sum(c['kernel'] != 'unfused' for c in folds)} of {len(folds)} one-row GEMVs"
     source = record.get("source")
     if source not in ("measured", "loaded"):
         return f"projection kernels ({kinds}): as an earlier engine of this process timed them"

@@ -2,7 +2,9 @@
 candidates on the GPU at start-up (runner/kernel_timing.py), kept in the compile-cache entry so that a
 warm start loads the choice instead of timing again. No torch import: choices and candidates are tuples.
 
-An op is "linear" (x @ w.T) or "gate_up" (silu(x @ gate.T) * (x @ up.T) from w = [gate; up]). A row class
+An op is "linear" (x @ w.T) or "gate_up" (silu(x @ gate.T) * (x @ up.T) from w = [gate; up]); "norm_linear"
+and "norm_gate_up" are the same after the layer's residual add + RMSNorm, at one row: "unfused" (the add-norm
+launch, then the op's own choice) or "norm_gemv" / "norm_gated_gemv" (kernels/norm_gemv.py: one launch). A row class
 is the tile of rows the skinny GEMM computes (1: the one-row GEMV; 16, 32, 64: the skinny GEMM's BLOCK_M);
 more rows always run cuBLAS. The kernels a choice names:
 - "gemv" (blocks BLOCK_N, BLOCK_K, num_warps), "gated_gemv" (the same, its activation in the epilogue);
@@ -15,8 +17,9 @@ the rules below apply: one row runs the GEMV where K has a power-of-two tile of 
 cuBLAS on the GPU (where nothing was timed, cuBLAS is the safe choice) and the skinny GEMM in the
 interpreter (where the tests check what it computes).
 
-Settled and not measured again: the residual add + RMSNorm is its own launch, not folded into the GEMV
-(benchmarks/RESULTS.md, 2026-11-29, 497f9e6) nor into the skinny GEMM (2026-12-03, b54438c).
+Settled and not measured again: the residual add + RMSNorm is not folded into the skinny GEMM (2026-12-03,
+b54438c). Folded into the one-row GEMV it lost on llama-3.2-1b's and llama-3.1-8b's shapes (RESULTS, 2026-11-29,
+497f9e6), so the rule keeps it apart; where it is timed, the faster runs.
 """
 
 from __future__ import annotations
@@ -27,8 +30,10 @@ from dataclasses import dataclass
 ROW_CLASSES = (1, 16, 32, 64)
 MAX_ROWS = ROW_CLASSES[-1]  # kernels/skinny_gemm.MAX_ROWS (the kernels' room imports nothing of the engine)
 SKINNY_BLOCK_K = 128  # the rule's K tile of the skinny GEMM
-OPS = ("linear", "gate_up")
-KERNELS = {"linear": ("gemv", "skinny", "torch"), "gate_up": ("gated_gemv", "gated_skinny", "skinny", "torch")}
+OPS = ("linear", "gate_up", "norm_linear", "norm_gate_up")
+KERNELS = {"linear": ("gemv", "skinny", "torch"), "gate_up": ("gated_gemv", "gated_skinny", "skinny", "torch"),
+           "norm_linear": ("norm_gemv", "unfused"), "norm_gate_up": ("norm_gated_gemv", "unfused")}
+NORM_OPS = {"linear": "norm_linear", "gate_up": "norm_gate_up"}  # the op after an add-norm -> its choice's op
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,14 +78,14 @@ def row_class(rows: int) -> int | None:
 def blocks_fit(kernel: str, blocks: tuple[int, ...], n: int, k: int, rows: int) -> bool:
     """Whether the kernel can run a [n, k] weight at this row class with these blocks (K divides into its
     tiles and splits: the kernels do not mask along K)."""
-    if kernel == "torch":
+    if kernel in ("torch", "unfused"):
         return blocks == ()
     if not blocks or not all(isinstance(b, int) and b >= 1 for b in blocks) or not _power_of_two(blocks[1]):
         return False  # (tiles are powers of two; a stored 0 would divide by zero below)
     warps, stages = (blocks[2], 1) if len(blocks) == 3 else blocks[-2:]
     if warps not in (1, 2, 4, 8, 16) or stages > 8 or not _power_of_two(blocks[0]):
         return False
-    if kernel in ("gemv", "gated_gemv"):
+    if kernel in ("gemv", "gated_gemv", "norm_gemv", "norm_gated_gemv"):
         return rows == 1 and len(blocks) == 3 and k % blocks[1] == 0 and blocks[0] >= 1
     if kernel == "skinny":
         return rows > 1 and len(blocks) == 5 and blocks[2] <= 8 and k % (blocks[1] * blocks[2]) == 0
@@ -125,6 +130,8 @@ INTERPRETER_SMS = 132
 @functools.cache  # (a projection asks at every eager call: one object per key, not one per call)
 def rule_choice(op: str, n: int, k: int, rows: int, on_gpu: bool, num_sms: int = INTERPRETER_SMS) -> KernelChoice:
     """The kernel a projection runs when nothing was measured for it (the module docstring)."""
+    if op in NORM_OPS.values():
+        return KernelChoice(op, n, k, rows, "unfused")
     if rows == 1:
         blocks = gemv_rule(n, k)
         if blocks[1] < 128:

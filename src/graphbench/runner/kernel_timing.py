@@ -2,10 +2,8 @@
 engine meets is timed on this GPU over its candidate kernels and cuBLAS, the fastest is installed
 (runner/kernel_choice.py) and written into the compile-cache entry; a warm start loads it.
 
-A candidate is timed as the engine runs it: many launches recorded in one CUDA graph with PDL, replayed,
-each launch on its own copy of the weight so that the weights stream from memory as in a step (together
-past the L2), not from what the launch before left in L2. A candidate that does not compile (shared
-memory) is skipped.
+A candidate is timed as the engine runs it (runner/kernel_bench.py); at one row the residual add + RMSNorm in
+front of qkv and gate/up is timed folded into the GEMV and apart (runner/norm_fold_timing.py).
 """
 
 from __future__ import annotations
@@ -13,53 +11,23 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import statistics
 import time
 from pathlib import Path
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 
 from graphbench.runner import kernel_choice as kc
+from graphbench.runner.kernel_bench import ProjectionTimer, compile_all, launcher, search
 from graphbench.runner.kernel_choice import KernelChoice
+from graphbench.runner.norm_fold_timing import choose_fold, norm_projections
 
 log = logging.getLogger("graphbench.engine")
 
 CHOICES_FILE = "kernel_choices.json"
 # the sources whose change can change which candidate is fastest: a stored choice made by others is redone
-_SOURCES = ("kernel_choice.py", "kernel_timing.py", "kernels/gemv.py", "kernels/skinny_gemm.py")
-_PAST_L2_BYTES = 160 * 2**20  # weight copies a graph streams in turn (an H200's L2 is 60 MiB)
-_MAX_COPIES = 128
-
-
-def graph_time_us(call: Callable[[int], object], num_calls: int, replays: int = 20, repeats: int = 7) -> float:
-    """Median time per call of a CUDA graph holding num_calls calls (call(i) issues call i: rotate inputs
-    with i so that each call streams its own memory, not what the call before left in L2)."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for i in range(num_calls):  # warm-up: Triton JIT, cuBLAS handles, Inductor autotuning
-            call(i)
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(num_calls):
-            call(i)
-    graph.replay()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(replays):
-            graph.replay()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e3 / (replays * num_calls))
-    return statistics.median(samples)
+_SOURCES = ("kernel_choice.py", "kernel_timing.py", "kernel_bench.py", "norm_fold_timing.py", "kernels/gemv.py",
+            "kernels/skinny_gemm.py", "kernels/norm_gemv.py", "kernels/add_rmsnorm.py")
 
 
 def sources_hash() -> str:
@@ -105,6 +73,7 @@ def without_entry(model) -> dict:
     """The start-up record of an engine that timed nothing (no compile-cache entry: -O0): the choices an
     earlier engine of this process installed for these shapes, which its projections then run, else the rules."""
     shapes = {(op, *weight.shape) for op, weight, _ in model_projections(model)}
+    shapes |= {(kc.NORM_OPS[op], *weight.shape) for op, weight, _ in norm_projections(model)}
     found = [c.to_dict() for c in kc.installed() if (c.op, c.n, c.k) in shapes]
     return {"source": "earlier in this process" if found else "rules", "seconds": 0.0, "choices": found}
 
@@ -136,108 +105,17 @@ def measure(model, max_rows: int) -> list[KernelChoice]:
     choices = []
     with graph_launches(), torch.no_grad():
         for op, weight, bias in model_projections(model):
-            timer = _Timer(weight, bias)
+            timer = ProjectionTimer(weight, bias)
             _compile_coarse(op, timer, classes, num_sms)
             for rows in classes:
                 choices.append(_choose(op, timer, rows, num_sms))
             del timer
+        for op, weight, bias in norm_projections(model):  # at one row: the add-norm folded in or not
+            plain = next(c for c in choices if c.key() == (op, *weight.shape, 1))
+            choices.append(choose_fold(op, ProjectionTimer(weight, bias), plain))
     skinny_gemm.release_workspaces(keep=workspaces_before)  # the candidates' (the chosen ones come back on use)
     torch.cuda.empty_cache()
     return choices
-
-
-class _Timer:
-    """Times one projection's kernels on copies of its weight (together past the L2)."""
-
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None):
-        self.n, self.k = weight.shape
-        self.bias = bias
-        num = min(_MAX_COPIES, -(-_PAST_L2_BYTES // (weight.numel() * weight.element_size())))
-        self.copies = [weight] + [weight.clone() for _ in range(num - 1)]
-        self.calls = max(8, len(self.copies))
-        self.dtype = weight.dtype
-
-    def prepare(self, op: str, kernel: str, candidates: list[tuple], rows: int) -> None:
-        """Compile these candidates' kernels ahead of their timing, in parallel."""
-        x = torch.empty(rows, self.k, dtype=self.dtype, device=self.copies[0].device)
-        _compile_all([lambda b=b: _launcher(op, kernel, b, x, self.bias)(self.copies[0]) for b in candidates])
-
-    def time(self, op: str, kernel: str, blocks: tuple, rows: int) -> float | None:
-        """Microseconds a launch (with the silu-mul after it where a gate_up kernel leaves it), or None
-        where the candidate does not run."""
-        x = torch.randn(rows, self.k, dtype=self.dtype, device=self.copies[0].device)
-        run = _launcher(op, kernel, blocks, x, self.bias)
-        try:
-            return graph_time_us(lambda i: run(self.copies[i % len(self.copies)]), self.calls, replays=5, repeats=3)
-        except Exception as exc:  # a Triton compile out of resources, a launch the GPU refuses
-            log.debug("kernel candidate %s %s for %dx%d at %d rows skipped: %s", kernel, blocks, self.n, self.k,
-                      rows, exc)
-            return None
-
-
-def _launcher(op: str, kernel: str, blocks: tuple, x: torch.Tensor, bias: torch.Tensor | None):
-    """weight -> the projection as the engine launches it with this choice."""
-    from graphbench.runner.kernels import gemv as gemv_kernels
-    from graphbench.runner.kernels import skinny_gemm
-
-    def then_silu(gate_up: torch.Tensor) -> torch.Tensor:
-        hidden = gate_up.new_empty((gate_up.shape[0], gate_up.shape[1] // 2))
-        gemv_kernels.launch_silu_mul(gate_up, hidden)
-        return hidden
-
-    post = then_silu if op == "gate_up" else (lambda y: y)
-
-    def gemv(w):
-        out = x.new_empty((1, w.shape[0]))
-        gemv_kernels.launch_gemv(x, w, bias, out, *blocks)
-        return out
-
-    def gated_gemv(w):
-        out = x.new_empty((1, w.shape[0] // 2))
-        gemv_kernels.launch_gated_gemv(x, w, out, *blocks)
-        return out
-
-    return {"torch": lambda w: post(F.linear(x, w, bias)),
-            "gemv": gemv,
-            "gated_gemv": gated_gemv,
-            "skinny": lambda w: post(skinny_gemm.skinny_gemm(x, w, bias, config=blocks)),
-            "gated_skinny": lambda w: skinny_gemm.skinny_gate_up(x, w, config=blocks)}[kernel]
-
-
-def _search(time_one: Callable[[tuple], float | None], coarse: list[tuple],
-            neighbours: Callable[[tuple], list[tuple]],
-            prepare: Callable[[list[tuple]], None] = lambda blocks: None) -> tuple[tuple, float, int] | None:
-    """(blocks, us, candidates timed) of the fastest: the coarse grid, then the best one's neighbours
-    (twice: the neighbours of a neighbour that won). prepare(blocks) compiles a round's candidates first."""
-    prepare(coarse)
-    timed: dict[tuple, float | None] = {b: time_one(b) for b in coarse}
-    for _ in range(2):
-        ok = {b: t for b, t in timed.items() if t is not None}
-        if not ok:
-            return None
-        new = [b for b in neighbours(min(ok, key=ok.get)) if b not in timed]
-        prepare(new)
-        timed.update((b, time_one(b)) for b in new)
-    ok = {b: t for b, t in timed.items() if t is not None}
-    best = min(ok, key=ok.get)
-    return best, ok[best], len(timed)
-
-
-def _compile_all(calls: list[Callable[[], object]]) -> None:
-    """Compile the candidates these launches need, from several threads (Triton compiles mostly outside the
-    GIL: LLVM and ptxas), launching nothing; one that does not compile is left to its timing to skip."""
-    if len(calls) < 2:
-        return
-    from concurrent.futures import ThreadPoolExecutor
-
-    from graphbench.runner.kernels.launch import compile_only
-
-    with compile_only(), ThreadPoolExecutor(max_workers=min(len(calls), os.cpu_count() or 1, 16)) as pool:
-        for future in [pool.submit(call) for call in calls]:
-            try:
-                future.result()
-            except Exception as exc:  # out of resources: its timing says so again and skips it
-                log.debug("kernel candidate not compiled ahead: %s", exc)
 
 
 def _searches(op: str, n: int, k: int, rows: int, dtype: torch.dtype, num_sms: int) -> dict[str, tuple[list, Callable]]:
@@ -254,25 +132,25 @@ def _searches(op: str, n: int, k: int, rows: int, dtype: torch.dtype, num_sms: i
     return out
 
 
-def _compile_coarse(op: str, timer: _Timer, classes: list[int], num_sms: int) -> None:
+def _compile_coarse(op: str, timer: ProjectionTimer, classes: list[int], num_sms: int) -> None:
     """Compile every row class's coarse candidates for one projection at once (the most threads busy)."""
     calls = []
     for rows in classes:
         x = torch.empty(rows, timer.k, dtype=timer.dtype, device=timer.copies[0].device)
         for kernel, (coarse, _) in _searches(op, timer.n, timer.k, rows, timer.dtype, num_sms).items():
-            calls += [lambda b=b, x=x, kernel=kernel: _launcher(op, kernel, b, x, timer.bias)(timer.copies[0])
+            calls += [lambda b=b, x=x, kernel=kernel: launcher(op, kernel, b, x, timer.bias)(timer.copies[0])
                       for b in coarse]
-    _compile_all(calls)
+    compile_all(calls)
 
 
-def _choose(op: str, timer: _Timer, rows: int, num_sms: int) -> KernelChoice:
+def _choose(op: str, timer: ProjectionTimer, rows: int, num_sms: int) -> KernelChoice:
     """The fastest kernel for op at this row class: graphbench's candidates against cuBLAS."""
     n, k = timer.n, timer.k
     torch_us = timer.time(op, "torch", (), rows)
     best = KernelChoice(op, n, k, rows, "torch", (), torch_us, torch_us, 1)
     timed = 1
     for kernel, (coarse, neighbours) in _searches(op, n, k, rows, timer.dtype, num_sms).items():
-        found = _search(lambda b, kernel=kernel: timer.time(op, kernel, b, rows), coarse, neighbours,
+        found = search(lambda b, kernel=kernel: timer.time(op, kernel, b, rows), coarse, neighbours,
                         lambda blocks, kernel=kernel: timer.prepare(op, kernel, blocks, rows))
         if found is None:
             continue

@@ -4,7 +4,8 @@ cuBLAS at start-up (runner/kernel_choice.py, kernel_timing.py). config.model.ker
 these (model.LAYER_OPS).
 
 `add_rmsnorm_linear` puts the residual add + RMSNorm in front of a projection (qkv): one Triton launch
-(runner/kernels/add_rmsnorm.py), then the projection. `add_rmsnorm_gate_up` does the same for the MLP's
+(runner/kernels/add_rmsnorm.py), then the projection, or at one row, where start-up's timing chose it, both in
+one launch (runner/kernels/norm_gemv.py). `add_rmsnorm_gate_up` does the same for the MLP's
 gate/up projection and returns silu(gate) * up, computed in the projection's epilogue where the chosen
 kernel is a gated one, otherwise by one silu-mul launch after it.
 
@@ -35,10 +36,10 @@ ADD_NORM_OP_NAME = "graphbench::add_rmsnorm_linear"
 @functools.cache
 def _kernels():
     """The Triton kernel modules, imported once, on first use (the CPU path never needs Triton)."""
-    from graphbench.runner.kernels import add_rmsnorm
+    from graphbench.runner.kernels import add_rmsnorm, norm_gemv
     from graphbench.runner.kernels import gemv as gemv_kernels  # (gemv here is this module's function)
 
-    return gemv_kernels, add_rmsnorm
+    return gemv_kernels, add_rmsnorm, norm_gemv
 
 
 def chosen_kernel(op: str, x: torch.Tensor, weight: torch.Tensor) -> KernelChoice | None:
@@ -127,6 +128,8 @@ def add_rmsnorm_gate_up_impl(x: torch.Tensor, residual: torch.Tensor, norm_weigh
     activation in its epilogue (a gated kernel chosen), or the projection and one silu-mul launch."""
     if not add_norm_kernel_applies(x, residual, norm_weight):
         return add_rmsnorm_gate_up_matmul(x, residual, norm_weight, eps, weight)
+    if (fused := _fused_norm_choice("gate_up", x, weight)) is not None:
+        return norm_gemv(x, residual, norm_weight, eps, weight, None, fused.blocks, gated=True)
     normed, h = add_rmsnorm_rows(x, residual, norm_weight, eps)
     choice = chosen_kernel("gate_up", normed, weight)
     if choice is not None and choice.kernel == "gated_gemv":
@@ -166,10 +169,31 @@ def add_rmsnorm_linear_impl(x: torch.Tensor, residual: torch.Tensor, norm_weight
                             weight: torch.Tensor, bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """h = x + residual; (linear(rmsnorm(h) * norm_weight, weight, bias), h): the residual add and the
     norm in front of a projection. On the GPU: one add-norm launch, then the projection (linear_impl's)."""
-    if add_norm_kernel_applies(x, residual, norm_weight):
-        normed, h = add_rmsnorm_rows(x, residual, norm_weight, eps)
-        return linear_impl(normed, weight, bias), h
-    return add_rmsnorm_matmul(x, residual, norm_weight, eps, weight, bias)
+    if not add_norm_kernel_applies(x, residual, norm_weight):
+        return add_rmsnorm_matmul(x, residual, norm_weight, eps, weight, bias)
+    if (fused := _fused_norm_choice("linear", x, weight)) is not None:
+        return norm_gemv(x, residual, norm_weight, eps, weight, bias, fused.blocks, gated=False)
+    normed, h = add_rmsnorm_rows(x, residual, norm_weight, eps)
+    return linear_impl(normed, weight, bias), h
+
+
+def _fused_norm_choice(op: str, x: torch.Tensor, weight: torch.Tensor) -> KernelChoice | None:
+    """The one-launch add-norm + GEMV where it was chosen for this shape (one row; kernels/norm_gemv.py), or None."""
+    n, k = weight.shape
+    if x.shape[0] != 1 or x.shape[1] != k or x.dtype != weight.dtype or weight.stride(-1) != 1:
+        return None
+    choice = kernel_choice.choice_for(kernel_choice.NORM_OPS[op], n, k, 1, x.is_cuda)
+    return None if choice.kernel == "unfused" else choice
+
+
+def norm_gemv(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float, weight: torch.Tensor,
+              bias: torch.Tensor | None, blocks: tuple[int, int, int], gated: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """x, residual [1, K] -> (rmsnorm(x + residual) * norm_weight projected (gated: silu(gate) * up), x + residual)."""
+    out = torch.empty((1, weight.shape[0] // 2 if gated else weight.shape[0]), dtype=x.dtype, device=x.device)
+    h = torch.empty_like(x)
+    _kernels()[2].launch_norm_gemv(x, residual, norm_weight, eps, weight, bias, out, h, *blocks, gated=gated,
+                                   interpret=triton_interpreting())
+    return out, h
 
 
 def add_norm_kernel_applies(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor) -> bool:

@@ -1,0 +1,118 @@
+"""The one-row GEMVs with the layer's residual add + RMSNorm in front, in one launch: a decode step at batch 1
+launches one kernel fewer per norm (two a decoder layer). Whether that pays is a property of the shape: every
+program recomputes the row's norm (it reads x, the residual and the norm weight, K values each, from L2) before
+its weight tiles, so a projection of many narrow programs pays that many times over (llama-3.2-1b's and
+llama-3.1-8b's, benchmarks/RESULTS.md, 2026-11-29, 497f9e6) while a small model's few programs may not. The
+engine times both at start-up (runner/kernel_timing.py) and runs the fused kernel only where it was faster.
+
+The rounding is the unfused path's: h = x + residual rounded to the dtype, normed = (h * rstd) rounded, times
+the norm weight, rounded (what kernels/add_rmsnorm.py stores and the GEMV loads), so the output is the
+add-norm + GEMV's bit for bit. Program 0 stores h (the next residual).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from graphbench.runner.kernels.gemv import _weight_tile
+from graphbench.runner.kernels.launch import DirectLauncher
+from graphbench.runner.kernels.pdl import pdl_arguments, pdl_enter
+from graphbench.runner.kernels.util import cdiv, next_power_of_2
+
+
+@triton.jit
+def _row_rstd(x_ptr, r_ptr, h_ptr, K, eps, ROW_BLOCK: tl.constexpr):
+    """1 / rms(x + residual) of the row (h rounded to the dtype first); program 0 stores h. After the PDL wait."""
+    dtype = x_ptr.dtype.element_ty
+    offs = tl.arange(0, ROW_BLOCK)
+    ok = offs < K
+    h = tl.load(x_ptr + offs, mask=ok, other=0.0).to(tl.float32) + tl.load(r_ptr + offs, mask=ok, other=0.0).to(tl.float32)
+    h = h.to(dtype)
+    tl.store(h_ptr + offs, h, mask=ok & (offs + tl.program_id(0) * K < K))  # (program 0's offsets only)
+    hf = h.to(tl.float32)
+    return 1.0 / tl.sqrt(tl.sum(hf * hf, axis=0) / K + eps)
+
+
+@triton.jit
+def _normed_chunk(x_ptr, r_ptr, nw_ptr, k0, offs_k, rstd):
+    """The normalised row's values k0 + offs_k, as the add-norm kernel stores them (float32 for the sums)."""
+    dtype = x_ptr.dtype.element_ty
+    h = (tl.load(x_ptr + k0 + offs_k).to(tl.float32) + tl.load(r_ptr + k0 + offs_k).to(tl.float32)).to(dtype)
+    hn = (h.to(tl.float32) * rstd).to(dtype).to(tl.float32) * tl.load(nw_ptr + k0 + offs_k).to(tl.float32)
+    return hn.to(dtype).to(tl.float32)[None, :]
+
+
+@triton.jit
+def _norm_gemv_step(acc, up, x_ptr, r_ptr, nw_ptr, w, w_up, k0, offs_k, rstd, GATED: tl.constexpr):
+    xn = _normed_chunk(x_ptr, r_ptr, nw_ptr, k0, offs_k, rstd)
+    acc += w.to(tl.float32) * xn
+    if GATED:
+        up += w_up.to(tl.float32) * xn
+    return acc, up
+
+
+@triton.jit
+def _norm_gemv_kernel(x_ptr, r_ptr, nw_ptr, h_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_wn, eps, HAS_BIAS: tl.constexpr,
+                      GATED: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ROW_BLOCK: tl.constexpr,
+                      INTERPRET: tl.constexpr, PDL: tl.constexpr = False):
+    """y[n] = normed . w[n] (+ b[n]); GATED: y[j] = silu(normed . w[j]) * (normed . w[N + j]) (w = [gate; up])."""
+    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_ok = offs_n < N
+    offs_k = tl.arange(0, BLOCK_K)  # K % BLOCK_K == 0: no mask along K
+    acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
+    up = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
+    w = _weight_tile(w_ptr, 0, offs_n, offs_k, n_ok, stride_wn)  # weights before the PDL wait (gemv.py)
+    w_up = w
+    if GATED:
+        w_up = _weight_tile(w_ptr, 0, offs_n + N, offs_k, n_ok, stride_wn)
+    pdl_enter(PDL)
+    rstd = _row_rstd(x_ptr, r_ptr, h_ptr, K, eps, ROW_BLOCK)
+    acc, up = _norm_gemv_step(acc, up, x_ptr, r_ptr, nw_ptr, w, w_up, 0, offs_k, rstd, GATED)
+    if INTERPRET:  # numpy >= 2.4 cannot turn the interpreter's 1-element scalars into range bounds (gemv.py)
+        k0 = BLOCK_K
+        while k0 < K:
+            w = _weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn)
+            w_up = w
+            if GATED:
+                w_up = _weight_tile(w_ptr, k0, offs_n + N, offs_k, n_ok, stride_wn)
+            acc, up = _norm_gemv_step(acc, up, x_ptr, r_ptr, nw_ptr, w, w_up, k0, offs_k, rstd, GATED)
+            k0 += BLOCK_K
+    else:
+        for k0 in range(BLOCK_K, K, BLOCK_K):
+            w = _weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn)
+            w_up = w
+            if GATED:
+                w_up = _weight_tile(w_ptr, k0, offs_n + N, offs_k, n_ok, stride_wn)
+            acc, up = _norm_gemv_step(acc, up, x_ptr, r_ptr, nw_ptr, w, w_up, k0, offs_k, rstd, GATED)
+    dtype = y_ptr.dtype.element_ty
+    y = tl.sum(acc, axis=1)
+    if GATED:  # both products rounded first, as the projection's output is before the silu-mul launch
+        g = y.to(dtype).to(tl.float32)
+        u = tl.sum(up, axis=1).to(dtype).to(tl.float32)
+        y = g * tl.sigmoid(g) * u
+    elif HAS_BIAS:
+        y += tl.load(b_ptr + offs_n, mask=n_ok, other=0.0).to(tl.float32)
+    tl.store(y_ptr + offs_n, y.to(dtype), mask=n_ok)
+
+
+def launch_norm_gemv(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
+                     weight: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor, h_out: torch.Tensor,
+                     block_n: int, block_k: int, num_warps: int, *, gated: bool = False, interpret: bool = False) -> None:
+    """h_out = x + residual; out = rmsnorm(h_out) * norm_weight @ weight.T (+ bias), or with gated the
+    activation silu(gate) * up of weight = [gate; up]; x, residual, h_out [1, K] contiguous; K % block_k == 0.
+    Under PDL the first weight tiles load before the wait; x and the residual after it (the residual may be the
+    previous kernel's output here, unlike in the add-norm kernel)."""
+    rows, k = weight.shape
+    n = rows // 2 if gated else rows
+    assert k % block_k == 0 and x.shape == residual.shape == h_out.shape == (1, k) and out.shape == (1, n)
+    assert not (gated and bias is not None)
+    _norm_gemv_launch[(cdiv(n, block_n),)](
+        x, residual, norm_weight, h_out, weight, bias if bias is not None else out, out, n, k, weight.stride(0), eps,
+        HAS_BIAS=bias is not None, GATED=gated, BLOCK_N=block_n, BLOCK_K=block_k, ROW_BLOCK=next_power_of_2(k),
+        INTERPRET=interpret, num_warps=num_warps, num_stages=1, **pdl_arguments(out))
+
+
+# launched through kernels/launch.py (a cached direct launch)
+_norm_gemv_launch = DirectLauncher(_norm_gemv_kernel)

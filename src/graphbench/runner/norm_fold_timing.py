@@ -1,0 +1,70 @@
+"""At one row, the layer's residual add + RMSNorm folded into the projection after it (qkv, gate/up) or not:
+both timed at a cold start (runner/kernel_bench.py), the faster kept as a "norm_linear" / "norm_gate_up" choice
+(runner/kernel_choice.py; the kernel: runner/kernels/norm_gemv.py)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from graphbench.runner import kernel_choice as kc
+from graphbench.runner.kernel_bench import ProjectionTimer, compile_all, launcher, search
+from graphbench.runner.kernel_choice import KernelChoice
+
+
+def norm_projections(model) -> list[tuple[str, torch.Tensor, torch.Tensor | None]]:
+    """(op, weight, bias) of the projections after a residual add + RMSNorm: qkv and gate/up."""
+    attn, mlp = model.layers[0].self_attn, model.layers[0].mlp
+    return [("linear", attn.qkv_proj.weight, attn.qkv_proj.bias), ("gate_up", mlp.gate_up_proj.weight, None)]
+
+
+def norm_runner(timer: ProjectionTimer, op: str, kernel: str, blocks: tuple,
+                plain: KernelChoice) -> Callable[[torch.Tensor], object]:
+    """weight -> the residual add + RMSNorm and the projection at one row: the add-norm launch then the op's
+    chosen kernel (kernel "unfused"), or one norm_gemv launch with these blocks."""
+    from graphbench.runner.kernels import add_rmsnorm, norm_gemv
+
+    device = timer.copies[0].device
+    x, residual = (torch.randn(1, timer.k, dtype=timer.dtype, device=device) for _ in range(2))
+    norm_weight = 1 + 0.1 * torch.randn(timer.k, dtype=timer.dtype, device=device)
+    normed, h = torch.empty_like(x), torch.empty_like(x)
+    gated = op == "gate_up"
+    if kernel == "unfused":
+        project = launcher(op, plain.kernel, plain.blocks, normed, timer.bias)
+
+        def unfused(w):
+            add_rmsnorm.launch_add_rmsnorm(x, residual, norm_weight, 1e-6, normed, h)
+            return project(w)
+        return unfused
+
+    def fused(w):
+        out = x.new_empty((1, w.shape[0] // 2 if gated else w.shape[0]))
+        norm_gemv.launch_norm_gemv(x, residual, norm_weight, 1e-6, w, timer.bias, out, h, *blocks, gated=gated)
+        return out
+    return fused
+
+
+def time_norm(timer: ProjectionTimer, op: str, kernel: str, blocks: tuple, plain: KernelChoice) -> float | None:
+    """Microseconds of norm_runner's launches, or None where the candidate does not run."""
+    return timer.time_run(norm_runner(timer, op, kernel, blocks, plain), f"{kernel} {blocks} after the add-norm")
+
+
+def choose_fold(op: str, timer: ProjectionTimer, plain: KernelChoice) -> KernelChoice:
+    """At one row, the residual add + RMSNorm in front of op: its own launch before the op's chosen kernel
+    (plain), or folded into a one-row GEMV (kernels/norm_gemv.py), whichever is faster; torch_us holds the
+    unfused path's time."""
+    n, k = timer.n, timer.k
+    norm_op = kc.NORM_OPS[op]
+    unfused_us = time_norm(timer, op, "unfused", (), plain)
+    found = None
+    if unfused_us is not None:
+        kernel = "norm_gated_gemv" if op == "gate_up" else "norm_gemv"
+        coarse = kc.gated_gemv_candidates(n, k) if op == "gate_up" else kc.gemv_candidates(n, k)
+        found = search(lambda b: time_norm(timer, op, kernel, b, plain), coarse, kc.gemv_neighbours,
+                       lambda blocks: compile_all([lambda b=b: norm_runner(timer, op, kernel, b, plain)(timer.copies[0])
+                                                   for b in blocks]))
+    timed = 1 + (found[2] if found else 0)
+    if found is None or found[1] >= unfused_us:
+        return KernelChoice(norm_op, n, k, 1, "unfused", (), unfused_us, unfused_us, timed)
+    return KernelChoice(norm_op, n, k, 1, kernel, found[0], found[1], unfused_us, timed)
