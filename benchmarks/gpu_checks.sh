@@ -11,7 +11,8 @@
 #   bash benchmarks/gpu_checks.sh tune      # the default ladder against a tuned one with half the graphs
 #   bash benchmarks/gpu_checks.sh speculative  # k = 0/2/4 with the replay and n-gram drafters at batch 1 and 16, then a k = 0,2 sweep (~7 min)
 #   bash benchmarks/gpu_checks.sh curve     # the step-time curve 1..512, tune --objective time against replays, graph memory predicted vs measured (~8 min)
-#   bash benchmarks/gpu_checks.sh peers     # issue 28's decode table: llama-3.2-1b -O2 at batch 1 and 64 beside gpt-fast (~4 min)
+#   bash benchmarks/gpu_checks.sh peers     # the decode table: llama-3.2-1b (or PEERS_MODEL=smollm2-135m, qwen2.5-0.5b, qwen2.5-7b)
+#                                      # -O2 at batch 1 and 64 beside gpt-fast at its faster SDPA setting (~3-4 min)
 #   bash benchmarks/gpu_checks.sh peers-8b  # the same for llama-3.1-8b (~5 min); both take DECODE_VARIANTS="--variant NAME=VAR=VALUE"
 #                                      # and DECODE_ROUNDS=3 (each graphbench system in 3 processes, interleaved)
 #   bash benchmarks/gpu_checks.sh roofline  # a decode step's kernels per layer part at batch 1 and 64, bytes, TB/s, gaps (~1 min)
@@ -85,7 +86,7 @@ case "${1:-}" in
     timeout $(( SECONDS < 560 ? 585 - SECONDS : 20 )) python3 benchmarks/graph_memory.py --model llama-3.2-1b \
       --out "$OUT/graph-memory.json" 2>&1 | grep -v -E "^DEBUG|[Ww]arn" | tee "$OUT/graph-memory.log" | tail -8 ;;
   peers|peers-8b)  # gpt-fast's model.py must be at .peers/gpt-fast (a checkout; carry it to the device)
-    model=llama-3.2-1b; [ "$1" = peers-8b ] && model=llama-3.1-8b
+    model=${PEERS_MODEL:-llama-3.2-1b}; [ "$1" = peers-8b ] && model=llama-3.1-8b
     timeout ${PEERS_TIMEOUT:-400} python3 benchmarks/decode.py --model $model --batches 1,64 --levels 2 --peers gpt-fast \
       ${DECODE_VARIANTS:-} --rounds ${DECODE_ROUNDS:-1} --out "$OUT/decode-$model.json" --timeout 200 2>&1 | grep -v "^DEBUG" \
       | tee "$OUT/decode-$model.log" | tail -10 ;;
