@@ -19,7 +19,7 @@ from graphbench.runner.kernels.util import cdiv
 
 
 @triton.jit
-def _weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn):
+def weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn):
     """The [BLOCK_N, BLOCK_K] weight tile at k0."""
     rows = offs_n[:, None].to(tl.int64) * stride_wn + (k0 + offs_k)[None, :]
     return tl.load(w_ptr + rows, mask=n_ok[:, None], other=0.0)
@@ -40,18 +40,18 @@ def _gemv_kernel(x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_wn, HAS_BIAS: tl.const
     acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
     # The first weight tile is loaded before waiting for the previous kernel (PDL): no kernel writes
     # weights, so under PDL the weight stream starts while that kernel finishes; x comes after the wait.
-    w = _weight_tile(w_ptr, 0, offs_n, offs_k, n_ok, stride_wn)
+    w = weight_tile(w_ptr, 0, offs_n, offs_k, n_ok, stride_wn)
     pdl_enter(PDL)
     acc = _gemv_step(acc, x_ptr, w, 0, offs_k)
     if INTERPRET:  # numpy >= 2.4 cannot turn the interpreter's 1-element scalars into range bounds
         k0 = BLOCK_K
         while k0 < K:
-            w = _weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn)
+            w = weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn)
             acc = _gemv_step(acc, x_ptr, w, k0, offs_k)
             k0 += BLOCK_K
     else:
         for k0 in range(BLOCK_K, K, BLOCK_K):
-            w = _weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn)
+            w = weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn)
             acc = _gemv_step(acc, x_ptr, w, k0, offs_k)
     y = tl.sum(acc, axis=1)
     if HAS_BIAS:
@@ -85,21 +85,21 @@ def _gated_gemv_kernel(x_ptr, w_ptr, y_ptr, N, K, stride_wn, BLOCK_N: tl.constex
     up_rows = offs_n + N  # the matching up rows of w
     gate = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
     up = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
-    w_gate = _weight_tile(w_ptr, 0, offs_n, offs_k, n_ok, stride_wn)  # before the PDL wait, as the GEMV's
-    w_up = _weight_tile(w_ptr, 0, up_rows, offs_k, n_ok, stride_wn)
+    w_gate = weight_tile(w_ptr, 0, offs_n, offs_k, n_ok, stride_wn)  # before the PDL wait, as the GEMV's
+    w_up = weight_tile(w_ptr, 0, up_rows, offs_k, n_ok, stride_wn)
     pdl_enter(PDL)
     gate = _gemv_step(gate, x_ptr, w_gate, 0, offs_k)
     up = _gemv_step(up, x_ptr, w_up, 0, offs_k)
     if INTERPRET:  # as in _gemv_kernel
         k0 = BLOCK_K
         while k0 < K:
-            gate = _gemv_step(gate, x_ptr, _weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn), k0, offs_k)
-            up = _gemv_step(up, x_ptr, _weight_tile(w_ptr, k0, up_rows, offs_k, n_ok, stride_wn), k0, offs_k)
+            gate = _gemv_step(gate, x_ptr, weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn), k0, offs_k)
+            up = _gemv_step(up, x_ptr, weight_tile(w_ptr, k0, up_rows, offs_k, n_ok, stride_wn), k0, offs_k)
             k0 += BLOCK_K
     else:
         for k0 in range(BLOCK_K, K, BLOCK_K):
-            gate = _gemv_step(gate, x_ptr, _weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn), k0, offs_k)
-            up = _gemv_step(up, x_ptr, _weight_tile(w_ptr, k0, up_rows, offs_k, n_ok, stride_wn), k0, offs_k)
+            gate = _gemv_step(gate, x_ptr, weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn), k0, offs_k)
+            up = _gemv_step(up, x_ptr, weight_tile(w_ptr, k0, up_rows, offs_k, n_ok, stride_wn), k0, offs_k)
     dtype = y_ptr.dtype.element_ty
     g = tl.sum(gate, axis=1).to(dtype).to(tl.float32)
     u = tl.sum(up, axis=1).to(dtype).to(tl.float32)

@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from graphbench.runner.kernels.gemv import _weight_tile
+from graphbench.runner.kernels.gemv import weight_tile
 from graphbench.runner.kernels.launch import DirectLauncher
 from graphbench.runner.kernels.pdl import pdl_arguments, pdl_enter
 from graphbench.runner.kernels.util import cdiv, next_power_of_2
@@ -63,28 +63,28 @@ def _norm_gemv_kernel(x_ptr, r_ptr, nw_ptr, h_ptr, w_ptr, b_ptr, y_ptr, N, K, st
     offs_k = tl.arange(0, BLOCK_K)  # K % BLOCK_K == 0: no mask along K
     acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
     up = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
-    w = _weight_tile(w_ptr, 0, offs_n, offs_k, n_ok, stride_wn)  # weights before the PDL wait (gemv.py)
+    w = weight_tile(w_ptr, 0, offs_n, offs_k, n_ok, stride_wn)  # weights before the PDL wait (gemv.py)
     w_up = w
     if GATED:
-        w_up = _weight_tile(w_ptr, 0, offs_n + N, offs_k, n_ok, stride_wn)
+        w_up = weight_tile(w_ptr, 0, offs_n + N, offs_k, n_ok, stride_wn)
     pdl_enter(PDL)
     rstd = _row_rstd(x_ptr, r_ptr, h_ptr, K, eps, ROW_BLOCK)
     acc, up = _norm_gemv_step(acc, up, x_ptr, r_ptr, nw_ptr, w, w_up, 0, offs_k, rstd, GATED)
     if INTERPRET:  # numpy >= 2.4 cannot turn the interpreter's 1-element scalars into range bounds (gemv.py)
         k0 = BLOCK_K
         while k0 < K:
-            w = _weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn)
+            w = weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn)
             w_up = w
             if GATED:
-                w_up = _weight_tile(w_ptr, k0, offs_n + N, offs_k, n_ok, stride_wn)
+                w_up = weight_tile(w_ptr, k0, offs_n + N, offs_k, n_ok, stride_wn)
             acc, up = _norm_gemv_step(acc, up, x_ptr, r_ptr, nw_ptr, w, w_up, k0, offs_k, rstd, GATED)
             k0 += BLOCK_K
     else:
         for k0 in range(BLOCK_K, K, BLOCK_K):
-            w = _weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn)
+            w = weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn)
             w_up = w
             if GATED:
-                w_up = _weight_tile(w_ptr, k0, offs_n + N, offs_k, n_ok, stride_wn)
+                w_up = weight_tile(w_ptr, k0, offs_n + N, offs_k, n_ok, stride_wn)
             acc, up = _norm_gemv_step(acc, up, x_ptr, r_ptr, nw_ptr, w, w_up, k0, offs_k, rstd, GATED)
     dtype = y_ptr.dtype.element_ty
     y = tl.sum(acc, axis=1)
