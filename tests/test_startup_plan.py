@@ -74,3 +74,34 @@ def test_both_phases_plans_joined(tmp_path: Path):
     # rung 300 replays 8 of the 11 mixed steps (73%)
     assert out.stdout.strip().splitlines()[-1] == \
         "  graphbench: --capture-sizes 3,16,32 --mixed-ladder 300,700,1500 --startup-capture-sizes 3,16,300"
+
+
+def test_traffic_that_replays_no_graph_plans_none_at_start_up(tmp_path: Path):
+    steps = tmp_path / "steps.json"
+    steps.write_text(json.dumps({"600": 10, "700": 5}))  # every step above the default ladder's top (512)
+    out = runner.invoke(app, ["tune", "--distribution", str(steps), "--max-graphs", "4", "--startup-coverage", "0.9",
+                              "--format", "json"])
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.stdout)
+    assert doc["startup"]["plans"]["tuned"]["sizes"] == [] and doc["startup"]["plans"]["tuned"]["eager_pct"] == 100.0
+    assert doc["apply"]["graphbench"].endswith("--startup-capture-sizes none")
+
+
+def test_the_joined_plan_says_which_sizes_record_both_phases_keys():
+    from types import SimpleNamespace
+
+    from graphbench.cli.tune import _print_joined_plan
+
+    def phase(sizes, chosen):
+        return SimpleNamespace(tuned=SimpleNamespace(sizes=sizes), doc={"startup": {"plans": {"tuned": {"sizes": chosen}}}})
+
+    # decode chose 8, a rung of the mixed ladder the mixed plan left for first use
+    from contextlib import redirect_stdout
+    from io import StringIO
+
+    buffer = StringIO()
+    with redirect_stdout(buffer):
+        _print_joined_plan(phase((1, 8, 16), [8]), phase((8, 64, 512), [64]))
+    lines = buffer.getvalue().strip().splitlines()
+    assert lines[-2] == "  graphbench: --capture-sizes 1,8,16 --mixed-ladder 8,64,512 --startup-capture-sizes 8,64"
+    assert lines[-1].startswith("  (sizes 8 are rungs of both ladders")

@@ -159,9 +159,9 @@ def engine_key(config: Any, graphs_possible: bool = True) -> str:
     if not graphs_possible or comp["cudagraph_mode"] == "NONE":
         comp["cudagraph_capture_sizes"] = comp["max_cudagraph_capture_size"] = comp["performance_mode"] = None
         comp["mixed_capture_sizes"] = comp["startup_capture_sizes"] = comp["deferred_capture"] = None
-        data["cache"]["kv_sizing"] = None  # (no recording: both orders size the same cache)
     if not graphs_possible:
         comp["cudagraph_mode"] = None
+        data["cache"]["kv_sizing"] = None  # (no CUDA device: the cache is not sized from memory either way)
     return json.dumps(data, sort_keys=True)
 
 

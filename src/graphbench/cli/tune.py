@@ -18,6 +18,7 @@ from graphbench.cli.paths import unique_inputs
 from graphbench.cli.tune_render import print_tune_table
 from graphbench.ladders.emit import one_phase_config, phase_server_config
 from graphbench.ladders.plot import plot_pareto
+from graphbench.ladders.startup_plan import startup_flag
 from graphbench.ladders.tune_sources import MODEL_FORMS
 from graphbench.tuning.tune_run import TuneRequest, run_phase_tunes, run_tune
 
@@ -104,10 +105,21 @@ def _both(results: dict, emit: str | None, output_format: str) -> None:
         typer.echo(f"\n{phase} steps:")
         _render(result.doc, output_format)
     if "startup" in decode.doc:
-        at_start = sorted({s for r in (decode, mixed) for s in r.doc["startup"]["plans"]["tuned"]["sizes"]})
-        typer.echo("\napply both tuned ladders, each phase's start-up plan joined:\n  graphbench: --capture-sizes "
-                   + ",".join(map(str, decode.tuned.sizes)) + " --mixed-ladder " + ",".join(map(str, mixed.tuned.sizes))
-                   + " --startup-capture-sizes " + ",".join(map(str, at_start)))
+        _print_joined_plan(decode, mixed)
+
+
+def _print_joined_plan(decode, mixed) -> None:
+    """Both phases' start-up plans as one option: it names token counts, so a size one phase chose that is a
+    rung of the other ladder records that phase's key at start-up too (said, with the sizes)."""
+    chosen = {phase: set(r.doc["startup"]["plans"]["tuned"]["sizes"]) for phase, r in (("decode", decode), ("mixed", mixed))}
+    rungs = {"decode": set(decode.tuned.sizes), "mixed": set(mixed.tuned.sizes)}
+    extra = sorted((chosen["decode"] & rungs["mixed"]) - chosen["mixed"] | (chosen["mixed"] & rungs["decode"]) - chosen["decode"])
+    typer.echo("\napply both tuned ladders, each phase's start-up plan joined:\n  graphbench: --capture-sizes "
+               + ",".join(map(str, decode.tuned.sizes)) + " --mixed-ladder " + ",".join(map(str, mixed.tuned.sizes))
+               + " " + startup_flag(sorted(chosen["decode"] | chosen["mixed"])))
+    if extra:
+        typer.echo(f"  (sizes {', '.join(map(str, extra))} are rungs of both ladders: start-up records both phases' keys "
+                   "there, more than either plan asked)")
 
 
 def _render(doc: dict, output_format: str) -> None:

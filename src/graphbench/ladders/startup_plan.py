@@ -31,7 +31,12 @@ class StartupPlan:
         return asdict(self)
 
     def flag(self) -> str:
-        return "--startup-capture-sizes " + ",".join(map(str, self.sizes))
+        return startup_flag(self.sizes)
+
+
+def startup_flag(sizes) -> str:
+    """The run/sweep option for these start-up sizes ('none': every recording left for its first use)."""
+    return "--startup-capture-sizes " + (",".join(map(str, sizes)) or "none")
 
 
 def check_coverage(coverage: float) -> float:

@@ -30,7 +30,6 @@ from graphbench.runner.device import device_info, dtype_name, free_memory, resol
 from graphbench.runner.inputs import StepInputs
 from graphbench.runner.block_allocator import BlockAllocator
 from graphbench.runner.kernels.triton_key import remember_triton_key
-from graphbench.runner.kv_cache import bytes_per_block
 from graphbench.runner.kv_startup import allocate_kv_cache, grow_after_capture
 from graphbench.runner.loader import build_model, fill_dummy_weights, load_checkpoint
 from graphbench.runner.model_runner import ModelRunner
@@ -113,7 +112,7 @@ class Engine:
             self.report.kv_cache_seconds += grow_after_capture(self)
         num_blocks = self.kv_cache.num_blocks
         self.report.num_kv_blocks, self.report.num_kv_tokens = num_blocks, num_blocks * block_size
-        self.report.kv_cache_bytes = num_blocks * bytes_per_block(self.local_arch, block_size, self.dtype)
+        self.report.kv_cache_bytes = self.kv_cache.device_bytes(self.local_arch, self.dtype)
         self.allocator = BlockAllocator(num_blocks)
         self.scheduler = Scheduler(
             self.allocator, block_size, sched.max_num_seqs, sched.max_num_batched_tokens,

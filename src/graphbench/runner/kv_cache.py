@@ -36,6 +36,12 @@ class KVCache:
     def num_tokens(self) -> int:
         return self.num_blocks * self.block_size
 
+    def device_bytes(self, arch: ArchConfig, dtype) -> int:
+        """The device memory the cache holds (a reserved cache's mapping rounds each region up to a granule)."""
+        if self.arena is not None:
+            return self.arena.mapped_bytes
+        return self.num_blocks * bytes_per_block(arch, self.block_size, dtype)
+
     @classmethod
     def allocate(cls, arch: ArchConfig, num_blocks: int, block_size: int, dtype, device) -> "KVCache":
         shape = (num_blocks, block_size, arch.num_key_value_heads, arch.head_dim)
@@ -82,7 +88,7 @@ class KVCache:
         """Free a reserved cache's memory now (its tensors must no longer be read); others free with their tensors."""
         self.layers = []
         if self.arena is not None:
-            torch.cuda.synchronize()
+            torch.cuda.synchronize(self.arena.device_index)
             self.arena.release()
 
 

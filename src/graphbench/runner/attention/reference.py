@@ -23,8 +23,9 @@ class ReferenceBackend(AttentionBackend):
     def forward(self, q, k, v, k_cache, v_cache, meta: AttentionMetadata, scale: float, out, cos_sin=None) -> None:
         num_blocks, block_size, num_kv_heads, head_dim = k_cache.shape
         slots = meta.slot_mapping[: meta.num_tokens]
-        k_cache.view(-1, num_kv_heads, head_dim)[slots] = k[: meta.num_tokens]
-        v_cache.view(-1, num_kv_heads, head_dim)[slots] = v[: meta.num_tokens]
+        kept = slots >= 0  # a dummy batch's tokens have no slot (-1 would index the cache's last one)
+        k_cache.view(-1, num_kv_heads, head_dim)[slots[kept]] = k[: meta.num_tokens][kept]
+        v_cache.view(-1, num_kv_heads, head_dim)[slots[kept]] = v[: meta.num_tokens][kept]
 
         out[meta.num_tokens:] = 0  # padding rows
         starts = meta.query_start_loc_host or meta.query_start_loc[: meta.num_reqs + 1].tolist()
