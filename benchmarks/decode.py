@@ -67,7 +67,10 @@ def worker(args: argparse.Namespace) -> None:
     elif args.system == "gpt-fast":
         from decode_timing import build_gpt_fast_model, measure_gpt_fast_decode
 
-        model = build_gpt_fast_model(args.gpt_fast_dir, load_arch(args.model), "cuda")
+        arch = load_arch(args.model)
+        model = build_gpt_fast_model(args.gpt_fast_dir, arch, "cuda")
+        if arch.attention_bias:  # (Qwen2's q/k/v biases: its model.py has none)
+            out["note"] = "gpt-fast's model has no q/k/v bias: it runs this shape without one (a little less work)"
         for b in batches:
             # its generate.py decodes under math SDPA; PyTorch's default choice is faster at some batches:
             # both are timed, the faster is its figure (the peer in its fastest configuration)
@@ -211,6 +214,9 @@ def report(results: list[dict], args: argparse.Namespace, quiet: bool = False) -
                     if "sdpa_step_ms" in x else "")
             print(f"{system:<{width}}{batch:>6}{x['step_ms']:>10.3f}{x['tokens_per_s']:>11.0f}{floor:>9}"
                   f"{ratios[0]:>12}{ratios[1]:>14}{ratios[2]:>9}{spread}{sdpa}")
+    for row in rows:
+        if row.get("note"):
+            print(f"{row['system']}: {row['note']}")
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"model": args.model, "copy_gbs": bandwidth, "floor_ms": floor_ms, "results": results}, f,

@@ -31,6 +31,19 @@ def test_rounds_merge_to_the_median_of_each_batch_and_keep_every_process():
     assert merged["gpt-fast"]["results"][0]["step_ms"] == 1.4 and "rounds" not in merged["gpt-fast"]
 
 
+
+def test_a_peers_note_is_printed_under_the_table(capsys):
+    """A peer that runs the shape with less (gpt-fast has no q/k/v bias for Qwen2) says so under the table."""
+    import argparse
+
+    decode = _decode_script()
+    peer = dict(_run("gpt-fast", (1, 1.4)), note="gpt-fast's model has no q/k/v bias: it runs this shape without one")
+    results = [{"system": "bandwidth", "copy_gbs": 4200.0, "results": []},
+               dict(_run("graphbench-O2", (1, 0.9)), weights_bytes=10**9), dict(peer, weights_bytes=10**9)]
+    decode.report(results, argparse.Namespace(model="qwen2.5-0.5b", prompt_len=128, rounds=1, out=None))
+    assert capsys.readouterr().out.strip().splitlines()[-1] == (
+        "gpt-fast: gpt-fast's model has no q/k/v bias: it runs this shape without one")
+
 def test_a_cprofile_is_written_as_pstats_and_text(tmp_path):
     import cProfile
     import pstats
