@@ -28,7 +28,7 @@ def allocate_kv_cache(engine: Any, block_size: int) -> KVCache:
     """The cache at its budget now, or reserved and backed for a probe's blocks (grown by grow_after_capture)."""
     arch, config = engine.local_arch, engine.config
     if config.cache.kv_sizing == "after_capture" and not sized_after_capture(engine):
-        log.info("kv_sizing after_capture has no effect %s", "with an explicit num_blocks"
+        log.warning("kv_sizing after_capture has no effect %s", "with an explicit num_blocks"
                  if config.cache.num_blocks is not None else "on the CPU (no CUDA graphs; the cache is not sized from memory)")
     if sized_after_capture(engine):
         max_blocks = engine.device_info.total_memory // bytes_per_block(arch, block_size, engine.dtype)
