@@ -3,9 +3,11 @@
 A recording bakes in the KV tensors' addresses, so the cache must exist before capture. Reserving the
 addresses first (cuMemAddressReserve) and backing them with physical memory later (cuMemCreate +
 cuMemMap) lets the capture come first and the cache take what the recordings left: the order of SGLang's
-post-capture KV sizing (sgl-project/sglang#30157). Each layer's K and V is one reserved region as large as
-the whole device could hold; a probe's worth of blocks at its start is backed for the warm-up and the
-recordings (their dummy batches address only those), the rest once the free memory after capture is known.
+post-capture KV sizing (sgl-project/sglang#30157). Each layer's K and each layer's V is one reserved region
+with room for as many blocks as the whole device could hold (all regions together: about the device's memory
+in addresses, none of it physical); a probe's worth of blocks at each region's start is backed for the warm-up
+and the recordings (their dummy batches address only those), the rest once the free memory after capture is
+known.
 """
 
 from __future__ import annotations
