@@ -70,16 +70,23 @@ def test_the_report_sets_what_start_up_saved_against_the_stalls(tmp_path):
                               graph_memory_bytes=50 * 2**20, kv_cache_tokens=100000,
                               mixed_capture_sizes=[4, 8, 12], capture_sizes=[1, 2, 4, 8])
     planned["workloads"][0]["recorded_on_demand"] = [["FULL", 8, 0.25], ["PIECEWISE", 12, 0.5]]
-    everything = result("all-at-start", {1: 5, 8: 3}, seqs=8)  # no plan: no row
-    rows = capture_plan_table([planned, everything])
-    assert rows.values.tolist() == [["on-demand", "decode 4 sizes, top 8; mixed 3 sizes, top 12", 3, 7, 0.4, 50.0,
-                                     100000, "closed", 2, 0.75]]
+    one_ladder = result("one-ladder", {1: 5, 8: 3}, seqs=8)  # neither two ladders nor a plan: no row
+    everything = result("all-at-start", {1: 5, 8: 3}, seqs=8)  # the same ladders, every key at start-up
+    everything["startup"].update(num_graphs={"FULL": 4, "PIECEWISE": 6}, deferred_recordings=0, capture_s=1.0,
+                                 graph_memory_bytes=120 * 2**20, kv_cache_tokens=90000,
+                                 mixed_capture_sizes=[4, 8, 12], capture_sizes=[1, 2, 4, 8])
+    rows = capture_plan_table([planned, one_ladder, everything])
+    ladders = "decode 4 sizes, top 8; mixed 3 sizes, top 12"
+    assert rows.values.tolist() == [
+        ["on-demand", ladders, 3, 7, 0.4, 50.0, 100000, "0.60 s, 70 MiB, +10,000 KV tokens", "closed", 2, 0.75],
+        ["all-at-start", ladders, 10, 0, 1.0, 120.0, 90000, "-", "closed", 0, 0.0]]
     for r in (planned, everything):
         write_result(tmp_path / "results", "h200", r["label"], r)
     report = write_report([tmp_path / "results"], tmp_path / "report")
     text = (report.out_dir / "report.md").read_text()
     assert "## Capture plan: two ladders and capture on demand" in text
-    assert "| on-demand | decode 4 sizes, top 8; mixed 3 sizes, top 12 | 3 | 7 | 0.40 | 50 | 100,000 | closed | 2 | 0.75 |" in text
+    assert (f"| on-demand | {ladders} | 3 | 7 | 0.40 | 50 | 100,000 | 0.60 s, 70 MiB, +10,000 KV tokens | closed | 2 "
+            "| 0.75 |") in text
 
 
 def test_the_capture_plan_takes_medians_over_the_points_processes():
@@ -97,4 +104,4 @@ def test_the_capture_plan_takes_medians_over_the_points_processes():
     point["workloads"][0]["recorded_on_demand_rounds"] = [
         [["FULL", 8, 0.2]], [["FULL", 8, 0.3], ["FULL", 16, 0.3]], [["FULL", 8, 0.1], ["FULL", 16, 0.2]]]
     row = capture_plan_table([point]).values.tolist()[0]
-    assert row[4:] == [0.4, 80.0, 300, "closed", 2, pytest.approx(0.3)]
+    assert row[4:] == [0.4, 80.0, 300, "-", "closed", 2, pytest.approx(0.3)]

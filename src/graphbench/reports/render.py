@@ -32,7 +32,7 @@ from graphbench.reports.render_cells import (  # (headline_cells, headline_heade
 from graphbench.reports.repeats_table import steadiness_note
 from graphbench.reports.lora_table import LORA_NOTE
 from graphbench.reports.speculative_table import SPECULATIVE_NOTE
-from graphbench.reports.capture_plan_table import CAPTURE_PLAN_NOTE
+from graphbench.reports.capture_plan_table import CAPTURE_PLAN_NOTE, SAVED
 from graphbench.reports.variants_table import VARIANTS_NOTE
 
 FAILURE_HEADERS = ["label", "system", "model", "reason", "file"]
@@ -167,7 +167,7 @@ def table_sections(ctx: ReportContext) -> list[TableSection]:
         plan = ctx.capture_plan
         out.append(TableSection("Capture plan: two ladders and capture on demand", CAPTURE_PLAN_NOTE, list(plan.columns),
                                 [[_plan_cell(c, v) for c, v in row.items()] for _, row in plan.iterrows()],
-                                {0, 1, 7}))
+                                _named(plan, ("point", "ladders", "workload", SAVED))))
     if not ctx.variants.empty:
         out.append(TableSection("compile_sizes variants: kept where faster", VARIANTS_NOTE, list(ctx.variants.columns),
                                 variants_cells(ctx.variants), {0, 1, 6}))
