@@ -68,7 +68,7 @@ def step_metrics(records: list[Any]) -> dict[str, Any]:
         "runtime_modes": dict(sorted(modes.items())),
         # the uniform steps (every request decoding 1 + k tokens): what a FULL recording is for
         "uniform_runtime_modes": dict(sorted(Counter(r.runtime_mode for r in records if r.descriptor.uniform).items())),
-        "batch_size_histogram": {str(k): v for k, v in sorted(Counter(real).items())},
+        "batch_size_histogram": _histogram(real),
         # the same per phase (ladders/phases.py): uniform decode steps, and mixed / prefill steps
         "decode_size_histogram": _histogram(r.descriptor.num_tokens for r in records if r.descriptor.uniform),
         "mixed_size_histogram": _histogram(r.descriptor.num_tokens for r in records if not r.descriptor.uniform),

@@ -10,12 +10,12 @@ recorded at all. Pure Python; no torch.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from graphbench.errors import GraphbenchError
+from graphbench.ladders.padding import pad_to
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,11 +51,10 @@ def rung_shares(ladder: Sequence[int], distribution: Mapping[int, float]) -> tup
     shares: dict[int, float] = {}
     eager = 0.0
     for size, weight in distribution.items():
-        index = bisect.bisect_left(rungs, size)
-        if index == len(rungs):
+        if (rung := pad_to(rungs, size)) is None:
             eager += weight
         else:
-            shares[rungs[index]] = shares.get(rungs[index], 0.0) + weight
+            shares[rung] = shares.get(rung, 0.0) + weight
     return shares, eager
 
 

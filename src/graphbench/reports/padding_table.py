@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from graphbench.ladders.padding import token_waste
+from graphbench.ladders.padding import pad_to, token_waste
 from graphbench.reports.aliases import alias_ladder, alias_map, alias_text, ladder_mode, rule_ladder
 from graphbench.reports.frame import GRAPHBENCH, asked_ladder, graphs_recorded, metric_median, ok_results, startups_of
 from graphbench.reports.stats import median
@@ -92,7 +92,7 @@ def two_ladder_pct(decode: list[int], mixed: list[int], workload: Mapping[str, A
     padded = real = 0
     for ladder, key in ((sorted(decode), "decode_size_histogram"), (sorted(mixed), "mixed_size_histogram")):
         for n, count in histogram(workload, key).items():
-            rung = next((r for r in ladder if r >= n), n)
+            rung = pad_to(ladder, n) or n  # (eager above the top: no padding)
             padded, real = padded + rung * count, real + n * count
     return 100 * (padded - real) / padded if padded else math.nan
 

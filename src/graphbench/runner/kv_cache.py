@@ -58,8 +58,7 @@ class KVCache:
         from graphbench.runner.kv_arena import KVArena, probe_blocks
 
         shape = (max_blocks, block_size, arch.num_key_value_heads, arch.head_dim)
-        element = torch.empty((), dtype=dtype).element_size()
-        region_block_bytes = block_size * arch.num_key_value_heads * arch.head_dim * element
+        region_block_bytes = bytes_per_block(arch, block_size, dtype) // (2 * arch.num_hidden_layers)  # one layer's K
         index = device.index if device.index is not None else torch.cuda.current_device()
         arena = KVArena.reserve(arch.num_hidden_layers, region_block_bytes, max_blocks, index)
         try:
