@@ -49,12 +49,22 @@ def model_projections(model) -> list[tuple[str, torch.Tensor, torch.Tensor | Non
     return out
 
 
+def timing_conditions(device_name: str) -> dict:
+    """What a stored choice was timed under and must match to be loaded: the GPU, the kernels' sources, and
+    whether the launches used PDL (GRAPHBENCH_PDL=0 times them without, and chooses differently: cuBLAS at
+    32 and 64 rows of SmolLM2's projections where the engine's PDL launches favour the skinny GEMM)."""
+    from graphbench import env
+
+    return {"device": device_name, "sources": sources_hash(), "pdl": env.hatch(env.PDL)}
+
+
 def load_or_measure(model, directory: Path, device_name: str, max_rows: int) -> dict:
-    """The kernel choices for this model: loaded from the cache entry when it holds them for this GPU and
-    these kernels, else measured and written there; installed either way. -> the start-up report's record."""
+    """The kernel choices for this model: loaded from the cache entry when it holds them timed under these
+    conditions, else measured and written there; installed either way. -> the start-up report's record."""
     path = directory / CHOICES_FILE
     started = time.perf_counter()
-    stored = _read(path, device_name)
+    conditions = timing_conditions(device_name)
+    stored = _read(path, conditions)
     if stored is not None:
         kc.install(stored)
         return {"source": "loaded", "seconds": time.perf_counter() - started, "choices": [c.to_dict() for c in stored]}
@@ -63,8 +73,7 @@ def load_or_measure(model, directory: Path, device_name: str, max_rows: int) -> 
     kc.install(choices)
     from graphbench.files import write_atomic
 
-    write_atomic(path, json.dumps({"device": device_name, "sources": sources_hash(), "seconds": round(seconds, 3),
-                                   "choices": [c.to_dict() for c in choices]}, indent=1))
+    write_atomic(path, json.dumps({**conditions, "seconds": round(seconds, 3), "choices": [c.to_dict() for c in choices]}, indent=1))
     log.info("kernel choices: %d measured in %.1f s", len(choices), seconds)
     return {"source": "measured", "seconds": seconds, "choices": [c.to_dict() for c in choices]}
 
@@ -78,11 +87,11 @@ def without_entry(model) -> dict:
     return {"source": "earlier in this process" if found else "rules", "seconds": 0.0, "choices": found}
 
 
-def _read(path: Path, device_name: str) -> list[KernelChoice] | None:
-    """The stored choices, or None: missing, written for another GPU or other kernels, or unreadable."""
+def _read(path: Path, conditions: dict) -> list[KernelChoice] | None:
+    """The stored choices, or None: missing, timed under other conditions, or unreadable."""
     try:
         data = json.loads(path.read_text())
-        if data["device"] != device_name or data["sources"] != sources_hash():
+        if any(data.get(name) != value for name, value in conditions.items()):
             return None
         return [KernelChoice.from_dict(c) for c in data["choices"]]
     except FileNotFoundError:
