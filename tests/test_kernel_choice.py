@@ -21,9 +21,13 @@ def _no_installed_choices():
 
 
 def test_candidates_fit_their_shape():
-    # SmolLM2's K = 576 = 9 x 64: only 64-wide K tiles fit; 1 to 64 rows a program at 256..16384 values,
-    # the warps nearest 32 values a thread; and the rule's blocks
-    assert kc.gemv_candidates(960, 576) == [(4, 64, 2), (8, 64, 2), (16, 64, 2), (32, 64, 2), (64, 64, 4), (4, 64, 8)]
+    # SmolLM2's K = 576 = 9 x 64: 64-wide K tiles and the whole row in one masked tile of 1024; 1 to 64 rows
+    # a program at 256..16384 values, the warps nearest 32 values a thread; and the rule's blocks
+    assert kc.gemv_candidates(960, 576) == [(4, 64, 2), (8, 64, 2), (16, 64, 2), (32, 64, 2), (64, 64, 4), (1, 1024, 2),
+                                            (2, 1024, 2), (4, 1024, 4), (8, 1024, 8), (16, 1024, 8), (4, 64, 8)]
+    assert kc.blocks_fit("gemv", (4, 1024, 4), 960, 576, 1) and not kc.blocks_fit("gemv", (4, 2048, 4), 960, 576, 1)
+    assert not kc.blocks_fit("gemv", (4, 128, 4), 960, 576, 1)  # neither divides nor covers K
+    assert not kc.blocks_fit("skinny", (32, 1024, 1, 4, 4), 960, 576, 16)  # the GEMMs do not mask along K
     # llama-3.2-1b's K = 2048: the two largest tiles, then the rule's blocks where the grid lacks them
     got = kc.gemv_candidates(3072, 2048)
     assert got[:4] == [(1, 2048, 2), (2, 2048, 4), (4, 2048, 8), (8, 2048, 8)] and (4, 1024, 8) in got
@@ -123,9 +127,9 @@ def test_the_fastest_kernel_is_chosen_against_cublas():
         def prepare(self, op, kernel, candidates, rows):
             pass  # nothing to compile
 
-    slow_torch = FakeTimer(lambda kernel, blocks: 10.0 if kernel == "torch" else 2.0 + blocks[0] / 100)
+    slow_torch = FakeTimer(lambda kernel, blocks: 10.0 if kernel == "torch" else 2.0 + blocks[0] / 100 + blocks[1] / 1e4)
     got = kernel_timing._choose("linear", slow_torch, 1, 132)
-    assert (got.kernel, got.blocks, got.torch_us) == ("gemv", (4, 64, 2), 10.0) and got.us == pytest.approx(2.04)
+    assert (got.kernel, got.blocks, got.torch_us) == ("gemv", (4, 64, 2), 10.0) and got.us == pytest.approx(2.0464)
     assert got.candidates == 1 + len(kc.gemv_candidates(960, 576))  # no neighbours at 2 warps and 256 values
     fast_torch = FakeTimer(lambda kernel, blocks: 1.0 if kernel == "torch" else 2.0)
     got = kernel_timing._choose("gate_up", fast_torch, 32, 132)
@@ -208,10 +212,10 @@ def test_the_add_norm_is_folded_into_the_gemv_only_where_that_was_faster(monkeyp
 
     plain = KernelChoice("linear", 960, 576, 1, "gemv", (4, 64, 2), 2.0, 3.0, 6)
     monkeypatch.setattr(fold, "compile_all", lambda calls: None)
-    monkeypatch.setattr(fold, "time_norm", lambda timer, op, kernel, blocks, p: 5.0 if kernel == "unfused" else 4.0 + blocks[0] / 100)
+    monkeypatch.setattr(fold, "time_norm", lambda timer, op, kernel, blocks, p: 5.0 if kernel == "unfused" else 4.0 + blocks[0] / 100 + blocks[1] / 1e4)
     got = fold.choose_fold("linear", Timer(), plain)
     assert (got.op, got.kernel, got.blocks, got.torch_us) == ("norm_linear", "norm_gemv", (4, 64, 2), 5.0)
-    assert got.us == pytest.approx(4.04) and kc.blocks_fit(got.kernel, got.blocks, 960, 576, 1)
+    assert got.us == pytest.approx(4.0464) and kc.blocks_fit(got.kernel, got.blocks, 960, 576, 1)
     monkeypatch.setattr(fold, "time_norm", lambda timer, op, kernel, blocks, p: 3.0 if kernel == "unfused" else 4.0)
     got = fold.choose_fold("gate_up", Timer(), plain)
     assert (got.op, got.kernel, got.us, got.torch_us) == ("norm_gate_up", "unfused", 3.0, 3.0)

@@ -35,6 +35,15 @@ out = torch.empty(1, 5)
 launch_gemv(x, w, None, out, *gemv_rule(4096, 4096), interpret=True)
 assert gemv_rule(4096, 4096) == (2, 4096, 4) and gemv_rule(48, 512) == (4, 512, 8)
 assert torch.allclose(out, x @ w.T, rtol=1e-5, atol=1e-4)
+# the whole-row tile where K is no power of two (576 in one tile of 1024, masked past K): plain and gated
+w, x = torch.randn(18, 576, generator=g), torch.randn(1, 576, generator=g)
+out, gated, two = torch.empty(1, 18), torch.empty(1, 9), torch.empty(1, 9)
+launch_gemv(x, w, None, out, 4, 1024, 2, interpret=True)
+assert torch.allclose(out, x @ w.T, rtol=1e-5, atol=1e-4)
+from graphbench.runner.kernels.gemv import launch_gated_gemv, launch_silu_mul
+launch_gated_gemv(x, w, gated, 4, 1024, 2, interpret=True)
+launch_silu_mul(out, two)
+assert torch.allclose(gated, two, rtol=1e-5, atol=1e-5)
 # the MLP's add-norm + gate/up projection + activation: the GEMV (one row) or the matmul (3 rows), then
 # one silu-mul launch; against torch in float32; intermediate 24
 from graphbench.runner.linear import add_rmsnorm_gate_up_impl, add_rmsnorm_gate_up_matmul
@@ -48,7 +57,6 @@ for rows in (1, 3):
 # the one-row gate/up GEMV with the activation in its epilogue: equal to the GEMV +
 # the silu-mul launch; in bf16, I = 40 in blocks of 16 (the last block masked), one and two K tiles
 from graphbench.runner import linear
-from graphbench.runner.kernels.gemv import launch_gated_gemv, launch_silu_mul
 for k, block_k in ((256, 256), (512, 256)):
     w = torch.randn(80, k, generator=g).to(torch.bfloat16)
     x = torch.randn(1, k, generator=g).to(torch.bfloat16)

@@ -1,6 +1,6 @@
 """kernels/norm_gemv.py in the Triton interpreter: the one-row GEMVs with the residual add + RMSNorm in front
 compute the add-norm launch + the GEMV's result bit for bit (plain and gated, with bias, N not a multiple of
-the block, one and several K tiles, K not a power of two), and program 0 alone writes the next residual."""
+the block, one and several K tiles, K not a power of two, in K tiles or one masked whole-row tile), and program 0 alone writes the next residual."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from graphbench.runner.kernels.gemv import launch_gated_gemv, launch_gemv
 from graphbench.runner.kernels.norm_gemv import launch_norm_gemv
 g = torch.Generator().manual_seed(0)
 for dtype in (torch.bfloat16, torch.float32):
-    for n, k, block_n, block_k in ((37, 576, 4, 64), (48, 512, 16, 512), (20, 768, 2, 256)):
+    for n, k, block_n, block_k in ((37, 576, 4, 64), (48, 512, 16, 512), (20, 768, 2, 256), (37, 576, 4, 1024)):
         x, res = torch.randn(1, k, generator=g).to(dtype), torch.randn(1, k, generator=g).to(dtype)
         nw = (1 + 0.1 * torch.randn(k, generator=g)).to(dtype)
         w, b = torch.randn(2 * n, k, generator=g).to(dtype), torch.randn(2 * n, generator=g).to(dtype)

@@ -27,6 +27,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from graphbench.runner.kernels.util import next_power_of_2, tile_fits
+
 ROW_CLASSES = (1, 16, 32, 64)
 MAX_ROWS = ROW_CLASSES[-1]  # kernels/skinny_gemm.MAX_ROWS (the kernels' room imports nothing of the engine)
 SKINNY_BLOCK_K = 128  # the rule's K tile of the skinny GEMM
@@ -76,8 +78,8 @@ def row_class(rows: int) -> int | None:
 
 
 def blocks_fit(kernel: str, blocks: tuple[int, ...], n: int, k: int, rows: int) -> bool:
-    """Whether the kernel can run a [n, k] weight at this row class with these blocks (K divides into its
-    tiles and splits: the kernels do not mask along K)."""
+    """Whether the kernel can run a [n, k] weight at this row class with these blocks (K divides into the
+    GEMM's tiles and splits: they do not mask along K; a one-row kernel's tile may also cover the whole row)."""
     if kernel in ("torch", "unfused"):
         return blocks == ()
     if not blocks or not all(isinstance(b, int) and b >= 1 for b in blocks) or not _power_of_two(blocks[1]):
@@ -86,7 +88,7 @@ def blocks_fit(kernel: str, blocks: tuple[int, ...], n: int, k: int, rows: int) 
     if warps not in (1, 2, 4, 8, 16) or stages > 8 or not _power_of_two(blocks[0]):
         return False
     if kernel in ("gemv", "gated_gemv", "norm_gemv", "norm_gated_gemv"):
-        return rows == 1 and len(blocks) == 3 and k % blocks[1] == 0 and blocks[0] >= 1
+        return rows == 1 and len(blocks) == 3 and tile_fits(k, blocks[1])
     if kernel == "skinny":
         return rows > 1 and len(blocks) == 5 and blocks[2] <= 8 and k % (blocks[1] * blocks[2]) == 0
     if kernel == "gated_skinny":
@@ -182,9 +184,12 @@ def choice_for(op: str, n: int, k: int, rows: int, on_gpu: bool, num_sms: int = 
 # grid keep a cold start's timing to seconds.
 
 def gemv_candidates(n: int, k: int) -> list[tuple[int, int, int]]:
-    """One-row GEMV blocks to time first: the two largest power-of-two K tiles dividing K (at least 64),
-    1 to 16 rows a program, the warps closest to 32 weight values a thread; and the rule's."""
+    """One-row GEMV blocks to time first: the two largest power-of-two K tiles dividing K (at least 64), and
+    the whole row where K is no power of two (its tile masked, every weight loaded before the PDL wait); 1 to
+    64 rows a program, the warps closest to 32 weight values a thread; and the rule's."""
     tiles = [b for b in (4096, 2048, 1024, 512, 256, 128, 64) if k % b == 0][:2]
+    if next_power_of_2(k) not in tiles and next_power_of_2(k) <= 4096:
+        tiles.append(next_power_of_2(k))
     out = [(block_n, block_k, _warps_for(block_n * block_k, 32)) for block_k in tiles for block_n in (1, 2, 4, 8, 16, 32, 64)
            if 256 <= block_n * block_k <= 16384]
     rule = gemv_rule(n, k)

@@ -4,6 +4,7 @@ both timed at a cold start (runner/kernel_bench.py), the faster kept as a "norm_
 
 from __future__ import annotations
 
+import logging
 from typing import Callable
 
 import torch
@@ -11,6 +12,8 @@ import torch
 from graphbench.runner import kernel_choice as kc
 from graphbench.runner.kernel_bench import ProjectionTimer, compile_all, launcher, search
 from graphbench.runner.kernel_choice import KernelChoice
+
+log = logging.getLogger("graphbench.engine")
 
 
 def norm_projections(model) -> list[tuple[str, torch.Tensor, torch.Tensor | None]]:
@@ -65,6 +68,8 @@ def choose_fold(op: str, timer: ProjectionTimer, plain: KernelChoice) -> KernelC
                        lambda blocks: compile_all([lambda b=b: norm_runner(timer, op, kernel, b, plain)(timer.copies[0])
                                                    for b in blocks]))
     timed = 1 + (found[2] if found else 0)
+    log.info("%s %dx%d at one row: add-norm + %s %.2f us, folded %s", norm_op, n, k, plain.kernel, unfused_us or 0.0,
+             f"{found[1]:.2f} us {found[0]}" if found else "not run")
     if found is None or found[1] >= unfused_us:
         return KernelChoice(norm_op, n, k, 1, "unfused", (), unfused_us, unfused_us, timed)
     return KernelChoice(norm_op, n, k, 1, kernel, found[0], found[1], unfused_us, timed)

@@ -5,6 +5,11 @@ A program owns BLOCK_N output rows and streams them along K in BLOCK_K steps, ke
 [BLOCK_N, BLOCK_K] float32 partial sum that is reduced once at the end (no reduction inside the
 loop). Many small programs keep enough loads in flight for the weight stream to run near the copy
 bandwidth; the caller picks the blocks per shape.
+
+BLOCK_K is a power of two; where it does not divide K (EVEN_K false) the tiles are masked along K. That
+is for the whole-row tile, BLOCK_K = next_pow2(K) >= K: a program's weights are one tile, all loaded
+before the PDL wait, where K tiles dividing a K such as SmolLM2's 576 (9 x 64) leave eight of nine
+loads after it.
 """
 
 from __future__ import annotations
@@ -15,44 +20,55 @@ import triton.language as tl
 
 from graphbench.runner.kernels.launch import DirectLauncher
 from graphbench.runner.kernels.pdl import pdl_arguments, pdl_enter
-from graphbench.runner.kernels.util import cdiv
+from graphbench.runner.kernels.util import cdiv, tile_fits
 
 
 @triton.jit
-def weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn):
-    """The [BLOCK_N, BLOCK_K] weight tile at k0."""
+def weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K: tl.constexpr):
+    """The [BLOCK_N, BLOCK_K] weight tile at k0 (zeros past K)."""
     rows = offs_n[:, None].to(tl.int64) * stride_wn + (k0 + offs_k)[None, :]
-    return tl.load(w_ptr + rows, mask=n_ok[:, None], other=0.0)
+    mask = n_ok[:, None]
+    if not EVEN_K:
+        mask = mask & (k0 + offs_k < K)[None, :]
+    return tl.load(w_ptr + rows, mask=mask, other=0.0)
 
 
 @triton.jit
-def _gemv_step(acc, x_ptr, w, k0, offs_k):
-    x = tl.load(x_ptr + k0 + offs_k).to(tl.float32)[None, :]
-    return acc + w.to(tl.float32) * x
+def row_chunk(x_ptr, k0, offs_k, K, EVEN_K: tl.constexpr):
+    """x[k0 + offs_k] as float32 (zeros past K)."""
+    if EVEN_K:
+        return tl.load(x_ptr + k0 + offs_k).to(tl.float32)
+    return tl.load(x_ptr + k0 + offs_k, mask=k0 + offs_k < K, other=0.0).to(tl.float32)
+
+
+@triton.jit
+def _gemv_step(acc, x_ptr, w, k0, offs_k, K, EVEN_K: tl.constexpr):
+    return acc + w.to(tl.float32) * row_chunk(x_ptr, k0, offs_k, K, EVEN_K)[None, :]
 
 
 @triton.jit
 def _gemv_kernel(x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_wn, HAS_BIAS: tl.constexpr,
-                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, INTERPRET: tl.constexpr, PDL: tl.constexpr = False):
+                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr, INTERPRET: tl.constexpr,
+                 PDL: tl.constexpr = False):
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = offs_n < N
-    offs_k = tl.arange(0, BLOCK_K)  # K % BLOCK_K == 0: no mask along K
+    offs_k = tl.arange(0, BLOCK_K)
     acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
     # The first weight tile is loaded before waiting for the previous kernel (PDL): no kernel writes
     # weights, so under PDL the weight stream starts while that kernel finishes; x comes after the wait.
-    w = weight_tile(w_ptr, 0, offs_n, offs_k, n_ok, stride_wn)
+    w = weight_tile(w_ptr, 0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K)
     pdl_enter(PDL)
-    acc = _gemv_step(acc, x_ptr, w, 0, offs_k)
+    acc = _gemv_step(acc, x_ptr, w, 0, offs_k, K, EVEN_K)
     if INTERPRET:  # numpy >= 2.4 cannot turn the interpreter's 1-element scalars into range bounds
         k0 = BLOCK_K
         while k0 < K:
-            w = weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn)
-            acc = _gemv_step(acc, x_ptr, w, k0, offs_k)
+            w = weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K)
+            acc = _gemv_step(acc, x_ptr, w, k0, offs_k, K, EVEN_K)
             k0 += BLOCK_K
     else:
         for k0 in range(BLOCK_K, K, BLOCK_K):
-            w = weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn)
-            acc = _gemv_step(acc, x_ptr, w, k0, offs_k)
+            w = weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K)
+            acc = _gemv_step(acc, x_ptr, w, k0, offs_k, K, EVEN_K)
     y = tl.sum(acc, axis=1)
     if HAS_BIAS:
         y += tl.load(b_ptr + offs_n, mask=n_ok, other=0.0).to(tl.float32)
@@ -64,18 +80,19 @@ def launch_gemv(x: torch.Tensor,  # [1, K] contiguous
                 bias: torch.Tensor | None,  # [N] or None
                 out: torch.Tensor,  # [1, N]
                 block_n: int, block_k: int, num_warps: int, *, num_stages: int = 1, interpret: bool = False) -> None:
-    """out = x @ weight.T (+ bias); K % block_k == 0. num_stages > 1 lets Triton pipeline the K loop's loads."""
+    """out = x @ weight.T (+ bias); block_k divides K or covers it (the whole-row tile). num_stages > 1 lets
+    Triton pipeline the K loop's loads."""
     n, k = weight.shape
-    assert k % block_k == 0 and x.shape == (1, k) and out.shape == (1, n)
+    assert tile_fits(k, block_k) and x.shape == (1, k) and out.shape == (1, n)
     _gemv_launch[(cdiv(n, block_n),)](
         x, weight, bias if bias is not None else out, out, n, k, weight.stride(0),
-        HAS_BIAS=bias is not None, BLOCK_N=block_n, BLOCK_K=block_k, INTERPRET=interpret,
+        HAS_BIAS=bias is not None, BLOCK_N=block_n, BLOCK_K=block_k, EVEN_K=k % block_k == 0, INTERPRET=interpret,
         num_warps=num_warps, num_stages=num_stages, **pdl_arguments(out))
 
 
 @triton.jit
 def _gated_gemv_kernel(x_ptr, w_ptr, y_ptr, N, K, stride_wn, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                       INTERPRET: tl.constexpr, PDL: tl.constexpr = False):
+                       EVEN_K: tl.constexpr, INTERPRET: tl.constexpr, PDL: tl.constexpr = False):
     """y[j] = silu(x . w[j]) * (x . w[N + j]) for BLOCK_N columns j (w = [gate; up], [2N, K]): the one-row
     gate/up projection with the activation in its epilogue. Both products are rounded to y's dtype first, as
     the projection's output is before the silu-mul launch."""
@@ -85,21 +102,26 @@ def _gated_gemv_kernel(x_ptr, w_ptr, y_ptr, N, K, stride_wn, BLOCK_N: tl.constex
     up_rows = offs_n + N  # the matching up rows of w
     gate = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
     up = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
-    w_gate = weight_tile(w_ptr, 0, offs_n, offs_k, n_ok, stride_wn)  # before the PDL wait, as the GEMV's
-    w_up = weight_tile(w_ptr, 0, up_rows, offs_k, n_ok, stride_wn)
+    # before the PDL wait, as the GEMV's
+    w_gate = weight_tile(w_ptr, 0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K)
+    w_up = weight_tile(w_ptr, 0, up_rows, offs_k, n_ok, stride_wn, K, EVEN_K)
     pdl_enter(PDL)
-    gate = _gemv_step(gate, x_ptr, w_gate, 0, offs_k)
-    up = _gemv_step(up, x_ptr, w_up, 0, offs_k)
+    gate = _gemv_step(gate, x_ptr, w_gate, 0, offs_k, K, EVEN_K)
+    up = _gemv_step(up, x_ptr, w_up, 0, offs_k, K, EVEN_K)
     if INTERPRET:  # as in _gemv_kernel
         k0 = BLOCK_K
         while k0 < K:
-            gate = _gemv_step(gate, x_ptr, weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn), k0, offs_k)
-            up = _gemv_step(up, x_ptr, weight_tile(w_ptr, k0, up_rows, offs_k, n_ok, stride_wn), k0, offs_k)
+            w_gate = weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K)
+            w_up = weight_tile(w_ptr, k0, up_rows, offs_k, n_ok, stride_wn, K, EVEN_K)
+            gate = _gemv_step(gate, x_ptr, w_gate, k0, offs_k, K, EVEN_K)
+            up = _gemv_step(up, x_ptr, w_up, k0, offs_k, K, EVEN_K)
             k0 += BLOCK_K
     else:
         for k0 in range(BLOCK_K, K, BLOCK_K):
-            gate = _gemv_step(gate, x_ptr, weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn), k0, offs_k)
-            up = _gemv_step(up, x_ptr, weight_tile(w_ptr, k0, up_rows, offs_k, n_ok, stride_wn), k0, offs_k)
+            w_gate = weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K)
+            w_up = weight_tile(w_ptr, k0, up_rows, offs_k, n_ok, stride_wn, K, EVEN_K)
+            gate = _gemv_step(gate, x_ptr, w_gate, k0, offs_k, K, EVEN_K)
+            up = _gemv_step(up, x_ptr, w_up, k0, offs_k, K, EVEN_K)
     dtype = y_ptr.dtype.element_ty
     g = tl.sum(gate, axis=1).to(dtype).to(tl.float32)
     u = tl.sum(up, axis=1).to(dtype).to(tl.float32)
@@ -110,11 +132,11 @@ def launch_gated_gemv(x: torch.Tensor,  # [1, K] contiguous
                       weight: torch.Tensor,  # [2N, K] = [gate; up], unit stride along K
                       out: torch.Tensor,  # [1, N]
                       block_n: int, block_k: int, num_warps: int, *, interpret: bool = False) -> None:
-    """out = silu(x @ gate.T) * (x @ up.T) in one launch; K % block_k == 0."""
+    """out = silu(x @ gate.T) * (x @ up.T) in one launch; block_k divides K or covers it."""
     n, k = weight.shape[0] // 2, weight.shape[1]
-    assert k % block_k == 0 and x.shape == (1, k) and out.shape == (1, n) and weight.shape[0] == 2 * n
+    assert tile_fits(k, block_k) and x.shape == (1, k) and out.shape == (1, n) and weight.shape[0] == 2 * n
     _gated_gemv_launch[(cdiv(n, block_n),)](x, weight, out, n, k, weight.stride(0), BLOCK_N=block_n, BLOCK_K=block_k,
-                                            INTERPRET=interpret, num_warps=num_warps, num_stages=1,
+                                            EVEN_K=k % block_k == 0, INTERPRET=interpret, num_warps=num_warps, num_stages=1,
                                             **pdl_arguments(out))
 
 

@@ -16,10 +16,10 @@ import torch
 import triton
 import triton.language as tl
 
-from graphbench.runner.kernels.gemv import weight_tile
+from graphbench.runner.kernels.gemv import row_chunk, weight_tile
 from graphbench.runner.kernels.launch import DirectLauncher
 from graphbench.runner.kernels.pdl import pdl_arguments, pdl_enter
-from graphbench.runner.kernels.util import cdiv, next_power_of_2
+from graphbench.runner.kernels.util import cdiv, next_power_of_2, tile_fits
 
 
 @triton.jit
@@ -36,17 +36,19 @@ def _row_rstd(x_ptr, r_ptr, h_ptr, K, eps, ROW_BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _normed_chunk(x_ptr, r_ptr, nw_ptr, k0, offs_k, rstd):
-    """The normalised row's values k0 + offs_k, as the add-norm kernel stores them (float32 for the sums)."""
+def _normed_chunk(x_ptr, r_ptr, nw_ptr, k0, offs_k, rstd, K, EVEN_K: tl.constexpr):
+    """The normalised row's values k0 + offs_k, as the add-norm kernel stores them (float32 for the sums;
+    zeros past K)."""
     dtype = x_ptr.dtype.element_ty
-    h = (tl.load(x_ptr + k0 + offs_k).to(tl.float32) + tl.load(r_ptr + k0 + offs_k).to(tl.float32)).to(dtype)
-    hn = (h.to(tl.float32) * rstd).to(dtype).to(tl.float32) * tl.load(nw_ptr + k0 + offs_k).to(tl.float32)
+    h = (row_chunk(x_ptr, k0, offs_k, K, EVEN_K) + row_chunk(r_ptr, k0, offs_k, K, EVEN_K)).to(dtype)
+    hn = (h.to(tl.float32) * rstd).to(dtype).to(tl.float32) * row_chunk(nw_ptr, k0, offs_k, K, EVEN_K)
     return hn.to(dtype).to(tl.float32)[None, :]
 
 
 @triton.jit
-def _norm_gemv_step(acc, up, x_ptr, r_ptr, nw_ptr, w, w_up, k0, offs_k, rstd, GATED: tl.constexpr):
-    xn = _normed_chunk(x_ptr, r_ptr, nw_ptr, k0, offs_k, rstd)
+def _norm_gemv_step(acc, up, x_ptr, r_ptr, nw_ptr, w, w_up, k0, offs_k, rstd, K, EVEN_K: tl.constexpr,
+                    GATED: tl.constexpr):
+    xn = _normed_chunk(x_ptr, r_ptr, nw_ptr, k0, offs_k, rstd, K, EVEN_K)
     acc += w.to(tl.float32) * xn
     if GATED:
         up += w_up.to(tl.float32) * xn
@@ -55,37 +57,38 @@ def _norm_gemv_step(acc, up, x_ptr, r_ptr, nw_ptr, w, w_up, k0, offs_k, rstd, GA
 
 @triton.jit
 def _norm_gemv_kernel(x_ptr, r_ptr, nw_ptr, h_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_wn, eps, HAS_BIAS: tl.constexpr,
-                      GATED: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ROW_BLOCK: tl.constexpr,
+                      GATED: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
+                      ROW_BLOCK: tl.constexpr,
                       INTERPRET: tl.constexpr, PDL: tl.constexpr = False):
     """y[n] = normed . w[n] (+ b[n]); GATED: y[j] = silu(normed . w[j]) * (normed . w[N + j]) (w = [gate; up])."""
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = offs_n < N
-    offs_k = tl.arange(0, BLOCK_K)  # K % BLOCK_K == 0: no mask along K
+    offs_k = tl.arange(0, BLOCK_K)
     acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
     up = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
-    w = weight_tile(w_ptr, 0, offs_n, offs_k, n_ok, stride_wn)  # weights before the PDL wait (gemv.py)
+    w = weight_tile(w_ptr, 0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K)  # weights before the PDL wait (gemv.py)
     w_up = w
     if GATED:
-        w_up = weight_tile(w_ptr, 0, offs_n + N, offs_k, n_ok, stride_wn)
+        w_up = weight_tile(w_ptr, 0, offs_n + N, offs_k, n_ok, stride_wn, K, EVEN_K)
     pdl_enter(PDL)
     rstd = _row_rstd(x_ptr, r_ptr, h_ptr, K, eps, ROW_BLOCK)
-    acc, up = _norm_gemv_step(acc, up, x_ptr, r_ptr, nw_ptr, w, w_up, 0, offs_k, rstd, GATED)
+    acc, up = _norm_gemv_step(acc, up, x_ptr, r_ptr, nw_ptr, w, w_up, 0, offs_k, rstd, K, EVEN_K, GATED)
     if INTERPRET:  # numpy >= 2.4 cannot turn the interpreter's 1-element scalars into range bounds (gemv.py)
         k0 = BLOCK_K
         while k0 < K:
-            w = weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn)
+            w = weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K)
             w_up = w
             if GATED:
-                w_up = weight_tile(w_ptr, k0, offs_n + N, offs_k, n_ok, stride_wn)
-            acc, up = _norm_gemv_step(acc, up, x_ptr, r_ptr, nw_ptr, w, w_up, k0, offs_k, rstd, GATED)
+                w_up = weight_tile(w_ptr, k0, offs_n + N, offs_k, n_ok, stride_wn, K, EVEN_K)
+            acc, up = _norm_gemv_step(acc, up, x_ptr, r_ptr, nw_ptr, w, w_up, k0, offs_k, rstd, K, EVEN_K, GATED)
             k0 += BLOCK_K
     else:
         for k0 in range(BLOCK_K, K, BLOCK_K):
-            w = weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn)
+            w = weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K)
             w_up = w
             if GATED:
-                w_up = weight_tile(w_ptr, k0, offs_n + N, offs_k, n_ok, stride_wn)
-            acc, up = _norm_gemv_step(acc, up, x_ptr, r_ptr, nw_ptr, w, w_up, k0, offs_k, rstd, GATED)
+                w_up = weight_tile(w_ptr, k0, offs_n + N, offs_k, n_ok, stride_wn, K, EVEN_K)
+            acc, up = _norm_gemv_step(acc, up, x_ptr, r_ptr, nw_ptr, w, w_up, k0, offs_k, rstd, K, EVEN_K, GATED)
     dtype = y_ptr.dtype.element_ty
     y = tl.sum(acc, axis=1)
     if GATED:  # both products rounded first, as the projection's output is before the silu-mul launch
@@ -101,17 +104,17 @@ def launch_norm_gemv(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch
                      weight: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor, h_out: torch.Tensor,
                      block_n: int, block_k: int, num_warps: int, *, gated: bool = False, interpret: bool = False) -> None:
     """h_out = x + residual; out = rmsnorm(h_out) * norm_weight @ weight.T (+ bias), or with gated the
-    activation silu(gate) * up of weight = [gate; up]; x, residual, h_out [1, K] contiguous; K % block_k == 0.
-    Under PDL the first weight tiles load before the wait; x and the residual after it (the residual may be the
+    activation silu(gate) * up of weight = [gate; up]; x, residual, h_out [1, K] contiguous; block_k divides K
+    or covers it (gemv.tile_fits). Under PDL the first weight tiles load before the wait; x and the residual after it (the residual may be the
     previous kernel's output here, unlike in the add-norm kernel)."""
     rows, k = weight.shape
     n = rows // 2 if gated else rows
-    assert k % block_k == 0 and x.shape == residual.shape == h_out.shape == (1, k) and out.shape == (1, n)
+    assert tile_fits(k, block_k) and x.shape == residual.shape == h_out.shape == (1, k) and out.shape == (1, n)
     assert not (gated and bias is not None)
     _norm_gemv_launch[(cdiv(n, block_n),)](
         x, residual, norm_weight, h_out, weight, bias if bias is not None else out, out, n, k, weight.stride(0), eps,
-        HAS_BIAS=bias is not None, GATED=gated, BLOCK_N=block_n, BLOCK_K=block_k, ROW_BLOCK=next_power_of_2(k),
-        INTERPRET=interpret, num_warps=num_warps, num_stages=1, **pdl_arguments(out))
+        HAS_BIAS=bias is not None, GATED=gated, BLOCK_N=block_n, BLOCK_K=block_k, EVEN_K=k % block_k == 0,
+        ROW_BLOCK=next_power_of_2(k), INTERPRET=interpret, num_warps=num_warps, num_stages=1, **pdl_arguments(out))
 
 
 # launched through kernels/launch.py (a cached direct launch)

@@ -25,3 +25,9 @@ def next_power_of_2(n: int) -> int:
 def cdiv(a: int, b: int) -> int:
     """ceil(a / b) for positive b."""
     return -(-a // b)
+
+
+def tile_fits(k: int, block_k: int) -> bool:
+    """A one-row kernel's K tile: a power of two dividing K, or the whole row (the next power of two >= K,
+    masked past K)."""
+    return block_k >= 1 and block_k & (block_k - 1) == 0 and (k % block_k == 0 or block_k == next_power_of_2(k))
