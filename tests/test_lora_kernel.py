@@ -51,3 +51,49 @@ print("ok")
 
 def test_lora_kernels_match_the_reference_in_the_interpreter():
     run_interpreted(CODE)
+
+
+EPILOGUE = f"""
+import sys
+sys.path.insert(0, {str(ROOT)!r})
+import torch
+from graphbench.config.arch import ArchConfig
+from graphbench.runner.kernels.gemv import launch_silu_mul
+from graphbench.runner.kernels.lora_bgmv import lora_add_triton, lora_shrink
+from graphbench.runner.kernels.skinny_gemm import skinny_gate_up, skinny_gemm
+from tests.lora_kernel_cases import make_layer, projections, token_rows
+
+# K a multiple of the skinny GEMM's K tile (q 96 and kv 32 rows: segment bounds inside a column block)
+ARCH = ArchConfig("LlamaForCausalLM", hidden_size=96, intermediate_size=320, num_hidden_layers=1,
+                  num_attention_heads=3, num_key_value_heads=1, head_dim=32, vocab_size=64)
+layer = make_layer(ARCH, 16, [16, 8, 16], torch.bfloat16, "cpu", seed=5)
+g = torch.Generator().manual_seed(7)
+for t in (5, 17):
+    index = token_rows(t, 3, t)
+    index[0] = -1  # a row without an adapter, always
+    for name, (a, b, segments, k) in projections(layer, ARCH).items():
+        x = torch.randn(t, k, generator=g).to(torch.bfloat16)
+        w = torch.randn(b.shape[1], k, generator=g).to(torch.bfloat16)
+        bias = torch.randn(b.shape[1], generator=g).to(torch.bfloat16) if name == "qkv" else None
+        shrunk = lora_shrink(x, a, b, index, segments, interpret=True)
+        if name == "gate_up":  # the projection, the expand-add, the silu-mul: three launches against one
+            for config in ((32, 32, 4, 1), (64, 32, 4, 1)):
+                gate_up = skinny_gemm(x, w, None, (32, 32, 1, 4, 1))
+                lora_add_triton(gate_up, x, a, b, index, segments, interpret=True)
+                want = torch.empty(t, b.shape[1] // 2, dtype=torch.bfloat16)
+                launch_silu_mul(gate_up, want)
+                got = skinny_gate_up(x, w, config, lora=shrunk)
+                assert torch.equal(got, want), (t, config, (got.float() - want.float()).abs().max())
+            continue
+        for config in ((32, 32, 1, 4, 1), (64, 32, k // 32, 4, 1)):  # one K split, and every tile its own split
+            want = skinny_gemm(x, w, bias, config)
+            lora_add_triton(want, x, a, b, index, segments, interpret=True)
+            got = skinny_gemm(x, w, bias, config, lora=shrunk)
+            assert torch.equal(got, want), (name, t, config, (got.float() - want.float()).abs().max())
+        assert torch.equal(got[0], skinny_gemm(x, w, bias, config)[0])  # no adapter: the projection alone
+print("ok")
+"""
+
+
+def test_the_skinny_gemm_adds_the_lora_delta_in_its_epilogue_as_the_expand_launch_does():
+    run_interpreted(EPILOGUE)

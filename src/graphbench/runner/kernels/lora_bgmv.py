@@ -76,6 +76,36 @@ def _shrink_kernel(x_ptr, a_ptr, idx_ptr, part_ptr, T, K, R, stride_xt, stride_a
 
 
 @triton.jit
+def lora_expand_delta(part_ptr, b_ptr, idx, offs_t, t_ok, rows, rows_ok, T, R, seg1, seg2, stride_bl, stride_bn,
+                      NUM_SEG: tl.constexpr, SPLIT_K: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr,
+                      BLOCK_RS: tl.constexpr, PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
+    """[BLOCK_T, BLOCK_N] float32: the delta of B's rows `rows` for the tokens offs_t (adapter rows idx, -1:
+    none, whose rows stay 0): the shrink's partials summed over its splits, rounded to B's dtype, times each
+    token's own adapter's B rows of their segment. The expand kernel's body, and the epilogue of the skinny
+    GEMM that adds the delta where it stores the projection (kernels/skinny_gemm.py)."""
+    seg = (rows >= seg1).to(tl.int32) + (rows >= seg2).to(tl.int32)  # [BLOCK_N] each row's segment
+    rs = R // NUM_SEG  # rank columns of one segment
+    offs_r = tl.arange(0, BLOCK_RS)
+    r_ok = offs_r < rs
+    acc = tl.zeros([BLOCK_T, BLOCK_N], dtype=tl.float32)
+    for j in tl.static_range(NUM_SEG):
+        v = tl.zeros([BLOCK_T, BLOCK_RS], dtype=tl.float32)  # this segment's shrink output, splits summed
+        for s in range(SPLIT_K):
+            part = part_ptr + (s * T + offs_t[:, None]) * R + j * rs + offs_r[None, :]
+            v += tl.load(part, mask=t_ok[:, None] & r_ok[None, :], other=0.0)
+        v = v.to(b_ptr.dtype.element_ty)  # rounded to the model's dtype, as the torch path's x A^T is
+        b_ok = (rows_ok & (seg == j))[:, None] & r_ok[None, :]  # rows of other segments: not read
+        cur = _next_adapter(idx, -1)
+        while cur < (1 << 30):
+            vs = tl.where((idx == cur)[:, None], v, 0.0)  # [BLOCK_T, BLOCK_RS] this adapter's tokens only
+            b = tl.load(b_ptr + cur.to(tl.int64) * stride_bl + rows[:, None] * stride_bn
+                        + j * rs + offs_r[None, :], mask=b_ok, other=0.0)  # [BLOCK_N, BLOCK_RS]
+            acc += _dot(vs, tl.trans(b), PRECISION, INTERPRET)
+            cur = _next_adapter(idx, cur)
+    return acc
+
+
+@triton.jit
 def _expand_kernel(part_ptr, b_ptr, idx_ptr, out_ptr, T, N, R, seg1, seg2, stride_bl, stride_bn, stride_ot,
                    NUM_SEG: tl.constexpr, SPLIT_K: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr,
                    BLOCK_RS: tl.constexpr, PRECISION: tl.constexpr, INTERPRET: tl.constexpr,
@@ -87,25 +117,8 @@ def _expand_kernel(part_ptr, b_ptr, idx_ptr, out_ptr, T, N, R, seg1, seg2, strid
     idx = tl.load(idx_ptr + offs_t, mask=t_ok, other=-1)  # [BLOCK_T]
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = offs_n < N
-    seg = (offs_n >= seg1).to(tl.int32) + (offs_n >= seg2).to(tl.int32)  # [BLOCK_N] each row's segment
-    rs = R // NUM_SEG  # rank columns of one segment
-    offs_r = tl.arange(0, BLOCK_RS)
-    r_ok = offs_r < rs
-    acc = tl.zeros([BLOCK_T, BLOCK_N], dtype=tl.float32)
-    for j in tl.static_range(NUM_SEG):
-        v = tl.zeros([BLOCK_T, BLOCK_RS], dtype=tl.float32)  # this segment's shrink output, splits summed
-        for s in range(SPLIT_K):
-            part = part_ptr + (s * T + offs_t[:, None]) * R + j * rs + offs_r[None, :]
-            v += tl.load(part, mask=t_ok[:, None] & r_ok[None, :], other=0.0)
-        v = v.to(b_ptr.dtype.element_ty)  # rounded to the model's dtype, as the torch path's x A^T is
-        b_ok = (n_ok & (seg == j))[:, None] & r_ok[None, :]  # rows of other segments: not read
-        cur = _next_adapter(idx, -1)
-        while cur < (1 << 30):
-            vs = tl.where((idx == cur)[:, None], v, 0.0)  # [BLOCK_T, BLOCK_RS] this adapter's tokens only
-            b = tl.load(b_ptr + cur.to(tl.int64) * stride_bl + offs_n[:, None] * stride_bn
-                        + j * rs + offs_r[None, :], mask=b_ok, other=0.0)  # [BLOCK_N, BLOCK_RS]
-            acc += _dot(vs, tl.trans(b), PRECISION, INTERPRET)
-            cur = _next_adapter(idx, cur)
+    acc = lora_expand_delta(part_ptr, b_ptr, idx, offs_t, t_ok, offs_n, n_ok, T, R, seg1, seg2, stride_bl, stride_bn,
+                            NUM_SEG, SPLIT_K, BLOCK_T, BLOCK_N, BLOCK_RS, PRECISION, INTERPRET)
     keep = (idx >= 0)[:, None] & n_ok[None, :]  # tokens without an adapter: their rows are not touched
     dst = out_ptr + offs_t[:, None] * stride_ot + offs_n[None, :]
     o = tl.load(dst, mask=keep, other=0.0).to(tl.float32)
@@ -125,36 +138,62 @@ def lora_blocks(num_tokens: int, k: int, rank_total: int, num_segments: int) -> 
             "shrink_warps": 8 if block_t * block_r >= 4096 else 4, "expand_warps": 8 if block_t == 64 else 4}
 
 
-def lora_add_triton(out: torch.Tensor,  # [T, N], unit stride along N; out[t] += delta for idx[t] >= 0
-                    x: torch.Tensor,  # [T, K], unit stride along K
-                    a: torch.Tensor,  # [L, R', K] contiguous
-                    b: torch.Tensor,  # [L, N, R'] contiguous (block-diagonal over the segments)
-                    index: torch.Tensor,  # [T] int32: each token's adapter row, -1 for none
-                    segments: list[int],  # output rows of each segment (sum N), each with R' / len columns
-                    *, interpret: bool = False) -> None:
-    """out += x A[idx]^T B[idx]^T row by row, in two launches (shrink, expand-add)."""
+class ShrunkInput:
+    """The shrink's output for one projection, and what expanding it needs: partials [SPLIT_K, T, R'] in
+    float32 (summed when loaded), the B buffer, each token's adapter row, where B's segments 1 and 2 start."""
+
+    __slots__ = ("part", "b", "index", "bounds", "split_k", "block_rs", "num_segments", "precision")
+
+    def __init__(self, part, b, index, bounds, cfg: dict, num_segments: int, precision: str):
+        self.part, self.b, self.index, self.bounds = part, b, index, bounds
+        self.split_k, self.block_rs, self.num_segments = cfg["SPLIT_K"], cfg["BLOCK_RS"], num_segments
+        self.precision = precision
+
+    def expand_arguments(self) -> tuple:
+        """The arguments an expanding kernel takes after its own: part, B, index, R', the two segment bounds,
+        B's strides (kernels/skinny_gemm.py's LoRA epilogue)."""
+        b = self.b
+        return (self.part, b, self.index, b.shape[2], self.bounds[0], self.bounds[1], b.stride(0), b.stride(1))
+
+
+def lora_shrink(x: torch.Tensor,  # [T, K], unit stride along K
+                a: torch.Tensor,  # [L, R', K] contiguous
+                b: torch.Tensor,  # [L, N, R'] contiguous (block-diagonal over the segments)
+                index: torch.Tensor,  # [T] int32: each token's adapter row, -1 for none
+                segments: list[int],  # output rows of each segment (sum N), each with R' / len columns
+                *, interpret: bool = False) -> ShrunkInput:
+    """x A[idx]^T in one launch (partial sums per K split), ready to be expanded by B."""
     t, k = x.shape
     n, r = b.shape[1], b.shape[2]
-    assert out.shape == (t, n) and a.shape[1:] == (r, k) and index.shape == (t,) and index.dtype == torch.int32
+    assert a.shape[1:] == (r, k) and index.shape == (t,) and index.dtype == torch.int32 and t > 0
     assert sum(segments) == n and 1 <= len(segments) <= 3 and r % len(segments) == 0
-    assert x.stride(1) == 1 and out.stride(1) == 1 and a.is_contiguous() and b.is_contiguous()
-    if t == 0:
-        return
+    assert x.stride(1) == 1 and a.is_contiguous() and b.is_contiguous()
     cfg = lora_blocks(t, k, r, len(segments))
     precision = "ieee" if x.dtype == torch.float32 else "tf32"  # float32 models: no tf32 rounding
     part = torch.empty((cfg["SPLIT_K"], t, r), dtype=torch.float32, device=x.device)  # [SPLIT_K, T, R']
-    pdl = pdl_arguments(out)
-    blocks_t = cdiv(t, cfg["BLOCK_T"])
-    _shrink_launch[(blocks_t, cfg["SPLIT_K"])](
+    _shrink_launch[(cdiv(t, cfg["BLOCK_T"]), cfg["SPLIT_K"])](
         x, a, index, part, t, k, r, x.stride(0), a.stride(0), a.stride(1),
         BLOCK_T=cfg["BLOCK_T"], BLOCK_R=cfg["BLOCK_R"], BLOCK_K=cfg["BLOCK_K"], K_SPLIT=cfg["K_SPLIT"],
-        PRECISION=precision, INTERPRET=interpret, num_warps=cfg["shrink_warps"], num_stages=2, **pdl)
+        PRECISION=precision, INTERPRET=interpret, num_warps=cfg["shrink_warps"], num_stages=2, **pdl_arguments(x))
     bounds = [sum(segments[:i + 1]) for i in range(len(segments) - 1)] + [n, n]  # where segments 1, 2 start
-    _expand_launch[(blocks_t, cdiv(n, cfg["BLOCK_N"]))](
-        part, b, index, out, t, n, r, bounds[0], bounds[1], b.stride(0), b.stride(1), out.stride(0),
+    return ShrunkInput(part, b, index, bounds, cfg, len(segments), precision)
+
+
+def lora_add_triton(out: torch.Tensor,  # [T, N], unit stride along N; out[t] += delta for idx[t] >= 0
+                    x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, index: torch.Tensor, segments: list[int],
+                    *, interpret: bool = False) -> None:
+    """out += x A[idx]^T B[idx]^T row by row, in two launches (shrink, expand-add); lora_shrink's arguments."""
+    t, n = out.shape[0], b.shape[1]
+    assert out.shape == (t, n) and x.shape[0] == t and out.stride(1) == 1
+    if t == 0:
+        return
+    shrunk = lora_shrink(x, a, b, index, segments, interpret=interpret)
+    cfg = lora_blocks(t, x.shape[1], b.shape[2], len(segments))
+    _expand_launch[(cdiv(t, cfg["BLOCK_T"]), cdiv(n, cfg["BLOCK_N"]))](
+        *shrunk.expand_arguments()[:3], out, t, n, *shrunk.expand_arguments()[3:], out.stride(0),
         NUM_SEG=len(segments), SPLIT_K=cfg["SPLIT_K"], BLOCK_T=cfg["BLOCK_T"], BLOCK_N=cfg["BLOCK_N"],
-        BLOCK_RS=cfg["BLOCK_RS"], PRECISION=precision, INTERPRET=interpret, num_warps=cfg["expand_warps"],
-        num_stages=2, **pdl)
+        BLOCK_RS=cfg["BLOCK_RS"], PRECISION=shrunk.precision, INTERPRET=interpret, num_warps=cfg["expand_warps"],
+        num_stages=2, **pdl_arguments(out))
 
 
 # launched through kernels/launch.py (a cached direct launch)

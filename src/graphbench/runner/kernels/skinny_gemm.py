@@ -18,6 +18,7 @@ import triton
 import triton.language as tl
 
 from graphbench.runner.kernels.launch import DirectLauncher
+from graphbench.runner.kernels.lora_bgmv import ShrunkInput, lora_expand_delta
 from graphbench.runner.kernels.pdl import pdl_arguments, pdl_enter
 from graphbench.runner.kernels.util import cdiv, next_power_of_2, triton_interpreting
 
@@ -26,9 +27,11 @@ MAX_ROWS = 64  # runner/kernel_choice.py chooses the blocks per shape and row cl
 
 @triton.jit
 def _skinny_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, count_ptr, M, N, stride_xm, stride_wn, stride_ym,
+                   lora_part, lora_b, lora_idx, lora_r, lora_seg1, lora_seg2, lora_stride_bl, lora_stride_bn,
                    HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                   SPLIT_K: tl.constexpr, K_PER_SPLIT: tl.constexpr, INTERPRET: tl.constexpr,
-                   PDL: tl.constexpr = False):
+                   SPLIT_K: tl.constexpr, K_PER_SPLIT: tl.constexpr, LORA: tl.constexpr, LORA_SEGMENTS: tl.constexpr,
+                   LORA_SPLIT: tl.constexpr, LORA_BLOCK_RS: tl.constexpr, LORA_PRECISION: tl.constexpr,
+                   INTERPRET: tl.constexpr, PDL: tl.constexpr = False):
     pid_n = tl.program_id(0)
     split = tl.program_id(1)
     offs_m = tl.arange(0, BLOCK_M)
@@ -52,7 +55,10 @@ def _skinny_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, count_ptr, M, N, stride
     y_offs = offs_m[:, None].to(tl.int64) * stride_ym + offs_n[None, :]
     y_mask = m_ok[:, None] & n_ok[None, :]
     if SPLIT_K == 1:
-        _store_output(acc, b_ptr, y_ptr, y_offs, y_mask, offs_n, n_ok, HAS_BIAS)
+        acc = _bias_and_lora(acc, b_ptr, y_ptr, offs_m, m_ok, offs_n, n_ok, M, HAS_BIAS, lora_part, lora_b, lora_idx,
+                             lora_r, lora_seg1, lora_seg2, lora_stride_bl, lora_stride_bn, LORA, LORA_SEGMENTS,
+                             LORA_SPLIT, BLOCK_M, BLOCK_N, LORA_BLOCK_RS, LORA_PRECISION, INTERPRET)
+        tl.store(y_ptr + y_offs, acc.to(y_ptr.dtype.element_ty), mask=y_mask)
     else:
         # partial [split, BLOCK_M, N] in float32; every row and column of the block is written
         part_offs = offs_m[:, None] * N + offs_n[None, :]
@@ -66,7 +72,11 @@ def _skinny_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, count_ptr, M, N, stride
                 # .cg: from L2, where the other programs' stores are (never a stale line of this SM's L1)
                 total += tl.load(part_ptr + s * BLOCK_M * N + part_offs, mask=n_ok[None, :], other=0.0,
                                  cache_modifier=".cg")
-            _store_output(total, b_ptr, y_ptr, y_offs, y_mask, offs_n, n_ok, HAS_BIAS)
+            total = _bias_and_lora(total, b_ptr, y_ptr, offs_m, m_ok, offs_n, n_ok, M, HAS_BIAS, lora_part, lora_b,
+                                   lora_idx, lora_r, lora_seg1, lora_seg2, lora_stride_bl, lora_stride_bn, LORA,
+                                   LORA_SEGMENTS, LORA_SPLIT, BLOCK_M, BLOCK_N, LORA_BLOCK_RS, LORA_PRECISION,
+                                   INTERPRET)
+            tl.store(y_ptr + y_offs, total.to(y_ptr.dtype.element_ty), mask=y_mask)
             tl.atomic_xchg(count_ptr + pid_n, 0, sem="relaxed", scope="gpu")  # zero again for the next launch
 
 
@@ -85,16 +95,39 @@ def _mma(acc, x, w, INTERPRET: tl.constexpr):
 
 
 @triton.jit
-def _store_output(acc, b_ptr, y_ptr, y_offs, y_mask, offs_n, n_ok, HAS_BIAS: tl.constexpr):
+def _bias_and_lora(acc, b_ptr, y_ptr, offs_m, m_ok, offs_n, n_ok, M, HAS_BIAS: tl.constexpr, lora_part, lora_b,
+                   lora_idx, lora_r, lora_seg1, lora_seg2, lora_stride_bl, lora_stride_bn, LORA: tl.constexpr,
+                   LORA_SEGMENTS: tl.constexpr, LORA_SPLIT: tl.constexpr, BLOCK_M: tl.constexpr,
+                   BLOCK_N: tl.constexpr, LORA_BLOCK_RS: tl.constexpr, LORA_PRECISION: tl.constexpr,
+                   INTERPRET: tl.constexpr):
+    """The block's output before its store: + bias, then with LoRA each row's adapter delta of these columns
+    (rounded as the projection's store and the expand's add would round them: the two launches' result)."""
     if HAS_BIAS:
         acc += tl.load(b_ptr + offs_n, mask=n_ok, other=0.0).to(tl.float32)[None, :]
-    tl.store(y_ptr + y_offs, acc.to(y_ptr.dtype.element_ty), mask=y_mask)
+    if LORA:
+        acc = acc.to(y_ptr.dtype.element_ty).to(tl.float32) + _lora_delta(
+            lora_part, lora_b, lora_idx, offs_m, m_ok, offs_n, n_ok, M, lora_r, lora_seg1, lora_seg2, lora_stride_bl,
+            lora_stride_bn, LORA_SEGMENTS, LORA_SPLIT, BLOCK_M, BLOCK_N, LORA_BLOCK_RS, LORA_PRECISION, INTERPRET)
+    return acc
 
 
 @triton.jit
-def _gated_kernel(x_ptr, w_ptr, y_ptr, M, N, stride_xm, stride_wn, stride_ym, BLOCK_M: tl.constexpr,
-                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, K: tl.constexpr, INTERPRET: tl.constexpr,
-                  PDL: tl.constexpr = False):
+def _lora_delta(lora_part, lora_b, lora_idx, offs_m, m_ok, rows, rows_ok, M, lora_r, lora_seg1, lora_seg2,
+                lora_stride_bl, lora_stride_bn, LORA_SEGMENTS: tl.constexpr, LORA_SPLIT: tl.constexpr,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LORA_BLOCK_RS: tl.constexpr,
+                LORA_PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
+    idx = tl.load(lora_idx + offs_m, mask=m_ok, other=-1)
+    return lora_expand_delta(lora_part, lora_b, idx, offs_m, m_ok, rows, rows_ok, M, lora_r, lora_seg1, lora_seg2,
+                             lora_stride_bl, lora_stride_bn, LORA_SEGMENTS, LORA_SPLIT, BLOCK_M, BLOCK_N,
+                             LORA_BLOCK_RS, LORA_PRECISION, INTERPRET)
+
+
+@triton.jit
+def _gated_kernel(x_ptr, w_ptr, y_ptr, M, N, stride_xm, stride_wn, stride_ym, lora_part, lora_b, lora_idx, lora_r,
+                  lora_seg1, lora_seg2, lora_stride_bl, lora_stride_bn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  BLOCK_K: tl.constexpr, K: tl.constexpr, LORA: tl.constexpr, LORA_SEGMENTS: tl.constexpr,
+                  LORA_SPLIT: tl.constexpr, LORA_BLOCK_RS: tl.constexpr, LORA_PRECISION: tl.constexpr,
+                  INTERPRET: tl.constexpr, PDL: tl.constexpr = False):
     """y[:, j] = silu(x @ w[j].T) * (x @ w[N + j].T) for BLOCK_N columns j: the gate/up projection and the
     activation after it in one launch. A program streams its gate rows and their up rows (w = [gate; up],
     [2N, K]); both products are rounded to y's dtype before the activation, as the two launches round them."""
@@ -118,6 +151,13 @@ def _gated_kernel(x_ptr, w_ptr, y_ptr, M, N, stride_xm, stride_wn, stride_ym, BL
     dtype = y_ptr.dtype.element_ty
     gate = gate.to(dtype).to(tl.float32)
     up = up.to(dtype).to(tl.float32)
+    if LORA:  # each row's adapter delta to gate (B's rows j) and up (rows N + j), rounded as the expand adds it
+        gate = (gate + _lora_delta(lora_part, lora_b, lora_idx, offs_m, m_ok, offs_n, n_ok, M, lora_r, lora_seg1,
+                                   lora_seg2, lora_stride_bl, lora_stride_bn, LORA_SEGMENTS, LORA_SPLIT, BLOCK_M,
+                                   BLOCK_N, LORA_BLOCK_RS, LORA_PRECISION, INTERPRET)).to(dtype).to(tl.float32)
+        up = (up + _lora_delta(lora_part, lora_b, lora_idx, offs_m, m_ok, offs_n + N, n_ok, M, lora_r, lora_seg1,
+                               lora_seg2, lora_stride_bl, lora_stride_bn, LORA_SEGMENTS, LORA_SPLIT, BLOCK_M, BLOCK_N,
+                               LORA_BLOCK_RS, LORA_PRECISION, INTERPRET)).to(dtype).to(tl.float32)
     y_offs = offs_m[:, None].to(tl.int64) * stride_ym + offs_n[None, :]
     tl.store(y_ptr + y_offs, (gate * tl.sigmoid(gate) * up).to(dtype), mask=m_ok[:, None] & n_ok[None, :])
 
@@ -130,10 +170,21 @@ def skinny_applies(x: torch.Tensor, weight: torch.Tensor) -> bool:
             and x.dtype in (torch.bfloat16, torch.float16))
 
 
+def _lora_arguments(lora: ShrunkInput | None, out: torch.Tensor) -> tuple[tuple, dict]:
+    """The kernels' LoRA arguments: the shrunk input's, or placeholders that a kernel without LoRA never reads."""
+    if lora is None:
+        return (out, out, out, 1, 0, 0, 0, 0), dict(LORA=False, LORA_SEGMENTS=1, LORA_SPLIT=1, LORA_BLOCK_RS=16,
+                                                     LORA_PRECISION="ieee")
+    assert lora.index.shape[0] == out.shape[0] and lora.part.shape[1] == out.shape[0]
+    return lora.expand_arguments(), dict(LORA=True, LORA_SEGMENTS=lora.num_segments, LORA_SPLIT=lora.split_k,
+                                         LORA_BLOCK_RS=lora.block_rs, LORA_PRECISION=lora.precision)
+
+
 def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                config: tuple[int, int, int, int, int]) -> torch.Tensor:
-    """x[M, K] @ weight[N, K].T (+ bias) -> [M, N] in x's dtype, accumulated in float32.
-    config: (BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages)."""
+                config: tuple[int, int, int, int, int], lora: ShrunkInput | None = None) -> torch.Tensor:
+    """x[M, K] @ weight[N, K].T (+ bias) -> [M, N] in x's dtype, accumulated in float32; with lora (the
+    shrink's output for x, kernels/lora_bgmv.lora_shrink) each row's adapter delta is added in the epilogue,
+    as the expand launch would add it. config: (BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages)."""
     m, k = x.shape
     n = weight.shape[0]
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
@@ -141,26 +192,30 @@ def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     assert k % (block_k * splits) == 0
     block_m = max(16, next_power_of_2(m))
     part, counts = _workspace(x.device, splits, n, block_n) if splits > 1 else (out, out)
+    lora_args, lora_meta = _lora_arguments(lora, out)
     _skinny_launch[(cdiv(n, block_n), splits)](
         x, weight, bias if bias is not None else out, out, part, counts, m, n, x.stride(0), weight.stride(0),
-        out.stride(0), HAS_BIAS=bias is not None, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
-        SPLIT_K=splits, K_PER_SPLIT=k // splits, INTERPRET=triton_interpreting(), num_warps=warps,
+        out.stride(0), *lora_args, HAS_BIAS=bias is not None, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
+        SPLIT_K=splits, K_PER_SPLIT=k // splits, **lora_meta, INTERPRET=triton_interpreting(), num_warps=warps,
         num_stages=stages, **pdl_arguments(out))
     return out
 
 
-def skinny_gate_up(x: torch.Tensor, weight: torch.Tensor, config: tuple[int, int, int, int]) -> torch.Tensor:
+def skinny_gate_up(x: torch.Tensor, weight: torch.Tensor, config: tuple[int, int, int, int],
+                   lora: ShrunkInput | None = None) -> torch.Tensor:
     """x[M, K], weight = [gate; up] [2I, K] -> silu(x @ gate.T) * (x @ up.T) [M, I] in x's dtype, in one
-    launch (2 <= M <= 64). config: (BLOCK_N, BLOCK_K, num_warps, num_stages)."""
+    launch (2 <= M <= 64); with lora each row's adapter deltas are added to gate and up before the activation.
+    config: (BLOCK_N, BLOCK_K, num_warps, num_stages)."""
     m, k = x.shape
     n = weight.shape[0] // 2
     block_n, block_k, warps, stages = config
     assert k % block_k == 0 and weight.shape[0] == 2 * n
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    lora_args, lora_meta = _lora_arguments(lora, out)
     _gated_launch[(cdiv(n, block_n),)](
-        x, weight, out, m, n, x.stride(0), weight.stride(0), out.stride(0), BLOCK_M=max(16, next_power_of_2(m)),
-        BLOCK_N=block_n, BLOCK_K=block_k, K=k, INTERPRET=triton_interpreting(), num_warps=warps,
-        num_stages=stages, **pdl_arguments(out))
+        x, weight, out, m, n, x.stride(0), weight.stride(0), out.stride(0), *lora_args,
+        BLOCK_M=max(16, next_power_of_2(m)), BLOCK_N=block_n, BLOCK_K=block_k, K=k, **lora_meta,
+        INTERPRET=triton_interpreting(), num_warps=warps, num_stages=stages, **pdl_arguments(out))
     return out
 
 
