@@ -35,6 +35,10 @@ def test_candidates_fit_their_shape():
     assert kc.gated_gemv_candidates(3072, 2048)[0] == (1, 1024, 2)  # half the GEMV's columns a program
     assert kc.gemv_neighbours((2, 2048, 4)) == [(2, 2048, 2), (2, 2048, 8)]
     assert kc.gemv_neighbours((1, 64, 2)) == []  # 1 value a thread at 2 warps already: none
+    assert kc.gemv_neighbours((2, 2048, 4), k=2048) == [(2, 2048, 2), (2, 2048, 8)]  # one K tile: no stages
+    assert kc.gemv_neighbours((4, 256, 4), k=4864) == [(4, 256, 2), (4, 256, 4, 2), (4, 256, 4, 3)]  # 8 warps: 4 values
+    assert kc.gemv_neighbours((4, 256, 4, 3), k=4864) == [(4, 256, 2, 3)]  # a stages winner's: its stages kept
+    assert kc.blocks_fit("gemv", (4, 256, 4, 3), 896, 4864, 1) and not kc.blocks_fit("norm_gemv", (4, 256, 4, 3), 896, 4864, 1)
     # 9 tiles of 64 split 3 ways (not a power of two), 15 or fewer column blocks
     assert kc.skinny_candidates(960, 576, 132) == [(32, 64, 3, 4, 4), (64, 64, 3, 4, 4), (128, 64, 3, 4, 4)]
     assert kc.skinny_candidates(2048, 2048, 132)[1] == (32, 128, 4, 4, 4)
@@ -130,7 +134,8 @@ def test_the_fastest_kernel_is_chosen_against_cublas():
     slow_torch = FakeTimer(lambda kernel, blocks: 10.0 if kernel == "torch" else 2.0 + blocks[0] / 100 + blocks[1] / 1e4)
     got = kernel_timing._choose("linear", slow_torch, 1, 132)
     assert (got.kernel, got.blocks, got.torch_us) == ("gemv", (4, 64, 2), 10.0) and got.us == pytest.approx(2.0464)
-    assert got.candidates == 1 + len(kc.gemv_candidates(960, 576))  # no neighbours at 2 warps and 256 values
+    # the best's neighbours: none in warps (2 warps and 256 values), 2 and 3 stages for its 9 K tiles
+    assert got.candidates == 1 + len(kc.gemv_candidates(960, 576)) + 2
     fast_torch = FakeTimer(lambda kernel, blocks: 1.0 if kernel == "torch" else 2.0)
     got = kernel_timing._choose("gate_up", fast_torch, 32, 132)
     assert (got.kernel, got.blocks, got.us) == ("torch", (), 1.0)

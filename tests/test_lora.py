@@ -114,21 +114,28 @@ def test_bad_lora_settings(modules, match):
         load_engine_config(overrides={"lora.modules": modules})
 
 
-def test_the_lora_op_adds_nothing_for_a_key_without_adapters():
-    from graphbench.runner.lora.weights import adapters_active, lora_add, lora_delta
+def test_the_lora_ops_add_nothing_for_a_key_without_adapters():
+    import torch.nn.functional as F
+
+    from graphbench.runner.lora.projection import lora_gate_up, lora_linear
+    from graphbench.runner.lora.weights import adapters_active, lora_delta
 
     torch.manual_seed(0)
-    x, a, b = torch.randn(3, 8), torch.randn(2, 4, 8), torch.randn(2, 6, 4)
+    x, w, bias, a, b = torch.randn(3, 8), torch.randn(6, 8), torch.randn(6), torch.randn(2, 4, 8), torch.randn(2, 6, 4)
     index = torch.tensor([1, -1, 0], dtype=torch.int32)  # each token's adapter row, -1: none
-    out = torch.zeros(3, 6)
-    lora_add(out, x, a, b, index, [6])
-    assert torch.allclose(out, lora_delta(x, a, b, index)) and out[1].abs().sum() == 0 < out[0].abs().sum()
-    assert torch.allclose(out[0], b[1] @ (a[1] @ x[0]), atol=1e-5)
-    assert torch.allclose(out[2], b[0] @ (a[0] @ x[2]), atol=1e-5)
-    with adapters_active(False):
-        again = torch.zeros(3, 6)
-        lora_add(again, x, a, b, index, [6])
-    assert again.abs().sum() == 0
+    for own_kernels in (True, False):
+        got = lora_linear(x, w, bias, a, b, index, [6], own_kernels)
+        delta = got - F.linear(x, w, bias)
+        assert torch.allclose(delta, lora_delta(x, a, b, index), atol=1e-5) and delta[1].abs().sum() == 0
+        assert delta[0].abs().sum() > 0 and torch.allclose(delta[0], b[1] @ (a[1] @ x[0]), atol=1e-5)
+        assert torch.allclose(delta[2], b[0] @ (a[0] @ x[2]), atol=1e-5)
+        gate_up = F.linear(x, w) + lora_delta(x, a, b, index)  # [gate | up], 3 columns each
+        want = F.silu(gate_up[:, :3]) * gate_up[:, 3:]
+        assert torch.allclose(lora_gate_up(x, w, a, b, index, [3, 3], own_kernels), want, atol=1e-5)
+        with adapters_active(False):
+            assert torch.equal(lora_linear(x, w, bias, a, b, index, [6], own_kernels), F.linear(x, w, bias))
+            plain = F.linear(x, w)
+            assert torch.equal(lora_gate_up(x, w, a, b, index, [3, 3], own_kernels), F.silu(plain[:, :3]) * plain[:, 3:])
 
 
 def test_a_lora_share_spreads_adapters_evenly():

@@ -51,7 +51,8 @@ def test_gemv_compiles(has_bias):
     from graphbench.runner.kernels.gemv import _gemv_kernel
 
     sig = {"x_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "N": "i32", "K": "i32", "stride_wn": "i32"}
-    kernel = compile_sm90(_gemv_kernel, sig, {"HAS_BIAS": has_bias, "BLOCK_N": 4, "BLOCK_K": 1024, "INTERPRET": False})
+    kernel = compile_sm90(_gemv_kernel, sig, {"HAS_BIAS": has_bias, "BLOCK_N": 4, "BLOCK_K": 1024, "EVEN_K": True,
+                                              "INTERPRET": False})
     assert kernel.asm["cubin"]
 
 
@@ -63,11 +64,42 @@ def test_gemv_whole_row_tile_compiles_without_local_memory():
     block_n, block_k, warps = gemv_rule(6144, 4096)
     sig = {"x_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "N": "i32", "K": "i32", "stride_wn": "i32"}
     kernel = compile_sm90(_gemv_kernel, sig, {"HAS_BIAS": False, "BLOCK_N": block_n, "BLOCK_K": block_k,
-                                              "INTERPRET": False, "PDL": True},
+                                              "EVEN_K": True, "INTERPRET": False, "PDL": True},
                           divisible=("x_ptr", "w_ptr", "y_ptr", "N", "K", "stride_wn"),
                           options={"num_warps": warps, "num_stages": 1})
     assert (block_n, block_k, warps) == (2, 4096, 4)
     assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0)
+
+
+@pytest.mark.parametrize("k, block_n, block_k, warps, stages", [(576, 4, 1024, 4, 1), (4864, 1, 8192, 8, 1),
+                                                                 (4864, 4, 256, 2, 3)])
+def test_masked_and_pipelined_gemvs_compile_without_local_memory(k, block_n, block_k, warps, stages):
+    """Start-up's one-row candidates where K is no power of two: the whole row in one masked tile (SmolLM2's
+    576 in 1024, qwen2.5-0.5b's down 4864 in 8192: every weight load before the PDL wait), and a K loop of 19
+    tiles pipelined in 3 stages; plain, gated, and with the add-norm folded in (the masked tile): no spills."""
+    from graphbench.runner.kernels.gemv import _gated_gemv_kernel, _gemv_kernel
+    from graphbench.runner.kernels.norm_gemv import _norm_gemv_kernel
+
+    even = k % block_k == 0
+    sig = {"x_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "N": "i32", "K": "i32", "stride_wn": "i32"}
+    common = {"BLOCK_N": block_n, "BLOCK_K": block_k, "EVEN_K": even, "INTERPRET": False, "PDL": True}
+    options = {"num_warps": warps, "num_stages": stages}
+    kernel = compile_sm90(_gemv_kernel, sig, dict(common, HAS_BIAS=False),
+                          divisible=("x_ptr", "w_ptr", "y_ptr", "N", "K", "stride_wn"), options=options)
+    ptx = kernel.asm["ptx"]
+    assert "ld.global" in ptx[:ptx.index("griddepcontrol.wait")]  # the (first) weight tile before the wait
+    assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0)
+    gated = {name: t for name, t in sig.items() if name != "b_ptr"}
+    kernel = compile_sm90(_gated_gemv_kernel, gated, dict(common, BLOCK_N=max(1, block_n // 2)),  # (its candidates')
+                          divisible=("x_ptr", "w_ptr", "y_ptr", "N", "K", "stride_wn"), options=options)
+    assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0)
+    if not even:
+        norm = {"x_ptr": BF16, "r_ptr": BF16, "nw_ptr": BF16, "h_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16,
+                "y_ptr": BF16, "N": "i32", "K": "i32", "stride_wn": "i32", "eps": "fp32"}
+        kernel = compile_sm90(_norm_gemv_kernel, norm, dict(common, HAS_BIAS=False, GATED=False, ROW_BLOCK=block_k),
+                              divisible=("x_ptr", "r_ptr", "nw_ptr", "h_ptr", "w_ptr", "y_ptr", "N", "K", "stride_wn"),
+                              options=options)
+        assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0)
 
 
 @pytest.mark.parametrize("shape", [(16384, 2048), (28672, 4096)])
@@ -80,7 +112,7 @@ def test_gated_gemv_compiles_without_local_memory(shape):
     block_n, block_k, warps = gemv_rule(*shape)
     sig = {"x_ptr": BF16, "w_ptr": BF16, "y_ptr": BF16, "N": "i32", "K": "i32", "stride_wn": "i32"}
     kernel = compile_sm90(_gated_gemv_kernel, sig, {"BLOCK_N": max(1, block_n // 2), "BLOCK_K": block_k,
-                                                    "INTERPRET": False, "PDL": True},
+                                                    "EVEN_K": True, "INTERPRET": False, "PDL": True},
                           divisible=("x_ptr", "w_ptr", "y_ptr", "N", "K", "stride_wn"),
                           options={"num_warps": warps, "num_stages": 1})
     assert "griddepcontrol.wait" in kernel.asm["ptx"]
@@ -164,7 +196,7 @@ def test_pdl_variants_compile_with_grid_dependency_control():
     chunk = {"logits_ptr": BF16, "values_ptr": "*fp32", "indices_ptr": "*i32", "vocab": "i32", "stride_row": "i32",
              "num_chunks": "i32"}
     rows = {"values_ptr": "*fp32", "indices_ptr": "*i32", "out_ptr": "*i64", "marked_ptr": "*i64", "num_chunks": "i32"}
-    cases = [(_gemv_kernel, gemv, {"HAS_BIAS": False, "BLOCK_N": 4, "BLOCK_K": 1024, "INTERPRET": False}),
+    cases = [(_gemv_kernel, gemv, {"HAS_BIAS": False, "BLOCK_N": 4, "BLOCK_K": 1024, "EVEN_K": True, "INTERPRET": False}),
              (_add_rmsnorm_kernel, norm, {"BLOCK": 2048}), (_silu_mul_kernel, silu, {"BLOCK": 1024}),
              (_chunk_argmax_kernel, chunk, {"BLOCK": 2048}), (_row_argmax_kernel, rows, {"BLOCK_C": 64, "MARK": True})]
     for fn, sig, constexprs in cases:
@@ -224,6 +256,12 @@ def test_lora_kernels_compile_without_local_memory():
         assert ("griddepcontrol.wait" in kernel.asm["ptx"]) == pdl and "mma" in kernel.asm["ptx"]
 
 
+# the skinny GEMMs' LoRA epilogue arguments (kernels/skinny_gemm.py), and their constexprs without it
+LORA_SIG = {"lora_part": "*fp32", "lora_b": BF16, "lora_idx": "*i32", "lora_r": "i32", "lora_seg1": "i32",
+            "lora_seg2": "i32", "lora_stride_bl": "i32", "lora_stride_bn": "i32"}
+NO_LORA = {"LORA": False, "LORA_SEGMENTS": 1, "LORA_SPLIT": 1, "LORA_BLOCK_RS": 16, "LORA_PRECISION": "ieee"}
+
+
 @pytest.mark.parametrize("split_k", [1, 8])
 def test_skinny_gemm_compiles_without_local_memory(split_k):
     """The split-K GEMM at 64 rows (wgmma tiles) and 16, with PDL: no spills, no local memory."""
@@ -233,11 +271,11 @@ def test_skinny_gemm_compiles_without_local_memory(split_k):
     BLOCK_N, BLOCK_K = skinny_rule(2048, 2048, 132)[:2]
 
     sig = {"x_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "part_ptr": "*fp32", "count_ptr": "*i32",
-           "M": "i32", "N": "i32", "stride_xm": "i32", "stride_wn": "i32", "stride_ym": "i32"}
+           "M": "i32", "N": "i32", "stride_xm": "i32", "stride_wn": "i32", "stride_ym": "i32", **LORA_SIG}
     for block_m in (16, 64):
         kernel = compile_sm90(_skinny_kernel, sig, {"HAS_BIAS": False, "BLOCK_M": block_m, "BLOCK_N": BLOCK_N,
                                                     "BLOCK_K": BLOCK_K, "SPLIT_K": split_k, "K_PER_SPLIT": 2048 // split_k,
-                                                    "INTERPRET": False, "PDL": True},
+                                                    **NO_LORA, "INTERPRET": False, "PDL": True},
                               divisible=("x_ptr", "w_ptr", "y_ptr", "part_ptr", "N", "stride_xm", "stride_wn", "stride_ym"),
                               options={"num_warps": 4, "num_stages": 4})
         assert "griddepcontrol.wait" in kernel.asm["ptx"]
@@ -255,15 +293,48 @@ def test_gated_skinny_gemm_compiles_without_local_memory():
     assert (block_n, block_k, warps, stages) in gated_skinny_neighbours((32, 64, 4, 4))
     assert (32, 64, 4, 4) in gated_skinny_candidates(4096)
     sig = {"x_ptr": BF16, "w_ptr": BF16, "y_ptr": BF16, "M": "i32", "N": "i32", "stride_xm": "i32",
-           "stride_wn": "i32", "stride_ym": "i32"}
+           "stride_wn": "i32", "stride_ym": "i32", **LORA_SIG}
     for block_m in (32, 64):
         kernel = compile_sm90(_gated_kernel, sig, {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k,
-                                                   "K": 4096, "INTERPRET": False, "PDL": True},
+                                                   "K": 4096, **NO_LORA, "INTERPRET": False, "PDL": True},
                               divisible=("x_ptr", "w_ptr", "y_ptr", "N", "stride_xm", "stride_wn", "stride_ym"),
                               options={"num_warps": warps, "num_stages": stages})
         ptx = kernel.asm["ptx"]
         assert "griddepcontrol.wait" in ptx and "cp.async" in ptx and "mma" in ptx
         assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0)
+
+
+def test_skinny_gemms_with_the_lora_epilogue_compile_without_local_memory():
+    """The skinny GEMM (one split and 4) and the gated GEMM with each row's adapter delta in their epilogue, at
+    llama-3.2-1b's 16-row decode block (qkv at rank 16: R' 48 over 3 segments; gate/up R' 32 over 2), PDL:
+    no spills, no local memory, the deltas on tensor cores."""
+    from graphbench.runner.kernels.lora_bgmv import lora_blocks
+    from graphbench.runner.kernels.skinny_gemm import _gated_kernel, _skinny_kernel
+
+    divisible = ("x_ptr", "w_ptr", "y_ptr", "N", "stride_xm", "stride_wn", "stride_ym", "lora_part", "lora_b",
+                 "lora_idx", "lora_r", "lora_stride_bl", "lora_stride_bn")
+    plain = {"x_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "part_ptr": "*fp32", "count_ptr": "*i32",
+             "M": "i32", "N": "i32", "stride_xm": "i32", "stride_wn": "i32", "stride_ym": "i32", **LORA_SIG}
+    gated = {"x_ptr": BF16, "w_ptr": BF16, "y_ptr": BF16, "M": "i32", "N": "i32", "stride_xm": "i32",
+             "stride_wn": "i32", "stride_ym": "i32", **LORA_SIG}
+    for split_k in (1, 4):
+        cfg = lora_blocks(16, 2048, 48, 3)
+        lora = {"LORA": True, "LORA_SEGMENTS": 3, "LORA_SPLIT": cfg["SPLIT_K"], "LORA_BLOCK_RS": cfg["BLOCK_RS"],
+                "LORA_PRECISION": "tf32"}
+        kernel = compile_sm90(_skinny_kernel, plain, {"HAS_BIAS": False, "BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128,
+                                                      "SPLIT_K": split_k, "K_PER_SPLIT": 2048 // split_k, **lora,
+                                                      "INTERPRET": False, "PDL": True},
+                              divisible=divisible, options={"num_warps": 4, "num_stages": 4})
+        assert "griddepcontrol.wait" in kernel.asm["ptx"] and kernel.asm["ptx"].count("mma") >= 2
+        assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0), split_k
+    cfg = lora_blocks(16, 2048, 32, 2)
+    kernel = compile_sm90(_gated_kernel, gated, {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 128, "K": 2048,
+                                                 "LORA": True, "LORA_SEGMENTS": 2, "LORA_SPLIT": cfg["SPLIT_K"],
+                                                 "LORA_BLOCK_RS": cfg["BLOCK_RS"], "LORA_PRECISION": "tf32",
+                                                 "INTERPRET": False, "PDL": True},
+                          divisible=divisible, options={"num_warps": 4, "num_stages": 4})
+    assert "griddepcontrol.wait" in kernel.asm["ptx"] and "mma" in kernel.asm["ptx"]
+    assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0)
 
 
 @pytest.mark.parametrize("has_lora", [False, True])

@@ -16,8 +16,8 @@ pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton"),
 ]
 
-# SmolLM2-135M's qkv, o, down and lm_head; llama-3.2-1b's qkv
-SHAPES = [(960, 576), (576, 576), (576, 1536), (49152, 576), (3072, 2048)]
+# SmolLM2-135M's qkv, o, down and lm_head; llama-3.2-1b's qkv; qwen2.5-0.5b's down (K = 4864 = 19 x 256)
+SHAPES = [(960, 576), (576, 576), (576, 1536), (49152, 576), (3072, 2048), (896, 4864)]
 
 
 def _rel_err(got: torch.Tensor, ref: torch.Tensor) -> float:
@@ -38,7 +38,8 @@ def test_every_candidate_computes_the_projection(shape):
         x = torch.randn(rows, k, generator=g, device="cuda").to(torch.bfloat16)
         ref = F.linear(x.double(), w.double())
         if rows == 1:
-            grid = [("gemv", b) for b in kc.gemv_candidates(n, k)]
+            coarse = kc.gemv_candidates(n, k)  # and their neighbours (warps; pipeline stages for long K loops)
+            grid = [("gemv", b) for b in coarse + [nb for c in coarse for nb in kc.gemv_neighbours(c, k)]]
         else:
             coarse = kc.skinny_candidates(n, k, sms)
             grid = [("skinny", b) for b in coarse + [nb for c in coarse for nb in kc.skinny_neighbours(c, k)]]

@@ -11,7 +11,8 @@ import torch
 
 from graphbench.config.arch import ArchConfig
 from graphbench.runner.lora.adapters import dummy_adapter
-from graphbench.runner.lora.weights import lora_add, lora_delta, use_lora_kernel
+from graphbench.runner.lora.projection import lora_gate_up, lora_linear
+from graphbench.runner.lora.weights import lora_delta, use_lora_kernel
 from tests.lora_kernel_cases import check_projection, make_layer, projections, reference, token_rows
 
 pytestmark = [
@@ -62,25 +63,63 @@ def test_lora_kernels_match_the_reference_and_the_torch_path(arch, dtype, max_ra
         assert kernel_err <= 2 * torch_err + 1e-3, (name, kernel_err, torch_err)
 
 
+@pytest.mark.parametrize("t", [16, 37, 64])
+def test_the_lora_epilogue_equals_the_projection_and_expand_launches(t):
+    """At decode rows the skinny GEMMs add the delta in their epilogue: bit for bit the projection + the
+    expand-add (+ the silu-mul for gate/up) on the GPU, one K split and several, llama-3.2-1b's shapes."""
+    import torch.nn.functional as F
+
+    from graphbench.runner.kernels.gemv import launch_silu_mul
+    from graphbench.runner.kernels.lora_bgmv import lora_add_triton, lora_shrink
+    from graphbench.runner.kernels.skinny_gemm import skinny_gate_up, skinny_gemm
+    from graphbench.runner.lora.projection import epilogue_blocks
+
+    arch = ARCHS["llama-3.2-1b"]
+    layer = make_layer(arch, 16, [16, 8, 16, 16], torch.bfloat16, "cuda", seed=5)
+    index = token_rows(t, 4, seed=t).cuda()
+    g = torch.Generator().manual_seed(t)
+    for name, (a, b, segments, k) in projections(layer, arch).items():
+        x = torch.randn(t, k, generator=g).to(torch.bfloat16).cuda()
+        w = (torch.randn(b.shape[1], k, generator=g) / k ** 0.5).to(torch.bfloat16).cuda()
+        shrunk = lora_shrink(x, a, b, index, segments)
+        if name == "gate_up":
+            blocks = epilogue_blocks("gate_up", x, w)
+            gate_up = skinny_gemm(x, w, None, (64, 128, 1, 4, 4))
+            lora_add_triton(gate_up, x, a, b, index, segments)
+            want = torch.empty(t, w.shape[0] // 2, dtype=torch.bfloat16, device="cuda")
+            launch_silu_mul(gate_up, want)
+            assert torch.equal(skinny_gate_up(x, w, blocks, lora=shrunk), want), name
+            continue
+        for config in ((64, 128, 1, 4, 4), (64, 128, 4, 4, 4)):
+            want = skinny_gemm(x, w, None, config)
+            lora_add_triton(want, x, a, b, index, segments)
+            got = skinny_gemm(x, w, None, config, lora=shrunk)
+            assert torch.equal(got, want), (name, config, (got.float() - want.float()).abs().max())
+        ref = reference(F.linear(x, w), x, a, b, index).float()
+        assert ((got.float() - ref).abs().max() / ref.abs().max()) < 2e-2, name
+
+
 @pytest.mark.parametrize("pdl", [False, True], ids=["plain", "pdl"])
 def test_a_graph_replay_follows_new_token_rows_and_new_adapter_weights(pdl):
-    """One recording of the op (the kernels, as the engine captures them: PDL inside graph_launches); each
-    replay after copying other token rows into the index buffer, or another adapter into a row, equals
-    the op run eagerly on the same inputs."""
+    """One recording of the LoRA projections (the kernels, as the engine captures them: PDL inside
+    graph_launches; at 16 rows the shrink then the GEMM with the delta in its epilogue); each replay after
+    copying other token rows into the index buffer, or another adapter into a row, equals the ops run eagerly
+    on the same inputs."""
     from graphbench.runner.kernels.pdl import graph_launches
 
     arch, t = ARCHS["llama-3.2-1b"], 16
     layer = make_layer(arch, 16, [16, 8, 16], torch.bfloat16, "cuda", seed=5)
     g = torch.Generator().manual_seed(0)
     x = torch.randn(t, arch.hidden_size, generator=g).to(torch.bfloat16).cuda()
-    base = torch.randn(t, layer.qkv_b.shape[1], generator=g).to(torch.bfloat16).cuda()
+    w = (torch.randn(layer.qkv_b.shape[1], arch.hidden_size, generator=g) / 45).to(torch.bfloat16).cuda()
+    w_gate_up = (torch.randn(layer.gate_up_b.shape[1], arch.hidden_size, generator=g) / 45).to(torch.bfloat16).cuda()
+    base = torch.nn.functional.linear(x, w)
     index = torch.full((t,), -1, dtype=torch.int32, device="cuda")  # the static buffer the step inputs fill
     use_lora_kernel(True)
 
     def step():
-        out = base.clone()
-        lora_add(out, x, layer.qkv_a, layer.qkv_b, index, layer.qkv_segments)
-        return out
+        hidden = lora_gate_up(x, w_gate_up, layer.gate_up_a, layer.gate_up_b, index, layer.gate_up_segments, True)
+        return lora_linear(x, w, None, layer.qkv_a, layer.qkv_b, index, layer.qkv_segments, True), hidden
 
     context = graph_launches() if pdl else torch.no_grad()
     with context:
@@ -101,11 +140,12 @@ def test_a_graph_replay_follows_new_token_rows_and_new_adapter_weights(pdl):
         graph.replay()
         torch.cuda.synchronize()
         expected = step()
-        assert torch.equal(recorded, expected), (i, (recorded.float() - expected.float()).abs().max())
+        for got, want in zip(recorded, expected):
+            assert torch.equal(got, want), (i, (got.float() - want.float()).abs().max())
         ref = reference(base, x, layer.qkv_a, layer.qkv_b, index).float()
-        err = (recorded.float() - ref).abs().max() / ref.abs().max()
+        err = (recorded[0].float() - ref).abs().max() / ref.abs().max()
         assert err < 2e-2, (i, err)
-    assert not torch.equal(recorded, base)  # the last rows had adapters
+    assert not torch.equal(recorded[0], base)  # the last rows had adapters
 
 
 def test_the_engine_with_the_kernels_gives_the_torch_paths_tokens():

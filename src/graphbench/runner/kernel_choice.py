@@ -87,7 +87,9 @@ def blocks_fit(kernel: str, blocks: tuple[int, ...], n: int, k: int, rows: int) 
     warps, stages = (blocks[2], 1) if len(blocks) == 3 else blocks[-2:]
     if warps not in (1, 2, 4, 8, 16) or stages > 8 or not _power_of_two(blocks[0]):
         return False
-    if kernel in ("gemv", "gated_gemv", "norm_gemv", "norm_gated_gemv"):
+    if kernel in ("gemv", "gated_gemv"):  # (block_n, block_k, warps[, stages])
+        return rows == 1 and len(blocks) in (3, 4) and tile_fits(k, blocks[1])
+    if kernel in ("norm_gemv", "norm_gated_gemv"):
         return rows == 1 and len(blocks) == 3 and tile_fits(k, blocks[1])
     if kernel == "skinny":
         return rows > 1 and len(blocks) == 5 and blocks[2] <= 8 and k % (blocks[1] * blocks[2]) == 0
@@ -188,7 +190,7 @@ def gemv_candidates(n: int, k: int) -> list[tuple[int, int, int]]:
     the whole row where K is no power of two (its tile masked, every weight loaded before the PDL wait); 1 to
     64 rows a program, the warps closest to 32 weight values a thread; and the rule's."""
     tiles = [b for b in (4096, 2048, 1024, 512, 256, 128, 64) if k % b == 0][:2]
-    if next_power_of_2(k) not in tiles and next_power_of_2(k) <= 4096:
+    if next_power_of_2(k) not in tiles and next_power_of_2(k) <= 8192:  # (qwen2.5-0.5b's down: 4864 in 8192)
         tiles.append(next_power_of_2(k))
     out = [(block_n, block_k, _warps_for(block_n * block_k, 32)) for block_k in tiles for block_n in (1, 2, 4, 8, 16, 32, 64)
            if 256 <= block_n * block_k <= 16384]
@@ -204,11 +206,17 @@ def gated_gemv_candidates(n: int, k: int) -> list[tuple[int, int, int]]:
     return sorted({(max(1, bn // 2), bk, w) for bn, bk, w in gemv_candidates(n, k)})
 
 
-def gemv_neighbours(best: tuple[int, int, int]) -> list[tuple[int, int, int]]:
-    """The best coarse GEMV blocks with half and twice its warps (8 to 64 values a thread)."""
-    block_n, block_k, warps = best
-    return [(block_n, block_k, w) for w in (warps // 2, warps * 2)
-            if 2 <= w <= 8 and 8 <= block_n * block_k // (32 * w) <= 64]
+def gemv_neighbours(best: tuple[int, ...], k: int | None = None) -> list[tuple[int, ...]]:
+    """The best coarse GEMV blocks with half and twice its warps (8 to 64 values a thread); given K, where
+    the K loop runs 4 or more tiles, also with 2 and 3 pipeline stages (its later tiles' loads in flight while
+    one is summed: without, each waits for its own)."""
+    block_n, block_k, warps = best[:3]
+    stages = tuple(best[3:])
+    out = [(block_n, block_k, w, *stages) for w in (warps // 2, warps * 2)
+           if 2 <= w <= 8 and 8 <= block_n * block_k // (32 * w) <= 64]
+    if k is not None and not stages and k // block_k >= 4:
+        out += [(block_n, block_k, warps, s) for s in (2, 3)]
+    return out
 
 
 def _warps_for(values: int, per_thread: int) -> int:

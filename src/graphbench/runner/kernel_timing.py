@@ -131,8 +131,8 @@ def _searches(op: str, n: int, k: int, rows: int, dtype: torch.dtype, num_sms: i
     """kernel -> (its coarse candidates, their neighbours) for op at this row class."""
     if rows == 1:
         if op == "linear":
-            return {"gemv": (kc.gemv_candidates(n, k), kc.gemv_neighbours)}
-        return {"gated_gemv": (kc.gated_gemv_candidates(n, k), kc.gemv_neighbours)}
+            return {"gemv": (kc.gemv_candidates(n, k), lambda b: kc.gemv_neighbours(b, k))}
+        return {"gated_gemv": (kc.gated_gemv_candidates(n, k), lambda b: kc.gemv_neighbours(b, k))}
     if dtype not in (torch.bfloat16, torch.float16):  # the skinny GEMM's dtypes
         return {}
     out = {"skinny": (kc.skinny_candidates(n, k, num_sms), lambda b: kc.skinny_neighbours(b, k))}

@@ -22,7 +22,7 @@ from graphbench.runner import linear as ops
 from graphbench.runner import norms
 from graphbench.runner.attention.op import attention
 from graphbench.runner.linear import rms_norm
-from graphbench.runner.lora.weights import lora_add
+from graphbench.runner.lora.projection import lora_gate_up, lora_linear
 from graphbench.runner.parallel import Shard, all_gather_last, all_reduce, vocab_rows
 from graphbench.runner.rope import RotaryEmbedding
 
@@ -36,15 +36,16 @@ class LayerOps:
     add_rmsnorm_gate_up: Callable  # residual add + RMSNorm, then gate/up and silu(gate) * up
     add_rmsnorm: Callable
     embed_rmsnorm: Callable  # the embedding lookup + the first layer's norm
+    own_kernels: bool  # graphbench's kernels: a LoRA delta may be added in its projection's epilogue
 
 
 LAYER_OPS = {
     # graphbench's ops: its Triton kernels where they apply (linear.py, norms.py), torch ops elsewhere
     "graphbench": LayerOps(ops.linear, ops.add_rmsnorm_linear, ops.add_rmsnorm_gate_up, norms.add_rmsnorm,
-                           norms.embed_rmsnorm),
+                           norms.embed_rmsnorm, True),
     # torch ops only: cuBLAS, and Inductor's fusions when compiled
     "torch": LayerOps(F.linear, ops.add_rmsnorm_matmul, ops.add_rmsnorm_gate_up_matmul, norms.add_rmsnorm_torch,
-                      norms.embed_rmsnorm_torch),
+                      norms.embed_rmsnorm_torch, False),
 }
 
 
@@ -78,6 +79,7 @@ class Attention(nn.Module):
                  tp_size: int = 1):
         super().__init__()
         self.tp_size = tp_size
+        self.own_kernels = layer_ops.own_kernels  # (its LoRA projection: runner/lora/projection.py)
         self.num_heads, self.num_kv_heads, self.head_dim = (
             arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim)
         self.q_size = self.num_heads * self.head_dim
@@ -103,9 +105,11 @@ class Attention(nn.Module):
             self.rotary.cos_sin,
         )
         flat = out.view(num_tokens, self.q_size)
-        out = self.o_proj(flat)
-        if lora is not None:
-            lora_add(out, flat, lora[0].o_a, lora[0].o_b, lora[1], lora[0].out_segments)
+        if lora is None:
+            out = self.o_proj(flat)
+        else:
+            out = lora_linear(flat, self.o_proj.weight, None, lora[0].o_a, lora[0].o_b, lora[1], lora[0].out_segments,
+                              self.own_kernels)
         return all_reduce(out) if self.tp_size > 1 else out
 
 
@@ -156,24 +160,23 @@ class DecoderLayer(nn.Module):
 
 
     def _forward_with_lora(self, positions, x, residual, index):
-        """The same layer with each projection's LoRA delta added (the norms unfused: the deltas need
-        the normed inputs). index [T] int32: each token's adapter row in the layer's buffers (-1: none)."""
+        """The same layer with each projection's LoRA delta added (runner/lora/projection.py; the norms
+        unfused: the shrinks need the normed inputs). index [T] int32: each token's adapter row in the layer's
+        buffers (-1: none)."""
         attn, mlp, lora = self.self_attn, self.mlp, self.lora
         if residual is None:
             residual = x
             h = self.input_layernorm(x)
         else:
             h, residual = self.input_layernorm(x, residual)
-        qkv = attn.qkv_proj(h)
-        lora_add(qkv, h, lora.qkv_a, lora.qkv_b, index, lora.qkv_segments)
+        own = self.ops.own_kernels
+        qkv = lora_linear(h, attn.qkv_proj.weight, attn.qkv_proj.bias, lora.qkv_a, lora.qkv_b, index, lora.qkv_segments,
+                          own)
         x = attn(positions, qkv, (lora, index))
         h, residual = self.post_attention_layernorm(x, residual)
-        gate_up = mlp.gate_up_proj(h)
-        lora_add(gate_up, h, lora.gate_up_a, lora.gate_up_b, index, lora.gate_up_segments)
-        gate, up = gate_up.chunk(2, dim=-1)
-        hidden = torch.nn.functional.silu(gate) * up
-        out = mlp.down_proj(hidden)
-        lora_add(out, hidden, lora.down_a, lora.down_b, index, lora.out_segments)
+        hidden = lora_gate_up(h, mlp.gate_up_proj.weight, lora.gate_up_a, lora.gate_up_b, index, lora.gate_up_segments,
+                              own)
+        out = lora_linear(hidden, mlp.down_proj.weight, None, lora.down_a, lora.down_b, index, lora.out_segments, own)
         return (all_reduce(out) if mlp.tp_size > 1 else out), residual
 
 

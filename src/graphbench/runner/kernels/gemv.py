@@ -79,7 +79,7 @@ def launch_gemv(x: torch.Tensor,  # [1, K] contiguous
                 weight: torch.Tensor,  # [N, K], unit stride along K
                 bias: torch.Tensor | None,  # [N] or None
                 out: torch.Tensor,  # [1, N]
-                block_n: int, block_k: int, num_warps: int, *, num_stages: int = 1, interpret: bool = False) -> None:
+                block_n: int, block_k: int, num_warps: int, num_stages: int = 1, *, interpret: bool = False) -> None:
     """out = x @ weight.T (+ bias); block_k divides K or covers it (the whole-row tile). num_stages > 1 lets
     Triton pipeline the K loop's loads."""
     n, k = weight.shape
@@ -131,12 +131,15 @@ def _gated_gemv_kernel(x_ptr, w_ptr, y_ptr, N, K, stride_wn, BLOCK_N: tl.constex
 def launch_gated_gemv(x: torch.Tensor,  # [1, K] contiguous
                       weight: torch.Tensor,  # [2N, K] = [gate; up], unit stride along K
                       out: torch.Tensor,  # [1, N]
-                      block_n: int, block_k: int, num_warps: int, *, interpret: bool = False) -> None:
-    """out = silu(x @ gate.T) * (x @ up.T) in one launch; block_k divides K or covers it."""
+                      block_n: int, block_k: int, num_warps: int, num_stages: int = 1, *,
+                      interpret: bool = False) -> None:
+    """out = silu(x @ gate.T) * (x @ up.T) in one launch; block_k divides K or covers it. num_stages > 1
+    lets Triton pipeline the K loop's loads."""
     n, k = weight.shape[0] // 2, weight.shape[1]
     assert tile_fits(k, block_k) and x.shape == (1, k) and out.shape == (1, n) and weight.shape[0] == 2 * n
     _gated_gemv_launch[(cdiv(n, block_n),)](x, weight, out, n, k, weight.stride(0), BLOCK_N=block_n, BLOCK_K=block_k,
-                                            EVEN_K=k % block_k == 0, INTERPRET=interpret, num_warps=num_warps, num_stages=1,
+                                            EVEN_K=k % block_k == 0, INTERPRET=interpret, num_warps=num_warps,
+                                            num_stages=num_stages,
                                             **pdl_arguments(out))
 
 

@@ -7,16 +7,16 @@ gate/up likewise (R' = 2R). A smaller adapter rank is zero-padded to R = max_lor
 keep their addresses: loading an adapter into a slot is a copy, which a CUDA-graph replay sees.
 
 Each token of a flat batch has its adapter row in an int32 index [T] (-1: no adapter), filled by the
-step inputs into the model's static buffer. On CUDA the delta is two Triton launches over tokens
-(runner/kernels/lora_bgmv.py: shrink x A^T, then expand-add into the projection's output, each token
-with its own adapter; rows without one are not touched). On the CPU it is the plain torch path: y =
-x A_l^T for every row l, masked to each token's own row (one-hot [T, L]), then y B_l^T summed over
+step inputs into the model's static buffer. On CUDA the delta is Triton launches over tokens
+(runner/kernels/lora_bgmv.py: shrink x A^T, then the expand, each token with its own adapter; rows
+without one are not touched), the expand inside the projection's GEMM where it can be
+(runner/lora/projection.py, whose custom ops the model calls). On the CPU it is the plain torch path:
+y = x A_l^T for every row l, masked to each token's own row (one-hot [T, L]), then y B_l^T summed over
 rows; its cost is L times one adapter's (L is small).
 
-The delta is added by a custom op (`graphbench::lora_add`, opaque to the compiler) that does nothing
-while adapters are inactive: the model runner makes them inactive for a batch whose key has
-has_lora False, so with cudagraph_specialize_lora the recordings of such batches hold no LoRA
-kernel at all (their own graphs, and fewer operations), as vLLM's do.
+The projection ops add nothing while adapters are inactive: the model runner makes them inactive for a
+batch whose key has has_lora False, so with cudagraph_specialize_lora the recordings of such batches
+hold no LoRA kernel at all (their own graphs, and fewer operations), as vLLM's do.
 """
 
 from __future__ import annotations
@@ -30,19 +30,18 @@ from torch import nn
 
 from graphbench.config.arch import ArchConfig
 from graphbench.runner.lora.adapters import Adapter
-from graphbench.runner.op_registry import register_op
 
 _ACTIVE = [True]
 
 
 def set_adapters_active(active: bool) -> None:
-    """From now on lora_add adds the deltas (True) or does nothing (False)."""
+    """From now on the LoRA projections add the deltas (True) or do nothing (False)."""
     _ACTIVE[0] = active
 
 
 @contextmanager
 def adapters_active(active: bool) -> Iterator[None]:
-    """Inside: lora_add adds the deltas (True) or does nothing (False)."""
+    """Inside: the LoRA projections add the deltas (True) or do nothing (False)."""
     before = _ACTIVE[0]
     set_adapters_active(active)
     try:
@@ -55,7 +54,7 @@ _KERNEL = [True]
 
 
 def use_lora_kernel(on: bool) -> None:
-    """On CUDA, lora_add runs the Triton kernels (True, the default) or the torch path (False: for A/B
+    """On CUDA, the LoRA projections run the Triton kernels (True, the default) or the torch path (False: for A/B
     measurements and tests; a recording keeps the path it was captured with)."""
     _KERNEL[0] = on
 
@@ -75,24 +74,23 @@ def _kernel():
     return lora_add_triton
 
 
-def _lora_add(out: torch.Tensor, x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, index: torch.Tensor,
+def adapters_are_active() -> bool:
+    return _ACTIVE[0]
+
+
+def kernel_in_use() -> bool:
+    """use_lora_kernel's setting: the Triton kernels on CUDA (True) or the torch path."""
+    return _KERNEL[0]
+
+
+def add_delta(out: torch.Tensor, x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, index: torch.Tensor,
               segments: list[int]) -> None:
-    if not _ACTIVE[0]:
-        return
+    """out [T, out] += each token's delta of x [T, in] (a, b: the layer's buffers; index [T] int32; segments:
+    the output rows of each block of B's block diagonal, e.g. [q, kv, kv]), after the projection."""
     if out.is_cuda and _KERNEL[0]:
         _kernel()(out, x, a, b, index, segments)
     else:
         out.add_(lora_delta(x, a, b, index))
-
-
-def _lora_add_fake(out: torch.Tensor, x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, index: torch.Tensor,
-                   segments: list[int]) -> None:
-    return None
-
-
-# lora_add(out [T, out], x [T, in], a, b, index [T] int32, segments: the output rows of each block of B's
-# block diagonal, e.g. [q, kv, kv]): out += each token's delta
-lora_add = register_op("graphbench::lora_add", _lora_add, _lora_add_fake, mutates_args=("out",))
 
 
 class LayerLoRA(nn.Module):
@@ -103,7 +101,7 @@ class LayerLoRA(nn.Module):
         q, kv = arch.num_attention_heads * arch.head_dim, arch.num_key_value_heads * arch.head_dim
         h, i, s, r = arch.hidden_size, arch.intermediate_size, num_rows, rank
         self.rank, self.q, self.kv, self.intermediate = r, q, kv, i
-        # each B's output rows per block of its block diagonal (lora_add's segments)
+        # each B's output rows per block of its block diagonal (the projections' segments)
         self.qkv_segments, self.gate_up_segments, self.out_segments = [q, kv, kv], [i, i], [h]
         shapes = {"qkv_a": (s, 3 * r, h), "qkv_b": (s, q + 2 * kv, 3 * r), "o_a": (s, r, q), "o_b": (s, h, r),
                   "gate_up_a": (s, 2 * r, h), "gate_up_b": (s, 2 * i, 2 * r), "down_a": (s, r, i), "down_b": (s, h, r)}
