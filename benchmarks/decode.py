@@ -176,8 +176,11 @@ def merge_rounds(results: list[dict]) -> list[dict]:
         entry["results"] = []
         for b in batches:
             steps = [x["step_ms"] for r in rounds for x in r["results"] if x["batch"] == b]
+            launches = [x["launch_ms"] for r in rounds for x in r["results"] if x["batch"] == b and "launch_ms" in x]
             step = statistics.median(steps)
-            entry["results"].append({"batch": b, "step_ms": step, "tokens_per_s": b * 1e3 / step, "round_step_ms": steps})
+            entry["results"].append({"batch": b, "step_ms": step, "tokens_per_s": b * 1e3 / step, "round_step_ms": steps,
+                                     **({"launch_ms": statistics.median(launches), "round_launch_ms": launches}
+                                        if launches else {})})
     return list(merged.values())
 
 
@@ -212,6 +215,9 @@ def report(results: list[dict], args: argparse.Namespace, quiet: bool = False) -
             spread = f"  {len(steps)}: {min(steps):.3f}-{max(steps):.3f}" if steps else ""
             sdpa = ("  SDPA " + ", ".join(f"{k} {v:.3f}" for k, v in x["sdpa_step_ms"].items())
                     if "sdpa_step_ms" in x else "")
+            launches = x.get("round_launch_ms") or ([x["launch_ms"]] if "launch_ms" in x else [])
+            if launches:  # near the step: the host bound that process
+                sdpa += "  host launch " + "/".join(f"{v:.3f}" for v in launches)
             print(f"{system:<{width}}{batch:>6}{x['step_ms']:>10.3f}{x['tokens_per_s']:>11.0f}{floor:>9}"
                   f"{ratios[0]:>12}{ratios[1]:>14}{ratios[2]:>9}{spread}{sdpa}")
     for row in rows:

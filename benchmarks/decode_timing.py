@@ -53,6 +53,9 @@ def measure_engine_decode(engine, batch: int, prompt_len: int = 128, warmup_step
     while engine.has_unfinished():
         engine.step()
     result = _summary(samples, batch)
+    # the host's part of a step: scheduling and launching it. Where it is about the step, the host is the
+    # bound (with asynchronous scheduling the rest of a step is waiting for the previous step's tokens)
+    result["launch_ms"] = statistics.median(r.launch_seconds for r in records) * 1e3
     result["runtime_modes"] = sorted({r.runtime_mode for r in records})
     result["uniform"] = all(r.descriptor.uniform and r.descriptor.num_reqs == batch for r in records)
     return result

@@ -75,3 +75,22 @@ def test_the_table_names_gpt_fasts_sdpa_and_the_faster_is_its_figure(capsys):
     decode.report(results, argparse.Namespace(model="llama-3.2-1b", prompt_len=128, rounds=1, out=None))
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("gpt-fast"))
     assert "3.600" in row and row.endswith("SDPA math 5.300, default 3.600")
+
+
+def test_each_processes_host_launch_is_printed_beside_its_step(capsys):
+    """A step whose host launch is about the step was host-bound: the table shows every process's launch."""
+    import argparse
+
+    decode = _decode_script()
+
+    def process(step_ms: float, launch_ms: float) -> dict:
+        return {"system": "graphbench-O2", "weights_bytes": 10**9, "results": [
+            {"batch": 1, "step_ms": step_ms, "tokens_per_s": 1e3 / step_ms, "launch_ms": launch_ms}]}
+
+    results = [{"system": "bandwidth", "copy_gbs": 4200.0, "results": []},
+               process(0.38, 0.12), process(0.59, 0.51), process(0.39, 0.13)]
+    (merged,) = [r for r in decode.merge_rounds(results) if r["system"] == "graphbench-O2"]
+    assert merged["results"][0]["round_launch_ms"] == [0.12, 0.51, 0.13] and merged["results"][0]["launch_ms"] == 0.13
+    decode.report(results, argparse.Namespace(model="smollm2-135m", prompt_len=128, rounds=3, out=None))
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("graphbench-O2"))
+    assert row.endswith("3: 0.380-0.590  host launch 0.120/0.510/0.130")
