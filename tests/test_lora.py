@@ -117,7 +117,9 @@ def test_bad_lora_settings(modules, match):
 def test_the_lora_ops_add_nothing_for_a_key_without_adapters():
     import torch.nn.functional as F
 
-    from graphbench.runner.lora.projection import lora_gate_up, lora_linear
+    from graphbench.runner.linear import add_rmsnorm_torch
+    from graphbench.runner.lora.projection import (lora_add_rmsnorm_gate_up, lora_add_rmsnorm_linear, lora_gate_up_impl,
+                                                   lora_linear)
     from graphbench.runner.lora.weights import adapters_active, lora_delta
 
     torch.manual_seed(0)
@@ -131,11 +133,18 @@ def test_the_lora_ops_add_nothing_for_a_key_without_adapters():
         assert torch.allclose(delta[2], b[0] @ (a[0] @ x[2]), atol=1e-5)
         gate_up = F.linear(x, w) + lora_delta(x, a, b, index)  # [gate | up], 3 columns each
         want = F.silu(gate_up[:, :3]) * gate_up[:, 3:]
-        assert torch.allclose(lora_gate_up(x, w, a, b, index, [3, 3], own_kernels), want, atol=1e-5)
+        assert torch.allclose(lora_gate_up_impl(x, w, a, b, index, [3, 3], own_kernels), want, atol=1e-5)
+        # with the residual add + RMSNorm in front (one launch with the shrink on a GPU): the same as apart
+        residual, nw = torch.randn(3, 8), 1 + 0.1 * torch.randn(8)
+        got, h = lora_add_rmsnorm_linear(x, residual, nw, 1e-6, w, bias, a, b, index, [6], own_kernels)
+        normed, want_h = add_rmsnorm_torch(x, residual, nw, 1e-6)
+        assert torch.equal(h, want_h) and torch.allclose(got, lora_linear(normed, w, bias, a, b, index, [6], own_kernels))
+        hidden, h = lora_add_rmsnorm_gate_up(x, residual, nw, 1e-6, w, a, b, index, [3, 3], own_kernels)
+        assert torch.allclose(hidden, lora_gate_up_impl(normed, w, a, b, index, [3, 3], own_kernels), atol=1e-6)
         with adapters_active(False):
             assert torch.equal(lora_linear(x, w, bias, a, b, index, [6], own_kernels), F.linear(x, w, bias))
             plain = F.linear(x, w)
-            assert torch.equal(lora_gate_up(x, w, a, b, index, [3, 3], own_kernels), F.silu(plain[:, :3]) * plain[:, 3:])
+            assert torch.equal(lora_gate_up_impl(x, w, a, b, index, [3, 3], own_kernels), F.silu(plain[:, :3]) * plain[:, 3:])
 
 
 def test_a_lora_share_spreads_adapters_evenly():

@@ -97,3 +97,44 @@ print("ok")
 
 def test_the_skinny_gemm_adds_the_lora_delta_in_its_epilogue_as_the_expand_launch_does():
     run_interpreted(EPILOGUE)
+
+
+NORM_SHRINK = f"""
+import sys
+sys.path.insert(0, {str(ROOT)!r})
+import torch
+from graphbench.config.arch import ArchConfig
+from graphbench.runner.kernels.add_rmsnorm import launch_add_rmsnorm
+from graphbench.runner.kernels.lora_bgmv import add_rmsnorm_shrink, lora_add_triton
+from graphbench.runner.kernels.skinny_gemm import skinny_gemm
+from tests.lora_kernel_cases import make_layer, reference, token_rows
+
+ARCH = ArchConfig("LlamaForCausalLM", hidden_size=96, intermediate_size=320, num_hidden_layers=1,
+                  num_attention_heads=3, num_key_value_heads=1, head_dim=32, vocab_size=64)
+layer = make_layer(ARCH, 16, [16, 8, 16], torch.bfloat16, "cpu", seed=9)
+g = torch.Generator().manual_seed(3)
+for t in (5, 17):
+    index = token_rows(t, 3, t + 1)
+    index[0] = -1
+    x, res = (torch.randn(t, 96, generator=g).to(torch.bfloat16) for _ in range(2))
+    nw = (1 + 0.1 * torch.randn(96, generator=g)).to(torch.bfloat16)
+    want_out, want_h = torch.empty_like(x), torch.empty_like(x)
+    launch_add_rmsnorm(x, res, nw, 1e-6, want_out, want_h)
+    for a, b, segments in ((layer.qkv_a, layer.qkv_b, layer.qkv_segments),
+                           (layer.gate_up_a, layer.gate_up_b, layer.gate_up_segments)):
+        out, h = torch.full_like(x, float("nan")), torch.full_like(x, float("nan"))
+        shrunk = add_rmsnorm_shrink(x, res, nw, 1e-6, out, h, a, b, index, segments)
+        assert torch.equal(out, want_out) and torch.equal(h, want_h), t  # the add-norm's outputs, bit for bit
+        ref = torch.stack([want_out[i].double() @ a[max(int(r), 0)].double().T * (r >= 0) for i, r in enumerate(index)])
+        assert torch.allclose(shrunk.part[0].double(), ref, rtol=1e-5, atol=1e-5), t
+        w = torch.randn(b.shape[1], 96, generator=g).to(torch.bfloat16)
+        got = skinny_gemm(out, w, None, (32, 32, 1, 4, 1), lora=shrunk)  # expanded in the GEMM's epilogue
+        expected = reference(skinny_gemm(out, w, None, (32, 32, 1, 4, 1)), out, a, b, index).float()
+        assert ((got.float() - expected).abs().max() / expected.abs().max()) < 1e-2, t
+        assert torch.equal(got[0], skinny_gemm(out, w, None, (32, 32, 1, 4, 1))[0])  # no adapter: untouched
+print("ok")
+"""
+
+
+def test_the_add_norm_launch_also_shrinks_the_normed_rows():
+    run_interpreted(NORM_SHRINK)

@@ -337,6 +337,28 @@ def test_skinny_gemms_with_the_lora_epilogue_compile_without_local_memory():
     assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0)
 
 
+@pytest.mark.parametrize("k, r", [(2048, 48), (2048, 32), (4096, 48)])
+def test_add_norm_with_the_lora_shrink_compiles_without_local_memory(k, r):
+    """The add-norm + shrink launch at llama-3.2-1b's and llama-3.1-8b's hidden sizes (qkv's R' 48, gate/up's
+    32 at rank 16), as add_rmsnorm_shrink launches it, PDL: the adapter's A tile loads before the wait, no
+    spills."""
+    from graphbench.runner.kernels.lora_bgmv import _add_rmsnorm_shrink_kernel
+    from graphbench.runner.kernels.util import next_power_of_2
+
+    block = next_power_of_2(k)
+    block_r = max(1, min(16, 16384 // block, next_power_of_2(r)))
+    sig = {"x_ptr": BF16, "r_ptr": BF16, "nw_ptr": BF16, "out_ptr": BF16, "h_ptr": BF16, "a_ptr": BF16,
+           "idx_ptr": "*i32", "part_ptr": "*fp32", "T": "i32", "K": "i32", "R": "i32", "stride_x": "i32",
+           "stride_r": "i32", "stride_al": "i32", "stride_ar": "i32", "eps": "fp32"}
+    kernel = compile_sm90(_add_rmsnorm_shrink_kernel, sig, {"BLOCK": block, "BLOCK_R": block_r, "PDL": True},
+                          divisible=("x_ptr", "r_ptr", "nw_ptr", "out_ptr", "h_ptr", "a_ptr", "part_ptr", "K",
+                                     "R", "stride_x", "stride_r", "stride_al", "stride_ar"),
+                          options={"num_warps": 8 if block * block_r >= 16384 else 4})
+    ptx = kernel.asm["ptx"]
+    assert ptx[:ptx.index("griddepcontrol.wait")].count("ld.global") >= 3  # the norm weight, residual, A
+    assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0)
+
+
 @pytest.mark.parametrize("has_lora", [False, True])
 def test_step_inputs_unpack_compiles(has_lora):
     from graphbench.runner.kernels.step_inputs import BLOCK, _unpack_kernel

@@ -11,7 +11,7 @@ import torch
 
 from graphbench.config.arch import ArchConfig
 from graphbench.runner.lora.adapters import dummy_adapter
-from graphbench.runner.lora.projection import lora_gate_up, lora_linear
+from graphbench.runner.lora.projection import lora_gate_up_impl, lora_linear
 from graphbench.runner.lora.weights import lora_delta, use_lora_kernel
 from tests.lora_kernel_cases import check_projection, make_layer, projections, reference, token_rows
 
@@ -99,6 +99,37 @@ def test_the_lora_epilogue_equals_the_projection_and_expand_launches(t):
         assert ((got.float() - ref).abs().max() / ref.abs().max()) < 2e-2, name
 
 
+@pytest.mark.parametrize("t", [16, 64])
+def test_the_add_norm_launch_also_shrinks_the_normed_rows(t):
+    """lora_bgmv.add_rmsnorm_shrink at llama-3.2-1b's shapes: the add-norm's outputs bit for bit, the shrink
+    against float64, and the projection it feeds (the expand in the GEMM's epilogue) against the reference."""
+    import torch.nn.functional as F
+
+    from graphbench.runner.kernels.add_rmsnorm import launch_add_rmsnorm
+    from graphbench.runner.kernels.lora_bgmv import add_rmsnorm_shrink
+    from graphbench.runner.kernels.skinny_gemm import skinny_gemm
+
+    arch = ARCHS["llama-3.2-1b"]
+    layer = make_layer(arch, 16, [16, 8, 16, 16], torch.bfloat16, "cuda", seed=6)
+    index = token_rows(t, 4, seed=t).cuda()
+    g = torch.Generator().manual_seed(t)
+    x, res = (torch.randn(t, arch.hidden_size, generator=g).to(torch.bfloat16).cuda() for _ in range(2))
+    nw = (1 + 0.1 * torch.randn(arch.hidden_size, generator=g)).to(torch.bfloat16).cuda()
+    want_out, want_h = torch.empty_like(x), torch.empty_like(x)
+    launch_add_rmsnorm(x, res, nw, 1e-6, want_out, want_h)
+    a, b, segments = layer.qkv_a, layer.qkv_b, layer.qkv_segments
+    out, h = torch.empty_like(x), torch.empty_like(x)
+    shrunk = add_rmsnorm_shrink(x, res, nw, 1e-6, out, h, a, b, index, segments)
+    assert torch.equal(out, want_out) and torch.equal(h, want_h)
+    rows = index.long().clamp_min(0)
+    ref = torch.einsum("tk,trk->tr", want_out.double(), a[rows].double()) * (index >= 0)[:, None]
+    assert torch.allclose(shrunk.part[0].double(), ref, rtol=1e-3, atol=1e-3)
+    w = (torch.randn(b.shape[1], arch.hidden_size, generator=g) / 45).to(torch.bfloat16).cuda()
+    got = skinny_gemm(out, w, None, (64, 128, 1, 4, 4), lora=shrunk).float()
+    expected = reference(F.linear(out, w), out, a, b, index).float()
+    assert ((got - expected).abs().max() / expected.abs().max()) < 2e-2
+
+
 @pytest.mark.parametrize("pdl", [False, True], ids=["plain", "pdl"])
 def test_a_graph_replay_follows_new_token_rows_and_new_adapter_weights(pdl):
     """One recording of the LoRA projections (the kernels, as the engine captures them: PDL inside
@@ -118,7 +149,7 @@ def test_a_graph_replay_follows_new_token_rows_and_new_adapter_weights(pdl):
     use_lora_kernel(True)
 
     def step():
-        hidden = lora_gate_up(x, w_gate_up, layer.gate_up_a, layer.gate_up_b, index, layer.gate_up_segments, True)
+        hidden = lora_gate_up_impl(x, w_gate_up, layer.gate_up_a, layer.gate_up_b, index, layer.gate_up_segments, True)
         return lora_linear(x, w, None, layer.qkv_a, layer.qkv_b, index, layer.qkv_segments, True), hidden
 
     context = graph_launches() if pdl else torch.no_grad()

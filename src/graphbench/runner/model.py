@@ -22,7 +22,7 @@ from graphbench.runner import linear as ops
 from graphbench.runner import norms
 from graphbench.runner.attention.op import attention
 from graphbench.runner.linear import rms_norm
-from graphbench.runner.lora.projection import lora_gate_up, lora_linear
+from graphbench.runner.lora.projection import lora_add_rmsnorm_gate_up, lora_add_rmsnorm_linear, lora_linear
 from graphbench.runner.parallel import Shard, all_gather_last, all_reduce, vocab_rows
 from graphbench.runner.rope import RotaryEmbedding
 
@@ -160,22 +160,23 @@ class DecoderLayer(nn.Module):
 
 
     def _forward_with_lora(self, positions, x, residual, index):
-        """The same layer with each projection's LoRA delta added (runner/lora/projection.py; the norms
-        unfused: the shrinks need the normed inputs). index [T] int32: each token's adapter row in the layer's
-        buffers (-1: none)."""
+        """The same layer with each projection's LoRA delta added (runner/lora/projection.py: the shrinks of qkv's
+        and gate/up's inputs in their add-norm's launch, the expands in the projections' epilogues where the
+        kernels apply). index [T] int32: each token's adapter row in the layer's buffers (-1: none)."""
         attn, mlp, lora = self.self_attn, self.mlp, self.lora
+        own = self.ops.own_kernels
         if residual is None:
             residual = x
-            h = self.input_layernorm(x)
+            qkv = lora_linear(self.input_layernorm(x), attn.qkv_proj.weight, attn.qkv_proj.bias, lora.qkv_a, lora.qkv_b,
+                              index, lora.qkv_segments, own)
         else:
-            h, residual = self.input_layernorm(x, residual)
-        own = self.ops.own_kernels
-        qkv = lora_linear(h, attn.qkv_proj.weight, attn.qkv_proj.bias, lora.qkv_a, lora.qkv_b, index, lora.qkv_segments,
-                          own)
+            qkv, residual = lora_add_rmsnorm_linear(x, residual, *_norm(self.input_layernorm), attn.qkv_proj.weight,
+                                                    attn.qkv_proj.bias, lora.qkv_a, lora.qkv_b, index,
+                                                    lora.qkv_segments, own)
         x = attn(positions, qkv, (lora, index))
-        h, residual = self.post_attention_layernorm(x, residual)
-        hidden = lora_gate_up(h, mlp.gate_up_proj.weight, lora.gate_up_a, lora.gate_up_b, index, lora.gate_up_segments,
-                              own)
+        hidden, residual = lora_add_rmsnorm_gate_up(x, residual, *_norm(self.post_attention_layernorm),
+                                                    mlp.gate_up_proj.weight, lora.gate_up_a, lora.gate_up_b, index,
+                                                    lora.gate_up_segments, own)
         out = lora_linear(hidden, mlp.down_proj.weight, None, lora.down_a, lora.down_b, index, lora.out_segments, own)
         return (all_reduce(out) if mlp.tp_size > 1 else out), residual
 

@@ -1,12 +1,13 @@
 """A projection with its LoRA delta added, in as few launches as the step's rows allow.
 
-At 2..64 rows on CUDA (a decode batch) the delta takes one launch beyond the projection's: the shrink x A^T
-(runner/kernels/lora_bgmv.lora_shrink), then the skinny GEMM adds each row's x A^T B^T in its epilogue where
-it stores the projection (kernels/skinny_gemm.py); gate/up's gated GEMM adds both deltas before the
-activation, so no silu-mul launch either. A layer with adapters then launches 11 kernels where the
-projection, the shrink and the expand-add apart took 16 (runner/model.py: norms, attention and the four
-projections). Elsewhere (one row, more than 64, the CPU, the torch path of use_lora_kernel) the projection
-runs as without adapters and the delta is added after it (lora/weights.lora_add's implementation).
+At 2..64 rows on CUDA (a decode batch) the skinny GEMM adds each row's x A^T B^T in its epilogue where it
+stores the projection (kernels/skinny_gemm.py); gate/up's gated GEMM adds both deltas before the
+activation, so no silu-mul launch either. The shrink x A^T before it is its own launch for o and down
+(kernels/lora_bgmv.lora_shrink), and part of the residual add + RMSNorm's launch for qkv and gate/up
+(lora_bgmv.add_rmsnorm_shrink: that kernel holds the normed row). A layer with adapters then launches 9
+kernels where the norms, the projections, the shrinks and the expand-adds apart took 16 (runner/model.py).
+Elsewhere (one row, more than 64, the CPU, the torch path of use_lora_kernel) the projection runs as
+without adapters and the delta is added after it (lora/weights.add_delta).
 
 The epilogue runs the skinny GEMM with start-up's measured blocks for the shape and row class; where
 start-up chose cuBLAS there, with the skinny rule's blocks (a K tile of 128, or 64 where 128 does not divide
@@ -22,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from graphbench.runner import kernel_choice
-from graphbench.runner.linear import linear_impl, on_triton_device
+from graphbench.runner.linear import add_norm_kernel_applies, add_rmsnorm_torch, linear_impl, on_triton_device
 from graphbench.runner.lora import weights
 from graphbench.runner.op_registry import register_op
 
@@ -88,14 +89,68 @@ def lora_gate_up_impl(x: torch.Tensor, weight: torch.Tensor, a: torch.Tensor, b:
     return hidden
 
 
+def lora_add_rmsnorm_linear_impl(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
+                                 weight: torch.Tensor, bias: torch.Tensor | None, a: torch.Tensor, b: torch.Tensor,
+                                 index: torch.Tensor, segments: list[int],
+                                 own_kernels: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """h = x + residual; (lora_linear(rmsnorm(h) * norm_weight, ...), h): the add-norm and the shrink in one
+    launch, then the projection with the expand in its epilogue, where both kernels apply."""
+    shrunk = _norm_and_shrink(x, residual, norm_weight, eps, weight, a, b, index, segments, own_kernels, "linear")
+    if shrunk is not None:
+        normed, h, lora, blocks = shrunk
+        return _kernels()[2].skinny_gemm(normed, weight, bias, blocks, lora=lora), h
+    normed, h = _add_norm(x, residual, norm_weight, eps, own_kernels)
+    return lora_linear_impl(normed, weight, bias, a, b, index, segments, own_kernels), h
+
+
+def lora_add_rmsnorm_gate_up_impl(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
+                                  weight: torch.Tensor, a: torch.Tensor, b: torch.Tensor, index: torch.Tensor,
+                                  segments: list[int], own_kernels: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """h = x + residual; (lora_gate_up(rmsnorm(h) * norm_weight, ...), h), as lora_add_rmsnorm_linear."""
+    shrunk = _norm_and_shrink(x, residual, norm_weight, eps, weight, a, b, index, segments, own_kernels, "gate_up")
+    if shrunk is not None:
+        normed, h, lora, blocks = shrunk
+        return _kernels()[2].skinny_gate_up(normed, weight, blocks, lora=lora), h
+    normed, h = _add_norm(x, residual, norm_weight, eps, own_kernels)
+    return lora_gate_up_impl(normed, weight, a, b, index, segments, own_kernels), h
+
+
+def _norm_and_shrink(x, residual, norm_weight, eps, weight, a, b, index, segments, own_kernels, op):
+    """(normed, h, the shrunk input, the GEMM's blocks) from one add-norm + shrink launch, or None where that
+    path does not apply (adapters inactive, not graphbench's kernels, no epilogue for these rows)."""
+    if not (own_kernels and weights.adapters_are_active() and add_norm_kernel_applies(x, residual, norm_weight)):
+        return None
+    blocks = epilogue_blocks(op, x, weight)
+    if blocks is None:
+        return None
+    normed, h = torch.empty_like(x), torch.empty_like(x)
+    lora = _kernels()[1].add_rmsnorm_shrink(x, residual, norm_weight, eps, normed, h, a, b, index, segments)
+    return normed, h, lora, blocks
+
+
+def _add_norm(x, residual, norm_weight, eps, own_kernels):
+    if own_kernels:
+        from graphbench.runner.norms import add_rmsnorm_impl  # (norms imports linear, as this module does)
+
+        return add_rmsnorm_impl(x, residual, norm_weight, eps)
+    return add_rmsnorm_torch(x, residual, norm_weight, eps)
+
+
 def _lora_linear_fake(x, weight, bias, a, b, index, segments, own_kernels):
     return x.new_empty((x.shape[0], weight.shape[0]))
 
 
-def _lora_gate_up_fake(x, weight, a, b, index, segments, own_kernels):
-    return x.new_empty((x.shape[0], weight.shape[0] // 2))
+def _lora_add_rmsnorm_linear_fake(x, residual, norm_weight, eps, weight, bias, a, b, index, segments, own_kernels):
+    return x.new_empty((x.shape[0], weight.shape[0])), torch.empty_like(x)
+
+
+def _lora_add_rmsnorm_gate_up_fake(x, residual, norm_weight, eps, weight, a, b, index, segments, own_kernels):
+    return x.new_empty((x.shape[0], weight.shape[0] // 2)), torch.empty_like(x)
 
 
 # opaque to the compiler: the kernels are picked when the op runs (and so when each size is recorded)
 lora_linear = register_op("graphbench::lora_linear", lora_linear_impl, _lora_linear_fake)
-lora_gate_up = register_op("graphbench::lora_gate_up", lora_gate_up_impl, _lora_gate_up_fake)
+lora_add_rmsnorm_linear = register_op("graphbench::lora_add_rmsnorm_linear", lora_add_rmsnorm_linear_impl,
+                                      _lora_add_rmsnorm_linear_fake)
+lora_add_rmsnorm_gate_up = register_op("graphbench::lora_add_rmsnorm_gate_up", lora_add_rmsnorm_gate_up_impl,
+                                       _lora_add_rmsnorm_gate_up_fake)
