@@ -20,6 +20,11 @@ TINY = ArchConfig("LlamaForCausalLM", hidden_size=96, intermediate_size=300, num
                   num_attention_heads=3, num_key_value_heads=1, head_dim=32, vocab_size=64)
 
 
+# the same with K a multiple of the skinny GEMM's K tile (its LoRA epilogue, the add-norm + shrink launch)
+SKINNY = ArchConfig("LlamaForCausalLM", hidden_size=96, intermediate_size=320, num_hidden_layers=1,
+                    num_attention_heads=3, num_key_value_heads=1, head_dim=32, vocab_size=64)
+
+
 def make_layer(arch: ArchConfig, max_rank: int, adapter_ranks: list[int], dtype: torch.dtype, device,
                seed: int = 0) -> LayerLoRA:
     """A layer's buffers with one dummy adapter a row; the last one lacks k, o, gate and up (zeros there)."""

@@ -53,19 +53,15 @@ def test_lora_kernels_match_the_reference_in_the_interpreter():
     run_interpreted(CODE)
 
 
-EPILOGUE = f"""
-import sys
-sys.path.insert(0, {str(ROOT)!r})
-import torch
-from graphbench.config.arch import ArchConfig
+# the subprocess's first lines: this checkout's tests importable
+PREAMBLE = f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nimport torch\n"
+
+EPILOGUE = PREAMBLE + """
 from graphbench.runner.kernels.gemv import launch_silu_mul
 from graphbench.runner.kernels.lora_bgmv import lora_add_triton, lora_shrink
 from graphbench.runner.kernels.skinny_gemm import skinny_gate_up, skinny_gemm
-from tests.lora_kernel_cases import make_layer, projections, token_rows
+from tests.lora_kernel_cases import SKINNY as ARCH, make_layer, projections, token_rows
 
-# K a multiple of the skinny GEMM's K tile (q 96 and kv 32 rows: segment bounds inside a column block)
-ARCH = ArchConfig("LlamaForCausalLM", hidden_size=96, intermediate_size=320, num_hidden_layers=1,
-                  num_attention_heads=3, num_key_value_heads=1, head_dim=32, vocab_size=64)
 layer = make_layer(ARCH, 16, [16, 8, 16], torch.bfloat16, "cpu", seed=5)
 g = torch.Generator().manual_seed(7)
 for t in (5, 17):
@@ -99,18 +95,12 @@ def test_the_skinny_gemm_adds_the_lora_delta_in_its_epilogue_as_the_expand_launc
     run_interpreted(EPILOGUE)
 
 
-NORM_SHRINK = f"""
-import sys
-sys.path.insert(0, {str(ROOT)!r})
-import torch
-from graphbench.config.arch import ArchConfig
+NORM_SHRINK = PREAMBLE + """
 from graphbench.runner.kernels.add_rmsnorm import launch_add_rmsnorm
-from graphbench.runner.kernels.lora_bgmv import add_rmsnorm_shrink, lora_add_triton
+from graphbench.runner.kernels.lora_bgmv import add_rmsnorm_shrink
 from graphbench.runner.kernels.skinny_gemm import skinny_gemm
-from tests.lora_kernel_cases import make_layer, reference, token_rows
+from tests.lora_kernel_cases import SKINNY as ARCH, make_layer, reference, token_rows
 
-ARCH = ArchConfig("LlamaForCausalLM", hidden_size=96, intermediate_size=320, num_hidden_layers=1,
-                  num_attention_heads=3, num_key_value_heads=1, head_dim=32, vocab_size=64)
 layer = make_layer(ARCH, 16, [16, 8, 16], torch.bfloat16, "cpu", seed=9)
 g = torch.Generator().manual_seed(3)
 for t in (5, 17):
