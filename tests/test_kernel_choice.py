@@ -108,12 +108,16 @@ def test_the_search_takes_the_fastest_of_the_grid_and_its_neighbours():
         asked.append(b)
         return times.get(b)
 
-    # coarse 1..3 -> best (2,); its neighbour (4,) is faster -> (4,)'s neighbour (5,) is timed too
+    # coarse 1..3 -> best (2,), then (1,); (2,)'s neighbour (4,) is faster -> (4,)'s neighbour (5,) is timed too
     prepared = []
     found = _search(time_one, [(1,), (2,), (3,)], lambda b: [(b[0] + 2,)] if b[0] < 4 else [(5,)], prepared.append)
     assert found == ((5,), 3.0, 5) and asked == [(1,), (2,), (3,), (4,), (5,)]
     assert prepared == [[(1,), (2,), (3,)], [(4,)], [(5,)]]  # each round compiled before it is timed
     assert _search(lambda b: None, [(1,), (2,)], lambda b: []) is None  # nothing runs: no choice
+    # a near-tie: the runner-up's neighbour is the fastest; the leader's alone would miss it
+    near = {("a",): 3.0, ("b",): 3.1, ("a", 1): 3.2, ("b", 1): 2.5}
+    found = _search(near.get, [("a",), ("b",)], lambda b: [(b[0], 1)] if len(b) == 1 else [])
+    assert found == (("b", 1), 2.5, 4)
 
 
 def test_the_fastest_kernel_is_chosen_against_cublas():
@@ -134,8 +138,9 @@ def test_the_fastest_kernel_is_chosen_against_cublas():
     slow_torch = FakeTimer(lambda kernel, blocks: 10.0 if kernel == "torch" else 2.0 + blocks[0] / 100 + blocks[1] / 1e4)
     got = kernel_timing._choose("linear", slow_torch, 1, 132)
     assert (got.kernel, got.blocks, got.torch_us) == ("gemv", (4, 64, 2), 10.0) and got.us == pytest.approx(2.0464)
-    # the best's neighbours: none in warps (2 warps and 256 values), 2 and 3 stages for its 9 K tiles
-    assert got.candidates == 1 + len(kc.gemv_candidates(960, 576)) + 2
+    # the two fastest's neighbours: none in warps (2 warps at 256 and 512 values), 2 and 3 stages each for
+    # their 9 K tiles
+    assert got.candidates == 1 + len(kc.gemv_candidates(960, 576)) + 4
     fast_torch = FakeTimer(lambda kernel, blocks: 1.0 if kernel == "torch" else 2.0)
     got = kernel_timing._choose("gate_up", fast_torch, 32, 132)
     assert (got.kernel, got.blocks, got.us) == ("torch", (), 1.0)

@@ -111,17 +111,24 @@ def launcher(op: str, kernel: str, blocks: tuple, x: torch.Tensor, bias: torch.T
 
 
 def search(time_one: Callable[[tuple], float | None], coarse: list[tuple],
-            neighbours: Callable[[tuple], list[tuple]],
-            prepare: Callable[[list[tuple]], None] = lambda blocks: None) -> tuple[tuple, float, int] | None:
-    """(blocks, us, candidates timed) of the fastest: the coarse grid, then the best one's neighbours
-    (twice: the neighbours of a neighbour that won). prepare(blocks) compiles a round's candidates first."""
+           neighbours: Callable[[tuple], list[tuple]],
+           prepare: Callable[[list[tuple]], None] = lambda blocks: None) -> tuple[tuple, float, int] | None:
+    """(blocks, us, candidates timed) of the fastest: the coarse grid, then the neighbours of the two fastest
+    so far, up to three rounds (until a round has none new). prepare(blocks) compiles a round's candidates
+    first. Two leaders, not one: with one, timing noise between near-ties sent the search down different paths
+    in different processes (on the H200, SmolLM2's qkv at 32 rows ended 9% slower in 2 of 4 cold starts:
+    benchmarks/RESULTS.md, 2026-12-04, whole-row GEMV tiles)."""
     prepare(coarse)
     timed: dict[tuple, float | None] = {b: time_one(b) for b in coarse}
-    for _ in range(2):
+    for _ in range(3):
         ok = {b: t for b, t in timed.items() if t is not None}
         if not ok:
             return None
-        new = [b for b in neighbours(min(ok, key=ok.get)) if b not in timed]
+        new = []
+        for leader in sorted(ok, key=ok.get)[:2]:
+            new += [b for b in neighbours(leader) if b not in timed and b not in new]
+        if not new:
+            break
         prepare(new)
         timed.update((b, time_one(b)) for b in new)
     ok = {b: t for b, t in timed.items() if t is not None}
