@@ -11,8 +11,10 @@ without adapters and the delta is added after it (lora/weights.add_delta).
 
 The epilogue runs the skinny GEMM with start-up's measured blocks for the shape and row class; where
 start-up chose cuBLAS there, with the skinny rule's blocks (a K tile of 128, or 64 where 128 does not divide
-K), since cuBLAS has no epilogue to add the delta in. The result equals the projection + expand-add launches
-bit for bit (tests/test_lora_kernel.py), and rows without an adapter get the projection alone.
+K, split along K to fill the GPU), since cuBLAS has no epilogue to add the delta in. Given the same shrink,
+the epilogue's result equals the projection + expand-add launches bit for bit (tests/test_lora_kernel.py);
+rows without an adapter get the projection alone. The add-norm's shrink sums in float32 without tensor
+cores, so its deltas may differ from lora_shrink's in the last bit of the rounded x A^T.
 """
 
 from __future__ import annotations
@@ -31,9 +33,9 @@ from graphbench.runner.op_registry import register_op
 @functools.cache
 def _kernels():
     """The Triton modules, imported on first use (the CPU path never needs Triton)."""
-    from graphbench.runner.kernels import gemv, lora_bgmv, skinny_gemm
+    from graphbench.runner.kernels import gemv, lora_bgmv, paged_attention, skinny_gemm
 
-    return gemv, lora_bgmv, skinny_gemm
+    return gemv, lora_bgmv, skinny_gemm, paged_attention
 
 
 def epilogue_blocks(op: str, x: torch.Tensor, weight: torch.Tensor) -> tuple[int, ...] | None:
@@ -51,7 +53,10 @@ def epilogue_blocks(op: str, x: torch.Tensor, weight: torch.Tensor) -> tuple[int
     block_k = next((b for b in (kernel_choice.SKINNY_BLOCK_K, 64) if k % b == 0), None)
     if block_k is None:
         return None
-    return (64, block_k, 1, 4, 4) if op == "linear" else (32, block_k, 4, 4)
+    if op == "gate_up":
+        return 32, block_k, 4, 4
+    sms = _kernels()[3].sm_count(x.device.index or 0)
+    return 64, block_k, kernel_choice.split_count(n, k, sms, 64, block_k), 4, 4
 
 
 def lora_linear_impl(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, a: torch.Tensor,
