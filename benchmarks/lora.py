@@ -37,6 +37,14 @@ def _mixed_tokens(engine, names: list[str]) -> list[list[int]]:
     return engine.generate(prompts, SamplingParams(max_tokens=32), loras)
 
 
+def step_overheads(rows: list[dict]) -> dict[str, float]:
+    """Each adapter setup's TPOT with every request on an adapter (share 1) over the TPOT without adapters,
+    minus 1 (0.2: 20% slower): what LoRA costs a decode step."""
+    base = next(w["tpot_p50_ms"] for r in rows if r["setup"] == "no adapters" for w in r["workloads"])
+    return {r["setup"]: w["tpot_p50_ms"] / base - 1 for r in rows if r["setup"] != "no adapters"
+            for w in r["workloads"] if w["share"] == 1.0}
+
+
 def measure(engine, names: list[str], share: float, concurrency: int, repeats: int) -> dict:
     from graphbench.bench.peer_models import random_prompts
     from graphbench.runner.request import SamplingParams
@@ -216,13 +224,17 @@ def main() -> None:
                   f"{w['tpot_p50_ms']:.3f} ms, steps {w['step_modes']}", flush=True)
         engine.close()
     use_lora_kernel(True)
+    overheads = step_overheads(rows)
+    print("TPOT with every request on an adapter, against no adapters: "
+          + ", ".join(f"{setup} {100 * value:+.1f}%" for setup, value in overheads.items()), flush=True)
     eager = Engine(load_engine_config(overrides={**base, **setups[2][1], "compilation.cudagraph_mode": "NONE"}))
     tokens["uncaptured"] = _mixed_tokens(eager, list(eager.lora_slots))
     eager.close()
     same = tokens["graphs"] == tokens["uncaptured"]
     print(f"recordings replay the un-captured run's greedy tokens (mixed batch, 4 adapters): {same}", flush=True)
     with open(args.out, "w") as f:
-        json.dump({"model": args.model, "rank": args.rank, "rows": rows, "replay_equals_uncaptured": same,
+        json.dump({"model": args.model, "rank": args.rank, "rows": rows, "step_overheads": overheads,
+                   "replay_equals_uncaptured": same,
                    "tokens": tokens}, f, indent=1)
 
 

@@ -1,5 +1,6 @@
-"""benchmarks/decode.py --rounds (a system run in several processes: the median of their medians) and the cProfile writer
-of benchmarks/startup.py and benchmarks/profile_step.py."""
+"""benchmarks/decode.py --rounds (a system run in several processes: the median of their medians) and its host launch
+column, the cProfile writer of benchmarks/startup.py and benchmarks/profile_step.py, and benchmarks/lora.py's step
+overheads."""
 
 from __future__ import annotations
 
@@ -94,3 +95,16 @@ def test_each_processes_host_launch_is_printed_beside_its_step(capsys):
     decode.report(results, argparse.Namespace(model="smollm2-135m", prompt_len=128, rounds=3, out=None))
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("graphbench-O2"))
     assert row.endswith("3: 0.380-0.590  host launch 0.120/0.510/0.130")
+
+
+def test_loras_step_overhead_is_each_setups_tpot_at_share_1_over_no_adapters():
+    lora = load_bench_script("lora")
+
+    def row(setup: str, *tpots: tuple[float, float]) -> dict:
+        return {"setup": setup, "workloads": [{"share": share, "tpot_p50_ms": ms} for share, ms in tpots]}
+
+    rows = [row("no adapters", (0.0, 1.0)), row("1 adapter", (0.0, 1.01), (0.5, 1.1), (1.0, 1.15)),
+            row("4 adapters", (0.0, 1.02), (0.5, 1.2), (1.0, 1.3))]
+    got = lora.step_overheads(rows)
+    assert list(got) == ["1 adapter", "4 adapters"] and abs(got["1 adapter"] - 0.15) < 1e-9
+    assert abs(got["4 adapters"] - 0.30) < 1e-9
