@@ -87,9 +87,12 @@ def profile_batch(engine, batch: int, prompt_len: int, num_steps: int, host_prof
             synchronous_step(record=False)
         profiler.disable()
         write_cprofile(profiler, f"{host_profile}-batch{batch}")
+    # the next batch, scheduled (its blocks allocated) and not run: the last one's tokens are computed now
+    sched = engine.scheduler.schedule()
     mode, padded = runner.dispatcher.dispatch(sched.descriptor)
     num_padded = padded.num_tokens if mode.value != "NONE" else sched.num_tokens
-    # GPU time of the forward alone: back-to-back forwards of the last batch, CUDA events
+    # GPU time of the forward alone (a uniform decode recording with lm_head and the greedy pick: runner's
+    # _call_forward): back-to-back forwards of that batch, CUDA events
     with torch.inference_mode():
         meta = runner.inputs.prepare(sched, num_padded)
         meta.uniform_decode = runner._uniform_decode(padded if mode.value == "FULL" else sched.descriptor)

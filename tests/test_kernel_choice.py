@@ -173,13 +173,15 @@ def test_choices_are_kept_in_the_cache_entry(tmp_path, monkeypatch):
     assert kernel_timing.load_or_measure(None, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "measured"
     path.write_text("{not json")
     assert kernel_timing.load_or_measure(None, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "measured"
+    path.write_text("[]")  # JSON, but not the object written
+    assert kernel_timing.load_or_measure(None, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "measured"
     assert kernel_timing.load_or_measure(None, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "loaded"
     monkeypatch.setenv("GRAPHBENCH_PDL", "0")  # timed without PDL launches: not what the engine runs by default
     assert kernel_timing.load_or_measure(None, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "measured"
     assert json.loads(path.read_text())["pdl"] is False
     monkeypatch.delenv("GRAPHBENCH_PDL")
     assert kernel_timing.load_or_measure(None, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "measured"
-    assert len(calls) == 7
+    assert len(calls) == 8
 
 
 def test_the_run_summary_names_the_choices():

@@ -206,3 +206,24 @@ def test_startup_report_and_graph_counts():
     # a cold start traces with Dynamo; a warm one loads the saved split graph instead
     assert report.compile_cache_dir
     assert report.dynamo_seconds > 0 or (report.compile_loaded and report.compile_loaded_seconds > 0)
+
+
+def test_sampled_requests_read_the_recordings_logits(reference):
+    """A FULL uniform-decode recording also runs lm_head and the greedy pick (ModelRunner._call_forward); a
+    batch holding sampled requests samples from the recording's logits: the tokens of -O0's eager run, same seed."""
+    def run(engine: Engine) -> tuple[list[list[int]], list[bool]]:
+        read_recorded = []
+        sample = engine.runner._sample
+        engine.runner._sample = lambda batch, hidden: (
+            read_recorded.append(engine.runner.recorded_logits is not None), sample(batch, hidden))[1]
+        requests = [engine.add_request(p, SamplingParams(max_tokens=24, temperature=0.8 if i % 2 else 0.0))
+                    for i, p in enumerate(PROMPTS[:6])]
+        while engine.has_unfinished():
+            engine.step()
+        return [r.output_token_ids for r in requests], read_recorded
+
+    eager, eager_read = run(make_engine(0, "NONE"))
+    replayed, replay_read = run(make_engine(2, "FULL_AND_PIECEWISE"))
+    assert not any(eager_read) and sum(replay_read) >= 16
+    total = sum(map(len, eager))
+    assert sum(a == b for x, y in zip(replayed, eager) for a, b in zip(x, y)) / total >= 0.99

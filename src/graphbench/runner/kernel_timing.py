@@ -27,7 +27,7 @@ log = logging.getLogger("graphbench.engine")
 CHOICES_FILE = "kernel_choices.json"
 # the sources whose change can change which candidate is fastest: a stored choice made by others is redone
 _SOURCES = ("kernel_choice.py", "kernel_timing.py", "kernel_bench.py", "norm_fold_timing.py", "kernels/gemv.py",
-            "kernels/skinny_gemm.py", "kernels/norm_gemv.py", "kernels/add_rmsnorm.py")
+            "kernels/skinny_gemm.py", "kernels/norm_gemv.py", "kernels/add_rmsnorm.py", "kernels/util.py")
 
 
 def sources_hash() -> str:
@@ -91,6 +91,8 @@ def _read(path: Path, conditions: dict) -> list[KernelChoice] | None:
     """The stored choices, or None: missing, timed under other conditions, or unreadable."""
     try:
         data = json.loads(path.read_text())
+        if not isinstance(data, dict):
+            raise ValueError(f"a JSON {type(data).__name__}, not an object")
         if any(data.get(name) != value for name, value in conditions.items()):
             return None
         return [KernelChoice.from_dict(c) for c in data["choices"]]

@@ -119,9 +119,24 @@ class ModelRunner:
         self._host_ids = [torch.zeros(max_reqs, dtype=torch.int64, pin_memory=pin) for _ in range(2)]
         self._copied = [torch.cuda.Event() for _ in range(2)] if pin else [None, None]  # one per host buffer
         self._host_turn = 0
+        self.recorded_logits: torch.Tensor | None = None  # the last replayed FULL recording's, where it samples
 
-    def _call_forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        return self.forward_fn(input_ids, positions)
+    def _call_forward(self, input_ids: torch.Tensor, positions: torch.Tensor):
+        """The FULL recordings' callable: the forward, and for a uniform decode key also lm_head and the greedy
+        pick over its rows -> (hidden, logits). An eager lm_head and argmax cost a decode step ~0.12 ms of host
+        time on an H200 machine's host (four Triton launches), more than a 135M model's forward takes on the GPU
+        to replay; sampled batches read the recording's logits (benchmarks/RESULTS.md, 2026-12-04)."""
+        hidden = self.forward_fn(input_ids, positions)
+        if not self._samples_in_recording(runtime.descriptor):
+            return hidden
+        rows = runtime.descriptor.num_tokens
+        logits = self.model.compute_logits(hidden[:rows], float32=False)
+        greedy(logits, out=self.sampled_ids[:rows], marked=self._marked_ids[:rows])
+        return hidden, logits
+
+    def _samples_in_recording(self, descriptor: BatchDescriptor | None) -> bool:
+        # (a vocabulary split across ranks gathers its logits: those stay outside the recordings)
+        return self._uniform_decode(descriptor) and self.model.shard.size == 1
 
     def forward(self, num_tokens: int, meta, mode: CUDAGraphMode = NONE,
                 descriptor: BatchDescriptor | None = None, capturing: bool = False) -> torch.Tensor:
@@ -131,10 +146,14 @@ class ModelRunner:
         if self.inputs.lora_token_slots is not None:
             # a key without adapters runs (and records) no LoRA kernel; no key (prompt_logits): the slots decide
             set_adapters_active(descriptor is None or descriptor.has_lora)
+        self.recorded_logits = None
         with forward_context(ctx), graph_runtime(mode, descriptor, capturing):
-            if mode == FULL:
-                return self.full_graph(ids, pos)
-            return self.forward_fn(ids, pos)
+            if mode != FULL:
+                return self.forward_fn(ids, pos)
+            out = self.full_graph(ids, pos)
+        if isinstance(out, tuple):  # the recording also wrote the greedy ids (_call_forward)
+            out, self.recorded_logits = out
+        return out
 
     @torch.inference_mode()
     def launch(self, batch: ScheduledBatch) -> InFlightStep:
@@ -147,22 +166,7 @@ class ModelRunner:
         meta.uniform_decode = self._uniform_decode(padded if mode == FULL else batch.descriptor)
         hidden = self.forward(num_padded, meta, mode, padded)
         num_reqs = len(batch.requests)
-        if self._uniform_decode(batch.descriptor):  # a token a request: its last row is its only one (no gather)
-            hidden_rows = hidden[:num_reqs]  # [R, H]
-        else:
-            hidden_rows = hidden[self.inputs.logits_indices[:num_reqs]]  # [R, H]: each request's last row
-        if all(r.sampling.temperature == 0 for r in batch.requests):
-            # the argmax writes the ids in place (the next step's pending tokens)
-            tokens = greedy(self.model.compute_logits(hidden_rows, float32=False), out=self.sampled_ids[:num_reqs],
-                            marked=self._marked_ids[:num_reqs])
-        else:
-            temps = [r.sampling.temperature for r in batch.requests]
-            self._temperatures[:num_reqs].copy_(torch.tensor(temps, dtype=torch.float32))
-            self._top_ps[:num_reqs].copy_(torch.tensor([r.sampling.top_p for r in batch.requests]))
-            logits = self.model.compute_logits(hidden_rows)
-            tokens = sample(logits, self._temperatures[:num_reqs], self._top_ps[:num_reqs], self.generator, False)
-            self.sampled_ids[:num_reqs].copy_(tokens)
-            mark_nan_rows(logits, tokens, self._marked_ids[:num_reqs])
+        self._sample(batch, hidden)
         self._host_turn ^= 1
         host_ids = self._host_ids[self._host_turn][:num_reqs]
         host_ids.copy_(self._marked_ids[:num_reqs], non_blocking=True)
@@ -170,6 +174,30 @@ class ModelRunner:
         if event is not None:
             event.record()
         return InFlightStep(batch, host_ids, event, mode, num_padded)
+
+    def _sample(self, batch: ScheduledBatch, hidden: torch.Tensor) -> None:
+        """Each request's next id into sampled_ids (the next step's pending tokens) and _marked_ids."""
+        num_reqs = len(batch.requests)
+        greedy_only = all(r.sampling.temperature == 0 for r in batch.requests)
+        logits = self.recorded_logits
+        if logits is not None:  # the replayed recording ran lm_head and wrote the greedy ids
+            if greedy_only:
+                return
+            logits = logits[:num_reqs].float()
+        else:
+            if self._uniform_decode(batch.descriptor):  # a token a request: its last row is its only one
+                hidden_rows = hidden[:num_reqs]  # [R, H]
+            else:
+                hidden_rows = hidden[self.inputs.logits_indices[:num_reqs]]  # [R, H]: each request's last row
+            logits = self.model.compute_logits(hidden_rows, float32=not greedy_only)
+            if greedy_only:  # the argmax writes the ids in place
+                greedy(logits, out=self.sampled_ids[:num_reqs], marked=self._marked_ids[:num_reqs])
+                return
+        self._temperatures[:num_reqs].copy_(torch.tensor([r.sampling.temperature for r in batch.requests]))
+        self._top_ps[:num_reqs].copy_(torch.tensor([r.sampling.top_p for r in batch.requests]))
+        tokens = sample(logits, self._temperatures[:num_reqs], self._top_ps[:num_reqs], self.generator, False)
+        self.sampled_ids[:num_reqs].copy_(tokens)
+        mark_nan_rows(logits, tokens, self._marked_ids[:num_reqs])
 
     @torch.inference_mode()
     def verify_step(self, batch: ScheduledBatch) -> tuple[list[list[int]], CUDAGraphMode, int]:
