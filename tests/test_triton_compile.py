@@ -239,17 +239,20 @@ def test_lora_kernels_compile_without_local_memory():
               "stride_xt": "i32", "stride_al": "i32", "stride_ar": "i32"}
     expand = {"part_ptr": "*fp32", "b_ptr": BF16, "idx_ptr": "*i32", "out_ptr": BF16, "T": "i32", "N": "i32",
               "R": "i32", "seg1": "i32", "seg2": "i32", "stride_bl": "i32", "stride_bn": "i32", "stride_ot": "i32"}
-    for t, k, r, segments, pdl in ((16, 2048, 48, 3, True), (512, 2048, 192, 3, False)):  # (T, K, R', segments)
-        cfg = lora_blocks(t, k, r, segments)
+    # (T, K, R', segments, adapter slots): qkv's and o's decode blocks (4 slots in one dot), a prefill chunk's
+    for t, k, r, segments, slots, pdl in ((16, 2048, 48, 3, 4, True), (16, 2048, 16, 1, 4, True),
+                                          (512, 2048, 192, 3, 4, False), (512, 2048, 48, 3, 8, False)):
+        cfg = lora_blocks(t, k, r, segments, slots)
         common = {"BLOCK_T": cfg["BLOCK_T"], "PRECISION": "tf32", "INTERPRET": False, "PDL": pdl}
         kernel = compile_sm90(_shrink_kernel, shrink, dict(common, BLOCK_R=cfg["BLOCK_R"], BLOCK_K=cfg["BLOCK_K"],
-                                                           K_SPLIT=cfg["K_SPLIT"]),
+                                                           K_SPLIT=cfg["K_SPLIT"], GROUP=cfg["SHRINK_GROUP"]),
                               divisible=("x_ptr", "a_ptr", "idx_ptr", "part_ptr", "K", "R", "stride_xt", "stride_al",
                                          "stride_ar"), options={"num_warps": cfg["shrink_warps"], "num_stages": 2})
         assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0), ("shrink", t, k, r)
         assert ("griddepcontrol.wait" in kernel.asm["ptx"]) == pdl and "mma" in kernel.asm["ptx"]
         kernel = compile_sm90(_expand_kernel, expand, dict(common, NUM_SEG=segments, SPLIT_K=cfg["SPLIT_K"],
-                                                           BLOCK_N=cfg["BLOCK_N"], BLOCK_RS=cfg["BLOCK_RS"]),
+                                                           BLOCK_N=cfg["BLOCK_N"], BLOCK_RS=cfg["BLOCK_RS"],
+                                                           GROUP=cfg["GROUP"]),
                               divisible=("part_ptr", "b_ptr", "idx_ptr", "out_ptr", "N", "R", "stride_bl", "stride_bn",
                                          "stride_ot"), options={"num_warps": cfg["expand_warps"], "num_stages": 2})
         assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0), ("expand", t, k, r)
@@ -259,7 +262,8 @@ def test_lora_kernels_compile_without_local_memory():
 # the skinny GEMMs' LoRA epilogue arguments (kernels/skinny_gemm.py), and their constexprs without it
 LORA_SIG = {"lora_part": "*fp32", "lora_b": BF16, "lora_idx": "*i32", "lora_r": "i32", "lora_seg1": "i32",
             "lora_seg2": "i32", "lora_stride_bl": "i32", "lora_stride_bn": "i32"}
-NO_LORA = {"LORA": False, "LORA_SEGMENTS": 1, "LORA_SPLIT": 1, "LORA_BLOCK_RS": 16, "LORA_PRECISION": "ieee"}
+NO_LORA = {"LORA": False, "LORA_SEGMENTS": 1, "LORA_SPLIT": 1, "LORA_BLOCK_RS": 16, "LORA_GROUP": 1,
+           "LORA_PRECISION": "ieee"}
 
 
 @pytest.mark.parametrize("split_k", [1, 8])
@@ -318,19 +322,20 @@ def test_skinny_gemms_with_the_lora_epilogue_compile_without_local_memory():
     gated = {"x_ptr": BF16, "w_ptr": BF16, "y_ptr": BF16, "M": "i32", "N": "i32", "stride_xm": "i32",
              "stride_wn": "i32", "stride_ym": "i32", **LORA_SIG}
     for split_k in (1, 4):
-        cfg = lora_blocks(16, 2048, 48, 3)
+        cfg = lora_blocks(16, 2048, 48, 3, 4)
         lora = {"LORA": True, "LORA_SEGMENTS": 3, "LORA_SPLIT": cfg["SPLIT_K"], "LORA_BLOCK_RS": cfg["BLOCK_RS"],
-                "LORA_PRECISION": "tf32"}
+                "LORA_GROUP": cfg["GROUP"], "LORA_PRECISION": "tf32"}
         kernel = compile_sm90(_skinny_kernel, plain, {"HAS_BIAS": False, "BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128,
                                                       "SPLIT_K": split_k, "K_PER_SPLIT": 2048 // split_k, **lora,
                                                       "INTERPRET": False, "PDL": True},
                               divisible=divisible, options={"num_warps": 4, "num_stages": 4})
         assert "griddepcontrol.wait" in kernel.asm["ptx"] and kernel.asm["ptx"].count("mma") >= 2
         assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0), split_k
-    cfg = lora_blocks(16, 2048, 32, 2)
+    cfg = lora_blocks(16, 2048, 32, 2, 4)
     kernel = compile_sm90(_gated_kernel, gated, {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 128, "K": 2048,
                                                  "LORA": True, "LORA_SEGMENTS": 2, "LORA_SPLIT": cfg["SPLIT_K"],
-                                                 "LORA_BLOCK_RS": cfg["BLOCK_RS"], "LORA_PRECISION": "tf32",
+                                                 "LORA_BLOCK_RS": cfg["BLOCK_RS"], "LORA_GROUP": cfg["GROUP"],
+                                                 "LORA_PRECISION": "tf32",
                                                  "INTERPRET": False, "PDL": True},
                           divisible=divisible, options={"num_warps": 4, "num_stages": 4})
     assert "griddepcontrol.wait" in kernel.asm["ptx"] and "mma" in kernel.asm["ptx"]

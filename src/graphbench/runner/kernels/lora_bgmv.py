@@ -11,10 +11,13 @@ likewise): the expand reads only a row's own segment's R columns, not the zeros 
 
 Made for CUDA-graph replay: the grid depends on shapes only (T, K, N), nothing is read back to the host,
 and which adapters a block of tokens uses is found inside the kernel. A program owns BLOCK_T
-consecutive tokens and walks the distinct adapter rows among them in increasing order (the next is the
-smallest index above the current), one tensor-core dot per adapter with the other tokens' rows zeroed:
-a decode block of 16 requests over 4 adapters reads each adapter's tile once, not once per token, and a
-prefill block (one request's tokens) reads one. There is no sort by adapter and no atomics: the
+consecutive tokens and walks the groups of adapter slots they use in increasing order (the next is the
+smallest group above the current), one tensor-core dot a group: the group's slots' tiles side by side
+along the dot's K (up to 32 columns: 2 slots of rank 16), each token's row nonzero only in its own slot's
+columns. A decode block of 16 requests over 4 rank-16 adapters makes two dots a segment, not one a loaded
+adapter in turn (each waiting for the last one's tile: 12 for qkv's three segments, now 6), and reads each
+used tile once;
+a prefill block (one request's tokens) reads one. There is no sort by adapter and no atomics: the
 shrink splits K into SPLIT_K programs per token block that write their own partial sums, and the
 expand adds them up when it loads them (no zeroed buffer to memset inside the graph).
 """
@@ -40,75 +43,95 @@ def _dot(a, b, PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
 
 
 @triton.jit
-def _next_adapter(idx, cur):
-    """The smallest adapter row in the block above cur (1 << 30: no more)."""
-    return tl.min(tl.where(idx > cur, idx, 1 << 30), axis=0)
+def _next_group(group, cur):
+    """The smallest slot group in the block above cur (1 << 30: no more); group: each token's, -1 for none."""
+    return tl.min(tl.where(group > cur, group, 1 << 30), axis=0)
+
+
+@triton.jit
+def _slot_groups(idx, GROUP: tl.constexpr):
+    """Each token's group of GROUP adapter slots, -1 for a token without an adapter."""
+    return tl.where(idx >= 0, idx // GROUP, -1)
 
 
 @triton.jit
 def _shrink_kernel(x_ptr, a_ptr, idx_ptr, part_ptr, T, K, R, stride_xt, stride_al, stride_ar,
                    BLOCK_T: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, K_SPLIT: tl.constexpr,
-                   PRECISION: tl.constexpr, INTERPRET: tl.constexpr, PDL: tl.constexpr = False):
+                   GROUP: tl.constexpr, PRECISION: tl.constexpr, INTERPRET: tl.constexpr, PDL: tl.constexpr = False):
     pdl_enter(PDL)
     pid_t, pid_k = tl.program_id(0), tl.program_id(1)
     offs_t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
     t_ok = offs_t < T
     idx = tl.load(idx_ptr + offs_t, mask=t_ok, other=-1)  # [BLOCK_T] adapter rows, -1: none
-    offs_r = tl.arange(0, BLOCK_R)
-    r_ok = offs_r < R
+    group = _slot_groups(idx, GROUP)
+    cols = tl.arange(0, GROUP * BLOCK_R)  # the group's slots' rank columns side by side
+    col_r = cols % BLOCK_R
+    r_ok = col_r < R
     offs_k = tl.arange(0, BLOCK_K)
-    acc = tl.zeros([BLOCK_T, BLOCK_R], dtype=tl.float32)
-    cur = _next_adapter(idx, -1)
+    out = part_ptr + (pid_k * T + offs_t[:, None]) * R + col_r[None, :]
+    cur = _next_group(group, -1)
     while cur < (1 << 30):
-        sel = (idx == cur) & t_ok  # this adapter's tokens: the other rows of x load as zeros
-        a_rows = a_ptr + cur.to(tl.int64) * stride_al + offs_r[:, None] * stride_ar  # [BLOCK_R, 1]
+        slot = cur * GROUP + cols // BLOCK_R  # [GROUP * BLOCK_R]
+        used = tl.max(((idx[:, None] == slot[None, :]) & t_ok[:, None]).to(tl.int32), axis=0) > 0
+        in_group = (group == cur) & t_ok  # this group's tokens: the other rows of x load as zeros
+        a_rows = a_ptr + slot.to(tl.int64)[:, None] * stride_al + col_r[:, None] * stride_ar  # [GROUP * BLOCK_R, 1]
+        acc = tl.zeros([BLOCK_T, GROUP * BLOCK_R], dtype=tl.float32)
         for kk in range(0, K_SPLIT, BLOCK_K):  # constexpr bounds (the interpreter needs them)
             k = pid_k * K_SPLIT + kk + offs_k
             k_ok = k < K
             x = tl.load(x_ptr + offs_t[:, None] * stride_xt + k[None, :],
-                        mask=sel[:, None] & k_ok[None, :], other=0.0)  # [BLOCK_T, BLOCK_K]
-            a = tl.load(a_rows + k[None, :], mask=r_ok[:, None] & k_ok[None, :], other=0.0)  # [BLOCK_R, BLOCK_K]
+                        mask=in_group[:, None] & k_ok[None, :], other=0.0)  # [BLOCK_T, BLOCK_K]
+            a = tl.load(a_rows + k[None, :], mask=(used & r_ok)[:, None] & k_ok[None, :], other=0.0)
             acc += _dot(x, tl.trans(a), PRECISION, INTERPRET)
-        cur = _next_adapter(idx, cur)
+        # each token's own slot's columns: its R partial sums (a slot's columns of another token: not stored)
+        tl.store(out, acc, mask=(idx[:, None] == slot[None, :]) & t_ok[:, None] & r_ok[None, :])
+        cur = _next_group(group, cur)
     # every real row is written (zeros without an adapter): the expand sums all splits unmasked by idx
-    out = part_ptr + (pid_k * T + offs_t[:, None]) * R + offs_r[None, :]
-    tl.store(out, acc, mask=t_ok[:, None] & r_ok[None, :])
+    none = (idx < 0) & t_ok
+    tl.store(out, tl.zeros([BLOCK_T, GROUP * BLOCK_R], dtype=tl.float32),
+             mask=none[:, None] & (r_ok & (cols < BLOCK_R))[None, :])
 
 
 @triton.jit
 def lora_expand_delta(part_ptr, b_ptr, idx, offs_t, t_ok, rows, rows_ok, T, R, seg1, seg2, stride_bl, stride_bn,
                       NUM_SEG: tl.constexpr, SPLIT_K: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr,
-                      BLOCK_RS: tl.constexpr, PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
+                      BLOCK_RS: tl.constexpr, GROUP: tl.constexpr, PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
     """[BLOCK_T, BLOCK_N] float32: the delta of B's rows `rows` for the tokens offs_t (adapter rows idx, -1:
     none, whose rows stay 0): the shrink's partials summed over its splits, rounded to B's dtype, times each
-    token's own adapter's B rows of their segment. The expand kernel's body, and the epilogue of the skinny
-    GEMM that adds the delta where it stores the projection (kernels/skinny_gemm.py)."""
+    token's own adapter's B rows of their segment; GROUP slots' B tiles in one dot. The expand kernel's body,
+    and the epilogue of the skinny GEMM that adds the delta where it stores the projection (kernels/skinny_gemm.py)."""
     seg = (rows >= seg1).to(tl.int32) + (rows >= seg2).to(tl.int32)  # [BLOCK_N] each row's segment
     rs = R // NUM_SEG  # rank columns of one segment
+    # [.., GROUP, BLOCK_RS] tiles (the rank columns contiguous), reshaped to [.., GROUP * BLOCK_RS] for the dot
+    offs_g = tl.arange(0, GROUP)
     offs_r = tl.arange(0, BLOCK_RS)
     r_ok = offs_r < rs
+    group = _slot_groups(idx, GROUP)
     acc = tl.zeros([BLOCK_T, BLOCK_N], dtype=tl.float32)
-    for j in tl.static_range(NUM_SEG):
-        v = tl.zeros([BLOCK_T, BLOCK_RS], dtype=tl.float32)  # this segment's shrink output, splits summed
-        for s in range(SPLIT_K):
-            part = part_ptr + (s * T + offs_t[:, None]) * R + j * rs + offs_r[None, :]
-            v += tl.load(part, mask=t_ok[:, None] & r_ok[None, :], other=0.0)
-        v = v.to(b_ptr.dtype.element_ty)  # rounded to the model's dtype, as the torch path's x A^T is
-        b_ok = (rows_ok & (seg == j))[:, None] & r_ok[None, :]  # rows of other segments: not read
-        cur = _next_adapter(idx, -1)
-        while cur < (1 << 30):
-            vs = tl.where((idx == cur)[:, None], v, 0.0)  # [BLOCK_T, BLOCK_RS] this adapter's tokens only
-            b = tl.load(b_ptr + cur.to(tl.int64) * stride_bl + rows[:, None] * stride_bn
-                        + j * rs + offs_r[None, :], mask=b_ok, other=0.0)  # [BLOCK_N, BLOCK_RS]
-            acc += _dot(vs, tl.trans(b), PRECISION, INTERPRET)
-            cur = _next_adapter(idx, cur)
+    cur = _next_group(group, -1)
+    while cur < (1 << 30):
+        slot = cur * GROUP + offs_g  # [GROUP]
+        # a token's own slot's columns [BLOCK_T, GROUP, BLOCK_RS], and the slots some token of the block uses
+        mine = (idx[:, None, None] == slot[None, :, None]) & t_ok[:, None, None] & r_ok[None, None, :]
+        used = tl.max(mine.to(tl.int32), axis=0) > 0  # [GROUP, BLOCK_RS]
+        for j in tl.static_range(NUM_SEG):
+            v = tl.zeros([BLOCK_T, GROUP, BLOCK_RS], dtype=tl.float32)  # the segment's shrink output, summed
+            for s in range(SPLIT_K):
+                v += tl.load(part_ptr + (s * T + offs_t[:, None, None]) * R + j * rs + offs_r[None, None, :],
+                             mask=mine, other=0.0)
+            v = tl.reshape(v.to(b_ptr.dtype.element_ty), [BLOCK_T, GROUP * BLOCK_RS])  # rounded as x A^T is
+            b_ok = (rows_ok & (seg == j))[:, None, None] & used[None, :, :]  # rows of other segments: not read
+            b = tl.load(b_ptr + slot.to(tl.int64)[None, :, None] * stride_bl + rows[:, None, None] * stride_bn
+                        + (j * rs + offs_r)[None, None, :], mask=b_ok, other=0.0)  # [BLOCK_N, GROUP, BLOCK_RS]
+            acc += _dot(v, tl.trans(tl.reshape(b, [BLOCK_N, GROUP * BLOCK_RS])), PRECISION, INTERPRET)
+        cur = _next_group(group, cur)
     return acc
 
 
 @triton.jit
 def _expand_kernel(part_ptr, b_ptr, idx_ptr, out_ptr, T, N, R, seg1, seg2, stride_bl, stride_bn, stride_ot,
                    NUM_SEG: tl.constexpr, SPLIT_K: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr,
-                   BLOCK_RS: tl.constexpr, PRECISION: tl.constexpr, INTERPRET: tl.constexpr,
+                   BLOCK_RS: tl.constexpr, GROUP: tl.constexpr, PRECISION: tl.constexpr, INTERPRET: tl.constexpr,
                    PDL: tl.constexpr = False):
     pdl_enter(PDL)
     pid_t, pid_n = tl.program_id(0), tl.program_id(1)
@@ -118,14 +141,24 @@ def _expand_kernel(part_ptr, b_ptr, idx_ptr, out_ptr, T, N, R, seg1, seg2, strid
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = offs_n < N
     acc = lora_expand_delta(part_ptr, b_ptr, idx, offs_t, t_ok, offs_n, n_ok, T, R, seg1, seg2, stride_bl, stride_bn,
-                            NUM_SEG, SPLIT_K, BLOCK_T, BLOCK_N, BLOCK_RS, PRECISION, INTERPRET)
+                            NUM_SEG, SPLIT_K, BLOCK_T, BLOCK_N, BLOCK_RS, GROUP, PRECISION, INTERPRET)
     keep = (idx >= 0)[:, None] & n_ok[None, :]  # tokens without an adapter: their rows are not touched
     dst = out_ptr + offs_t[:, None] * stride_ot + offs_n[None, :]
     o = tl.load(dst, mask=keep, other=0.0).to(tl.float32)
     tl.store(dst, (o + acc).to(out_ptr.dtype.element_ty), mask=keep)
 
 
-def lora_blocks(num_tokens: int, k: int, rank_total: int, num_segments: int) -> dict:
+# rank columns of one dot's group of slots: 2 slots of rank 16, 1 of rank 32 or 64. 64 (4 of rank 16) made
+# qkv's expand (3 segments, BLOCK_N 128, 4 warps) keep a 48-byte stack frame on sm_90 (tests/test_triton_compile.py)
+MAX_GROUP_COLUMNS = 32
+
+
+def slot_group(num_slots: int, block_rank: int) -> int:
+    """Adapter slots side by side in one dot (a power of two): as many as fit MAX_GROUP_COLUMNS, at most all."""
+    return min(next_power_of_2(num_slots), max(1, MAX_GROUP_COLUMNS // block_rank))
+
+
+def lora_blocks(num_tokens: int, k: int, rank_total: int, num_segments: int, num_slots: int) -> dict:
     """Block sizes and warps from the shapes alone (a recording's T is fixed): BLOCK_T 16 for decode-sized
     batches (the smallest tensor-core tile), 64 for prefill chunks, whose blocks mostly hold one request.
     8 warps for the larger tiles: with 4, a [64, 64] shrink tile or a BLOCK_T 64 expand needed 230-255
@@ -133,9 +166,15 @@ def lora_blocks(num_tokens: int, k: int, rank_total: int, num_segments: int) -> 
     block_k = min(64, max(16, next_power_of_2(k)))
     k_split = max(block_k, min(K_SPLIT, next_power_of_2(k)))
     block_t, block_r = 16 if num_tokens <= 64 else 64, max(16, next_power_of_2(rank_total))
+    block_rs = max(16, next_power_of_2(rank_total // num_segments))
+    # slots side by side only in decode-sized blocks, which hold many requests' adapters (a prefill block mostly
+    # holds one request's tokens; its expand with two slots a dot kept a 40-byte stack frame on sm_90)
+    shrink_group = slot_group(num_slots, block_r) if block_t == 16 else 1
     return {"BLOCK_T": block_t, "BLOCK_K": block_k, "K_SPLIT": k_split, "SPLIT_K": cdiv(k, k_split),
-            "BLOCK_R": block_r, "BLOCK_RS": max(16, next_power_of_2(rank_total // num_segments)), "BLOCK_N": 128,
-            "shrink_warps": 8 if block_t * block_r >= 4096 else 4, "expand_warps": 8 if block_t == 64 else 4}
+            "BLOCK_R": block_r, "SHRINK_GROUP": shrink_group, "BLOCK_RS": block_rs,
+            "GROUP": slot_group(num_slots, block_rs) if block_t == 16 else 1, "BLOCK_N": 128,
+            "shrink_warps": 8 if block_t * block_r * shrink_group >= 4096 else 4,
+            "expand_warps": 8 if block_t == 64 else 4}
 
 
 @triton.jit
@@ -173,14 +212,22 @@ def _add_rmsnorm_shrink_kernel(x_ptr, r_ptr, nw_ptr, out_ptr, h_ptr, a_ptr, idx_
 
 class ShrunkInput:
     """The shrink's output for one projection, and what expanding it needs: partials [SPLIT_K, T, R'] in
-    float32 (summed when loaded), the B buffer, each token's adapter row, where B's segments 1 and 2 start."""
+    float32 (summed when loaded), the B buffer, each token's adapter row, where B's segments 1 and 2 start,
+    the expand's blocks (lora_blocks)."""
 
-    __slots__ = ("part", "b", "index", "bounds", "split_k", "block_rs", "num_segments", "precision")
+    __slots__ = ("part", "b", "index", "bounds", "split_k", "block_rs", "group", "num_segments", "precision")
 
-    def __init__(self, part, b, index, bounds, cfg: dict, num_segments: int, precision: str):
-        self.part, self.b, self.index, self.bounds = part, b, index, bounds
-        self.split_k, self.block_rs, self.num_segments = cfg["SPLIT_K"], cfg["BLOCK_RS"], num_segments
-        self.precision = precision
+    def __init__(self, part: torch.Tensor, b: torch.Tensor, index: torch.Tensor, segments: list[int],
+                 split_k: int, dtype: torch.dtype):
+        n, r = b.shape[1], b.shape[2]
+        assert sum(segments) == n and 1 <= len(segments) <= 3 and r % len(segments) == 0
+        assert index.dtype == torch.int32 and part.shape[1:] == (index.shape[0], r)
+        self.part, self.b, self.index, self.split_k = part, b, index, split_k
+        self.bounds = [sum(segments[:i + 1]) for i in range(len(segments) - 1)] + [n, n]  # segments 1, 2 start
+        self.num_segments = len(segments)
+        cfg = lora_blocks(index.shape[0], 1, r, len(segments), b.shape[0])
+        self.block_rs, self.group = cfg["BLOCK_RS"], cfg["GROUP"]
+        self.precision = "ieee" if dtype == torch.float32 else "tf32"  # float32 models: no tf32 rounding
 
     def expand_arguments(self) -> tuple:
         """The arguments an expanding kernel takes after its own: part, B, index, R', the two segment bounds,
@@ -197,19 +244,18 @@ def lora_shrink(x: torch.Tensor,  # [T, K], unit stride along K
                 *, interpret: bool = False) -> ShrunkInput:
     """x A[idx]^T in one launch (partial sums per K split), ready to be expanded by B."""
     t, k = x.shape
-    n, r = b.shape[1], b.shape[2]
-    assert a.shape[1:] == (r, k) and index.shape == (t,) and index.dtype == torch.int32 and t > 0
-    assert sum(segments) == n and 1 <= len(segments) <= 3 and r % len(segments) == 0
+    r = b.shape[2]
+    assert a.shape[1:] == (r, k) and a.shape[0] == b.shape[0] and index.shape == (t,) and t > 0
     assert x.stride(1) == 1 and a.is_contiguous() and b.is_contiguous()
-    cfg = lora_blocks(t, k, r, len(segments))
-    precision = "ieee" if x.dtype == torch.float32 else "tf32"  # float32 models: no tf32 rounding
+    cfg = lora_blocks(t, k, r, len(segments), a.shape[0])
     part = torch.empty((cfg["SPLIT_K"], t, r), dtype=torch.float32, device=x.device)  # [SPLIT_K, T, R']
+    shrunk = ShrunkInput(part, b, index, segments, cfg["SPLIT_K"], x.dtype)
     _shrink_launch[(cdiv(t, cfg["BLOCK_T"]), cfg["SPLIT_K"])](
         x, a, index, part, t, k, r, x.stride(0), a.stride(0), a.stride(1),
         BLOCK_T=cfg["BLOCK_T"], BLOCK_R=cfg["BLOCK_R"], BLOCK_K=cfg["BLOCK_K"], K_SPLIT=cfg["K_SPLIT"],
-        PRECISION=precision, INTERPRET=interpret, num_warps=cfg["shrink_warps"], num_stages=2, **pdl_arguments(x))
-    bounds = [sum(segments[:i + 1]) for i in range(len(segments) - 1)] + [n, n]  # where segments 1, 2 start
-    return ShrunkInput(part, b, index, bounds, cfg, len(segments), precision)
+        GROUP=cfg["SHRINK_GROUP"], PRECISION=shrunk.precision, INTERPRET=interpret, num_warps=cfg["shrink_warps"],
+        num_stages=2, **pdl_arguments(x))
+    return shrunk
 
 
 def add_rmsnorm_shrink(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
@@ -220,7 +266,8 @@ def add_rmsnorm_shrink(x: torch.Tensor, residual: torch.Tensor, norm_weight: tor
     epilogue (lora_shrink's result, one K split). x, residual, out, h_out [T, K] contiguous."""
     t, k = x.shape
     r = a.shape[1]
-    assert a.shape[2] == k and a.is_contiguous() and b.is_contiguous() and index.shape == (t,) and t > 0
+    assert a.shape[2] == k and a.shape[0] == b.shape[0] and b.shape[2] == r and index.shape == (t,) and t > 0
+    assert a.is_contiguous() and b.is_contiguous() and out.shape == h_out.shape == x.shape == residual.shape
     assert x.is_contiguous() and residual.is_contiguous() and out.is_contiguous() and h_out.is_contiguous()
     block = next_power_of_2(k)
     block_r = max(1, min(16, 16384 // block, next_power_of_2(r)))  # at most 16384 values of A a program
@@ -229,10 +276,7 @@ def add_rmsnorm_shrink(x: torch.Tensor, residual: torch.Tensor, norm_weight: tor
         x, residual, norm_weight, out, h_out, a, index, part, t, k, r, x.stride(0), residual.stride(0), a.stride(0),
         a.stride(1), eps, BLOCK=block, BLOCK_R=block_r, num_warps=8 if block * block_r >= 16384 else 4,
         **pdl_arguments(out))
-    n = b.shape[1]
-    bounds = [sum(segments[:i + 1]) for i in range(len(segments) - 1)] + [n, n]
-    cfg = {"SPLIT_K": 1, "BLOCK_RS": max(16, next_power_of_2(r // len(segments)))}
-    return ShrunkInput(part, b, index, bounds, cfg, len(segments), "ieee" if x.dtype == torch.float32 else "tf32")
+    return ShrunkInput(part, b, index, segments, 1, x.dtype)
 
 
 def lora_add_triton(out: torch.Tensor,  # [T, N], unit stride along N; out[t] += delta for idx[t] >= 0
@@ -244,12 +288,13 @@ def lora_add_triton(out: torch.Tensor,  # [T, N], unit stride along N; out[t] +=
     if t == 0:
         return
     shrunk = lora_shrink(x, a, b, index, segments, interpret=interpret)
-    cfg = lora_blocks(t, x.shape[1], b.shape[2], len(segments))
+    cfg = lora_blocks(t, x.shape[1], b.shape[2], len(segments), b.shape[0])
+    part, b, index, *rest = shrunk.expand_arguments()
     _expand_launch[(cdiv(t, cfg["BLOCK_T"]), cdiv(n, cfg["BLOCK_N"]))](
-        *shrunk.expand_arguments()[:3], out, t, n, *shrunk.expand_arguments()[3:], out.stride(0),
-        NUM_SEG=len(segments), SPLIT_K=cfg["SPLIT_K"], BLOCK_T=cfg["BLOCK_T"], BLOCK_N=cfg["BLOCK_N"],
-        BLOCK_RS=cfg["BLOCK_RS"], PRECISION=shrunk.precision, INTERPRET=interpret, num_warps=cfg["expand_warps"],
-        num_stages=2, **pdl_arguments(out))
+        part, b, index, out, t, n, *rest, out.stride(0), NUM_SEG=len(segments), SPLIT_K=cfg["SPLIT_K"],
+        BLOCK_T=cfg["BLOCK_T"], BLOCK_N=cfg["BLOCK_N"], BLOCK_RS=cfg["BLOCK_RS"], GROUP=cfg["GROUP"],
+        PRECISION=shrunk.precision, INTERPRET=interpret, num_warps=cfg["expand_warps"], num_stages=2,
+        **pdl_arguments(out))
 
 
 # launched through kernels/launch.py (a cached direct launch)

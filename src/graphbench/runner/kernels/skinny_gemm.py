@@ -30,8 +30,8 @@ def _skinny_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, count_ptr, M, N, stride
                    lora_part, lora_b, lora_idx, lora_r, lora_seg1, lora_seg2, lora_stride_bl, lora_stride_bn,
                    HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                    SPLIT_K: tl.constexpr, K_PER_SPLIT: tl.constexpr, LORA: tl.constexpr, LORA_SEGMENTS: tl.constexpr,
-                   LORA_SPLIT: tl.constexpr, LORA_BLOCK_RS: tl.constexpr, LORA_PRECISION: tl.constexpr,
-                   INTERPRET: tl.constexpr, PDL: tl.constexpr = False):
+                   LORA_SPLIT: tl.constexpr, LORA_BLOCK_RS: tl.constexpr, LORA_GROUP: tl.constexpr,
+                   LORA_PRECISION: tl.constexpr, INTERPRET: tl.constexpr, PDL: tl.constexpr = False):
     pid_n = tl.program_id(0)
     split = tl.program_id(1)
     offs_m = tl.arange(0, BLOCK_M)
@@ -53,30 +53,27 @@ def _skinny_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, count_ptr, M, N, stride
         for k0 in range(k_lo, k_lo + K_PER_SPLIT, BLOCK_K):
             acc = _dot_step(acc, x_rows, w_cols, k0, offs_k, m_ok, n_ok, INTERPRET)
     y_offs = offs_m[:, None].to(tl.int64) * stride_ym + offs_n[None, :]
-    y_mask = m_ok[:, None] & n_ok[None, :]
-    if SPLIT_K == 1:
-        acc = _bias_and_lora(acc, b_ptr, y_ptr, offs_m, m_ok, offs_n, n_ok, M, HAS_BIAS, lora_part, lora_b, lora_idx,
-                             lora_r, lora_seg1, lora_seg2, lora_stride_bl, lora_stride_bn, LORA, LORA_SEGMENTS,
-                             LORA_SPLIT, BLOCK_M, BLOCK_N, LORA_BLOCK_RS, LORA_PRECISION, INTERPRET)
-        tl.store(y_ptr + y_offs, acc.to(y_ptr.dtype.element_ty), mask=y_mask)
-    else:
+    last = True  # this program stores the block (with SPLIT_K: the last split of its column block to finish)
+    if SPLIT_K > 1:
         # partial [split, BLOCK_M, N] in float32; every row and column of the block is written
         part_offs = offs_m[:, None] * N + offs_n[None, :]
         tl.store(part_ptr + split * BLOCK_M * N + part_offs, acc, mask=n_ok[None, :])
         tl.debug_barrier()  # every thread's partial stores come before the release of the count
         num_done = tl.atomic_add(count_ptr + pid_n, 1, sem="acq_rel", scope="gpu")
         tl.debug_barrier()
-        if num_done == SPLIT_K - 1:  # the last split of this column block: sum the partials in split order
-            total = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        last = num_done == SPLIT_K - 1
+        if last:  # sum the partials in split order
+            acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
             for s in tl.static_range(SPLIT_K):
                 # .cg: from L2, where the other programs' stores are (never a stale line of this SM's L1)
-                total += tl.load(part_ptr + s * BLOCK_M * N + part_offs, mask=n_ok[None, :], other=0.0,
-                                 cache_modifier=".cg")
-            total = _bias_and_lora(total, b_ptr, y_ptr, offs_m, m_ok, offs_n, n_ok, M, HAS_BIAS, lora_part, lora_b,
-                                   lora_idx, lora_r, lora_seg1, lora_seg2, lora_stride_bl, lora_stride_bn, LORA,
-                                   LORA_SEGMENTS, LORA_SPLIT, BLOCK_M, BLOCK_N, LORA_BLOCK_RS, LORA_PRECISION,
-                                   INTERPRET)
-            tl.store(y_ptr + y_offs, total.to(y_ptr.dtype.element_ty), mask=y_mask)
+                acc += tl.load(part_ptr + s * BLOCK_M * N + part_offs, mask=n_ok[None, :], other=0.0,
+                               cache_modifier=".cg")
+    if last:
+        acc = _bias_and_lora(acc, b_ptr, y_ptr, offs_m, m_ok, offs_n, n_ok, M, HAS_BIAS, lora_part, lora_b, lora_idx,
+                             lora_r, lora_seg1, lora_seg2, lora_stride_bl, lora_stride_bn, LORA, LORA_SEGMENTS,
+                             LORA_SPLIT, BLOCK_M, BLOCK_N, LORA_BLOCK_RS, LORA_GROUP, LORA_PRECISION, INTERPRET)
+        tl.store(y_ptr + y_offs, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
+        if SPLIT_K > 1:
             tl.atomic_xchg(count_ptr + pid_n, 0, sem="relaxed", scope="gpu")  # zero again for the next launch
 
 
@@ -98,8 +95,8 @@ def _mma(acc, x, w, INTERPRET: tl.constexpr):
 def _bias_and_lora(acc, b_ptr, y_ptr, offs_m, m_ok, offs_n, n_ok, M, HAS_BIAS: tl.constexpr, lora_part, lora_b,
                    lora_idx, lora_r, lora_seg1, lora_seg2, lora_stride_bl, lora_stride_bn, LORA: tl.constexpr,
                    LORA_SEGMENTS: tl.constexpr, LORA_SPLIT: tl.constexpr, BLOCK_M: tl.constexpr,
-                   BLOCK_N: tl.constexpr, LORA_BLOCK_RS: tl.constexpr, LORA_PRECISION: tl.constexpr,
-                   INTERPRET: tl.constexpr):
+                   BLOCK_N: tl.constexpr, LORA_BLOCK_RS: tl.constexpr, LORA_GROUP: tl.constexpr,
+                   LORA_PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
     """The block's output before its store: + bias, then with LoRA each row's adapter delta of these columns
     (rounded as the projection's store and the expand's add would round them: the two launches' result)."""
     if HAS_BIAS:
@@ -107,27 +104,28 @@ def _bias_and_lora(acc, b_ptr, y_ptr, offs_m, m_ok, offs_n, n_ok, M, HAS_BIAS: t
     if LORA:
         acc = acc.to(y_ptr.dtype.element_ty).to(tl.float32) + _lora_delta(
             lora_part, lora_b, lora_idx, offs_m, m_ok, offs_n, n_ok, M, lora_r, lora_seg1, lora_seg2, lora_stride_bl,
-            lora_stride_bn, LORA_SEGMENTS, LORA_SPLIT, BLOCK_M, BLOCK_N, LORA_BLOCK_RS, LORA_PRECISION, INTERPRET)
+            lora_stride_bn, LORA_SEGMENTS, LORA_SPLIT, BLOCK_M, BLOCK_N, LORA_BLOCK_RS, LORA_GROUP, LORA_PRECISION,
+            INTERPRET)
     return acc
 
 
 @triton.jit
 def _lora_delta(lora_part, lora_b, lora_idx, offs_m, m_ok, rows, rows_ok, M, lora_r, lora_seg1, lora_seg2,
                 lora_stride_bl, lora_stride_bn, LORA_SEGMENTS: tl.constexpr, LORA_SPLIT: tl.constexpr,
-                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LORA_BLOCK_RS: tl.constexpr,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LORA_BLOCK_RS: tl.constexpr, LORA_GROUP: tl.constexpr,
                 LORA_PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
     idx = tl.load(lora_idx + offs_m, mask=m_ok, other=-1)
     return lora_expand_delta(lora_part, lora_b, idx, offs_m, m_ok, rows, rows_ok, M, lora_r, lora_seg1, lora_seg2,
                              lora_stride_bl, lora_stride_bn, LORA_SEGMENTS, LORA_SPLIT, BLOCK_M, BLOCK_N,
-                             LORA_BLOCK_RS, LORA_PRECISION, INTERPRET)
+                             LORA_BLOCK_RS, LORA_GROUP, LORA_PRECISION, INTERPRET)
 
 
 @triton.jit
 def _gated_kernel(x_ptr, w_ptr, y_ptr, M, N, stride_xm, stride_wn, stride_ym, lora_part, lora_b, lora_idx, lora_r,
                   lora_seg1, lora_seg2, lora_stride_bl, lora_stride_bn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   BLOCK_K: tl.constexpr, K: tl.constexpr, LORA: tl.constexpr, LORA_SEGMENTS: tl.constexpr,
-                  LORA_SPLIT: tl.constexpr, LORA_BLOCK_RS: tl.constexpr, LORA_PRECISION: tl.constexpr,
-                  INTERPRET: tl.constexpr, PDL: tl.constexpr = False):
+                  LORA_SPLIT: tl.constexpr, LORA_BLOCK_RS: tl.constexpr, LORA_GROUP: tl.constexpr,
+                  LORA_PRECISION: tl.constexpr, INTERPRET: tl.constexpr, PDL: tl.constexpr = False):
     """y[:, j] = silu(x @ w[j].T) * (x @ w[N + j].T) for BLOCK_N columns j: the gate/up projection and the
     activation after it in one launch. A program streams its gate rows and their up rows (w = [gate; up],
     [2N, K]); both products are rounded to y's dtype before the activation, as the two launches round them."""
@@ -152,12 +150,14 @@ def _gated_kernel(x_ptr, w_ptr, y_ptr, M, N, stride_xm, stride_wn, stride_ym, lo
     gate = gate.to(dtype).to(tl.float32)
     up = up.to(dtype).to(tl.float32)
     if LORA:  # each row's adapter delta to gate (B's rows j) and up (rows N + j), rounded as the expand adds it
-        gate = (gate + _lora_delta(lora_part, lora_b, lora_idx, offs_m, m_ok, offs_n, n_ok, M, lora_r, lora_seg1,
-                                   lora_seg2, lora_stride_bl, lora_stride_bn, LORA_SEGMENTS, LORA_SPLIT, BLOCK_M,
-                                   BLOCK_N, LORA_BLOCK_RS, LORA_PRECISION, INTERPRET)).to(dtype).to(tl.float32)
-        up = (up + _lora_delta(lora_part, lora_b, lora_idx, offs_m, m_ok, offs_n + N, n_ok, M, lora_r, lora_seg1,
+        gate_delta = _lora_delta(lora_part, lora_b, lora_idx, offs_m, m_ok, offs_n, n_ok, M, lora_r, lora_seg1,
+                                 lora_seg2, lora_stride_bl, lora_stride_bn, LORA_SEGMENTS, LORA_SPLIT, BLOCK_M,
+                                 BLOCK_N, LORA_BLOCK_RS, LORA_GROUP, LORA_PRECISION, INTERPRET)
+        up_delta = _lora_delta(lora_part, lora_b, lora_idx, offs_m, m_ok, offs_n + N, n_ok, M, lora_r, lora_seg1,
                                lora_seg2, lora_stride_bl, lora_stride_bn, LORA_SEGMENTS, LORA_SPLIT, BLOCK_M, BLOCK_N,
-                               LORA_BLOCK_RS, LORA_PRECISION, INTERPRET)).to(dtype).to(tl.float32)
+                               LORA_BLOCK_RS, LORA_GROUP, LORA_PRECISION, INTERPRET)
+        gate = (gate + gate_delta).to(dtype).to(tl.float32)
+        up = (up + up_delta).to(dtype).to(tl.float32)
     y_offs = offs_m[:, None].to(tl.int64) * stride_ym + offs_n[None, :]
     tl.store(y_ptr + y_offs, (gate * tl.sigmoid(gate) * up).to(dtype), mask=m_ok[:, None] & n_ok[None, :])
 
@@ -174,10 +174,11 @@ def _lora_arguments(lora: ShrunkInput | None, out: torch.Tensor) -> tuple[tuple,
     """The kernels' LoRA arguments: the shrunk input's, or placeholders that a kernel without LoRA never reads."""
     if lora is None:
         return (out, out, out, 1, 0, 0, 0, 0), dict(LORA=False, LORA_SEGMENTS=1, LORA_SPLIT=1, LORA_BLOCK_RS=16,
-                                                     LORA_PRECISION="ieee")
+                                                     LORA_GROUP=1, LORA_PRECISION="ieee")
     assert lora.index.shape[0] == out.shape[0] and lora.part.shape[1] == out.shape[0]
     return lora.expand_arguments(), dict(LORA=True, LORA_SEGMENTS=lora.num_segments, LORA_SPLIT=lora.split_k,
-                                         LORA_BLOCK_RS=lora.block_rs, LORA_PRECISION=lora.precision)
+                                         LORA_BLOCK_RS=lora.block_rs, LORA_GROUP=lora.group,
+                                         LORA_PRECISION=lora.precision)
 
 
 def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
