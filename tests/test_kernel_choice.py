@@ -111,7 +111,7 @@ def test_the_search_takes_the_fastest_of_the_grid_and_its_neighbours():
     # coarse 1..3 -> best (2,), then (1,); (2,)'s neighbour (4,) is faster -> (4,)'s neighbour (5,) is timed too
     prepared = []
     found = _search(time_one, [(1,), (2,), (3,)], lambda b: [(b[0] + 2,)] if b[0] < 4 else [(5,)], prepared.append)
-    assert found == ((5,), 3.0, 5) and asked == [(1,), (2,), (3,), (4,), (5,)]
+    assert found == ((5,), 3.0, 4) and asked == [(1,), (2,), (3,), (4,), (5,)]  # (3,) failed: not counted timed
     assert prepared == [[(1,), (2,), (3,)], [(4,)], [(5,)]]  # each round compiled before it is timed
     assert _search(lambda b: None, [(1,), (2,)], lambda b: []) is None  # nothing runs: no choice
     # a near-tie: the runner-up's neighbour is the fastest; the leader's alone would miss it
@@ -178,10 +178,11 @@ def test_choices_are_kept_in_the_cache_entry(tmp_path, monkeypatch):
     assert kernel_timing.load_or_measure(None, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "loaded"
     monkeypatch.setenv("GRAPHBENCH_PDL", "0")  # timed without PDL launches: not what the engine runs by default
     assert kernel_timing.load_or_measure(None, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "measured"
-    assert json.loads(path.read_text())["pdl"] is False
-    monkeypatch.delenv("GRAPHBENCH_PDL")
-    assert kernel_timing.load_or_measure(None, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "measured"
-    assert len(calls) == 8
+    assert json.loads((tmp_path / kernel_timing.NO_PDL_CHOICES_FILE).read_text())["pdl"] is False
+    assert kernel_timing.load_or_measure(None, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "loaded"
+    monkeypatch.delenv("GRAPHBENCH_PDL")  # back to PDL: its own file, still there
+    assert kernel_timing.load_or_measure(None, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "loaded"
+    assert json.loads(path.read_text())["pdl"] is True and len(calls) == 7
 
 
 def test_the_run_summary_names_the_choices():

@@ -133,7 +133,7 @@ def search(time_one: Callable[[tuple], float | None], coarse: list[tuple],
         timed.update((b, time_one(b)) for b in new)
     ok = {b: t for b, t in timed.items() if t is not None}
     best = min(ok, key=ok.get)
-    return best, ok[best], len(timed)
+    return best, ok[best], len(ok)  # (candidates that failed to compile or run are not counted as timed)
 
 
 def compile_all(calls: list[Callable[[], object]]) -> None:

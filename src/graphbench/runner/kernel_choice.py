@@ -7,7 +7,8 @@ and "norm_gate_up" are the same after the layer's residual add + RMSNorm, at one
 launch, then the op's own choice) or "norm_gemv" / "norm_gated_gemv" (kernels/norm_gemv.py: one launch). A row class
 is the tile of rows the skinny GEMM computes (1: the one-row GEMV; 16, 32, 64: the skinny GEMM's BLOCK_M);
 more rows always run cuBLAS. The kernels a choice names:
-- "gemv" (blocks BLOCK_N, BLOCK_K, num_warps), "gated_gemv" (the same, its activation in the epilogue);
+- "gemv" (blocks BLOCK_N, BLOCK_K, num_warps, and num_stages where a neighbour's search added them; 1
+  without), "gated_gemv" (the same, its activation in the epilogue);
 - "skinny" (BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages), "gated_skinny" (BLOCK_N, BLOCK_K, num_warps,
   num_stages);
 - "torch" (F.linear: cuBLAS). For gate_up, "skinny" and "torch" are followed by a silu-mul launch.

@@ -24,7 +24,8 @@ from graphbench.runner.norm_fold_timing import choose_fold, norm_projections
 
 log = logging.getLogger("graphbench.engine")
 
-CHOICES_FILE = "kernel_choices.json"
+CHOICES_FILE = "kernel_choices.json"  # timed with PDL launches, as the engine runs them
+NO_PDL_CHOICES_FILE = "kernel_choices-no-pdl.json"  # timed under the debug hatch GRAPHBENCH_PDL=0
 # the sources whose change can change which candidate is fastest: a stored choice made by others is redone
 _SOURCES = ("kernel_choice.py", "kernel_timing.py", "kernel_bench.py", "norm_fold_timing.py", "kernels/gemv.py",
             "kernels/skinny_gemm.py", "kernels/norm_gemv.py", "kernels/add_rmsnorm.py", "kernels/util.py")
@@ -61,9 +62,10 @@ def timing_conditions(device_name: str) -> dict:
 def load_or_measure(model, directory: Path, device_name: str, max_rows: int) -> dict:
     """The kernel choices for this model: loaded from the cache entry when it holds them timed under these
     conditions, else measured and written there; installed either way. -> the start-up report's record."""
-    path = directory / CHOICES_FILE
     started = time.perf_counter()
     conditions = timing_conditions(device_name)
+    # a file per PDL setting: a run with the hatch and the next without do not re-time each other's choices
+    path = directory / (CHOICES_FILE if conditions["pdl"] else NO_PDL_CHOICES_FILE)
     stored = _read(path, conditions)
     if stored is not None:
         kc.install(stored)

@@ -68,8 +68,8 @@ def choose_fold(op: str, timer: ProjectionTimer, plain: KernelChoice) -> KernelC
                        lambda blocks: compile_all([lambda b=b: norm_runner(timer, op, kernel, b, plain)(timer.copies[0])
                                                    for b in blocks]))
     timed = 1 + (found[2] if found else 0)
-    log.info("%s %dx%d at one row: add-norm + %s %.2f us, folded %s", norm_op, n, k, plain.kernel, unfused_us or 0.0,
-             f"{found[1]:.2f} us {found[0]}" if found else "not run")
+    log.info("%s %dx%d at one row: add-norm + %s %s, folded %s", norm_op, n, k, plain.kernel,
+             "failed" if unfused_us is None else f"{unfused_us:.2f} us", f"{found[1]:.2f} us {found[0]}" if found else "not run")
     if found is None or found[1] >= unfused_us:
         return KernelChoice(norm_op, n, k, 1, "unfused", (), unfused_us, unfused_us, timed)
     return KernelChoice(norm_op, n, k, 1, kernel, found[0], found[1], unfused_us, timed)
