@@ -11,6 +11,15 @@ Then the check that a recording replays what the un-captured run computes: the s
 4 adapters and cudagraph_mode NONE must give the same greedy tokens for a mixed batch.
 --compare-torch adds the 4-adapter setup once more with the torch path instead of the Triton kernels.
 
+    python benchmarks/lora.py --setups none,1,4 --rounds 2 \
+        --variant base=PYTHONPATH=$PWD/.ab-base/src:$PWD
+
+An A/B of trees (or of environment variables): this tree and each variant run the setups in processes of
+their own, interleaved, --rounds times each (a process is the unit of replication: two processes of one
+tree differ more than repeats inside one). Prints each process's overheads over no adapters as it ends, then
+per side the median over its processes of each setup's TPOT (share 1; no adapters: share 0) and, for a
+variant, its difference from this tree's; the JSON holds every process's rows.
+
     python benchmarks/lora.py --delta --model llama-3.2-1b --rank 16 --out lora-delta.json
 
 The delta alone (no engine): one CUDA graph holding every layer's four LoRA ops (qkv, o, gate/up,
@@ -29,6 +38,20 @@ import statistics
 import time
 
 
+# --setups' names: each setup's label and its engine options, given the rank
+SETUPS = {"none": ("no adapters", lambda rank: {}),
+          "1": ("1 adapter", lambda rank: {"lora.modules": [f"dummy:r={rank}"]}),
+          "4": ("4 adapters", lambda rank: {"lora.modules": [f"dummy:r={rank},n=4"]}),
+          "4-unspecialised": ("4 adapters, not specialised", lambda rank: {
+              "lora.modules": [f"dummy:r={rank},n=4"], "lora.cudagraph_specialize_lora": False})}
+
+
+def setup_tpot(rows: list[dict]) -> dict[str, float]:
+    """Each setup's TPOT p50 with every request on an adapter (share 1; no adapters: share 0)."""
+    return {r["setup"]: next(w["tpot_p50_ms"] for w in r["workloads"]
+                             if w["share"] == (0.0 if r["setup"] == "no adapters" else 1.0)) for r in rows}
+
+
 def _mixed_tokens(engine, names: list[str]) -> list[list[int]]:
     from graphbench.runner.request import SamplingParams
 
@@ -43,6 +66,40 @@ def step_overheads(rows: list[dict]) -> dict[str, float]:
     base = next(w["tpot_p50_ms"] for r in rows if r["setup"] == "no adapters" for w in r["workloads"])
     return {r["setup"]: w["tpot_p50_ms"] / base - 1 for r in rows if r["setup"] != "no adapters"
             for w in r["workloads"] if w["share"] == 1.0}
+
+
+def run_sides(args: argparse.Namespace) -> dict:
+    """--variant / --rounds: each side's processes, interleaved; every process runs the setups once."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from variants import parse_variants
+
+    sides = {"this tree": {}, **parse_variants(args.variant)}
+    processes: dict[str, list[dict]] = {name: [] for name in sides}
+    for round_index in range(args.rounds):
+        for name, variables in sides.items():
+            with tempfile.NamedTemporaryFile(suffix=".json") as out:
+                cmd = [sys.executable, __file__, "--model", args.model, "--rank", str(args.rank), "--concurrency",
+                       str(args.concurrency), "--repeats", str(args.repeats), "--setups", args.setups,
+                       "--no-replay-check", "--out", out.name]
+                done = subprocess.run(cmd, env=dict(os.environ, **variables), capture_output=True, text=True)
+                if done.returncode != 0:
+                    raise SystemExit(f"{name}, round {round_index + 1} failed:\n{done.stderr[-3000:]}")
+                processes[name].append(json.load(open(out.name)))
+            overheads = processes[name][-1]["step_overheads"]
+            print(f"round {round_index + 1} {name:12s}: " + ", ".join(
+                f"{setup} {100 * v:+.1f}%" for setup, v in overheads.items()), flush=True)
+    tpot = {name: {setup: statistics.median(setup_tpot(p["rows"])[setup] for p in runs)
+                   for setup in setup_tpot(runs[0]["rows"])} for name, runs in processes.items()}
+    for name, by_setup in tpot.items():
+        versus = "" if name == "this tree" else " (against this tree: " + ", ".join(
+            f"{setup} {100 * (ms / tpot['this tree'][setup] - 1):+.1f}%" for setup, ms in by_setup.items()) + ")"
+        print(f"{name:12s} TPOT p50 (median of processes): " + ", ".join(
+            f"{setup} {ms:.3f} ms" for setup, ms in by_setup.items()) + versus, flush=True)
+    return {"model": args.model, "rank": args.rank, "rounds": args.rounds, "tpot_ms": tpot, "processes": processes}
 
 
 def measure(engine, names: list[str], share: float, concurrency: int, repeats: int) -> dict:
@@ -185,7 +242,18 @@ def main() -> None:
     parser.add_argument("--delta", action="store_true", help="time the LoRA delta alone (no engine)")
     parser.add_argument("--tokens", default="1,8,16,64,256,512", help="--delta: token counts")
     parser.add_argument("--replays", type=int, default=30, help="--delta: timed replays per graph")
+    parser.add_argument("--setups", default="none,1,4,4-unspecialised",
+                        help="comma-separated, from " + ", ".join(SETUPS) + " (none first: the others' base)")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME=VAR=VALUE[,VAR=VALUE]",
+                        help="another side of an A/B, in processes of its own with these environment variables")
+    parser.add_argument("--rounds", type=int, default=1, help="processes per side, interleaved (with --variant)")
+    parser.add_argument("--no-replay-check", action="store_true", help="skip the replay-equals-uncaptured check")
     args = parser.parse_args()
+    if args.variant or args.rounds > 1:
+        result = run_sides(args)
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+        return
     if args.delta:
         rows = time_deltas(args.model, args.rank, args.replays, [int(t) for t in args.tokens.split(",")])
         with open(args.out, "w") as f:
@@ -198,12 +266,12 @@ def main() -> None:
 
     base = {"model.model": args.model, "optimization_level": 2, "scheduler.max_num_seqs": 64,
             "scheduler.max_model_len": 1024, "lora.max_lora_rank": args.rank}
-    setups = [("no adapters", {}), ("1 adapter", {"lora.modules": [f"dummy:r={args.rank}"]}),
-              ("4 adapters", {"lora.modules": [f"dummy:r={args.rank},n=4"]}),
-              ("4 adapters, not specialised", {"lora.modules": [f"dummy:r={args.rank},n=4"],
-                                               "lora.cudagraph_specialize_lora": False})]
+    chosen = [name.strip() for name in args.setups.split(",")]
+    if chosen[0] != "none" or any(name not in SETUPS for name in chosen):
+        raise SystemExit(f"--setups: comma-separated, from {', '.join(SETUPS)}, none first; got {args.setups!r}")
+    setups = [(SETUPS[name][0], SETUPS[name][1](args.rank)) for name in chosen]
     if args.compare_torch:
-        setups.append(("4 adapters, torch path", setups[2][1]))
+        setups.append(("4 adapters, torch path", SETUPS["4"][1](args.rank)))
     rows, tokens = [], {}
     for label, extra in setups:
         use_lora_kernel(not label.endswith("torch path"))  # a recording keeps the path it was captured with
@@ -227,11 +295,14 @@ def main() -> None:
     overheads = step_overheads(rows)
     print("TPOT with every request on an adapter, against no adapters: "
           + ", ".join(f"{setup} {100 * value:+.1f}%" for setup, value in overheads.items()), flush=True)
-    eager = Engine(load_engine_config(overrides={**base, **setups[2][1], "compilation.cudagraph_mode": "NONE"}))
-    tokens["uncaptured"] = _mixed_tokens(eager, list(eager.lora_slots))
-    eager.close()
-    same = tokens["graphs"] == tokens["uncaptured"]
-    print(f"recordings replay the un-captured run's greedy tokens (mixed batch, 4 adapters): {same}", flush=True)
+    same = None
+    if "graphs" in tokens and not args.no_replay_check:
+        eager = Engine(load_engine_config(overrides={**base, **SETUPS["4"][1](args.rank),
+                                                     "compilation.cudagraph_mode": "NONE"}))
+        tokens["uncaptured"] = _mixed_tokens(eager, list(eager.lora_slots))
+        eager.close()
+        same = tokens["graphs"] == tokens["uncaptured"]
+        print(f"recordings replay the un-captured run's greedy tokens (mixed batch, 4 adapters): {same}", flush=True)
     with open(args.out, "w") as f:
         json.dump({"model": args.model, "rank": args.rank, "rows": rows, "step_overheads": overheads,
                    "replay_equals_uncaptured": same,

@@ -108,3 +108,41 @@ def test_loras_step_overhead_is_each_setups_tpot_at_share_1_over_no_adapters():
     got = lora.step_overheads(rows)
     assert list(got) == ["1 adapter", "4 adapters"] and abs(got["1 adapter"] - 0.15) < 1e-9
     assert abs(got["4 adapters"] - 0.30) < 1e-9
+
+
+def test_loras_ab_runs_each_side_in_processes_of_its_own_interleaved(monkeypatch, capsys):
+    """benchmarks/lora.py --variant/--rounds: a worker process per side and round, in turn, with the variant's
+    environment; each setup's TPOT is the median over a side's processes, a variant's set against this tree's."""
+    import argparse
+    import json
+    import subprocess
+
+    from tests.bench_scripts import ROOT
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # its variants module (as when run as a script)
+    lora = load_bench_script("lora")
+    tpots = iter([(1.00, 1.30), (2.00, 2.50), (1.02, 1.26), (2.02, 2.60), (0.98, 1.28), (1.98, 2.40)])
+    calls = []
+
+    def fake_run(cmd, env, capture_output, text):
+        calls.append((env.get("GB_SIDE"), cmd[cmd.index("--setups") + 1], "--no-replay-check" in cmd))
+        base, four = next(tpots)
+        rows = [{"setup": "no adapters", "workloads": [{"share": 0.0, "tpot_p50_ms": base}]},
+                {"setup": "4 adapters", "workloads": [{"share": 0.0, "tpot_p50_ms": base},
+                                                      {"share": 1.0, "tpot_p50_ms": four}]}]
+        out = cmd[cmd.index("--out") + 1]
+        with open(out, "w") as f:
+            json.dump({"rows": rows, "step_overheads": lora.step_overheads(rows)}, f)
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    args = argparse.Namespace(model="llama-3.2-1b", rank=16, concurrency=16, repeats=3, setups="none,4", rounds=3,
+                              variant=["base=GB_SIDE=base"])
+    result = lora.run_sides(args)
+    assert calls == [(None, "none,4", True), ("base", "none,4", True)] * 3
+    assert result["tpot_ms"] == {"this tree": {"no adapters": 1.00, "4 adapters": 1.28},
+                                 "base": {"no adapters": 2.00, "4 adapters": 2.50}}
+    assert len(result["processes"]["base"]) == 3
+    out = capsys.readouterr().out
+    assert "round 2 base        : 4 adapters +28.7%" in out
+    assert "(against this tree: no adapters +100.0%, 4 adapters +95.3%)" in out
