@@ -101,11 +101,13 @@ def lora_expand_delta(part_ptr, b_ptr, idx, offs_t, t_ok, rows, rows_ok, T, R, s
     token's own adapter's B rows of their segment; GROUP slots' B tiles in one dot. The expand kernel's body,
     and the epilogue of the skinny GEMM that adds the delta where it stores the projection (kernels/skinny_gemm.py)."""
     seg = (rows >= seg1).to(tl.int32) + (rows >= seg2).to(tl.int32)  # [BLOCK_N] each row's segment
+    # the segments these rows hold (a tile of qkv's mostly lies in one of q, k, v; gate's and up's in one)
+    seg_lo = tl.min(tl.where(rows_ok, seg, NUM_SEG), axis=0)
+    seg_hi = tl.max(tl.where(rows_ok, seg, -1), axis=0)
     rs = R // NUM_SEG  # rank columns of one segment
     # [.., GROUP, BLOCK_RS] tiles (the rank columns contiguous), reshaped to [.., GROUP * BLOCK_RS] for the dot
     offs_g = tl.arange(0, GROUP)
-    offs_r = tl.arange(0, BLOCK_RS)
-    r_ok = offs_r < rs
+    r_ok = tl.arange(0, BLOCK_RS) < rs
     group = _slot_groups(idx, GROUP)
     acc = tl.zeros([BLOCK_T, BLOCK_N], dtype=tl.float32)
     cur = _next_group(group, -1)
@@ -115,17 +117,31 @@ def lora_expand_delta(part_ptr, b_ptr, idx, offs_t, t_ok, rows, rows_ok, T, R, s
         mine = (idx[:, None, None] == slot[None, :, None]) & t_ok[:, None, None] & r_ok[None, None, :]
         used = tl.max(mine.to(tl.int32), axis=0) > 0  # [GROUP, BLOCK_RS]
         for j in tl.static_range(NUM_SEG):
-            v = tl.zeros([BLOCK_T, GROUP, BLOCK_RS], dtype=tl.float32)  # the segment's shrink output, summed
-            for s in range(SPLIT_K):
-                v += tl.load(part_ptr + (s * T + offs_t[:, None, None]) * R + j * rs + offs_r[None, None, :],
-                             mask=mine, other=0.0)
-            v = tl.reshape(v.to(b_ptr.dtype.element_ty), [BLOCK_T, GROUP * BLOCK_RS])  # rounded as x A^T is
-            b_ok = (rows_ok & (seg == j))[:, None, None] & used[None, :, :]  # rows of other segments: not read
-            b = tl.load(b_ptr + slot.to(tl.int64)[None, :, None] * stride_bl + rows[:, None, None] * stride_bn
-                        + (j * rs + offs_r)[None, None, :], mask=b_ok, other=0.0)  # [BLOCK_N, GROUP, BLOCK_RS]
-            acc += _dot(v, tl.trans(tl.reshape(b, [BLOCK_N, GROUP * BLOCK_RS])), PRECISION, INTERPRET)
+            if (seg_lo <= j) & (j <= seg_hi):
+                acc = _segment_delta(acc, part_ptr, b_ptr, offs_t, rows, T, R, rs, j, mine, used,
+                                     rows_ok & (seg == j), slot, stride_bl, stride_bn, SPLIT_K, BLOCK_T, BLOCK_N,
+                                     BLOCK_RS, GROUP, PRECISION, INTERPRET)
         cur = _next_group(group, cur)
     return acc
+
+
+@triton.jit
+def _segment_delta(acc, part_ptr, b_ptr, offs_t, rows, T, R, rs, j, mine, used, rows_in_segment, slot, stride_bl,
+                   stride_bn, SPLIT_K: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr,
+                   BLOCK_RS: tl.constexpr, GROUP: tl.constexpr, PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
+    """acc + segment j's delta for one group of slots: its shrink output (the splits summed, rounded to B's
+    dtype, as the torch path's x A^T is) on each token's own slot's columns, times those slots' B rows of the
+    segment (rows of other segments are not read), in one dot."""
+    offs_r = tl.arange(0, BLOCK_RS)
+    v = tl.zeros([BLOCK_T, GROUP, BLOCK_RS], dtype=tl.float32)
+    for s in range(SPLIT_K):
+        v += tl.load(part_ptr + (s * T + offs_t[:, None, None]) * R + j * rs + offs_r[None, None, :], mask=mine,
+                     other=0.0)
+    v = tl.reshape(v.to(b_ptr.dtype.element_ty), [BLOCK_T, GROUP * BLOCK_RS])
+    b = tl.load(b_ptr + slot.to(tl.int64)[None, :, None] * stride_bl + rows[:, None, None] * stride_bn
+                + (j * rs + offs_r)[None, None, :], mask=rows_in_segment[:, None, None] & used[None, :, :],
+                other=0.0)  # [BLOCK_N, GROUP, BLOCK_RS]
+    return acc + _dot(v, tl.trans(tl.reshape(b, [BLOCK_N, GROUP * BLOCK_RS])), PRECISION, INTERPRET)
 
 
 @triton.jit
