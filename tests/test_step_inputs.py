@@ -67,7 +67,8 @@ def test_decode_rows_ids_positions_slots_and_lengths():
 def test_the_packed_upload_fills_every_buffer_as_the_copies_do():
     """kernels/step_inputs.py (the GPU's path) in the interpreter against a copy per buffer: decode rows, a
     pending token read from the previous step's samples, a prefill chunk, padding rows, adapters' rows,
-    a dummy batch, and block rows that grow; each host staging set twice."""
+    a dummy batch, and block rows that grow; each host staging set twice. Also launched as a FULL recording
+    launches it (its counts read from the packet, programs for the most values 12 tokens may need)."""
     run_interpreted('''
 import torch
 from graphbench.runner.inputs import StepInputs
@@ -80,7 +81,7 @@ def make():
     inputs.sampled_ids.copy_(torch.tensor([11, 22, 33, 44]))
     return inputs
 
-packed, plain = make(), make()
+packed, plain, recorded = make(), make(), make()  # recorded: its kernel launched as a FULL recording does
 assert packed.packed and plain.packed
 plain.packed = False
 def request(i, prompt, blocks, computed, lora_slot=0):
@@ -95,22 +96,27 @@ names = ["input_ids", "positions", "slot_mapping", "query_start_loc", "seq_lens"
          "lora_token_slots"]
 def same(rows):
     for name in names:
-        x, y = getattr(packed, name), getattr(plain, name)
-        x, y = (x[:rows], y[:rows]) if x.shape[0] == 16 else (x, y)
-        assert torch.equal(x, y), (name, x, y)
+        for other in (packed, recorded):
+            x, y = getattr(other, name), getattr(plain, name)
+            x, y = (x[:rows], y[:rows]) if x.shape[0] == 16 else (x, y)
+            assert torch.equal(x, y), (name, x, y)
 for step in range(4):
     batch = ScheduledBatch([a, b, c], [1, 1, 5], BatchDescriptor(7, None, False))
     for inputs in (packed, plain):
         meta = inputs.prepare(batch, 12)
         inputs.gather_pending()
         assert meta.query_start_loc_host == [0, 1, 2, 7]
+    recorded.prepare(batch, 12, unpack=False)  # the copy alone: the recording's launch reads the counts from it
+    if step == 0:
+        assert not torch.equal(recorded.input_ids[:12], plain.input_ids[:12])  # (nothing unpacked yet)
+    recorded.unpack_recorded(12)
     same(12)
     assert packed.input_ids[1].item() == 33 and packed.lora_token_slots[7:12].tolist() == [-1] * 5
     if step == 1:
         a.block_ids.append(8)
         a.num_computed_tokens = 8
         a.output_token_ids = [1, 2, 3]
-for inputs in (packed, plain):
+for inputs in (packed, plain, recorded):
     inputs.prepare_dummy(8, 3, num_kv_blocks=16)
 same(8)
 print("ok")

@@ -370,6 +370,6 @@ def test_step_inputs_unpack_compiles(has_lora):
 
     sig = {"packet_ptr": "*i32", "sampled_ptr": "*i64", "ids_ptr": "*i64", "pos_ptr": "*i64", "slot_ptr": "*i64",
            "logits_ptr": "*i64", "qsl_ptr": "*i32", "lens_ptr": "*i32", "bt_ptr": "*i32", "lora_ptr": "*i32",
-           "P": "i32", "R": "i32", "R_MAX": "i32", "BU": "i32", "stride_bt": "i32", "total": "i32"}
+           "P": "i32", "R_MAX": "i32", "stride_bt": "i32"}
     kernel = compile_sm90(_unpack_kernel, sig, {"HAS_LORA": has_lora, "BLOCK": BLOCK}, options={"num_warps": 4})
     assert kernel.asm["cubin"]

@@ -57,8 +57,9 @@ class StepInputs:
         self.sampled_ids = torch.zeros(max_num_reqs, dtype=torch.int64, device=device)
         pin = device.type == "cuda"
         self.packed = pin or triton_interpreting()
-        # (kernels/step_inputs.py's sections at their largest)
-        packet_size = 4 * max_num_tokens + 3 * max_num_reqs + 1 + max_num_reqs * max_blocks_per_seq if self.packed else 0
+        self.max_blocks_per_seq = max_blocks_per_seq
+        # (kernels/step_inputs.py's header and sections at their largest)
+        packet_size = 4 + self.max_packet_values(max_num_tokens) if self.packed else 0
         self.packet = torch.zeros(packet_size, dtype=torch.int32, device=device)
         if self.packed:  # (imported here, not in a step: the kernel module needs Triton)
             from graphbench.runner.kernels.step_inputs import unpack_step_inputs
@@ -74,6 +75,20 @@ class StepInputs:
         self.num_reqs = 0
         self.num_gathers = 0  # input rows to fill from the previous step's sampled ids
         self.lora_token_slots: torch.Tensor | None = None  # the model's buffer, when adapters are loaded
+
+    def max_packet_values(self, padded: int) -> int:
+        """The most values a packet of `padded` tokens holds (its sections at their largest, kernels/step_inputs.py;
+        the adapters' rows counted whether loaded or not)."""
+        reqs = min(padded, self.max_num_reqs)
+        return 4 * padded + 2 * self.max_num_reqs + 1 + reqs * (1 + self.max_blocks_per_seq)
+
+    def unpack_recorded(self, padded: int) -> None:
+        """The packed upload's kernel for a FULL recording of `padded` tokens: it reads the counts from the
+        packet, so the recording's launch serves every step at its key (whose prepare left the kernel out)."""
+        if self.packed:
+            self._unpack(self.packet, self.sampled_ids, self.input_ids, self.positions, self.slot_mapping,
+                         self.logits_indices, self.query_start_loc, self.seq_lens, self.block_tables,
+                         self.lora_token_slots, padded, self.max_packet_values(padded))
 
     def _next_stage(self) -> dict[str, np.ndarray]:
         """The other set of host mirrors, once the device has read it: overwriting pinned memory that a
@@ -109,8 +124,10 @@ class StepInputs:
         self.num_gathers = 0
         return self._upload(num_tokens, num_tokens, num_reqs, max_blocks)
 
-    def prepare(self, batch: ScheduledBatch, num_padded_tokens: int | None = None) -> AttentionMetadata:
-        """Fill the buffers for this batch; rows [T, num_padded_tokens) get padding values."""
+    def prepare(self, batch: ScheduledBatch, num_padded_tokens: int | None = None,
+                unpack: bool = True) -> AttentionMetadata:
+        """Fill the buffers for this batch; rows [T, num_padded_tokens) get padding values. unpack=False: the
+        packed upload's copy only, its kernel left to the FULL recording that replays next (unpack_recorded)."""
         a = self._next_stage()
         num_tokens, num_reqs = batch.num_tokens, len(batch.requests)
         padded = num_padded_tokens or num_tokens
@@ -189,7 +206,7 @@ class StepInputs:
             a["lora_slots"][:num_tokens] = np.repeat([r.lora_slot - 1 for r in batch.requests], batch.num_new_tokens)
             a["lora_slots"][num_tokens:padded] = -1
         self.num_gathers = num_gathers
-        return self._upload(num_tokens, padded, num_reqs, max_blocks_used)
+        return self._upload(num_tokens, padded, num_reqs, max_blocks_used, unpack)
 
     def gather_pending(self) -> None:
         """input_ids[row] = sampled_ids[previous row] for every pending token of this step (on the device;
@@ -199,9 +216,10 @@ class StepInputs:
             rows = self.gather_rows[:, :n]
             self.input_ids.index_copy_(0, rows[0], self.sampled_ids.index_select(0, rows[1]))
 
-    def _upload(self, num_tokens: int, padded: int, num_reqs: int, max_blocks_used: int) -> AttentionMetadata:
+    def _upload(self, num_tokens: int, padded: int, num_reqs: int, max_blocks_used: int,
+                unpack: bool = True) -> AttentionMetadata:
         if self.packed:
-            self._upload_packed(padded, num_reqs, max_blocks_used)
+            self._upload_packed(padded, num_reqs, max_blocks_used, unpack)
         else:
             self._upload_each(padded, num_reqs, max_blocks_used)
         if self.device.type == "cuda":
@@ -221,10 +239,11 @@ class StepInputs:
             seq_lens_host=a["seq_lens"][:num_reqs].tolist(),
         )
 
-    def _upload_packed(self, padded: int, num_reqs: int, max_blocks_used: int) -> None:
-        """The host mirrors' used rows as one packet (kernels/step_inputs.py's layout): one copy, one launch."""
+    def _upload_packed(self, padded: int, num_reqs: int, max_blocks_used: int, unpack: bool) -> None:
+        """The host mirrors' used rows as one packet (kernels/step_inputs.py's layout): one copy, one launch
+        (unpack=False: none, the FULL recording replaying next unpacks it)."""
         stage = self._stages[self._turn]
-        a, packet = stage.arrays, stage.packet_array
+        a, packet = stage.arrays, stage.packet_array[4:]  # (after the header)
         p, r, r_max = padded, num_reqs, self.max_num_reqs
         packet[:p] = a["input_ids"][:p]
         n = self.num_gathers
@@ -241,10 +260,12 @@ class StepInputs:
         if self.lora_token_slots is not None:
             packet[at:at + p] = a["lora_slots"][:p]
             at += p
-        self.packet[:at].copy_(stage.packet[:at], non_blocking=True)
-        self._unpack(self.packet, at, self.sampled_ids, self.input_ids, self.positions, self.slot_mapping,
-                     self.logits_indices, self.query_start_loc, self.seq_lens, self.block_tables,
-                     self.lora_token_slots, p, r, max_blocks_used)
+        stage.packet_array[:3] = (r, max_blocks_used, at)
+        self.packet[:4 + at].copy_(stage.packet[:4 + at], non_blocking=True)
+        if unpack:
+            self._unpack(self.packet, self.sampled_ids, self.input_ids, self.positions, self.slot_mapping,
+                         self.logits_indices, self.query_start_loc, self.seq_lens, self.block_tables,
+                         self.lora_token_slots, p, at)
 
     def _upload_each(self, padded: int, num_reqs: int, max_blocks_used: int) -> None:
         """A copy per buffer (the CPU's path)."""

@@ -122,10 +122,12 @@ class ModelRunner:
         self.recorded_logits: torch.Tensor | None = None  # the last replayed FULL recording's, where it samples
 
     def _call_forward(self, input_ids: torch.Tensor, positions: torch.Tensor):
-        """The FULL recordings' callable: the forward, and for a uniform decode key also lm_head and the greedy
-        pick over its rows -> (hidden, logits). An eager lm_head and argmax cost a decode step ~0.12 ms of host
-        time on an H200 machine's host (four Triton launches), more than a 135M model's forward takes on the GPU
-        to replay; sampled batches read the recording's logits (benchmarks/RESULTS.md, 2026-12-04)."""
+        """The FULL recordings' callable: the packed inputs' unpack (inputs.unpack_recorded), the forward, and for
+        a uniform decode key also lm_head and the greedy pick over its rows -> (hidden, logits). Eager, the unpack,
+        lm_head and argmax were four Triton launches and ~0.16 ms of a decode step's host time on an H200 machine,
+        as much as a 135M model's recording takes on the GPU; sampled batches read the recording's logits
+        (benchmarks/RESULTS.md, 2026-12-04, SmolLM2's batch-1 step)."""
+        self.inputs.unpack_recorded(input_ids.shape[0])  # the step's packed inputs (their upload's kernel)
         hidden = self.forward_fn(input_ids, positions)
         if not self._samples_in_recording(runtime.descriptor):
             return hidden
@@ -160,7 +162,7 @@ class ModelRunner:
         """Queue one step on the device (inputs, forward, sampling, copy of the ids to the host); no sync."""
         mode, padded = self.recorded_or_eager(*self.dispatcher.dispatch(batch.descriptor), batch.descriptor)
         num_padded = padded.num_tokens if mode != NONE else batch.num_tokens
-        meta = self.inputs.prepare(batch, num_padded)
+        meta = self.inputs.prepare(batch, num_padded, unpack=mode != FULL)  # (a FULL recording unpacks them)
         self.inputs.gather_pending()
         # a FULL recording keeps the kernels it was recorded with: its key decides, not this batch
         meta.uniform_decode = self._uniform_decode(padded if mode == FULL else batch.descriptor)
