@@ -199,8 +199,8 @@ def _add_rmsnorm_shrink_kernel(x_ptr, r_ptr, nw_ptr, out_ptr, h_ptr, a_ptr, idx_
                                PDL: tl.constexpr = False):
     """Program (row, j): the row's residual add + RMSNorm as kernels/add_rmsnorm.py computes it (program j = 0
     stores h and the normalised row), then BLOCK_R columns j of the row's shrink, normed . A[idx, r]. The
-    adapter index and its A tile load before the PDL wait: the step's inputs and the adapters were written
-    before the graph started."""
+    adapter index and its A tile load before the PDL wait: the adapters were written before the graph started,
+    the step's inputs by its first kernel, never the one just before this (kernels/pdl.py)."""
     row = tl.program_id(0).to(tl.int64)
     j = tl.program_id(1)
     dtype = x_ptr.dtype.element_ty

@@ -71,9 +71,10 @@ def _decode_kernel(
     io_mask = row_ok[:, None] & d_ok[None, :]
     req64 = req.to(tl.int64)
     out_offs = req64 * stride_ot + head[:, None] * stride_oh + offs_d[None, :]
-    # Under PDL everything up to pdl_enter loads while the previous kernel finishes: the step's metadata,
-    # the rotary table and (EARLY_TILE) the first tile of this layer's cache at older positions were all
-    # written before the graph started. Only q and the new K/V come from the kernel before; nothing is
+    # Under PDL everything up to pdl_enter loads while the previous kernel finishes: the step's metadata
+    # (unpacked by the graph's first kernel, several launches back), the rotary table and (EARLY_TILE) the
+    # first tile of this layer's cache at older positions (written before the graph started). Only q and the
+    # new K/V come from the kernel before; nothing is
     # stored before the wait (an output buffer may be memory the previous kernel reads).
     num_real = tl.load(qsl_ptr + max_reqs)
     seq_len = tl.load(seq_lens_ptr + req)

@@ -7,7 +7,9 @@ What it saves is the gap between dependent kernels, ~1 us each in a CUDA graph o
 (a batch-1 decode step). Every PDL kernel waits before its first store, and before it loads anything
 the kernel before it wrote, so the order of memory effects is the stream's: a chain A -> B -> C holds
 because B waits for A before it lets C go. So what a kernel loads before its wait is what was written
-before the graph started, weights, or (add-norm's residual) what a kernel at least two back wrote.
+before the graph started, weights, or what a kernel at least two back wrote: add-norm's residual, and the
+step's inputs, which a FULL recording's first kernel unpacks (kernels/step_inputs.py; the kernel after it,
+the embedding's, waits before it loads the token ids).
 
 Only the engine's capture phase launches with it (`graph_launches`): the recordings, and the eager
 warm-up just before them, which compiles and loads the PDL variants so that nothing loads inside a
