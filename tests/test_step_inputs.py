@@ -119,5 +119,14 @@ for step in range(4):
 for inputs in (packed, plain, recorded):
     inputs.prepare_dummy(8, 3, num_kv_blocks=16)
 same(8)
+recorded.packed = False  # switched to a copy per buffer: a recording's unpack then writes nothing
+for inputs in (recorded, plain):
+    inputs.prepare(batch, 12)
+    inputs.gather_pending()
+recorded._unpack(recorded.packet, recorded.sampled_ids, recorded.input_ids, recorded.positions,
+                 recorded.slot_mapping, recorded.logits_indices, recorded.query_start_loc, recorded.seq_lens,
+                 recorded.block_tables, recorded.lora_token_slots, 12, recorded.max_packet_values(12))
+packed = recorded  # (same() compares it too)
+same(12)
 print("ok")
 ''')

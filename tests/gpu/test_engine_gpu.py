@@ -78,9 +78,9 @@ def test_unset_token_budget_follows_the_gpu():
 
 
 def test_packed_inputs_give_the_copies_tokens():
-    """One packed upload a step (runner/kernels/step_inputs.py) against a copy per buffer, in one -O2 engine
-    (FULL and piecewise recordings, asynchronous steps whose tokens come from the device): the same greedy
-    tokens."""
+    """One packed upload a step (runner/kernels/step_inputs.py; a FULL recording unpacks it itself) against a
+    copy per buffer, in one -O2 engine (FULL and piecewise recordings, asynchronous steps whose tokens come
+    from the device): the same greedy tokens."""
     engine = gpu_engine(**{"model.model": "llama-3.2-1b", "optimization_level": 2})
     assert engine.inputs.packed
     prompts = [list(range(3, 3 + n)) for n in (1, 17, 64, 130)] + [[7] * 5] * 6

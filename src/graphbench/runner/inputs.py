@@ -280,3 +280,5 @@ class StepInputs:
             self.gather_rows[:, :self.num_gathers].copy_(host["gather_rows"][:, :self.num_gathers], non_blocking=True)
         if self.lora_token_slots is not None:
             self.lora_token_slots[:padded].copy_(host["lora_slots"][:padded], non_blocking=True)
+        if self.packet.numel():  # a packed engine switched to copies (a test): recordings' unpacks find no values
+            self.packet[2] = 0
