@@ -17,6 +17,8 @@
 #                                      # and DECODE_ROUNDS=3 (each graphbench system in 3 processes, interleaved)
 #   bash benchmarks/gpu_checks.sh roofline  # a decode step's kernels per layer part at batch 1 and 64, bytes, TB/s, gaps (~1 min)
 #   bash benchmarks/gpu_checks.sh lora      # LoRA's graph keys, capture, memory and step cost (benchmarks/lora.py), then the LoRA-share sweep (~6 min)
+#   bash benchmarks/gpu_checks.sh lora-ab   # LoRA's step cost (no adapters, 1, 4) in this tree and in .ab-base/src (`git archive REV src |
+#                                      # tar -x -C .ab-base`, carried), 2 processes each, interleaved (~6 min)
 # docs/DEVELOPING.md says what each group backs in benchmarks/RESULTS.md. Logs and JSON go to $OUT (the device tool
 # brings them back); copy the figures into benchmarks/RESULTS.md with the date and the local commit whose tree was
 # sent (pass it as COMMIT=<sha>: the device's own checkout reports a stale HEAD).
@@ -80,6 +82,11 @@ case "${1:-}" in
       --sweep-file src/graphbench/sample_configs/sweeps/lora-llama-1b.toml --results "$OUT/lora-sweep" \
       --report "$OUT/lora-sweep-report" 2>&1 | tee "$OUT/lora-sweep.log" | tail -12
     tar czf "$OUT/lora-sweep.tgz" -C "$OUT" lora-sweep lora-sweep-report 2>/dev/null && rm -rf "$OUT/lora-sweep" "$OUT/lora-sweep-report" ;;
+  lora-ab)  # the tree before a LoRA kernel change at .ab-base/src
+    [ -d .ab-base/src ] || { echo "lora-ab needs .ab-base/src (the tree to compare against)" >&2; exit 2; }
+    timeout 585 python3 benchmarks/lora.py --model llama-3.2-1b --rank 16 --concurrency 16 --setups none,1,4 --rounds 2 \
+      --variant "base=PYTHONPATH=$PWD/.ab-base/src:$PWD" --out "$OUT/lora-ab.json" 2>&1 | grep -v -E "^DEBUG|[Ww]arn" \
+      | tee "$OUT/lora-ab.log" | tail -12 ;;
   curve)
     timeout 400 python3 benchmarks/tune_time.py --model llama-3.2-1b --max-size 512 --graphs 16 --out-dir "$OUT/tune-time" 2>&1 \
       | grep -v -E "^DEBUG|[Ww]arn" | tee "$OUT/tune-time.log" | tail -16
@@ -94,5 +101,5 @@ case "${1:-}" in
     GRAPHBENCH_PDL=0 timeout 200 python3 benchmarks/roofline.py --model llama-3.2-1b --level 2 --batches 1,64 \
       --out "$OUT/roofline-nopdl.json" 2>&1 | grep -v -E "^DEBUG|[Ww]arn" | tee "$OUT/roofline.log" | tail -30
     timeout 150 python3 benchmarks/roofline.py --model llama-3.2-1b --level 2 --batches 1,64 --out "$OUT/roofline-pdl.json" 2>&1 | grep -E "^batch" ;;
-  *) echo "usage: bash benchmarks/gpu_checks.sh tests|suite|sweep|decode|startup|starts|profile|tune|speculative|lora|curve|roofline|peers|peers-8b" >&2; exit 2 ;;
+  *) echo "usage: bash benchmarks/gpu_checks.sh tests|suite|sweep|decode|startup|starts|profile|tune|speculative|lora|lora-ab|curve|roofline|peers|peers-8b" >&2; exit 2 ;;
 esac
