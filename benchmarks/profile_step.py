@@ -229,7 +229,8 @@ def main() -> None:
         ph = r["phases_ms"]
         print(f"\nbatch {r['batch']} ({r['runtime_mode']}, padded {r['padded']}): engine step {r['engine_step_ms']:.3f} ms"
               f" (synchronous {r['engine_step_sync_ms']:.3f} ms);"
-              f" forward GPU {r['forward_gpu_ms']:.3f} ms, logits+argmax GPU {r['logits_sample_gpu_ms']:.3f} ms")
+              f" forward GPU {r['forward_gpu_ms']:.3f} ms (a uniform FULL recording: with the inputs' unpack, lm_head"
+              f" and the greedy pick), eager lm_head + argmax {r['logits_sample_gpu_ms']:.3f} ms")
         print("  host phases (ms): " + ", ".join(f"{k} {v:.3f}" for k, v in ph.items()))
         print("  launch's parts (ms): " + ", ".join(f"{k} {v:.3f}" for k, v in r["launch_parts_ms"].items()))
         tl = r["timeline"]

@@ -36,6 +36,14 @@ for rows in (5, 2, 11):
     x = torch.randn(rows, 9000, generator=g)
     assert torch.equal(triton_argmax(x), x.argmax(-1)), rows
 assert argmax_module._workspaces[(x.device, 9)][0].shape == (11, 9)
+# a caller's own workspace (a recording's): used, and the shared one left as it was
+own = argmax_module.argmax_workspace(x.device, 16, 9000)
+assert own[0].shape == own[1].shape == (16, 9)
+own[1].fill_(-5)
+before = argmax_module._workspaces[(x.device, 9)][0].data_ptr()
+x = torch.randn(13, 9000, generator=g)
+assert torch.equal(greedy(x, workspace=own), x.argmax(-1))
+assert argmax_module._workspaces[(x.device, 9)][0].data_ptr() == before and bool((own[1][:13] != -5).all())
 # into rows of a given buffer (the engine's sampled ids), through greedy: nothing outside them written
 ids = torch.full((8,), -1, dtype=torch.int64)
 got = greedy(wide[:, :33000], out=ids[2:5])

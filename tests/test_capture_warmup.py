@@ -1,9 +1,9 @@
-"""model_runner.warmup_batches: which batches the capture runs eagerly before recording them."""
+"""cudagraph.warmup_batches: which batches the capture runs eagerly before recording them."""
 
 from __future__ import annotations
 
 
-from graphbench.runner.model_runner import warmup_batches
+from graphbench.runner.cudagraph import warmup_batches
 
 # (tokens, requests, uniform decode, adapters) in capture order: largest first, FULL decode then mixed
 PLAN = [(256, 256, True, False), (128, 128, True, False), (64, 64, True, False), (32, 32, True, False),

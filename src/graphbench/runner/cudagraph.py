@@ -1,4 +1,5 @@
-"""CUDA-graph recording and replay, for one compiled piece (PIECEWISE) or the whole forward (FULL).
+"""CUDA-graph recording and replay, for one compiled piece (PIECEWISE) or the whole forward (FULL); what
+the capture phase reports and which batches it warms up (runner/model_runner.py runs it).
 
 A wrapper records its callable once per batch key during the capture phase and afterwards
 replays it. Inputs must already sit at the addresses seen at capture (static buffers, or
@@ -18,6 +19,7 @@ import torch
 
 from graphbench import env
 from graphbench.config.modes import CUDAGraphMode
+from graphbench.runner.kernel_choice import row_class
 from graphbench.runner.scheduler import BatchDescriptor
 
 
@@ -129,3 +131,38 @@ class CUDAGraphWrapper:
         self.recordings[key] = _Recording(graph, weak_ref(output), _addresses(args))
         runtime.num_captured[self.mode.value] += 1
         return output
+
+
+@dataclass
+class CaptureReport:
+    seconds: float = 0.0
+    memory_bytes: int = 0
+    pool_bytes: int = 0  # what the caching allocator reserved for the recordings (their memory pool)
+    num_graphs: dict[str, int] = field(default_factory=dict)
+    # one row per dispatcher key in capture order: [mode, num_tokens, seconds, free-memory delta bytes];
+    # what vLLM-style estimates sample (benchmarks/graph_memory.py) and the capture-time model fits
+    per_key: list[list] = field(default_factory=list)
+    deferred: int = 0  # keys left for their first use (capture on demand)
+
+
+def warmup_batches(batches: list[tuple[int, int, bool, bool]]) -> list[tuple[int, int, bool, bool]]:
+    """The batches (tokens, requests, uniform decode, adapters) the capture runs eagerly before its
+    recordings, in the order given: the first of each kind of kernels: its row class (kernel_choice.py:
+    one row, the skinny GEMM's 16, 32 and 64-row tiles, more: cuBLAS), uniform decode or not, adapters or
+    not. Running every batch instead made an H200 warm start ready in 5.51 against 4.55 s
+    for the same graph memory (benchmarks/RESULTS.md, 2026-12-03, b54438c)."""
+    first: dict[tuple, tuple[int, int, bool, bool]] = {}
+    for batch in batches:
+        first.setdefault((row_class(batch[0]), batch[2], batch[3]), batch)
+    return list(first.values())
+
+
+def graph_launches_if_triton():
+    """runner/kernels/pdl.py's graph_launches (a no-op without Triton, where no kernel of graphbench's runs)."""
+    try:
+        from graphbench.runner.kernels.pdl import graph_launches
+    except ImportError:
+        from contextlib import nullcontext
+
+        return nullcontext()
+    return graph_launches()

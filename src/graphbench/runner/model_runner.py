@@ -8,22 +8,22 @@ from __future__ import annotations
 
 import gc
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from graphbench.config.modes import CUDAGraphMode
 from graphbench.runner.attention.backend import AttentionBackend
 from graphbench.runner.attention.op import ForwardContext, forward_context
-from graphbench.runner.cudagraph import CUDAGraphWrapper, capture_session, graph_runtime, runtime
+from graphbench.runner.cudagraph import (CaptureReport, CUDAGraphWrapper, capture_session, graph_launches_if_triton,
+                                         graph_runtime, runtime, warmup_batches)
 from graphbench.runner.dispatcher import CudagraphDispatcher
 from graphbench.runner.inputs import StepInputs
-from graphbench.runner.kernel_choice import row_class
 from graphbench.runner.kv_cache import KVCache
 from graphbench.runner.lora.weights import set_adapters_active
 from graphbench.runner.model import CausalLM
 from graphbench.runner.kernels.util import NAN_MARK
-from graphbench.runner.sampler import greedy, mark_nan_rows, raise_nan_logits, sample
+from graphbench.runner.sampler import greedy, mark_nan_rows, raise_nan_logits, sample, uses_triton_argmax
 from graphbench.runner.scheduler import BatchDescriptor, ScheduledBatch
 
 NONE, FULL = CUDAGraphMode.NONE, CUDAGraphMode.FULL
@@ -52,41 +52,6 @@ class InFlightStep:
         if tokens and max(tokens) >= NAN_MARK:
             raise_nan_logits([r for r, t in zip(self.batch.requests, tokens) if t >= NAN_MARK])
         return StepResult(tokens, self.runtime_mode, self.padded_tokens)
-
-
-@dataclass
-class CaptureReport:
-    seconds: float = 0.0
-    memory_bytes: int = 0
-    pool_bytes: int = 0  # what the caching allocator reserved for the recordings (their memory pool)
-    num_graphs: dict[str, int] = field(default_factory=dict)
-    # one row per dispatcher key in capture order: [mode, num_tokens, seconds, free-memory delta bytes];
-    # what vLLM-style estimates sample (benchmarks/graph_memory.py) and the capture-time model fits
-    per_key: list[list] = field(default_factory=list)
-    deferred: int = 0  # keys left for their first use (capture on demand)
-
-
-def warmup_batches(batches: list[tuple[int, int, bool, bool]]) -> list[tuple[int, int, bool, bool]]:
-    """The batches (tokens, requests, uniform decode, adapters) the capture runs eagerly before its
-    recordings, in the order given: the first of each kind of kernels: its row class (kernel_choice.py:
-    one row, the skinny GEMM's 16, 32 and 64-row tiles, more: cuBLAS), uniform decode or not, adapters or
-    not. Running every batch instead made an H200 warm start ready in 5.51 against 4.55 s
-    for the same graph memory (benchmarks/RESULTS.md, 2026-12-03, b54438c)."""
-    first: dict[tuple, tuple[int, int, bool, bool]] = {}
-    for batch in batches:
-        first.setdefault((row_class(batch[0]), batch[2], batch[3]), batch)
-    return list(first.values())
-
-
-def _graph_launches():
-    """runner/kernels/pdl.py's graph_launches (a no-op without Triton, where no kernel of graphbench's runs)."""
-    try:
-        from graphbench.runner.kernels.pdl import graph_launches
-    except ImportError:
-        from contextlib import nullcontext
-
-        return nullcontext()
-    return graph_launches()
 
 
 class ModelRunner:
@@ -120,6 +85,8 @@ class ModelRunner:
         self._copied = [torch.cuda.Event() for _ in range(2)] if pin else [None, None]  # one per host buffer
         self._host_turn = 0
         self.recorded_logits: torch.Tensor | None = None  # the last replayed FULL recording's, where it samples
+        # the recorded greedy pick's stage-1 buffers, the recordings' own (made before the first capture)
+        self._argmax_workspace: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def _call_forward(self, input_ids: torch.Tensor, positions: torch.Tensor):
         """The FULL recordings' callable: the packed inputs' unpack (inputs.unpack_recorded), the forward, and for
@@ -131,10 +98,14 @@ class ModelRunner:
         hidden = self.forward_fn(input_ids, positions)
         if not self._samples_in_recording(runtime.descriptor):
             return hidden
-        rows = runtime.descriptor.num_tokens
+        return hidden, self._greedy_tail(hidden, runtime.descriptor.num_tokens)
+
+    def _greedy_tail(self, hidden: torch.Tensor, rows: int) -> torch.Tensor:
+        """lm_head and the greedy pick over hidden's first rows, the ids in place (a recording's tail; its rows
+        are the key's, padding included, so its kernels are chosen for them) -> the logits."""
         logits = self.model.compute_logits(hidden[:rows], float32=False)
-        greedy(logits, out=self.sampled_ids[:rows], marked=self._marked_ids[:rows])
-        return hidden, logits
+        greedy(logits, out=self.sampled_ids[:rows], marked=self._marked_ids[:rows], workspace=self._argmax_workspace)
+        return logits
 
     def _samples_in_recording(self, descriptor: BatchDescriptor | None) -> bool:
         # (a vocabulary split across ranks gathers its logits: those stay outside the recordings)
@@ -209,7 +180,7 @@ class ModelRunner:
 
         mode, padded = self.recorded_or_eager(*self.dispatcher.dispatch(batch.descriptor), batch.descriptor)
         num_padded = padded.num_tokens if mode != NONE else batch.num_tokens
-        meta = self.inputs.prepare(batch, num_padded)
+        meta = self.inputs.prepare(batch, num_padded, unpack=mode != FULL)  # (a FULL recording unpacks them)
         meta.uniform_decode = self._uniform_decode(padded if mode == FULL else batch.descriptor)
         hidden = self.forward(num_padded, meta, mode, padded)
         drafts = batch.draft_token_ids or [[] for _ in batch.requests]
@@ -261,6 +232,7 @@ class ModelRunner:
         if not every:
             return report
         runtime.num_captured = {"FULL": 0, "PIECEWISE": 0}
+        self._make_argmax_workspace([desc for mode, desc in every if mode == FULL])
         plan = [(mode, desc, self._num_reqs(desc)) for mode, desc in keys]
         started = time.perf_counter()
         # Eager warm-up first, one batch of each kind of kernels: kernels that load lazily (cuBLAS picks per
@@ -268,13 +240,15 @@ class ModelRunner:
         # capture mode), so the free-memory delta below counts the code loaded on the way too (0.002 GiB for
         # -O2's 86 keys on the H200). Both loops launch graphbench's kernels with PDL (runner/kernels/pdl.py):
         # the warm-up loads those variants.
-        with _graph_launches():
+        with graph_launches_if_triton():
             batches: dict[tuple, BatchDescriptor] = {}  # each distinct batch's first key, in plan order
             for _mode, desc, num_reqs in [(m, d, self._num_reqs(d)) for m, d in every]:
                 # has_lora apart: a key with adapters runs the LoRA kernels, which must load here too
                 batches.setdefault((desc.num_tokens, num_reqs, self._uniform_decode(desc), desc.has_lora), desc)
             for batch in warmup_batches(list(batches)):
-                self.dummy_run(batch[0], batch[1], NONE, batches[batch])
+                hidden = self.dummy_run(batch[0], batch[1], NONE, batches[batch])
+                if self._samples_in_recording(batches[batch]):  # the recorded tail's kernels, PDL variants
+                    self._greedy_tail(hidden, batch[0])
             torch.cuda.synchronize(self.device)
             free_before = free_memory()
             reserved_before = torch.cuda.memory_reserved(self.device)
@@ -304,6 +278,14 @@ class ModelRunner:
             self.recorded = set(keys)
         return report
 
+    def _make_argmax_workspace(self, full_keys: list[BatchDescriptor]) -> None:
+        rows = max((d.num_tokens for d in full_keys if self._samples_in_recording(d)), default=0)
+        probe = torch.empty((1, self.model.arch.vocab_size), device=self.device)
+        if rows and uses_triton_argmax(probe):
+            from graphbench.runner.kernels.argmax import argmax_workspace
+
+            self._argmax_workspace = argmax_workspace(self.device, rows, self.model.arch.vocab_size)
+
     def take_capture_stall(self) -> float:
         """Seconds the steps since the last call waited for recordings made on demand (then zero again)."""
         seconds, self.capture_stall_seconds = self.capture_stall_seconds, 0.0
@@ -320,7 +302,7 @@ class ModelRunner:
         started = time.perf_counter()
         torch.cuda.synchronize(self.device)  # the step in flight has read the static inputs the dummy batch overwrites
         frozen = gc.get_freeze_count() > 0  # (a benchmark froze the engine out of the collector: keep it so)
-        with _graph_launches(), capture_session(self.graph_pool, self.capture_stream):
+        with graph_launches_if_triton(), capture_session(self.graph_pool, self.capture_stream):
             self.dummy_run(padded.num_tokens, self._num_reqs(padded), mode, padded, capturing=True)
         if frozen:
             gc.freeze()

@@ -9,15 +9,15 @@ from graphbench.runner.kernels.util import NAN_MARK, triton_interpreting
 
 
 def greedy(logits: torch.Tensor, out: torch.Tensor | None = None,  # [R, V] float -> [R] int64
-           marked: torch.Tensor | None = None) -> torch.Tensor:
+           marked: torch.Tensor | None = None, workspace=None) -> torch.Tensor:
     """argmax per row (ties: the first index), into `out` ([R] int64, contiguous) when given; `marked` gets
     the ids + NAN_MARK for rows holding a NaN (what the host reads: mark_nan_rows). On the GPU, for a large
     vocabulary, two Triton launches with a program per chunk of the row (runner/kernels/argmax.py):
-    PyTorch's one block per row is slow there."""
-    if (logits.is_cuda or triton_interpreting()) and logits.shape[-1] >= MIN_TRITON_VOCAB and logits.stride(-1) == 1:
+    PyTorch's one block per row is slow there; workspace: their buffers where a recording must own them."""
+    if uses_triton_argmax(logits):
         from graphbench.runner.kernels.argmax import triton_argmax
 
-        return triton_argmax(logits, out, marked)
+        return triton_argmax(logits, out, marked, workspace)
     ids = logits.argmax(dim=-1) if out is None else torch.argmax(logits, dim=-1, out=out)
     if marked is not None:
         mark_nan_rows(logits, ids, marked)
@@ -39,6 +39,10 @@ def mark_nan_rows(logits: torch.Tensor, ids: torch.Tensor, marked: torch.Tensor)
 
 
 MIN_TRITON_VOCAB = 8192
+
+
+def uses_triton_argmax(logits: torch.Tensor) -> bool:
+    return (logits.is_cuda or triton_interpreting()) and logits.shape[-1] >= MIN_TRITON_VOCAB and logits.stride(-1) == 1
 
 
 def _sorted_nucleus(logits: torch.Tensor, temperatures: torch.Tensor, top_ps: torch.Tensor):

@@ -81,16 +81,27 @@ def _workspace(device: torch.device, num_rows: int, num_chunks: int) -> tuple[to
     return held
 
 
+def argmax_workspace(device: torch.device, num_rows: int, vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stage 1's buffers for up to num_rows rows, owned by the caller: what a CUDA-graph recording passes, so
+    that the buffers it reads stay its own (the shared ones above are replaced when a larger batch comes)."""
+    num_chunks = cdiv(vocab, chunk_size(vocab))
+    return (torch.empty((num_rows, num_chunks), dtype=torch.float32, device=device),
+            torch.empty((num_rows, num_chunks), dtype=torch.int32, device=device))
+
+
 def triton_argmax(logits: torch.Tensor,  # [R, V] float, unit stride in V
                   out: torch.Tensor | None = None,  # [R] int64, contiguous
-                  marked: torch.Tensor | None = None) -> torch.Tensor:  # [R] int64: out + NAN_MARK on a NaN row
+                  marked: torch.Tensor | None = None,  # [R] int64: out + NAN_MARK on a NaN row
+                  workspace: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     """torch.argmax(logits, dim=-1) in two launches, for a large vocabulary on the GPU (into out when given);
-    NaN logits are passed over, and flagged in `marked` when given."""
+    NaN logits are passed over, and flagged in `marked` when given. workspace: argmax_workspace's, for a
+    recording (else the shared buffers)."""
     num_rows, vocab = logits.shape
     assert logits.stride(-1) == 1, "triton_argmax: logits must be contiguous along the vocabulary"
     block = chunk_size(vocab)
     num_chunks = cdiv(vocab, block)
-    values, indices = _workspace(logits.device, num_rows, num_chunks)
+    values, indices = workspace or _workspace(logits.device, num_rows, num_chunks)
+    assert values.shape[0] >= num_rows and values.shape[1] == num_chunks
     if out is None:
         out = torch.empty((num_rows,), dtype=torch.int64, device=logits.device)
     assert out.shape == (num_rows,) and out.dtype == torch.int64 and out.is_contiguous()

@@ -62,7 +62,8 @@ def _unpack_kernel(packet_ptr, sampled_ptr, ids_ptr, pos_ptr, slot_ptr, logits_p
     tl.store(lens_ptr + i, v, mask=m)
     lo += R_MAX
     m, i = _section(offs, ok, lo, R * BU)
-    row, col = i // BU, i % BU  # BU >= 1
+    bu = tl.maximum(BU, 1)  # (an all-zero header, V = 0: no lane is stored, but no division by zero either)
+    row, col = i // bu, i % bu
     tl.store(bt_ptr + row.to(tl.int64) * stride_bt + col, v, mask=m)
     if HAS_LORA:
         m, i = _section(offs, ok, lo + R * BU, P)
