@@ -164,3 +164,28 @@ def test_a_real_kernel_signature_is_read_with_its_constexprs():
                               "BLOCK", "PDL"]
     assert launcher.constexpr == [False] * 9 + [True, True]
     assert launcher.defaults[-1] is False
+
+
+def test_listed_launches_are_not_made_and_compile_ahead_once_per_key(direct, monkeypatch):
+    """list_launches (runner/kernel_bench.precompile's pass): launches are listed, not made; distinct_launches
+    keeps one per launch key; precompile compiles those (compile_only: Triton's warmup) and nothing else."""
+    from graphbench.runner import kernel_bench
+
+    kernel = FakeKernel()
+    warmed = []
+    kernel.warmup = lambda *args, grid, **meta: warmed.append((grid, args, meta))
+    launcher = DirectLauncher(kernel)
+    x, out = torch.zeros(8), torch.zeros(8)
+    with launch.list_launches() as listed:
+        launcher[(4,)](x, out, 8, 1e-6, BLOCK=64)
+        launcher[(4,)](torch.ones(8), out, 8, 2e-6, BLOCK=64)  # the same key: other values
+        launcher[(2,)](x, out, 8, 1e-6, BLOCK=128)  # another constexpr: another key
+    assert len(listed) == 3 and kernel.jit_calls == [] and launcher.num_direct == 0  # nothing launched
+    assert [m["BLOCK"] for _, _, _, m in launch.distinct_launches(listed)] == [64, 128]
+    monkeypatch.setattr(kernel_bench, "compile_all", lambda calls: [call() for call in calls])
+    with launch.compile_only():  # (compile_all's own context, which the stand-in above leaves out)
+        count = kernel_bench.precompile(lambda: (launcher[(4,)](x, out, 8, 1e-6, BLOCK=64),
+                                                 launcher[(4,)](x, out, 9, 1e-6, BLOCK=64)))
+    assert count == 1 and [(g, m["BLOCK"]) for g, _, m in warmed] == [((4,), 64)] and kernel.jit_calls == []
+    # a pass that fails compiles nothing, and the start goes on
+    assert kernel_bench.precompile(lambda: 1 / 0) == 0 and len(warmed) == 1

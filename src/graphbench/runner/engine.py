@@ -250,7 +250,7 @@ class Engine:
         if asked is not None and (unknown := sorted(set(asked) - {d.num_tokens for _, d in self.dispatcher.capture_list()})):
             log.warning("startup_capture_sizes %s are no captured size (the ladders' rungs): nothing is recorded "
                         "for them", ", ".join(map(str, unknown)))
-        report = self.runner.capture(lambda: free_memory(self.device), asked)
+        report = self.runner.capture(lambda: free_memory(self.device), asked, cold=not self.report.compile_from_cache)
         self.report.deferred_recordings = report.deferred
         self.report.capture_seconds = report.seconds
         self.report.graph_memory_bytes = report.memory_bytes

@@ -136,6 +136,25 @@ def search(time_one: Callable[[tuple], float | None], coarse: list[tuple],
     return best, ok[best], len(ok)  # (candidates that failed to compile or run are not counted as timed)
 
 
+def precompile(run: Callable[[], object]) -> int:
+    """Compile, from several threads, the kernels of graphbench's that run() launches (run() itself goes
+    through with those launches left out: what it computes is garbage) -> how many distinct launches. A
+    failing pass compiles nothing: the launches after it compile their kernels one by one, as without it."""
+    import functools
+
+    from graphbench.runner.kernels.launch import distinct_launches, list_launches
+
+    try:
+        with list_launches() as launches:
+            run()
+    except Exception as exc:  # noqa: BLE001 - an optimisation of the start-up, never its failure
+        log.debug("precompile pass failed (kernels compile at their first launch): %s", exc)
+        return 0
+    distinct = distinct_launches(launches)
+    compile_all([functools.partial(launcher.launch, grid, args, meta) for launcher, grid, args, meta in distinct])
+    return len(distinct)
+
+
 def compile_all(calls: list[Callable[[], object]]) -> None:
     """Compile the candidates these launches need, from several threads (Triton compiles mostly outside the
     GIL: LLVM and ptxas), launching nothing; one that does not compile is left to its timing to skip."""

@@ -7,6 +7,7 @@ then capture every dispatcher key largest first.
 from __future__ import annotations
 
 import gc
+import logging
 import time
 from dataclasses import dataclass
 
@@ -19,6 +20,7 @@ from graphbench.runner.cudagraph import (CaptureReport, CUDAGraphWrapper, captur
                                          graph_runtime, runtime, warmup_batches)
 from graphbench.runner.dispatcher import CudagraphDispatcher
 from graphbench.runner.inputs import StepInputs
+from graphbench.runner.kernel_bench import precompile
 from graphbench.runner.kv_cache import KVCache
 from graphbench.runner.lora.weights import set_adapters_active
 from graphbench.runner.model import CausalLM
@@ -27,6 +29,7 @@ from graphbench.runner.sampler import greedy, mark_nan_rows, raise_nan_logits, s
 from graphbench.runner.scheduler import BatchDescriptor, ScheduledBatch
 
 NONE, FULL = CUDAGraphMode.NONE, CUDAGraphMode.FULL
+log = logging.getLogger("graphbench.engine")
 
 
 @dataclass
@@ -222,10 +225,11 @@ class ModelRunner:
         """The requests of a key's dummy batch."""
         return desc.num_reqs if desc.num_reqs is not None else min(desc.num_tokens, self.inputs.max_num_reqs)
 
-    def capture(self, free_memory, startup_sizes: list[int] | None = None) -> CaptureReport:
+    def capture(self, free_memory, startup_sizes: list[int] | None = None, cold: bool = False) -> CaptureReport:
         """Record the dispatcher's keys, largest first, in one pool (docs/MACHINERY.md §1.7); startup_sizes:
         only the keys of these token counts (capture on demand: the others when a step first needs one,
-        record_on_demand). The eager warm-up runs a batch of every kind of kernels either way."""
+        record_on_demand). The eager warm-up runs a batch of every kind of kernels either way; cold (no
+        compile-cache entry): every batch's kernels of graphbench's are compiled first, from threads."""
         every = self.dispatcher.capture_list()
         keys = self.dispatcher.capture_list(startup_sizes)
         report = CaptureReport(deferred=len(every) - len(keys))
@@ -245,10 +249,11 @@ class ModelRunner:
             for _mode, desc, num_reqs in [(m, d, self._num_reqs(d)) for m, d in every]:
                 # has_lora apart: a key with adapters runs the LoRA kernels, which must load here too
                 batches.setdefault((desc.num_tokens, num_reqs, self._uniform_decode(desc), desc.has_lora), desc)
+            if cold:  # (their first launches compiled them one after another: the LoRA variants took 42 s)
+                count = precompile(lambda: [self._warm_up(batch, desc) for batch, desc in batches.items()])
+                log.info("capture: %d kernel launches compiled ahead in %.1f s", count, time.perf_counter() - started)
             for batch in warmup_batches(list(batches)):
-                hidden = self.dummy_run(batch[0], batch[1], NONE, batches[batch])
-                if self._samples_in_recording(batches[batch]):  # the recorded tail's kernels, PDL variants
-                    self._greedy_tail(hidden, batch[0])
+                self._warm_up(batch, batches[batch])
             torch.cuda.synchronize(self.device)
             free_before = free_memory()
             reserved_before = torch.cuda.memory_reserved(self.device)
@@ -277,6 +282,12 @@ class ModelRunner:
         if report.deferred:
             self.recorded = set(keys)
         return report
+
+    def _warm_up(self, batch: tuple[int, int, bool, bool], desc: BatchDescriptor) -> None:
+        """A dummy run of one batch (tokens, requests, ...) as its key's recording will launch it."""
+        hidden = self.dummy_run(batch[0], batch[1], NONE, desc)
+        if self._samples_in_recording(desc):  # the recorded tail's kernels, PDL variants
+            self._greedy_tail(hidden, batch[0])
 
     def _make_argmax_workspace(self, full_keys: list[BatchDescriptor]) -> None:
         rows = max((d.num_tokens for d in full_keys if self._samples_in_recording(d)), default=0)

@@ -135,6 +135,33 @@ def compile_only() -> Iterator[None]:
         _compile_only = previous
 
 
+_listed: list | None = None  # inside list_launches: the launches made there, none of them launched
+
+
+@contextmanager
+def list_launches() -> Iterator[list[tuple]]:
+    """Launches inside are listed as (launcher, grid, args, meta) and not made (their outputs keep whatever
+    they held): what a pass over a phase would launch, for compiling it ahead from several threads
+    (runner/kernel_bench.precompile)."""
+    global _listed
+    previous, _listed = _listed, []
+    try:
+        yield _listed
+    finally:
+        _listed = previous
+
+
+def distinct_launches(launches: list[tuple]) -> list[tuple]:
+    """One launch of each (launcher, launch key) among list_launches' (a launch without a key kept as is)."""
+    seen, out = set(), []
+    for launcher, grid, args, meta in launches:
+        key = launcher._key(grid, args, meta) if launcher.keyable else None
+        if key is None or (id(launcher), key) not in seen:
+            seen.add((id(launcher), key))
+            out.append((launcher, grid, args, meta))
+    return out
+
+
 class DirectLauncher:
     """kernel[grid](...) with the compiled kernel cached per launch key (see the module's docstring)."""
 
@@ -158,6 +185,9 @@ class DirectLauncher:
         return lambda *args, **meta: self.launch(grid, args, meta)
 
     def launch(self, grid: tuple, args: tuple, meta: dict) -> None:
+        if _listed is not None:
+            _listed.append((self, grid, args, meta))
+            return
         if _compile_only:
             self.kernel.warmup(*args, grid=grid, **meta)
             return
