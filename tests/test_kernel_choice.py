@@ -186,7 +186,9 @@ def test_choices_are_kept_in_the_cache_entry(tmp_path, monkeypatch):
 
 
 def test_the_run_summary_names_the_choices():
-    from graphbench.cli.run import kernel_choices_line
+    from graphbench.cli.run import kernel_choices_line, precompiled_note
+
+    assert precompiled_note([14, 3.25]) == " (14 kernels compiled ahead in 3.2 s)" and precompiled_note([0, 0.0]) == ""
 
     record = {"source": "measured", "seconds": 3.24, "choices": [
         {"kernel": "gemv"}, {"kernel": "gemv"}, {"kernel": "skinny"}, {"kernel": "torch"}]}

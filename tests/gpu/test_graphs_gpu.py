@@ -231,3 +231,17 @@ def test_sampled_requests_read_the_recordings_logits(reference):
     assert not any(eager_read) and sum(replay_read) >= 16
     total = sum(map(len, eager))
     assert sum(a == b for x, y in zip(replayed, eager) for a, b in zip(x, y)) / total >= 0.99
+
+
+def test_a_cold_capture_compiles_its_kernels_ahead_and_a_warm_one_does_not(tmp_path, monkeypatch):
+    """The capture of a start without a compile-cache entry compiles the kernels its batches launch from
+    threads first (kernel_bench.precompile); a warm start of the same config skips that pass."""
+    monkeypatch.setenv("GRAPHBENCH_CACHE_ROOT", str(tmp_path))
+    cold = make_engine(2, "FULL_AND_PIECEWISE", **{"model.dtype": "bfloat16"})
+    count, seconds = cold.report.capture_precompiled
+    assert count > 10 and 0 < seconds <= cold.report.capture_seconds
+    tokens = cold.generate([[5, 6, 7]], SamplingParams(max_tokens=8))
+    cold.close()
+    warm = make_engine(2, "FULL_AND_PIECEWISE", **{"model.dtype": "bfloat16"})
+    assert warm.report.compile_from_cache and warm.report.capture_precompiled == [0, 0.0]
+    assert warm.generate([[5, 6, 7]], SamplingParams(max_tokens=8)) == tokens

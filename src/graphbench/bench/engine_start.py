@@ -30,6 +30,7 @@ def startup_dict(engine, cold: bool, wall_s: float) -> dict[str, Any]:
         "static_variants": r.static_variants,
         "kernel_choices": r.kernel_choices,
         "deferred_recordings": r.deferred_recordings,  # keys left for their first use (capture on demand)
+        "capture_precompiled": r.capture_precompiled,  # [kernel launches compiled ahead (cold), seconds]
         "capture_log": r.capture_log,
     }
 

@@ -212,6 +212,12 @@ def variants_line(choice: dict) -> str:
     return "compile_sizes variants (step with variants vs dynamic pieces), kept: " + ", ".join(parts)
 
 
+def precompiled_note(precompiled: list) -> str:
+    """' (N kernels compiled ahead in X s)' for a cold start's capture, '' otherwise."""
+    count, seconds = precompiled
+    return f" ({count} kernels compiled ahead in {seconds:.1f} s)" if count else ""
+
+
 def kernel_choices_line(record: dict) -> str:
     """The projections' kernels in one line: how many of each were chosen, timed or loaded ('' on the CPU)."""
     if not record:
@@ -243,7 +249,8 @@ def _print_summary(path) -> None:
     s = data["startup"]
     console.print(f"[bold]{data['label']}[/bold] ({data['system']}) {data['model']} on "
                   f"{data['environment'].get('gpu') or 'cpu'}: start-up {s['total_s']:.1f} s (compile "
-                  f"{s['dynamo_s'] + s['inductor_s'] + s.get('compile_sizes_s', 0.0) + s['loaded_s']:.1f} s, capture {s['capture_s']:.1f} s, "
+                  f"{s['dynamo_s'] + s['inductor_s'] + s.get('compile_sizes_s', 0.0) + s['loaded_s']:.1f} s, capture "
+                  f"{s['capture_s']:.1f} s{precompiled_note(s.get('capture_precompiled') or [0, 0.0])}, "
                   f"graph memory {s['graph_memory_bytes'] / 2**30:.2f} GiB), mode {s['cudagraph_mode'].get('resolved', '-')}")
     for line in (variants_line(s.get("static_variants") or {}), kernel_choices_line(s.get("kernel_choices") or {})):
         if line:

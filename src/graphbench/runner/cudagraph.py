@@ -143,6 +143,7 @@ class CaptureReport:
     # what vLLM-style estimates sample (benchmarks/graph_memory.py) and the capture-time model fits
     per_key: list[list] = field(default_factory=list)
     deferred: int = 0  # keys left for their first use (capture on demand)
+    precompiled: list = field(default_factory=lambda: [0, 0.0])  # [launches compiled ahead (cold), seconds]
 
 
 def warmup_batches(batches: list[tuple[int, int, bool, bool]]) -> list[tuple[int, int, bool, bool]]:

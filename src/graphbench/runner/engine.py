@@ -253,6 +253,7 @@ class Engine:
         report = self.runner.capture(lambda: free_memory(self.device), asked, cold=not self.report.compile_from_cache)
         self.report.deferred_recordings = report.deferred
         self.report.capture_seconds = report.seconds
+        self.report.capture_precompiled = report.precompiled
         self.report.graph_memory_bytes = report.memory_bytes
         self.report.graph_pool_bytes = report.pool_bytes
         self.report.capture_log = report.per_key

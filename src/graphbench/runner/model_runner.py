@@ -251,7 +251,8 @@ class ModelRunner:
                 batches.setdefault((desc.num_tokens, num_reqs, self._uniform_decode(desc), desc.has_lora), desc)
             if cold:  # (their first launches compiled them one after another: the LoRA variants took 42 s)
                 count = precompile(lambda: [self._warm_up(batch, desc) for batch, desc in batches.items()])
-                log.info("capture: %d kernel launches compiled ahead in %.1f s", count, time.perf_counter() - started)
+                report.precompiled = [count, time.perf_counter() - started]
+                log.info("capture: %d kernel launches compiled ahead in %.1f s", *report.precompiled)
             for batch in warmup_batches(list(batches)):
                 self._warm_up(batch, batches[batch])
             torch.cuda.synchronize(self.device)

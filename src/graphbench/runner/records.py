@@ -37,6 +37,8 @@ class StartupReport:
     compile_cache_rebuilt: bool = False  # the cache entry was unreadable and was compiled afresh
     compile_cache_dir: str | None = None
     capture_seconds: float = 0.0
+    # a cold start's kernel launches compiled ahead of the capture, from threads, and the seconds (inside capture's)
+    capture_precompiled: list = field(default_factory=lambda: [0, 0.0])
     graph_memory_bytes: int = 0  # free device memory before capture minus after (docs/MACHINERY.md §1.7)
     graph_pool_bytes: int = 0  # of which the allocator reserved for the recordings' pool
     capture_log: list = field(default_factory=list)  # [mode, num_tokens, seconds, memory bytes] per key
