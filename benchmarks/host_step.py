@@ -25,7 +25,7 @@ def measure(batch: int, steps: int, packed: bool) -> dict:
 
     from graphbench.config import load_engine_config
     from graphbench.runner.engine import Engine
-    from graphbench.runner.model_runner import InFlightStep
+    from graphbench.runner.in_flight import InFlightStep
     from graphbench.runner.request import SamplingParams
 
     config = load_engine_config(overrides={

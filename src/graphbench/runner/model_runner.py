@@ -9,7 +9,6 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from dataclasses import dataclass
 
 import torch
 
@@ -19,42 +18,17 @@ from graphbench.runner.attention.op import ForwardContext, forward_context
 from graphbench.runner.cudagraph import (CaptureReport, CUDAGraphWrapper, capture_session, graph_launches_if_triton,
                                          graph_runtime, runtime, warmup_batches)
 from graphbench.runner.dispatcher import CudagraphDispatcher
+from graphbench.runner.in_flight import InFlightStep
 from graphbench.runner.inputs import StepInputs
 from graphbench.runner.kernel_bench import precompile
 from graphbench.runner.kv_cache import KVCache
 from graphbench.runner.lora.weights import set_adapters_active
 from graphbench.runner.model import CausalLM
-from graphbench.runner.kernels.util import NAN_MARK
-from graphbench.runner.sampler import greedy, mark_nan_rows, raise_nan_logits, sample, uses_triton_argmax
+from graphbench.runner.sampler import greedy, mark_nan_rows, sample, uses_triton_argmax
 from graphbench.runner.scheduler import BatchDescriptor, ScheduledBatch
 
 NONE, FULL = CUDAGraphMode.NONE, CUDAGraphMode.FULL
 log = logging.getLogger("graphbench.engine")
-
-
-@dataclass
-class StepResult:
-    tokens: list[int]
-    runtime_mode: CUDAGraphMode
-    padded_tokens: int
-
-
-class InFlightStep:
-    """A launched step: its sampled ids are on their way to pinned host memory."""
-
-    def __init__(self, batch: ScheduledBatch, host_ids: torch.Tensor, event, mode: CUDAGraphMode, padded: int):
-        self.batch, self.host_ids, self.event = batch, host_ids, event
-        self.runtime_mode, self.padded_tokens = mode, padded
-        self.fills: list[tuple] = []  # (request, sampled row, index in its output) for the engine
-
-    def result(self) -> StepResult:
-        """Wait for the step's tokens (only this step's copy, not the whole device)."""
-        if self.event is not None:
-            self.event.synchronize()
-        tokens = self.host_ids.tolist()
-        if tokens and max(tokens) >= NAN_MARK:
-            raise_nan_logits([r for r, t in zip(self.batch.requests, tokens) if t >= NAN_MARK])
-        return StepResult(tokens, self.runtime_mode, self.padded_tokens)
 
 
 class ModelRunner:
