@@ -152,14 +152,14 @@ def test_kv_sized_after_capture_takes_what_the_recordings_left(reference):
 
 
 def _random_dummy(engine: Engine, num_tokens: int, num_reqs: int, seed: int):
-    from graphbench.runner.kernels.step_inputs import HEADER
+    from graphbench.runner.kernels.util import PACKET_HEADER
 
     meta = engine.inputs.prepare_dummy(num_tokens, num_reqs, engine.kv_cache.num_blocks)
     g = torch.Generator(device="cuda").manual_seed(seed)
     ids = torch.randint(0, engine.arch.vocab_size, (num_tokens,), device="cuda", generator=g)
     engine.inputs.input_ids[:num_tokens].copy_(ids)
     # and where a FULL recording unpacks them from (the packet's first section, after its header)
-    engine.inputs.packet[HEADER:HEADER + num_tokens].copy_(ids)
+    engine.inputs.packet[PACKET_HEADER:PACKET_HEADER + num_tokens].copy_(ids)
     return meta
 
 

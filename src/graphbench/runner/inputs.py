@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from graphbench.runner.attention.backend import AttentionMetadata
-from graphbench.runner.kernels.util import triton_interpreting
+from graphbench.runner.kernels.util import PACKET_HEADER, triton_interpreting
 from graphbench.runner.scheduler import ScheduledBatch
 
 
@@ -59,7 +59,7 @@ class StepInputs:
         self.packed = pin or triton_interpreting()
         self.max_blocks_per_seq = max_blocks_per_seq
         # (kernels/step_inputs.py's header and sections at their largest)
-        packet_size = 4 + self.max_packet_values(max_num_tokens) if self.packed else 0
+        packet_size = PACKET_HEADER + self.max_packet_values(max_num_tokens) if self.packed else 0
         self.packet = torch.zeros(packet_size, dtype=torch.int32, device=device)
         if self.packed:  # (imported here, not in a step: the kernel module needs Triton)
             from graphbench.runner.kernels.step_inputs import unpack_step_inputs
@@ -243,7 +243,7 @@ class StepInputs:
         """The host mirrors' used rows as one packet (kernels/step_inputs.py's layout): one copy, one launch
         (unpack=False: none, the FULL recording replaying next unpacks it)."""
         stage = self._stages[self._turn]
-        a, packet = stage.arrays, stage.packet_array[4:]  # (after the header)
+        a, packet = stage.arrays, stage.packet_array[PACKET_HEADER:]
         p, r, r_max = padded, num_reqs, self.max_num_reqs
         packet[:p] = a["input_ids"][:p]
         n = self.num_gathers
@@ -261,7 +261,7 @@ class StepInputs:
             packet[at:at + p] = a["lora_slots"][:p]
             at += p
         stage.packet_array[:3] = (r, max_blocks_used, at)
-        self.packet[:4 + at].copy_(stage.packet[:4 + at], non_blocking=True)
+        self.packet[:PACKET_HEADER + at].copy_(stage.packet[:PACKET_HEADER + at], non_blocking=True)
         if unpack:
             self._unpack(self.packet, self.sampled_ids, self.input_ids, self.positions, self.slot_mapping,
                          self.logits_indices, self.query_start_loc, self.seq_lens, self.block_tables,

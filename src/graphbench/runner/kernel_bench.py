@@ -7,6 +7,7 @@ memory) is skipped. Also the search over candidates' blocks and their compiling 
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import statistics
@@ -140,8 +141,6 @@ def precompile(run: Callable[[], object]) -> int:
     """Compile, from several threads, the kernels of graphbench's that run() launches (run() itself goes
     through with those launches left out: what it computes is garbage) -> how many distinct launches. A
     failing pass compiles nothing: the launches after it compile their kernels one by one, as without it."""
-    import functools
-
     from graphbench.runner.kernels.launch import distinct_launches, list_launches
 
     try:

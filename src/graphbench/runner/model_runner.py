@@ -24,7 +24,7 @@ from graphbench.runner.kernel_bench import precompile
 from graphbench.runner.kv_cache import KVCache
 from graphbench.runner.lora.weights import set_adapters_active
 from graphbench.runner.model import CausalLM
-from graphbench.runner.sampler import greedy, mark_nan_rows, sample, uses_triton_argmax
+from graphbench.runner.sampler import greedy, mark_nan_rows, sample, triton_argmax_applies
 from graphbench.runner.scheduler import BatchDescriptor, ScheduledBatch
 
 NONE, FULL = CUDAGraphMode.NONE, CUDAGraphMode.FULL
@@ -266,8 +266,7 @@ class ModelRunner:
 
     def _make_argmax_workspace(self, full_keys: list[BatchDescriptor]) -> None:
         rows = max((d.num_tokens for d in full_keys if self._samples_in_recording(d)), default=0)
-        probe = torch.empty((1, self.model.arch.vocab_size), device=self.device)
-        if rows and uses_triton_argmax(probe):
+        if rows and triton_argmax_applies(self.device, self.model.arch.vocab_size):
             from graphbench.runner.kernels.argmax import argmax_workspace
 
             self._argmax_workspace = argmax_workspace(self.device, rows, self.model.arch.vocab_size)

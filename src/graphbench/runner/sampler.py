@@ -14,7 +14,7 @@ def greedy(logits: torch.Tensor, out: torch.Tensor | None = None,  # [R, V] floa
     the ids + NAN_MARK for rows holding a NaN (what the host reads: mark_nan_rows). On the GPU, for a large
     vocabulary, two Triton launches with a program per chunk of the row (runner/kernels/argmax.py):
     PyTorch's one block per row is slow there; workspace: their buffers where a recording must own them."""
-    if uses_triton_argmax(logits):
+    if triton_argmax_applies(logits.device, logits.shape[-1]) and logits.stride(-1) == 1:
         from graphbench.runner.kernels.argmax import triton_argmax
 
         return triton_argmax(logits, out, marked, workspace)
@@ -41,8 +41,9 @@ def mark_nan_rows(logits: torch.Tensor, ids: torch.Tensor, marked: torch.Tensor)
 MIN_TRITON_VOCAB = 8192
 
 
-def uses_triton_argmax(logits: torch.Tensor) -> bool:
-    return (logits.is_cuda or triton_interpreting()) and logits.shape[-1] >= MIN_TRITON_VOCAB and logits.stride(-1) == 1
+def triton_argmax_applies(device: torch.device, vocab: int) -> bool:
+    """Whether the greedy pick of contiguous logits on `device` runs runner/kernels/argmax.py's kernels."""
+    return (device.type == "cuda" or triton_interpreting()) and vocab >= MIN_TRITON_VOCAB
 
 
 def _sorted_nucleus(logits: torch.Tensor, temperatures: torch.Tensor, top_ps: torch.Tensor):

@@ -16,8 +16,7 @@ smallest group above the current), one tensor-core dot a group: the group's slot
 along the dot's K (up to 32 columns: 2 slots of rank 16), each token's row nonzero only in its own slot's
 columns. A decode block of 16 requests over 4 rank-16 adapters makes two dots a segment, not one a loaded
 adapter in turn (each waiting for the last one's tile: 12 for qkv's three segments, now 6), and reads each
-used tile once;
-a prefill block (one request's tokens) reads one. There is no sort by adapter and no atomics: the
+used tile once; a prefill block (one request's tokens) reads one. There is no sort by adapter and no atomics: the
 shrink splits K into SPLIT_K programs per token block that write their own partial sums, and the
 expand adds them up when it loads them (no zeroed buffer to memset inside the graph).
 """

@@ -23,7 +23,6 @@ from graphbench.runner.kernels.launch import DirectLauncher
 from graphbench.runner.kernels.util import cdiv
 
 BLOCK = 1024
-HEADER = 4  # [R, BU, V, unused]
 
 
 @triton.jit
@@ -40,7 +39,7 @@ def _unpack_kernel(packet_ptr, sampled_ptr, ids_ptr, pos_ptr, slot_ptr, logits_p
     R = tl.load(packet_ptr)
     BU = tl.load(packet_ptr + 1)
     total = tl.load(packet_ptr + 2)
-    packet_ptr += 4  # (HEADER)
+    packet_ptr += 4  # (util.PACKET_HEADER: a jitted function reads no module constant)
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     ok = offs < total
     v = tl.load(packet_ptr + offs, mask=ok, other=0)
@@ -70,7 +69,7 @@ def _unpack_kernel(packet_ptr, sampled_ptr, ids_ptr, pos_ptr, slot_ptr, logits_p
         tl.store(lora_ptr + i, v, mask=m)
 
 
-def unpack_step_inputs(packet: torch.Tensor,  # [>= HEADER + values] int32, on the device
+def unpack_step_inputs(packet: torch.Tensor,  # [>= PACKET_HEADER + values] int32, on the device
                        sampled: torch.Tensor,  # [R_MAX] int64: the previous step's sampled ids
                        ids: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,  # [>= P] int64
                        logits_rows: torch.Tensor,  # [R_MAX] int64

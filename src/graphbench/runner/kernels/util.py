@@ -8,6 +8,7 @@ from graphbench import env
 # Added to a sampled id whose row of logits held a NaN, in the copy the host reads (the device keeps the
 # valid id, which the next step may take as its input): the host then raises instead of emitting a token.
 NAN_MARK = 1 << 40
+PACKET_HEADER = 4  # int32s before a step-input packet's values: [R, BU, V, unused] (kernels/step_inputs.py)
 
 
 def triton_interpreting() -> bool:
