@@ -10,6 +10,8 @@
 #   bash benchmarks/gpu_checks.sh profile   # where a -O2 decode step goes at batch 1 and 64 (host phases, GPU time, top kernels)
 #   bash benchmarks/gpu_checks.sh tune      # the default ladder against a tuned one with half the graphs
 #   bash benchmarks/gpu_checks.sh speculative  # k = 0/2/4 with the replay and n-gram drafters at batch 1 and 16, then a k = 0,2 sweep (~7 min)
+#   bash benchmarks/gpu_checks.sh lora-roofline  # where LoRA's step cost goes: a batch-16 step's kernels per part with no
+#                                      # adapters, 1 and 4 (rank 16), PDL off for per-kernel spans (~4 min)
 #   bash benchmarks/gpu_checks.sh curve     # the step-time curve 1..512, tune --objective time against replays, graph memory predicted vs measured (~8 min)
 #   bash benchmarks/gpu_checks.sh peers     # the decode table: llama-3.2-1b (or PEERS_MODEL=smollm2-135m, qwen2.5-0.5b, qwen2.5-7b)
 #                                      # -O2 at batch 1 and 64 beside gpt-fast at its faster SDPA setting (~3-4 min)
@@ -87,6 +89,12 @@ case "${1:-}" in
     timeout 585 python3 benchmarks/lora.py --model llama-3.2-1b --rank 16 --concurrency 16 --setups none,1,4 --rounds 2 \
       --variant "base=PYTHONPATH=$PWD/.ab-base/src:$PWD" --out "$OUT/lora-ab.json" 2>&1 | grep -v -E "^DEBUG|[Ww]arn" \
       | tee "$OUT/lora-ab.log" | tail -12 ;;
+  lora-roofline)
+    for spec in none dummy:r=16 dummy:r=16,n=4; do
+      name=${spec//[:=,]/-}; lora=(); [ "$spec" = none ] || lora=(--lora "$spec")
+      GRAPHBENCH_PDL=0 timeout 180 python3 benchmarks/roofline.py --model llama-3.2-1b --level 2 --batches 16 "${lora[@]}" \
+        --out "$OUT/roofline-lora-$name.json" 2>&1 | grep -v -E "^DEBUG|[Ww]arn" | tee "$OUT/roofline-lora-$name.log" | tail -16
+    done ;;
   curve)
     timeout 400 python3 benchmarks/tune_time.py --model llama-3.2-1b --max-size 512 --graphs 16 --out-dir "$OUT/tune-time" 2>&1 \
       | grep -v -E "^DEBUG|[Ww]arn" | tee "$OUT/tune-time.log" | tail -16
@@ -101,5 +109,5 @@ case "${1:-}" in
     GRAPHBENCH_PDL=0 timeout 200 python3 benchmarks/roofline.py --model llama-3.2-1b --level 2 --batches 1,64 \
       --out "$OUT/roofline-nopdl.json" 2>&1 | grep -v -E "^DEBUG|[Ww]arn" | tee "$OUT/roofline.log" | tail -30
     timeout 150 python3 benchmarks/roofline.py --model llama-3.2-1b --level 2 --batches 1,64 --out "$OUT/roofline-pdl.json" 2>&1 | grep -E "^batch" ;;
-  *) echo "usage: bash benchmarks/gpu_checks.sh tests|suite|sweep|decode|startup|starts|profile|tune|speculative|lora|lora-ab|curve|roofline|peers|peers-8b" >&2; exit 2 ;;
+  *) echo "usage: bash benchmarks/gpu_checks.sh tests|suite|sweep|decode|startup|starts|profile|tune|speculative|lora|lora-ab|lora-roofline|curve|roofline|peers|peers-8b" >&2; exit 2 ;;
 esac

@@ -31,6 +31,8 @@ PROJECTION_NAMES = ("gemv", "gemm", "skinny", "gated", "nvjet", "cutlass", "xmma
 
 def part_of(name: str) -> str:
     low = name.lower()
+    if "_shrink_kernel" in low and "rmsnorm" not in low or "_expand_kernel" in low:
+        return "lora"  # LoRA's own launches (the add-norm that also shrinks stays with the norms)
     if "splitkreduce" in low:
         return "reduce"  # cuBLAS's split-K reduction: the second kernel of the projection before it
     if any(k in low for k in PROJECTION_NAMES) and "attention" not in low:
@@ -116,7 +118,7 @@ def profile_steps(engine, pool, batch: int, steps: int) -> list[list[dict]]:
 
 
 # the parts a decoder layer launches (the first layer's norm comes with the embedding lookup)
-LAYER_PARTS = ("qkv", "o", "gate/up", "down", "attention", "norms", "rotary", "silu-mul", "embedding+norm")
+LAYER_PARTS = ("qkv", "o", "gate/up", "down", "attention", "norms", "rotary", "silu-mul", "embedding+norm", "lora")
 
 
 def kernels_per_layer(kernels: list[dict], num_layers: int) -> float:
@@ -182,6 +184,8 @@ def main() -> None:
     p.add_argument("--level", type=int, default=2)
     p.add_argument("--batches", default="1,64")
     p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--lora", default=None, metavar="SPEC",
+                   help="load LoRA adapters (a lora.modules entry, e.g. dummy:r=16,n=4); the requests take them in turn")
     p.add_argument("--out", default=None)
     p.add_argument("--from", dest="saved", default=None, metavar="FILE",
                    help="print (and with --out rewrite) a saved run's tables from its kernels, with no GPU")
@@ -201,11 +205,14 @@ def main() -> None:
 
     batches = [int(b) for b in args.batches.split(",")]
     copy_gbs = copy_bandwidth_gbs()
-    engine = Engine(load_engine_config(overrides={
-        "model.model": args.model, "model.load_format": args.load_format, "optimization_level": args.level, "scheduler.max_num_seqs": max(batches),
-        "compilation.cudagraph_mode": "FULL_DECODE_ONLY", "compilation.cudagraph_capture_sizes": batches,
-        "compilation.max_cudagraph_capture_size": max(batches)}))
-    pool = DecodePool(engine, max(batches))
+    overrides = {
+        "model.model": args.model, "model.load_format": args.load_format, "optimization_level": args.level,
+        "scheduler.max_num_seqs": max(batches), "compilation.cudagraph_mode": "FULL_DECODE_ONLY",
+        "compilation.cudagraph_capture_sizes": batches, "compilation.max_cudagraph_capture_size": max(batches)}
+    if args.lora:
+        overrides["lora.modules"] = [args.lora]
+    engine = Engine(load_engine_config(overrides=overrides))
+    pool = DecodePool(engine, max(batches), adapters=list(engine.lora_slots))
     context = pool.contexts[-1]
     from graphbench.bench.curve_measure import measure_sizes
 
@@ -218,8 +225,8 @@ def main() -> None:
     print_tables(results, copy_gbs, context)
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"model": args.model, "level": args.level, "copy_gbs": copy_gbs, "context": context,
-                       "results": results}, f, indent=1)
+            json.dump({"model": args.model, "level": args.level, "lora": args.lora, "copy_gbs": copy_gbs,
+                       "context": context, "results": results}, f, indent=1)
 
 
 def print_tables(results: list[dict], copy_gbs: float, context: int) -> None:

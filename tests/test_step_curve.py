@@ -166,6 +166,25 @@ def test_decode_pool_steps_rewrite_the_same_slot() -> None:
         engine.close()
 
 
+def test_decode_pool_requests_take_the_adapters_in_turn() -> None:
+    # benchmarks/roofline.py --lora: the pool's requests on the loaded adapters, its batches keyed with LoRA
+    from graphbench.bench.curve_measure import DecodePool
+    from graphbench.config import load_engine_config
+    from graphbench.runner.engine import Engine
+
+    engine = Engine(load_engine_config(overrides={
+        "model.model": "tiny-llama", "optimization_level": 0, "model.device": "cpu", "scheduler.max_num_seqs": 4,
+        "lora.modules": ["dummy:r=4,n=2"]}))
+    try:
+        names = list(engine.lora_slots)
+        pool = DecodePool(engine, 4, context=20, adapters=names)
+        assert [r.lora_slot for r in pool.requests] == [engine.lora_slots[names[i % 2]] for i in range(4)]
+        assert all(r.lora_slot for r in pool.requests) and pool.batch(3).descriptor.has_lora
+        assert len(engine.runner.launch(pool.batch(3)).result().tokens) == 3
+    finally:
+        engine.close()
+
+
 def test_a_comparison_ladder_the_curve_cannot_time_is_shown_without_ms(tmp_path: Path) -> None:
     # a curve of 1..8 with eager times up to 16; a batch of 12: the tuned ladder (top 8) runs it eager
     # (6.0 * 11/15 + 3.0 * 4/15 = 5.2 ms), the default ladder for 12 sequences pads it to 16, which has no

@@ -24,9 +24,11 @@ DEFAULT_CONTEXT = 120  # tokens of context per request (not a block multiple: th
 
 
 class DecodePool:
-    """max_num_seqs prefilled requests and the batches of their first n, for timing pure-decode steps."""
+    """max_num_seqs prefilled requests and the batches of their first n, for timing pure-decode steps;
+    adapters: loaded LoRA adapters' names, which the requests take in turn (every request on one)."""
 
-    def __init__(self, engine, num_requests: int, context: int = DEFAULT_CONTEXT, seed: int = 0) -> None:
+    def __init__(self, engine, num_requests: int, context: int = DEFAULT_CONTEXT, seed: int = 0,
+                 adapters: Sequence[str] = ()) -> None:
         from graphbench.bench.peer_models import random_prompts
         from graphbench.runner.request import SamplingParams
 
@@ -38,7 +40,8 @@ class DecodePool:
             raise GraphbenchError(f"a context of {context} tokens leaves no room under max_model_len {engine.max_model_len}")
         params = SamplingParams(max_tokens=budget)
         prompts = random_prompts(num_requests, context, engine.arch.vocab_size, seed)
-        self.requests = [engine.add_request(p, params) for p in prompts]
+        self.requests = [engine.add_request(p, params, adapters[i % len(adapters)] if adapters else None)
+                         for i, p in enumerate(prompts)]
         block = engine.config.cache.block_size
         # prefill, then decode until every request's next slot lies in a block it holds (the timed
         # steps write that slot again and again without asking the scheduler for a block). Chunked
@@ -60,7 +63,9 @@ class DecodePool:
         chosen = self.requests[:n]
         for r in chosen:
             r.output_token_ids[-1] = self.rng.randrange(1, vocab)
-        return ScheduledBatch(chosen, [1] * n, BatchDescriptor(n, n, uniform=True))
+        # (the scheduler's rule: a batch runs the LoRA kernels when a request of it has an adapter)
+        has_lora = self.engine.scheduler.lora == "always" or any(r.lora_slot for r in chosen)
+        return ScheduledBatch(chosen, [1] * n, BatchDescriptor(n, n, uniform=True, has_lora=has_lora))
 
 
 def _time_steps(engine, make_batch: Callable[[int], Any], sizes: Sequence[int]) -> tuple[list[float], list[str], list[int]]:
