@@ -9,7 +9,7 @@ import dataclasses
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from graphbench.bench.sweep import _toml_value
+from graphbench.bench.sweep_plan import toml_value
 from graphbench.config.engine_config import SECTIONS, load_engine_config
 from graphbench.errors import GraphbenchError
 
@@ -33,7 +33,7 @@ def test_config_files(tmp_path_factory, entries, level):
     lines = [] if level is None else [f"optimization_level = {level}"]
     for section, values in sections.items():
         lines.append(f"[{section}]")
-        lines += [f"{k} = {_toml_value(v)}" for k, v in values.items()]
+        lines += [f"{k} = {toml_value(v)}" for k, v in values.items()]
     path = tmp_path_factory.mktemp("fuzz") / "c.toml"
     path.write_text("\n".join(lines) + "\n")
     try:

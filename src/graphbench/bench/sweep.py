@@ -5,20 +5,18 @@ the tail of its stderr; the sweep goes on. `resume` skips points that already ha
 `request_stop()` (the CLI calls it on SIGINT/SIGTERM) kills the running points' process groups and
 starts no new ones: they end "interrupted", with no record, so that `resume` measures them later.
 
-The grid (axes, points, sweep files) is in sweep_grid, the results-folder lock in sweep_lock;
-both are re-exported here.
+The grid (axes, points, sweep files) is in sweep_grid, the results-folder lock in sweep_lock, the rounds'
+order, a tuned point's ladder and a point's config file in sweep_plan, what --resume counts in sweep_resume;
+all are re-exported here.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
-import random
 import threading
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +32,10 @@ from graphbench.bench.sweep_grid import (
     point_label,
 )
 from graphbench.bench.sweep_lock import sweep_lock
-from graphbench.config.engine_config import config_from_dict
+from graphbench.bench.sweep_plan import plan_rounds, tune_point, write_point_config
+from graphbench.bench.sweep_resume import measured_identities, point_identity, rerun_reason, sweep_id_for
 from graphbench.errors import GraphbenchError
-from graphbench.reports.aliases import stands_for
-from graphbench.reports.store import check_shape, load_results, safe_label, write_result
+from graphbench.reports.store import check_shape, load_results, write_result
 from graphbench.env import hatches_set
 
 __all__ = [
@@ -57,6 +55,7 @@ __all__ = [
     "point_label",
     "request_stop",
     "run_sweep",
+    "sweep_id_for",
     "sweep_lock",
     "tune_point",
     "write_point_config",
@@ -92,133 +91,6 @@ class SweepResult:
     @property
     def interrupted(self) -> bool:
         return any(o.status == "interrupted" for o in self.outcomes)
-
-
-def tune_point(point: SweepPoint, results_dir: Path) -> None:
-    """Give a tuned:N point its capture sizes: the exact best N-size ladder for the batch sizes
-    measured so far in this results folder (same top as the default ladder)."""
-    from graphbench.ladders import capture_sizes
-    from graphbench.ladders.tune import tune_ladder
-    from graphbench.ladders.tune_sources import distribution_from_results
-
-    measured = [r for r in load_results([results_dir]).results
-                if r.get("status") == "ok" and r.get("system") == "graphbench"] if results_dir.exists() else []
-    if "compilation.cudagraph_capture_sizes" in point.overrides:
-        return  # tuned in an earlier round: every round measures the same ladder
-    if not measured:
-        raise GraphbenchError("no measured batch sizes yet: put tuned:N after a default or interactivity ladder")
-    config = config_from_dict(nest_overrides(point.overrides)).resolve()
-    top = capture_sizes(config.scheduler.max_num_seqs, max_num_batched_tokens=config.scheduler.max_num_batched_tokens,
-                        num_speculative_tokens=config.speculative.num_speculative_tokens).max_capture_size
-    tuned = tune_ladder(distribution_from_results(measured), point.tuned_graphs, top=top,
-                        multiple_of=config.decode_query_len)
-    point.overrides["compilation.cudagraph_capture_sizes"] = list(tuned.sizes)
-
-
-def plan_rounds(points: list[SweepPoint], rounds: int, seed: int, sweep_id: str,
-                folders: tuple[str, ...] = ("",)) -> list[SweepPoint]:
-    """The processes to run, in order: every point's round 1 (in grid order, so that each level's cold
-    start comes before the points that use its compile cache), then every graphbench point's round 2 in
-    an order shuffled by `seed`, and so on (asv's interleaved rounds). Peers and same-engine points run
-    once. folders: with several (sweep --aa), each round runs every point once per folder, interleaved.
-    The copies of a point share its overrides, so a tuned:N ladder is tuned once."""
-    if rounds < 1:
-        raise GraphbenchError(f"rounds must be >= 1, got {rounds}")
-    plan: list[SweepPoint] = []
-    for index in range(1, rounds + 1):
-        members = [(p, f) for f in folders for p in points] if index == 1 else \
-            [(p, f) for f in folders for p in points if p.system == "graphbench" and p.same_as is None]
-        if index > 1:
-            random.Random(f"{seed}:{index}").shuffle(members)
-        for position, (point, folder) in enumerate(members, 1):
-            of = rounds if point.system == "graphbench" and point.same_as is None else 1
-            info = {"id": sweep_id + (f"/{folder}" if folder else ""), "index": index, "of": of, "seed": seed,
-                    "position": position}
-            plan.append(replace(point, cold=point.cold and index == 1 and folder == folders[0], round=info,
-                                folder=folder))
-    return plan
-
-
-def sweep_id_for(results_dir: Path, resume: bool) -> str:
-    """This sweep's id (its round files merge by it): a new one, or with --resume the interrupted sweep's."""
-    path = results_dir / ".sweep" / "sweep-id"
-    if resume and path.is_file():
-        try:
-            text = path.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
-            text = ""  # unreadable: a new id (the earlier rounds' results still count for --resume)
-        if re.fullmatch(r"[0-9A-Za-z_-]{1,64}", text):
-            return text
-    new = uuid.uuid4().hex[:12]
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(new + "\n")
-    except OSError as exc:
-        raise GraphbenchError(f"results folder {results_dir}: cannot write {path}: {exc.strerror or exc}") from None
-    return new
-
-
-def point_identity(point: SweepPoint, run_args: list[str]) -> dict[str, Any]:
-    """What a point is measured with: its system, config overrides (a tuned:N ladder as N, before
-    tuning), its `graphbench run` options (workloads, repeats) and graphbench's version. --resume
-    counts a result only when it was measured with the very same (as JSON would give it back)."""
-    from graphbench import __version__
-
-    return json.loads(json.dumps({"system": point.system, "config": dict(sorted(point.overrides.items())),
-                                  "tuned_graphs": point.tuned_graphs, "run": list(run_args),
-                                  "graphbench": __version__}, default=str))
-
-
-def measured_identities(results_dir: Path, folders: tuple[str, ...] = ("",)) -> dict[tuple[str, str, int], Any]:
-    """(folder, label, round) -> the identity its ok result recorded (None for a result that recorded
-    none), the labels a result stands for included; a result outside rounds counts as round 1."""
-    out: dict[tuple[str, str, int], Any] = {}
-    for folder in folders:
-        where = results_dir / folder if folder else results_dir
-        if not where.exists():
-            continue
-        for r in load_results([where], merge=False).results:
-            if r.get("status") == "ok":
-                sweep = r.get("sweep") if isinstance(r.get("sweep"), dict) else {}
-                identity = sweep.get("identity")
-                index = (sweep.get("round") or {}).get("index", 1) if isinstance(sweep.get("round"), dict) else 1
-                out.update({(folder, label, index): identity for label in [r["label"], *stands_for(r)]})
-    return out
-
-
-def rerun_reason(identity: dict[str, Any], recorded: Any) -> str:
-    """Why a point measured before is measured again ('' when its result is this very point)."""
-    if recorded == identity:
-        return ""
-    if not isinstance(recorded, dict):
-        return "re-measured (--resume): its result does not record what it was measured with"
-    names = {"run": "workload options or repeats", "config": "config", "tuned_graphs": "tuned ladder",
-             "graphbench": "graphbench version", "system": "system"}
-    differ = [names[key] for key in names if recorded.get(key) != identity[key]]
-    return f"re-measured (--resume): its result was measured with another {', '.join(differ) or 'identity'}"
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return json.dumps(str(value), ensure_ascii=False)  # (\\u escapes of an emoji's surrogates are not TOML)
-
-
-def write_point_config(point: SweepPoint, directory: Path) -> Path:
-    """The point's engine config as a TOML file the child reads with --config."""
-    data = nest_overrides(point.overrides)
-    lines = [f"optimization_level = {data.pop('optimization_level')}"] if "optimization_level" in data else []
-    for section, values in data.items():
-        lines.append(f"[{section}]")
-        lines += [f"{key} = {_toml_value(value)}" for key, value in values.items()]
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{safe_label(point.label)}.toml"  # a label may hold a checkpoint's path
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def run_sweep(points: list[SweepPoint], results_dir: str | Path, run_args: list[str], *, timeout_s: float,

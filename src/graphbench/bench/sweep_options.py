@@ -1,7 +1,7 @@
 """What a `graphbench sweep` command asks for, checked and planned before anything runs (no printing).
 
 `plan_sweep(SweepRequest)` validates the options, builds the grid (sweep_grid), fills the workload
-defaults for the device (workloads.default_traffic) and plans the processes (sweep.plan_rounds): the
+defaults for the device (workloads.default_traffic) and plans the processes (sweep_plan.plan_rounds): the
 CLI parses, calls it, and renders.
 """
 
@@ -59,7 +59,7 @@ class SweepRequest:
 @dataclass
 class SweepPlan:
     points: list  # SweepPoint, one per grid point and peer
-    planned: list  # the processes, in order (sweep.plan_rounds)
+    planned: list  # the processes, in order (sweep_plan.plan_rounds)
     run_values: dict[str, str]  # each process's `graphbench run` workload options
     seed: int
     folders: tuple[str, ...]
@@ -140,7 +140,7 @@ def _grid(r: SweepRequest, gpu: bool) -> tuple[list, dict]:
 
 def plan_sweep(r: SweepRequest) -> SweepPlan:
     """The sweep's points, processes and workload options; GraphbenchError for what a point would refuse."""
-    from graphbench.bench.sweep import plan_rounds
+    from graphbench.bench.sweep_plan import plan_rounds
     from graphbench.bench.sweep_parallel import parse_gpus
 
     gpu_ids = parse_gpus(r.gpus)
