@@ -6,43 +6,44 @@
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import gc
 import itertools
 import logging
 import time
-from pathlib import Path
 
 import torch
 
-from graphbench import env
 from graphbench.config import CompileMode, CUDAGraphMode, EngineConfig, load_arch
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.phases import resolve_mixed_ladder
 from graphbench.runner.attention.selection import create_backend
 from graphbench.runner.compile.cache import cache_root
 from graphbench.runner.compile.compiler import CompiledForward
-from graphbench.runner.compile.startup import compile_at_startup, sign_cache_entry
-from graphbench.runner.compile.variant_choice import choose_static_variants
-from graphbench.runner.dispatcher import CudagraphDispatcher, resolve_cudagraph_mode
-from graphbench.runner.device import device_info, dtype_name, free_memory, resolve_device, resolve_dtype
+from graphbench.runner.compile.startup import sign_cache_entry
+from graphbench.runner.device import device_info, dtype_name, resolve_device, resolve_dtype
 from graphbench.runner.inputs import StepInputs
 from graphbench.runner.block_allocator import BlockAllocator
 from graphbench.runner.kernels.triton_key import remember_triton_key
+from graphbench.runner.engine_startup import (
+    capture_graphs,
+    load_engine_adapters,
+    load_weights,
+    make_dispatcher,
+    start_compiled,
+    start_speculative,
+    start_tensor_parallel,
+)
 from graphbench.runner.kv_startup import allocate_kv_cache, grow_after_capture
-from graphbench.runner.loader import build_model, fill_dummy_weights, load_checkpoint
+from graphbench.runner.loader import build_model
 from graphbench.runner.model_runner import ModelRunner
 from graphbench.runner.parallel import (
-    Shard,
     close_tensor_parallel,
-    init_tensor_parallel,
-    local_arch,
 )
 from graphbench.runner.request import PENDING_TOKEN, Request, RequestStatus, SamplingParams, check_prompt
 from graphbench.runner.records import StartupReport, StepRecord
 from graphbench.runner.scheduler import Scheduler
-from graphbench.runner.speculative.decoding import SpeculativeDecoder, speculative_step
+from graphbench.runner.speculative.decoding import speculative_step
 
 log = logging.getLogger("graphbench.engine")
 
@@ -74,13 +75,13 @@ class Engine:
         sched = self.config.scheduler
         self.max_model_len = sched.max_model_len or self.arch.max_position_embeddings
         self.report = StartupReport()
-        self._start_tensor_parallel()
+        start_tensor_parallel(self)
 
         t0 = time.perf_counter()
         self.model = build_model(self.local_arch, self.max_model_len, self.dtype, self.device, self.shard,
                                  self.config.model.kernels)
-        self._load_weights()
-        self.lora_slots = self._load_adapters()
+        load_weights(self)
+        self.lora_slots = load_engine_adapters(self)
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         self.report.load_seconds = time.perf_counter() - t0
@@ -92,8 +93,8 @@ class Engine:
         self.kv_cache = allocate_kv_cache(self, block_size)
         self.report.kv_cache_seconds = time.perf_counter() - t0
 
-        self.dispatcher = self._make_dispatcher()
-        self.speculative = self._start_speculative()
+        self.dispatcher = make_dispatcher(self)
+        self.speculative = start_speculative(self)
         max_blocks_per_seq = -(-self.max_model_len // block_size)
         self.inputs = StepInputs(sched.max_num_batched_tokens, sched.max_num_seqs, max_blocks_per_seq,
                                  block_size, self.device)
@@ -103,9 +104,9 @@ class Engine:
                                   self.dispatcher)
         self.compiled: CompiledForward | None = None
         if self.config.compilation.mode == CompileMode.COMPILE:
-            self._start_compiled()
+            start_compiled(self)
         if self.dispatcher.mode != CUDAGraphMode.NONE:
-            self._capture()
+            capture_graphs(self)
         if self.compiled is not None:
             sign_cache_entry(self)
         if self.kv_cache.arena is not None:
@@ -130,26 +131,6 @@ class Engine:
         log.info("KV cache: %d blocks of %d = %d tokens", num_blocks, block_size, num_blocks * block_size)
 
     # -- startup ---------------------------------------------------------------------------
-
-    def _start_tensor_parallel(self) -> None:
-        """Join the tensor-parallel group (starting ranks 1.. as workers when this is the driver)."""
-        from graphbench.runner.tp_workers import WorkerGroup
-
-        tp_size = self.config.parallel.tensor_parallel_size
-        local_arch(self.arch, Shard(0, tp_size))  # an unsplittable model fails here, before any process starts
-        self.workers = None
-        if tp_size > 1 and not env.is_set("RANK"):
-            self.workers = WorkerGroup(self.config.to_dict(), tp_size)
-            atexit.register(self.close)
-        try:
-            self.shard = init_tensor_parallel(tp_size, self.device.type)
-        except BaseException:
-            if self.workers is not None:
-                self.workers.close()
-            raise
-        self.local_arch = local_arch(self.arch, self.shard)
-        if tp_size > 1:
-            log.info("tensor parallel rank %d of %d", self.shard.rank, tp_size)
 
     def _mirror(self, command: str, *args) -> None:
         """Driver of a tensor-parallel group: have every worker make the same call (before this rank)."""
@@ -181,98 +162,10 @@ class Engine:
         if self.runner is None:
             raise GraphbenchError("this engine is closed: start a new one")
 
-    def _make_dispatcher(self) -> CudagraphDispatcher:
-        comp = self.config.compilation
-        resolution = resolve_cudagraph_mode(
-            comp.cudagraph_mode, self.backend.cudagraph_support,
-            compiling=comp.mode == CompileMode.COMPILE, attention_split=comp.splits_at_attention(),
-            decode_query_len=self.config.decode_query_len, device_type=self.device.type,
-            backend_name=self.backend.name)
-        if resolution.reason:
-            log.warning("cudagraph mode %s -> %s: %s", resolution.requested.value, resolution.resolved.value,
-                        resolution.reason)
-        self.mode_resolution = resolution
-        self.report.cudagraph_mode = resolution.to_dict()
-        dispatcher = CudagraphDispatcher(resolution.resolved, comp.cudagraph_capture_sizes,
-                                         self.config.scheduler.max_num_seqs, self.config.decode_query_len,
-                                         has_lora=self.config.lora.enabled,
-                                         specialize_lora=self.config.lora.cudagraph_specialize_lora,
-                                         mixed_sizes=comp.mixed_capture_sizes)
-        self.report.num_graphs = dispatcher.num_graphs()
-        return dispatcher
-
-    def _start_speculative(self) -> SpeculativeDecoder | None:
-        """Speculative decoding (runner/speculative/): the drafter, and synchronous steps (drafting needs
-        the last step's tokens on the host, so nothing can be launched ahead)."""
-        spec = self.config.speculative
-        if not spec.enabled:
-            return None
-        if self.shard.size > 1:
-            raise GraphbenchError("speculative decoding with tensor parallelism is not supported")
-        self.report.extra["speculative"] = {"method": spec.method, "num_speculative_tokens": spec.num_speculative_tokens,
-                                            "async_scheduling": "off: drafting needs each step's tokens on the host"}
-        return SpeculativeDecoder(spec, self.arch.vocab_size, self.config.model.seed)
-
-    def _load_adapters(self) -> dict[str, int]:
-        """LoRA adapters into their slots (runner/lora/): adapter name -> slot (1..); {} without adapters."""
-        if not self.config.lora.enabled:
-            return {}
-        if self.shard.size > 1:
-            raise GraphbenchError("LoRA adapters with tensor parallelism are not supported")
-        from graphbench.runner.lora.weights import load_adapters
-
-        slots = load_adapters(self.model, self.arch, self.config.lora, self.config.scheduler.max_num_batched_tokens,
-                              self.config.model.seed)
-        lora = self.config.lora
-        self.report.extra["lora"] = {"adapters": list(slots), "slots": lora.num_slots, "max_lora_rank": lora.max_lora_rank,
-                                     "cudagraph_specialize_lora": lora.cudagraph_specialize_lora}
-        return slots
-
     def _lora_keys(self) -> str | None:
         if not self.lora_slots:
             return None
         return "specialize" if self.config.lora.cudagraph_specialize_lora else "always"
-
-    def _start_compiled(self) -> None:
-        """Compile (or load from the on-disk cache) before any request: see compile/startup.py; then
-        keep each compile_sizes variant only where it is faster (compile/variant_choice.py)."""
-        compile_at_startup(self)
-        choice = choose_static_variants(self)
-        self.report.static_variants = choice.to_dict()
-        for timing in choice.sizes:
-            log.info("compile_sizes %d: variants %.3f ms, dynamic %.3f ms a step: %s kept", timing.size,
-                     timing.static_ms, timing.dynamic_ms, timing.kept)
-
-    def _capture(self) -> None:
-        comp = self.config.compilation
-        self.runner.record_deferred = comp.deferred_capture == "first_use"
-        asked = comp.startup_capture_sizes
-        if asked is not None and (unknown := sorted(set(asked) - {d.num_tokens for _, d in self.dispatcher.capture_list()})):
-            log.warning("startup_capture_sizes %s are no captured size (the ladders' rungs): nothing is recorded "
-                        "for them", ", ".join(map(str, unknown)))
-        report = self.runner.capture(lambda: free_memory(self.device), asked, cold=not self.report.compile_from_cache)
-        self.report.deferred_recordings = report.deferred
-        self.report.capture_seconds = report.seconds
-        self.report.capture_precompiled = report.precompiled
-        self.report.graph_memory_bytes = report.memory_bytes
-        self.report.graph_pool_bytes = report.pool_bytes
-        self.report.capture_log = report.per_key
-        self.report.num_recordings = report.num_graphs
-        log.info("Graph capturing finished in %.0f secs, took %.2f GiB", report.seconds, report.memory_bytes / 2**30)
-
-    def _load_weights(self) -> None:
-        fmt = self.config.model.load_format
-        folder = Path(self.config.model.model).expanduser()
-        if fmt == "auto":
-            fmt = "safetensors" if folder.is_dir() else "dummy"
-        if fmt == "dummy":
-            fill_dummy_weights(self.model, self.config.model.seed, self.arch)
-        elif not folder.is_dir():
-            raise GraphbenchError(
-                f"--load-format safetensors needs a checkpoint folder; {self.config.model.model!r} is a preset "
-                "(presets have no weights here: use --load-format dummy)")
-        else:
-            load_checkpoint(self.model, folder, self.arch)
 
     # -- requests and steps ------------------------------------------------------------------
 
