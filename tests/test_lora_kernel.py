@@ -107,7 +107,7 @@ def test_the_skinny_gemm_adds_the_lora_delta_in_its_epilogue_as_the_expand_launc
 
 NORM_SHRINK = PREAMBLE + """
 from graphbench.runner.kernels.add_rmsnorm import launch_add_rmsnorm
-from graphbench.runner.kernels.lora_bgmv import add_rmsnorm_shrink
+from graphbench.runner.kernels.lora_norm_shrink import add_rmsnorm_shrink
 from graphbench.runner.kernels.skinny_gemm import skinny_gemm
 from tests.lora_kernel_cases import SKINNY as ARCH, make_layer, reference, token_rows
 

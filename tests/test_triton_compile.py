@@ -347,7 +347,7 @@ def test_add_norm_with_the_lora_shrink_compiles_without_local_memory(k, r):
     """The add-norm + shrink launch at llama-3.2-1b's and llama-3.1-8b's hidden sizes (qkv's R' 48, gate/up's
     32 at rank 16), as add_rmsnorm_shrink launches it, PDL: the adapter's A tile loads before the wait, no
     spills."""
-    from graphbench.runner.kernels.lora_bgmv import _add_rmsnorm_shrink_kernel
+    from graphbench.runner.kernels.lora_norm_shrink import _add_rmsnorm_shrink_kernel
     from graphbench.runner.kernels.util import next_power_of_2
 
     block = next_power_of_2(k)

@@ -101,12 +101,12 @@ def test_the_lora_epilogue_equals_the_projection_and_expand_launches(t):
 
 @pytest.mark.parametrize("t", [16, 64])
 def test_the_add_norm_launch_also_shrinks_the_normed_rows(t):
-    """lora_bgmv.add_rmsnorm_shrink at llama-3.2-1b's shapes: the add-norm's outputs bit for bit, the shrink
+    """lora_norm_shrink.add_rmsnorm_shrink at llama-3.2-1b's shapes: the add-norm's outputs bit for bit, the shrink
     against float64, and the projection it feeds (the expand in the GEMM's epilogue) against the reference."""
     import torch.nn.functional as F
 
     from graphbench.runner.kernels.add_rmsnorm import launch_add_rmsnorm
-    from graphbench.runner.kernels.lora_bgmv import add_rmsnorm_shrink
+    from graphbench.runner.kernels.lora_norm_shrink import add_rmsnorm_shrink
     from graphbench.runner.kernels.skinny_gemm import skinny_gemm
 
     arch = ARCHS["llama-3.2-1b"]

@@ -192,39 +192,6 @@ def lora_blocks(num_tokens: int, k: int, rank_total: int, num_segments: int, num
             "expand_warps": 8 if block_t == 64 else 4}
 
 
-@triton.jit
-def _add_rmsnorm_shrink_kernel(x_ptr, r_ptr, nw_ptr, out_ptr, h_ptr, a_ptr, idx_ptr, part_ptr, T, K, R, stride_x,
-                               stride_r, stride_al, stride_ar, eps, BLOCK: tl.constexpr, BLOCK_R: tl.constexpr,
-                               PDL: tl.constexpr = False):
-    """Program (row, j): the row's residual add + RMSNorm as kernels/add_rmsnorm.py computes it (program j = 0
-    stores h and the normalised row), then BLOCK_R columns j of the row's shrink, normed . A[idx, r]. The
-    adapter index and its A tile load before the PDL wait: the adapters were written before the graph started,
-    the step's inputs by its first kernel, never the one just before this (kernels/pdl.py)."""
-    row = tl.program_id(0).to(tl.int64)
-    j = tl.program_id(1)
-    dtype = x_ptr.dtype.element_ty
-    offs = tl.arange(0, BLOCK)
-    ok = offs < K
-    offs_r = j * BLOCK_R + tl.arange(0, BLOCK_R)
-    r_ok = offs_r < R
-    nw = tl.load(nw_ptr + offs, mask=ok, other=0.0).to(tl.float32)
-    res = tl.load(r_ptr + row * stride_r + offs, mask=ok, other=0.0).to(tl.float32)
-    idx = tl.load(idx_ptr + row + tl.zeros([BLOCK_R], dtype=tl.int64))  # [BLOCK_R], all the row's adapter
-    a_ok = r_ok & (idx >= 0)
-    a_rows = a_ptr + tl.maximum(idx, 0).to(tl.int64)[:, None] * stride_al + offs_r[:, None] * stride_ar
-    a = tl.load(a_rows + offs[None, :], mask=a_ok[:, None] & ok[None, :], other=0.0)  # [BLOCK_R, BLOCK]
-    pdl_enter(PDL)
-    h = tl.load(x_ptr + row * stride_x + offs, mask=ok, other=0.0).to(tl.float32) + res
-    h = h.to(dtype).to(tl.float32)
-    rstd = 1.0 / tl.sqrt(tl.sum(h * h, axis=0) / K + eps)
-    hn = ((h * rstd).to(dtype).to(tl.float32) * nw).to(dtype)
-    if j == 0:
-        tl.store(h_ptr + row * K + offs, h.to(dtype), mask=ok)
-        tl.store(out_ptr + row * K + offs, hn, mask=ok)
-    v = tl.sum(a.to(tl.float32) * hn.to(tl.float32)[None, :], axis=1)  # [BLOCK_R]; 0 without an adapter
-    tl.store(part_ptr + row * R + offs_r, v, mask=r_ok)
-
-
 class ShrunkInput:
     """The shrink's output for one projection, and what expanding it needs: partials [SPLIT_K, T, R'] in
     float32 (summed when loaded), the B buffer, each token's adapter row, where B's segments 1 and 2 start,
@@ -273,27 +240,6 @@ def lora_shrink(x: torch.Tensor,  # [T, K], unit stride along K
     return shrunk
 
 
-def add_rmsnorm_shrink(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
-                       out: torch.Tensor, h_out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, index: torch.Tensor,
-                       segments: list[int]) -> ShrunkInput:
-    """The residual add + RMSNorm (out, h_out as kernels/add_rmsnorm.launch_add_rmsnorm writes them) and the
-    shrink of its output, normed A[idx]^T, in one launch: what the projection after it expands in its
-    epilogue (lora_shrink's result, one K split). x, residual, out, h_out [T, K] contiguous."""
-    t, k = x.shape
-    r = a.shape[1]
-    assert a.shape[2] == k and a.shape[0] == b.shape[0] and b.shape[2] == r and index.shape == (t,) and t > 0
-    assert a.is_contiguous() and b.is_contiguous() and out.shape == h_out.shape == x.shape == residual.shape
-    assert x.is_contiguous() and residual.is_contiguous() and out.is_contiguous() and h_out.is_contiguous()
-    block = next_power_of_2(k)
-    block_r = max(1, min(16, 16384 // block, next_power_of_2(r)))  # at most 16384 values of A a program
-    part = torch.empty((1, t, r), dtype=torch.float32, device=x.device)
-    _norm_shrink_launch[(t, cdiv(r, block_r))](
-        x, residual, norm_weight, out, h_out, a, index, part, t, k, r, x.stride(0), residual.stride(0), a.stride(0),
-        a.stride(1), eps, BLOCK=block, BLOCK_R=block_r, num_warps=8 if block * block_r >= 16384 else 4,
-        **pdl_arguments(out))
-    return ShrunkInput(part, b, index, segments, 1, x.dtype)
-
-
 def lora_add_triton(out: torch.Tensor,  # [T, N], unit stride along N; out[t] += delta for idx[t] >= 0
                     x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, index: torch.Tensor, segments: list[int],
                     *, interpret: bool = False) -> None:
@@ -315,4 +261,3 @@ def lora_add_triton(out: torch.Tensor,  # [T, N], unit stride along N; out[t] +=
 # launched through kernels/launch.py (a cached direct launch)
 _shrink_launch = DirectLauncher(_shrink_kernel)
 _expand_launch = DirectLauncher(_expand_kernel)
-_norm_shrink_launch = DirectLauncher(_add_rmsnorm_shrink_kernel)

@@ -4,7 +4,7 @@ At 2..64 rows on CUDA (a decode batch) the skinny GEMM adds each row's x A^T B^T
 stores the projection (kernels/skinny_gemm.py); gate/up's gated GEMM adds both deltas before the
 activation, so no silu-mul launch either. The shrink x A^T before it is its own launch for o and down
 (kernels/lora_bgmv.lora_shrink), and part of the residual add + RMSNorm's launch for qkv and gate/up
-(lora_bgmv.add_rmsnorm_shrink: that kernel holds the normed row). A layer with adapters then launches 9
+(kernels/lora_norm_shrink.add_rmsnorm_shrink: that kernel holds the normed row). A layer with adapters then launches 9
 kernels where the norms, the projections, the shrinks and the expand-adds apart took 16 (runner/model.py).
 Elsewhere (one row, more than 64, the CPU, the torch path of use_lora_kernel) the projection runs as
 without adapters and the delta is added after it (lora/weights.add_delta).
@@ -33,9 +33,9 @@ from graphbench.runner.op_registry import register_op
 @functools.cache
 def _kernels():
     """The Triton modules, imported on first use (the CPU path never needs Triton)."""
-    from graphbench.runner.kernels import gemv, lora_bgmv, paged_attention, skinny_gemm
+    from graphbench.runner.kernels import gemv, lora_bgmv, lora_norm_shrink, paged_attention, skinny_gemm
 
-    return gemv, lora_bgmv, skinny_gemm, paged_attention
+    return gemv, lora_bgmv, skinny_gemm, paged_attention, lora_norm_shrink
 
 
 def epilogue_blocks(op: str, x: torch.Tensor, weight: torch.Tensor) -> tuple[int, ...] | None:
@@ -129,7 +129,7 @@ def _norm_and_shrink(x, residual, norm_weight, eps, weight, a, b, index, segment
     if blocks is None:
         return None
     normed, h = torch.empty_like(x), torch.empty_like(x)
-    lora = _kernels()[1].add_rmsnorm_shrink(x, residual, norm_weight, eps, normed, h, a, b, index, segments)
+    lora = _kernels()[4].add_rmsnorm_shrink(x, residual, norm_weight, eps, normed, h, a, b, index, segments)
     return normed, h, lora, blocks
 
 
