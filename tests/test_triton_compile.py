@@ -143,7 +143,8 @@ def test_silu_mul_and_argmax_compile():
 
 @pytest.mark.parametrize("split", [False, True])
 def test_attention_kernels_compile(split):
-    from graphbench.runner.kernels.paged_attention import _attention_kernel, _merge_splits_kernel
+    from graphbench.runner.kernels.paged_attention import _attention_kernel
+    from graphbench.runner.kernels.split_merge import _merge_splits_kernel
     from graphbench.runner.kernels.paged_decode import _decode_kernel
 
     pointers = {"q_ptr": BF16, "k_cache_ptr": BF16, "v_cache_ptr": BF16, "out_ptr": BF16, "part_ptr": "*fp32",

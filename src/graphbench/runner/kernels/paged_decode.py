@@ -21,9 +21,9 @@ import triton
 import triton.language as tl
 
 from graphbench.runner.kernels.launch import DirectLauncher
+from graphbench.runner.kernels.split_merge import MAX_SPLITS
 from graphbench.runner.kernels.decode_parts import attend_rest, merge_own_splits, with_new_token, write_new_kv
 from graphbench.runner.kernels.paged_attention import (
-    MAX_SPLITS,
     attend_tiles,
     load_kv_tile,
     make_workspace,
