@@ -13,8 +13,9 @@ adds graphbench-O2+nopdl and graphbench-O2+before: the same level in a process w
 variables (an A/B of a debug hatch, or of another tree of graphbench, in one run, with the peers' ratios
 and a "vs base" column).
 `--rounds 3` runs each graphbench system three times, interleaved (base, variants, base, ...), each in its
-own process: the table gives the median of the rounds' medians and their range, for differences of about
-1%, which is the spread between two processes of one system at batch 64 (benchmarks/RESULTS.md, 2026-12-02).
+own process: the table gives the median of the rounds' medians and their range, and under it each variant's
+verdict against its base (faster, slower, or a tie within the noise these processes show: reports/verdict.py's
+rule, as compare and gate call differences; fewer than 3 processes a side give no verdict).
 
 The gpt-fast peer (`--peers gpt-fast`) runs gpt-fast's own model.py, unmodified, from a checkout
 (`--gpt-fast-dir`, default `.peers/gpt-fast`, ignored by git; nothing is downloaded): its one-token
@@ -223,10 +224,30 @@ def report(results: list[dict], args: argparse.Namespace, quiet: bool = False) -
     for row in rows:
         if row.get("note"):
             print(f"{row['system']}: {row['note']}")
+    verdicts = variant_verdicts(by_system)
+    for v in verdicts:
+        print(f"{v['system']} batch {v['batch']} against {v['base']}: {v['verdict']} ({v['reason']})")
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"model": args.model, "copy_gbs": bandwidth, "floor_ms": floor_ms, "results": results}, f,
-                      indent=1)
+            json.dump({"model": args.model, "copy_gbs": bandwidth, "floor_ms": floor_ms, "results": results,
+                       "verdicts": verdicts}, f, indent=1)
+
+
+def variant_verdicts(by_system: dict[str, dict[int, dict]]) -> list[dict]:
+    """Each variant's step against its base level's, per batch, over their processes (variants.time_verdict)."""
+    pairs = [(system, system.partition("+")[0], batch, x) for system, per_batch in by_system.items()
+             for batch, x in sorted(per_batch.items())
+             if "+" in system and batch in by_system.get(system.partition("+")[0], {})]
+    if not pairs:
+        return []
+    from variants import time_verdict
+
+    def samples(x: dict) -> list[float]:
+        return x.get("round_step_ms") or [x["step_ms"]]
+
+    return [{"system": system, "base": base, "batch": batch,
+             **time_verdict(samples(by_system[base][batch]), samples(x), "full_step_ms")}
+            for system, base, batch, x in pairs]
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@
 #   bash benchmarks/gpu_checks.sh roofline  # a decode step's kernels per layer part at batch 1 and 64, bytes, TB/s, gaps (~1 min)
 #   bash benchmarks/gpu_checks.sh lora      # LoRA's graph keys, capture, memory and step cost (benchmarks/lora.py), then the LoRA-share sweep (~6 min)
 #   bash benchmarks/gpu_checks.sh lora-ab   # LoRA's step cost (no adapters, 1, 4) in this tree and in .ab-base/src (`git archive REV src |
-#                                      # tar -x -C .ab-base`, carried), 2 processes each, interleaved (~6 min)
+#                                      # tar -x -C .ab-base`, carried), 3 processes each (LORA_ROUNDS), interleaved, with
+#                                      # verdicts (~8 min)
 # docs/DEVELOPING.md says what each group backs in benchmarks/RESULTS.md. Logs and JSON go to $OUT (the device tool
 # brings them back); copy the figures into benchmarks/RESULTS.md with the date and the local commit whose tree was
 # sent (pass it as COMMIT=<sha>: the device's own checkout reports a stale HEAD).
@@ -86,7 +87,7 @@ case "${1:-}" in
     tar czf "$OUT/lora-sweep.tgz" -C "$OUT" lora-sweep lora-sweep-report 2>/dev/null && rm -rf "$OUT/lora-sweep" "$OUT/lora-sweep-report" ;;
   lora-ab)  # the tree before a LoRA kernel change at .ab-base/src
     [ -d .ab-base/src ] || { echo "lora-ab needs .ab-base/src (the tree to compare against)" >&2; exit 2; }
-    timeout 585 python3 benchmarks/lora.py --model llama-3.2-1b --rank 16 --concurrency 16 --setups none,1,4 --rounds 2 \
+    timeout 585 python3 benchmarks/lora.py --model llama-3.2-1b --rank 16 --concurrency 16 --setups none,1,4 --rounds ${LORA_ROUNDS:-3} --repeats 2 \
       --variant "base=PYTHONPATH=$PWD/.ab-base/src:$PWD" --out "$OUT/lora-ab.json" 2>&1 | grep -v -E "^DEBUG|[Ww]arn" \
       | tee "$OUT/lora-ab.log" | tail -12 ;;
   lora-roofline)

@@ -11,14 +11,15 @@ Then the check that a recording replays what the un-captured run computes: the s
 4 adapters and cudagraph_mode NONE must give the same greedy tokens for a mixed batch.
 --compare-torch adds the 4-adapter setup once more with the torch path instead of the Triton kernels.
 
-    python benchmarks/lora.py --setups none,1,4 --rounds 2 \
+    python benchmarks/lora.py --setups none,1,4 --rounds 3 \
         --variant base=PYTHONPATH=$PWD/.ab-base/src:$PWD
 
 An A/B of trees (or of environment variables): this tree and each variant run the setups in processes of
 their own, interleaved, --rounds times each (a process is the unit of replication: two processes of one
 tree differ more than repeats inside one). Prints each process's overheads over no adapters as it ends, then
 per side the median over its processes of each setup's TPOT (share 1; no adapters: share 0) and, for a
-variant, its difference from this tree's; the JSON holds every process's rows.
+variant, its difference from this tree's and the verdict on it (faster, slower or a tie within the processes'
+noise: reports/verdict.py's rule; --rounds 3 or more, or there is none); the JSON holds every process's rows.
 
     python benchmarks/lora.py --delta --model llama-3.2-1b --rank 16 --out lora-delta.json
 
@@ -99,7 +100,24 @@ def run_sides(args: argparse.Namespace) -> dict:
             f"{setup} {100 * (ms / tpot['this tree'][setup] - 1):+.1f}%" for setup, ms in by_setup.items()) + ")"
         print(f"{name:12s} TPOT p50 (median of processes): " + ", ".join(
             f"{setup} {ms:.3f} ms" for setup, ms in by_setup.items()) + versus, flush=True)
-    return {"model": args.model, "rank": args.rank, "rounds": args.rounds, "tpot_ms": tpot, "processes": processes}
+    verdicts = side_verdicts(processes)
+    for v in verdicts:
+        print(f"{v['side']}, {v['setup']}: {v['verdict']} ({v['reason']})", flush=True)
+    return {"model": args.model, "rank": args.rank, "rounds": args.rounds, "tpot_ms": tpot, "verdicts": verdicts,
+            "processes": processes}
+
+
+def side_verdicts(processes: dict[str, list[dict]]) -> list[dict]:
+    """Each variant's TPOT per setup against this tree's, over their processes (variants.time_verdict)."""
+    from variants import time_verdict
+
+    def samples(side: str, setup: str) -> list[float]:
+        return [setup_tpot(p["rows"])[setup] for p in processes[side]]
+
+    setups = list(setup_tpot(processes["this tree"][0]["rows"]))
+    return [{"side": side, "setup": setup, **time_verdict(samples("this tree", setup), samples(side, setup),
+                                                          "tpot_p50_ms")}
+            for side in processes if side != "this tree" for setup in setups]
 
 
 def measure(engine, names: list[str], share: float, concurrency: int, repeats: int) -> dict:

@@ -14,3 +14,16 @@ def parse_variants(specs: list[str]) -> dict[str, dict[str, str]]:
             raise SystemExit(f"--variant {spec!r}: expected NAME=VAR=VALUE[,VAR=VALUE]")
         variants[name] = {var: value for var, _, value in pairs}
     return variants
+
+
+def time_verdict(base_ms: list[float], variant_ms: list[float], metric: str) -> dict:
+    """Whether a variant's time differs from its base's, by the rule every comparison of graphbench uses
+    (reports/verdict.py: over per-process samples, significant, beyond twice the larger range between the
+    processes of either side, at least the metric's minimum effect): {"verdict": faster | slower | tie | n/a,
+    "change_pct", "reason"}. Fewer than 3 processes a side give n/a: run the A/B with --rounds 3 or more."""
+    from graphbench.reports.gate_thresholds import min_effect_pct
+    from graphbench.reports.verdict import judge
+
+    v = judge(base_ms, variant_ms, higher_is_better=False, min_effect_pct=min_effect_pct(metric))
+    word = {"improved": "faster", "regressed": "slower"}.get(v.verdict, v.verdict)
+    return {"verdict": word, "change_pct": v.change_pct, "reason": v.reason}

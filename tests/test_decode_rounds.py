@@ -146,3 +146,34 @@ def test_loras_ab_runs_each_side_in_processes_of_its_own_interleaved(monkeypatch
     out = capsys.readouterr().out
     assert "round 2 base        : 4 adapters +28.7%" in out
     assert "(against this tree: no adapters +100.0%, 4 adapters +95.3%)" in out
+    # base is twice as slow in every process, far beyond the processes' spread: called, by the one rule
+    assert [(v["side"], v["setup"], v["verdict"]) for v in result["verdicts"]] == [
+        ("base", "no adapters", "slower"), ("base", "4 adapters", "slower")]
+    assert "base, 4 adapters: slower (+95.3% vs noise" in out
+
+
+def test_a_decode_variant_gets_a_verdict_over_its_processes(capsys, monkeypatch):
+    """benchmarks/decode.py --variant with --rounds: each variant's step against its base level's, by
+    reports/verdict.py's rule: the same steps twice (an A/A) are a tie, a step 10% slower in every process is
+    called, and two processes a side give no verdict."""
+    import argparse
+
+    from tests.bench_scripts import ROOT
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # its variants module (as when run as a script)
+    decode = _decode_script()
+    base = [(1, 0.400), (1, 0.412), (1, 0.405), (1, 0.398)]
+    same = [(1, 0.409), (1, 0.401), (1, 0.404), (1, 0.399)]
+    slow = [(1, 0.445), (1, 0.452), (1, 0.441), (1, 0.449)]
+    results = [{"system": "bandwidth", "copy_gbs": 4200.0, "results": []}]
+    for i in range(4):
+        results += [dict(_run(name, steps[i]), weights_bytes=10**9) for name, steps in
+                    (("graphbench-O2", base), ("graphbench-O2+aa", same), ("graphbench-O2+slow", slow))]
+    results += [dict(_run("graphbench-O1", (1, 0.5)), weights_bytes=10**9),
+                dict(_run("graphbench-O1+two", (1, 0.9)), weights_bytes=10**9)] * 2
+    decode.report(results, argparse.Namespace(model="smollm2-135m", prompt_len=128, rounds=4, out=None))
+    verdicts = {v["system"]: v["verdict"] for v in decode.variant_verdicts(
+        {r["system"]: {x["batch"]: x for x in r["results"]} for r in decode.merge_rounds(results)[1:]})}
+    assert verdicts == {"graphbench-O2+aa": "tie", "graphbench-O2+slow": "slower", "graphbench-O1+two": "n/a"}
+    out = capsys.readouterr().out
+    assert "graphbench-O2+slow batch 1 against graphbench-O2: slower (+" in out
