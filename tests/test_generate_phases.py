@@ -61,15 +61,15 @@ def test_capture_follows_compile_and_only_records_shown_before_are_forwarded() -
 
 def test_the_engine_still_logs_the_records_the_phases_follow() -> None:
     """The engine has no progress hook: these log calls are what the phases follow."""
-    from graphbench.runner import engine
+    from graphbench.runner import engine, engine_startup
     from graphbench.runner.compile import startup
 
-    source = inspect.getsource(startup) + inspect.getsource(engine)
+    source = inspect.getsource(startup) + inspect.getsource(engine_startup)
     for message in ('"Using cache directory: %s for torch.compile", directory',
                     '"torch.compile: loaded the compiled forward', '"torch.compile took',
                     '"cudagraph mode %s -> %s: %s", resolution.requested.value, resolution.resolved.value'):
         assert message in source, message
-    assert engine.log.name == startup.log.name == ENGINE_LOG
+    assert engine.log.name == engine_startup.log.name == startup.log.name == ENGINE_LOG
 
 
 def test_mode_note() -> None:
