@@ -67,21 +67,21 @@ def test_a_config_that_is_not_an_object_is_refused(tmp_path, text, message):
       "original_max_position_embeddings": 8192}, "must be above low_freq_factor"),
 ])
 def test_impossible_rope_scaling_is_one_line(rope, said):
-    from graphbench.config.arch import _arch_from_dict
+    from graphbench.config.hf_config import arch_from_dict
     from graphbench.errors import GraphbenchError
 
     raw = {"architectures": ["LlamaForCausalLM"], "architecture": "LlamaForCausalLM", "hidden_size": 64,
            "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100,
            "rope_scaling": rope}
     with pytest.raises(GraphbenchError, match=said):
-        _arch_from_dict(raw, source="t")
+        arch_from_dict(raw, source="t")
 
 
 def test_an_odd_head_size_is_one_line():
-    from graphbench.config.arch import _arch_from_dict
+    from graphbench.config.hf_config import arch_from_dict
     from graphbench.errors import GraphbenchError
 
     raw = {"architecture": "LlamaForCausalLM", "hidden_size": 99, "intermediate_size": 128,
            "num_hidden_layers": 2, "num_attention_heads": 3, "vocab_size": 100}
     with pytest.raises(GraphbenchError, match="head_dim must be even"):
-        _arch_from_dict(raw, source="t")
+        arch_from_dict(raw, source="t")

@@ -20,6 +20,11 @@ def build_model(arch: ArchConfig, max_positions: int, dtype: torch.dtype, device
     """Construct the model directly on the device in the target dtype (RoPE tables stay float32).
 
     arch: this rank's shape (parallel.local_arch) under tensor parallelism; kernels: config.model.kernels."""
+    if arch.sliding_window is not None and max_positions > arch.sliding_window:
+        # the attention here is full: it equals the checkpoint's sliding-window attention only that far
+        raise GraphbenchError(f"max_model_len {max_positions} (--max-model-len) is above the sliding_window "
+                              f"{arch.sliding_window} of {arch.source or 'the model'} (graphbench attends over the "
+                              "whole context)")
     previous = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
@@ -84,54 +89,91 @@ def checkpoint_files(folder: Path) -> list[Path]:
         if missing:
             raise GraphbenchError(f"checkpoint {folder} is missing shard(s): {', '.join(missing)}")
         return files
-    files = sorted(folder.glob("*.safetensors"))
+    if (folder / "model.safetensors").is_file():  # as transformers: other files (consolidated.safetensors,
+        return [folder / "model.safetensors"]   # adapter_model.safetensors) are not this model's weights
+    files = sorted(f for f in folder.glob("*.safetensors") if f.is_file())
     if not files:
         raise GraphbenchError(f"checkpoint {folder} has no *.safetensors weights (only safetensors are supported)")
     return files
 
 
 def load_checkpoint(model: CausalLM, folder: Path, arch: ArchConfig | None = None) -> None:
-    """Copy an HF Llama/Qwen2 checkpoint into the fused model; every parameter must be found.
+    """Copy an HF Llama/Qwen2 checkpoint into the fused model; every weight (each of q, k, v, gate and up
+    in the fused ones) must be found.
 
     arch: the full model's shape; under tensor parallelism each rank keeps its part of each tensor."""
     from safetensors import SafetensorError, safe_open
 
     params = dict(model.named_parameters())
-    device = next(model.parameters()).device
     loaded: set[str] = set()
+    tied_head: list[torch.Tensor] = []  # a tied model's lm_head.weight, when the checkpoint has one
     for file in checkpoint_files(folder):
         try:
             with safe_open(str(file), framework="pt", device="cpu") as f:
                 for hf_name in f.keys():
-                    tensor = shard_checkpoint_tensor(hf_name, f.get_tensor(hf_name), arch or model.arch, model.shard)
-                    _load_one(model.arch, params, loaded, hf_name, tensor, device)
+                    _load_one(model, arch or model.arch, params, loaded, hf_name, f.get_tensor(hf_name), tied_head)
         except SafetensorError as exc:
             raise GraphbenchError(f"cannot read {file}: {exc} (corrupt or truncated safetensors file?)") from None
         except OSError as exc:
             raise GraphbenchError(f"cannot read {file}: {exc}") from None
-    expected = {n for n in params if not (model.arch.tie_word_embeddings and n == "lm_head.weight")}
+    expected = {p for n in params if not (model.arch.tie_word_embeddings and n == "lm_head.weight")
+                for p in _pieces(n)}
     missing = sorted(expected - loaded)
     if missing:
         raise GraphbenchError(
             f"checkpoint {folder} lacks {len(missing)} weight(s), e.g. {', '.join(missing[:3])}"
         )
+    if tied_head and not torch.equal(tied_head[0].to(params["embed_tokens.weight"]), params["embed_tokens.weight"]):
+        # transformers 5 would untie them and use this lm_head; vLLM ignores it: refuse the ambiguity
+        raise GraphbenchError(f"checkpoint {folder} has an lm_head.weight unlike embed_tokens.weight although its "
+                              "config.json sets tie_word_embeddings true")
 
 
-def _load_one(arch, params, loaded, hf_name, tensor, device) -> None:
+FUSED = {"self_attn.qkv_proj": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
+         "mlp.gate_up_proj": ("mlp.gate_proj", "mlp.up_proj")}
+
+
+def _pieces(name: str) -> list[str]:
+    """The HF weights (without "model.") that fill one of the model's parameters: a fused projection is
+    only loaded when each of its parts is (a missing v_proj left random rows in qkv_proj)."""
+    for ours, theirs in FUSED.items():
+        if f".{ours}." in name:
+            return [name.replace(ours, hf) for hf in theirs]
+    return [name]
+
+
+def _load_one(model, full_arch, params, loaded, hf_name, tensor, tied_head) -> None:
+    arch = model.arch
     name = hf_name.removeprefix("model.")
     if "rotary_emb" in name:
         return
     if name == "lm_head.weight" and arch.tie_word_embeddings:
+        name = "embed_tokens.weight"  # (checked against the embedding once everything is loaded)
+    target_name, expected = _place(name, hf_name, full_arch, model, params)
+    if not tensor.is_floating_point():  # quantized or corrupt: a cast would silently change the values
+        raise GraphbenchError(f"checkpoint weight {hf_name} has dtype {tensor.dtype}, not a floating-point type")
+    if tuple(tensor.shape) != expected:  # the full shape, before tensor parallelism takes this rank's part
+        raise GraphbenchError(f"checkpoint weight {hf_name} has shape {tuple(tensor.shape)}, expected {expected}")
+    tensor = shard_checkpoint_tensor(hf_name, tensor, full_arch, model.shard)
+    if hf_name.removeprefix("model.") == "lm_head.weight" and arch.tie_word_embeddings:
+        tied_head[:] = [tensor]
         return
     stacked = _stacked_target(name, arch)
-    target_name, start, rows = stacked if stacked else (name, 0, None)
+    param = params[target_name]
+    target = param if stacked is None else param.narrow(0, stacked[1], stacked[2])
+    if tuple(target.shape) != tuple(tensor.shape):  # (a name parallel.py does not split, e.g. a fused qkv_proj)
+        raise GraphbenchError(f"checkpoint weight {hf_name} cannot be split for tensor parallelism: this rank's "
+                              f"part has shape {tuple(tensor.shape)}, expected {tuple(target.shape)}")
+    target.copy_(tensor.to(device=param.device, dtype=param.dtype))
+    loaded.update(_pieces(name) if stacked is None else [name])
+
+
+def _place(name, hf_name, full_arch, model, params) -> tuple[str, tuple[int, ...]]:
+    """(the model parameter an HF weight fills, the weight's full TP=1 shape)."""
+    stacked = _stacked_target(name, full_arch)
+    target_name = stacked[0] if stacked else name
     param = params.get(target_name)
     if param is None:
-        raise GraphbenchError(f"checkpoint weight {hf_name!r} has no place in a {arch.architecture} model")
-    target = param if rows is None else param.narrow(0, start, rows)
-    if tuple(target.shape) != tuple(tensor.shape):
-        raise GraphbenchError(
-            f"checkpoint weight {hf_name} has shape {tuple(tensor.shape)}, expected {tuple(target.shape)}"
-        )
-    target.copy_(tensor.to(device=device, dtype=param.dtype))
-    loaded.add(target_name)
+        raise GraphbenchError(f"checkpoint weight {hf_name!r} has no place in a {model.arch.architecture} model")
+    full = full_shape(target_name, param, full_arch, model.shard)
+    return target_name, (full if stacked is None else (stacked[2],) + full[1:])
