@@ -32,8 +32,9 @@ def parse_module(text: str) -> list[tuple[str, str]]:
     if not sep or not NAME.match(name) or not source:
         raise GraphbenchError(f"a LoRA module is NAME=PATH or dummy:r=RANK[,n=COUNT] (NAME: letters, digits, ._-), "
                               f"got {text!r}")
-    if source.startswith("dummy") and not (DUMMY.match(source) and DUMMY.match(source).group(2) is None):
-        # (",n=COUNT" names its adapters dummy0.. itself: under one NAME it would be dropped unread)
+    if source.startswith("dummy:") and not (DUMMY.match(source) and DUMMY.match(source).group(2) is None):
+        # (",n=COUNT" names its adapters dummy0.. itself: under one NAME it would be dropped unread; a folder
+        # whose name merely starts with "dummy", e.g. dummy-lora, is a path)
         raise GraphbenchError(f"a named dummy adapter is NAME=dummy:r=RANK (several: dummy:r=RANK,n=COUNT "
                               f"without a name), got {source!r}")
     return [(name, source)]

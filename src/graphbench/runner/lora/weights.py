@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from graphbench.config.arch import ArchConfig
+from graphbench.errors import GraphbenchError
 from graphbench.runner.lora.adapters import Adapter
 
 _ACTIVE = [True]
@@ -60,10 +61,14 @@ def use_lora_kernel(on: bool) -> None:
 
 
 def lora_delta(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """x [T, in], a [L, R', in], b [L, out, R'], index [T] (-1: none) -> [T, out], in plain torch ops."""
-    onehot = (index[:, None] == torch.arange(a.shape[0], device=index.device)).to(x.dtype)  # [T, L]
-    y = torch.einsum("ti,sri->tsr", x, a) * onehot[:, :, None]  # [T, L, R']: each token's own row only
-    return torch.einsum("tsr,sor->to", y, b)
+    """x [T, in], a [L, R', in], b [L, out, R'], index [T] (-1: none) -> [T, out], in plain torch ops: every row's
+    delta over all tokens (a fixed loop: a recording of it needs no data-dependent shape), each token keeping
+    its own row's. torch.where, not a product with a one-hot mask: 0 x inf is NaN, so a mask let another
+    adapter's inf reach every token of the batch, those without an adapter too."""
+    delta = x.new_zeros((x.shape[0], b.shape[1]))
+    for row in range(a.shape[0]):
+        delta = torch.where((index == row)[:, None], (x @ a[row].T) @ b[row].T, delta)
+    return delta
 
 
 @functools.cache
@@ -131,6 +136,11 @@ class LayerLoRA(nn.Module):
             rank = a.shape[0]
             a_buf[row, a_row:a_row + rank].copy_(a)
             b_buf[row, b_lo:b_hi, b_col:b_col + rank].copy_(b)
+            if not (a_buf[row].isfinite().all() and b_buf[row].isfinite().all()):
+                # (finite in float32, beyond float16's range: a kernel's dot over a group of slots would carry
+                # the inf to the other slots' tokens)
+                raise GraphbenchError(f"LoRA adapter {adapter.name!r}: {target}'s weights of layer {layer} overflow "
+                                      f"{a_buf.dtype} (the model's dtype); run the model in bfloat16 or float32")
 
 
 def attach_lora(model, arch: ArchConfig, num_rows: int, rank: int, max_num_tokens: int) -> torch.Tensor:
