@@ -235,7 +235,8 @@ def load_trace(path: str | Path) -> list[RequestSpec]:
         try:
             row = json.loads(line)
             arrival, prompt, output = row["arrival_s"], row["prompt_len"], row["output_len"]
-        except (json.JSONDecodeError, KeyError, TypeError, RecursionError) as exc:
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:  # (ValueError: bad JSON, or an integer
+            # of more digits than Python converts)
             raise GraphbenchError(f"{path}:{number}: expected arrival_s, prompt_len, output_len ({exc})") from None
         if isinstance(arrival, bool) or not isinstance(arrival, (int, float)) or not 0 <= arrival < 1e9:
             raise GraphbenchError(f"{path}:{number}: arrival_s must be a number of seconds in [0, 1e9), got {arrival!r}")

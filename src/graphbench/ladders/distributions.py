@@ -6,8 +6,10 @@ nothing):
 - ``.json``: an object ``{"<size>": count, ...}`` (or an array of batch sizes);
 - ``.jsonl`` / ``.ndjson``: a trace, one JSON object a line with ``batch_size`` (or ``num_tokens``);
 - anything else (``.csv``, ``.txt``, ...): a CSV with a header naming ``batch_size`` (or
-  ``num_tokens``) and optionally ``count``, or a plain list of batch sizes, one per line;
-- a vLLM server log with ``--cudagraph-metrics`` tables, whatever its suffix (ladders/vllm_log.py).
+  ``num_tokens``) and optionally ``count``, rows of ``size,count`` without a header, or a plain list of
+  batch sizes, one per line;
+- a vLLM server log with ``--cudagraph-metrics`` tables, whatever its suffix, gzip-compressed or not
+  (ladders/vllm_log.py).
 
 Per-request benchmark outputs (ladders/request_trace.py) are not distributions of step sizes: they are
 replayed through the scheduler first (tuning/trace_replay.py, what `graphbench tune` does with them); given
@@ -29,9 +31,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from graphbench.errors import GraphbenchError
-from graphbench.ladders.jsonl import json_lines
+from graphbench.ladders.jsonl import json_lines, loads
 from graphbench.ladders.request_trace import is_request_trace
-from graphbench.ladders.vllm_log import is_cudagraph_log, parse_cudagraph_metrics
+from graphbench.ladders.vllm_log import is_gzip, read_cudagraph_log
 
 SIZE_COLUMNS = ("batch_size", "num_tokens")
 COUNT_COLUMNS = ("count", "weight", "frequency")
@@ -127,14 +129,18 @@ def load_distribution(path: str | Path) -> BatchSizeDistribution:
         raise GraphbenchError(f"distribution file not found: {p}")
     if not p.is_file():
         raise GraphbenchError(f"distribution path is not a file: {p}")
+    name = str(p)
+    log = read_cudagraph_log(p)  # a vLLM server log with --cudagraph-metrics tables, streamed (gzip too)
+    if log is not None:
+        return BatchSizeDistribution(log, source=name)
     try:
         text = p.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
+        if is_gzip(p):
+            raise GraphbenchError(f"{name}: gzip-compressed, and not a vLLM log with --cudagraph-metrics tables "
+                                  "(the one kind read compressed): decompress it") from None
         raise GraphbenchError(f"cannot read distribution file {p}: {exc}") from None
     suffix = p.suffix.lower()
-    name = str(p)
-    if is_cudagraph_log(text):  # a vLLM server log with --cudagraph-metrics tables
-        return BatchSizeDistribution(parse_cudagraph_metrics(text, name), source=name)
     if is_request_trace(text):
         raise GraphbenchError(f"{name}: a per-request trace (request lengths), not batch sizes: replay it through "
                               "the scheduler (tuning/trace_replay.py; `graphbench tune --from` does)")
@@ -147,8 +153,9 @@ def load_distribution(path: str | Path) -> BatchSizeDistribution:
             data = json.loads(text)
         except json.JSONDecodeError:
             return BatchSizeDistribution(_parse_jsonl(text, name), source=name)
-        except RecursionError:
-            raise GraphbenchError(f"{name}: JSON nested too deeply for a batch-size histogram") from None
+        except (ValueError, RecursionError):  # an int past 4300 digits, or nesting past the recursion limit
+            loads(text, name)  # raises it as a GraphbenchError naming the file
+            raise
         return BatchSizeDistribution(_json_counts(data, name), source=name)
     return BatchSizeDistribution(_parse_text(text, name), source=name)
 
@@ -158,8 +165,9 @@ def _parse_json(text: str, name: str) -> Counter[int]:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise GraphbenchError(f"{name}:{exc.lineno}: invalid JSON: {exc.msg}") from None
-    except RecursionError:
-        raise GraphbenchError(f"{name}: JSON nested too deeply for a batch-size histogram") from None
+    except (ValueError, RecursionError):  # an int past 4300 digits, or nesting past the recursion limit
+        loads(text, name)  # raises it as a GraphbenchError naming the file
+        raise
     return _json_counts(data, name)
 
 
@@ -199,6 +207,9 @@ def _parse_text(text: str, name: str) -> Counter[int]:
     if _is_int(first):
         return _parse_size_list(lines, name)
     header = [h.strip().lower() for h in next(csv.reader([first]))]
+    rows = lines[1:]
+    if len(header) == 2 and _is_int(header[0]) and _is_number(header[1]):  # no header: size,count rows
+        header, rows = ["batch_size", "count"], lines
     size_col = next((header.index(c) for c in SIZE_COLUMNS if c in header), None)
     if size_col is None:
         raise GraphbenchError(
@@ -207,7 +218,7 @@ def _parse_text(text: str, name: str) -> Counter[int]:
         )
     count_col = next((header.index(c) for c in COUNT_COLUMNS if c in header), None)
     counts: Counter[int] = Counter()
-    for lineno, line in lines[1:]:
+    for lineno, line in rows:
         row = [cell.strip() for cell in next(csv.reader([line]))]
         if len(row) != len(header):
             raise GraphbenchError(f"{name}:{lineno}: expected {len(header)} columns, got {len(row)}: {line!r}")
@@ -224,6 +235,14 @@ def _parse_size_list(lines: list[tuple[int, str]], name: str) -> Counter[int]:
     for lineno, line in lines:
         counts[_int_field(line, f"{name}:{lineno}")] += 1
     return counts
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _is_int(text: str) -> bool:
@@ -269,7 +288,8 @@ def _check_size(size: object, source: str, *, what: str = "batch size") -> None:
 
 def _check_weight(weight: object, size: int, source: str) -> None:
     ok = isinstance(weight, (int, float)) and not isinstance(weight, bool)
-    if not ok or not math.isfinite(weight) or not 0 <= weight <= MAX_WEIGHT:  # type: ignore[operator]
+    # compared, not math.isfinite(): that overflows on a JSON int past a float's range; NaN fails it too
+    if not ok or not 0 <= weight <= MAX_WEIGHT:  # type: ignore[operator]
         where = f"{source}: " if source else ""
         raise GraphbenchError(f"{where}count of batch size {size} must be a non-negative number (at most "
-                              f"{MAX_WEIGHT:g}), got {weight!r}")
+                              f"{MAX_WEIGHT:g}), got {weight!r:.60}")

@@ -15,9 +15,18 @@ def json_lines(text: str, name: str) -> Iterator[tuple[int, Any]]:
         line = line.strip()
         if not line or line.startswith("#"):
             continue
-        try:
-            yield lineno, json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise GraphbenchError(f"{name}:{lineno}: invalid JSON: {exc.msg}") from None
-        except RecursionError:
-            raise GraphbenchError(f"{name}:{lineno}: JSON nested too deeply") from None
+        yield lineno, loads(line, f"{name}:{lineno}")
+
+
+def loads(text: str, where: str) -> Any:
+    """json.loads with its errors as GraphbenchError naming `where`."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        # a line that ends mid-value: a writer stopped (`vllm bench serve --append-result` killed mid-dump)
+        cut = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")
+        raise GraphbenchError(f"{where}: invalid JSON{', cut short' if cut else ''}: {exc.msg}") from None
+    except ValueError as exc:  # json reads an int of any length; Python converts at most 4300 digits
+        raise GraphbenchError(f"{where}: invalid JSON: {str(exc).split(':')[0]}") from None
+    except RecursionError:
+        raise GraphbenchError(f"{where}: JSON nested too deeply") from None

@@ -7,7 +7,9 @@ Two layouts, told apart by their content, not by their suffix:
   for a failed one), ``errors``, ``itls`` (each request's inter-token latencies, seconds) and the traffic
   settings ``request_rate`` (requests/s, or "inf") and ``max_concurrency`` (null: unbounded). With
   ``--append-result`` the file holds one such object a line: each is a trace of its own. Without
-  ``--save-detailed`` vLLM drops the per-request lists: that file is an error saying so.
+  ``--save-detailed`` vLLM drops the per-request lists: that file is an error saying so, as is a pooling
+  run's (input_lens, no output_lens) and a ramp-up run's (``ramp_up_strategy``: its rate changes through
+  the run, while ``request_rate`` stays "inf").
 - Plain lists of lengths: a JSON array, or JSONL, of objects with ``input_len`` (or ``prompt_len``) and
   ``output_len``.
 """
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from graphbench.errors import GraphbenchError
-from graphbench.ladders.jsonl import json_lines
+from graphbench.ladders.jsonl import json_lines, loads
 
 INPUT_KEYS = ("input_len", "prompt_len")
 MAX_LEN = 1 << 24  # tokens of one request's prompt
@@ -68,16 +70,27 @@ def parse_request_trace(text: str, name: str) -> list[RequestTrace]:
     """The traces in a file's text: one per bench serve result, one for a list of request lengths."""
     try:
         data = json.loads(text)
-    except json.JSONDecodeError:
-        return _parse_lines(text, name)
-    except RecursionError:
-        raise GraphbenchError(f"{name}: JSON nested too deeply for a request trace") from None
+    except json.JSONDecodeError as exc:
+        if _json_line(text.lstrip().split("\n", 1)[0]):  # JSON Lines (`--append-result`: one result a line)
+            return _parse_lines(text, name)
+        raise GraphbenchError(f"{name}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    except (ValueError, RecursionError):  # an int past 4300 digits, or nesting past the recursion limit
+        loads(text, name)  # raises it as a GraphbenchError naming the file
+        raise
     if isinstance(data, dict):
         return [_bench_result(data, name)]
     if isinstance(data, list):
         pairs = [_lengths(item, f"{name}: item {i}") for i, item in enumerate(data)]
         return [_from_pairs(pairs, name)]
     raise GraphbenchError(f"{name}: expected a vLLM bench serve result or a list of request lengths")
+
+
+def _json_line(line: str) -> bool:
+    try:
+        json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def _parse_lines(text: str, name: str) -> list[RequestTrace]:
@@ -113,9 +126,16 @@ def _from_pairs(pairs: list[tuple[int, int]], name: str) -> RequestTrace:
 
 def _bench_result(data: dict[str, Any], name: str) -> RequestTrace:
     """One `vllm bench serve` result (see the module docstring)."""
+    if "input_lens" in data and "output_lens" not in data:  # serve.py's pooling result keeps input_lens only
+        raise GraphbenchError(f"{name}: a vLLM bench serve result with input_lens but no output_lens (a pooling "
+                              "or embedding run): it generated no tokens, so there is nothing to replay")
     if "input_lens" not in data or "output_lens" not in data:
         raise GraphbenchError(f"{name}: a vLLM bench serve result without per-request lengths (input_lens, "
                               "output_lens): rerun `vllm bench serve` with --save-result --save-detailed")
+    if data.get("ramp_up_strategy") is not None:  # serve.py then keeps request_rate "inf"
+        raise GraphbenchError(f"{name}: a ramp-up run (ramp_up_strategy {data['ramp_up_strategy']!r}, "
+                              f"{data.get('ramp_up_start_rps')} to {data.get('ramp_up_end_rps')} requests/s): its "
+                              "rate changes through the run, which a replay at one rate (or all at once) misreads")
     inputs, outputs = data["input_lens"], data["output_lens"]
     for key, values in (("input_lens", inputs), ("output_lens", outputs)):
         if not isinstance(values, list):
@@ -168,11 +188,22 @@ def _concurrency(value: object, name: str) -> int | None:
 
 
 def _rate(value: object, name: str) -> float | None:
-    if value == "inf" or (isinstance(value, float) and value == math.inf):
+    if value == "inf" or _number(value) == math.inf:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-        raise GraphbenchError(f"{name}: key request_rate must be a positive number or \"inf\", got {value!r}")
-    return float(value)
+    rate = _number(value)
+    if rate is None or not 0 < rate < math.inf:
+        raise GraphbenchError(f"{name}: key request_rate must be a positive number or \"inf\", got {value!r:.60}")
+    return rate
+
+
+def _number(value: object) -> float | None:
+    """A JSON number as a float; None for anything else (a bool, a string, an int past a float's range)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return None
 
 
 def _median_itl(itls: object, name: str) -> float | None:
@@ -184,8 +215,9 @@ def _median_itl(itls: object, name: str) -> float | None:
         if not isinstance(per_request, list):
             raise GraphbenchError(f"{name}: key itls[{i}] must be a list of seconds, got {per_request!r:.60}")
         for value in per_request:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
-                raise GraphbenchError(f"{name}: key itls[{i}] holds {value!r}, not a number of seconds")
-            values.append(float(value))
+            seconds = _number(value)
+            if seconds is None or not 0 <= seconds < math.inf:
+                raise GraphbenchError(f"{name}: key itls[{i}] holds {value!r:.60}, not a number of seconds")
+            values.append(seconds)
     positive = [v for v in values if v > 0]
     return statistics.median(positive) if positive else None

@@ -32,7 +32,7 @@ from typing import Any
 
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.distributions import MAX_BATCH_SIZE, BatchSizeDistribution
-from graphbench.ladders.vllm_log import is_cudagraph_log, parse_cudagraph_metrics
+from graphbench.ladders.vllm_log import read_cudagraph_log
 
 CLOSED_WEIGHT = 0.9
 MODEL_FORMS = "closed:C, closed:C:W or uniform:A-B"
@@ -71,30 +71,21 @@ def load_run_results(paths: Iterable[str | Path]) -> tuple[list[dict[str, Any]],
 
 
 def server_logs(paths: list[Path]) -> BatchSizeDistribution | None:
-    """--from files that are vLLM server logs with --cudagraph-metrics tables, summed into one
-    distribution; None when none is (then they are graphbench results)."""
+    """--from files that are vLLM server logs with --cudagraph-metrics tables (plain or gzip, streamed),
+    summed into one distribution; None when none is (then they are graphbench results)."""
     logs, others = [], []
     for path in paths:
-        text = None
-        if path.is_file() and path.suffix.lower() != ".json" and path.stat().st_size <= MAX_LOG_BYTES:
-            try:
-                text = path.read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                text = None
-        (logs if text is not None and is_cudagraph_log(text) else others).append((path, text))
+        counts = read_cudagraph_log(path) if path.is_file() and path.suffix.lower() != ".json" else None
+        (logs if counts is not None else others).append((path, counts))
     if not logs:
         return None
     if others:
         raise GraphbenchError(f"--from mixes vLLM logs ({logs[0][0]}) with graphbench results ({others[0][0]}): "
                               "give one kind")
-    total: dict[int, int] = {}
-    for path, text in logs:
-        for size, count in parse_cudagraph_metrics(text, str(path)).items():
-            total[size] = total.get(size, 0) + count
+    total: Counter[int] = Counter()
+    for _, counts in logs:
+        total.update(counts)
     return BatchSizeDistribution(total, source=", ".join(str(p) for p, _ in logs))
-
-
-MAX_LOG_BYTES = 1 << 30  # a server log of a long run; read whole, so not past this
 
 
 def workload_names(results: Iterable[Mapping[str, Any]]) -> list[str]:
