@@ -26,8 +26,8 @@ noise: reports/verdict.py's rule; --rounds 3 or more, or there is none); the JSO
 The delta alone (no engine): one CUDA graph holding every layer's four LoRA ops (qkv, o, gate/up,
 down; each layer its own slot buffers of 1 or 4 seeded adapters) at T tokens, recorded once per path:
 the Triton kernels (recorded inside graph_launches, with PDL as the engine records them), the op's
-torch path (one-hot from the index, two einsums, add) and the einsums with the one-hot made once per
-step (the path before the kernels). Each replay timed with CUDA events, medians of --replays after
+torch path (runner/lora/weights.lora_delta: each slot's delta, kept for its own tokens) and the einsums
+with a one-hot made once per step (the path before the kernels). Each replay timed with CUDA events, medians of --replays after
 a warm-up; share 1 (every token with an adapter, in turn) and 0.5 (every other token none).
 """
 

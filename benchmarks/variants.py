@@ -22,8 +22,12 @@ def time_verdict(base_ms: list[float], variant_ms: list[float], metric: str) -> 
     processes of either side, at least the metric's minimum effect): {"verdict": faster | slower | tie | n/a,
     "change_pct", "reason"}. Fewer than 3 processes a side give n/a: run the A/B with --rounds 3 or more."""
     from graphbench.reports.gate_thresholds import min_effect_pct
-    from graphbench.reports.verdict import judge
+    from graphbench.reports.verdict import MIN_PROCESSES, judge
 
+    if min(len(base_ms), len(variant_ms)) < MIN_PROCESSES:  # (judge tests 1 process against 3 or more, a
+        # history's rule; a side of an A/B left with one process, the others failed, is the host noise itself)
+        return {"verdict": "n/a", "change_pct": None,
+                "reason": f"{len(base_ms)} vs {len(variant_ms)} processes (>= {MIN_PROCESSES} a side)"}
     v = judge(base_ms, variant_ms, higher_is_better=False, min_effect_pct=min_effect_pct(metric))
     word = {"improved": "faster", "regressed": "slower"}.get(v.verdict, v.verdict)
     return {"verdict": word, "change_pct": v.change_pct, "reason": v.reason}

@@ -74,6 +74,15 @@ def without(config, *keys):
     # transformers' defaults for absent fields: eps 1e-6, Mistral's 8 KV heads
     (without(LLAMA2_7B, "rms_norm_eps"), ("LlamaForCausalLM", 128, 32, False, 1e-6, 4096, None, None)),
     (without(MISTRAL_7B_V03, "num_key_value_heads"), ("MistralForCausalLM", 128, 8, False, 1e-5, 32768, None, None)),
+    # Qwen2Config's 32 KV heads; the classes' max_position_embeddings; MistralConfig's window of 4096 when the key is
+    # absent (an explicit null, as v0.3 writes it, is none)
+    (dict(without(QWEN25_05B, "num_key_value_heads"), num_attention_heads=64, hidden_size=4096),
+     ("Qwen2ForCausalLM", 64, 32, True, 1e-6, 32768, None, None)),
+    (without(LLAMA2_7B, "max_position_embeddings"), ("LlamaForCausalLM", 128, 32, False, 1e-5, 2048, None, None)),
+    (without(QWEN25_05B, "max_position_embeddings"), ("Qwen2ForCausalLM", 64, 2, True, 1e-6, 32768, None, None)),
+    (without(MISTRAL_7B_V01, "sliding_window"), ("MistralForCausalLM", 128, 8, False, 1e-5, 4096, 4096, None)),
+    (without(dict(QWEN25_05B, use_sliding_window=True), "sliding_window"),
+     ("Qwen2ForCausalLM", 64, 2, True, 1e-6, 4096, 4096, None)),
     # model_type decides the class, as in transformers; early LLaMA exports spell the class LLaMA
     (without(LLAMA2_7B, "architectures"), ("LlamaForCausalLM", 128, 32, False, 1e-5, 4096, None, None)),
     (dict(LLAMA2_7B, architectures=["LLaMAForCausalLM"]), ("LlamaForCausalLM", 128, 32, False, 1e-5, 4096, None, None)),

@@ -175,5 +175,8 @@ def test_a_decode_variant_gets_a_verdict_over_its_processes(capsys, monkeypatch)
     verdicts = {v["system"]: v["verdict"] for v in decode.variant_verdicts(
         {r["system"]: {x["batch"]: x for x in r["results"]} for r in decode.merge_rounds(results)[1:]})}
     assert verdicts == {"graphbench-O2+aa": "tie", "graphbench-O2+slow": "slower", "graphbench-O1+two": "n/a"}
+    from variants import time_verdict  # a side left with one process (its others failed): no verdict either
+
+    assert time_verdict([0.40], [0.445, 0.452, 0.441], "full_step_ms")["verdict"] == "n/a"
     out = capsys.readouterr().out
     assert "graphbench-O2+slow batch 1 against graphbench-O2: slower (+" in out

@@ -181,3 +181,16 @@ def test_a_run_trace_with_an_integer_of_thousands_of_digits_is_one_error(tmp_pat
                      '{"arrival_s": 1, "prompt_len": ' + "9" * 5000 + ', "output_len": 4}\n')
     with pytest.raises(GraphbenchError, match=r"trace.jsonl:2: expected arrival_s"):
         load_trace(trace)
+
+
+def test_a_row_whose_first_cell_is_no_number_is_an_error_not_the_tables_end():
+    """A cudagraph-metrics row with a bad first cell (a corrupted byte, a float) names its line; it must not end the
+    table and silently drop the rows after it (the 7 steps of size 5 below)."""
+    from graphbench.ladders.vllm_log import parse_cudagraph_metrics
+
+    rows = ["| 3 | 4 | 1 | FULL | 2 |", "| {} | 4 | 1 | FULL | 1 |", "| 5 | 8 | 3 | FULL | 7 |"]
+    for bad in ("x", "1.5", "", "\ufffd"):
+        text = "\n".join(["| Unpadded Tokens | Padded Tokens | Num Paddings | Runtime Mode | Count |",
+                          "|---|---|---|---|---|", *(r.format(bad) for r in rows), "INFO done", ""])
+        with pytest.raises(GraphbenchError, match=r"log:4: a cudagraph-metrics row needs integer tokens"):
+            parse_cudagraph_metrics(text, "log")

@@ -22,7 +22,9 @@ ACTIVATION_ALIASES = {"swish": "silu"}  # transformers' ACT2FN["swish"] is SiLU 
 # transformers builds the model class of config.json's model_type (architectures is only a label)
 MODEL_TYPES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "mistral": "MistralForCausalLM"}
 # transformers' defaults for fields a config.json may leave out, where they differ by class
-DEFAULT_KV_HEADS = {"MistralForCausalLM": 8}  # the others: one KV head per query head
+DEFAULT_KV_HEADS = {"MistralForCausalLM": 8, "Qwen2ForCausalLM": 32}  # Llama: one KV head per query head
+DEFAULT_MAX_POSITIONS = {"LlamaForCausalLM": 2048, "Qwen2ForCausalLM": 32768, "MistralForCausalLM": 131072}
+DEFAULT_SLIDING_WINDOW = 4096  # MistralConfig's and Qwen2Config's when the key is absent (null: none)
 DEFAULT_RMS_NORM_EPS = 1e-6  # LlamaConfig, Qwen2Config and MistralConfig alike
 QWEN2_MAX_WINDOW_LAYERS = 28  # Qwen2Config's default: layers from this index on use the sliding window
 
@@ -103,7 +105,7 @@ def arch_from_dict(raw: dict[str, Any], *, source: str) -> ArchConfig:
     heads = _int(raw, "num_attention_heads", source)
     hidden = _int(raw, "hidden_size", source)
     layers = _int(raw, "num_hidden_layers", source)
-    max_positions = _int(raw, "max_position_embeddings", source, default=4096)
+    max_positions = _int(raw, "max_position_embeddings", source, default=DEFAULT_MAX_POSITIONS[arch])
     window = _sliding_window(raw, arch, layers, source)
     return ArchConfig(
         architecture=arch,
@@ -195,7 +197,9 @@ def _sliding_window(raw: dict[str, Any], arch: str, layers: int, source: str) ->
             return None
     elif arch != "MistralForCausalLM":
         return None
-    return None if raw.get("sliding_window") is None else _int(raw, "sliding_window", source)
+    if "sliding_window" not in raw:  # the class's default applies; an explicit null is no window
+        return DEFAULT_SLIDING_WINDOW
+    return None if raw["sliding_window"] is None else _int(raw, "sliding_window", source)
 
 
 def _qwen2_slides(raw: dict[str, Any], layers: int, source: str) -> bool:

@@ -39,7 +39,7 @@ _ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[A-Za-z]?)?")  # colour codes; one cut sho
 _TAG = re.compile(r"\((?:[^()]|\([^()]*\))*\)")  # (APIServer pid=1), (API (0)): one level of nesting
 _LEVEL = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\b")
 _SEPARATOR = re.compile(r":?-+:?")
-_ROW_START = re.compile(r"[-+]?\d+")  # a row's first cell; another table's lines end ours
+_NUMBER = re.compile(r"[-+]?\d+")
 _CUT = re.compile(r"\|\s*\d+\s*\|")
 # vLLM's logger prefix (vllm/logger.py: "%(levelname)s %(asctime)s [%(fileinfo)s:%(lineno)d] ", dates "%m-%d
 # %H:%M:%S"; older versions "%(filename)s:%(lineno)d]"): a file with such lines is a server log
@@ -47,11 +47,6 @@ _VLLM_LINE = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d
                         r"\[?[\w./-]+\.py:\d+\]")
 SNIFF_LINES = 1000
 SETTINGS_LINE = "**CUDAGraph Config Settings:**"  # the first line of vLLM's record (CUDAGraphLogging.settings_header)
-
-
-def is_cudagraph_log(text: str) -> bool:
-    return "Unpadded Tokens" in text and any(_HEADER.search(_clean(line)) for line in _text_lines(text)
-                                             if "Unpadded Tokens" in line)
 
 
 def parse_cudagraph_metrics(text: str, name: str) -> Counter[int]:
@@ -193,10 +188,14 @@ class _Scan:
 
     def _row(self, tag: str, table: _Table, number: int, line: str, part: str) -> None:
         cells = [cell.strip() for cell in part.rstrip()[1:-1].split("|")]
-        if _ROW_START.fullmatch(cells[0]):
+        if all(_SEPARATOR.fullmatch(c) for c in cells):
+            return  # the line under the header
+        # one of our rows (its width, or a number first), checked: a bad cell names its line, never ends the table
+        # (silently, dropping the rows after it)
+        if len(cells) == len(HEADER) or _NUMBER.fullmatch(cells[0]):
             size, count = _row(cells, f"{self.name}:{number}", line)
             table.rows[size] += count
-        elif not all(_SEPARATOR.fullmatch(c) for c in cells):  # another markdown table's lines: ours ended
+        else:  # another markdown table's lines: ours ended
             self._end(tag)
 
     def result(self) -> Counter[int]:

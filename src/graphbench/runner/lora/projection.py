@@ -20,6 +20,7 @@ cores, so its deltas may differ from lora_shrink's in the last bit of the rounde
 from __future__ import annotations
 
 import functools
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
@@ -31,11 +32,12 @@ from graphbench.runner.op_registry import register_op
 
 
 @functools.cache
-def _kernels():
+def _kernels() -> SimpleNamespace:
     """The Triton modules, imported on first use (the CPU path never needs Triton)."""
     from graphbench.runner.kernels import gemv, lora_bgmv, lora_norm_shrink, paged_attention, skinny_gemm
 
-    return gemv, lora_bgmv, skinny_gemm, paged_attention, lora_norm_shrink
+    return SimpleNamespace(gemv=gemv, lora_bgmv=lora_bgmv, skinny_gemm=skinny_gemm, paged_attention=paged_attention,
+                           lora_norm_shrink=lora_norm_shrink)
 
 
 def epilogue_blocks(op: str, x: torch.Tensor, weight: torch.Tensor) -> tuple[int, ...] | None:
@@ -43,7 +45,7 @@ def epilogue_blocks(op: str, x: torch.Tensor, weight: torch.Tensor) -> tuple[int
     the delta cannot be added in an epilogue (not 2..64 rows of a 16-bit CUDA tensor, no K tile fits)."""
     if not (x.is_cuda and on_triton_device(x) and weights.kernel_in_use()):
         return None
-    if not _kernels()[2].skinny_applies(x, weight):
+    if not _kernels().skinny_gemm.skinny_applies(x, weight):
         return None
     (n, k), rows = weight.shape, x.shape[0]
     kind = "skinny" if op == "linear" else "gated_skinny"
@@ -55,7 +57,7 @@ def epilogue_blocks(op: str, x: torch.Tensor, weight: torch.Tensor) -> tuple[int
         return None
     if op == "gate_up":
         return 32, block_k, 4, 4
-    sms = _kernels()[3].sm_count(x.device.index or 0)
+    sms = _kernels().paged_attention.sm_count(x.device.index or 0)
     return 64, block_k, kernel_choice.split_count(n, k, sms, 64, block_k), 4, 4
 
 
@@ -68,8 +70,8 @@ def lora_linear_impl(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor |
         return project(x, weight, bias)
     blocks = epilogue_blocks("linear", x, weight) if own_kernels else None
     if blocks is not None:
-        shrunk = _kernels()[1].lora_shrink(x, a, b, index, segments)
-        return _kernels()[2].skinny_gemm(x, weight, bias, blocks, lora=shrunk)
+        shrunk = _kernels().lora_bgmv.lora_shrink(x, a, b, index, segments)
+        return _kernels().skinny_gemm.skinny_gemm(x, weight, bias, blocks, lora=shrunk)
     out = project(x, weight, bias)
     weights.add_delta(out, x, a, b, index, segments)
     return out
@@ -81,8 +83,8 @@ def lora_gate_up_impl(x: torch.Tensor, weight: torch.Tensor, a: torch.Tensor, b:
     active = weights.adapters_are_active()
     blocks = epilogue_blocks("gate_up", x, weight) if active and own_kernels else None
     if blocks is not None:
-        shrunk = _kernels()[1].lora_shrink(x, a, b, index, segments)
-        return _kernels()[2].skinny_gate_up(x, weight, blocks, lora=shrunk)
+        shrunk = _kernels().lora_bgmv.lora_shrink(x, a, b, index, segments)
+        return _kernels().skinny_gemm.skinny_gate_up(x, weight, blocks, lora=shrunk)
     gate_up = (linear_impl if own_kernels else F.linear)(x, weight, None)
     if active:
         weights.add_delta(gate_up, x, a, b, index, segments)
@@ -90,7 +92,7 @@ def lora_gate_up_impl(x: torch.Tensor, weight: torch.Tensor, a: torch.Tensor, b:
         gate, up = gate_up.chunk(2, dim=-1)
         return F.silu(gate) * up
     hidden = gate_up.new_empty((gate_up.shape[0], weight.shape[0] // 2))
-    _kernels()[0].launch_silu_mul(gate_up, hidden)
+    _kernels().gemv.launch_silu_mul(gate_up, hidden)
     return hidden
 
 
@@ -103,7 +105,7 @@ def lora_add_rmsnorm_linear_impl(x: torch.Tensor, residual: torch.Tensor, norm_w
     shrunk = _norm_and_shrink(x, residual, norm_weight, eps, weight, a, b, index, segments, own_kernels, "linear")
     if shrunk is not None:
         normed, h, lora, blocks = shrunk
-        return _kernels()[2].skinny_gemm(normed, weight, bias, blocks, lora=lora), h
+        return _kernels().skinny_gemm.skinny_gemm(normed, weight, bias, blocks, lora=lora), h
     normed, h = _add_norm(x, residual, norm_weight, eps, own_kernels)
     return lora_linear_impl(normed, weight, bias, a, b, index, segments, own_kernels), h
 
@@ -115,7 +117,7 @@ def lora_add_rmsnorm_gate_up_impl(x: torch.Tensor, residual: torch.Tensor, norm_
     shrunk = _norm_and_shrink(x, residual, norm_weight, eps, weight, a, b, index, segments, own_kernels, "gate_up")
     if shrunk is not None:
         normed, h, lora, blocks = shrunk
-        return _kernels()[2].skinny_gate_up(normed, weight, blocks, lora=lora), h
+        return _kernels().skinny_gemm.skinny_gate_up(normed, weight, blocks, lora=lora), h
     normed, h = _add_norm(x, residual, norm_weight, eps, own_kernels)
     return lora_gate_up_impl(normed, weight, a, b, index, segments, own_kernels), h
 
@@ -129,7 +131,8 @@ def _norm_and_shrink(x, residual, norm_weight, eps, weight, a, b, index, segment
     if blocks is None:
         return None
     normed, h = torch.empty_like(x), torch.empty_like(x)
-    lora = _kernels()[4].add_rmsnorm_shrink(x, residual, norm_weight, eps, normed, h, a, b, index, segments)
+    lora = _kernels().lora_norm_shrink.add_rmsnorm_shrink(x, residual, norm_weight, eps, normed, h, a, b, index,
+                                                          segments)
     return normed, h, lora, blocks
 
 

@@ -10,9 +10,9 @@ Each token of a flat batch has its adapter row in an int32 index [T] (-1: no ada
 step inputs into the model's static buffer. On CUDA the delta is Triton launches over tokens
 (runner/kernels/lora_bgmv.py: shrink x A^T, then the expand, each token with its own adapter; rows
 without one are not touched), the expand inside the projection's GEMM where it can be
-(runner/lora/projection.py, whose custom ops the model calls). On the CPU it is the plain torch path:
-y = x A_l^T for every row l, masked to each token's own row (one-hot [T, L]), then y B_l^T summed over
-rows; its cost is L times one adapter's (L is small).
+(runner/lora/projection.py, whose custom ops the model calls). On the CPU it is the plain torch path
+(lora_delta): x A_l^T B_l^T for every row l, each token keeping its own row's; its cost is L times one
+adapter's (L is small).
 
 The projection ops add nothing while adapters are inactive: the model runner makes them inactive for a
 batch whose key has has_lora False, so with cudagraph_specialize_lora the recordings of such batches
