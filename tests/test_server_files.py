@@ -194,3 +194,19 @@ def test_a_row_whose_first_cell_is_no_number_is_an_error_not_the_tables_end():
                           "|---|---|---|---|---|", *(r.format(bad) for r in rows), "INFO done", ""])
         with pytest.raises(GraphbenchError, match=r"log:4: a cudagraph-metrics row needs integer tokens"):
             parse_cudagraph_metrics(text, "log")
+
+
+def test_a_line_longer_than_any_log_line_is_read_past(tmp_path, monkeypatch):
+    """A streamed log read holds at most MAX_LINE characters of a line: a longer one (a file of gigabytes without a
+    line break) is skipped whole, and the tables around it still count."""
+    from graphbench.ladders import vllm_log
+
+    monkeypatch.setattr(vllm_log, "MAX_LINE", 128)  # (the header: 75 characters)
+    table = ["| Unpadded Tokens | Padded Tokens | Num Paddings | Runtime Mode | Count |", "|---|---|---|---|---|",
+             "| 3 | 4 | 1 | FULL | 2 |", "INFO done"]
+    log = tmp_path / "server.log"
+    log.write_text("\n".join(["x" * 1000, *table, "y" * 200, *table]) + "\n")
+    read, seen = vllm_log._Scan.read, []
+    monkeypatch.setattr(vllm_log._Scan, "read", lambda scan, lines: read(scan, [seen.append(n) or n for n in lines]))
+    assert vllm_log.read_cudagraph_log(log) == {3: 4}
+    assert len(seen) == 2 * len(table) and max(map(len, seen)) <= 128  # the long lines never reached the scan

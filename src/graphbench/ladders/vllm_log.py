@@ -46,6 +46,7 @@ _CUT = re.compile(r"\|\s*\d+\s*\|")
 _VLLM_LINE = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? "
                         r"\[?[\w./-]+\.py:\d+\]")
 SNIFF_LINES = 1000
+MAX_LINE = 1 << 20  # characters: a longer line is no table line, and is read past without being held whole
 SETTINGS_LINE = "**CUDAGraph Config Settings:**"  # the first line of vLLM's record (CUDAGraphLogging.settings_header)
 
 
@@ -62,8 +63,8 @@ def read_cudagraph_log(path: Path) -> Counter[int] | None:
     parse_cudagraph_metrics for a server log without tables."""
     scan = _Scan(str(path))
     try:
-        with _open(path) as lines:
-            scan.read(lines)
+        with _open(path) as file:
+            scan.read(_bounded_lines(file))
     except (OSError, EOFError, zlib.error) as exc:  # unreadable, or a gzip stream corrupt or cut short
         raise GraphbenchError(f"cannot read {path}: {exc}") from None
     return scan.result() if scan.tables or scan.server_log else None
@@ -79,6 +80,17 @@ def _open(path: Path):
     if is_gzip(path):
         return gzip.open(path, "rt", encoding="utf-8-sig", errors="replace", newline="\n")
     return open(path, encoding="utf-8-sig", errors="replace", newline="\n")
+
+
+def _bounded_lines(file) -> Iterator[str]:
+    """The file's lines, each with its "\n", those longer than MAX_LINE left out (streaming bounds memory only
+    where lines end: a file of gigabytes without a line break would otherwise be read as one line)."""
+    while line := file.readline(MAX_LINE):
+        if len(line) == MAX_LINE and not line.endswith("\n"):
+            while (rest := file.readline(MAX_LINE)) and not rest.endswith("\n"):
+                pass
+            continue
+        yield line
 
 
 def _text_lines(text: str) -> Iterator[str]:
