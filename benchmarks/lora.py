@@ -90,6 +90,10 @@ def run_sides(args: argparse.Namespace) -> dict:
                 if done.returncode != 0:
                     raise SystemExit(f"{name}, round {round_index + 1} failed:\n{done.stderr[-3000:]}")
                 processes[name].append(json.load(open(out.name)))
+            if getattr(args, "out", None):  # what has run so far survives a time limit that cuts the A/B short
+                with open(args.out, "w") as f:
+                    json.dump({"model": args.model, "rank": args.rank, "rounds": args.rounds, "partial": True,
+                               "processes": processes}, f, indent=1)
             overheads = processes[name][-1]["step_overheads"]
             print(f"round {round_index + 1} {name:12s}: " + ", ".join(
                 f"{setup} {100 * v:+.1f}%" for setup, v in overheads.items()), flush=True)

@@ -110,7 +110,7 @@ def test_loras_step_overhead_is_each_setups_tpot_at_share_1_over_no_adapters():
     assert abs(got["4 adapters"] - 0.30) < 1e-9
 
 
-def test_loras_ab_runs_each_side_in_processes_of_its_own_interleaved(monkeypatch, capsys):
+def test_loras_ab_runs_each_side_in_processes_of_its_own_interleaved(monkeypatch, capsys, tmp_path):
     """benchmarks/lora.py --variant/--rounds: a worker process per side and round, in turn, with the variant's
     environment; each setup's TPOT is the median over a side's processes, a variant's set against this tree's."""
     import argparse
@@ -137,8 +137,10 @@ def test_loras_ab_runs_each_side_in_processes_of_its_own_interleaved(monkeypatch
 
     monkeypatch.setattr(subprocess, "run", fake_run)
     args = argparse.Namespace(model="llama-3.2-1b", rank=16, concurrency=16, repeats=3, setups="none,4", rounds=3,
-                              variant=["base=GB_SIDE=base"])
+                              variant=["base=GB_SIDE=base"], out=str(tmp_path / "ab.json"))
     result = lora.run_sides(args)
+    partial = json.loads((tmp_path / "ab.json").read_text())  # written after every process: a time limit keeps it
+    assert partial["partial"] and partial["processes"] == result["processes"]
     assert calls == [(None, "none,4", True), ("base", "none,4", True)] * 3
     assert result["tpot_ms"] == {"this tree": {"no adapters": 1.00, "4 adapters": 1.28},
                                  "base": {"no adapters": 2.00, "4 adapters": 2.50}}
