@@ -204,11 +204,11 @@ def _parse_text(text: str, name: str) -> Counter[int]:
     if not lines:
         return Counter()
     first_no, first = lines[0]
-    if _is_int(first):
+    if _parses(first, int):
         return _parse_size_list(lines, name)
     header = [h.strip().lower() for h in next(csv.reader([first]))]
     rows = lines[1:]
-    if len(header) == 2 and _is_int(header[0]) and _is_number(header[1]):  # no header: size,count rows
+    if len(header) == 2 and _parses(header[0], int) and _parses(header[1], float):  # no header: size,count rows
         header, rows = ["batch_size", "count"], lines
     size_col = next((header.index(c) for c in SIZE_COLUMNS if c in header), None)
     if size_col is None:
@@ -237,17 +237,10 @@ def _parse_size_list(lines: list[tuple[int, str]], name: str) -> Counter[int]:
     return counts
 
 
-def _is_number(text: str) -> bool:
+def _parses(text: str, kind: type) -> bool:
+    """Whether int(text) (or float(text)) takes it: a first line of numbers is data, not a header."""
     try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _is_int(text: str) -> bool:
-    try:
-        int(text)
+        kind(text)
     except ValueError:
         return False
     return True
