@@ -86,9 +86,12 @@ class StepInputs:
         """The packed upload's kernel for a FULL recording of `padded` tokens: it reads the counts from the
         packet, so the recording's launch serves every step at its key (whose prepare left the kernel out)."""
         if self.packed:
-            self._unpack(self.packet, self.sampled_ids, self.input_ids, self.positions, self.slot_mapping,
-                         self.logits_indices, self.query_start_loc, self.seq_lens, self.block_tables,
-                         self.lora_token_slots, padded, self.max_packet_values(padded))
+            self._launch_unpack(padded, self.max_packet_values(padded))
+
+    def _launch_unpack(self, padded: int, max_values: int) -> None:
+        self._unpack(self.packet, self.sampled_ids, self.input_ids, self.positions, self.slot_mapping,
+                     self.logits_indices, self.query_start_loc, self.seq_lens, self.block_tables,
+                     self.lora_token_slots, padded, max_values)
 
     def _next_stage(self) -> dict[str, np.ndarray]:
         """The other set of host mirrors, once the device has read it: overwriting pinned memory that a
@@ -263,9 +266,7 @@ class StepInputs:
         stage.packet_array[:3] = (r, max_blocks_used, at)
         self.packet[:PACKET_HEADER + at].copy_(stage.packet[:PACKET_HEADER + at], non_blocking=True)
         if unpack:
-            self._unpack(self.packet, self.sampled_ids, self.input_ids, self.positions, self.slot_mapping,
-                         self.logits_indices, self.query_start_loc, self.seq_lens, self.block_tables,
-                         self.lora_token_slots, p, at)
+            self._launch_unpack(p, at)
 
     def _upload_each(self, padded: int, num_reqs: int, max_blocks_used: int) -> None:
         """A copy per buffer (the CPU's path)."""

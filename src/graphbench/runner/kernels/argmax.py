@@ -74,19 +74,20 @@ def _workspace(device: torch.device, num_rows: int, num_chunks: int) -> tuple[to
     key = (device, num_chunks)
     held = _workspaces.get(key)
     if held is None or held[0].shape[0] < num_rows:
-        rows = max(num_rows, 2 * held[0].shape[0] if held is not None else num_rows)
-        held = (torch.empty((rows, num_chunks), dtype=torch.float32, device=device),
-                torch.empty((rows, num_chunks), dtype=torch.int32, device=device))
+        held = _buffers(device, max(num_rows, 2 * held[0].shape[0] if held is not None else num_rows), num_chunks)
         _workspaces[key] = held
     return held
+
+
+def _buffers(device: torch.device, num_rows: int, num_chunks: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return (torch.empty((num_rows, num_chunks), dtype=torch.float32, device=device),
+            torch.empty((num_rows, num_chunks), dtype=torch.int32, device=device))
 
 
 def argmax_workspace(device: torch.device, num_rows: int, vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Stage 1's buffers for up to num_rows rows, owned by the caller: what a CUDA-graph recording passes, so
     that the buffers it reads stay its own (the shared ones above are replaced when a larger batch comes)."""
-    num_chunks = cdiv(vocab, chunk_size(vocab))
-    return (torch.empty((num_rows, num_chunks), dtype=torch.float32, device=device),
-            torch.empty((num_rows, num_chunks), dtype=torch.int32, device=device))
+    return _buffers(device, num_rows, cdiv(vocab, chunk_size(vocab)))
 
 
 def triton_argmax(logits: torch.Tensor,  # [R, V] float, unit stride in V
