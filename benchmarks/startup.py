@@ -93,12 +93,14 @@ def start(args, label: str, level: int, mode: str | None, max_num_seqs: int, env
         "load_seconds", "kv_cache_seconds", "compile_import_seconds", "dynamo_seconds", "inductor_seconds",
         "compile_sizes_seconds", "compile_loaded_seconds", "capture_seconds"))
     c = report
+    kernels = c.get("kernel_choices") or {}  # timed at a cold start (inside "other"), loaded at a warm one
     print(f"{label:<28} ready {c['ready_seconds']:6.1f} s  process {process_seconds:6.1f} s (interpreter {c['interpreter_seconds']:4.1f}, import torch "
           f"{c['torch_import_seconds']:4.1f}, graphbench modules {c['modules_seconds']:4.1f}, exit {c['exit_seconds']:4.1f})  "
           f"engine {c['wall_seconds']:6.1f} s  load {c['load_seconds']:4.1f}  "
           f"kv {c['kv_cache_seconds']:4.1f}  imports {c.get('compile_import_seconds', 0):4.1f}  dynamo {c['dynamo_seconds']:5.1f}  inductor "
           f"{c['inductor_seconds']:6.1f}  sizes {c['compile_sizes_seconds']:5.1f}  loaded {c['compile_loaded_seconds']:5.2f}  "
-          f"capture {c['capture_seconds']:5.2f} s (warm-up {c['capture_warmup_seconds']:4.2f})  other {c['engine_other_seconds']:4.2f}  "
+          f"capture {c['capture_seconds']:5.2f} s (warm-up {c['capture_warmup_seconds']:4.2f})  other {c['engine_other_seconds']:4.2f} "
+          f"(kernel choices {kernels.get('source', '-')} {kernels.get('seconds', 0.0):4.1f})  "
           f"graph mem {c['graph_memory_bytes'] / 2**30:.3f} GiB (pool {c.get('graph_pool_bytes', 0) / 2**30:.3f})  graphs {c['num_graphs']}  "
           f"cache {'warm' if c['compile_from_cache'] else 'cold'}", flush=True)
     return report
