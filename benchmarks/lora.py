@@ -19,7 +19,8 @@ their own, interleaved, --rounds times each (a process is the unit of replicatio
 tree differ more than repeats inside one). Prints each process's overheads over no adapters as it ends, then
 per side the median over its processes of each setup's TPOT (share 1; no adapters: share 0) and, for a
 variant, its difference from this tree's and the verdict on it (faster, slower or a tie within the processes'
-noise: reports/verdict.py's rule; --rounds 3 or more, or there is none); the JSON holds every process's rows.
+noise: reports/verdict.py's rule; --rounds 3 or more, or there is none); each side's last process also runs the
+replay check (with 4 adapters among the setups); the JSON holds every process's rows.
 
     python benchmarks/lora.py --delta --model llama-3.2-1b --rank 16 --out lora-delta.json
 
@@ -83,9 +84,11 @@ def run_sides(args: argparse.Namespace) -> dict:
     for round_index in range(args.rounds):
         for name, variables in sides.items():
             with tempfile.NamedTemporaryFile(suffix=".json") as out:
+                # each side's last process checks that its recordings replay the un-captured run
+                check = round_index == args.rounds - 1 and not args.no_replay_check
                 cmd = [sys.executable, __file__, "--model", args.model, "--rank", str(args.rank), "--concurrency",
                        str(args.concurrency), "--repeats", str(args.repeats), "--setups", args.setups,
-                       "--no-replay-check", "--out", out.name]
+                       "--out", out.name] + ([] if check else ["--no-replay-check"])
                 done = subprocess.run(cmd, env=dict(os.environ, **variables), capture_output=True, text=True)
                 if done.returncode != 0:
                     raise SystemExit(f"{name}, round {round_index + 1} failed:\n{done.stderr[-3000:]}")
@@ -107,8 +110,13 @@ def run_sides(args: argparse.Namespace) -> dict:
     verdicts = side_verdicts(processes)
     for v in verdicts:
         print(f"{v['side']}, {v['setup']}: {v['verdict']} ({v['reason']})", flush=True)
+    replay = {name: runs[-1].get("replay_equals_uncaptured") for name, runs in processes.items()}
+    for name, same in replay.items():
+        if same is not None:
+            print(f"{name}: recordings replay the un-captured run's greedy tokens (mixed batch, 4 adapters): {same}",
+                  flush=True)
     return {"model": args.model, "rank": args.rank, "rounds": args.rounds, "tpot_ms": tpot, "verdicts": verdicts,
-            "processes": processes}
+            "replay_equals_uncaptured": replay, "processes": processes}
 
 
 def side_verdicts(processes: dict[str, list[dict]]) -> list[dict]:

@@ -131,17 +131,22 @@ def test_loras_ab_runs_each_side_in_processes_of_its_own_interleaved(monkeypatch
                 {"setup": "4 adapters", "workloads": [{"share": 0.0, "tpot_p50_ms": base},
                                                       {"share": 1.0, "tpot_p50_ms": four}]}]
         out = cmd[cmd.index("--out") + 1]
+        checked = None if "--no-replay-check" in cmd else env.get("GB_SIDE") is None  # base's replay differs
         with open(out, "w") as f:
-            json.dump({"rows": rows, "step_overheads": lora.step_overheads(rows)}, f)
+            json.dump({"rows": rows, "step_overheads": lora.step_overheads(rows), "replay_equals_uncaptured": checked},
+                      f)
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
     monkeypatch.setattr(subprocess, "run", fake_run)
     args = argparse.Namespace(model="llama-3.2-1b", rank=16, concurrency=16, repeats=3, setups="none,4", rounds=3,
-                              variant=["base=GB_SIDE=base"], out=str(tmp_path / "ab.json"))
+                              variant=["base=GB_SIDE=base"], out=str(tmp_path / "ab.json"), no_replay_check=False)
     result = lora.run_sides(args)
     partial = json.loads((tmp_path / "ab.json").read_text())  # written after every process: a time limit keeps it
     assert partial["partial"] and partial["processes"] == result["processes"]
-    assert calls == [(None, "none,4", True), ("base", "none,4", True)] * 3
+    # each side's last process runs the replay check, the others skip it
+    assert calls == [(None, "none,4", True), ("base", "none,4", True)] * 2 + [(None, "none,4", False),
+                                                                             ("base", "none,4", False)]
+    assert result["replay_equals_uncaptured"] == {"this tree": True, "base": False}
     assert result["tpot_ms"] == {"this tree": {"no adapters": 1.00, "4 adapters": 1.28},
                                  "base": {"no adapters": 2.00, "4 adapters": 2.50}}
     assert len(result["processes"]["base"]) == 3
@@ -152,6 +157,7 @@ def test_loras_ab_runs_each_side_in_processes_of_its_own_interleaved(monkeypatch
     assert [(v["side"], v["setup"], v["verdict"]) for v in result["verdicts"]] == [
         ("base", "no adapters", "slower"), ("base", "4 adapters", "slower")]
     assert "base, 4 adapters: slower (+95.3% vs noise" in out
+    assert "base: recordings replay the un-captured run's greedy tokens (mixed batch, 4 adapters): False" in out
 
 
 def test_a_decode_variant_gets_a_verdict_over_its_processes(capsys, monkeypatch):
