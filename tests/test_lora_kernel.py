@@ -16,14 +16,16 @@ from tests.lora_kernel_cases import TINY, check_projection, make_layer, token_ro
 def launch(out, x, a, b, index, segments):
     lora_add_triton(out, x, a, b, index, segments, interpret=True)
 
-# block sizes: 16 tokens up to 64, then 64; K splits of 256 columns; ranks padded to 16; slots side by side
-# in one dot up to 32 rank columns (qkv's shrink: one slot of 3 x 16; its expand and o's shrink: two of 16)
-assert lora_blocks(1, 2048, 48, 3, 4) == dict(BLOCK_T=16, BLOCK_K=64, K_SPLIT=256, SPLIT_K=8, BLOCK_R=64,
+# block sizes: 16 tokens up to 64, then 64; K splits of 256 columns, one tile in a decode block, 64-column
+# tiles in a prefill block; ranks padded to 16; slots side by side in one dot up to 32 rank columns (qkv's
+# shrink: one slot of 3 x 16; its expand and o's shrink: two of 16)
+assert lora_blocks(1, 2048, 48, 3, 4) == dict(BLOCK_T=16, BLOCK_K=256, K_SPLIT=256, SPLIT_K=8, BLOCK_R=64,
                                               SHRINK_GROUP=1, BLOCK_RS=16, GROUP=2, BLOCK_N=128, shrink_warps=4,
                                               expand_warps=4)
 assert lora_blocks(1, 2048, 16, 1, 3)["SHRINK_GROUP"] == 2 and lora_blocks(1, 2048, 16, 1, 1)["GROUP"] == 1
 assert lora_blocks(1, 2048, 192, 3, 8)["GROUP"] == 1 and lora_blocks(1, 2048, 32, 1, 8)["SHRINK_GROUP"] == 1
 assert lora_blocks(70, 300, 8, 1, 1)["BLOCK_T"] == 64 and lora_blocks(70, 300, 8, 1, 1)["SPLIT_K"] == 2
+assert lora_blocks(70, 2048, 8, 1, 1)["BLOCK_K"] == 64 and lora_blocks(5, 40, 8, 1, 1)["BLOCK_K"] == 64
 assert lora_blocks(70, 300, 16, 1, 4)["GROUP"] == lora_blocks(70, 300, 16, 1, 4)["SHRINK_GROUP"] == 1  # prefill
 seed = 0
 # (max rank, adapters' ranks, dtype, tolerance, token counts): T 1, a partial 16-block, a partial 64-block

@@ -7,6 +7,8 @@ kernel that cannot compile is caught before a GPU run.
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 triton = pytest.importorskip("triton")
@@ -309,10 +311,39 @@ def test_gated_skinny_gemm_compiles_without_local_memory():
         assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0)
 
 
-def test_skinny_gemms_with_the_lora_epilogue_compile_without_local_memory():
+def _local_memory_in_k_loops(cubin: bytes) -> tuple[int, list[str]]:
+    """(the loops that stream weights (LDGSTS: the K loop), the local-memory loads and stores (spills: LDL,
+    STL) inside them), from the cubin's SASS (cuobjdump): a spill there costs every iteration, one after it once."""
+    import re
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    import triton.backends.nvidia as nvidia
+
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        sass = subprocess.run([str(Path(nvidia.__file__).parent / "bin" / "cuobjdump"), "-sass", f.name],
+                              capture_output=True, text=True, check=True).stdout
+    code = [(int(m.group(1), 16), m.group(2)) for m in re.finditer(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", sass)]
+    loops, found = 0, []
+    for address, text in code:
+        branch = re.search(r"\bBRA\b.*?0x([0-9a-f]+)", text)
+        if branch and int(branch.group(1), 16) < address:  # a backward branch closes a loop
+            body = [t for a, t in code if int(branch.group(1), 16) <= a <= address]
+            if any("LDGSTS" in t for t in body):
+                loops += 1
+                found += [t.strip() for t in body if re.search(r"\b(LDL|STL)\b", t)]
+    return loops, found
+
+
+def test_skinny_gemms_with_the_lora_epilogue_keep_their_k_loop_free_of_local_memory():
     """The skinny GEMM (one split and 4) and the gated GEMM with each row's adapter delta in their epilogue, at
-    llama-3.2-1b's 16-row decode block (qkv at rank 16: R' 48 over 3 segments; gate/up R' 32 over 2), PDL:
-    no spills, no local memory, the deltas on tensor cores."""
+    llama-3.2-1b's 16-row decode block (qkv at rank 16: R' 48 over 3 segments; o and down at R' 16, down's
+    shrink in 32 splits of K 8192; gate/up R' 32 over 2), with 1 and 4 adapter slots, PDL: the rows' adapter
+    slots load before the wait, the deltas run on tensor cores, and no spill lands in the K loop (holding the
+    slots across the loop may leave a word spilled once after it: 4 slots in the gated GEMM, 8 bytes)."""
     from graphbench.runner.kernels.lora_bgmv import lora_blocks
     from graphbench.runner.kernels.skinny_gemm import _gated_kernel, _skinny_kernel
 
@@ -322,25 +353,31 @@ def test_skinny_gemms_with_the_lora_epilogue_compile_without_local_memory():
              "M": "i32", "N": "i32", "stride_xm": "i32", "stride_wn": "i32", "stride_ym": "i32", **LORA_SIG}
     gated = {"x_ptr": BF16, "w_ptr": BF16, "y_ptr": BF16, "M": "i32", "N": "i32", "stride_xm": "i32",
              "stride_wn": "i32", "stride_ym": "i32", **LORA_SIG}
-    for split_k in (1, 4):
-        cfg = lora_blocks(16, 2048, 48, 3, 4)
-        lora = {"LORA": True, "LORA_SEGMENTS": 3, "LORA_SPLIT": cfg["SPLIT_K"], "LORA_BLOCK_RS": cfg["BLOCK_RS"],
-                "LORA_GROUP": cfg["GROUP"], "LORA_PRECISION": "tf32"}
-        kernel = compile_sm90(_skinny_kernel, plain, {"HAS_BIAS": False, "BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128,
-                                                      "SPLIT_K": split_k, "K_PER_SPLIT": 2048 // split_k, **lora,
-                                                      "INTERPRET": False, "PDL": True},
-                              divisible=divisible, options={"num_warps": 4, "num_stages": 4})
-        assert "griddepcontrol.wait" in kernel.asm["ptx"] and kernel.asm["ptx"].count("mma") >= 2
-        assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0), split_k
-    cfg = lora_blocks(16, 2048, 32, 2, 4)
-    kernel = compile_sm90(_gated_kernel, gated, {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 128, "K": 2048,
-                                                 "LORA": True, "LORA_SEGMENTS": 2, "LORA_SPLIT": cfg["SPLIT_K"],
-                                                 "LORA_BLOCK_RS": cfg["BLOCK_RS"], "LORA_GROUP": cfg["GROUP"],
-                                                 "LORA_PRECISION": "tf32",
-                                                 "INTERPRET": False, "PDL": True},
-                          divisible=divisible, options={"num_warps": 4, "num_stages": 4})
-    assert "griddepcontrol.wait" in kernel.asm["ptx"] and "mma" in kernel.asm["ptx"]
-    assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0)
+
+    def check(kernel, case):
+        ptx = kernel.asm["ptx"]
+        assert "ld.global" in ptx[:ptx.index("griddepcontrol.wait")], case  # the adapter slots, before the wait
+        assert ptx.count("mma") >= 2, case
+        loops, spills = _local_memory_in_k_loops(kernel.asm["cubin"])
+        assert loops >= 1 and spills == [], (case, loops, spills)
+        assert _stack_and_local_bytes(kernel.asm["cubin"])[0] <= 32, case
+
+    for (k, r, segments), slots, split_k in itertools.product(((2048, 48, 3), (2048, 16, 1), (8192, 16, 1)), (1, 4),
+                                                               (1, 4)):
+        cfg = lora_blocks(16, k, r, segments, slots)
+        lora = {"LORA": True, "LORA_SEGMENTS": segments, "LORA_SPLIT": cfg["SPLIT_K"],
+                "LORA_BLOCK_RS": cfg["BLOCK_RS"], "LORA_GROUP": cfg["GROUP"], "LORA_PRECISION": "tf32"}
+        check(compile_sm90(_skinny_kernel, plain, {"HAS_BIAS": False, "BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128,
+                                                   "SPLIT_K": split_k, "K_PER_SPLIT": k // split_k, **lora,
+                                                   "INTERPRET": False, "PDL": True},
+                           divisible=divisible, options={"num_warps": 4, "num_stages": 4}), (k, r, slots, split_k))
+    for slots, lora_split in itertools.product((1, 4), (1, 8)):  # the add-norm's shrink (1 split) or its own (8)
+        cfg = lora_blocks(16, 2048, 32, 2, slots)
+        check(compile_sm90(_gated_kernel, gated, {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 128, "K": 2048,
+                                                  "LORA": True, "LORA_SEGMENTS": 2, "LORA_SPLIT": lora_split,
+                                                  "LORA_BLOCK_RS": cfg["BLOCK_RS"], "LORA_GROUP": cfg["GROUP"],
+                                                  "LORA_PRECISION": "tf32", "INTERPRET": False, "PDL": True},
+                           divisible=divisible, options={"num_warps": 4, "num_stages": 4}), ("gate_up", slots))
 
 
 @pytest.mark.parametrize("k, r", [(2048, 48), (2048, 32), (4096, 48)])

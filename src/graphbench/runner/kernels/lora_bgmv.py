@@ -57,11 +57,12 @@ def _slot_groups(idx, GROUP: tl.constexpr):
 def _shrink_kernel(x_ptr, a_ptr, idx_ptr, part_ptr, T, K, R, stride_xt, stride_al, stride_ar,
                    BLOCK_T: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, K_SPLIT: tl.constexpr,
                    GROUP: tl.constexpr, PRECISION: tl.constexpr, INTERPRET: tl.constexpr, PDL: tl.constexpr = False):
-    pdl_enter(PDL)
     pid_t, pid_k = tl.program_id(0), tl.program_id(1)
     offs_t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
     t_ok = offs_t < T
-    idx = tl.load(idx_ptr + offs_t, mask=t_ok, other=-1)  # [BLOCK_T] adapter rows, -1: none
+    # [BLOCK_T] adapter rows, -1: none; before the wait: the step's first kernel wrote them (kernels/pdl.py)
+    idx = tl.load(idx_ptr + offs_t, mask=t_ok, other=-1)
+    pdl_enter(PDL)
     group = _slot_groups(idx, GROUP)
     cols = tl.arange(0, GROUP * BLOCK_R)  # the group's slots' rank columns side by side
     col_r = cols % BLOCK_R
@@ -105,16 +106,11 @@ def lora_expand_delta(part_ptr, b_ptr, idx, offs_t, t_ok, rows, rows_ok, T, R, s
     seg_hi = tl.max(tl.where(rows_ok, seg, -1), axis=0)
     rs = R // NUM_SEG  # rank columns of one segment
     # [.., GROUP, BLOCK_RS] tiles (the rank columns contiguous), reshaped to [.., GROUP * BLOCK_RS] for the dot
-    offs_g = tl.arange(0, GROUP)
-    r_ok = tl.arange(0, BLOCK_RS) < rs
     group = _slot_groups(idx, GROUP)
     acc = tl.zeros([BLOCK_T, BLOCK_N], dtype=tl.float32)
     cur = _next_group(group, -1)
     while cur < (1 << 30):
-        slot = cur * GROUP + offs_g  # [GROUP]
-        # a token's own slot's columns [BLOCK_T, GROUP, BLOCK_RS], and the slots some token of the block uses
-        mine = (idx[:, None, None] == slot[None, :, None]) & t_ok[:, None, None] & r_ok[None, None, :]
-        used = tl.max(mine.to(tl.int32), axis=0) > 0  # [GROUP, BLOCK_RS]
+        slot, mine, used = _group_columns(idx, t_ok, cur, rs, GROUP, BLOCK_RS)
         for j in tl.static_range(NUM_SEG):
             if (seg_lo <= j) & (j <= seg_hi):
                 acc = _segment_delta(acc, part_ptr, b_ptr, offs_t, rows, T, R, rs, j, mine, used,
@@ -122,6 +118,38 @@ def lora_expand_delta(part_ptr, b_ptr, idx, offs_t, t_ok, rows, rows_ok, T, R, s
                                      BLOCK_RS, GROUP, PRECISION, INTERPRET)
         cur = _next_group(group, cur)
     return acc
+
+
+@triton.jit
+def lora_expand_gate_up(part_ptr, b_ptr, idx, offs_t, t_ok, rows, rows_ok, T, R, up_row, stride_bl, stride_bn,
+                        SPLIT_K: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_RS: tl.constexpr,
+                        GROUP: tl.constexpr, PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
+    """(gate's delta, up's delta) [BLOCK_T, BLOCK_N] each for gate's B rows `rows` (segment 0) and up's rows
+    rows + up_row (segment 1), as lora_expand_delta gives each, in one walk of the slot groups: both
+    segments' loads in one round (the gated GEMM's epilogue: kernels/skinny_gemm.py)."""
+    rs = R // 2
+    group = _slot_groups(idx, GROUP)
+    gate = tl.zeros([BLOCK_T, BLOCK_N], dtype=tl.float32)
+    up = tl.zeros([BLOCK_T, BLOCK_N], dtype=tl.float32)
+    cur = _next_group(group, -1)
+    while cur < (1 << 30):
+        slot, mine, used = _group_columns(idx, t_ok, cur, rs, GROUP, BLOCK_RS)
+        gate = _segment_delta(gate, part_ptr, b_ptr, offs_t, rows, T, R, rs, 0, mine, used, rows_ok, slot,
+                              stride_bl, stride_bn, SPLIT_K, BLOCK_T, BLOCK_N, BLOCK_RS, GROUP, PRECISION, INTERPRET)
+        up = _segment_delta(up, part_ptr, b_ptr, offs_t, rows + up_row, T, R, rs, 1, mine, used, rows_ok, slot,
+                            stride_bl, stride_bn, SPLIT_K, BLOCK_T, BLOCK_N, BLOCK_RS, GROUP, PRECISION, INTERPRET)
+        cur = _next_group(group, cur)
+    return gate, up
+
+
+@triton.jit
+def _group_columns(idx, t_ok, cur, rs, GROUP: tl.constexpr, BLOCK_RS: tl.constexpr):
+    """Slot group cur's slots [GROUP], each token's own slot's rank columns [BLOCK_T, GROUP, BLOCK_RS] (rs of
+    BLOCK_RS real), and the columns of the slots some token of the block uses [GROUP, BLOCK_RS]."""
+    slot = cur * GROUP + tl.arange(0, GROUP)
+    r_ok = tl.arange(0, BLOCK_RS) < rs
+    mine = (idx[:, None, None] == slot[None, :, None]) & t_ok[:, None, None] & r_ok[None, None, :]
+    return slot, mine, tl.max(mine.to(tl.int32), axis=0) > 0
 
 
 @triton.jit
@@ -133,9 +161,13 @@ def _segment_delta(acc, part_ptr, b_ptr, offs_t, rows, T, R, rs, j, mine, used, 
     segment (rows of other segments are not read), in one dot."""
     offs_r = tl.arange(0, BLOCK_RS)
     v = tl.zeros([BLOCK_T, GROUP, BLOCK_RS], dtype=tl.float32)
-    for s in range(SPLIT_K):
-        v += tl.load(part_ptr + (s * T + offs_t[:, None, None]) * R + j * rs + offs_r[None, None, :], mask=mine,
-                     other=0.0)
+    parts = part_ptr + (offs_t[:, None, None] * R + j * rs + offs_r[None, None, :])
+    if BLOCK_T <= 16:  # a decode block's splits unrolled, their loads in one round (a prefill tile's would spill)
+        for s in tl.static_range(SPLIT_K):
+            v += tl.load(parts + s * T * R, mask=mine, other=0.0)
+    else:
+        for s in range(SPLIT_K):
+            v += tl.load(parts + s * T * R, mask=mine, other=0.0)
     v = tl.reshape(v.to(b_ptr.dtype.element_ty), [BLOCK_T, GROUP * BLOCK_RS])
     b = tl.load(b_ptr + slot.to(tl.int64)[None, :, None] * stride_bl + rows[:, None, None] * stride_bn
                 + (j * rs + offs_r)[None, None, :], mask=rows_in_segment[:, None, None] & used[None, :, :],
@@ -178,9 +210,11 @@ def lora_blocks(num_tokens: int, k: int, rank_total: int, num_segments: int, num
     batches (the smallest tensor-core tile), 64 for prefill chunks, whose blocks mostly hold one request.
     8 warps for the larger tiles: with 4, a [64, 64] shrink tile or a BLOCK_T 64 expand needed 230-255
     registers a thread and spilled where the shapes had no divisibility by 16 (sm_90 compiles, cuobjdump)."""
-    block_k = min(64, max(16, next_power_of_2(k)))
-    k_split = max(block_k, min(K_SPLIT, next_power_of_2(k)))
     block_t, block_r = 16 if num_tokens <= 64 else 64, max(16, next_power_of_2(rank_total))
+    k_split = max(16, min(K_SPLIT, next_power_of_2(k)))
+    # a decode block's split in one tile, one round of loads: a loop of 64-column tiles waited for each in turn
+    # (the launch took 4.1 us at 16 rows on the H200, benchmarks/RESULTS.md, 2026-12-05); prefill blocks loop
+    block_k = k_split if block_t == 16 else min(64, k_split)
     block_rs = max(16, next_power_of_2(rank_total // num_segments))
     # slots side by side only in decode-sized blocks, which hold many requests' adapters (a prefill block mostly
     # holds one request's tokens; its expand with two slots a dot kept a 40-byte stack frame on sm_90)

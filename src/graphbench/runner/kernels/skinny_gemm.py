@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from graphbench.runner.kernels.launch import DirectLauncher
-from graphbench.runner.kernels.lora_bgmv import ShrunkInput, lora_expand_delta
+from graphbench.runner.kernels.lora_bgmv import ShrunkInput, lora_expand_delta, lora_expand_gate_up
 from graphbench.runner.kernels.pdl import pdl_arguments, pdl_enter
 from graphbench.runner.kernels.util import cdiv, next_power_of_2, triton_interpreting
 
@@ -42,6 +42,7 @@ def _skinny_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, count_ptr, M, N, stride
     k_lo = split * K_PER_SPLIT
     w_cols = w_ptr + offs_n[None, :].to(tl.int64) * stride_wn  # [1, BLOCK_N]: w.T's columns
     x_rows = x_ptr + offs_m[:, None].to(tl.int64) * stride_xm  # [BLOCK_M, 1]
+    lora_rows = _lora_rows(lora_idx, offs_m, m_ok, LORA)
     pdl_enter(PDL)
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     if INTERPRET:  # numpy >= 2.4 cannot turn the interpreter's 1-element scalars into range bounds
@@ -69,7 +70,7 @@ def _skinny_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, count_ptr, M, N, stride
                 acc += tl.load(part_ptr + s * BLOCK_M * N + part_offs, mask=n_ok[None, :], other=0.0,
                                cache_modifier=".cg")
     if last:
-        acc = _bias_and_lora(acc, b_ptr, y_ptr, offs_m, m_ok, offs_n, n_ok, M, HAS_BIAS, lora_part, lora_b, lora_idx,
+        acc = _bias_and_lora(acc, b_ptr, y_ptr, offs_m, m_ok, offs_n, n_ok, M, HAS_BIAS, lora_part, lora_b, lora_rows,
                              lora_r, lora_seg1, lora_seg2, lora_stride_bl, lora_stride_bn, LORA, LORA_SEGMENTS,
                              LORA_SPLIT, BLOCK_M, BLOCK_N, LORA_BLOCK_RS, LORA_GROUP, LORA_PRECISION, INTERPRET)
         tl.store(y_ptr + y_offs, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
@@ -93,7 +94,7 @@ def _mma(acc, x, w, INTERPRET: tl.constexpr):
 
 @triton.jit
 def _bias_and_lora(acc, b_ptr, y_ptr, offs_m, m_ok, offs_n, n_ok, M, HAS_BIAS: tl.constexpr, lora_part, lora_b,
-                   lora_idx, lora_r, lora_seg1, lora_seg2, lora_stride_bl, lora_stride_bn, LORA: tl.constexpr,
+                   lora_rows, lora_r, lora_seg1, lora_seg2, lora_stride_bl, lora_stride_bn, LORA: tl.constexpr,
                    LORA_SEGMENTS: tl.constexpr, LORA_SPLIT: tl.constexpr, BLOCK_M: tl.constexpr,
                    BLOCK_N: tl.constexpr, LORA_BLOCK_RS: tl.constexpr, LORA_GROUP: tl.constexpr,
                    LORA_PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
@@ -102,22 +103,20 @@ def _bias_and_lora(acc, b_ptr, y_ptr, offs_m, m_ok, offs_n, n_ok, M, HAS_BIAS: t
     if HAS_BIAS:
         acc += tl.load(b_ptr + offs_n, mask=n_ok, other=0.0).to(tl.float32)[None, :]
     if LORA:
-        acc = acc.to(y_ptr.dtype.element_ty).to(tl.float32) + _lora_delta(
-            lora_part, lora_b, lora_idx, offs_m, m_ok, offs_n, n_ok, M, lora_r, lora_seg1, lora_seg2, lora_stride_bl,
+        acc = acc.to(y_ptr.dtype.element_ty).to(tl.float32) + lora_expand_delta(
+            lora_part, lora_b, lora_rows, offs_m, m_ok, offs_n, n_ok, M, lora_r, lora_seg1, lora_seg2, lora_stride_bl,
             lora_stride_bn, LORA_SEGMENTS, LORA_SPLIT, BLOCK_M, BLOCK_N, LORA_BLOCK_RS, LORA_GROUP, LORA_PRECISION,
             INTERPRET)
     return acc
 
 
 @triton.jit
-def _lora_delta(lora_part, lora_b, lora_idx, offs_m, m_ok, rows, rows_ok, M, lora_r, lora_seg1, lora_seg2,
-                lora_stride_bl, lora_stride_bn, LORA_SEGMENTS: tl.constexpr, LORA_SPLIT: tl.constexpr,
-                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LORA_BLOCK_RS: tl.constexpr, LORA_GROUP: tl.constexpr,
-                LORA_PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
-    idx = tl.load(lora_idx + offs_m, mask=m_ok, other=-1)
-    return lora_expand_delta(lora_part, lora_b, idx, offs_m, m_ok, rows, rows_ok, M, lora_r, lora_seg1, lora_seg2,
-                             lora_stride_bl, lora_stride_bn, LORA_SEGMENTS, LORA_SPLIT, BLOCK_M, BLOCK_N,
-                             LORA_BLOCK_RS, LORA_GROUP, LORA_PRECISION, INTERPRET)
+def _lora_rows(lora_idx, offs_m, m_ok, LORA: tl.constexpr):
+    """Each row's adapter slot (-1: none), loaded before the PDL wait: the step's first kernel wrote them
+    (kernels/pdl.py), so the epilogue after the K loop starts from registers, one round of loads sooner."""
+    if LORA:
+        return tl.load(lora_idx + offs_m, mask=m_ok, other=-1)
+    return tl.full(offs_m.shape, -1, tl.int32)
 
 
 @triton.jit
@@ -128,7 +127,9 @@ def _gated_kernel(x_ptr, w_ptr, y_ptr, M, N, stride_xm, stride_wn, stride_ym, lo
                   LORA_PRECISION: tl.constexpr, INTERPRET: tl.constexpr, PDL: tl.constexpr = False):
     """y[:, j] = silu(x @ w[j].T) * (x @ w[N + j].T) for BLOCK_N columns j: the gate/up projection and the
     activation after it in one launch. A program streams its gate rows and their up rows (w = [gate; up],
-    [2N, K]); both products are rounded to y's dtype before the activation, as the two launches round them."""
+    [2N, K]); both products are rounded to y's dtype before the activation, as the two launches round them.
+    With LoRA, B's two segments are gate's rows and up's (from row N): the segment bounds and LORA_SEGMENTS
+    come with the LoRA arguments the skinny kernel shares and are not read."""
     offs_m = tl.arange(0, BLOCK_M)
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
@@ -137,6 +138,7 @@ def _gated_kernel(x_ptr, w_ptr, y_ptr, M, N, stride_xm, stride_wn, stride_ym, lo
     gate_cols = w_ptr + offs_n[None, :].to(tl.int64) * stride_wn  # [1, BLOCK_N]: gate.T's columns
     up_cols = w_ptr + (offs_n + N)[None, :].to(tl.int64) * stride_wn  # the matching up rows
     x_rows = x_ptr + offs_m[:, None].to(tl.int64) * stride_xm  # [BLOCK_M, 1]
+    lora_rows = _lora_rows(lora_idx, offs_m, m_ok, LORA)
     pdl_enter(PDL)
     gate = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     up = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
@@ -150,12 +152,9 @@ def _gated_kernel(x_ptr, w_ptr, y_ptr, M, N, stride_xm, stride_wn, stride_ym, lo
     gate = gate.to(dtype).to(tl.float32)
     up = up.to(dtype).to(tl.float32)
     if LORA:  # each row's adapter delta to gate (B's rows j) and up (rows N + j), rounded as the expand adds it
-        gate_delta = _lora_delta(lora_part, lora_b, lora_idx, offs_m, m_ok, offs_n, n_ok, M, lora_r, lora_seg1,
-                                 lora_seg2, lora_stride_bl, lora_stride_bn, LORA_SEGMENTS, LORA_SPLIT, BLOCK_M,
-                                 BLOCK_N, LORA_BLOCK_RS, LORA_GROUP, LORA_PRECISION, INTERPRET)
-        up_delta = _lora_delta(lora_part, lora_b, lora_idx, offs_m, m_ok, offs_n + N, n_ok, M, lora_r, lora_seg1,
-                               lora_seg2, lora_stride_bl, lora_stride_bn, LORA_SEGMENTS, LORA_SPLIT, BLOCK_M, BLOCK_N,
-                               LORA_BLOCK_RS, LORA_GROUP, LORA_PRECISION, INTERPRET)
+        gate_delta, up_delta = lora_expand_gate_up(lora_part, lora_b, lora_rows, offs_m, m_ok, offs_n, n_ok, M, lora_r,
+                                                   N, lora_stride_bl, lora_stride_bn, LORA_SPLIT, BLOCK_M, BLOCK_N,
+                                                   LORA_BLOCK_RS, LORA_GROUP, LORA_PRECISION, INTERPRET)
         gate = (gate + gate_delta).to(dtype).to(tl.float32)
         up = (up + up_delta).to(dtype).to(tl.float32)
     y_offs = offs_m[:, None].to(tl.int64) * stride_ym + offs_n[None, :]
@@ -211,6 +210,8 @@ def skinny_gate_up(x: torch.Tensor, weight: torch.Tensor, config: tuple[int, int
     n = weight.shape[0] // 2
     block_n, block_k, warps, stages = config
     assert k % block_k == 0 and weight.shape[0] == 2 * n
+    # the epilogue reads gate's rank columns as B's segment 0 and up's as segment 1, from row n
+    assert lora is None or (lora.num_segments == 2 and lora.bounds[0] == n)
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
     lora_args, lora_meta = _lora_arguments(lora, out)
     _gated_launch[(cdiv(n, block_n),)](
