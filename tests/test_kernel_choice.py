@@ -96,6 +96,13 @@ def test_a_stored_choice_is_checked_before_it_is_believed():
         with pytest.raises(ValueError):
             KernelChoice.from_dict(data)
     assert KernelChoice.from_dict(dict(good.to_dict(), op="linear", kernel="skinny", blocks=[32, 64, 3, 4, 5])).blocks[2] == 3
+    # the LoRA epilogue's blocks are checked as its kernel's (gated_skinny for gate_up); an older entry has none
+    cublas = dict(good.to_dict(), kernel="torch", blocks=[], epilogue_blocks=[32, 64, 4, 3])
+    assert KernelChoice.from_dict(cublas).epilogue_blocks == (32, 64, 4, 3)
+    assert KernelChoice.from_dict({k: v for k, v in cublas.items() if k != "epilogue_blocks"}).epilogue_blocks == ()
+    for epilogue in ([32, 128, 4, 3], [32, 64, 3, 4, 5], [0, 64, 4, 3]):  # K 576 / 128, a skinny's 5 blocks, 0
+        with pytest.raises(ValueError):
+            KernelChoice.from_dict(dict(cublas, epilogue_blocks=epilogue))
 
 
 def test_the_search_takes_the_fastest_of_the_grid_and_its_neighbours():
@@ -141,11 +148,20 @@ def test_the_fastest_kernel_is_chosen_against_cublas():
     # the two fastest's neighbours: none in warps (2 warps at 256 and 512 values), 2 and 3 stages each for
     # their 9 K tiles
     assert got.candidates == 1 + len(kc.gemv_candidates(960, 576)) + 4
-    fast_torch = FakeTimer(lambda kernel, blocks: 1.0 if kernel == "torch" else 2.0)
+    assert got.epilogue_blocks == ()  # one row: no LoRA epilogue
+    # cuBLAS wins: the LoRA epilogue's kernel keeps its own fastest blocks (gated_skinny for gate_up, skinny for
+    # linear), which a step with adapters runs instead of the skinny rule's
+    fast_torch = FakeTimer(lambda kernel, blocks: 1.0 if kernel == "torch" else 2.0 + blocks[0] / 100)
     got = kernel_timing._choose("gate_up", fast_torch, 32, 132)
     assert (got.kernel, got.blocks, got.us) == ("torch", (), 1.0)
+    assert got.epilogue_blocks[0] == min(b[0] for b in kc.gated_skinny_candidates(576)) and len(got.epilogue_blocks) == 4
+    got = kernel_timing._choose("linear", fast_torch, 16, 132)
+    assert got.kernel == "torch" and len(got.epilogue_blocks) == 5
+    assert got.epilogue_blocks[0] == min(b[0] for b in kc.skinny_candidates(960, 576, 132))
+    assert KernelChoice.from_dict(json.loads(json.dumps(got.to_dict()))) == got
     gated = FakeTimer(lambda kernel, blocks: 1.5 if kernel == "gated_skinny" and blocks[3] == 5 else 3.0)
-    assert kernel_timing._choose("gate_up", gated, 64, 132).blocks == (16, 64, 4, 5)
+    got = kernel_timing._choose("gate_up", gated, 64, 132)
+    assert got.blocks == (16, 64, 4, 5) and got.epilogue_blocks == ()  # the chosen kernel is the epilogue's
 
 
 def test_choices_are_kept_in_the_cache_entry(tmp_path, monkeypatch):

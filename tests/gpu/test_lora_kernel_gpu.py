@@ -99,6 +99,23 @@ def test_the_lora_epilogue_equals_the_projection_and_expand_launches(t):
         assert ((got.float() - ref).abs().max() / ref.abs().max()) < 2e-2, name
 
 
+def test_where_cublas_was_chosen_the_epilogue_runs_the_skinny_kernels_timed_blocks():
+    """A projection that start-up gave to cuBLAS adds LoRA's delta in the skinny GEMM with the blocks timed
+    beside cuBLAS (the choice's epilogue_blocks), not the skinny rule's; without them, the rule's."""
+    from graphbench.runner import kernel_choice as kc
+    from graphbench.runner.lora.projection import epilogue_blocks
+
+    x = torch.randn(16, 2048, dtype=torch.bfloat16, device="cuda")
+    w = torch.randn(3072, 2048, dtype=torch.bfloat16, device="cuda")
+    try:
+        kc.install([kc.KernelChoice("linear", 3072, 2048, 16, "torch", (), 6.3, 6.3, 30, (32, 256, 2, 4, 3))])
+        assert epilogue_blocks("linear", x, w) == (32, 256, 2, 4, 3)
+        kc.install([kc.KernelChoice("linear", 3072, 2048, 16, "torch", (), 6.3, 6.3, 1)])
+        assert epilogue_blocks("linear", x, w)[:2] == (64, kc.SKINNY_BLOCK_K)  # the rule's
+    finally:
+        kc.forget_all()
+
+
 @pytest.mark.parametrize("t", [16, 64])
 def test_the_add_norm_launch_also_shrinks_the_normed_rows(t):
     """lora_norm_shrink.add_rmsnorm_shrink at llama-3.2-1b's shapes: the add-norm's outputs bit for bit, the shrink

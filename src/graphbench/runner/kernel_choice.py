@@ -37,6 +37,8 @@ OPS = ("linear", "gate_up", "norm_linear", "norm_gate_up")
 KERNELS = {"linear": ("gemv", "skinny", "torch"), "gate_up": ("gated_gemv", "gated_skinny", "skinny", "torch"),
            "norm_linear": ("norm_gemv", "unfused"), "norm_gate_up": ("norm_gated_gemv", "unfused")}
 NORM_OPS = {"linear": "norm_linear", "gate_up": "norm_gate_up"}  # the op after an add-norm -> its choice's op
+# the kernel that adds a LoRA delta in its epilogue, per op (runner/lora/projection.py; cuBLAS has no epilogue)
+EPILOGUE_KERNELS = {"linear": "skinny", "gate_up": "gated_skinny"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,13 +52,17 @@ class KernelChoice:
     us: float | None = None  # the chosen kernel's measured time, None where a rule chose
     torch_us: float | None = None  # cuBLAS's (+ silu-mul for gate_up) in the same measurement
     candidates: int = 0  # how many were timed
+    # where another kernel won: the fastest timed blocks of the op's LoRA-epilogue kernel (EPILOGUE_KERNELS),
+    # which a step with adapters runs instead of the chosen one (empty: none timed; the skinny rule's then)
+    epilogue_blocks: tuple[int, ...] = ()
 
     def key(self) -> tuple[str, int, int, int]:
         return self.op, self.n, self.k, self.rows
 
     def to_dict(self) -> dict:
         return {"op": self.op, "n": self.n, "k": self.k, "rows": self.rows, "kernel": self.kernel,
-                "blocks": list(self.blocks), "us": self.us, "torch_us": self.torch_us, "candidates": self.candidates}
+                "blocks": list(self.blocks), "us": self.us, "torch_us": self.torch_us, "candidates": self.candidates,
+                "epilogue_blocks": list(self.epilogue_blocks)}
 
     @classmethod
     def from_dict(cls, data: dict) -> "KernelChoice":
@@ -67,7 +73,11 @@ class KernelChoice:
             raise ValueError(f"not a kernel choice: {data}")
         if not blocks_fit(kernel, blocks, n, k, rows):
             raise ValueError(f"blocks {blocks} do not fit {kernel} for {n}x{k} at {rows} rows")
-        return cls(op, n, k, rows, kernel, blocks, data.get("us"), data.get("torch_us"), int(data.get("candidates", 0)))
+        epilogue = tuple(int(b) for b in data.get("epilogue_blocks", ()))
+        if epilogue and (op not in EPILOGUE_KERNELS or not blocks_fit(EPILOGUE_KERNELS[op], epilogue, n, k, rows)):
+            raise ValueError(f"epilogue blocks {epilogue} do not fit {op} for {n}x{k} at {rows} rows")
+        return cls(op, n, k, rows, kernel, blocks, data.get("us"), data.get("torch_us"), int(data.get("candidates", 0)),
+                   epilogue)
 
 
 def row_class(rows: int) -> int | None:

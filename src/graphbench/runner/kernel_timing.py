@@ -157,11 +157,12 @@ def _compile_coarse(op: str, timer: ProjectionTimer, classes: list[int], num_sms
 
 
 def _choose(op: str, timer: ProjectionTimer, rows: int, num_sms: int) -> KernelChoice:
-    """The fastest kernel for op at this row class: graphbench's candidates against cuBLAS."""
+    """The fastest kernel for op at this row class: graphbench's candidates against cuBLAS; where another
+    kernel wins, the LoRA epilogue kernel's fastest blocks too (kernel_choice.EPILOGUE_KERNELS)."""
     n, k = timer.n, timer.k
     torch_us = timer.time(op, "torch", (), rows)
     best = KernelChoice(op, n, k, rows, "torch", (), torch_us, torch_us, 1)
-    timed = 1
+    timed, epilogue = 1, ()
     for kernel, (coarse, neighbours) in _searches(op, n, k, rows, timer.dtype, num_sms).items():
         found = search(lambda b, kernel=kernel: timer.time(op, kernel, b, rows), coarse, neighbours,
                         lambda blocks, kernel=kernel: timer.prepare(op, kernel, blocks, rows))
@@ -169,6 +170,10 @@ def _choose(op: str, timer: ProjectionTimer, rows: int, num_sms: int) -> KernelC
             continue
         blocks, us, count = found
         timed += count
+        if kernel == kc.EPILOGUE_KERNELS.get(op):
+            epilogue = blocks
         if best.us is None or us < best.us:
             best = KernelChoice(op, n, k, rows, kernel, blocks, us, torch_us)
-    return KernelChoice(best.op, n, k, rows, best.kernel, best.blocks, best.us, torch_us, timed)
+    if best.kernel == kc.EPILOGUE_KERNELS.get(op):
+        epilogue = ()  # the chosen blocks are the epilogue's
+    return KernelChoice(best.op, n, k, rows, best.kernel, best.blocks, best.us, torch_us, timed, epilogue)
