@@ -17,13 +17,14 @@ def launch(out, x, a, b, index, segments):
     lora_add_triton(out, x, a, b, index, segments, interpret=True)
 
 # block sizes: 16 tokens up to 64, then 64; K splits of 256 columns, one tile in a decode block, 64-column
-# tiles in a prefill block; ranks padded to 16; slots side by side in one dot up to 32 rank columns (qkv's
-# shrink: one slot of 3 x 16; its expand and o's shrink: two of 16)
+# tiles in a prefill block; ranks padded to 16; slots side by side in one dot up to 32 rank columns in the
+# expand, 64 in a decode shrink (qkv's shrink: one slot of 3 x 16; its expand: two of 16; o's shrink: four)
 assert lora_blocks(1, 2048, 48, 3, 4) == dict(BLOCK_T=16, BLOCK_K=256, K_SPLIT=256, SPLIT_K=8, BLOCK_R=64,
                                               SHRINK_GROUP=1, BLOCK_RS=16, GROUP=2, BLOCK_N=128, shrink_warps=4,
                                               expand_warps=4)
-assert lora_blocks(1, 2048, 16, 1, 3)["SHRINK_GROUP"] == 2 and lora_blocks(1, 2048, 16, 1, 1)["GROUP"] == 1
-assert lora_blocks(1, 2048, 192, 3, 8)["GROUP"] == 1 and lora_blocks(1, 2048, 32, 1, 8)["SHRINK_GROUP"] == 1
+assert lora_blocks(1, 2048, 16, 1, 3)["SHRINK_GROUP"] == 4 and lora_blocks(1, 2048, 16, 1, 1)["GROUP"] == 1
+assert lora_blocks(1, 2048, 16, 1, 8)["SHRINK_GROUP"] == 4 and lora_blocks(1, 2048, 32, 1, 8)["SHRINK_GROUP"] == 2
+assert lora_blocks(1, 2048, 192, 3, 8)["GROUP"] == 1 and lora_blocks(1, 2048, 64, 1, 8)["SHRINK_GROUP"] == 1
 assert lora_blocks(70, 300, 8, 1, 1)["BLOCK_T"] == 64 and lora_blocks(70, 300, 8, 1, 1)["SPLIT_K"] == 2
 assert lora_blocks(70, 2048, 8, 1, 1)["BLOCK_K"] == 64 and lora_blocks(5, 40, 8, 1, 1)["BLOCK_K"] == 64
 assert lora_blocks(70, 300, 16, 1, 4)["GROUP"] == lora_blocks(70, 300, 16, 1, 4)["SHRINK_GROUP"] == 1  # prefill
@@ -36,7 +37,8 @@ for max_rank, ranks, dtype, tol, counts in ((16, [8, 16, 16], torch.float32, 1e-
         for name in ("qkv", "o", "gate_up", "down"):
             seed += 1
             check_projection(launch, layer, TINY, name, token_rows(t, len(ranks), seed), seed, tol)
-# six adapters: three groups of two slots in the expand (and o's, down's shrink), six of one in qkv's shrink
+# six adapters: three groups of two slots in the expand, two of four in o's and down's shrink, six of one in
+# qkv's shrink
 layer = make_layer(TINY, 16, [16, 8, 16, 4, 16, 8], torch.float32, "cpu", seed=5)
 for name in ("qkv", "o", "gate_up", "down"):
     seed += 1

@@ -195,14 +195,17 @@ def _expand_kernel(part_ptr, b_ptr, idx_ptr, out_ptr, T, N, R, seg1, seg2, strid
     tl.store(dst, (o + acc).to(out_ptr.dtype.element_ty), mask=keep)
 
 
-# rank columns of one dot's group of slots: 2 slots of rank 16, 1 of rank 32 or 64. 64 (4 of rank 16) made
-# qkv's expand (3 segments, BLOCK_N 128, 4 warps) keep a 48-byte stack frame on sm_90 (tests/test_triton_compile.py)
+# rank columns of one dot's group of slots in the expand: 2 slots of rank 16, 1 of rank 32 or 64. 64 (4 of rank
+# 16) made qkv's expand (3 segments, BLOCK_N 128, 4 warps) keep a 48-byte stack frame on sm_90, and down's
+# epilogue (32 K splits) 56-240 bytes. The decode shrink's one [64, 256] A tile holds 4 slots of rank 16 without
+# spilling (tests/test_triton_compile.py): its group takes 64.
 MAX_GROUP_COLUMNS = 32
+MAX_SHRINK_GROUP_COLUMNS = 64
 
 
-def slot_group(num_slots: int, block_rank: int) -> int:
-    """Adapter slots side by side in one dot (a power of two): as many as fit MAX_GROUP_COLUMNS, at most all."""
-    return min(next_power_of_2(num_slots), max(1, MAX_GROUP_COLUMNS // block_rank))
+def slot_group(num_slots: int, block_rank: int, max_columns: int = MAX_GROUP_COLUMNS) -> int:
+    """Adapter slots side by side in one dot (a power of two): as many as fit max_columns, at most all."""
+    return min(next_power_of_2(num_slots), max(1, max_columns // block_rank))
 
 
 def lora_blocks(num_tokens: int, k: int, rank_total: int, num_segments: int, num_slots: int) -> dict:
@@ -218,7 +221,7 @@ def lora_blocks(num_tokens: int, k: int, rank_total: int, num_segments: int, num
     block_rs = max(16, next_power_of_2(rank_total // num_segments))
     # slots side by side only in decode-sized blocks, which hold many requests' adapters (a prefill block mostly
     # holds one request's tokens; its expand with two slots a dot kept a 40-byte stack frame on sm_90)
-    shrink_group = slot_group(num_slots, block_r) if block_t == 16 else 1
+    shrink_group = slot_group(num_slots, block_r, MAX_SHRINK_GROUP_COLUMNS) if block_t == 16 else 1
     return {"BLOCK_T": block_t, "BLOCK_K": block_k, "K_SPLIT": k_split, "SPLIT_K": cdiv(k, k_split),
             "BLOCK_R": block_r, "SHRINK_GROUP": shrink_group, "BLOCK_RS": block_rs,
             "GROUP": slot_group(num_slots, block_rs) if block_t == 16 else 1, "BLOCK_N": 128,
