@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU checks a maintainer reruns, one group per device call (each fits the call's 10 minutes).
 #   bash benchmarks/gpu_checks.sh tests     # pytest -m gpu tests/gpu, the whole GPU suite (~6 min; on 2 GPUs the TP tests run too)
-#   bash benchmarks/gpu_checks.sh suite     # the GPU suite without the 60-s OOM fault test (a warm follow-up call, ~3 min)
+#   bash benchmarks/gpu_checks.sh suite     # the GPU suite without the 60-s OOM fault test (a warm follow-up call, ~3 min;
+#                                      # a fresh machine's first call ran 23 tests in its 200 s: use `tests` there)
 #   bash benchmarks/gpu_checks.sh sweep     # the default llama-3.2-1b sweep with both peers (run it with timeout_s 600)
 #   bash benchmarks/gpu_checks.sh decode    # decode step: -O0/-O2 vs hf-compile at batch 1 and 64, llama-3.1-8b at 1 (~7 min)
 #   bash benchmarks/gpu_checks.sh startup   # cold/warm compile, capture time and graph memory per cudagraph mode
@@ -17,7 +18,8 @@
 #                                      # -O2 at batch 1 and 64 beside gpt-fast at its faster SDPA setting (~3-4 min)
 #   bash benchmarks/gpu_checks.sh peers-8b  # the same for llama-3.1-8b (~5 min); both take DECODE_VARIANTS="--variant NAME=VAR=VALUE"
 #                                      # and DECODE_ROUNDS=3 (each graphbench system in 3 processes, interleaved)
-#   bash benchmarks/gpu_checks.sh roofline  # a decode step's kernels per layer part at batch 1 and 64, bytes, TB/s, gaps (~1 min)
+#   bash benchmarks/gpu_checks.sh roofline  # a decode step's kernels per layer part at batch 1 and 64, bytes, TB/s, gaps (~1 min);
+#                                      # ROOFLINE_MODEL=smollm2-135m ROOFLINE_BATCHES=64 for another preset and batch
 #   bash benchmarks/gpu_checks.sh lora      # LoRA's graph keys, capture, memory and step cost (benchmarks/lora.py), then the LoRA-share sweep (~6 min)
 #   bash benchmarks/gpu_checks.sh lora-ab   # LoRA's step cost (no adapters, 1, 4) in this tree and in .ab-base/src (`git archive REV src |
 #                                      # tar -x -C .ab-base`, carried), 3 processes each (LORA_ROUNDS), interleaved, with
@@ -107,8 +109,10 @@ case "${1:-}" in
       ${DECODE_VARIANTS:-} --rounds ${DECODE_ROUNDS:-1} --out "$OUT/decode-$model.json" --timeout 200 2>&1 | grep -v "^DEBUG" \
       | tee "$OUT/decode-$model.log" | tail -10 ;;
   roofline)  # per-kernel spans need PDL off (with PDL a kernel's span counts its wait); the second run is as the engine runs
-    GRAPHBENCH_PDL=0 timeout 200 python3 benchmarks/roofline.py --model llama-3.2-1b --level 2 --batches 1,64 \
-      --out "$OUT/roofline-nopdl.json" 2>&1 | grep -v -E "^DEBUG|[Ww]arn" | tee "$OUT/roofline.log" | tail -30
-    timeout 150 python3 benchmarks/roofline.py --model llama-3.2-1b --level 2 --batches 1,64 --out "$OUT/roofline-pdl.json" 2>&1 | grep -E "^batch" ;;
+    model=${ROOFLINE_MODEL:-llama-3.2-1b}; batches=${ROOFLINE_BATCHES:-1,64}
+    GRAPHBENCH_PDL=0 timeout 200 python3 benchmarks/roofline.py --model $model --level 2 --batches $batches \
+      --out "$OUT/roofline-$model-nopdl.json" 2>&1 | grep -v -E "^DEBUG|[Ww]arn" | tee "$OUT/roofline-$model.log" | tail -30
+    timeout 150 python3 benchmarks/roofline.py --model $model --level 2 --batches $batches \
+      --out "$OUT/roofline-$model-pdl.json" 2>&1 | grep -E "^batch" ;;
   *) echo "usage: bash benchmarks/gpu_checks.sh tests|suite|sweep|decode|startup|starts|profile|tune|speculative|lora|lora-ab|lora-roofline|curve|roofline|peers|peers-8b" >&2; exit 2 ;;
 esac
