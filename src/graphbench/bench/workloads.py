@@ -216,7 +216,9 @@ class Workload:
 
 
 def load_trace(path: str | Path) -> list[RequestSpec]:
-    """JSONL lines {"arrival_s": float, "prompt_len": int, "output_len": int}, sorted by arrival."""
+    """The requests to replay, sorted by arrival: JSONL lines {"arrival_s": float, "prompt_len": int,
+    "output_len": int}, or a `vllm bench serve --save-result --save-detailed` result (its successful requests
+    at their recorded send times, start_times; all at once where it sent them so: rate inf, no cap)."""
     path = Path(path)
     if not path.exists():
         raise GraphbenchError(f"trace file not found: {path}")
@@ -225,11 +227,20 @@ def load_trace(path: str | Path) -> list[RequestSpec]:
     if path.stat().st_size > MAX_TRACE_BYTES:
         raise GraphbenchError(f"trace {path} is {path.stat().st_size} bytes, over {MAX_TRACE_BYTES >> 20} MiB")
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise GraphbenchError(f"trace {path} is not UTF-8 text") from None
+    specs = _bench_serve_requests(text, path) if '"input_lens"' in text else _jsonl_requests(text, path)
+    if not specs:
+        raise GraphbenchError(f"trace {path} holds no requests")
+    if len(specs) > MAX_REQUESTS:
+        raise GraphbenchError(f"trace {path} holds more than {MAX_REQUESTS} requests")
+    return sorted(specs, key=lambda s: s.arrival_s)
+
+
+def _jsonl_requests(text: str, path: Path) -> list[RequestSpec]:
     specs = []
-    for number, line in enumerate(lines, start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -238,14 +249,37 @@ def load_trace(path: str | Path) -> list[RequestSpec]:
         except (ValueError, KeyError, TypeError, RecursionError) as exc:  # (ValueError: bad JSON, or an integer
             # of more digits than Python converts)
             raise GraphbenchError(f"{path}:{number}: expected arrival_s, prompt_len, output_len ({exc})") from None
-        if isinstance(arrival, bool) or not isinstance(arrival, (int, float)) or not 0 <= arrival < 1e9:
-            raise GraphbenchError(f"{path}:{number}: arrival_s must be a number of seconds in [0, 1e9), got {arrival!r}")
-        for name, value in (("prompt_len", prompt), ("output_len", output)):
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TOKENS:
-                raise GraphbenchError(f"{path}:{number}: {name} must be an integer in 1..{MAX_TOKENS}, got {value!r}")
-        specs.append(RequestSpec(float(arrival), prompt, output))
+        specs.append(_request(arrival, prompt, output, f"{path}:{number}"))
         if len(specs) > MAX_REQUESTS:
-            raise GraphbenchError(f"trace {path} holds more than {MAX_REQUESTS} requests")
-    if not specs:
-        raise GraphbenchError(f"trace {path} holds no requests")
-    return sorted(specs, key=lambda s: s.arrival_s)
+            break
+    return specs
+
+
+def _bench_serve_requests(text: str, path: Path) -> list[RequestSpec]:
+    from graphbench.ladders.request_trace import parse_request_trace
+
+    traces = parse_request_trace(text, str(path))
+    if len(traces) != 1:
+        raise GraphbenchError(f"trace {path} holds {len(traces)} vLLM bench serve results (--append-result): "
+                              "replay one, a file each")
+    trace = traces[0]
+    arrivals = trace.arrival_s
+    if arrivals is None:
+        if trace.request_rate is not None or trace.max_concurrency is not None:
+            raise GraphbenchError(
+                f"trace {path}: a vLLM bench serve result without start_times (an older vLLM), sent at "
+                f"{trace.request_rate or 'inf'} requests/s with max_concurrency {trace.max_concurrency}: its send "
+                "times are unknown. Rerun it with a vLLM that saves start_times, or replay its traffic with "
+                "--request-rate or --concurrency and --prompt-len / --output-len")
+        arrivals = (0.0,) * len(trace)  # rate inf, no cap: vLLM sent every request at once
+    return [_request(a, p, o, f"{path}: request {i}")
+            for i, (a, p, o) in enumerate(zip(arrivals, trace.input_lens, trace.output_lens))]
+
+
+def _request(arrival: object, prompt: object, output: object, where: str) -> RequestSpec:
+    if isinstance(arrival, bool) or not isinstance(arrival, (int, float)) or not 0 <= arrival < 1e9:
+        raise GraphbenchError(f"{where}: arrival_s must be a number of seconds in [0, 1e9), got {arrival!r}")
+    for name, value in (("prompt_len", prompt), ("output_len", output)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TOKENS:
+            raise GraphbenchError(f"{where}: {name} must be an integer in 1..{MAX_TOKENS}, got {value!r}")
+    return RequestSpec(float(arrival), prompt, output)

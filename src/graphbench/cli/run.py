@@ -125,7 +125,7 @@ def run(
     engine_config: EngineConfig,
     concurrency: Annotated[Optional[str], typer.Option(help="Closed-loop concurrency levels (default 1,6,64 and a Poisson rate of 64/s, unless --request-rate or --trace).", rich_help_panel=WORKLOAD)] = None,
     request_rate: Annotated[Optional[str], typer.Option(help="Poisson open-loop rates (requests/s), e.g. 2,8.", rich_help_panel=WORKLOAD)] = None,
-    trace: Annotated[Optional[str], typer.Option(help="Replay a JSONL trace (arrival_s, prompt_len, output_len).", rich_help_panel=WORKLOAD)] = None,
+    trace: Annotated[Optional[str], typer.Option(help="Replay a trace: JSONL (arrival_s, prompt_len, output_len), or a `vllm bench serve --save-result --save-detailed` result (its requests at their start_times).", rich_help_panel=WORKLOAD)] = None,
     prompt_len: Annotated[str, typer.Option(help="Prompt tokens per request: 128, uniform:64-256 or normal:128,32 (drawn per request, seeded).", rich_help_panel=WORKLOAD)] = GPU_TRAFFIC.prompt_len,
     output_len: Annotated[str, typer.Option(help="Output tokens per request (same forms).", rich_help_panel=WORKLOAD)] = GPU_TRAFFIC.output_len,
     num_requests: Annotated[Optional[int], typer.Option(help="Requests per workload (default 3 x concurrency; Poisson 32).", rich_help_panel=WORKLOAD)] = None,

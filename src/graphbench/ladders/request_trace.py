@@ -5,7 +5,8 @@ Two layouts, told apart by their content, not by their suffix:
 - vLLM's `vllm bench serve --save-result --save-detailed` JSON (vllm/benchmarks/serve.py): one object
   with per-request lists ``input_lens``, ``output_lens`` (the tokens each request actually generated; 0
   for a failed one), ``errors``, ``itls`` (each request's inter-token latencies, seconds) and the traffic
-  settings ``request_rate`` (requests/s, or "inf") and ``max_concurrency`` (null: unbounded). With
+  settings ``request_rate`` (requests/s, or "inf") and ``max_concurrency`` (null: unbounded); newer vLLM
+  also saves ``start_times`` (each request's send time on the client's clock, seconds). With
   ``--append-result`` the file holds one such object a line: each is a trace of its own. Without
   ``--save-detailed`` vLLM drops the per-request lists: that file is an error saying so, as is a pooling
   run's (input_lens, no output_lens) and a ramp-up run's (``ramp_up_strategy``: its rate changes through
@@ -42,6 +43,7 @@ class RequestTrace:
     request_rate: float | None = None  # requests per second; None: all at once ("inf")
     seconds_per_step: float | None = None  # the median recorded inter-token latency
     num_failed: int = 0  # failed requests (vLLM: an error, no output), left out
+    arrival_s: tuple[float, ...] | None = None  # each request's send time after the first's (start_times)
 
     def __post_init__(self) -> None:
         if self.request_rate is not None and self.seconds_per_step and len(self) > 1:
@@ -143,19 +145,36 @@ def _bench_result(data: dict[str, Any], name: str) -> RequestTrace:
     if len(inputs) != len(outputs):
         raise GraphbenchError(f"{name}: key output_lens has {len(outputs)} entries but input_lens has {len(inputs)}")
     errors = _errors(data.get("errors"), len(inputs), name)
-    kept: list[tuple[int, int]] = []
+    starts = _start_times(data.get("start_times"), len(inputs), name)
+    kept: list[tuple[int, int, float | None]] = []
     for i, (n_in, n_out) in enumerate(zip(inputs, outputs)):
         n_out = _count(n_out, name, f"output_lens[{i}]", 0, MAX_OUTPUT_LEN)
         if errors[i] or n_out == 0:  # failed (vLLM records 0 tokens for it): it never ran
             continue
-        kept.append((_count(n_in, name, f"input_lens[{i}]", 1), n_out))
+        kept.append((_count(n_in, name, f"input_lens[{i}]", 1), n_out, starts[i] if starts else None))
     if not kept:
         raise GraphbenchError(f"{name}: no successful request (every output_lens entry is 0 or has an error)")
-    return RequestTrace(tuple(p for p, _ in kept), tuple(o for _, o in kept), name,
+    first = min(t for _, _, t in kept) if starts else 0.0
+    return RequestTrace(tuple(p for p, _, _ in kept), tuple(o for _, o, _ in kept), name,
                         max_concurrency=_concurrency(data.get("max_concurrency"), name),
                         request_rate=_rate(data.get("request_rate", "inf"), name),
                         seconds_per_step=_median_itl(data.get("itls"), name),
-                        num_failed=len(inputs) - len(kept))
+                        num_failed=len(inputs) - len(kept),
+                        arrival_s=tuple(t - first for _, _, t in kept) if starts else None)
+
+
+def _start_times(value: object, n: int, name: str) -> list[float] | None:
+    """Each request's send time (seconds on one clock); absent or null: not recorded (older vLLM)."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) != n:
+        raise GraphbenchError(f"{name}: key start_times must be a list of {n} send times (one per request), got "
+                              f"{type(value).__name__ if not isinstance(value, list) else f'{len(value)} entries'}")
+    times = [_number(v) for v in value]
+    for i, t in enumerate(times):
+        if t is None or not math.isfinite(t):
+            raise GraphbenchError(f"{name}: key start_times[{i}] holds {value[i]!r:.60}, not a time in seconds")
+    return times  # type: ignore[return-value]
 
 
 def _errors(value: object, n: int, name: str) -> list[object]:

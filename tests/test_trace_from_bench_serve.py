@@ -1,0 +1,65 @@
+"""`graphbench run --trace` takes a `vllm bench serve --save-result --save-detailed` result: its successful
+requests replayed at their recorded send times (start_times, as vLLM's benchmarks/serve.py saves them)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from graphbench.bench.workloads import load_trace
+from graphbench.errors import GraphbenchError
+
+
+def bench_result(**changes) -> dict:
+    """A result with the keys serve.py writes: four requests sent at 100.0, 100.5, 100.25 and 101.0 s on the
+    client's perf_counter, the third failed (an error, 0 tokens)."""
+    result = {"date": "20261205-021500", "backend": "vllm", "model_id": "m", "request_rate": 8.0,
+              "burstiness": 1.0, "max_concurrency": None, "duration": 2.0, "completed": 3, "failed": 1,
+              "total_input_tokens": 400, "total_output_tokens": 96, "request_throughput": 1.5,
+              "input_lens": [100, 120, 80, 200], "output_lens": [32, 16, 0, 48],
+              "ttfts": [0.01, 0.02, 0.0, 0.03], "itls": [[0.004] * 31, [0.004] * 15, [], [0.004] * 47],
+              "start_times": [100.5, 100.0, 100.25, 101.0], "generated_texts": ["", "", "", ""],
+              "errors": ["", "", "timeout", ""]}
+    result.update(changes)
+    return result
+
+
+def write(tmp_path, data) -> str:
+    path = tmp_path / "bench.json"
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return str(path)
+
+
+def test_successful_requests_replay_at_their_send_times(tmp_path):
+    specs = load_trace(write(tmp_path, bench_result()))
+    assert [(s.arrival_s, s.prompt_len, s.output_len) for s in specs] == [(0.0, 120, 16), (0.5, 100, 32), (1.0, 200, 48)]
+
+
+def test_all_at_once_without_send_times_only_where_vllm_sent_them_so(tmp_path):
+    specs = load_trace(write(tmp_path, bench_result(start_times=None, request_rate="inf")))
+    assert [s.arrival_s for s in specs] == [0.0, 0.0, 0.0] and [s.prompt_len for s in specs] == [100, 120, 200]
+    with pytest.raises(GraphbenchError, match="without start_times .* 8.0 requests/s .* send times are unknown"):
+        load_trace(write(tmp_path, {k: v for k, v in bench_result().items() if k != "start_times"}))
+    with pytest.raises(GraphbenchError, match="max_concurrency 4"):
+        load_trace(write(tmp_path, bench_result(start_times=None, request_rate="inf", max_concurrency=4)))
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"start_times": [100.0, 100.5]}, "start_times must be a list of 4 send times"),
+    ({"start_times": [100.0, "soon", 100.25, 101.0]}, r"start_times\[1\] holds 'soon'"),
+    ({"start_times": [100.0, 100.5, 100.25, 2e9]}, "arrival_s must be a number of seconds in"),
+    ({"output_lens": [0, 0, 0, 0]}, "no successful request"),
+    ({"input_lens": [100, 120, 80, 10**7]}, "prompt_len must be an integer in 1..1048576"),
+])
+def test_a_bad_bench_result_is_one_error_naming_the_file(tmp_path, changes, message):
+    path = write(tmp_path, bench_result(**changes))
+    with pytest.raises(GraphbenchError, match=message) as err:
+        load_trace(path)
+    assert path in str(err.value)
+
+
+def test_appended_results_are_replayed_one_a_file(tmp_path):
+    lines = json.dumps(bench_result()) + "\n" + json.dumps(bench_result(request_rate=16.0)) + "\n"
+    with pytest.raises(GraphbenchError, match="holds 2 vLLM bench serve results"):
+        load_trace(write(tmp_path, lines))
