@@ -243,8 +243,11 @@ def test_lora_kernels_compile_without_local_memory():
     expand = {"part_ptr": "*fp32", "b_ptr": BF16, "idx_ptr": "*i32", "out_ptr": BF16, "T": "i32", "N": "i32",
               "R": "i32", "seg1": "i32", "seg2": "i32", "stride_bl": "i32", "stride_bn": "i32", "stride_ot": "i32"}
     # (T, K, R', segments, adapter slots): qkv's and o's decode blocks (4 slots in one dot), a prefill chunk's
+    # and batch-1 decode's expand at rank 64 and K 8192, at K 14336 (56 splits), qkv's shrink at rank 128
     for t, k, r, segments, slots, pdl in ((16, 2048, 48, 3, 4, True), (16, 2048, 16, 1, 4, True),
-                                          (512, 2048, 192, 3, 4, False), (512, 2048, 48, 3, 8, False)):
+                                          (512, 2048, 192, 3, 4, False), (512, 2048, 48, 3, 8, False),
+                                          (1, 8192, 64, 1, 2, True), (1, 14336, 16, 1, 4, True),
+                                          (1, 4096, 384, 3, 1, True)):
         cfg = lora_blocks(t, k, r, segments, slots)
         common = {"BLOCK_T": cfg["BLOCK_T"], "PRECISION": "tf32", "INTERPRET": False, "PDL": pdl}
         kernel = compile_sm90(_shrink_kernel, shrink, dict(common, BLOCK_R=cfg["BLOCK_R"], BLOCK_K=cfg["BLOCK_K"],
@@ -354,30 +357,37 @@ def test_skinny_gemms_with_the_lora_epilogue_keep_their_k_loop_free_of_local_mem
     gated = {"x_ptr": BF16, "w_ptr": BF16, "y_ptr": BF16, "M": "i32", "N": "i32", "stride_xm": "i32",
              "stride_wn": "i32", "stride_ym": "i32", **LORA_SIG}
 
-    def check(kernel, case):
+    def check(kernel, case, without_lora):
         ptx = kernel.asm["ptx"]
         assert "ld.global" in ptx[:ptx.index("griddepcontrol.wait")], case  # the adapter slots, before the wait
-        assert ptx.count("mma") >= 2, case
+        assert ptx.count("mma") > without_lora.asm["ptx"].count("mma"), case  # the delta's dots
         loops, spills = _local_memory_in_k_loops(kernel.asm["cubin"])
         assert loops >= 1 and spills == [], (case, loops, spills)
         assert _stack_and_local_bytes(kernel.asm["cubin"])[0] <= 32, case
 
-    for (k, r, segments), slots, split_k in itertools.product(((2048, 48, 3), (2048, 16, 1), (8192, 16, 1)), (1, 4),
-                                                               (1, 4)):
+    def skinny(k, split_k, lora):
+        return compile_sm90(_skinny_kernel, plain, {"HAS_BIAS": False, "BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128,
+                                                    "SPLIT_K": split_k, "K_PER_SPLIT": k // split_k, **lora,
+                                                    "INTERPRET": False, "PDL": True},
+                            divisible=divisible, options={"num_warps": 4, "num_stages": 4})
+
+    def gated_gemm(lora):
+        return compile_sm90(_gated_kernel, gated, {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 128, "K": 2048, **lora,
+                                                   "INTERPRET": False, "PDL": True},
+                            divisible=divisible, options={"num_warps": 4, "num_stages": 4})
+
+    # (K, R', segments): qkv, o, down at rank 16; down at rank 64 and llama-3.1-8b's down (56 K splits)
+    for (k, r, segments), slots, split_k in itertools.product(
+            ((2048, 48, 3), (2048, 16, 1), (8192, 16, 1), (8192, 64, 1), (14336, 16, 1)), (1, 4), (1, 4)):
         cfg = lora_blocks(16, k, r, segments, slots)
         lora = {"LORA": True, "LORA_SEGMENTS": segments, "LORA_SPLIT": cfg["SPLIT_K"],
                 "LORA_BLOCK_RS": cfg["BLOCK_RS"], "LORA_GROUP": cfg["GROUP"], "LORA_PRECISION": "tf32"}
-        check(compile_sm90(_skinny_kernel, plain, {"HAS_BIAS": False, "BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128,
-                                                   "SPLIT_K": split_k, "K_PER_SPLIT": k // split_k, **lora,
-                                                   "INTERPRET": False, "PDL": True},
-                           divisible=divisible, options={"num_warps": 4, "num_stages": 4}), (k, r, slots, split_k))
+        check(skinny(k, split_k, lora), (k, r, slots, split_k), skinny(k, split_k, NO_LORA))
     for slots, lora_split in itertools.product((1, 4), (1, 8)):  # the add-norm's shrink (1 split) or its own (8)
         cfg = lora_blocks(16, 2048, 32, 2, slots)
-        check(compile_sm90(_gated_kernel, gated, {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 128, "K": 2048,
-                                                  "LORA": True, "LORA_SEGMENTS": 2, "LORA_SPLIT": lora_split,
-                                                  "LORA_BLOCK_RS": cfg["BLOCK_RS"], "LORA_GROUP": cfg["GROUP"],
-                                                  "LORA_PRECISION": "tf32", "INTERPRET": False, "PDL": True},
-                           divisible=divisible, options={"num_warps": 4, "num_stages": 4}), ("gate_up", slots))
+        check(gated_gemm({"LORA": True, "LORA_SEGMENTS": 2, "LORA_SPLIT": lora_split, "LORA_BLOCK_RS": cfg["BLOCK_RS"],
+                          "LORA_GROUP": cfg["GROUP"], "LORA_PRECISION": "tf32"}), ("gate_up", slots),
+              gated_gemm(NO_LORA))
 
 
 @pytest.mark.parametrize("k, r", [(2048, 48), (2048, 32), (4096, 48)])

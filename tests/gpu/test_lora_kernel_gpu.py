@@ -72,8 +72,10 @@ def test_the_lora_epilogue_equals_the_projection_and_expand_launches(t):
     from graphbench.runner.kernels.gemv import launch_silu_mul
     from graphbench.runner.kernels.lora_bgmv import lora_add_triton, lora_shrink
     from graphbench.runner.kernels.skinny_gemm import skinny_gate_up, skinny_gemm
+    from graphbench.runner import kernel_choice as kc
     from graphbench.runner.lora.projection import epilogue_blocks
 
+    kc.forget_all()  # the rule's blocks (BLOCK_K 128, as the reference's), not another test's stored choice
     arch = ARCHS["llama-3.2-1b"]
     layer = make_layer(arch, 16, [16, 8, 16, 16], torch.bfloat16, "cuda", seed=5)
     index = token_rows(t, 4, seed=t).cuda()
@@ -83,7 +85,7 @@ def test_the_lora_epilogue_equals_the_projection_and_expand_launches(t):
         w = (torch.randn(b.shape[1], k, generator=g) / k ** 0.5).to(torch.bfloat16).cuda()
         shrunk = lora_shrink(x, a, b, index, segments)
         if name == "gate_up":
-            blocks = epilogue_blocks("gate_up", x, w)
+            blocks = epilogue_blocks("gate_up", x, w, 16)
             gate_up = skinny_gemm(x, w, None, (64, 128, 1, 4, 4))
             lora_add_triton(gate_up, x, a, b, index, segments)
             want = torch.empty(t, w.shape[0] // 2, dtype=torch.bfloat16, device="cuda")
@@ -109,9 +111,13 @@ def test_where_cublas_was_chosen_the_epilogue_runs_the_skinny_kernels_timed_bloc
     w = torch.randn(3072, 2048, dtype=torch.bfloat16, device="cuda")
     try:
         kc.install([kc.KernelChoice("linear", 3072, 2048, 16, "torch", (), 6.3, 6.3, 30, (32, 256, 2, 4, 3))])
-        assert epilogue_blocks("linear", x, w) == (32, 256, 2, 4, 3)
+        assert epilogue_blocks("linear", x, w, 16) == (32, 256, 2, 4, 3)
         kc.install([kc.KernelChoice("linear", 3072, 2048, 16, "torch", (), 6.3, 6.3, 1)])
-        assert epilogue_blocks("linear", x, w)[:2] == (64, kc.SKINNY_BLOCK_K)  # the rule's
+        assert epilogue_blocks("linear", x, w, 16)[:2] == (64, kc.SKINNY_BLOCK_K)  # the rule's
+        # timed 128 columns wide: kept at rank 16, the rule's at rank 64 (its delta spilled at 128)
+        kc.install([kc.KernelChoice("linear", 3072, 2048, 16, "torch", (), 6.3, 6.3, 30, (128, 128, 2, 4, 3))])
+        assert epilogue_blocks("linear", x, w, 16) == (128, 128, 2, 4, 3)
+        assert epilogue_blocks("linear", x, w, 64)[:2] == (64, kc.SKINNY_BLOCK_K)
     finally:
         kc.forget_all()
 

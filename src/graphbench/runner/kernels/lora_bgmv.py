@@ -13,7 +13,8 @@ Made for CUDA-graph replay: the grid depends on shapes only (T, K, N), nothing i
 and which adapters a block of tokens uses is found inside the kernel. A program owns BLOCK_T
 consecutive tokens and walks the groups of adapter slots they use in increasing order (the next is the
 smallest group above the current), one tensor-core dot a group: the group's slots' tiles side by side
-along the dot's K (up to 32 columns: 2 slots of rank 16), each token's row nonzero only in its own slot's
+along the dot's K (up to 32 columns in the expand: 2 slots of rank 16; 64 in a decode shrink), each token's
+row nonzero only in its own slot's
 columns. A decode block of 16 requests over 4 rank-16 adapters makes two dots a segment, not one a loaded
 adapter in turn (each waiting for the last one's tile: 12 for qkv's three segments, now 6), and reads each
 used tile once; a prefill block (one request's tokens) reads one. There is no sort by adapter and no atomics: the
@@ -162,7 +163,9 @@ def _segment_delta(acc, part_ptr, b_ptr, offs_t, rows, T, R, rs, j, mine, used, 
     offs_r = tl.arange(0, BLOCK_RS)
     v = tl.zeros([BLOCK_T, GROUP, BLOCK_RS], dtype=tl.float32)
     parts = part_ptr + (offs_t[:, None, None] * R + j * rs + offs_r[None, None, :])
-    if BLOCK_T <= 16:  # a decode block's splits unrolled, their loads in one round (a prefill tile's would spill)
+    # a decode block's splits unrolled, their loads in one round, where the tiles stay small: a prefill block's,
+    # rank 64's or K 14336's (56 splits) left 80-670-byte stack frames on sm_90
+    if BLOCK_T <= 16 and GROUP * BLOCK_RS <= 32 and SPLIT_K <= 32:
         for s in tl.static_range(SPLIT_K):
             v += tl.load(parts + s * T * R, mask=mine, other=0.0)
     else:
@@ -215,13 +218,14 @@ def lora_blocks(num_tokens: int, k: int, rank_total: int, num_segments: int, num
     registers a thread and spilled where the shapes had no divisibility by 16 (sm_90 compiles, cuobjdump)."""
     block_t, block_r = 16 if num_tokens <= 64 else 64, max(16, next_power_of_2(rank_total))
     k_split = max(16, min(K_SPLIT, next_power_of_2(k)))
-    # a decode block's split in one tile, one round of loads: a loop of 64-column tiles waited for each in turn
-    # (the launch took 4.1 us at 16 rows on the H200, benchmarks/RESULTS.md, 2026-12-05); prefill blocks loop
-    block_k = k_split if block_t == 16 else min(64, k_split)
     block_rs = max(16, next_power_of_2(rank_total // num_segments))
     # slots side by side only in decode-sized blocks, which hold many requests' adapters (a prefill block mostly
     # holds one request's tokens; its expand with two slots a dot kept a 40-byte stack frame on sm_90)
     shrink_group = slot_group(num_slots, block_r, MAX_SHRINK_GROUP_COLUMNS) if block_t == 16 else 1
+    # a decode block's split in one tile, one round of loads: a loop of 64-column tiles waited for each in turn
+    # (the launch took 4.1 us at 16 rows on the H200, benchmarks/RESULTS.md, 2026-12-05); prefill blocks loop
+    # (at most 16384 values of A a tile: qkv's shrink at rank 128 or 256 spilled 0.8-11 KB with the whole split)
+    block_k = min(k_split, max(16, 16384 // (block_r * shrink_group))) if block_t == 16 else min(64, k_split)
     return {"BLOCK_T": block_t, "BLOCK_K": block_k, "K_SPLIT": k_split, "SPLIT_K": cdiv(k, k_split),
             "BLOCK_R": block_r, "SHRINK_GROUP": shrink_group, "BLOCK_RS": block_rs,
             "GROUP": slot_group(num_slots, block_rs) if block_t == 16 else 1, "BLOCK_N": 128,

@@ -42,9 +42,11 @@ def _kernels() -> SimpleNamespace:
                            lora_norm_shrink=lora_norm_shrink)
 
 
-def epilogue_blocks(op: str, x: torch.Tensor, weight: torch.Tensor) -> tuple[int, ...] | None:
-    """The skinny GEMM's blocks for op ("linear" or "gate_up", the gated kernel) over x's rows, or None where
-    the delta cannot be added in an epilogue (not 2..64 rows of a 16-bit CUDA tensor, no K tile fits)."""
+def epilogue_blocks(op: str, x: torch.Tensor, weight: torch.Tensor, rank: int) -> tuple[int, ...] | None:
+    """The skinny GEMM's blocks for op ("linear" or "gate_up", the gated kernel) over x's rows with a delta of
+    `rank` columns a segment, or None where the delta cannot be added in an epilogue (not 2..64 rows of a
+    16-bit CUDA tensor, no K tile fits). Timed blocks (timed without the delta) wider than 64 columns take the
+    rule's above rank 16: BLOCK_N 128 with a rank-64 delta left a 120-byte stack frame on sm_90."""
     if not (x.is_cuda and on_triton_device(x) and weights.kernel_in_use()):
         return None
     if not _kernels().skinny_gemm.skinny_applies(x, weight):
@@ -52,10 +54,10 @@ def epilogue_blocks(op: str, x: torch.Tensor, weight: torch.Tensor) -> tuple[int
     (n, k), rows = weight.shape, x.shape[0]
     kind = "skinny" if op == "linear" else "gated_skinny"
     choice = kernel_choice.choice_for(op, n, k, rows, True)
-    if choice.kernel == kind:
-        return choice.blocks
-    if choice.epilogue_blocks:  # another kernel won the timing: the epilogue kernel's fastest blocks
-        return choice.epilogue_blocks
+    # another kernel won the timing: the epilogue kernel's fastest blocks
+    timed = choice.blocks if choice.kernel == kind else choice.epilogue_blocks
+    if timed and (rank <= 16 or timed[0] <= 64):
+        return timed
     block_k = next((b for b in (kernel_choice.SKINNY_BLOCK_K, 64) if k % b == 0), None)
     if block_k is None:
         return None
@@ -72,7 +74,7 @@ def lora_linear_impl(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor |
     project = linear_impl if own_kernels else F.linear
     if not weights.adapters_are_active():
         return project(x, weight, bias)
-    blocks = epilogue_blocks("linear", x, weight) if own_kernels else None
+    blocks = epilogue_blocks("linear", x, weight, _rank(b, segments)) if own_kernels else None
     if blocks is not None:
         shrunk = _kernels().lora_bgmv.lora_shrink(x, a, b, index, segments)
         return _kernels().skinny_gemm.skinny_gemm(x, weight, bias, blocks, lora=shrunk)
@@ -85,7 +87,7 @@ def lora_gate_up_impl(x: torch.Tensor, weight: torch.Tensor, a: torch.Tensor, b:
                       index: torch.Tensor, segments: list[int], own_kernels: bool) -> torch.Tensor:
     """weight = [gate; up] [2I, K] -> silu(gate') * up' [T, I], where gate' and up' hold each row's delta."""
     active = weights.adapters_are_active()
-    blocks = epilogue_blocks("gate_up", x, weight) if active and own_kernels else None
+    blocks = epilogue_blocks("gate_up", x, weight, _rank(b, segments)) if active and own_kernels else None
     if blocks is not None:
         shrunk = _kernels().lora_bgmv.lora_shrink(x, a, b, index, segments)
         return _kernels().skinny_gemm.skinny_gate_up(x, weight, blocks, lora=shrunk)
@@ -131,13 +133,18 @@ def _norm_and_shrink(x, residual, norm_weight, eps, weight, a, b, index, segment
     path does not apply (adapters inactive, not graphbench's kernels, no epilogue for these rows)."""
     if not (own_kernels and weights.adapters_are_active() and add_norm_kernel_applies(x, residual, norm_weight)):
         return None
-    blocks = epilogue_blocks(op, x, weight)
+    blocks = epilogue_blocks(op, x, weight, _rank(b, segments))
     if blocks is None:
         return None
     normed, h = torch.empty_like(x), torch.empty_like(x)
     lora = _kernels().lora_norm_shrink.add_rmsnorm_shrink(x, residual, norm_weight, eps, normed, h, a, b, index,
                                                           segments)
     return normed, h, lora, blocks
+
+
+def _rank(b: torch.Tensor, segments: list[int]) -> int:
+    """The delta's rank columns a segment (B [L, N, R'], block-diagonal over the segments)."""
+    return b.shape[2] // len(segments)
 
 
 def _add_norm(x, residual, norm_weight, eps, own_kernels):
