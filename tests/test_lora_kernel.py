@@ -101,6 +101,24 @@ for t in (5, 17):
             got = skinny_gemm(x, w, bias, config, lora=shrunk)
             assert torch.equal(got, want), (name, t, config, (got.float() - want.float()).abs().max())
         assert torch.equal(got[0], skinny_gemm(x, w, bias, config)[0])  # no adapter: the projection alone
+# gate/up's one walk for both deltas over 3 shrink splits (K 640) and 5 adapters (three groups of two slots)
+from graphbench.config.arch import ArchConfig
+wide = ArchConfig("LlamaForCausalLM", hidden_size=640, intermediate_size=64, num_hidden_layers=1,
+                  num_attention_heads=5, num_key_value_heads=1, head_dim=128, vocab_size=64)
+layer = make_layer(wide, 16, [16, 8, 16, 4, 16], torch.bfloat16, "cpu", seed=8)
+a, b, segments, k = projections(layer, wide)["gate_up"]
+for t in (6, 16):
+    index = token_rows(t, 5, t)
+    index[1] = -1
+    x = torch.randn(t, k, generator=g).to(torch.bfloat16)
+    w = torch.randn(b.shape[1], k, generator=g).to(torch.bfloat16)
+    shrunk = lora_shrink(x, a, b, index, segments, interpret=True)
+    assert shrunk.split_k == 3
+    gate_up = skinny_gemm(x, w, None, (32, 32, 1, 4, 1))
+    lora_add_triton(gate_up, x, a, b, index, segments, interpret=True)
+    want = torch.empty(t, b.shape[1] // 2, dtype=torch.bfloat16)
+    launch_silu_mul(gate_up, want)
+    assert torch.equal(skinny_gate_up(x, w, (32, 32, 4, 1), lora=shrunk), want), t
 print("ok")
 """
 
