@@ -13,9 +13,8 @@ Made for CUDA-graph replay: the grid depends on shapes only (T, K, N), nothing i
 and which adapters a block of tokens uses is found inside the kernel. A program owns BLOCK_T
 consecutive tokens and walks the groups of adapter slots they use in increasing order (the next is the
 smallest group above the current), one tensor-core dot a group: the group's slots' tiles side by side
-along the dot's K (up to 32 columns in the expand: 2 slots of rank 16; 64 in a decode shrink), each token's
-row nonzero only in its own slot's
-columns. A decode block of 16 requests over 4 rank-16 adapters makes two dots a segment, not one a loaded
+along the dot's K (up to 32 columns in the expand: 2 slots of rank 16; 64 in a decode shrink), each
+token's row nonzero only in its own slot's columns. A decode block of 16 requests over 4 rank-16 adapters makes two dots a segment, not one a loaded
 adapter in turn (each waiting for the last one's tile: 12 for qkv's three segments, now 6), and reads each
 used tile once; a prefill block (one request's tokens) reads one. There is no sort by adapter and no atomics: the
 shrink splits K into SPLIT_K programs per token block that write their own partial sums, and the

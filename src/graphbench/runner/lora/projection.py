@@ -12,9 +12,9 @@ without adapters and the delta is added after it (lora/weights.add_delta).
 The epilogue runs the skinny GEMM with start-up's measured blocks for the shape and row class; where
 start-up chose cuBLAS there (cuBLAS has no epilogue to add the delta in), with the skinny kernel's fastest
 blocks in the same timing (the choice's epilogue_blocks; with the rule's blocks and the delta, llama-3.2-1b's
-qkv at 16 rows took 9.1 us, cuBLAS without it 6.3: benchmarks/RESULTS.md, 2026-12-05), else with the skinny rule's (a K tile of 128, or 64
-where 128 does not divide K, split along K to fill the GPU). Given the same shrink,
-the epilogue's result equals the projection + expand-add launches bit for bit (tests/test_lora_kernel.py);
+qkv at 16 rows took 9.1 us, cuBLAS without it 6.3: benchmarks/RESULTS.md, 2026-12-05), else with the skinny
+rule's (a K tile of 128, or 64 where 128 does not divide K, split along K to fill the GPU). Given the same
+shrink, the epilogue's result equals the projection + expand-add launches bit for bit (tests/test_lora_kernel.py);
 rows without an adapter get the projection alone. The add-norm's shrink sums in float32 without tensor
 cores, so its deltas may differ from lora_shrink's in the last bit of the rounded x A^T.
 """
@@ -52,10 +52,9 @@ def epilogue_blocks(op: str, x: torch.Tensor, weight: torch.Tensor, rank: int) -
     if not _kernels().skinny_gemm.skinny_applies(x, weight):
         return None
     (n, k), rows = weight.shape, x.shape[0]
-    kind = "skinny" if op == "linear" else "gated_skinny"
     choice = kernel_choice.choice_for(op, n, k, rows, True)
-    # another kernel won the timing: the epilogue kernel's fastest blocks
-    timed = choice.blocks if choice.kernel == kind else choice.epilogue_blocks
+    # the chosen blocks where the epilogue's kernel won the timing, else that kernel's fastest (epilogue_blocks)
+    timed = choice.blocks if choice.kernel == kernel_choice.EPILOGUE_KERNELS[op] else choice.epilogue_blocks
     if timed and (rank <= 16 or timed[0] <= 64):
         return timed
     block_k = next((b for b in (kernel_choice.SKINNY_BLOCK_K, 64) if k % b == 0), None)
