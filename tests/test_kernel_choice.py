@@ -100,6 +100,13 @@ def test_a_stored_choice_is_checked_before_it_is_believed():
     cublas = dict(good.to_dict(), kernel="torch", blocks=[], epilogue_blocks=[32, 64, 4, 3])
     assert KernelChoice.from_dict(cublas).epilogue_blocks == (32, 64, 4, 3)
     assert KernelChoice.from_dict({k: v for k, v in cublas.items() if k != "epilogue_blocks"}).epilogue_blocks == ()
+    # a one-row GEMV holds at most MAX_GEMV_STAGES weight tiles in flight (the kernel's own bound)
+    from graphbench.runner.kernels.gemv import MAX_STAGES
+
+    gemv = KernelChoice("linear", 896, 4864, 1, "gemv", (4, 256, 2, kc.MAX_GEMV_STAGES), 3.0, 8.0, 20)
+    assert kc.MAX_GEMV_STAGES == MAX_STAGES and KernelChoice.from_dict(gemv.to_dict()) == gemv
+    with pytest.raises(ValueError):
+        KernelChoice.from_dict(dict(gemv.to_dict(), blocks=[4, 256, 2, MAX_STAGES + 1]))
     for epilogue in ([32, 128, 4, 3], [32, 64, 3, 4, 5], [0, 64, 4, 3]):  # K 576 / 128, a skinny's 5 blocks, 0
         with pytest.raises(ValueError):
             KernelChoice.from_dict(dict(cublas, epilogue_blocks=epilogue))

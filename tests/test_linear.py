@@ -44,6 +44,19 @@ from graphbench.runner.kernels.gemv import launch_gated_gemv, launch_silu_mul
 launch_gated_gemv(x, w, gated, 4, 1024, 2, interpret=True)
 launch_silu_mul(out, two)
 assert torch.allclose(gated, two, rtol=1e-5, atol=1e-5)
+# tiles loaded ahead (stages 2, 3) sum the same tiles in the same order: equal bit for bit to one stage, for
+# K loops of 1, 2 and 5 tiles (stages past the loop's tiles too), plain and gated
+from graphbench.runner.kernels.gemv import MAX_STAGES
+for k in (128, 256, 640):
+    w, x = torch.randn(22, k, generator=g).to(torch.bfloat16), torch.randn(1, k, generator=g).to(torch.bfloat16)
+    outs, gated = [], []
+    for stages in range(1, MAX_STAGES + 1):
+        outs.append(torch.empty(1, 22, dtype=torch.bfloat16))
+        launch_gemv(x, w, None, outs[-1], 4, 128, 2, stages, interpret=True)
+        gated.append(torch.empty(1, 11, dtype=torch.bfloat16))
+        launch_gated_gemv(x, w, gated[-1], 4, 128, 2, stages, interpret=True)
+    assert all(torch.equal(o, outs[0]) for o in outs) and all(torch.equal(o, gated[0]) for o in gated), k
+    assert torch.allclose(outs[0].float(), x.float() @ w.float().T, rtol=2e-2, atol=2e-2), k
 # the MLP's add-norm + gate/up projection + activation: the GEMV (one row) or the matmul (3 rows), then
 # one silu-mul launch; against torch in float32; intermediate 24
 from graphbench.runner.linear import add_rmsnorm_gate_up_impl, add_rmsnorm_gate_up_matmul

@@ -78,19 +78,27 @@ def test_gemv_whole_row_tile_compiles_without_local_memory():
 def test_masked_and_pipelined_gemvs_compile_without_local_memory(k, block_n, block_k, warps, stages):
     """Start-up's one-row candidates where K is no power of two: the whole row in one masked tile (SmolLM2's
     576 in 1024, qwen2.5-0.5b's down 4864 in 8192: every weight load before the PDL wait), and a K loop of 19
-    tiles pipelined in 3 stages; plain, gated, and with the add-norm folded in (the masked tile): no spills."""
+    tiles with 3 in flight; plain, gated, and with the add-norm folded in (the masked tile): no spills."""
     from graphbench.runner.kernels.gemv import _gated_gemv_kernel, _gemv_kernel
     from graphbench.runner.kernels.norm_gemv import _norm_gemv_kernel
 
     even = k % block_k == 0
     sig = {"x_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "N": "i32", "K": "i32", "stride_wn": "i32"}
-    common = {"BLOCK_N": block_n, "BLOCK_K": block_k, "EVEN_K": even, "INTERPRET": False, "PDL": True}
-    options = {"num_warps": warps, "num_stages": stages}
+    common = {"BLOCK_N": block_n, "BLOCK_K": block_k, "EVEN_K": even, "INTERPRET": False, "PDL": True, "STAGES": stages}
+    options = {"num_warps": warps, "num_stages": 1}
+
+    def loads_before_wait(kernel) -> int:
+        ptx = kernel.asm["ptx"]
+        return ptx[:ptx.index("griddepcontrol.wait")].count("ld.global")
+
     kernel = compile_sm90(_gemv_kernel, sig, dict(common, HAS_BIAS=False),
                           divisible=("x_ptr", "w_ptr", "y_ptr", "N", "K", "stride_wn"), options=options)
-    ptx = kernel.asm["ptx"]
-    assert "ld.global" in ptx[:ptx.index("griddepcontrol.wait")]  # the (first) weight tile before the wait
+    assert loads_before_wait(kernel) > 0  # the first weight tile before the wait
     assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0)
+    if stages > 1:  # each stage's tile is loaded before the wait
+        one = compile_sm90(_gemv_kernel, sig, dict(common, HAS_BIAS=False, STAGES=1),
+                           divisible=("x_ptr", "w_ptr", "y_ptr", "N", "K", "stride_wn"), options=options)
+        assert loads_before_wait(kernel) == stages * loads_before_wait(one)
     gated = {name: t for name, t in sig.items() if name != "b_ptr"}
     kernel = compile_sm90(_gated_gemv_kernel, gated, dict(common, BLOCK_N=max(1, block_n // 2)),  # (its candidates')
                           divisible=("x_ptr", "w_ptr", "y_ptr", "N", "K", "stride_wn"), options=options)
@@ -98,7 +106,8 @@ def test_masked_and_pipelined_gemvs_compile_without_local_memory(k, block_n, blo
     if not even:
         norm = {"x_ptr": BF16, "r_ptr": BF16, "nw_ptr": BF16, "h_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16,
                 "y_ptr": BF16, "N": "i32", "K": "i32", "stride_wn": "i32", "eps": "fp32"}
-        kernel = compile_sm90(_norm_gemv_kernel, norm, dict(common, HAS_BIAS=False, GATED=False, ROW_BLOCK=block_k),
+        one_tile = {name: v for name, v in common.items() if name != "STAGES"}  # (its row is one tile)
+        kernel = compile_sm90(_norm_gemv_kernel, norm, dict(one_tile, HAS_BIAS=False, GATED=False, ROW_BLOCK=block_k),
                               divisible=("x_ptr", "r_ptr", "nw_ptr", "h_ptr", "w_ptr", "y_ptr", "N", "K", "stride_wn"),
                               options=options)
         assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0)

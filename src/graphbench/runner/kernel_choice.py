@@ -7,8 +7,9 @@ and "norm_gate_up" are the same after the layer's residual add + RMSNorm, at one
 launch, then the op's own choice) or "norm_gemv" / "norm_gated_gemv" (kernels/norm_gemv.py: one launch). A row class
 is the tile of rows the skinny GEMM computes (1: the one-row GEMV; 16, 32, 64: the skinny GEMM's BLOCK_M);
 more rows always run cuBLAS. The kernels a choice names:
-- "gemv" (blocks BLOCK_N, BLOCK_K, num_warps, and num_stages where a neighbour's search added them; 1
-  without), "gated_gemv" (the same, its activation in the epilogue);
+- "gemv" (blocks BLOCK_N, BLOCK_K, num_warps, and where a neighbour's search added them the stages: weight
+  tiles a program has in flight, 1 to MAX_GEMV_STAGES, 1 without), "gated_gemv" (the same, its activation in
+  the epilogue);
 - "skinny" (BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages), "gated_skinny" (BLOCK_N, BLOCK_K, num_warps,
   num_stages);
 - "torch" (F.linear: cuBLAS). For gate_up, "skinny" and "torch" are followed by a silu-mul launch.
@@ -33,6 +34,7 @@ from graphbench.runner.kernels.util import next_power_of_2, tile_fits
 ROW_CLASSES = (1, 16, 32, 64)
 MAX_ROWS = ROW_CLASSES[-1]  # kernels/skinny_gemm.MAX_ROWS (the kernels' room imports nothing of the engine)
 SKINNY_BLOCK_K = 128  # the rule's K tile of the skinny GEMM
+MAX_GEMV_STAGES = 3  # kernels/gemv.MAX_STAGES
 OPS = ("linear", "gate_up", "norm_linear", "norm_gate_up")
 KERNELS = {"linear": ("gemv", "skinny", "torch"), "gate_up": ("gated_gemv", "gated_skinny", "skinny", "torch"),
            "norm_linear": ("norm_gemv", "unfused"), "norm_gate_up": ("norm_gated_gemv", "unfused")}
@@ -99,7 +101,7 @@ def blocks_fit(kernel: str, blocks: tuple[int, ...], n: int, k: int, rows: int) 
     if warps not in (1, 2, 4, 8, 16) or stages > 8 or not _power_of_two(blocks[0]):
         return False
     if kernel in ("gemv", "gated_gemv"):  # (block_n, block_k, warps[, stages])
-        return rows == 1 and len(blocks) in (3, 4) and tile_fits(k, blocks[1])
+        return rows == 1 and len(blocks) in (3, 4) and tile_fits(k, blocks[1]) and stages <= MAX_GEMV_STAGES
     if kernel in ("norm_gemv", "norm_gated_gemv"):
         return rows == 1 and len(blocks) == 3 and tile_fits(k, blocks[1])
     if kernel == "skinny":
@@ -219,8 +221,8 @@ def gated_gemv_candidates(n: int, k: int) -> list[tuple[int, int, int]]:
 
 def gemv_neighbours(best: tuple[int, ...], k: int | None = None) -> list[tuple[int, ...]]:
     """The best coarse GEMV blocks with half and twice its warps (8 to 64 values a thread); given K, where
-    the K loop runs 4 or more tiles, also with 2 and 3 pipeline stages (its later tiles' loads in flight while
-    one is summed: without, each waits for its own)."""
+    the K loop runs 4 or more tiles, also with 2 and 3 stages (the next tiles' loads in flight while one is
+    summed: without, each waits for its own)."""
     block_n, block_k, warps = best[:3]
     stages = tuple(best[3:])
     out = [(block_n, block_k, w, *stages) for w in (warps // 2, warps * 2)

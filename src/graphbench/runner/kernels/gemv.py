@@ -22,6 +22,8 @@ from graphbench.runner.kernels.launch import DirectLauncher
 from graphbench.runner.kernels.pdl import pdl_arguments, pdl_enter
 from graphbench.runner.kernels.util import cdiv, tile_fits
 
+MAX_STAGES = 3  # weight tiles a one-row program has in flight (kernel_choice.MAX_GEMV_STAGES)
+
 
 @triton.jit
 def weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K: tl.constexpr):
@@ -31,6 +33,46 @@ def weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K: tl.conste
     if not EVEN_K:
         mask = mask & (k0 + offs_k < K)[None, :]
     return tl.load(w_ptr + rows, mask=mask, other=0.0)
+
+
+@triton.jit
+def _tile_ahead(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K):
+    """weight_tile at k0, all zeros (nothing read) where k0 is past the row: a tile loaded ahead of the K loop's
+    end."""
+    rows = offs_n[:, None].to(tl.int64) * stride_wn + (k0 + offs_k)[None, :]
+    return tl.load(w_ptr + rows, mask=n_ok[:, None] & (k0 + offs_k < K)[None, :], other=0.0)
+
+
+@triton.jit
+def _next_tiles(w, w1, w2, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K: tl.constexpr,
+                STAGES: tl.constexpr, BLOCK_K: tl.constexpr):
+    """The tiles in flight when the one at k0 is to be summed: each moves up one place and the tile STAGES - 1
+    tiles past k0 is loaded (w1, w2 are unused below STAGES 2, 3)."""
+    ahead = _tile_ahead(w_ptr, k0 + (STAGES - 1) * BLOCK_K, offs_n, offs_k, n_ok, stride_wn, K)
+    if STAGES == 1:
+        w = ahead
+    elif STAGES == 2:
+        w = w1
+        w1 = ahead
+    else:
+        w = w1
+        w1 = w2
+        w2 = ahead
+    return w, w1, w2
+
+
+@triton.jit
+def _first_tiles(w_ptr, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K: tl.constexpr, STAGES: tl.constexpr,
+                 BLOCK_K: tl.constexpr):
+    """The first STAGES tiles of the rows, loaded before the PDL wait (no kernel writes weights)."""
+    w = weight_tile(w_ptr, 0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K)
+    w1 = w
+    w2 = w
+    if STAGES >= 2:
+        w1 = _tile_ahead(w_ptr, BLOCK_K, offs_n, offs_k, n_ok, stride_wn, K)
+    if STAGES >= 3:
+        w2 = _tile_ahead(w_ptr, 2 * BLOCK_K, offs_n, offs_k, n_ok, stride_wn, K)
+    return w, w1, w2
 
 
 @triton.jit
@@ -49,25 +91,25 @@ def _gemv_step(acc, x_ptr, w, k0, offs_k, K, EVEN_K: tl.constexpr):
 @triton.jit
 def _gemv_kernel(x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_wn, HAS_BIAS: tl.constexpr,
                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr, INTERPRET: tl.constexpr,
-                 PDL: tl.constexpr = False):
+                 STAGES: tl.constexpr = 1, PDL: tl.constexpr = False):
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = offs_n < N
     offs_k = tl.arange(0, BLOCK_K)
     acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
-    # The first weight tile is loaded before waiting for the previous kernel (PDL): no kernel writes
-    # weights, so under PDL the weight stream starts while that kernel finishes; x comes after the wait.
-    w = weight_tile(w_ptr, 0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K)
+    # The first tiles are loaded before waiting for the previous kernel (PDL): no kernel writes weights, so
+    # under PDL the weight stream starts while that kernel finishes; x comes after the wait.
+    w, w1, w2 = _first_tiles(w_ptr, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
     pdl_enter(PDL)
     acc = _gemv_step(acc, x_ptr, w, 0, offs_k, K, EVEN_K)
     if INTERPRET:  # numpy >= 2.4 cannot turn the interpreter's 1-element scalars into range bounds
         k0 = BLOCK_K
         while k0 < K:
-            w = weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K)
+            w, w1, w2 = _next_tiles(w, w1, w2, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
             acc = _gemv_step(acc, x_ptr, w, k0, offs_k, K, EVEN_K)
             k0 += BLOCK_K
     else:
         for k0 in range(BLOCK_K, K, BLOCK_K):
-            w = weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K)
+            w, w1, w2 = _next_tiles(w, w1, w2, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
             acc = _gemv_step(acc, x_ptr, w, k0, offs_k, K, EVEN_K)
     y = tl.sum(acc, axis=1)
     if HAS_BIAS:
@@ -79,20 +121,21 @@ def launch_gemv(x: torch.Tensor,  # [1, K] contiguous
                 weight: torch.Tensor,  # [N, K], unit stride along K
                 bias: torch.Tensor | None,  # [N] or None
                 out: torch.Tensor,  # [1, N]
-                block_n: int, block_k: int, num_warps: int, num_stages: int = 1, *, interpret: bool = False) -> None:
-    """out = x @ weight.T (+ bias); block_k divides K or covers it (the whole-row tile). num_stages > 1 lets
-    Triton pipeline the K loop's loads."""
+                block_n: int, block_k: int, num_warps: int, stages: int = 1, *, interpret: bool = False) -> None:
+    """out = x @ weight.T (+ bias); block_k divides K or covers it (the whole-row tile). stages (1 to 3): the
+    weight tiles a program has in flight, each loaded that many tiles ahead of its sum."""
     n, k = weight.shape
-    assert tile_fits(k, block_k) and x.shape == (1, k) and out.shape == (1, n)
+    assert tile_fits(k, block_k) and x.shape == (1, k) and out.shape == (1, n) and 1 <= stages <= MAX_STAGES
     _gemv_launch[(cdiv(n, block_n),)](
         x, weight, bias if bias is not None else out, out, n, k, weight.stride(0),
         HAS_BIAS=bias is not None, BLOCK_N=block_n, BLOCK_K=block_k, EVEN_K=k % block_k == 0, INTERPRET=interpret,
-        num_warps=num_warps, num_stages=num_stages, **pdl_arguments(out))
+        STAGES=min(stages, cdiv(k, block_k)), num_warps=num_warps, num_stages=1, **pdl_arguments(out))
 
 
 @triton.jit
 def _gated_gemv_kernel(x_ptr, w_ptr, y_ptr, N, K, stride_wn, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                       EVEN_K: tl.constexpr, INTERPRET: tl.constexpr, PDL: tl.constexpr = False):
+                       EVEN_K: tl.constexpr, INTERPRET: tl.constexpr, STAGES: tl.constexpr = 1,
+                       PDL: tl.constexpr = False):
     """y[j] = silu(x . w[j]) * (x . w[N + j]) for BLOCK_N columns j (w = [gate; up], [2N, K]): the one-row
     gate/up projection with the activation in its epilogue. Both products are rounded to y's dtype first, as
     the projection's output is before the silu-mul launch."""
@@ -103,25 +146,25 @@ def _gated_gemv_kernel(x_ptr, w_ptr, y_ptr, N, K, stride_wn, BLOCK_N: tl.constex
     gate = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
     up = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
     # before the PDL wait, as the GEMV's
-    w_gate = weight_tile(w_ptr, 0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K)
-    w_up = weight_tile(w_ptr, 0, up_rows, offs_k, n_ok, stride_wn, K, EVEN_K)
+    g, g1, g2 = _first_tiles(w_ptr, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
+    u, u1, u2 = _first_tiles(w_ptr, up_rows, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
     pdl_enter(PDL)
-    gate = _gemv_step(gate, x_ptr, w_gate, 0, offs_k, K, EVEN_K)
-    up = _gemv_step(up, x_ptr, w_up, 0, offs_k, K, EVEN_K)
+    gate = _gemv_step(gate, x_ptr, g, 0, offs_k, K, EVEN_K)
+    up = _gemv_step(up, x_ptr, u, 0, offs_k, K, EVEN_K)
     if INTERPRET:  # as in _gemv_kernel
         k0 = BLOCK_K
         while k0 < K:
-            w_gate = weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K)
-            w_up = weight_tile(w_ptr, k0, up_rows, offs_k, n_ok, stride_wn, K, EVEN_K)
-            gate = _gemv_step(gate, x_ptr, w_gate, k0, offs_k, K, EVEN_K)
-            up = _gemv_step(up, x_ptr, w_up, k0, offs_k, K, EVEN_K)
+            g, g1, g2 = _next_tiles(g, g1, g2, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
+            u, u1, u2 = _next_tiles(u, u1, u2, w_ptr, k0, up_rows, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
+            gate = _gemv_step(gate, x_ptr, g, k0, offs_k, K, EVEN_K)
+            up = _gemv_step(up, x_ptr, u, k0, offs_k, K, EVEN_K)
             k0 += BLOCK_K
     else:
         for k0 in range(BLOCK_K, K, BLOCK_K):
-            w_gate = weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K)
-            w_up = weight_tile(w_ptr, k0, up_rows, offs_k, n_ok, stride_wn, K, EVEN_K)
-            gate = _gemv_step(gate, x_ptr, w_gate, k0, offs_k, K, EVEN_K)
-            up = _gemv_step(up, x_ptr, w_up, k0, offs_k, K, EVEN_K)
+            g, g1, g2 = _next_tiles(g, g1, g2, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
+            u, u1, u2 = _next_tiles(u, u1, u2, w_ptr, k0, up_rows, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
+            gate = _gemv_step(gate, x_ptr, g, k0, offs_k, K, EVEN_K)
+            up = _gemv_step(up, x_ptr, u, k0, offs_k, K, EVEN_K)
     dtype = y_ptr.dtype.element_ty
     g = tl.sum(gate, axis=1).to(dtype).to(tl.float32)
     u = tl.sum(up, axis=1).to(dtype).to(tl.float32)
@@ -131,15 +174,16 @@ def _gated_gemv_kernel(x_ptr, w_ptr, y_ptr, N, K, stride_wn, BLOCK_N: tl.constex
 def launch_gated_gemv(x: torch.Tensor,  # [1, K] contiguous
                       weight: torch.Tensor,  # [2N, K] = [gate; up], unit stride along K
                       out: torch.Tensor,  # [1, N]
-                      block_n: int, block_k: int, num_warps: int, num_stages: int = 1, *,
+                      block_n: int, block_k: int, num_warps: int, stages: int = 1, *,
                       interpret: bool = False) -> None:
-    """out = silu(x @ gate.T) * (x @ up.T) in one launch; block_k divides K or covers it. num_stages > 1
-    lets Triton pipeline the K loop's loads."""
+    """out = silu(x @ gate.T) * (x @ up.T) in one launch; block_k divides K or covers it; stages as the
+    GEMV's."""
     n, k = weight.shape[0] // 2, weight.shape[1]
     assert tile_fits(k, block_k) and x.shape == (1, k) and out.shape == (1, n) and weight.shape[0] == 2 * n
+    assert 1 <= stages <= MAX_STAGES
     _gated_gemv_launch[(cdiv(n, block_n),)](x, weight, out, n, k, weight.stride(0), BLOCK_N=block_n, BLOCK_K=block_k,
-                                            EVEN_K=k % block_k == 0, INTERPRET=interpret, num_warps=num_warps,
-                                            num_stages=num_stages,
+                                            EVEN_K=k % block_k == 0, INTERPRET=interpret,
+                                            STAGES=min(stages, cdiv(k, block_k)), num_warps=num_warps, num_stages=1,
                                             **pdl_arguments(out))
 
 
