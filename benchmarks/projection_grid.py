@@ -11,17 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 
 def grid(n: int, k: int, gated: bool) -> list[tuple[int, ...]]:
     """(BLOCK_N, BLOCK_K, warps[, stages]): every K tile from 64 to the whole row, 1 to 64 rows a program
-    (gate/up: columns, each a gate and an up row), 1 to 16 warps at 4 to 128 values a thread, and 2 to 4
-    pipeline stages where the K loop runs several tiles."""
+    (gate/up: columns, each a gate and an up row), 1 to 16 warps at 4 to 128 values a thread, and 2 and 3
+    stages (tiles in flight) where the K loop runs several tiles."""
     from graphbench.runner.kernels.util import next_power_of_2
 
     tiles = [b for b in (64, 128, 256, 512, 1024, 2048, 4096) if k % b == 0]
@@ -37,7 +34,7 @@ def grid(n: int, k: int, gated: bool) -> list[tuple[int, ...]]:
                 if 4 <= values // (32 * warps) <= 128:
                     out.append((block_n, block_k, warps))
                     if k > block_k:
-                        out += [(block_n, block_k, warps, s) for s in (2, 3, 4)]
+                        out += [(block_n, block_k, warps, s) for s in (2, 3)]
     return out
 
 
