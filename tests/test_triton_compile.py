@@ -247,9 +247,10 @@ def test_lora_kernels_compile_without_local_memory():
     chunk's (qkv at rank 64: R' 192, 8 warps), with the launch's divisibility: no spills, no local memory."""
     from graphbench.runner.kernels.lora_bgmv import _expand_kernel, _shrink_kernel, lora_blocks
 
-    shrink = {"x_ptr": BF16, "a_ptr": BF16, "idx_ptr": "*i32", "part_ptr": "*fp32", "T": "i32", "K": "i32", "R": "i32",
-              "stride_xt": "i32", "stride_al": "i32", "stride_ar": "i32"}
-    expand = {"part_ptr": "*fp32", "b_ptr": BF16, "idx_ptr": "*i32", "out_ptr": BF16, "T": "i32", "N": "i32",
+    shrink = {"x_ptr": BF16, "a_ptr": BF16, "idx_ptr": "*i32", "part_ptr": "*fp32", "sum_ptr": "*fp32",
+              "count_ptr": "*i32", "T": "i32", "K": "i32", "R": "i32", "stride_xt": "i32", "stride_al": "i32",
+              "stride_ar": "i32"}
+    expand = {"v_ptr": "*fp32", "b_ptr": BF16, "idx_ptr": "*i32", "out_ptr": BF16, "T": "i32", "N": "i32",
               "R": "i32", "seg1": "i32", "seg2": "i32", "stride_bl": "i32", "stride_bn": "i32", "stride_ot": "i32"}
     # (T, K, R', segments, adapter slots): qkv's and o's decode blocks (4 slots in one dot), a prefill chunk's
     # and batch-1 decode's expand at rank 64 and K 8192, at K 14336 (56 splits), qkv's shrink at rank 128
@@ -260,24 +261,27 @@ def test_lora_kernels_compile_without_local_memory():
         cfg = lora_blocks(t, k, r, segments, slots)
         common = {"BLOCK_T": cfg["BLOCK_T"], "PRECISION": "tf32", "INTERPRET": False, "PDL": pdl}
         kernel = compile_sm90(_shrink_kernel, shrink, dict(common, BLOCK_R=cfg["BLOCK_R"], BLOCK_K=cfg["BLOCK_K"],
-                                                           K_SPLIT=cfg["K_SPLIT"], GROUP=cfg["SHRINK_GROUP"]),
-                              divisible=("x_ptr", "a_ptr", "idx_ptr", "part_ptr", "K", "R", "stride_xt", "stride_al",
-                                         "stride_ar"), options={"num_warps": cfg["shrink_warps"], "num_stages": 2})
+                                                           K_SPLIT=cfg["K_SPLIT"], SPLIT_K=cfg["SPLIT_K"],
+                                                           SUM_COLS=cfg["SUM_COLS"], GROUP=cfg["SHRINK_GROUP"]),
+                              divisible=("x_ptr", "a_ptr", "idx_ptr", "part_ptr", "sum_ptr", "K", "R", "stride_xt",
+                                         "stride_al", "stride_ar"),
+                              options={"num_warps": cfg["shrink_warps"], "num_stages": 2})
         assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0), ("shrink", t, k, r)
         assert ("griddepcontrol.wait" in kernel.asm["ptx"]) == pdl and "mma" in kernel.asm["ptx"]
-        kernel = compile_sm90(_expand_kernel, expand, dict(common, NUM_SEG=segments, SPLIT_K=cfg["SPLIT_K"],
+        assert ("atom" in kernel.asm["ptx"]) == (cfg["SPLIT_K"] > 1)  # the count of finished splits
+        kernel = compile_sm90(_expand_kernel, expand, dict(common, NUM_SEG=segments,
                                                            BLOCK_N=cfg["BLOCK_N"], BLOCK_RS=cfg["BLOCK_RS"],
                                                            GROUP=cfg["GROUP"]),
-                              divisible=("part_ptr", "b_ptr", "idx_ptr", "out_ptr", "N", "R", "stride_bl", "stride_bn",
+                              divisible=("v_ptr", "b_ptr", "idx_ptr", "out_ptr", "N", "R", "stride_bl", "stride_bn",
                                          "stride_ot"), options={"num_warps": cfg["expand_warps"], "num_stages": 2})
         assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0), ("expand", t, k, r)
         assert ("griddepcontrol.wait" in kernel.asm["ptx"]) == pdl and "mma" in kernel.asm["ptx"]
 
 
 # the skinny GEMMs' LoRA epilogue arguments (kernels/skinny_gemm.py), and their constexprs without it
-LORA_SIG = {"lora_part": "*fp32", "lora_b": BF16, "lora_idx": "*i32", "lora_r": "i32", "lora_seg1": "i32",
+LORA_SIG = {"lora_v": "*fp32", "lora_b": BF16, "lora_idx": "*i32", "lora_r": "i32", "lora_seg1": "i32",
             "lora_seg2": "i32", "lora_stride_bl": "i32", "lora_stride_bn": "i32"}
-NO_LORA = {"LORA": False, "LORA_SEGMENTS": 1, "LORA_SPLIT": 1, "LORA_BLOCK_RS": 16, "LORA_GROUP": 1,
+NO_LORA = {"LORA": False, "LORA_SEGMENTS": 1, "LORA_BLOCK_RS": 16, "LORA_GROUP": 1,
            "LORA_PRECISION": "ieee"}
 
 
@@ -352,14 +356,14 @@ def _local_memory_in_k_loops(cubin: bytes) -> tuple[int, list[str]]:
 
 def test_skinny_gemms_with_the_lora_epilogue_keep_their_k_loop_free_of_local_memory():
     """The skinny GEMM (one split and 4) and the gated GEMM with each row's adapter delta in their epilogue, at
-    llama-3.2-1b's 16-row decode block (qkv at rank 16: R' 48 over 3 segments; o and down at R' 16, down's
-    shrink in 32 splits of K 8192; gate/up R' 32 over 2), with 1 and 4 adapter slots, PDL: the rows' adapter
+    llama-3.2-1b's 16-row decode block (qkv at rank 16: R' 48 over 3 segments; o and down at R' 16, down at
+    rank 64; gate/up R' 32 over 2), with 1 and 4 adapter slots, PDL: the rows' adapter
     slots load before the wait, the deltas run on tensor cores, and no spill lands in the K loop (holding the
     slots across the loop may leave a word spilled once after it: 4 slots in the gated GEMM, 8 bytes)."""
     from graphbench.runner.kernels.lora_bgmv import lora_blocks
     from graphbench.runner.kernels.skinny_gemm import _gated_kernel, _skinny_kernel
 
-    divisible = ("x_ptr", "w_ptr", "y_ptr", "N", "stride_xm", "stride_wn", "stride_ym", "lora_part", "lora_b",
+    divisible = ("x_ptr", "w_ptr", "y_ptr", "N", "stride_xm", "stride_wn", "stride_ym", "lora_v", "lora_b",
                  "lora_idx", "lora_r", "lora_stride_bl", "lora_stride_bn")
     plain = {"x_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "part_ptr": "*fp32", "count_ptr": "*i32",
              "M": "i32", "N": "i32", "stride_xm": "i32", "stride_wn": "i32", "stride_ym": "i32", **LORA_SIG}
@@ -385,20 +389,20 @@ def test_skinny_gemms_with_the_lora_epilogue_keep_their_k_loop_free_of_local_mem
                                                    "INTERPRET": False, "PDL": True},
                             divisible=divisible, options={"num_warps": 4, "num_stages": 4})
 
-    # (K, R', segments): qkv, o, down at rank 16; down at rank 64 and llama-3.1-8b's down (56 K splits)
+    # (K, R', segments): qkv, o, down at rank 16; down at rank 64
     plain_kernels = {}  # (K, GEMM splits) -> the kernel without LoRA
     for (k, r, segments), slots, split_k in itertools.product(
-            ((2048, 48, 3), (2048, 16, 1), (8192, 16, 1), (8192, 64, 1), (14336, 16, 1)), (1, 4), (1, 4)):
+            ((2048, 48, 3), (2048, 16, 1), (8192, 16, 1), (8192, 64, 1)), (1, 4), (1, 4)):
         cfg = lora_blocks(16, k, r, segments, slots)
-        lora = {"LORA": True, "LORA_SEGMENTS": segments, "LORA_SPLIT": cfg["SPLIT_K"],
+        lora = {"LORA": True, "LORA_SEGMENTS": segments,
                 "LORA_BLOCK_RS": cfg["BLOCK_RS"], "LORA_GROUP": cfg["GROUP"], "LORA_PRECISION": "tf32"}
         if (k, split_k) not in plain_kernels:
             plain_kernels[k, split_k] = skinny(k, split_k, NO_LORA)
         check(skinny(k, split_k, lora), (k, r, slots, split_k), plain_kernels[k, split_k])
     gated_plain = gated_gemm(NO_LORA)
-    for slots, lora_split in itertools.product((1, 4), (1, 8)):  # the add-norm's shrink (1 split) or its own (8)
+    for slots in (1, 4):
         cfg = lora_blocks(16, 2048, 32, 2, slots)
-        check(gated_gemm({"LORA": True, "LORA_SEGMENTS": 2, "LORA_SPLIT": lora_split, "LORA_BLOCK_RS": cfg["BLOCK_RS"],
+        check(gated_gemm({"LORA": True, "LORA_SEGMENTS": 2, "LORA_BLOCK_RS": cfg["BLOCK_RS"],
                           "LORA_GROUP": cfg["GROUP"], "LORA_PRECISION": "tf32"}), ("gate_up", slots), gated_plain)
 
 
@@ -413,10 +417,10 @@ def test_add_norm_with_the_lora_shrink_compiles_without_local_memory(k, r):
     block = next_power_of_2(k)
     block_r = max(1, min(16, 16384 // block, next_power_of_2(r)))
     sig = {"x_ptr": BF16, "r_ptr": BF16, "nw_ptr": BF16, "out_ptr": BF16, "h_ptr": BF16, "a_ptr": BF16,
-           "idx_ptr": "*i32", "part_ptr": "*fp32", "T": "i32", "K": "i32", "R": "i32", "stride_x": "i32",
+           "idx_ptr": "*i32", "v_ptr": "*fp32", "T": "i32", "K": "i32", "R": "i32", "stride_x": "i32",
            "stride_r": "i32", "stride_al": "i32", "stride_ar": "i32", "eps": "fp32"}
     kernel = compile_sm90(_add_rmsnorm_shrink_kernel, sig, {"BLOCK": block, "BLOCK_R": block_r, "PDL": True},
-                          divisible=("x_ptr", "r_ptr", "nw_ptr", "out_ptr", "h_ptr", "a_ptr", "part_ptr", "K",
+                          divisible=("x_ptr", "r_ptr", "nw_ptr", "out_ptr", "h_ptr", "a_ptr", "v_ptr", "K",
                                      "R", "stride_x", "stride_r", "stride_al", "stride_ar"),
                           options={"num_warps": 8 if block * block_r >= 16384 else 4})
     ptx = kernel.asm["ptx"]

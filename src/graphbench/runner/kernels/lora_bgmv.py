@@ -1,8 +1,8 @@
 """The batch's LoRA delta as two Triton kernels over tokens with per-token adapter indices (punica's
 BGMV/SGMV idea: every token of a flat batch may use a different adapter, or none).
 
-    shrink:      part[s, t, :] = x[t, k-split s] @ A[idx[t], :, k-split s]^T       (fp32 partial sums)
-    expand-add:  out[t, :]    += (sum_s part[s, t, :]) @ B[idx[t]]^T                 (rows with idx[t] >= 0)
+    shrink:      v[t, :]    = sum_s x[t, k-split s] @ A[idx[t], :, k-split s]^T      (fp32, splits summed in order)
+    expand-add:  out[t, :] += v[t, :] @ B[idx[t]]^T                                 (rows with idx[t] >= 0)
 
 A [L, R', K] and B [L, N, R'] are the adapters' static slot buffers (runner/lora/weights.py); idx [T]
 int32 holds each token's adapter row, -1 for none (nothing is added to its row). B may be
@@ -16,9 +16,10 @@ smallest group above the current), one tensor-core dot a group: the group's slot
 along the dot's K (up to 32 columns in the expand: 2 slots of rank 16; 64 in a decode shrink), each
 token's row nonzero only in its own slot's columns. A decode block of 16 requests over 4 rank-16 adapters makes two dots a segment, not one a loaded
 adapter in turn (each waiting for the last one's tile: 12 for qkv's three segments, now 6), and reads each
-used tile once; a prefill block (one request's tokens) reads one. There is no sort by adapter and no atomics: the
-shrink splits K into SPLIT_K programs per token block that write their own partial sums, and the
-expand adds them up when it loads them (no zeroed buffer to memset inside the graph).
+used tile once; a prefill block (one request's tokens) reads one. There is no sort by adapter: the shrink splits K
+into SPLIT_K programs per token block that write their own partial sums, and the last of them to finish (an
+atomic count) adds them up in split order, so that v is the same whichever finishes first; the expand and the
+projections' epilogues load v once.
 """
 
 from __future__ import annotations
@@ -54,9 +55,10 @@ def _slot_groups(idx, GROUP: tl.constexpr):
 
 
 @triton.jit
-def _shrink_kernel(x_ptr, a_ptr, idx_ptr, part_ptr, T, K, R, stride_xt, stride_al, stride_ar,
+def _shrink_kernel(x_ptr, a_ptr, idx_ptr, part_ptr, sum_ptr, count_ptr, T, K, R, stride_xt, stride_al, stride_ar,
                    BLOCK_T: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, K_SPLIT: tl.constexpr,
-                   GROUP: tl.constexpr, PRECISION: tl.constexpr, INTERPRET: tl.constexpr, PDL: tl.constexpr = False):
+                   SPLIT_K: tl.constexpr, SUM_COLS: tl.constexpr, GROUP: tl.constexpr, PRECISION: tl.constexpr,
+                   INTERPRET: tl.constexpr, PDL: tl.constexpr = False):
     pid_t, pid_k = tl.program_id(0), tl.program_id(1)
     offs_t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
     t_ok = offs_t < T
@@ -86,18 +88,47 @@ def _shrink_kernel(x_ptr, a_ptr, idx_ptr, part_ptr, T, K, R, stride_xt, stride_a
         # each token's own slot's columns: its R partial sums (a slot's columns of another token: not stored)
         tl.store(out, acc, mask=(idx[:, None] == slot[None, :]) & t_ok[:, None] & r_ok[None, :])
         cur = _next_group(group, cur)
-    # every real row is written (zeros without an adapter): the expand sums all splits unmasked by idx
+    # every real row is written (zeros without an adapter): the splits are summed unmasked by idx
     none = (idx < 0) & t_ok
     tl.store(out, tl.zeros([BLOCK_T, GROUP * BLOCK_R], dtype=tl.float32),
              mask=none[:, None] & (r_ok & (cols < BLOCK_R))[None, :])
+    if SPLIT_K > 1:
+        _sum_splits(part_ptr, sum_ptr, count_ptr + pid_t, offs_t, t_ok, T, R, SPLIT_K, BLOCK_T, BLOCK_R, SUM_COLS)
 
 
 @triton.jit
-def lora_expand_delta(part_ptr, b_ptr, idx, offs_t, t_ok, rows, rows_ok, T, R, seg1, seg2, stride_bl, stride_bn,
-                      NUM_SEG: tl.constexpr, SPLIT_K: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr,
+def _sum_splits(part_ptr, sum_ptr, count_ptr, offs_t, t_ok, T, R, SPLIT_K: tl.constexpr, BLOCK_T: tl.constexpr,
+                BLOCK_R: tl.constexpr, SUM_COLS: tl.constexpr):
+    """The last split of a token block to finish (an atomic count, as the skinny GEMM merges its splits) sums
+    the block's partials in split order into sum [T, R], SUM_COLS rank columns at a time: once, where every
+    projection tile's epilogue summed them again (down's 32 splits cost its LoRA epilogue 7.4 us a layer on the
+    H200, benchmarks/RESULTS.md, 2026-12-05)."""
+    tl.debug_barrier()  # every thread's partial stores come before the release of the count
+    num_done = tl.atomic_add(count_ptr, 1, sem="acq_rel", scope="gpu")
+    tl.debug_barrier()
+    if num_done == SPLIT_K - 1:
+        for c in tl.static_range(BLOCK_R // SUM_COLS):
+            offs_r = c * SUM_COLS + tl.arange(0, SUM_COLS)
+            tile = offs_t[:, None] * R + offs_r[None, :]
+            ok = t_ok[:, None] & (offs_r < R)[None, :]
+            total = tl.zeros([BLOCK_T, SUM_COLS], dtype=tl.float32)
+            # .cg: from L2, where the other programs' stores are (never a stale line of this SM's L1)
+            if BLOCK_T * SUM_COLS * SPLIT_K <= 8192:  # a decode block's splits in one round of loads
+                for s in tl.static_range(SPLIT_K):
+                    total += tl.load(part_ptr + s * T * R + tile, mask=ok, other=0.0, cache_modifier=".cg")
+            else:  # (unrolled, a prefill block's would not fit the registers)
+                for s in range(SPLIT_K):
+                    total += tl.load(part_ptr + s * T * R + tile, mask=ok, other=0.0, cache_modifier=".cg")
+            tl.store(sum_ptr + tile, total, mask=ok)
+        tl.atomic_xchg(count_ptr, 0, sem="relaxed", scope="gpu")  # zero again for the next launch
+
+
+@triton.jit
+def lora_expand_delta(v_ptr, b_ptr, idx, offs_t, t_ok, rows, rows_ok, T, R, seg1, seg2, stride_bl, stride_bn,
+                      NUM_SEG: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr,
                       BLOCK_RS: tl.constexpr, GROUP: tl.constexpr, PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
     """[BLOCK_T, BLOCK_N] float32: the delta of B's rows `rows` for the tokens offs_t (adapter rows idx, -1:
-    none, whose rows stay 0): the shrink's partials summed over its splits, rounded to B's dtype, times each
+    none, whose rows stay 0): the shrink's output, rounded to B's dtype, times each
     token's own adapter's B rows of their segment; GROUP slots' B tiles in one dot. The expand kernel's body,
     and the epilogue of the skinny GEMM that adds the delta where it stores the projection (kernels/skinny_gemm.py)."""
     seg = (rows >= seg1).to(tl.int32) + (rows >= seg2).to(tl.int32)  # [BLOCK_N] each row's segment
@@ -113,16 +144,16 @@ def lora_expand_delta(part_ptr, b_ptr, idx, offs_t, t_ok, rows, rows_ok, T, R, s
         slot, mine, used = _group_columns(idx, t_ok, cur, rs, GROUP, BLOCK_RS)
         for j in tl.static_range(NUM_SEG):
             if (seg_lo <= j) & (j <= seg_hi):
-                acc = _segment_delta(acc, part_ptr, b_ptr, offs_t, rows, T, R, rs, j, mine, used,
-                                     rows_ok & (seg == j), slot, stride_bl, stride_bn, SPLIT_K, BLOCK_T, BLOCK_N,
+                acc = _segment_delta(acc, v_ptr, b_ptr, offs_t, rows, T, R, rs, j, mine, used,
+                                     rows_ok & (seg == j), slot, stride_bl, stride_bn, BLOCK_T, BLOCK_N,
                                      BLOCK_RS, GROUP, PRECISION, INTERPRET)
         cur = _next_group(group, cur)
     return acc
 
 
 @triton.jit
-def lora_expand_gate_up(part_ptr, b_ptr, idx, offs_t, t_ok, rows, rows_ok, T, R, up_row, stride_bl, stride_bn,
-                        SPLIT_K: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_RS: tl.constexpr,
+def lora_expand_gate_up(v_ptr, b_ptr, idx, offs_t, t_ok, rows, rows_ok, T, R, up_row, stride_bl, stride_bn,
+                        BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_RS: tl.constexpr,
                         GROUP: tl.constexpr, PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
     """(gate's delta, up's delta) [BLOCK_T, BLOCK_N] each for gate's B rows `rows` (segment 0) and up's rows
     rows + up_row (segment 1), as lora_expand_delta gives each, in one walk of the slot groups: both
@@ -134,10 +165,10 @@ def lora_expand_gate_up(part_ptr, b_ptr, idx, offs_t, t_ok, rows, rows_ok, T, R,
     cur = _next_group(group, -1)
     while cur < (1 << 30):
         slot, mine, used = _group_columns(idx, t_ok, cur, rs, GROUP, BLOCK_RS)
-        gate = _segment_delta(gate, part_ptr, b_ptr, offs_t, rows, T, R, rs, 0, mine, used, rows_ok, slot,
-                              stride_bl, stride_bn, SPLIT_K, BLOCK_T, BLOCK_N, BLOCK_RS, GROUP, PRECISION, INTERPRET)
-        up = _segment_delta(up, part_ptr, b_ptr, offs_t, rows + up_row, T, R, rs, 1, mine, used, rows_ok, slot,
-                            stride_bl, stride_bn, SPLIT_K, BLOCK_T, BLOCK_N, BLOCK_RS, GROUP, PRECISION, INTERPRET)
+        gate = _segment_delta(gate, v_ptr, b_ptr, offs_t, rows, T, R, rs, 0, mine, used, rows_ok, slot,
+                              stride_bl, stride_bn, BLOCK_T, BLOCK_N, BLOCK_RS, GROUP, PRECISION, INTERPRET)
+        up = _segment_delta(up, v_ptr, b_ptr, offs_t, rows + up_row, T, R, rs, 1, mine, used, rows_ok, slot,
+                            stride_bl, stride_bn, BLOCK_T, BLOCK_N, BLOCK_RS, GROUP, PRECISION, INTERPRET)
         cur = _next_group(group, cur)
     return gate, up
 
@@ -153,24 +184,15 @@ def _group_columns(idx, t_ok, cur, rs, GROUP: tl.constexpr, BLOCK_RS: tl.constex
 
 
 @triton.jit
-def _segment_delta(acc, part_ptr, b_ptr, offs_t, rows, T, R, rs, j, mine, used, rows_in_segment, slot, stride_bl,
-                   stride_bn, SPLIT_K: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr,
-                   BLOCK_RS: tl.constexpr, GROUP: tl.constexpr, PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
-    """acc + segment j's delta for one group of slots: its shrink output (the splits summed, rounded to B's
-    dtype, as the torch path's x A^T is) on each token's own slot's columns, times those slots' B rows of the
-    segment (rows of other segments are not read), in one dot."""
+def _segment_delta(acc, v_ptr, b_ptr, offs_t, rows, T, R, rs, j, mine, used, rows_in_segment, slot, stride_bl,
+                   stride_bn, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_RS: tl.constexpr, GROUP: tl.constexpr,
+                   PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
+    """acc + segment j's delta for one group of slots: its shrink output (rounded to B's dtype, as the torch
+    path's x A^T is) on each token's own slot's columns, times those slots' B rows of the segment (rows of other
+    segments are not read), in one dot."""
     offs_r = tl.arange(0, BLOCK_RS)
-    v = tl.zeros([BLOCK_T, GROUP, BLOCK_RS], dtype=tl.float32)
-    parts = part_ptr + (offs_t[:, None, None] * R + j * rs + offs_r[None, None, :])
-    # a decode block's splits unrolled, their loads in one round, where the tiles stay small: a prefill block's,
-    # rank 64's or K 14336's (56 splits) left 80-670-byte stack frames on sm_90
-    if BLOCK_T <= 16 and GROUP * BLOCK_RS <= 32 and SPLIT_K <= 32:
-        for s in tl.static_range(SPLIT_K):
-            v += tl.load(parts + s * T * R, mask=mine, other=0.0)
-    else:
-        for s in range(SPLIT_K):
-            v += tl.load(parts + s * T * R, mask=mine, other=0.0)
-    v = tl.reshape(v.to(b_ptr.dtype.element_ty), [BLOCK_T, GROUP * BLOCK_RS])
+    v = tl.load(v_ptr + (offs_t[:, None, None] * R + j * rs + offs_r[None, None, :]), mask=mine, other=0.0)
+    v = tl.reshape(v.to(b_ptr.dtype.element_ty), [BLOCK_T, GROUP * BLOCK_RS])  # [BLOCK_T, GROUP, BLOCK_RS] flat
     b = tl.load(b_ptr + slot.to(tl.int64)[None, :, None] * stride_bl + rows[:, None, None] * stride_bn
                 + (j * rs + offs_r)[None, None, :], mask=rows_in_segment[:, None, None] & used[None, :, :],
                 other=0.0)  # [BLOCK_N, GROUP, BLOCK_RS]
@@ -178,8 +200,8 @@ def _segment_delta(acc, part_ptr, b_ptr, offs_t, rows, T, R, rs, j, mine, used, 
 
 
 @triton.jit
-def _expand_kernel(part_ptr, b_ptr, idx_ptr, out_ptr, T, N, R, seg1, seg2, stride_bl, stride_bn, stride_ot,
-                   NUM_SEG: tl.constexpr, SPLIT_K: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr,
+def _expand_kernel(v_ptr, b_ptr, idx_ptr, out_ptr, T, N, R, seg1, seg2, stride_bl, stride_bn, stride_ot,
+                   NUM_SEG: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr,
                    BLOCK_RS: tl.constexpr, GROUP: tl.constexpr, PRECISION: tl.constexpr, INTERPRET: tl.constexpr,
                    PDL: tl.constexpr = False):
     pdl_enter(PDL)
@@ -189,8 +211,8 @@ def _expand_kernel(part_ptr, b_ptr, idx_ptr, out_ptr, T, N, R, seg1, seg2, strid
     idx = tl.load(idx_ptr + offs_t, mask=t_ok, other=-1)  # [BLOCK_T]
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = offs_n < N
-    acc = lora_expand_delta(part_ptr, b_ptr, idx, offs_t, t_ok, offs_n, n_ok, T, R, seg1, seg2, stride_bl, stride_bn,
-                            NUM_SEG, SPLIT_K, BLOCK_T, BLOCK_N, BLOCK_RS, GROUP, PRECISION, INTERPRET)
+    acc = lora_expand_delta(v_ptr, b_ptr, idx, offs_t, t_ok, offs_n, n_ok, T, R, seg1, seg2, stride_bl, stride_bn,
+                            NUM_SEG, BLOCK_T, BLOCK_N, BLOCK_RS, GROUP, PRECISION, INTERPRET)
     keep = (idx >= 0)[:, None] & n_ok[None, :]  # tokens without an adapter: their rows are not touched
     dst = out_ptr + offs_t[:, None] * stride_ot + offs_n[None, :]
     o = tl.load(dst, mask=keep, other=0.0).to(tl.float32)
@@ -214,7 +236,8 @@ def lora_blocks(num_tokens: int, k: int, rank_total: int, num_segments: int, num
     """Block sizes and warps from the shapes alone (a recording's T is fixed): BLOCK_T 16 for decode-sized
     batches (the smallest tensor-core tile), 64 for prefill chunks, whose blocks mostly hold one request.
     8 warps for the larger tiles: with 4, a [64, 64] shrink tile or a BLOCK_T 64 expand needed 230-255
-    registers a thread and spilled where the shapes had no divisibility by 16 (sm_90 compiles, cuobjdump)."""
+    registers a thread and spilled where the shapes had no divisibility by 16, and rank 128's expand (B tiles of
+    128 x 128) kept an 80-byte stack frame (sm_90 compiles, cuobjdump)."""
     block_t, block_r = 16 if num_tokens <= 64 else 64, max(16, next_power_of_2(rank_total))
     k_split = max(16, min(K_SPLIT, next_power_of_2(k)))
     block_rs = max(16, next_power_of_2(rank_total // num_segments))
@@ -226,25 +249,23 @@ def lora_blocks(num_tokens: int, k: int, rank_total: int, num_segments: int, num
     # (at most 16384 values of A a tile: qkv's shrink at rank 128 or 256 spilled 0.8-11 KB with the whole split)
     block_k = min(k_split, max(16, 16384 // (block_r * shrink_group))) if block_t == 16 else min(64, k_split)
     return {"BLOCK_T": block_t, "BLOCK_K": block_k, "K_SPLIT": k_split, "SPLIT_K": cdiv(k, k_split),
-            "BLOCK_R": block_r, "SHRINK_GROUP": shrink_group, "BLOCK_RS": block_rs,
+            "BLOCK_R": block_r, "SUM_COLS": min(block_r, 1024 // block_t), "SHRINK_GROUP": shrink_group, "BLOCK_RS": block_rs,
             "GROUP": slot_group(num_slots, block_rs) if block_t == 16 else 1, "BLOCK_N": 128,
             "shrink_warps": 8 if block_t * block_r * shrink_group >= 4096 else 4,
-            "expand_warps": 8 if block_t == 64 else 4}
+            "expand_warps": 8 if block_t == 64 or block_rs >= 128 else 4}
 
 
 class ShrunkInput:
-    """The shrink's output for one projection, and what expanding it needs: partials [SPLIT_K, T, R'] in
-    float32 (summed when loaded), the B buffer, each token's adapter row, where B's segments 1 and 2 start,
-    the expand's blocks (lora_blocks)."""
+    """The shrink's output for one projection, and what expanding it needs: v [T, R'] in float32, the B buffer,
+    each token's adapter row, where B's segments 1 and 2 start, the expand's blocks (lora_blocks)."""
 
-    __slots__ = ("part", "b", "index", "bounds", "split_k", "block_rs", "group", "num_segments", "precision")
+    __slots__ = ("v", "b", "index", "bounds", "block_rs", "group", "num_segments", "precision")
 
-    def __init__(self, part: torch.Tensor, b: torch.Tensor, index: torch.Tensor, segments: list[int],
-                 split_k: int, dtype: torch.dtype):
+    def __init__(self, v: torch.Tensor, b: torch.Tensor, index: torch.Tensor, segments: list[int], dtype: torch.dtype):
         n, r = b.shape[1], b.shape[2]
         assert sum(segments) == n and 1 <= len(segments) <= 3 and r % len(segments) == 0
-        assert index.dtype == torch.int32 and part.shape[1:] == (index.shape[0], r)
-        self.part, self.b, self.index, self.split_k = part, b, index, split_k
+        assert index.dtype == torch.int32 and v.shape == (index.shape[0], r) and v.is_contiguous()
+        self.v, self.b, self.index = v, b, index
         self.bounds = [sum(segments[:i + 1]) for i in range(len(segments) - 1)] + [n, n]  # segments 1, 2 start
         self.num_segments = len(segments)
         cfg = lora_blocks(index.shape[0], 1, r, len(segments), b.shape[0])
@@ -252,10 +273,22 @@ class ShrunkInput:
         self.precision = "ieee" if dtype == torch.float32 else "tf32"  # float32 models: no tf32 rounding
 
     def expand_arguments(self) -> tuple:
-        """The arguments an expanding kernel takes after its own: part, B, index, R', the two segment bounds,
-        B's strides (kernels/skinny_gemm.py's LoRA epilogue)."""
+        """The arguments an expanding kernel takes after its own: v, B, index, R', the two segment bounds, B's
+        strides (kernels/skinny_gemm.py's LoRA epilogue)."""
         b = self.b
-        return (self.part, b, self.index, b.shape[2], self.bounds[0], self.bounds[1], b.stride(0), b.stride(1))
+        return (self.v, b, self.index, b.shape[2], self.bounds[0], self.bounds[1], b.stride(0), b.stride(1))
+
+
+# (device, token blocks) -> int32 counts of a shrink's finished splits per token block, zero between launches
+# (the last split resets its own). Kept for the life of the process: a recorded graph holds their addresses.
+_split_counts: dict[tuple, torch.Tensor] = {}
+
+
+def _counts(device: torch.device, blocks: int) -> torch.Tensor:
+    held = _split_counts.get((device, blocks))
+    if held is None:
+        held = _split_counts[(device, blocks)] = torch.zeros(blocks, dtype=torch.int32, device=device)
+    return held
 
 
 def lora_shrink(x: torch.Tensor,  # [T, K], unit stride along K
@@ -264,17 +297,22 @@ def lora_shrink(x: torch.Tensor,  # [T, K], unit stride along K
                 index: torch.Tensor,  # [T] int32: each token's adapter row, -1 for none
                 segments: list[int],  # output rows of each segment (sum N), each with R' / len columns
                 *, interpret: bool = False) -> ShrunkInput:
-    """x A[idx]^T in one launch (partial sums per K split), ready to be expanded by B."""
+    """v = x A[idx]^T in one launch (its K splits summed by the last to finish), ready to be expanded by B."""
     t, k = x.shape
     r = b.shape[2]
     assert a.shape[1:] == (r, k) and a.shape[0] == b.shape[0] and index.shape == (t,) and t > 0
     assert x.stride(1) == 1 and a.is_contiguous() and b.is_contiguous()
     cfg = lora_blocks(t, k, r, len(segments), a.shape[0])
-    part = torch.empty((cfg["SPLIT_K"], t, r), dtype=torch.float32, device=x.device)  # [SPLIT_K, T, R']
-    shrunk = ShrunkInput(part, b, index, segments, cfg["SPLIT_K"], x.dtype)
-    _shrink_launch[(cdiv(t, cfg["BLOCK_T"]), cfg["SPLIT_K"])](
-        x, a, index, part, t, k, r, x.stride(0), a.stride(0), a.stride(1),
-        BLOCK_T=cfg["BLOCK_T"], BLOCK_R=cfg["BLOCK_R"], BLOCK_K=cfg["BLOCK_K"], K_SPLIT=cfg["K_SPLIT"],
+    splits, blocks = cfg["SPLIT_K"], cdiv(t, cfg["BLOCK_T"])
+    v = torch.empty((t, r), dtype=torch.float32, device=x.device)
+    # one split writes v itself; more write partials [SPLIT_K, T, R'] that the last of a token block sums
+    part = torch.empty((splits, t, r), dtype=torch.float32, device=x.device) if splits > 1 else v
+    counts = _counts(x.device, blocks) if splits > 1 else index
+    shrunk = ShrunkInput(v, b, index, segments, x.dtype)
+    _shrink_launch[(blocks, splits)](
+        x, a, index, part, v, counts, t, k, r, x.stride(0), a.stride(0), a.stride(1),
+        BLOCK_T=cfg["BLOCK_T"], BLOCK_R=cfg["BLOCK_R"], BLOCK_K=cfg["BLOCK_K"], K_SPLIT=cfg["K_SPLIT"], SPLIT_K=splits,
+        SUM_COLS=cfg["SUM_COLS"],
         GROUP=cfg["SHRINK_GROUP"], PRECISION=shrunk.precision, INTERPRET=interpret, num_warps=cfg["shrink_warps"],
         num_stages=2, **pdl_arguments(x))
     return shrunk
@@ -290,9 +328,9 @@ def lora_add_triton(out: torch.Tensor,  # [T, N], unit stride along N; out[t] +=
         return
     shrunk = lora_shrink(x, a, b, index, segments, interpret=interpret)
     cfg = lora_blocks(t, x.shape[1], b.shape[2], len(segments), b.shape[0])
-    part, b, index, *rest = shrunk.expand_arguments()
+    v, b, index, *rest = shrunk.expand_arguments()
     _expand_launch[(cdiv(t, cfg["BLOCK_T"]), cdiv(n, cfg["BLOCK_N"]))](
-        part, b, index, out, t, n, *rest, out.stride(0), NUM_SEG=len(segments), SPLIT_K=cfg["SPLIT_K"],
+        v, b, index, out, t, n, *rest, out.stride(0), NUM_SEG=len(segments),
         BLOCK_T=cfg["BLOCK_T"], BLOCK_N=cfg["BLOCK_N"], BLOCK_RS=cfg["BLOCK_RS"], GROUP=cfg["GROUP"],
         PRECISION=shrunk.precision, INTERPRET=interpret, num_warps=cfg["expand_warps"], num_stages=2,
         **pdl_arguments(out))

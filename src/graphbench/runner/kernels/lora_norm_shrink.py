@@ -15,7 +15,7 @@ from graphbench.runner.kernels.util import cdiv, next_power_of_2
 
 
 @triton.jit
-def _add_rmsnorm_shrink_kernel(x_ptr, r_ptr, nw_ptr, out_ptr, h_ptr, a_ptr, idx_ptr, part_ptr, T, K, R, stride_x,
+def _add_rmsnorm_shrink_kernel(x_ptr, r_ptr, nw_ptr, out_ptr, h_ptr, a_ptr, idx_ptr, v_ptr, T, K, R, stride_x,
                                stride_r, stride_al, stride_ar, eps, BLOCK: tl.constexpr, BLOCK_R: tl.constexpr,
                                PDL: tl.constexpr = False):
     """Program (row, j): the row's residual add + RMSNorm as kernels/add_rmsnorm.py computes it (program j = 0
@@ -44,7 +44,7 @@ def _add_rmsnorm_shrink_kernel(x_ptr, r_ptr, nw_ptr, out_ptr, h_ptr, a_ptr, idx_
         tl.store(h_ptr + row * K + offs, h.to(dtype), mask=ok)
         tl.store(out_ptr + row * K + offs, hn, mask=ok)
     v = tl.sum(a.to(tl.float32) * hn.to(tl.float32)[None, :], axis=1)  # [BLOCK_R]; 0 without an adapter
-    tl.store(part_ptr + row * R + offs_r, v, mask=r_ok)
+    tl.store(v_ptr + row * R + offs_r, v, mask=r_ok)
 
 
 def add_rmsnorm_shrink(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
@@ -52,7 +52,7 @@ def add_rmsnorm_shrink(x: torch.Tensor, residual: torch.Tensor, norm_weight: tor
                        segments: list[int]) -> ShrunkInput:
     """The residual add + RMSNorm (out, h_out as kernels/add_rmsnorm.launch_add_rmsnorm writes them) and the
     shrink of its output, normed A[idx]^T, in one launch: what the projection after it expands in its
-    epilogue (lora_shrink's result, one K split). x, residual, out, h_out [T, K] contiguous."""
+    epilogue (lora_shrink's result). x, residual, out, h_out [T, K] contiguous."""
     t, k = x.shape
     r = a.shape[1]
     assert a.shape[2] == k and a.shape[0] == b.shape[0] and b.shape[2] == r and index.shape == (t,) and t > 0
@@ -60,12 +60,12 @@ def add_rmsnorm_shrink(x: torch.Tensor, residual: torch.Tensor, norm_weight: tor
     assert x.is_contiguous() and residual.is_contiguous() and out.is_contiguous() and h_out.is_contiguous()
     block = next_power_of_2(k)
     block_r = max(1, min(16, 16384 // block, next_power_of_2(r)))  # at most 16384 values of A a program
-    part = torch.empty((1, t, r), dtype=torch.float32, device=x.device)
+    v = torch.empty((t, r), dtype=torch.float32, device=x.device)
     _norm_shrink_launch[(t, cdiv(r, block_r))](
-        x, residual, norm_weight, out, h_out, a, index, part, t, k, r, x.stride(0), residual.stride(0), a.stride(0),
+        x, residual, norm_weight, out, h_out, a, index, v, t, k, r, x.stride(0), residual.stride(0), a.stride(0),
         a.stride(1), eps, BLOCK=block, BLOCK_R=block_r, num_warps=8 if block * block_r >= 16384 else 4,
         **pdl_arguments(out))
-    return ShrunkInput(part, b, index, segments, 1, x.dtype)
+    return ShrunkInput(v, b, index, segments, x.dtype)
 
 
 # launched through kernels/launch.py (a cached direct launch)

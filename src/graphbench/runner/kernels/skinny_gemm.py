@@ -27,10 +27,10 @@ MAX_ROWS = 64  # runner/kernel_choice.py chooses the blocks per shape and row cl
 
 @triton.jit
 def _skinny_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, count_ptr, M, N, stride_xm, stride_wn, stride_ym,
-                   lora_part, lora_b, lora_idx, lora_r, lora_seg1, lora_seg2, lora_stride_bl, lora_stride_bn,
+                   lora_v, lora_b, lora_idx, lora_r, lora_seg1, lora_seg2, lora_stride_bl, lora_stride_bn,
                    HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                    SPLIT_K: tl.constexpr, K_PER_SPLIT: tl.constexpr, LORA: tl.constexpr, LORA_SEGMENTS: tl.constexpr,
-                   LORA_SPLIT: tl.constexpr, LORA_BLOCK_RS: tl.constexpr, LORA_GROUP: tl.constexpr,
+                   LORA_BLOCK_RS: tl.constexpr, LORA_GROUP: tl.constexpr,
                    LORA_PRECISION: tl.constexpr, INTERPRET: tl.constexpr, PDL: tl.constexpr = False):
     pid_n = tl.program_id(0)
     split = tl.program_id(1)
@@ -70,9 +70,9 @@ def _skinny_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, count_ptr, M, N, stride
                 acc += tl.load(part_ptr + s * BLOCK_M * N + part_offs, mask=n_ok[None, :], other=0.0,
                                cache_modifier=".cg")
     if last:
-        acc = _bias_and_lora(acc, b_ptr, y_ptr, offs_m, m_ok, offs_n, n_ok, M, HAS_BIAS, lora_part, lora_b, lora_rows,
+        acc = _bias_and_lora(acc, b_ptr, y_ptr, offs_m, m_ok, offs_n, n_ok, M, HAS_BIAS, lora_v, lora_b, lora_rows,
                              lora_r, lora_seg1, lora_seg2, lora_stride_bl, lora_stride_bn, LORA, LORA_SEGMENTS,
-                             LORA_SPLIT, BLOCK_M, BLOCK_N, LORA_BLOCK_RS, LORA_GROUP, LORA_PRECISION, INTERPRET)
+                             BLOCK_M, BLOCK_N, LORA_BLOCK_RS, LORA_GROUP, LORA_PRECISION, INTERPRET)
         tl.store(y_ptr + y_offs, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
         if SPLIT_K > 1:
             tl.atomic_xchg(count_ptr + pid_n, 0, sem="relaxed", scope="gpu")  # zero again for the next launch
@@ -93,9 +93,9 @@ def _mma(acc, x, w, INTERPRET: tl.constexpr):
 
 
 @triton.jit
-def _bias_and_lora(acc, b_ptr, y_ptr, offs_m, m_ok, offs_n, n_ok, M, HAS_BIAS: tl.constexpr, lora_part, lora_b,
+def _bias_and_lora(acc, b_ptr, y_ptr, offs_m, m_ok, offs_n, n_ok, M, HAS_BIAS: tl.constexpr, lora_v, lora_b,
                    lora_rows, lora_r, lora_seg1, lora_seg2, lora_stride_bl, lora_stride_bn, LORA: tl.constexpr,
-                   LORA_SEGMENTS: tl.constexpr, LORA_SPLIT: tl.constexpr, BLOCK_M: tl.constexpr,
+                   LORA_SEGMENTS: tl.constexpr, BLOCK_M: tl.constexpr,
                    BLOCK_N: tl.constexpr, LORA_BLOCK_RS: tl.constexpr, LORA_GROUP: tl.constexpr,
                    LORA_PRECISION: tl.constexpr, INTERPRET: tl.constexpr):
     """The block's output before its store: + bias, then with LoRA each row's adapter delta of these columns
@@ -104,8 +104,8 @@ def _bias_and_lora(acc, b_ptr, y_ptr, offs_m, m_ok, offs_n, n_ok, M, HAS_BIAS: t
         acc += tl.load(b_ptr + offs_n, mask=n_ok, other=0.0).to(tl.float32)[None, :]
     if LORA:
         acc = acc.to(y_ptr.dtype.element_ty).to(tl.float32) + lora_expand_delta(
-            lora_part, lora_b, lora_rows, offs_m, m_ok, offs_n, n_ok, M, lora_r, lora_seg1, lora_seg2, lora_stride_bl,
-            lora_stride_bn, LORA_SEGMENTS, LORA_SPLIT, BLOCK_M, BLOCK_N, LORA_BLOCK_RS, LORA_GROUP, LORA_PRECISION,
+            lora_v, lora_b, lora_rows, offs_m, m_ok, offs_n, n_ok, M, lora_r, lora_seg1, lora_seg2, lora_stride_bl,
+            lora_stride_bn, LORA_SEGMENTS, BLOCK_M, BLOCK_N, LORA_BLOCK_RS, LORA_GROUP, LORA_PRECISION,
             INTERPRET)
     return acc
 
@@ -120,10 +120,10 @@ def _lora_rows(lora_idx, offs_m, m_ok, LORA: tl.constexpr):
 
 
 @triton.jit
-def _gated_kernel(x_ptr, w_ptr, y_ptr, M, N, stride_xm, stride_wn, stride_ym, lora_part, lora_b, lora_idx, lora_r,
+def _gated_kernel(x_ptr, w_ptr, y_ptr, M, N, stride_xm, stride_wn, stride_ym, lora_v, lora_b, lora_idx, lora_r,
                   lora_seg1, lora_seg2, lora_stride_bl, lora_stride_bn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   BLOCK_K: tl.constexpr, K: tl.constexpr, LORA: tl.constexpr, LORA_SEGMENTS: tl.constexpr,
-                  LORA_SPLIT: tl.constexpr, LORA_BLOCK_RS: tl.constexpr, LORA_GROUP: tl.constexpr,
+                  LORA_BLOCK_RS: tl.constexpr, LORA_GROUP: tl.constexpr,
                   LORA_PRECISION: tl.constexpr, INTERPRET: tl.constexpr, PDL: tl.constexpr = False):
     """y[:, j] = silu(x @ w[j].T) * (x @ w[N + j].T) for BLOCK_N columns j: the gate/up projection and the
     activation after it in one launch. A program streams its gate rows and their up rows (w = [gate; up],
@@ -152,8 +152,8 @@ def _gated_kernel(x_ptr, w_ptr, y_ptr, M, N, stride_xm, stride_wn, stride_ym, lo
     gate = gate.to(dtype).to(tl.float32)
     up = up.to(dtype).to(tl.float32)
     if LORA:  # each row's adapter delta to gate (B's rows j) and up (rows N + j), rounded as the expand adds it
-        gate_delta, up_delta = lora_expand_gate_up(lora_part, lora_b, lora_rows, offs_m, m_ok, offs_n, n_ok, M, lora_r,
-                                                   N, lora_stride_bl, lora_stride_bn, LORA_SPLIT, BLOCK_M, BLOCK_N,
+        gate_delta, up_delta = lora_expand_gate_up(lora_v, lora_b, lora_rows, offs_m, m_ok, offs_n, n_ok, M, lora_r,
+                                                   N, lora_stride_bl, lora_stride_bn, BLOCK_M, BLOCK_N,
                                                    LORA_BLOCK_RS, LORA_GROUP, LORA_PRECISION, INTERPRET)
         gate = (gate + gate_delta).to(dtype).to(tl.float32)
         up = (up + up_delta).to(dtype).to(tl.float32)
@@ -172,10 +172,10 @@ def skinny_applies(x: torch.Tensor, weight: torch.Tensor) -> bool:
 def _lora_arguments(lora: ShrunkInput | None, out: torch.Tensor) -> tuple[tuple, dict]:
     """The kernels' LoRA arguments: the shrunk input's, or placeholders that a kernel without LoRA never reads."""
     if lora is None:
-        return (out, out, out, 1, 0, 0, 0, 0), dict(LORA=False, LORA_SEGMENTS=1, LORA_SPLIT=1, LORA_BLOCK_RS=16,
+        return (out, out, out, 1, 0, 0, 0, 0), dict(LORA=False, LORA_SEGMENTS=1, LORA_BLOCK_RS=16,
                                                      LORA_GROUP=1, LORA_PRECISION="ieee")
-    assert lora.index.shape[0] == out.shape[0] and lora.part.shape[1] == out.shape[0]
-    return lora.expand_arguments(), dict(LORA=True, LORA_SEGMENTS=lora.num_segments, LORA_SPLIT=lora.split_k,
+    assert lora.index.shape[0] == out.shape[0] and lora.v.shape[0] == out.shape[0]
+    return lora.expand_arguments(), dict(LORA=True, LORA_SEGMENTS=lora.num_segments,
                                          LORA_BLOCK_RS=lora.block_rs, LORA_GROUP=lora.group,
                                          LORA_PRECISION=lora.precision)
 
