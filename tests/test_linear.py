@@ -44,6 +44,18 @@ from graphbench.runner.kernels.gemv import launch_gated_gemv, launch_silu_mul
 launch_gated_gemv(x, w, gated, 4, 1024, 2, interpret=True)
 launch_silu_mul(out, two)
 assert torch.allclose(gated, two, rtol=1e-5, atol=1e-5)
+# the whole row in power-of-two pieces: 896 = 512 + 256 + 128, 960 = 512 + 256 + 256 (the last masked past
+# K), 576 = 512 + 64; plain (with bias) and gated, against torch in float32
+from graphbench.runner.kernels.row_pieces import row_pieces
+assert row_pieces(4864) == (4096, 512, 256) and row_pieces(960) == (512, 256, 256) and row_pieces(576) == (512, 64, 0)
+for k in (896, 960, 576):
+    w, x, b = torch.randn(14, k, generator=g), torch.randn(1, k, generator=g), torch.randn(14, generator=g)
+    out, gated = torch.empty(1, 14), torch.empty(1, 7)
+    launch_gemv(x, w, b, out, 2, 1024, 2, interpret=True)
+    assert torch.allclose(out, x @ w.T + b, rtol=1e-5, atol=1e-4), k
+    launch_gated_gemv(x, w, gated, 2, 1024, 2, interpret=True)
+    h = x @ w.T
+    assert torch.allclose(gated, F.silu(h[:, :7]) * h[:, 7:], rtol=1e-5, atol=1e-4), k
 # tiles loaded ahead (stages 2, 3) sum the same tiles in the same order: equal bit for bit to one stage, for
 # K loops of 1, 2 and 5 tiles (stages past the loop's tiles too), plain and gated
 from graphbench.runner.kernels.gemv import MAX_STAGES

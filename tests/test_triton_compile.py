@@ -76,15 +76,16 @@ def test_gemv_whole_row_tile_compiles_without_local_memory():
 @pytest.mark.parametrize("k, block_n, block_k, warps, stages", [(576, 4, 1024, 4, 1), (4864, 1, 8192, 8, 1),
                                                                  (4864, 4, 256, 2, 3)])
 def test_masked_and_pipelined_gemvs_compile_without_local_memory(k, block_n, block_k, warps, stages):
-    """Start-up's one-row candidates where K is no power of two: the whole row in one masked tile (SmolLM2's
-    576 in 1024, qwen2.5-0.5b's down 4864 in 8192: every weight load before the PDL wait), and a K loop of 19
+    """Start-up's one-row candidates where K is no power of two: the whole row (SmolLM2's 576 as 512 + 64,
+    qwen2.5-0.5b's down 4864 as 4096 + 512 + 256: every weight load before the PDL wait), and a K loop of 19
     tiles with 3 in flight; plain, gated, and with the add-norm folded in (the masked tile): no spills."""
-    from graphbench.runner.kernels.gemv import _gated_gemv_kernel, _gemv_kernel
+    from graphbench.runner.kernels.gemv import _gated_gemv_kernel, _gemv_kernel, _row_layout
     from graphbench.runner.kernels.norm_gemv import _norm_gemv_kernel
 
     even = k % block_k == 0
     sig = {"x_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "N": "i32", "K": "i32", "stride_wn": "i32"}
-    common = {"BLOCK_N": block_n, "BLOCK_K": block_k, "EVEN_K": even, "INTERPRET": False, "PDL": True, "STAGES": stages}
+    common = {"BLOCK_N": block_n, "BLOCK_K": block_k, "INTERPRET": False, "PDL": True,
+              **_row_layout(k, block_k, stages)}
     options = {"num_warps": warps, "num_stages": 1}
 
     def loads_before_wait(kernel) -> int:
@@ -93,7 +94,7 @@ def test_masked_and_pipelined_gemvs_compile_without_local_memory(k, block_n, blo
 
     kernel = compile_sm90(_gemv_kernel, sig, dict(common, HAS_BIAS=False),
                           divisible=("x_ptr", "w_ptr", "y_ptr", "N", "K", "stride_wn"), options=options)
-    assert loads_before_wait(kernel) > 0  # the first weight tile before the wait
+    assert loads_before_wait(kernel) > 0  # the first weight tile (the whole row's pieces) before the wait
     assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0)
     if stages > 1:  # each stage's tile is loaded before the wait
         one = compile_sm90(_gemv_kernel, sig, dict(common, HAS_BIAS=False, STAGES=1),
@@ -106,7 +107,7 @@ def test_masked_and_pipelined_gemvs_compile_without_local_memory(k, block_n, blo
     if not even:
         norm = {"x_ptr": BF16, "r_ptr": BF16, "nw_ptr": BF16, "h_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16,
                 "y_ptr": BF16, "N": "i32", "K": "i32", "stride_wn": "i32", "eps": "fp32"}
-        one_tile = {name: v for name, v in common.items() if name != "STAGES"}  # (its row is one tile)
+        one_tile = {name: v for name, v in common.items() if name != "STAGES" and not name.startswith("PIECE")}
         kernel = compile_sm90(_norm_gemv_kernel, norm, dict(one_tile, HAS_BIAS=False, GATED=False, ROW_BLOCK=block_k),
                               divisible=("x_ptr", "r_ptr", "nw_ptr", "h_ptr", "w_ptr", "y_ptr", "N", "K", "stride_wn"),
                               options=options)

@@ -6,10 +6,9 @@ A program owns BLOCK_N output rows and streams them along K in BLOCK_K steps, ke
 loop). Many small programs keep enough loads in flight for the weight stream to run near the copy
 bandwidth; the caller picks the blocks per shape.
 
-BLOCK_K is a power of two; where it does not divide K (EVEN_K false) the tiles are masked along K. That
-is for the whole-row tile, BLOCK_K = next_pow2(K) >= K: a program's weights are one tile, all loaded
-before the PDL wait, where K tiles dividing a K such as SmolLM2's 576 (9 x 64) leave eight of nine
-loads after it.
+BLOCK_K is a power of two dividing K, or the whole row, BLOCK_K = next_pow2(K) > K: a program's weights are
+then loaded in K's power-of-two pieces (kernels/row_pieces.py), all before the PDL wait, where K tiles dividing
+a K such as SmolLM2's 576 (9 x 64) leave eight of nine loads after it.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ import triton.language as tl
 
 from graphbench.runner.kernels.launch import DirectLauncher
 from graphbench.runner.kernels.pdl import pdl_arguments, pdl_enter
+from graphbench.runner.kernels.row_pieces import load_row_pieces, row_pieces, row_pieces_dot
 from graphbench.runner.kernels.util import cdiv, tile_fits
 
 MAX_STAGES = 3  # weight tiles a one-row program has in flight (kernel_choice.MAX_GEMV_STAGES)
@@ -91,30 +91,47 @@ def _gemv_step(acc, x_ptr, w, k0, offs_k, K, EVEN_K: tl.constexpr):
 @triton.jit
 def _gemv_kernel(x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_wn, HAS_BIAS: tl.constexpr,
                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr, INTERPRET: tl.constexpr,
-                 STAGES: tl.constexpr = 1, PDL: tl.constexpr = False):
+                 STAGES: tl.constexpr = 1, PIECE_A: tl.constexpr = 0, PIECE_B: tl.constexpr = 0,
+                 PIECE_C: tl.constexpr = 0, PDL: tl.constexpr = False):
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = offs_n < N
-    offs_k = tl.arange(0, BLOCK_K)
-    acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
-    # The first tiles are loaded before waiting for the previous kernel (PDL): no kernel writes weights, so
+    # The first weights are loaded before waiting for the previous kernel (PDL): no kernel writes weights, so
     # under PDL the weight stream starts while that kernel finishes; x comes after the wait.
-    w, w1, w2 = _first_tiles(w_ptr, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
-    pdl_enter(PDL)
-    acc = _gemv_step(acc, x_ptr, w, 0, offs_k, K, EVEN_K)
-    if INTERPRET:  # numpy >= 2.4 cannot turn the interpreter's 1-element scalars into range bounds
-        k0 = BLOCK_K
-        while k0 < K:
-            w, w1, w2 = _next_tiles(w, w1, w2, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
-            acc = _gemv_step(acc, x_ptr, w, k0, offs_k, K, EVEN_K)
-            k0 += BLOCK_K
+    if PIECE_A > 0:  # the whole row, in pieces
+        wa, wb, wc = load_row_pieces(w_ptr, offs_n, n_ok, stride_wn, K, PIECE_A, PIECE_B, PIECE_C)
+        pdl_enter(PDL)
+        y = row_pieces_dot(x_ptr, wa, wb, wc, K, PIECE_A, PIECE_B, PIECE_C)
     else:
-        for k0 in range(BLOCK_K, K, BLOCK_K):
-            w, w1, w2 = _next_tiles(w, w1, w2, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
-            acc = _gemv_step(acc, x_ptr, w, k0, offs_k, K, EVEN_K)
-    y = tl.sum(acc, axis=1)
+        offs_k = tl.arange(0, BLOCK_K)
+        acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
+        w, w1, w2 = _first_tiles(w_ptr, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
+        pdl_enter(PDL)
+        acc = _gemv_step(acc, x_ptr, w, 0, offs_k, K, EVEN_K)
+        if INTERPRET:  # numpy >= 2.4 cannot turn the interpreter's 1-element scalars into range bounds
+            k0 = BLOCK_K
+            while k0 < K:
+                w, w1, w2 = _next_tiles(w, w1, w2, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES,
+                                        BLOCK_K)
+                acc = _gemv_step(acc, x_ptr, w, k0, offs_k, K, EVEN_K)
+                k0 += BLOCK_K
+        else:
+            for k0 in range(BLOCK_K, K, BLOCK_K):
+                w, w1, w2 = _next_tiles(w, w1, w2, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES,
+                                        BLOCK_K)
+                acc = _gemv_step(acc, x_ptr, w, k0, offs_k, K, EVEN_K)
+        y = tl.sum(acc, axis=1)
     if HAS_BIAS:
         y += tl.load(b_ptr + offs_n, mask=n_ok, other=0.0).to(tl.float32)
     tl.store(y_ptr + offs_n, y.to(y_ptr.dtype.element_ty), mask=n_ok)
+
+
+def _row_layout(k: int, block_k: int, stages: int) -> dict:
+    """The launch's K constexprs: a tile dividing K (its stages capped at the loop's tiles), or the whole row
+    in pieces."""
+    if k % block_k == 0:
+        return {"EVEN_K": True, "STAGES": min(stages, k // block_k)}
+    a, b, c = row_pieces(k)
+    return {"EVEN_K": False, "STAGES": 1, "PIECE_A": a, "PIECE_B": b, "PIECE_C": c}
 
 
 def launch_gemv(x: torch.Tensor,  # [1, K] contiguous
@@ -122,52 +139,66 @@ def launch_gemv(x: torch.Tensor,  # [1, K] contiguous
                 bias: torch.Tensor | None,  # [N] or None
                 out: torch.Tensor,  # [1, N]
                 block_n: int, block_k: int, num_warps: int, stages: int = 1, *, interpret: bool = False) -> None:
-    """out = x @ weight.T (+ bias); block_k divides K or covers it (the whole-row tile). stages (1 to 3): the
-    weight tiles a program has in flight, each loaded that many tiles ahead of its sum."""
+    """out = x @ weight.T (+ bias); block_k divides K or covers it (the whole row, in pieces). stages (1 to 3):
+    the weight tiles a program has in flight, each loaded that many tiles ahead of its sum."""
     n, k = weight.shape
     assert tile_fits(k, block_k) and x.shape == (1, k) and out.shape == (1, n) and 1 <= stages <= MAX_STAGES
     _gemv_launch[(cdiv(n, block_n),)](
         x, weight, bias if bias is not None else out, out, n, k, weight.stride(0),
-        HAS_BIAS=bias is not None, BLOCK_N=block_n, BLOCK_K=block_k, EVEN_K=k % block_k == 0, INTERPRET=interpret,
-        STAGES=min(stages, cdiv(k, block_k)), num_warps=num_warps, num_stages=1, **pdl_arguments(out))
+        HAS_BIAS=bias is not None, BLOCK_N=block_n, BLOCK_K=block_k, INTERPRET=interpret,
+        **_row_layout(k, block_k, stages), num_warps=num_warps, num_stages=1, **pdl_arguments(out))
 
 
 @triton.jit
 def _gated_gemv_kernel(x_ptr, w_ptr, y_ptr, N, K, stride_wn, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                        EVEN_K: tl.constexpr, INTERPRET: tl.constexpr, STAGES: tl.constexpr = 1,
+                       PIECE_A: tl.constexpr = 0, PIECE_B: tl.constexpr = 0, PIECE_C: tl.constexpr = 0,
                        PDL: tl.constexpr = False):
     """y[j] = silu(x . w[j]) * (x . w[N + j]) for BLOCK_N columns j (w = [gate; up], [2N, K]): the one-row
     gate/up projection with the activation in its epilogue. Both products are rounded to y's dtype first, as
     the projection's output is before the silu-mul launch."""
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = offs_n < N
-    offs_k = tl.arange(0, BLOCK_K)
     up_rows = offs_n + N  # the matching up rows of w
-    gate = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
-    up = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
-    # before the PDL wait, as the GEMV's
-    g, g1, g2 = _first_tiles(w_ptr, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
-    u, u1, u2 = _first_tiles(w_ptr, up_rows, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
-    pdl_enter(PDL)
-    gate = _gemv_step(gate, x_ptr, g, 0, offs_k, K, EVEN_K)
-    up = _gemv_step(up, x_ptr, u, 0, offs_k, K, EVEN_K)
-    if INTERPRET:  # as in _gemv_kernel
-        k0 = BLOCK_K
-        while k0 < K:
-            g, g1, g2 = _next_tiles(g, g1, g2, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
-            u, u1, u2 = _next_tiles(u, u1, u2, w_ptr, k0, up_rows, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
-            gate = _gemv_step(gate, x_ptr, g, k0, offs_k, K, EVEN_K)
-            up = _gemv_step(up, x_ptr, u, k0, offs_k, K, EVEN_K)
-            k0 += BLOCK_K
+    # (the weights before the PDL wait, as the GEMV's)
+    if PIECE_A > 0:
+        ga, gb, gc = load_row_pieces(w_ptr, offs_n, n_ok, stride_wn, K, PIECE_A, PIECE_B, PIECE_C)
+        ua, ub, uc = load_row_pieces(w_ptr, up_rows, n_ok, stride_wn, K, PIECE_A, PIECE_B, PIECE_C)
+        pdl_enter(PDL)
+        g_sum = row_pieces_dot(x_ptr, ga, gb, gc, K, PIECE_A, PIECE_B, PIECE_C)
+        u_sum = row_pieces_dot(x_ptr, ua, ub, uc, K, PIECE_A, PIECE_B, PIECE_C)
     else:
-        for k0 in range(BLOCK_K, K, BLOCK_K):
-            g, g1, g2 = _next_tiles(g, g1, g2, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
-            u, u1, u2 = _next_tiles(u, u1, u2, w_ptr, k0, up_rows, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
-            gate = _gemv_step(gate, x_ptr, g, k0, offs_k, K, EVEN_K)
-            up = _gemv_step(up, x_ptr, u, k0, offs_k, K, EVEN_K)
+        offs_k = tl.arange(0, BLOCK_K)
+        gate = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
+        up = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
+        g, g1, g2 = _first_tiles(w_ptr, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
+        u, u1, u2 = _first_tiles(w_ptr, up_rows, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
+        pdl_enter(PDL)
+        gate = _gemv_step(gate, x_ptr, g, 0, offs_k, K, EVEN_K)
+        up = _gemv_step(up, x_ptr, u, 0, offs_k, K, EVEN_K)
+        if INTERPRET:  # as in _gemv_kernel
+            k0 = BLOCK_K
+            while k0 < K:
+                g, g1, g2 = _next_tiles(g, g1, g2, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES,
+                                        BLOCK_K)
+                u, u1, u2 = _next_tiles(u, u1, u2, w_ptr, k0, up_rows, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES,
+                                        BLOCK_K)
+                gate = _gemv_step(gate, x_ptr, g, k0, offs_k, K, EVEN_K)
+                up = _gemv_step(up, x_ptr, u, k0, offs_k, K, EVEN_K)
+                k0 += BLOCK_K
+        else:
+            for k0 in range(BLOCK_K, K, BLOCK_K):
+                g, g1, g2 = _next_tiles(g, g1, g2, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES,
+                                        BLOCK_K)
+                u, u1, u2 = _next_tiles(u, u1, u2, w_ptr, k0, up_rows, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES,
+                                        BLOCK_K)
+                gate = _gemv_step(gate, x_ptr, g, k0, offs_k, K, EVEN_K)
+                up = _gemv_step(up, x_ptr, u, k0, offs_k, K, EVEN_K)
+        g_sum = tl.sum(gate, axis=1)
+        u_sum = tl.sum(up, axis=1)
     dtype = y_ptr.dtype.element_ty
-    g = tl.sum(gate, axis=1).to(dtype).to(tl.float32)
-    u = tl.sum(up, axis=1).to(dtype).to(tl.float32)
+    g = g_sum.to(dtype).to(tl.float32)
+    u = u_sum.to(dtype).to(tl.float32)
     tl.store(y_ptr + offs_n, (g * tl.sigmoid(g) * u).to(dtype), mask=n_ok)
 
 
@@ -182,9 +213,8 @@ def launch_gated_gemv(x: torch.Tensor,  # [1, K] contiguous
     assert tile_fits(k, block_k) and x.shape == (1, k) and out.shape == (1, n) and weight.shape[0] == 2 * n
     assert 1 <= stages <= MAX_STAGES
     _gated_gemv_launch[(cdiv(n, block_n),)](x, weight, out, n, k, weight.stride(0), BLOCK_N=block_n, BLOCK_K=block_k,
-                                            EVEN_K=k % block_k == 0, INTERPRET=interpret,
-                                            STAGES=min(stages, cdiv(k, block_k)), num_warps=num_warps, num_stages=1,
-                                            **pdl_arguments(out))
+                                            INTERPRET=interpret, **_row_layout(k, block_k, stages),
+                                            num_warps=num_warps, num_stages=1, **pdl_arguments(out))
 
 
 @triton.jit
