@@ -200,7 +200,7 @@ def choice_for(op: str, n: int, k: int, rows: int, on_gpu: bool, num_sms: int = 
 
 def gemv_candidates(n: int, k: int) -> list[tuple[int, int, int]]:
     """One-row GEMV blocks to time first: the two largest power-of-two K tiles dividing K (at least 64), and
-    the whole row where K is no power of two (its tile masked, every weight loaded before the PDL wait); 1 to
+    the whole row where K is no power of two (in pieces, every weight loaded before the PDL wait); 1 to
     64 rows a program, the warps closest to 32 weight values a thread; and the rule's."""
     tiles = [b for b in (4096, 2048, 1024, 512, 256, 128, 64) if k % b == 0][:2]
     if next_power_of_2(k) not in tiles and next_power_of_2(k) <= 8192:  # (qwen2.5-0.5b's down: 4864 in 8192)

@@ -29,6 +29,6 @@ def cdiv(a: int, b: int) -> int:
 
 
 def tile_fits(k: int, block_k: int) -> bool:
-    """A one-row kernel's K tile: a power of two dividing K, or the whole row (the next power of two >= K,
-    masked past K)."""
+    """A one-row kernel's K tile: a power of two dividing K, or the whole row (named by the next power of two
+    >= K; the GEMVs load it in K's power-of-two pieces, the folded add-norm as one tile masked past K)."""
     return block_k >= 1 and block_k & (block_k - 1) == 0 and (k % block_k == 0 or block_k == next_power_of_2(k))
