@@ -279,16 +279,22 @@ class ShrunkInput:
         return (self.v, b, self.index, b.shape[2], self.bounds[0], self.bounds[1], b.stride(0), b.stride(1))
 
 
-# (device, token blocks) -> int32 counts of a shrink's finished splits per token block, zero between launches
-# (the last split resets its own). Kept for the life of the process: a recorded graph holds their addresses.
-_split_counts: dict[tuple, torch.Tensor] = {}
+# device -> int32 counts of a shrink's finished splits per token block, zero between launches (the last split
+# resets its own). One buffer a device, made at its first shrink (a warm-up's, before any capture) and sized for
+# the most token blocks a step holds: made lazily per block count, a recording could be the first to ask for one
+# and take it from its graph pool, where its zeros are never written. Kept for the life of the process.
+MAX_COUNT_BLOCKS = 16384  # 1M tokens in blocks of 64, 256K in blocks of 16
+_split_counts: dict[torch.device, torch.Tensor] = {}
 
 
 def _counts(device: torch.device, blocks: int) -> torch.Tensor:
-    held = _split_counts.get((device, blocks))
+    assert blocks <= MAX_COUNT_BLOCKS, f"{blocks} token blocks in one shrink"
+    held = _split_counts.get(device)
     if held is None:
-        held = _split_counts[(device, blocks)] = torch.zeros(blocks, dtype=torch.int32, device=device)
-    return held
+        assert not (device.type == "cuda" and torch.cuda.is_current_stream_capturing()), \
+            "the shrink's split counts must be made before a CUDA-graph capture (a warm-up shrink first)"
+        held = _split_counts[device] = torch.zeros(MAX_COUNT_BLOCKS, dtype=torch.int32, device=device)
+    return held[:blocks]
 
 
 def lora_shrink(x: torch.Tensor,  # [T, K], unit stride along K

@@ -2,8 +2,8 @@
 down (K 4864 = 4096 + 512 + 256), SmolLM2's projections (576 = 512 + 64). One tile of next_pow2(K) lanes
 masked past K held 40% dead lanes for 4864 (8192 lanes): registers that capped the programs an SM holds (the
 [2, 8192] tile, 130 a thread: one program an SM at a time on the H200, 2026-12-05), so a program's loads
-came in several waves. The pieces hold K lanes and no more (the last is masked only where K needs 4 or more
-powers of two), every weight loaded before the PDL wait as the one tile's were."""
+came in several waves. The pieces hold K lanes, or a few more where K needs 4 or more powers of two (the last piece is
+rounded up and masked past K), every weight loaded before the PDL wait as the one tile's were."""
 
 from __future__ import annotations
 
