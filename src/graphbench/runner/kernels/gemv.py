@@ -89,6 +89,14 @@ def _gemv_step(acc, x_ptr, w, k0, offs_k, K, EVEN_K: tl.constexpr):
 
 
 @triton.jit
+def _next_step(acc, w, w1, w2, x_ptr, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K: tl.constexpr,
+               STAGES: tl.constexpr, BLOCK_K: tl.constexpr):
+    """One K-loop step at k0: the tiles in flight move up (_next_tiles), and the one at k0 is summed."""
+    w, w1, w2 = _next_tiles(w, w1, w2, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
+    return _gemv_step(acc, x_ptr, w, k0, offs_k, K, EVEN_K), w, w1, w2
+
+
+@triton.jit
 def _gemv_kernel(x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_wn, HAS_BIAS: tl.constexpr,
                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr, INTERPRET: tl.constexpr,
                  STAGES: tl.constexpr = 1, PIECE_A: tl.constexpr = 0, PIECE_B: tl.constexpr = 0,
@@ -110,15 +118,13 @@ def _gemv_kernel(x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_wn, HAS_BIAS: tl.const
         if INTERPRET:  # numpy >= 2.4 cannot turn the interpreter's 1-element scalars into range bounds
             k0 = BLOCK_K
             while k0 < K:
-                w, w1, w2 = _next_tiles(w, w1, w2, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES,
-                                        BLOCK_K)
-                acc = _gemv_step(acc, x_ptr, w, k0, offs_k, K, EVEN_K)
+                acc, w, w1, w2 = _next_step(acc, w, w1, w2, x_ptr, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K,
+                                            EVEN_K, STAGES, BLOCK_K)
                 k0 += BLOCK_K
         else:
             for k0 in range(BLOCK_K, K, BLOCK_K):
-                w, w1, w2 = _next_tiles(w, w1, w2, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES,
-                                        BLOCK_K)
-                acc = _gemv_step(acc, x_ptr, w, k0, offs_k, K, EVEN_K)
+                acc, w, w1, w2 = _next_step(acc, w, w1, w2, x_ptr, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K,
+                                            EVEN_K, STAGES, BLOCK_K)
         y = tl.sum(acc, axis=1)
     if HAS_BIAS:
         y += tl.load(b_ptr + offs_n, mask=n_ok, other=0.0).to(tl.float32)
@@ -147,6 +153,17 @@ def launch_gemv(x: torch.Tensor,  # [1, K] contiguous
         x, weight, bias if bias is not None else out, out, n, k, weight.stride(0),
         HAS_BIAS=bias is not None, BLOCK_N=block_n, BLOCK_K=block_k, INTERPRET=interpret,
         **_row_layout(k, block_k, stages), num_warps=num_warps, num_stages=1, **pdl_arguments(out))
+
+
+@triton.jit
+def _next_gated_step(gate, up, g, g1, g2, u, u1, u2, x_ptr, w_ptr, k0, offs_n, up_rows, offs_k, n_ok, stride_wn, K,
+                     EVEN_K: tl.constexpr, STAGES: tl.constexpr, BLOCK_K: tl.constexpr):
+    """_next_step for gate's and up's rows, both tiles' loads before either sum."""
+    g, g1, g2 = _next_tiles(g, g1, g2, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
+    u, u1, u2 = _next_tiles(u, u1, u2, w_ptr, k0, up_rows, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
+    gate = _gemv_step(gate, x_ptr, g, k0, offs_k, K, EVEN_K)
+    up = _gemv_step(up, x_ptr, u, k0, offs_k, K, EVEN_K)
+    return gate, up, g, g1, g2, u, u1, u2
 
 
 @triton.jit
@@ -179,21 +196,15 @@ def _gated_gemv_kernel(x_ptr, w_ptr, y_ptr, N, K, stride_wn, BLOCK_N: tl.constex
         if INTERPRET:  # as in _gemv_kernel
             k0 = BLOCK_K
             while k0 < K:
-                g, g1, g2 = _next_tiles(g, g1, g2, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES,
-                                        BLOCK_K)
-                u, u1, u2 = _next_tiles(u, u1, u2, w_ptr, k0, up_rows, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES,
-                                        BLOCK_K)
-                gate = _gemv_step(gate, x_ptr, g, k0, offs_k, K, EVEN_K)
-                up = _gemv_step(up, x_ptr, u, k0, offs_k, K, EVEN_K)
+                gate, up, g, g1, g2, u, u1, u2 = _next_gated_step(gate, up, g, g1, g2, u, u1, u2, x_ptr, w_ptr, k0,
+                                                                  offs_n, up_rows, offs_k, n_ok, stride_wn, K,
+                                                                  EVEN_K, STAGES, BLOCK_K)
                 k0 += BLOCK_K
         else:
             for k0 in range(BLOCK_K, K, BLOCK_K):
-                g, g1, g2 = _next_tiles(g, g1, g2, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES,
-                                        BLOCK_K)
-                u, u1, u2 = _next_tiles(u, u1, u2, w_ptr, k0, up_rows, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES,
-                                        BLOCK_K)
-                gate = _gemv_step(gate, x_ptr, g, k0, offs_k, K, EVEN_K)
-                up = _gemv_step(up, x_ptr, u, k0, offs_k, K, EVEN_K)
+                gate, up, g, g1, g2, u, u1, u2 = _next_gated_step(gate, up, g, g1, g2, u, u1, u2, x_ptr, w_ptr, k0,
+                                                                  offs_n, up_rows, offs_k, n_ok, stride_wn, K,
+                                                                  EVEN_K, STAGES, BLOCK_K)
         g_sum = tl.sum(gate, axis=1)
         u_sum = tl.sum(up, axis=1)
     dtype = y_ptr.dtype.element_ty
