@@ -1,6 +1,6 @@
 """kernels/norm_gemv.py in the Triton interpreter: the one-row GEMVs with the residual add + RMSNorm in front
 compute the add-norm launch + the GEMV's result bit for bit (plain and gated, with bias, N not a multiple of
-the block, one and several K tiles, K not a power of two, in K tiles or one masked whole-row tile), and program 0 alone writes the next residual."""
+the block, one and several K tiles, K not a power of two, in K tiles or the whole row in pieces), and program 0 alone writes the next residual."""
 
 from __future__ import annotations
 

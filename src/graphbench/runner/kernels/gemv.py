@@ -19,7 +19,7 @@ import triton.language as tl
 
 from graphbench.runner.kernels.launch import DirectLauncher
 from graphbench.runner.kernels.pdl import pdl_arguments, pdl_enter
-from graphbench.runner.kernels.row_pieces import load_row_pieces, row_pieces, row_pieces_dot
+from graphbench.runner.kernels.row_pieces import load_row_pieces, piece_constexprs, row_pieces_dot
 from graphbench.runner.kernels.util import cdiv, tile_fits
 
 MAX_STAGES = 3  # weight tiles a one-row program has in flight (kernel_choice.MAX_GEMV_STAGES)
@@ -134,10 +134,8 @@ def _gemv_kernel(x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_wn, HAS_BIAS: tl.const
 def _row_layout(k: int, block_k: int, stages: int) -> dict:
     """The launch's K constexprs: a tile dividing K (its stages capped at the loop's tiles), or the whole row
     in pieces."""
-    if k % block_k == 0:
-        return {"EVEN_K": True, "STAGES": min(stages, k // block_k)}
-    a, b, c = row_pieces(k)
-    return {"EVEN_K": False, "STAGES": 1, "PIECE_A": a, "PIECE_B": b, "PIECE_C": c}
+    even = k % block_k == 0
+    return {"EVEN_K": even, "STAGES": min(stages, k // block_k) if even else 1, **piece_constexprs(k, block_k)}
 
 
 def launch_gemv(x: torch.Tensor,  # [1, K] contiguous

@@ -23,6 +23,15 @@ def row_pieces(k: int) -> tuple[int, int, int]:
     return a, b, next_power_of_2(rest) if rest else 0
 
 
+def piece_constexprs(k: int, block_k: int) -> dict:
+    """A one-row kernel's PIECE_A/B/C: K's pieces where the tile covers the whole row and K is no power of two
+    (block_k = next_pow2(K) > K), else none (zeros: the K loop)."""
+    if k % block_k == 0:
+        return {"PIECE_A": 0, "PIECE_B": 0, "PIECE_C": 0}
+    a, b, c = row_pieces(k)
+    return {"PIECE_A": a, "PIECE_B": b, "PIECE_C": c}
+
+
 @triton.jit
 def _piece(w_ptr, rows, n_ok, stride_wn, start, K, SIZE: tl.constexpr, MASKED: tl.constexpr):
     offs = start + tl.arange(0, SIZE)
