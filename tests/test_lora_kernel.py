@@ -133,7 +133,7 @@ def test_the_skinny_gemm_adds_the_lora_delta_in_its_epilogue_as_the_expand_launc
 
 NORM_SHRINK = PREAMBLE + """
 from graphbench.runner.kernels.add_rmsnorm import launch_add_rmsnorm
-from graphbench.runner.kernels.lora_norm_shrink import add_rmsnorm_shrink
+from graphbench.runner.kernels.lora_row_shrink import add_rmsnorm_shrink, row_shrink
 from graphbench.runner.kernels.skinny_gemm import skinny_gemm
 from tests.lora_kernel_cases import SKINNY as ARCH, make_layer, reference, token_rows
 
@@ -153,6 +153,8 @@ for t in (5, 17):
         assert torch.equal(out, want_out) and torch.equal(h, want_h), t  # the add-norm's outputs, bit for bit
         ref = torch.stack([want_out[i].double() @ a[max(int(r), 0)].double().T * (r >= 0) for i, r in enumerate(index)])
         assert torch.allclose(shrunk.v.double(), ref, rtol=1e-5, atol=1e-5), t
+        alone = row_shrink(out, a, b, index, segments)  # the shrink's own launch sums as the add-norm's does
+        assert torch.equal(alone.v, shrunk.v), t
         w = torch.randn(b.shape[1], 96, generator=g).to(torch.bfloat16)
         got = skinny_gemm(out, w, None, (32, 32, 1, 4, 1), lora=shrunk)  # expanded in the GEMM's epilogue
         expected = reference(skinny_gemm(out, w, None, (32, 32, 1, 4, 1)), out, a, b, index).float()
@@ -162,5 +164,5 @@ print("ok")
 """
 
 
-def test_the_add_norm_launch_also_shrinks_the_normed_rows():
+def test_the_row_shrinks_alone_and_after_the_add_norm():
     run_interpreted(NORM_SHRINK)

@@ -38,18 +38,18 @@ def test_every_projection_kernel_lands_in_its_part():
 def test_a_lora_layers_own_launches_are_a_part_of_their_own():
     # a layer with adapters at 16 rows (runner/lora/projection.py): the add-norms shrink qkv's and gate/up's input
     # in their launch (norms), o's and down's inputs are shrunk by launches of their own, the expands are in the
-    # projections' epilogues; the expand launch (rows the epilogue does not cover) is LoRA's too
+    # projections' epilogues; the shrink and expand launches of rows the epilogue does not cover are LoRA's too
     roofline = _roofline()
     from graphbench.config import load_arch
 
-    layer = ["_add_rmsnorm_shrink_kernel", "_skinny_kernel", "_decode_kernel", "_shrink_kernel", "_skinny_kernel",
-             "_add_rmsnorm_shrink_kernel", "_gated_kernel", "_shrink_kernel", "_skinny_kernel"]
-    kernels = [{"name": n, "us": 1.0} for n in [*layer * 2, *TAIL, "_expand_kernel"]]
+    layer = ["_add_rmsnorm_shrink_kernel", "_skinny_kernel", "_decode_kernel", "_row_shrink_kernel", "_skinny_kernel",
+             "_add_rmsnorm_shrink_kernel", "_gated_kernel", "_row_shrink_kernel", "_skinny_kernel"]
+    kernels = [{"name": n, "us": 1.0} for n in [*layer * 2, *TAIL, "_expand_kernel", "_shrink_kernel"]]
     classified = roofline.classify(kernels, load_arch("llama-3.2-1b"), batch=16, context=128)
     assert [k["part"] for k in classified] == [
         *["norms", "qkv", "attention", "lora", "o", "norms", "gate/up", "lora", "down"] * 2,
-        "norms", "lm_head", "sampling", "sampling", "lora"]
-    assert roofline.kernels_per_layer(classified[:-1], 2) == 9
+        "norms", "lm_head", "sampling", "sampling", "lora", "lora"]
+    assert roofline.kernels_per_layer(classified[:-2], 2) == 9
 
 
 def test_a_saved_run_is_summed_again_from_its_kernels(tmp_path):

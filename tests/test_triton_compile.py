@@ -412,20 +412,36 @@ def test_add_norm_with_the_lora_shrink_compiles_without_local_memory(k, r):
     """The add-norm + shrink launch at llama-3.2-1b's and llama-3.1-8b's hidden sizes (qkv's R' 48, gate/up's
     32 at rank 16), as add_rmsnorm_shrink launches it, PDL: the adapter's A tile loads before the wait, no
     spills."""
-    from graphbench.runner.kernels.lora_norm_shrink import _add_rmsnorm_shrink_kernel
-    from graphbench.runner.kernels.util import next_power_of_2
+    from graphbench.runner.kernels.lora_row_shrink import _add_rmsnorm_shrink_kernel, row_blocks
 
-    block = next_power_of_2(k)
-    block_r = max(1, min(16, 16384 // block, next_power_of_2(r)))
+    cfg = row_blocks(k, r)
     sig = {"x_ptr": BF16, "r_ptr": BF16, "nw_ptr": BF16, "out_ptr": BF16, "h_ptr": BF16, "a_ptr": BF16,
            "idx_ptr": "*i32", "v_ptr": "*fp32", "T": "i32", "K": "i32", "R": "i32", "stride_x": "i32",
            "stride_r": "i32", "stride_al": "i32", "stride_ar": "i32", "eps": "fp32"}
-    kernel = compile_sm90(_add_rmsnorm_shrink_kernel, sig, {"BLOCK": block, "BLOCK_R": block_r, "PDL": True},
+    kernel = compile_sm90(_add_rmsnorm_shrink_kernel, sig, {"BLOCK": cfg["BLOCK"], "BLOCK_R": cfg["BLOCK_R"], "PDL": True},
                           divisible=("x_ptr", "r_ptr", "nw_ptr", "out_ptr", "h_ptr", "a_ptr", "v_ptr", "K",
                                      "R", "stride_x", "stride_r", "stride_al", "stride_ar"),
-                          options={"num_warps": 8 if block * block_r >= 16384 else 4})
+                          options={"num_warps": cfg["num_warps"]})
     ptx = kernel.asm["ptx"]
     assert ptx[:ptx.index("griddepcontrol.wait")].count("ld.global") >= 3  # the norm weight, residual, A
+    assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0)
+
+
+@pytest.mark.parametrize("k, r", [(2048, 16), (8192, 16), (4096, 64), (576, 16), (4864, 16), (14336, 16)])
+def test_the_row_shrink_compiles_without_local_memory(k, r):
+    """The shrink one row a program at o's and down's K (llama-3.2-1b, llama-3.1-8b, SmolLM2, qwen2.5-0.5b),
+    as row_shrink launches it, PDL: the row's A tile loads before the wait (only x after it), no spills."""
+    from graphbench.runner.kernels.lora_row_shrink import _row_shrink_kernel, row_blocks
+
+    cfg = row_blocks(k, r)
+    sig = {"x_ptr": BF16, "a_ptr": BF16, "idx_ptr": "*i32", "v_ptr": "*fp32", "K": "i32", "R": "i32",
+           "stride_x": "i32", "stride_al": "i32", "stride_ar": "i32"}
+    kernel = compile_sm90(_row_shrink_kernel, sig, {"BLOCK": cfg["BLOCK"], "BLOCK_R": cfg["BLOCK_R"], "PDL": True},
+                          divisible=("x_ptr", "a_ptr", "v_ptr", "R", "stride_x", "stride_al", "stride_ar"),
+                          options={"num_warps": cfg["num_warps"]})
+    ptx = kernel.asm["ptx"]
+    before, after = ptx.split("griddepcontrol.wait", 1)
+    assert before.count("ld.global") >= 2 and "ld.global" in after  # idx and A before the wait, x after
     assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0)
 
 

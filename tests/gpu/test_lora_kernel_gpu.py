@@ -124,12 +124,12 @@ def test_where_cublas_was_chosen_the_epilogue_runs_the_skinny_kernels_timed_bloc
 
 @pytest.mark.parametrize("t", [16, 64])
 def test_the_add_norm_launch_also_shrinks_the_normed_rows(t):
-    """lora_norm_shrink.add_rmsnorm_shrink at llama-3.2-1b's shapes: the add-norm's outputs bit for bit, the shrink
+    """lora_row_shrink.add_rmsnorm_shrink at llama-3.2-1b's shapes: the add-norm's outputs bit for bit, the shrink
     against float64, and the projection it feeds (the expand in the GEMM's epilogue) against the reference."""
     import torch.nn.functional as F
 
     from graphbench.runner.kernels.add_rmsnorm import launch_add_rmsnorm
-    from graphbench.runner.kernels.lora_norm_shrink import add_rmsnorm_shrink
+    from graphbench.runner.kernels.lora_row_shrink import add_rmsnorm_shrink
     from graphbench.runner.kernels.skinny_gemm import skinny_gemm
 
     arch = ARCHS["llama-3.2-1b"]
@@ -151,6 +151,28 @@ def test_the_add_norm_launch_also_shrinks_the_normed_rows(t):
     got = skinny_gemm(out, w, None, (64, 128, 1, 4, 4), lora=shrunk).float()
     expected = reference(F.linear(out, w), out, a, b, index).float()
     assert ((got - expected).abs().max() / expected.abs().max()) < 2e-2
+
+
+@pytest.mark.parametrize("t", [16, 64])
+@pytest.mark.parametrize("arch_name", ["llama-3.2-1b", "qwen2-0.5b"])
+def test_the_row_shrink_of_o_and_down_inputs(arch_name, t):
+    """lora_row_shrink.row_shrink, o's and down's inputs, 4 adapters and rows without one: near the float64
+    reference; rows without an adapter exactly zero; the same v launch after launch."""
+    from graphbench.runner.kernels.lora_row_shrink import row_shrink
+
+    arch = ARCHS[arch_name]
+    layer = make_layer(arch, 16, [16, 8, 16, 16], torch.bfloat16, "cuda", seed=12)
+    index = token_rows(t, 4, seed=t).cuda()
+    index[::5] = -1
+    for name in ("o", "down"):
+        a, b, segments, k = projections(layer, arch)[name]
+        x = (torch.randn(t, k, generator=torch.Generator().manual_seed(t)) / 8).to(torch.bfloat16).cuda()
+        v = row_shrink(x, a, b, index, segments).v
+        rows = index.long().clamp_min(0)
+        ref = torch.einsum("tk,trk->tr", x.double(), a[rows].double()) * (index >= 0)[:, None]
+        assert torch.allclose(v.double(), ref, rtol=1e-4, atol=1e-4), (name, (v.double() - ref).abs().max())
+        assert int((v[index < 0] != 0).sum()) == 0
+        assert torch.equal(row_shrink(x, a, b, index, segments).v, v)
 
 
 @pytest.mark.parametrize("pdl", [False, True], ids=["plain", "pdl"])

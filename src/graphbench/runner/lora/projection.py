@@ -2,9 +2,9 @@
 
 At 2..64 rows on CUDA (a decode batch) the skinny GEMM adds each row's x A^T B^T in its epilogue where it
 stores the projection (kernels/skinny_gemm.py); gate/up's gated GEMM adds both deltas before the
-activation, so no silu-mul launch either. The shrink x A^T before it is its own launch for o and down
-(kernels/lora_bgmv.lora_shrink), and part of the residual add + RMSNorm's launch for qkv and gate/up
-(kernels/lora_norm_shrink.add_rmsnorm_shrink: that kernel holds the normed row). A layer with adapters then launches 9
+activation, so no silu-mul launch either. The shrink x A^T before it, one row a program
+(kernels/lora_row_shrink.py), is its own launch for o and down, and part of the residual add + RMSNorm's
+launch for qkv and gate/up (that kernel holds the normed row). A layer with adapters then launches 9
 kernels where the norms, the projections, the shrinks and the expand-adds apart took 16 (runner/model.py).
 Elsewhere (one row, more than 64, the CPU, the torch path of use_lora_kernel) the projection runs as
 without adapters and the delta is added after it (lora/weights.add_delta).
@@ -15,8 +15,8 @@ blocks in the same timing (the choice's epilogue_blocks; with the rule's blocks 
 qkv at 16 rows took 9.1 us, cuBLAS without it 6.3: benchmarks/RESULTS.md, 2026-12-05), else with the skinny
 rule's (a K tile of 128, or 64 where 128 does not divide K, split along K to fill the GPU). Given the same
 shrink, the epilogue's result equals the projection + expand-add launches bit for bit (tests/test_lora_kernel.py);
-rows without an adapter get the projection alone. The add-norm's shrink sums in float32 without tensor
-cores, so its deltas may differ from lora_shrink's in the last bit of the rounded x A^T.
+rows without an adapter get the projection alone. The row shrinks sum in float32 without tensor cores, so
+their deltas may differ from lora_bgmv.lora_shrink's in the last bit of the rounded x A^T.
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ from graphbench.runner.op_registry import register_op
 @functools.cache
 def _kernels() -> SimpleNamespace:
     """The Triton modules, imported on first use (the CPU path never needs Triton)."""
-    from graphbench.runner.kernels import gemv, lora_bgmv, lora_norm_shrink, paged_attention, skinny_gemm
+    from graphbench.runner.kernels import gemv, lora_row_shrink, paged_attention, skinny_gemm
 
-    return SimpleNamespace(gemv=gemv, lora_bgmv=lora_bgmv, skinny_gemm=skinny_gemm, paged_attention=paged_attention,
-                           lora_norm_shrink=lora_norm_shrink)
+    return SimpleNamespace(gemv=gemv, skinny_gemm=skinny_gemm, paged_attention=paged_attention,
+                           lora_row_shrink=lora_row_shrink)
 
 
 def epilogue_blocks(op: str, x: torch.Tensor, weight: torch.Tensor, rank: int) -> tuple[int, ...] | None:
@@ -75,7 +75,7 @@ def lora_linear_impl(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor |
         return project(x, weight, bias)
     blocks = epilogue_blocks("linear", x, weight, _rank(b, segments)) if own_kernels else None
     if blocks is not None:
-        shrunk = _kernels().lora_bgmv.lora_shrink(x, a, b, index, segments)
+        shrunk = _kernels().lora_row_shrink.row_shrink(x, a, b, index, segments)
         return _kernels().skinny_gemm.skinny_gemm(x, weight, bias, blocks, lora=shrunk)
     out = project(x, weight, bias)
     weights.add_delta(out, x, a, b, index, segments)
@@ -88,7 +88,7 @@ def lora_gate_up_impl(x: torch.Tensor, weight: torch.Tensor, a: torch.Tensor, b:
     active = weights.adapters_are_active()
     blocks = epilogue_blocks("gate_up", x, weight, _rank(b, segments)) if active and own_kernels else None
     if blocks is not None:
-        shrunk = _kernels().lora_bgmv.lora_shrink(x, a, b, index, segments)
+        shrunk = _kernels().lora_row_shrink.row_shrink(x, a, b, index, segments)
         return _kernels().skinny_gemm.skinny_gate_up(x, weight, blocks, lora=shrunk)
     gate_up = (linear_impl if own_kernels else F.linear)(x, weight, None)
     if active:
@@ -136,7 +136,7 @@ def _norm_and_shrink(x, residual, norm_weight, eps, weight, a, b, index, segment
     if blocks is None:
         return None
     normed, h = torch.empty_like(x), torch.empty_like(x)
-    lora = _kernels().lora_norm_shrink.add_rmsnorm_shrink(x, residual, norm_weight, eps, normed, h, a, b, index,
+    lora = _kernels().lora_row_shrink.add_rmsnorm_shrink(x, residual, norm_weight, eps, normed, h, a, b, index,
                                                           segments)
     return normed, h, lora, blocks
 
