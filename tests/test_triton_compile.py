@@ -288,21 +288,28 @@ NO_LORA = {"LORA": False, "LORA_SEGMENTS": 1, "LORA_BLOCK_RS": 16, "LORA_GROUP":
 
 @pytest.mark.parametrize("split_k", [1, 8])
 def test_skinny_gemm_compiles_without_local_memory(split_k):
-    """The split-K GEMM at 64 rows (wgmma tiles) and 16, with PDL: no spills, no local memory."""
+    """The split-K GEMM at 64 rows (wgmma tiles) and 16, with PDL: no spills, no local memory; its weights'
+    first columns prefetched into L2 before the wait."""
     from graphbench.runner.kernel_choice import skinny_rule
+    from graphbench.runner.kernels.prefetch import prefetch_constexprs
     from graphbench.runner.kernels.skinny_gemm import _skinny_kernel
 
     BLOCK_N, BLOCK_K = skinny_rule(2048, 2048, 132)[:2]
 
     sig = {"x_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "part_ptr": "*fp32", "count_ptr": "*i32",
            "M": "i32", "N": "i32", "stride_xm": "i32", "stride_wn": "i32", "stride_ym": "i32", **LORA_SIG}
+    prefetch = prefetch_constexprs(2048, 2048 // split_k, split_k, 2, BLOCK_K)
     for block_m in (16, 64):
         kernel = compile_sm90(_skinny_kernel, sig, {"HAS_BIAS": False, "BLOCK_M": block_m, "BLOCK_N": BLOCK_N,
                                                     "BLOCK_K": BLOCK_K, "SPLIT_K": split_k, "K_PER_SPLIT": 2048 // split_k,
-                                                    **NO_LORA, "INTERPRET": False, "PDL": True},
+                                                    **NO_LORA, "INTERPRET": False, **prefetch, "PDL": True},
                               divisible=("x_ptr", "w_ptr", "y_ptr", "part_ptr", "N", "stride_xm", "stride_wn", "stride_ym"),
                               options={"num_warps": 4, "num_stages": 4})
-        assert "griddepcontrol.wait" in kernel.asm["ptx"]
+        ptx = kernel.asm["ptx"]
+        # the program's first weight columns asked of L2 before the wait, every line of them
+        before = ptx[:ptx.index("griddepcontrol.wait")]
+        lines = BLOCK_N * prefetch["PREFETCH_LINES"] // (4 * 32)  # a thread's
+        assert before.count("prefetch.global.L2") == lines > 0, (before.count("prefetch.global.L2"), lines)
         assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0)
 
 
@@ -311,6 +318,7 @@ def test_gated_skinny_gemm_compiles_without_local_memory():
     with blocks start-up times for llama-3.1-8b (the best of its hand-searched grid) and PDL: no spills, no
     local memory, its K loop pipelined (cp.async) into tensor-core dots."""
     from graphbench.runner.kernel_choice import gated_skinny_candidates, gated_skinny_neighbours
+    from graphbench.runner.kernels.prefetch import prefetch_constexprs
     from graphbench.runner.kernels.skinny_gemm import _gated_kernel
 
     block_n, block_k, warps, stages = 32, 64, 4, 3
@@ -318,13 +326,16 @@ def test_gated_skinny_gemm_compiles_without_local_memory():
     assert (32, 64, 4, 4) in gated_skinny_candidates(4096)
     sig = {"x_ptr": BF16, "w_ptr": BF16, "y_ptr": BF16, "M": "i32", "N": "i32", "stride_xm": "i32",
            "stride_wn": "i32", "stride_ym": "i32", **LORA_SIG}
+    prefetch = prefetch_constexprs(2 * 14336, 4096, 1, 2, block_k)
+    assert 0 < prefetch["PREFETCH_COLS"] < 4096  # (llama-3.1-8b's gate/up: more than PREFETCH_BYTES in all)
     for block_m in (32, 64):
         kernel = compile_sm90(_gated_kernel, sig, {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k,
-                                                   "K": 4096, **NO_LORA, "INTERPRET": False, "PDL": True},
+                                                   "K": 4096, **NO_LORA, "INTERPRET": False, **prefetch, "PDL": True},
                               divisible=("x_ptr", "w_ptr", "y_ptr", "N", "stride_xm", "stride_wn", "stride_ym"),
                               options={"num_warps": warps, "num_stages": stages})
         ptx = kernel.asm["ptx"]
         assert "griddepcontrol.wait" in ptx and "cp.async" in ptx and "mma" in ptx
+        assert ptx[:ptx.index("griddepcontrol.wait")].count("prefetch.global.L2") > 0  # gate's rows and up's
         assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0)
 
 
