@@ -373,6 +373,7 @@ def test_skinny_gemms_with_the_lora_epilogue_keep_their_k_loop_free_of_local_mem
     slots load before the wait, the deltas run on tensor cores, and no spill lands in the K loop (holding the
     slots across the loop may leave a word spilled once after it: 4 slots in the gated GEMM, 8 bytes)."""
     from graphbench.runner.kernels.lora_bgmv import lora_blocks
+    from graphbench.runner.kernels.prefetch import slot_rows_lines
     from graphbench.runner.kernels.skinny_gemm import _gated_kernel, _skinny_kernel
 
     divisible = ("x_ptr", "w_ptr", "y_ptr", "N", "stride_xm", "stride_wn", "stride_ym", "lora_v", "lora_b",
@@ -384,7 +385,10 @@ def test_skinny_gemms_with_the_lora_epilogue_keep_their_k_loop_free_of_local_mem
 
     def check(kernel, case, without_lora):
         ptx = kernel.asm["ptx"]
-        assert "ld.global" in ptx[:ptx.index("griddepcontrol.wait")], case  # the adapter slots, before the wait
+        before = ptx[:ptx.index("griddepcontrol.wait")]
+        assert "ld.global" in before, case  # the adapter slots, before the wait
+        # and the B rows of their slots asked of L2 (beside the weights' first columns)
+        assert before.count("prefetch.global.L2") > without_lora.asm["ptx"].count("prefetch.global.L2"), case
         assert ptx.count("mma") > without_lora.asm["ptx"].count("mma"), case  # the delta's dots
         loops, spills = _local_memory_in_k_loops(kernel.asm["cubin"])
         assert loops >= 1 and spills == [], (case, loops, spills)
@@ -406,16 +410,17 @@ def test_skinny_gemms_with_the_lora_epilogue_keep_their_k_loop_free_of_local_mem
     for (k, r, segments), slots, split_k in itertools.product(
             ((2048, 48, 3), (2048, 16, 1), (8192, 16, 1), (8192, 64, 1)), (1, 4), (1, 4)):
         cfg = lora_blocks(16, k, r, segments, slots)
-        lora = {"LORA": True, "LORA_SEGMENTS": segments,
-                "LORA_BLOCK_RS": cfg["BLOCK_RS"], "LORA_GROUP": cfg["GROUP"], "LORA_PRECISION": "tf32"}
+        lora = {"LORA": True, "LORA_SEGMENTS": segments, "LORA_BLOCK_RS": cfg["BLOCK_RS"], "LORA_GROUP": cfg["GROUP"],
+                "LORA_PRECISION": "tf32", "LORA_PREFETCH_LINES": slot_rows_lines(64, r, 2)}
         if (k, split_k) not in plain_kernels:
             plain_kernels[k, split_k] = skinny(k, split_k, NO_LORA)
         check(skinny(k, split_k, lora), (k, r, slots, split_k), plain_kernels[k, split_k])
     gated_plain = gated_gemm(NO_LORA)
     for slots in (1, 4):
         cfg = lora_blocks(16, 2048, 32, 2, slots)
-        check(gated_gemm({"LORA": True, "LORA_SEGMENTS": 2, "LORA_BLOCK_RS": cfg["BLOCK_RS"],
-                          "LORA_GROUP": cfg["GROUP"], "LORA_PRECISION": "tf32"}), ("gate_up", slots), gated_plain)
+        check(gated_gemm({"LORA": True, "LORA_SEGMENTS": 2, "LORA_BLOCK_RS": cfg["BLOCK_RS"], "LORA_GROUP": cfg["GROUP"],
+                          "LORA_PRECISION": "tf32", "LORA_PREFETCH_LINES": slot_rows_lines(32, 32, 2)}),
+              ("gate_up", slots), gated_plain)
 
 
 @pytest.mark.parametrize("k, r", [(2048, 48), (2048, 32), (4096, 48)])

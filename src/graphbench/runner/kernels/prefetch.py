@@ -35,6 +35,23 @@ def prefetch_rows(w_ptr, offs_n, N, stride_wn, k_lo, COLS: tl.constexpr, LINES: 
         prefetch_l2(w_ptr + rows[:, None] + cols[None, :], INTERPRET)
 
 
+@triton.jit
+def prefetch_slot_rows(b_ptr, slots, n0, N, stride_bl, stride_bn, BLOCK_N: tl.constexpr, LINES: tl.constexpr,
+                       LINE: tl.constexpr, INTERPRET: tl.constexpr):
+    """Prefetch B[slot, n0 : n0 + BLOCK_N (< N), :] for each token's adapter slot (slots [BLOCK_M]; -1, no
+    adapter: slot 0's, never read), the rows contiguous: a LoRA epilogue's B tiles, loaded after the K loop."""
+    if LINES > 0:
+        extent = tl.minimum(N - n0, BLOCK_N) * stride_bn
+        offs = tl.minimum(tl.arange(0, LINES) * LINE, extent - 1)
+        base = tl.maximum(slots, 0).to(tl.int64) * stride_bl + n0.to(tl.int64) * stride_bn
+        prefetch_l2(b_ptr + base[:, None] + offs[None, :], INTERPRET)
+
+
+def slot_rows_lines(block_n: int, rank_total: int, element_bytes: int) -> int:
+    """prefetch_slot_rows' LINES: BLOCK_N rows of rank_total values, in whole lines (a power of two)."""
+    return next_power_of_2(-(-block_n * rank_total * element_bytes // LINE_BYTES))
+
+
 def prefetch_constexprs(weight_rows: int, k_per_program: int, splits: int, element_bytes: int, block_k: int) -> dict:
     """PREFETCH_COLS / PREFETCH_LINES / PREFETCH_LINE: the first columns of a program's K span to prefetch
     (whole K tiles; the span itself where the whole weight fits PREFETCH_BYTES)."""
