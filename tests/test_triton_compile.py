@@ -288,28 +288,21 @@ NO_LORA = {"LORA": False, "LORA_SEGMENTS": 1, "LORA_BLOCK_RS": 16, "LORA_GROUP":
 
 @pytest.mark.parametrize("split_k", [1, 8])
 def test_skinny_gemm_compiles_without_local_memory(split_k):
-    """The split-K GEMM at 64 rows (wgmma tiles) and 16, with PDL: no spills, no local memory; its weights'
-    first columns prefetched into L2 before the wait."""
+    """The split-K GEMM at 64 rows (wgmma tiles) and 16, with PDL: no spills, no local memory."""
     from graphbench.runner.kernel_choice import skinny_rule
-    from graphbench.runner.kernels.prefetch import prefetch_constexprs
     from graphbench.runner.kernels.skinny_gemm import _skinny_kernel
 
     BLOCK_N, BLOCK_K = skinny_rule(2048, 2048, 132)[:2]
 
     sig = {"x_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "part_ptr": "*fp32", "count_ptr": "*i32",
            "M": "i32", "N": "i32", "stride_xm": "i32", "stride_wn": "i32", "stride_ym": "i32", **LORA_SIG}
-    prefetch = prefetch_constexprs(2048, 2048 // split_k, split_k, 2, BLOCK_K)
     for block_m in (16, 64):
         kernel = compile_sm90(_skinny_kernel, sig, {"HAS_BIAS": False, "BLOCK_M": block_m, "BLOCK_N": BLOCK_N,
                                                     "BLOCK_K": BLOCK_K, "SPLIT_K": split_k, "K_PER_SPLIT": 2048 // split_k,
-                                                    **NO_LORA, "INTERPRET": False, **prefetch, "PDL": True},
+                                                    **NO_LORA, "INTERPRET": False, "PDL": True},
                               divisible=("x_ptr", "w_ptr", "y_ptr", "part_ptr", "N", "stride_xm", "stride_wn", "stride_ym"),
                               options={"num_warps": 4, "num_stages": 4})
-        ptx = kernel.asm["ptx"]
-        # the program's first weight columns asked of L2 before the wait, every line of them
-        before = ptx[:ptx.index("griddepcontrol.wait")]
-        lines = BLOCK_N * prefetch["PREFETCH_LINES"] // (4 * 32)  # a thread's
-        assert before.count("prefetch.global.L2") == lines > 0, (before.count("prefetch.global.L2"), lines)
+        assert "griddepcontrol.wait" in kernel.asm["ptx"]
         assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0)
 
 
@@ -318,7 +311,6 @@ def test_gated_skinny_gemm_compiles_without_local_memory():
     with blocks start-up times for llama-3.1-8b (the best of its hand-searched grid) and PDL: no spills, no
     local memory, its K loop pipelined (cp.async) into tensor-core dots."""
     from graphbench.runner.kernel_choice import gated_skinny_candidates, gated_skinny_neighbours
-    from graphbench.runner.kernels.prefetch import prefetch_constexprs
     from graphbench.runner.kernels.skinny_gemm import _gated_kernel
 
     block_n, block_k, warps, stages = 32, 64, 4, 3
@@ -326,16 +318,13 @@ def test_gated_skinny_gemm_compiles_without_local_memory():
     assert (32, 64, 4, 4) in gated_skinny_candidates(4096)
     sig = {"x_ptr": BF16, "w_ptr": BF16, "y_ptr": BF16, "M": "i32", "N": "i32", "stride_xm": "i32",
            "stride_wn": "i32", "stride_ym": "i32", **LORA_SIG}
-    prefetch = prefetch_constexprs(2 * 14336, 4096, 1, 2, block_k)
-    assert 0 < prefetch["PREFETCH_COLS"] < 4096  # (llama-3.1-8b's gate/up: more than PREFETCH_BYTES in all)
     for block_m in (32, 64):
         kernel = compile_sm90(_gated_kernel, sig, {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k,
-                                                   "K": 4096, **NO_LORA, "INTERPRET": False, **prefetch, "PDL": True},
+                                                   "K": 4096, **NO_LORA, "INTERPRET": False, "PDL": True},
                               divisible=("x_ptr", "w_ptr", "y_ptr", "N", "stride_xm", "stride_wn", "stride_ym"),
                               options={"num_warps": warps, "num_stages": stages})
         ptx = kernel.asm["ptx"]
         assert "griddepcontrol.wait" in ptx and "cp.async" in ptx and "mma" in ptx
-        assert ptx[:ptx.index("griddepcontrol.wait")].count("prefetch.global.L2") > 0  # gate's rows and up's
         assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0)
 
 
@@ -373,7 +362,6 @@ def test_skinny_gemms_with_the_lora_epilogue_keep_their_k_loop_free_of_local_mem
     slots load before the wait, the deltas run on tensor cores, and no spill lands in the K loop (holding the
     slots across the loop may leave a word spilled once after it: 4 slots in the gated GEMM, 8 bytes)."""
     from graphbench.runner.kernels.lora_bgmv import lora_blocks
-    from graphbench.runner.kernels.prefetch import slot_rows_lines
     from graphbench.runner.kernels.skinny_gemm import _gated_kernel, _skinny_kernel
 
     divisible = ("x_ptr", "w_ptr", "y_ptr", "N", "stride_xm", "stride_wn", "stride_ym", "lora_v", "lora_b",
@@ -385,10 +373,7 @@ def test_skinny_gemms_with_the_lora_epilogue_keep_their_k_loop_free_of_local_mem
 
     def check(kernel, case, without_lora):
         ptx = kernel.asm["ptx"]
-        before = ptx[:ptx.index("griddepcontrol.wait")]
-        assert "ld.global" in before, case  # the adapter slots, before the wait
-        # and the B rows of their slots asked of L2 (beside the weights' first columns)
-        assert before.count("prefetch.global.L2") > without_lora.asm["ptx"].count("prefetch.global.L2"), case
+        assert "ld.global" in ptx[:ptx.index("griddepcontrol.wait")], case  # the adapter slots, before the wait
         assert ptx.count("mma") > without_lora.asm["ptx"].count("mma"), case  # the delta's dots
         loops, spills = _local_memory_in_k_loops(kernel.asm["cubin"])
         assert loops >= 1 and spills == [], (case, loops, spills)
@@ -410,17 +395,16 @@ def test_skinny_gemms_with_the_lora_epilogue_keep_their_k_loop_free_of_local_mem
     for (k, r, segments), slots, split_k in itertools.product(
             ((2048, 48, 3), (2048, 16, 1), (8192, 16, 1), (8192, 64, 1)), (1, 4), (1, 4)):
         cfg = lora_blocks(16, k, r, segments, slots)
-        lora = {"LORA": True, "LORA_SEGMENTS": segments, "LORA_BLOCK_RS": cfg["BLOCK_RS"], "LORA_GROUP": cfg["GROUP"],
-                "LORA_PRECISION": "tf32", "LORA_PREFETCH_LINES": slot_rows_lines(64, r, 2)}
+        lora = {"LORA": True, "LORA_SEGMENTS": segments,
+                "LORA_BLOCK_RS": cfg["BLOCK_RS"], "LORA_GROUP": cfg["GROUP"], "LORA_PRECISION": "tf32"}
         if (k, split_k) not in plain_kernels:
             plain_kernels[k, split_k] = skinny(k, split_k, NO_LORA)
         check(skinny(k, split_k, lora), (k, r, slots, split_k), plain_kernels[k, split_k])
     gated_plain = gated_gemm(NO_LORA)
     for slots in (1, 4):
         cfg = lora_blocks(16, 2048, 32, 2, slots)
-        check(gated_gemm({"LORA": True, "LORA_SEGMENTS": 2, "LORA_BLOCK_RS": cfg["BLOCK_RS"], "LORA_GROUP": cfg["GROUP"],
-                          "LORA_PRECISION": "tf32", "LORA_PREFETCH_LINES": slot_rows_lines(32, 32, 2)}),
-              ("gate_up", slots), gated_plain)
+        check(gated_gemm({"LORA": True, "LORA_SEGMENTS": 2, "LORA_BLOCK_RS": cfg["BLOCK_RS"],
+                          "LORA_GROUP": cfg["GROUP"], "LORA_PRECISION": "tf32"}), ("gate_up", slots), gated_plain)
 
 
 @pytest.mark.parametrize("k, r", [(2048, 48), (2048, 32), (4096, 48)])

@@ -28,8 +28,8 @@ CHOICES_FILE = "kernel_choices.json"  # timed with PDL launches, as the engine r
 NO_PDL_CHOICES_FILE = "kernel_choices-no-pdl.json"  # timed under the debug hatch GRAPHBENCH_PDL=0
 # the sources whose change can change which candidate is fastest: a stored choice made by others is redone
 _SOURCES = ("kernel_choice.py", "kernel_timing.py", "kernel_bench.py", "norm_fold_timing.py", "kernels/gemv.py",
-            "kernels/row_pieces.py", "kernels/skinny_gemm.py", "kernels/prefetch.py", "kernels/norm_gemv.py",
-            "kernels/add_rmsnorm.py", "kernels/util.py")
+            "kernels/row_pieces.py", "kernels/skinny_gemm.py", "kernels/norm_gemv.py", "kernels/add_rmsnorm.py",
+            "kernels/util.py")
 
 
 def sources_hash() -> str:

@@ -8,8 +8,7 @@ step is 4.8-7.6% faster with it; start-up times its blocks against cuBLAS per sh
 streams its [BLOCK_N, K / SPLIT_K] weights once through tl.dot against the rows of x. With SPLIT_K > 1 each split
 writes its float32 partial to a workspace, and the last split of a column block to finish (an atomic
 count, as the decode kernel merges its splits) sums the partials in split order, so the result does not
-depend on which program finishes first (a replay equals its eager run bit for bit). Before its PDL wait a
-program asks L2 for its weights' first columns (kernels/prefetch.py): its K loop starts after the wait.
+depend on which program finishes first (a replay equals its eager run bit for bit).
 """
 
 from __future__ import annotations
@@ -21,8 +20,6 @@ import triton.language as tl
 from graphbench.runner.kernels.launch import DirectLauncher
 from graphbench.runner.kernels.lora_bgmv import ShrunkInput, lora_expand_delta, lora_expand_gate_up
 from graphbench.runner.kernels.pdl import pdl_arguments, pdl_enter
-from graphbench.runner.kernels.prefetch import (prefetch_constexprs, prefetch_rows, prefetch_slot_rows,
-                                                slot_rows_lines)
 from graphbench.runner.kernels.util import cdiv, next_power_of_2, triton_interpreting
 
 MAX_ROWS = 64  # runner/kernel_choice.py chooses the blocks per shape and row class, by timing them
@@ -34,9 +31,7 @@ def _skinny_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, count_ptr, M, N, stride
                    HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                    SPLIT_K: tl.constexpr, K_PER_SPLIT: tl.constexpr, LORA: tl.constexpr, LORA_SEGMENTS: tl.constexpr,
                    LORA_BLOCK_RS: tl.constexpr, LORA_GROUP: tl.constexpr,
-                   LORA_PRECISION: tl.constexpr, INTERPRET: tl.constexpr, LORA_PREFETCH_LINES: tl.constexpr = 0,
-                   PREFETCH_COLS: tl.constexpr = 1,
-                   PREFETCH_LINES: tl.constexpr = 0, PREFETCH_LINE: tl.constexpr = 64, PDL: tl.constexpr = False):
+                   LORA_PRECISION: tl.constexpr, INTERPRET: tl.constexpr, PDL: tl.constexpr = False):
     pid_n = tl.program_id(0)
     split = tl.program_id(1)
     offs_m = tl.arange(0, BLOCK_M)
@@ -48,10 +43,6 @@ def _skinny_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, count_ptr, M, N, stride
     w_cols = w_ptr + offs_n[None, :].to(tl.int64) * stride_wn  # [1, BLOCK_N]: w.T's columns
     x_rows = x_ptr + offs_m[:, None].to(tl.int64) * stride_xm  # [BLOCK_M, 1]
     lora_rows = _lora_rows(lora_idx, offs_m, m_ok, LORA)
-    prefetch_rows(w_ptr, offs_n, N, stride_wn, k_lo, PREFETCH_COLS, PREFETCH_LINES, PREFETCH_LINE, INTERPRET)
-    if LORA:  # (only the program that adds the delta reads B: with splits, that may be any)
-        prefetch_slot_rows(lora_b, lora_rows, pid_n * BLOCK_N, N, lora_stride_bl, lora_stride_bn, BLOCK_N,
-                           LORA_PREFETCH_LINES, PREFETCH_LINE, INTERPRET)
     pdl_enter(PDL)
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     if INTERPRET:  # numpy >= 2.4 cannot turn the interpreter's 1-element scalars into range bounds
@@ -133,9 +124,7 @@ def _gated_kernel(x_ptr, w_ptr, y_ptr, M, N, stride_xm, stride_wn, stride_ym, lo
                   lora_seg1, lora_seg2, lora_stride_bl, lora_stride_bn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   BLOCK_K: tl.constexpr, K: tl.constexpr, LORA: tl.constexpr, LORA_SEGMENTS: tl.constexpr,
                   LORA_BLOCK_RS: tl.constexpr, LORA_GROUP: tl.constexpr,
-                  LORA_PRECISION: tl.constexpr, INTERPRET: tl.constexpr, LORA_PREFETCH_LINES: tl.constexpr = 0,
-                  PREFETCH_COLS: tl.constexpr = 1,
-                  PREFETCH_LINES: tl.constexpr = 0, PREFETCH_LINE: tl.constexpr = 64, PDL: tl.constexpr = False):
+                  LORA_PRECISION: tl.constexpr, INTERPRET: tl.constexpr, PDL: tl.constexpr = False):
     """y[:, j] = silu(x @ w[j].T) * (x @ w[N + j].T) for BLOCK_N columns j: the gate/up projection and the
     activation after it in one launch. A program streams its gate rows and their up rows (w = [gate; up],
     [2N, K]); both products are rounded to y's dtype before the activation, as the two launches round them.
@@ -150,14 +139,6 @@ def _gated_kernel(x_ptr, w_ptr, y_ptr, M, N, stride_xm, stride_wn, stride_ym, lo
     up_cols = w_ptr + (offs_n + N)[None, :].to(tl.int64) * stride_wn  # the matching up rows
     x_rows = x_ptr + offs_m[:, None].to(tl.int64) * stride_xm  # [BLOCK_M, 1]
     lora_rows = _lora_rows(lora_idx, offs_m, m_ok, LORA)
-    prefetch_rows(w_ptr, offs_n, N, stride_wn, 0, PREFETCH_COLS, PREFETCH_LINES, PREFETCH_LINE, INTERPRET)
-    prefetch_rows(w_ptr, offs_n + N, 2 * N, stride_wn, 0, PREFETCH_COLS, PREFETCH_LINES, PREFETCH_LINE, INTERPRET)
-    if LORA:  # B's gate rows and up rows (from row N) of these columns
-        n0 = tl.program_id(0) * BLOCK_N
-        prefetch_slot_rows(lora_b, lora_rows, n0, N, lora_stride_bl, lora_stride_bn, BLOCK_N, LORA_PREFETCH_LINES,
-                           PREFETCH_LINE, INTERPRET)
-        prefetch_slot_rows(lora_b, lora_rows, N + n0, 2 * N, lora_stride_bl, lora_stride_bn, BLOCK_N,
-                           LORA_PREFETCH_LINES, PREFETCH_LINE, INTERPRET)
     pdl_enter(PDL)
     gate = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     up = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
@@ -188,7 +169,7 @@ def skinny_applies(x: torch.Tensor, weight: torch.Tensor) -> bool:
             and x.dtype in (torch.bfloat16, torch.float16))
 
 
-def _lora_arguments(lora: ShrunkInput | None, out: torch.Tensor, block_n: int) -> tuple[tuple, dict]:
+def _lora_arguments(lora: ShrunkInput | None, out: torch.Tensor) -> tuple[tuple, dict]:
     """The kernels' LoRA arguments: the shrunk input's, or placeholders that a kernel without LoRA never reads."""
     if lora is None:
         return (out, out, out, 1, 0, 0, 0, 0), dict(LORA=False, LORA_SEGMENTS=1, LORA_BLOCK_RS=16,
@@ -196,9 +177,7 @@ def _lora_arguments(lora: ShrunkInput | None, out: torch.Tensor, block_n: int) -
     assert lora.index.shape[0] == out.shape[0] and lora.v.shape[0] == out.shape[0]
     return lora.expand_arguments(), dict(LORA=True, LORA_SEGMENTS=lora.num_segments,
                                          LORA_BLOCK_RS=lora.block_rs, LORA_GROUP=lora.group,
-                                         LORA_PRECISION=lora.precision,
-                                         LORA_PREFETCH_LINES=slot_rows_lines(block_n, lora.b.shape[2],
-                                                                             lora.b.element_size()))
+                                         LORA_PRECISION=lora.precision)
 
 
 def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
@@ -213,13 +192,12 @@ def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     assert k % (block_k * splits) == 0
     block_m = max(16, next_power_of_2(m))
     part, counts = _workspace(x.device, splits, n, block_n) if splits > 1 else (out, out)
-    lora_args, lora_meta = _lora_arguments(lora, out, block_n)
+    lora_args, lora_meta = _lora_arguments(lora, out)
     _skinny_launch[(cdiv(n, block_n), splits)](
         x, weight, bias if bias is not None else out, out, part, counts, m, n, x.stride(0), weight.stride(0),
         out.stride(0), *lora_args, HAS_BIAS=bias is not None, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
-        SPLIT_K=splits, K_PER_SPLIT=k // splits, **lora_meta, INTERPRET=triton_interpreting(),
-        **prefetch_constexprs(n, k // splits, splits, x.element_size(), block_k), num_warps=warps, num_stages=stages,
-        **pdl_arguments(out))
+        SPLIT_K=splits, K_PER_SPLIT=k // splits, **lora_meta, INTERPRET=triton_interpreting(), num_warps=warps,
+        num_stages=stages, **pdl_arguments(out))
     return out
 
 
@@ -235,12 +213,11 @@ def skinny_gate_up(x: torch.Tensor, weight: torch.Tensor, config: tuple[int, int
     # the epilogue reads gate's rank columns as B's segment 0 and up's as segment 1, from row n
     assert lora is None or (lora.num_segments == 2 and lora.bounds[0] == n)
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
-    lora_args, lora_meta = _lora_arguments(lora, out, block_n)
+    lora_args, lora_meta = _lora_arguments(lora, out)
     _gated_launch[(cdiv(n, block_n),)](
         x, weight, out, m, n, x.stride(0), weight.stride(0), out.stride(0), *lora_args,
         BLOCK_M=max(16, next_power_of_2(m)), BLOCK_N=block_n, BLOCK_K=block_k, K=k, **lora_meta,
-        INTERPRET=triton_interpreting(), **prefetch_constexprs(2 * n, k, 1, x.element_size(), block_k),
-        num_warps=warps, num_stages=stages, **pdl_arguments(out))
+        INTERPRET=triton_interpreting(), num_warps=warps, num_stages=stages, **pdl_arguments(out))
     return out
 
 
