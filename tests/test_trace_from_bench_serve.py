@@ -45,11 +45,21 @@ def test_all_at_once_without_send_times_only_where_vllm_sent_them_so(tmp_path):
         load_trace(write(tmp_path, bench_result(start_times=None, request_rate="inf", max_concurrency=4)))
 
 
+def test_a_success_that_counted_no_tokens_ran_its_prefill_and_one_token(tmp_path):
+    # vLLM counts a success's tokens from its text; an end-of-sequence token at once leaves 0
+    specs = load_trace(write(tmp_path, bench_result(output_lens=[32, 0, 0, 48])))
+    assert [(s.prompt_len, s.output_len) for s in specs] == [(120, 1), (100, 32), (200, 48)]
+    # without recorded errors, 0 tokens is the only sign of a failure
+    specs = load_trace(write(tmp_path, bench_result(output_lens=[32, 0, 0, 48], errors=None)))
+    assert [(s.prompt_len, s.output_len) for s in specs] == [(100, 32), (200, 48)]
+
+
 @pytest.mark.parametrize("changes, message", [
     ({"start_times": [100.0, 100.5]}, "start_times must be a list of 4 send times"),
     ({"start_times": [100.0, "soon", 100.25, 101.0]}, r"start_times\[1\] holds 'soon'"),
     ({"start_times": [100.0, 100.5, 100.25, 2e9]}, "arrival_s must be a number of seconds in"),
-    ({"output_lens": [0, 0, 0, 0]}, "no successful request"),
+    ({"errors": ["timeout", "Bad Request", "timeout", "timeout"]}, "no successful request"),
+    ({"output_lens": [0, 0, 0, 0], "errors": None}, "no successful request"),
     ({"input_lens": [100, 120, 80, 10**7]}, "prompt_len must be an integer in 1..1048576"),
 ])
 def test_a_bad_bench_result_is_one_error_naming_the_file(tmp_path, changes, message):

@@ -149,11 +149,14 @@ def _bench_result(data: dict[str, Any], name: str) -> RequestTrace:
     kept: list[tuple[int, int, float | None]] = []
     for i, (n_in, n_out) in enumerate(zip(inputs, outputs)):
         n_out = _count(n_out, name, f"output_lens[{i}]", 0, MAX_OUTPUT_LEN)
-        if errors[i] or n_out == 0:  # failed (vLLM records 0 tokens for it): it never ran
+        if errors[i] if errors is not None else n_out == 0:  # failed (vLLM records 0 tokens for it): never ran
             continue
-        kept.append((_count(n_in, name, f"input_lens[{i}]", 1), n_out, starts[i] if starts else None))
+        # a success counted 0 tokens when its text tokenized to nothing (an end-of-sequence token at once): the
+        # server still ran its prefill and sampled that one token
+        kept.append((_count(n_in, name, f"input_lens[{i}]", 1), max(n_out, 1), starts[i] if starts else None))
     if not kept:
-        raise GraphbenchError(f"{name}: no successful request (every output_lens entry is 0 or has an error)")
+        raise GraphbenchError(f"{name}: no successful request (every request has an error, or output_lens 0 "
+                              "where no errors are recorded)")
     first = min(t for _, _, t in kept) if starts else 0.0
     return RequestTrace(tuple(p for p, _, _ in kept), tuple(o for _, o, _ in kept), name,
                         max_concurrency=_concurrency(data.get("max_concurrency"), name),
@@ -177,10 +180,11 @@ def _start_times(value: object, n: int, name: str) -> list[float] | None:
     return times  # type: ignore[return-value]
 
 
-def _errors(value: object, n: int, name: str) -> list[object]:
-    """Each request's error ("" or null: it succeeded); absent or null: none failed."""
+def _errors(value: object, n: int, name: str) -> list[object] | None:
+    """Each request's error ("" or null: it succeeded); absent or null: not recorded (then a request with 0
+    output tokens is the failed one)."""
     if value is None:
-        return [""] * n
+        return None
     if not isinstance(value, list):
         raise GraphbenchError(f"{name}: key errors must be a list (one error string per request, \"\" for "
                               f"none), got {type(value).__name__}")
