@@ -73,3 +73,19 @@ def test_appended_results_are_replayed_one_a_file(tmp_path):
     lines = json.dumps(bench_result()) + "\n" + json.dumps(bench_result(request_rate=16.0)) + "\n"
     with pytest.raises(GraphbenchError, match="holds 2 vLLM bench serve results"):
         load_trace(write(tmp_path, lines))
+
+
+def test_a_trace_is_parsed_once_a_version_of_its_file(tmp_path, monkeypatch):
+    """run reads a trace three times (checked before start-up, its lengths, the replay): one parse."""
+    from pathlib import Path
+
+    path = write(tmp_path, bench_result())
+    reads = []
+    real_read = Path.read_text
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: reads.append(self) or real_read(self, *a, **k))
+    first, again = load_trace(path), load_trace(path)
+    assert first == again and len(first) == 3 and len(reads) == 1
+    again.pop()  # a caller's list is its own
+    assert len(load_trace(path)) == 3 and len(reads) == 1
+    write(tmp_path, bench_result(output_lens=[32, 16, 0, 480], errors=None))  # a new version: parsed again
+    assert [s.output_len for s in load_trace(path)][-1] == 480 and len(reads) == 2

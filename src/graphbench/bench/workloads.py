@@ -6,6 +6,7 @@ workloads have no arrival times (a request starts when one of the C in flight fi
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import random
@@ -224,8 +225,16 @@ def load_trace(path: str | Path) -> list[RequestSpec]:
         raise GraphbenchError(f"trace file not found: {path}")
     if not path.is_file():
         raise GraphbenchError(f"trace {path} is not a regular file")
-    if path.stat().st_size > MAX_TRACE_BYTES:
-        raise GraphbenchError(f"trace {path} is {path.stat().st_size} bytes, over {MAX_TRACE_BYTES >> 20} MiB")
+    stat = path.stat()
+    if stat.st_size > MAX_TRACE_BYTES:
+        raise GraphbenchError(f"trace {path} is {stat.st_size} bytes, over {MAX_TRACE_BYTES >> 20} MiB")
+    return list(_parsed_trace(path, path.resolve(), stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed_trace(path: Path, resolved: Path, mtime_ns: int, size: int) -> tuple[RequestSpec, ...]:
+    """load_trace's requests, parsed once a version of the file: a run checks a trace before its start-up,
+    checks its lengths against the model and replays it (a file of up to 256 MiB)."""
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
@@ -235,7 +244,7 @@ def load_trace(path: str | Path) -> list[RequestSpec]:
         raise GraphbenchError(f"trace {path} holds no requests")
     if len(specs) > MAX_REQUESTS:
         raise GraphbenchError(f"trace {path} holds more than {MAX_REQUESTS} requests")
-    return sorted(specs, key=lambda s: s.arrival_s)
+    return tuple(sorted(specs, key=lambda s: s.arrival_s))
 
 
 def _jsonl_requests(text: str, path: Path) -> list[RequestSpec]:
