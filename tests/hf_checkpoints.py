@@ -1,4 +1,4 @@
-"""Tiny random transformers checkpoints saved with save_pretrained (no hub access needed)."""
+"""Tiny random transformers checkpoints and PEFT adapters saved with save_pretrained (no hub access needed)."""
 
 from __future__ import annotations
 
@@ -38,3 +38,19 @@ def load_hf(folder: Path):
     import transformers
 
     return transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+
+
+def save_peft_adapter(checkpoint: Path, folder: Path, *, seed: int = 0, safe: bool = True, **config) -> Path:
+    """peft's own adapter folder for a LoraConfig (r 4, alpha 8, q/v unless given) on the checkpoint, with
+    random A and B (PEFT starts B at zero: no effect)."""
+    import peft
+
+    torch.manual_seed(seed)
+    config = {"r": 4, "lora_alpha": 8, "lora_dropout": 0.0, "target_modules": ["q_proj", "v_proj"], **config}
+    model = peft.get_peft_model(load_hf(checkpoint), peft.LoraConfig(**config))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_" in name:
+                p.normal_(0, 0.1)
+    model.save_pretrained(folder, safe_serialization=safe)
+    return folder

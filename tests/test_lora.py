@@ -12,31 +12,18 @@ from graphbench.runner.dispatcher import CudagraphDispatcher
 from graphbench.runner.engine import Engine
 from graphbench.runner.request import SamplingParams
 from graphbench.runner.scheduler import BatchDescriptor
-from tests.hf_checkpoints import load_hf, save_tiny_checkpoint
+from tests.hf_checkpoints import load_hf, save_peft_adapter, save_tiny_checkpoint
 
 peft = pytest.importorskip("peft")
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-
-
-def _adapter(checkpoint, folder, seed: int, rank: int, targets=TARGETS, alpha: int = 16):
-    """A PEFT adapter on the checkpoint with random A and B (PEFT starts B at zero: no effect)."""
-    torch.manual_seed(seed)
-    model = peft.get_peft_model(load_hf(checkpoint),
-                                peft.LoraConfig(r=rank, lora_alpha=alpha, target_modules=targets, lora_dropout=0.0))
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "lora_" in name:
-                p.normal_(0, 0.1)
-    model.save_pretrained(folder)
-    return folder
 
 
 @pytest.fixture(scope="module", params=["llama", "qwen2"])
 def setup(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(f"lora-{request.param}")
     checkpoint = save_tiny_checkpoint(root / "model", request.param)
-    a = _adapter(checkpoint, root / "a", seed=1, rank=8)
-    b = _adapter(checkpoint, root / "b", seed=2, rank=4, targets=["q_proj", "v_proj", "down_proj"], alpha=8)
+    a = save_peft_adapter(checkpoint, root / "a", seed=1, r=8, lora_alpha=16, target_modules=TARGETS)
+    b = save_peft_adapter(checkpoint, root / "b", seed=2, target_modules=["q_proj", "v_proj", "down_proj"])
     engine = Engine(load_engine_config(overrides={
         "model.model": str(checkpoint), "model.device": "cpu", "model.dtype": "float32", "optimization_level": 0,
         "scheduler.max_num_seqs": 4, "scheduler.max_num_batched_tokens": 64,

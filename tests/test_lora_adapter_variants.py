@@ -15,7 +15,7 @@ from graphbench.config import load_arch, load_engine_config
 from graphbench.errors import GraphbenchError
 from graphbench.runner.engine import Engine
 from graphbench.runner.lora.adapters import load_adapter
-from tests.hf_checkpoints import load_hf, save_tiny_checkpoint
+from tests.hf_checkpoints import load_hf, save_peft_adapter, save_tiny_checkpoint
 
 peft = pytest.importorskip("peft")
 safetensors = pytest.importorskip("safetensors.torch")
@@ -28,19 +28,6 @@ Q0 = "base_model.model.model.layers.0.self_attn.q_proj"
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     return save_tiny_checkpoint(tmp_path_factory.mktemp("variants") / "model", "llama")
-
-
-def _adapter(checkpoint, folder, safe: bool = True, **config):
-    """peft's own folder for a LoraConfig, with random A and B (PEFT starts B at zero: no effect)."""
-    torch.manual_seed(0)
-    config = {"r": 4, "lora_alpha": 8, "lora_dropout": 0.0, "target_modules": ["q_proj", "v_proj"], **config}
-    model = peft.get_peft_model(load_hf(checkpoint), peft.LoraConfig(**config))
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "lora_" in name:
-                p.normal_(0, 0.1)
-    model.save_pretrained(folder, safe_serialization=safe)
-    return folder
 
 
 def _edit(folder, config: dict | None = None, tensors=None):
@@ -84,7 +71,7 @@ def _logits(checkpoint, folder, rank: int = 8):
 ], ids=["all-linear", "suffixes", "bin", "no-alpha", "no-r", "bias-lora-only", "fan-in-fan-out", "regex",
         "layers-to-transform", "exclude-modules", "rslora"])
 def test_the_engine_computes_what_peft_computes(checkpoint, tmp_path, config, edit, safe):
-    folder = _edit(_adapter(checkpoint, tmp_path / "a", safe, **config), edit)
+    folder = _edit(save_peft_adapter(checkpoint, tmp_path / "a", safe=safe, **config), edit)
     ours, expected, base = _logits(checkpoint, folder)
     assert (expected - base).abs().max() > 1e-3  # the adapter does change the logits
     assert torch.allclose(ours, expected, atol=1e-4), (ours - expected).abs().max()
@@ -139,7 +126,7 @@ VISION = "base_model.model.vision_tower.encoder.layers.0.self_attn.q_proj"
      "float4_e2m1fn_x2, not a float"),
 ])
 def test_an_adapter_peft_would_not_compute_as_plain_lora_is_refused(checkpoint, tmp_path, config, tensors, said):
-    folder = _edit(_adapter(checkpoint, tmp_path / "a"), config, tensors)
+    folder = _edit(save_peft_adapter(checkpoint, tmp_path / "a"), config, tensors)
     with pytest.raises(GraphbenchError, match=said) as caught:
         load_adapter("a", str(folder), load_arch(str(checkpoint)), 16, 0)
     assert "\n" not in str(caught.value)
@@ -161,7 +148,7 @@ class _Payload:
     ("payload", r"\(UnpicklingError\)"),  # weights_only: the file's code never runs
 ])
 def test_an_unreadable_adapter_model_bin_is_one_line(checkpoint, tmp_path, content, said):
-    folder = _adapter(checkpoint, tmp_path / "a")
+    folder = save_peft_adapter(checkpoint, tmp_path / "a")
     (folder / "adapter_model.safetensors").unlink()  # PEFT reads adapter_model.bin then
     marker = str(tmp_path / "ran")
     if isinstance(content, bytes):
@@ -181,7 +168,7 @@ def test_an_unknown_home_is_one_line():
 
 def test_a_folder_named_dummy_something_is_a_path(checkpoint, tmp_path, monkeypatch):
     # refused before as "a named dummy adapter is NAME=dummy:r=RANK"
-    shutil.copytree(_adapter(checkpoint, tmp_path / "a"), tmp_path / "dummy-lora")
+    shutil.copytree(save_peft_adapter(checkpoint, tmp_path / "a"), tmp_path / "dummy-lora")
     monkeypatch.chdir(tmp_path)
     assert load_engine_config(overrides={"lora.modules": ["a=dummy-lora"]}).lora.adapters() == [("a", "dummy-lora")]
     assert len(load_adapter("a", "dummy-lora", load_arch(str(checkpoint)), 16, 0).weights) == 4
@@ -205,7 +192,7 @@ def test_one_adapters_inf_reaches_no_other_token():
 
 def test_an_adapter_beyond_float16s_range_is_refused_for_a_float16_model(checkpoint, tmp_path):
     """Finite in float32, inf once in a float16 model's slot buffers: refused naming the adapter and the dtype."""
-    folder = _edit(_adapter(checkpoint, tmp_path / "big"),
+    folder = _edit(save_peft_adapter(checkpoint, tmp_path / "big"),
                    tensors=lambda t: {k: (v * 1e6 if "lora_B" in k else v) for k, v in t.items()})
     with pytest.raises(GraphbenchError, match="overflow torch.float16"):
         Engine(load_engine_config(overrides={
