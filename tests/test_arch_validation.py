@@ -34,7 +34,7 @@ def test_a_good_config_reads(tmp_path):
     ({"hidden_act": "gelu"}, "hidden_act 'gelu' is not supported (graphbench runs silu)"),
     ({"rms_norm_eps": math.nan}, "rms_norm_eps must be a number > 0 and below 1, got nan"),
     ({"rope_theta": math.inf}, "rope_theta must be a number > 0 and finite, got inf"),
-    ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "rope type 'yarn' is not supported"),
+    ({"rope_scaling": {"rope_type": "longrope", "factor": 4.0}}, "rope type 'longrope' is not supported"),
     ({"rope_scaling": "linear"}, "rope_parameters / rope_scaling must be an object"),
     ({"tie_word_embeddings": "yes"}, "tie_word_embeddings must be true or false"),
     ({"architectures": "LlamaForCausalLM"}, "architectures must be a list of names"),
@@ -65,6 +65,11 @@ def test_a_config_that_is_not_an_object_is_refused(tmp_path, text, message):
      "needs low_freq_factor"),
     ({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0, "high_freq_factor": 4.0,
       "original_max_position_embeddings": 8192}, "must be above low_freq_factor"),
+    ({"rope_type": "yarn", "factor": 4.0, "beta_fast": "32"}, "beta_fast must be a number > 0 or null, got '32'"),
+    ({"rope_type": "yarn", "factor": 4.0, "attention_factor": -1.0}, "attention_factor must be a number > 0"),
+    ({"rope_type": "yarn", "factor": 4.0, "truncate": "yes"}, "truncate must be true or false"),
+    ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": -5}, "needs original_max_position"),
+    ({"rope_type": "dynamic"}, "'dynamic' needs factor"),
 ])
 def test_impossible_rope_scaling_is_one_line(rope, said):
     from graphbench.config.hf_config import arch_from_dict

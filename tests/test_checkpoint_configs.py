@@ -53,6 +53,45 @@ def without(config, *keys):
     return {k: v for k, v in config.items() if k not in keys}
 
 
+# the YaRN settings Qwen2.5's model cards give for contexts past 32768, and a config without its own context
+QWEN25_YARN = {"factor": 4.0, "original_max_position_embeddings": 32768, "type": "yarn"}
+
+
+@pytest.mark.parametrize("config", [
+    dict(QWEN25_05B, rope_scaling=QWEN25_YARN),
+    dict(QWEN25_05B, max_position_embeddings=131072, rope_scaling=dict(QWEN25_YARN, factor=None)),
+    dict(LLAMA2_7B, rope_scaling={"rope_type": "yarn", "factor": 16.0, "original_max_position_embeddings": 4096,
+                                  "mscale": 1.0, "mscale_all_dim": 0.8, "beta_fast": 24, "truncate": False}),
+    dict(LLAMA2_7B, rope_scaling={"rope_type": "yarn", "factor": 2.0, "attention_factor": 1.25}),
+    dict(LLAMA2_7B, rope_scaling={"rope_type": "dynamic", "factor": 2.0}),
+    LLAMA32_1B,
+])
+def test_scaled_rope_frequencies_are_transformers_own(tmp_path, config):
+    """The table's frequencies and the factor on cos and sin, against transformers' rope functions at the real
+    configs' head sizes and contexts (the engine against the whole model: tests/test_engine_parity.py)."""
+    import transformers
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    from graphbench.runner.rope import inverse_frequencies
+
+    folder = folder_with(tmp_path, config)
+    arch = load_arch(folder)
+    hf = transformers.AutoConfig.from_pretrained(folder)
+    expected, factor = ROPE_INIT_FUNCTIONS[hf.rope_parameters["rope_type"]](hf, "cpu")
+    ours, our_factor = inverse_frequencies(arch.head_dim, arch.rope_theta, arch.rope_scaling,
+                                           arch.max_position_embeddings)
+    assert torch.allclose(ours, expected, rtol=1e-6, atol=0) and our_factor == pytest.approx(factor, rel=1e-12)
+
+
+def test_dynamic_rope_past_max_position_embeddings_is_refused(tmp_path):
+    from graphbench.runner.rope import RotaryEmbedding
+
+    arch = load_arch(folder_with(tmp_path, dict(LLAMA2_7B, rope_scaling={"rope_type": "dynamic", "factor": 2.0})))
+    assert RotaryEmbedding(arch.head_dim, 4096, arch.rope_theta, arch.rope_scaling).cos_sin.shape[0] == 4096
+    with pytest.raises(GraphbenchError, match="'dynamic' past max_position_embeddings 4096 .* --max-model-len"):
+        RotaryEmbedding(arch.head_dim, 4097, arch.rope_theta, arch.rope_scaling)
+
+
 @pytest.mark.parametrize("config, expected", [
     # (architecture, head_dim, kv heads, qkv bias, rms_norm_eps, max_position_embeddings, sliding_window, rope type)
     (LLAMA32_1B, ("LlamaForCausalLM", 64, 8, False, 1e-5, 131072, None, "llama3")),
@@ -129,8 +168,9 @@ def test_llama3_rope_without_original_max_position_embeddings_uses_max_position_
      "unsupported architecture 'Llama4ForConditionalGeneration'"),
     (dict(MISTRAL_7B_V03, architectures=["MixtralForCausalLM"], model_type="mixtral", num_local_experts=8),
      "unsupported architecture 'MixtralForCausalLM'"),
-    (dict(QWEN25_05B, rope_scaling={"factor": 4.0, "original_max_position_embeddings": 32768, "type": "yarn"}),
-     "rope type 'yarn' is not supported"),
+    (dict(QWEN25_05B, rope_scaling={"factor": 32.0, "original_max_position_embeddings": 4096, "type": "longrope",
+                                     "long_factor": [1.0] * 32, "short_factor": [1.0] * 32}),
+     "rope type 'longrope' is not supported"),
     ({"model_type": None, "hidden_size": 64}, "lacks both architectures and model_type"),
 ])
 def test_unsupported_features_are_refused_naming_the_field(tmp_path, config, said):

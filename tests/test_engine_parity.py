@@ -19,14 +19,28 @@ def make_engine(folder, **overrides) -> Engine:
     return Engine(load_engine_config(overrides=values))
 
 
-@pytest.fixture(scope="module", params=["llama", "qwen2", "llama3-rope"])
+# rope scalings, each on a checkpoint whose head_dim puts dimensions on both sides of the scaling's ramp
+SCALED_ROPES = {
+    "llama3-rope": ("llama", {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                              "original_max_position_embeddings": 64, "rope_theta": 500000.0}),
+    "yarn-rope": ("qwen2", {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 128,
+                            "rope_theta": 10000.0}),
+    # DeepSeek's form: mscale and mscale_all_dim, an untruncated ramp, a factor from the two contexts
+    "yarn-mscale-rope": ("llama", {"rope_type": "yarn", "factor": None, "original_max_position_embeddings": 64, "mscale": 0.707,
+                                   "mscale_all_dim": 1.0, "beta_fast": 16, "beta_slow": 2, "truncate": False,
+                                   "rope_theta": 10000.0}),
+    # below max_position_embeddings transformers' dynamic NTK leaves the frequencies as they are
+    "dynamic-rope": ("llama", {"rope_type": "dynamic", "factor": 4.0, "rope_theta": 10000.0}),
+}
+
+
+@pytest.fixture(scope="module", params=["llama", "qwen2", *SCALED_ROPES])
 def checkpoint(request, tmp_path_factory):
     kind = request.param
     folder = tmp_path_factory.mktemp(kind)
-    if kind == "llama3-rope":
-        rope = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                "original_max_position_embeddings": 64, "rope_theta": 500000.0}
-        save_tiny_checkpoint(folder, "llama", seed=3, rope_parameters=rope, head_dim=32)
+    if kind in SCALED_ROPES:
+        base, rope = SCALED_ROPES[kind]
+        save_tiny_checkpoint(folder, base, seed=3, rope_parameters=rope, head_dim=32)
     else:
         save_tiny_checkpoint(folder, kind, seed=1)
     return folder

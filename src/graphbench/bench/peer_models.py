@@ -28,7 +28,9 @@ def hf_config(arch: ArchConfig):
     )
     rope = {"rope_type": "default", "rope_theta": arch.rope_theta}
     if arch.rope_scaling:
-        rope = dict(arch.rope_scaling, rope_theta=arch.rope_theta)
+        # (dynamic's max_position_embeddings is graphbench's note of where it begins: the config has it)
+        rope = {k: v for k, v in arch.rope_scaling.items() if k != "max_position_embeddings"} | {
+            "rope_theta": arch.rope_theta}
     if arch.architecture == "Qwen2ForCausalLM":
         return transformers.Qwen2Config(**common, rope_parameters=rope)
     return transformers.LlamaConfig(**common, rope_parameters=rope, attention_bias=arch.attention_bias)

@@ -16,7 +16,7 @@ MAX_CONFIG_BYTES = 4 << 20  # a config.json is a few KB
 INT_FIELDS = {"hidden_size": 1 << 16, "intermediate_size": 1 << 20, "num_hidden_layers": 1024,
               "num_attention_heads": 1024, "num_key_value_heads": 1024, "head_dim": 1024, "vocab_size": 1 << 22,
               "max_position_embeddings": 1 << 24, "sliding_window": 1 << 24}
-ROPE_TYPES = ("default", "linear", "llama3")  # what runner/rope.py computes
+ROPE_TYPES = ("default", "linear", "llama3", "yarn", "dynamic")  # what runner/rope.py computes
 ACTIVATIONS = ("silu",)  # the MLP computes silu(gate) * up
 ACTIVATION_ALIASES = {"swish": "silu"}  # transformers' ACT2FN["swish"] is SiLU too
 # transformers builds the model class of config.json's model_type (architectures is only a label)
@@ -101,11 +101,11 @@ def arch_from_dict(raw: dict[str, Any], *, source: str) -> ArchConfig:
         raise GraphbenchError(f"model config {source}: hidden_act {act!r} is not supported (graphbench runs "
                               f"{', '.join(ACTIVATIONS)})")
     _refuse_unsupported(raw, arch, source)
-    rope_theta, rope_scaling = _rope(raw, source)
+    max_positions = _int(raw, "max_position_embeddings", source, default=DEFAULT_MAX_POSITIONS[arch])
+    rope_theta, rope_scaling = _rope(raw, max_positions, source)
     heads = _int(raw, "num_attention_heads", source)
     hidden = _int(raw, "hidden_size", source)
     layers = _int(raw, "num_hidden_layers", source)
-    max_positions = _int(raw, "max_position_embeddings", source, default=DEFAULT_MAX_POSITIONS[arch])
     window = _sliding_window(raw, arch, layers, source)
     return ArchConfig(
         architecture=arch,
@@ -152,9 +152,10 @@ def _refuse_unsupported(raw: dict[str, Any], arch: str, source: str) -> None:
                                   "(graphbench rotates the whole head)")
 
 
-def _rope(raw: dict[str, Any], source: str) -> tuple[float, dict[str, Any] | None]:
+def _rope(raw: dict[str, Any], max_positions: int, source: str) -> tuple[float, dict[str, Any] | None]:
     """(rope_theta, the scaling runner/rope.py applies or None). transformers 5 nests rope_theta in
-    rope_parameters; older configs use rope_scaling, which transformers prefers when both are there."""
+    rope_parameters; older configs use rope_scaling, which transformers prefers when both are there.
+    max_positions: the model's max_position_embeddings (given or its class's default)."""
     rope = raw.get("rope_scaling") or raw.get("rope_parameters") or {}
     if not isinstance(rope, dict):
         raise GraphbenchError(f"model config {source}: rope_parameters / rope_scaling must be an object, got {rope!r}")
@@ -171,10 +172,16 @@ def _rope(raw: dict[str, Any], source: str) -> tuple[float, dict[str, Any] | Non
     for key, value in rope.items():
         if isinstance(value, float) and not math.isfinite(value):
             raise GraphbenchError(f"model config {source}: rope {key} must be finite, got {value!r}")
-    if rope_type == "llama3":  # transformers: a top-level value first, then the rope's, then max_position_embeddings
+    if rope_type in ("llama3", "yarn"):  # transformers: a top-level value first, the rope's, max_position_embeddings
         rope["original_max_position_embeddings"] = (raw.get("original_max_position_embeddings")
                                                     or rope.get("original_max_position_embeddings")
-                                                    or raw.get("max_position_embeddings"))
+                                                    or max_positions)
+    if rope_type == "yarn" and rope.get("factor") is None:  # transformers: the ratio of the two contexts
+        original = rope["original_max_position_embeddings"]
+        if isinstance(original, (int, float)) and not isinstance(original, bool) and original > 0:
+            rope["factor"] = max_positions / original
+    if rope_type == "dynamic":  # where transformers' dynamic NTK begins (runner/rope.py refuses a longer table)
+        rope["max_position_embeddings"] = max_positions
     _check_rope_scaling(rope, rope_type, source)
     return rope_theta, (dict(rope, rope_type=rope_type) if rope_type != "default" else None)
 
@@ -217,7 +224,10 @@ def _qwen2_slides(raw: dict[str, Any], layers: int, source: str) -> bool:
 # What each rope scaling needs (runner/rope.py reads these): a missing, zero or non-numeric factor made
 # the rotary tables NaN or raised inside them
 ROPE_NEEDS = {"linear": ("factor",),
-              "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")}
+              "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+              "yarn": ("factor", "original_max_position_embeddings"), "dynamic": ("factor",)}
+# numbers a scaling may give (null: its default); yarn's truncate is a bool
+ROPE_OPTIONAL = {"yarn": ("attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim")}
 
 
 def _check_rope_scaling(rope: dict[str, Any], rope_type: Any, source: str) -> None:
@@ -226,6 +236,14 @@ def _check_rope_scaling(rope: dict[str, Any], rope_type: Any, source: str) -> No
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
             raise GraphbenchError(f"model config {source}: rope scaling {rope_type!r} needs {key} as a number > 0, "
                                   f"got {value!r}")
+    for key in ROPE_OPTIONAL.get(rope_type, ()):
+        value = rope.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+            raise GraphbenchError(f"model config {source}: rope scaling {rope_type!r}: {key} must be a number > 0 or "
+                                  f"null, got {value!r}")
+    if rope_type == "yarn" and not isinstance(rope.get("truncate", True), bool):
+        raise GraphbenchError(f"model config {source}: rope scaling 'yarn': truncate must be true or false, got "
+                              f"{rope['truncate']!r}")
     if rope_type == "llama3" and rope["high_freq_factor"] <= rope["low_freq_factor"]:
         raise GraphbenchError(f"model config {source}: rope high_freq_factor ({rope['high_freq_factor']}) must be "
                               f"above low_freq_factor ({rope['low_freq_factor']})")
