@@ -26,12 +26,7 @@ def save_tiny_checkpoint(folder: Path, kind: str = "llama", seed: int = 0, **ove
     else:
         raise ValueError(kind)
     # Make the norms non-trivial so the test sees them.
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name:
-                p.uniform_(0.5, 1.5)
-    model.save_pretrained(folder, safe_serialization=True)
-    return folder
+    return _fill_and_save(model, "norm", lambda p: p.uniform_(0.5, 1.5), folder, safe=True)
 
 
 def load_hf(folder: Path):
@@ -48,9 +43,14 @@ def save_peft_adapter(checkpoint: Path, folder: Path, *, seed: int = 0, safe: bo
     torch.manual_seed(seed)
     config = {"r": 4, "lora_alpha": 8, "lora_dropout": 0.0, "target_modules": ["q_proj", "v_proj"], **config}
     model = peft.get_peft_model(load_hf(checkpoint), peft.LoraConfig(**config))
+    return _fill_and_save(model, "lora_", lambda p: p.normal_(0, 0.1), folder, safe)
+
+
+def _fill_and_save(model, part: str, fill, folder: Path, safe: bool) -> Path:
+    """fill(p) every parameter whose name holds part, then save_pretrained the model to folder."""
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if "lora_" in name:
-                p.normal_(0, 0.1)
+            if part in name:
+                fill(p)
     model.save_pretrained(folder, safe_serialization=safe)
     return folder
