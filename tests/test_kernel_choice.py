@@ -261,3 +261,39 @@ def test_the_add_norm_is_folded_into_the_gemv_only_where_that_was_faster(monkeyp
     assert KernelChoice.from_dict(dict(got.to_dict(), kernel="norm_gated_gemv", blocks=[2, 64, 2])).kernel == "norm_gated_gemv"
     with pytest.raises(ValueError):
         KernelChoice.from_dict(dict(got.to_dict(), kernel="gemv", blocks=[2, 64, 2]))  # not a norm op's kernel
+
+
+def test_the_add_norm_fold_at_several_rows_is_timed_for_small_k_only(monkeypatch):
+    """At 2..64 rows the fold is the whole-row skinny GEMM (kernels/norm_skinny.py), timed where K <= 1024 in
+    16-wide pieces, in 16-bit dtypes; its blocks fit the row class; the faster of it and the two launches wins."""
+    from graphbench.runner import norm_fold_timing as fold
+
+    assert fold.fold_timed("linear", 2048, 1, torch.bfloat16)  # one row: the GEMV fold, any K
+    assert fold.fold_timed("linear", 576, 16, torch.bfloat16) and fold.fold_timed("gate_up", 896, 64, torch.float16)
+    assert not fold.fold_timed("linear", 2048, 64, torch.bfloat16)  # llama's K: the K-loop fold lost 2-5x
+    assert not fold.fold_timed("linear", 1024, 16, torch.bfloat16)  # whole rows of 1024 spilled
+    assert not fold.fold_timed("linear", 584, 16, torch.bfloat16) and not fold.fold_timed("linear", 576, 16, torch.float32)
+    assert kc.norm_skinny_candidates(576, 16, False) == [(16, 16, 8), (32, 16, 8)]
+    assert kc.norm_skinny_candidates(576, 64, False) == [(16, 16, 8), (32, 16, 8), (16, 32, 8), (32, 32, 8)]
+    assert kc.norm_skinny_candidates(576, 64, True) == [(16, 16, 8), (16, 32, 8)]
+    assert kc.norm_skinny_candidates(896, 64, True) == []  # qwen2.5-0.5b's gate/up: no block holds it
+    for rows in (16, 32, 64):
+        for gated, kernel, n in ((False, "norm_skinny", 960), (True, "norm_gated_skinny", 3072)):
+            for b in kc.norm_skinny_candidates(576, rows, gated):
+                assert kc.blocks_fit(kernel, b, n, 576, rows)
+    assert not kc.blocks_fit("norm_skinny", (16, 32, 4), 960, 576, 16)  # 32 rows a program in a class of 16
+    assert not kc.blocks_fit("norm_skinny", (16, 16, 4), 960, 576, 1) and not kc.blocks_fit("norm_skinny", (16, 16, 4), 3072, 2048, 16)
+
+    class Timer:
+        n, k, dtype = 3072, 576, torch.bfloat16
+        copies = [None]
+
+    plain = KernelChoice("gate_up", 3072, 576, 32, "gated_skinny", (32, 64, 4, 4), 3.0, 5.0, 8)
+    monkeypatch.setattr(fold, "compile_all", lambda calls: None)
+    monkeypatch.setattr(fold, "time_norm", lambda timer, op, kernel, blocks, p: 5.0 if kernel == "unfused" else 4.2 - blocks[1] / 100)
+    got = fold.choose_fold("gate_up", Timer(), plain)
+    assert (got.op, got.rows, got.kernel, got.blocks, got.torch_us) == ("norm_gate_up", 32, "norm_gated_skinny", (16, 32, 8), 5.0)
+    assert got.candidates == 1 + 2  # the two launches, the grid
+    assert KernelChoice.from_dict(got.to_dict()) == got
+    monkeypatch.setattr(fold, "time_norm", lambda timer, op, kernel, blocks, p: 3.0 if kernel == "unfused" else 4.0)
+    assert fold.choose_fold("gate_up", Timer(), plain).kernel == "unfused"
