@@ -5,7 +5,7 @@ warm start loads the choice instead of timing again. No torch import: choices an
 An op is "linear" (x @ w.T) or "gate_up" (silu(x @ gate.T) * (x @ up.T) from w = [gate; up]); "norm_linear"
 and "norm_gate_up" are the same after the layer's residual add + RMSNorm: "unfused" (the add-norm launch, then
 the op's own choice) or one launch, at one row "norm_gemv" / "norm_gated_gemv" (kernels/norm_gemv.py), at
-2..64 rows and K <= 1024 "norm_skinny" / "norm_gated_skinny" (kernels/norm_skinny.py). A row class
+2..64 rows and K <= 896 "norm_skinny" / "norm_gated_skinny" (kernels/norm_skinny.py). A row class
 is the tile of rows the skinny GEMM computes (1: the one-row GEMV; 16, 32, 64: the skinny GEMM's BLOCK_M);
 more rows always run cuBLAS. The kernels a choice names:
 - "gemv" (blocks BLOCK_N, BLOCK_K, num_warps, and where a neighbour's search added them the stages: weight
