@@ -220,8 +220,8 @@ def test_the_run_summary_names_the_choices():
     assert "rules" in kernel_choices_line({"source": "rules"}) and kernel_choices_line({}) == ""
     folded = dict(record, choices=record["choices"] + [{"op": "norm_linear", "kernel": "norm_gemv"},
                                                         {"op": "norm_gate_up", "kernel": "unfused"}])
-    assert kernel_choices_line(folded) == ("projection kernels (gemv 2, skinny 1, torch 1; add-norm folded into 1 of 2 "
-                                           "one-row GEMVs): timed in 3.2 s")
+    assert kernel_choices_line(folded) == ("projection kernels (gemv 2, skinny 1, torch 1; add-norm folded into the "
+                                           "projection at 1 of 2 shapes and row classes): timed in 3.2 s")
     earlier = {"source": "earlier in this process", "seconds": 0.0, "choices": [{"kernel": "gemv"}]}
     assert kernel_choices_line(earlier) == "projection kernels (gemv 1): as an earlier engine of this process timed them"
 
