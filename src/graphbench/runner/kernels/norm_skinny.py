@@ -3,7 +3,7 @@ of a small model launches one kernel fewer per norm (two a decoder layer), for h
 MAX_K (SmolLM2's 576, qwen2.5-0.5b's 896), whose whole rows a program holds.
 
 A program owns BLOCK_M rows and BLOCK_N output columns. Its weights, the whole of K in K's power-of-two pieces
-(kernels/row_pieces.py), load before the PDL wait; after it, the rows' x and residual: h = x + residual,
+(kernels/row_pieces.py), and the norm weight load before the PDL wait; after it, the rows' x and residual: h = x + residual,
 rounded as the add-norm kernel rounds it, the row's 1 / rms, the normalised row (rounded as kernels/add_rmsnorm.py
 stores it), then one tensor-core dot a piece. Every column block recomputes its rows' norm (from L2): what the
 fold costs against the add-norm launch it saves. The K-loop form of this fold (the norm weight staged with the
@@ -63,15 +63,18 @@ def _h_piece(x_ptr, r_ptr, h_ptr, offs_m, m_ok, store_m, stride_xm, stride_rm, s
 
 
 @triton.jit
-def _normed_dot(acc, h, rstd, nw_ptr, w, start, K, SIZE: tl.constexpr, MASKED: tl.constexpr,
-                INTERPRET: tl.constexpr):
-    """acc + the normalised piece (rounded as the add-norm kernel stores it) . w."""
-    dtype = nw_ptr.dtype.element_ty
+def _nw_piece(nw_ptr, start, K, SIZE: tl.constexpr, MASKED: tl.constexpr):
+    """The norm weight's piece in float32 (zeros past K where MASKED)."""
     offs = start + tl.arange(0, SIZE)
     if MASKED:
-        nw = tl.load(nw_ptr + offs, mask=offs < K, other=0.0).to(tl.float32)
-    else:
-        nw = tl.load(nw_ptr + offs).to(tl.float32)
+        return tl.load(nw_ptr + offs, mask=offs < K, other=0.0).to(tl.float32)
+    return tl.load(nw_ptr + offs).to(tl.float32)
+
+
+@triton.jit
+def _normed_dot(acc, h, rstd, nw, w, INTERPRET: tl.constexpr):
+    """acc + the normalised piece (rounded as the add-norm kernel stores it; nw: _nw_piece's) . w."""
+    dtype = w.dtype
     hn = ((h * rstd[:, None]).to(dtype).to(tl.float32) * nw[None, :]).to(dtype)
     if INTERPRET:  # the interpreter's tl.dot multiplies 16-bit floats' raw bits: do it in float32
         return tl.dot(hn.to(tl.float32), w.to(tl.float32), acc, input_precision="ieee")
@@ -101,6 +104,13 @@ def _norm_skinny_kernel(x_ptr, r_ptr, nw_ptr, h_ptr, w_ptr, b_ptr, y_ptr, M, N, 
             ub = _w_piece(w_ptr, offs_n + N, n_ok, stride_wn, A, K, B, False)
         if C > 0:
             uc = _w_piece(w_ptr, offs_n + N, n_ok, stride_wn, A + B, K, C, True)
+    # the norm weight too: no kernel writes it (kernels/add_rmsnorm.py loads it before its wait as well)
+    na = _nw_piece(nw_ptr, 0, K, A, False)
+    nb, nc = na, na
+    if B > 0:
+        nb = _nw_piece(nw_ptr, A, K, B, False)
+    if C > 0:
+        nc = _nw_piece(nw_ptr, A + B, K, C, True)
     pdl_enter(PDL)
     store = m_ok & (offs_m * 0 + tl.program_id(0) == 0)  # [BLOCK_M]: column block 0 writes its rows' h
     ha = _h_piece(x_ptr, r_ptr, h_ptr, offs_m, m_ok, store, stride_xm, stride_rm, stride_hm, 0, K, A, False)
@@ -113,18 +123,18 @@ def _norm_skinny_kernel(x_ptr, r_ptr, nw_ptr, h_ptr, w_ptr, b_ptr, y_ptr, M, N, 
         hc = _h_piece(x_ptr, r_ptr, h_ptr, offs_m, m_ok, store, stride_xm, stride_rm, stride_hm, A + B, K, C, True)
         squares += tl.sum(hc * hc, axis=1)
     rstd = 1.0 / tl.sqrt(squares / K + eps)
-    y = _normed_dot(tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32), ha, rstd, nw_ptr, wa, 0, K, A, False, INTERPRET)
+    y = _normed_dot(tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32), ha, rstd, na, wa, INTERPRET)
     if B > 0:
-        y = _normed_dot(y, hb, rstd, nw_ptr, wb, A, K, B, False, INTERPRET)
+        y = _normed_dot(y, hb, rstd, nb, wb, INTERPRET)
     if C > 0:
-        y = _normed_dot(y, hc, rstd, nw_ptr, wc, A + B, K, C, True, INTERPRET)
+        y = _normed_dot(y, hc, rstd, nc, wc, INTERPRET)
     dtype = y_ptr.dtype.element_ty
     if GATED:
-        u = _normed_dot(tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32), ha, rstd, nw_ptr, ua, 0, K, A, False, INTERPRET)
+        u = _normed_dot(tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32), ha, rstd, na, ua, INTERPRET)
         if B > 0:
-            u = _normed_dot(u, hb, rstd, nw_ptr, ub, A, K, B, False, INTERPRET)
+            u = _normed_dot(u, hb, rstd, nb, ub, INTERPRET)
         if C > 0:
-            u = _normed_dot(u, hc, rstd, nw_ptr, uc, A + B, K, C, True, INTERPRET)
+            u = _normed_dot(u, hc, rstd, nc, uc, INTERPRET)
         g = y.to(dtype).to(tl.float32)
         y = g * tl.sigmoid(g) * u.to(dtype).to(tl.float32)
     elif HAS_BIAS:
