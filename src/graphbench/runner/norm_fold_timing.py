@@ -61,8 +61,9 @@ def time_norm(timer: ProjectionTimer, op: str, kernel: str, blocks: tuple, plain
 
 def fold_timed(op: str, k: int, rows: int, dtype: torch.dtype) -> bool:
     """Whether start-up times the fold for op at this row class: one row always; 2..64 rows where the folded
-    skinny GEMM holds whole rows of K, in its 16-bit dtypes."""
-    return rows == 1 or (kc.norm_skinny_fits(k) and dtype in (torch.bfloat16, torch.float16))
+    skinny GEMM has blocks that hold whole rows of K, in its 16-bit dtypes."""
+    return rows == 1 or (kc.norm_skinny_fits(k) and dtype in (torch.bfloat16, torch.float16)
+                         and bool(kc.norm_skinny_candidates(k, rows, op == "gate_up")))
 
 
 def _fold_search(op: str, n: int, k: int, rows: int) -> tuple[str, list[tuple], Callable]:
