@@ -264,7 +264,7 @@ def test_the_add_norm_is_folded_into_the_gemv_only_where_that_was_faster(monkeyp
 
 
 def test_the_add_norm_fold_at_several_rows_is_timed_for_small_k_only(monkeypatch):
-    """At 2..64 rows the fold is the whole-row skinny GEMM (kernels/norm_skinny.py), timed where K <= 1024 in
+    """At 2..64 rows the fold is the whole-row skinny GEMM (kernels/norm_skinny.py), timed where K <= 896 in
     16-wide pieces, in 16-bit dtypes; its blocks fit the row class; the faster of it and the two launches wins."""
     from graphbench.runner import norm_fold_timing as fold
 
@@ -298,3 +298,16 @@ def test_the_add_norm_fold_at_several_rows_is_timed_for_small_k_only(monkeypatch
     assert KernelChoice.from_dict(got.to_dict()) == got
     monkeypatch.setattr(fold, "time_norm", lambda timer, op, kernel, blocks, p: 3.0 if kernel == "unfused" else 4.0)
     assert fold.choose_fold("gate_up", Timer(), plain).kernel == "unfused"
+
+
+def test_a_fold_chosen_over_cublas_keeps_the_ops_of_a_fixed_size_variant():
+    """compile/pieces.own_kernels_at asks runs_own_kernel: the op after the add-norm counts as graphbench's where
+    the fold was chosen, though its plain projection chose cuBLAS (else the variant's matmuls would drop the fold)."""
+    from graphbench.runner import linear
+
+    w = torch.zeros(960, 576, dtype=torch.bfloat16)
+    kc.install([KernelChoice("linear", 960, 576, 16, "torch"), KernelChoice("norm_linear", 960, 576, 16, "unfused")])
+    assert not linear.runs_own_kernel(8, w, "linear") and not linear.runs_own_kernel(8, w, "linear", after_norm=True)
+    kc.install([KernelChoice("norm_linear", 960, 576, 16, "norm_skinny", (16, 16, 8))])
+    assert linear.runs_own_kernel(8, w, "linear", after_norm=True) and not linear.runs_own_kernel(8, w, "linear")
+    assert not linear.runs_own_kernel(20, w, "linear", after_norm=True)  # another row class: the rule's cuBLAS

@@ -1,6 +1,6 @@
 """kernels/norm_skinny.py in the Triton interpreter: the skinny GEMMs with the residual add + RMSNorm in front
 compute what the add-norm launch + the skinny GEMM compute (plain, with bias, gated; rows and columns not
-multiples of the blocks; K a power of two, in two pieces, and in four with the last masked), the next residual
+multiples of the blocks; K a power of two, in two pieces, and in three with the last masked), the next residual
 bit for bit; and an installed fold is what the layer's projection runs at 2..64 rows."""
 
 from __future__ import annotations

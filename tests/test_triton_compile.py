@@ -456,11 +456,12 @@ def test_step_inputs_unpack_compiles(has_lora):
     assert kernel.asm["cubin"]
 
 
-@pytest.mark.parametrize("k, gated", [(576, False), (576, True), (768, True), (896, False), (880, False)])
-def test_every_folded_skinny_candidate_compiles_without_local_memory(k, gated):
-    """The add-norm + skinny GEMM at SmolLM2's and qwen2.5-0.5b's hidden sizes (and a K of four pieces, the
+@pytest.mark.parametrize("k, gated, bias", [(576, False, False), (576, False, True), (576, True, False),
+                                           (768, True, False), (896, False, True), (880, False, False)])
+def test_every_folded_skinny_candidate_compiles_without_local_memory(k, gated, bias):
+    """The add-norm + skinny GEMM at SmolLM2's and qwen2.5-0.5b's hidden sizes (and a K of three pieces, the
     last masked), every block start-up times (kernel_choice.norm_skinny_candidates), as launch_norm_skinny
-    launches it, PDL: every weight piece loads before the wait, no spills."""
+    launches it, PDL: every weight piece loads before the wait, x's and the residual's after it, no spills."""
     from graphbench.runner.kernel_choice import norm_skinny_candidates
     from graphbench.runner.kernels.norm_skinny import _norm_skinny_kernel
     from graphbench.runner.kernels.row_pieces import row_pieces
@@ -472,13 +473,15 @@ def test_every_folded_skinny_candidate_compiles_without_local_memory(k, gated):
     candidates = norm_skinny_candidates(k, 64, gated)
     assert candidates
     for block_n, block_m, warps in candidates:
-        constexprs = {"HAS_BIAS": not gated, "GATED": gated, "BLOCK_M": block_m, "BLOCK_N": block_n, "A": a, "B": b,
+        constexprs = {"HAS_BIAS": bias, "GATED": gated, "BLOCK_M": block_m, "BLOCK_N": block_n, "A": a, "B": b,
                       "C": c, "INTERPRET": False, "PDL": True}
         kernel = compile_sm90(_norm_skinny_kernel, sig, constexprs,
                               divisible=("x_ptr", "r_ptr", "nw_ptr", "h_ptr", "w_ptr", "b_ptr", "y_ptr", "K",
                                          "stride_xm", "stride_rm", "stride_hm", "stride_wn", "stride_ym"),
                               options={"num_warps": warps})
         ptx = kernel.asm["ptx"]
-        pieces = (1 + (b > 0) + (c > 0)) * (2 if gated else 1)
-        assert ptx[:ptx.index("griddepcontrol.wait")].count("ld.global") >= pieces, (block_n, block_m)
+        pieces = 1 + (b > 0) + (c > 0)
+        wait = ptx.index("griddepcontrol.wait")
+        assert ptx[:wait].count("ld.global") >= pieces * (2 if gated else 1), (block_n, block_m)
+        assert ptx[wait:].count("ld.global") >= 2 * pieces, (block_n, block_m)  # x and the residual, each piece
         assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0), (block_n, block_m, warps)

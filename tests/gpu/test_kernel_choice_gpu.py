@@ -4,6 +4,7 @@ projections gives a choice per shape and row class that is no slower than cuBLAS
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 
 import pytest
@@ -108,6 +109,7 @@ def test_every_folded_skinny_candidate_computes_the_add_norm_and_projection(gate
     from graphbench.runner import kernel_choice as kc
     from graphbench.runner.kernels.add_rmsnorm import launch_add_rmsnorm
     from graphbench.runner.kernels.norm_skinny import launch_norm_skinny
+    from graphbench.runner.kernels.pdl import graph_launches
 
     n, k = (3072, 576) if gated else (960, 576)
     g = torch.Generator(device="cuda").manual_seed(n)
@@ -123,8 +125,10 @@ def test_every_folded_skinny_candidate_computes_the_add_norm_and_projection(gate
             gate, up = ref.to(torch.bfloat16).double().chunk(2, dim=-1)
             ref = F.silu(gate) * up
         for blocks in kc.norm_skinny_candidates(k, kc.row_class(rows), gated):
-            got = torch.empty(rows, n // 2 if gated else n, dtype=torch.bfloat16, device="cuda")
-            got_h = torch.full_like(x, float("nan"))
-            launch_norm_skinny(x, res, nw, 1e-6, w, bias, got, got_h, *blocks, gated=gated)
-            assert torch.equal(got_h, h), (rows, blocks)
-            assert _rel_err(got, ref) < 1e-2, (rows, blocks, _rel_err(got, ref))
+            for pdl in (False, True):  # (the engine's recordings launch the PDL variant)
+                got = torch.empty(rows, n // 2 if gated else n, dtype=torch.bfloat16, device="cuda")
+                got_h = torch.full_like(x, float("nan"))
+                with graph_launches() if pdl else contextlib.nullcontext():
+                    launch_norm_skinny(x, res, nw, 1e-6, w, bias, got, got_h, *blocks, gated=gated)
+                assert torch.equal(got_h, h), (rows, blocks, pdl)
+                assert _rel_err(got, ref) < 1e-2, (rows, blocks, pdl, _rel_err(got, ref))

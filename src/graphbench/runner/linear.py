@@ -71,11 +71,12 @@ def gated_gemv(x: torch.Tensor, weight: torch.Tensor, blocks: tuple[int, int, in
     return out
 
 
-def runs_own_kernel(rows: int, weight: torch.Tensor, op: str = "linear") -> bool:
+def runs_own_kernel(rows: int, weight: torch.Tensor, op: str = "linear", after_norm: bool = False) -> bool:
     """Whether op ("linear" or "gate_up") over `rows` rows on this weight runs one of graphbench's kernels,
     not cuBLAS (for a fixed-size variant: compile/pieces.py gives Inductor the matmuls only where cuBLAS
-    would run)."""
-    return chosen_kernel(op, weight.new_empty((rows, weight.shape[1])), weight) is not None
+    would run); after_norm: the op after the layer's add-norm, which may run folded into it."""
+    x = weight.new_empty((rows, weight.shape[1]))
+    return chosen_kernel(op, x, weight) is not None or (after_norm and _fused_norm_choice(op, x, weight) is not None)
 
 
 def linear_impl(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:

@@ -9,8 +9,9 @@ stores it), then one tensor-core dot a piece. Every column block recomputes its 
 fold costs against the add-norm launch it saves. The K-loop form of this fold (the norm weight staged with the
 weights) was 2-5x slower than the two launches at llama's K of 2048 and 4096 (benchmarks/RESULTS.md,
 2026-12-03): hence whole rows only, and start-up times it against the two launches per shape and row class
-(runner/norm_fold_timing.py), which run where it is not faster. The column blocks of row block 0 store h
-(the next residual)."""
+(runner/norm_fold_timing.py), which run where it is not faster. Column block 0 of each row block stores its
+rows' h (the next residual). The row's sum of squares is summed piece by piece, so its 1 / rms may differ from
+the add-norm kernel's in the last bit (the dot's sums are in another order anyway)."""
 
 from __future__ import annotations
 
