@@ -283,6 +283,7 @@ def test_the_add_norm_fold_at_several_rows_is_timed_for_small_k_only(monkeypatch
             for b in kc.norm_skinny_candidates(576, rows, gated):
                 assert kc.blocks_fit(kernel, b, n, 576, rows)
     assert not kc.blocks_fit("norm_skinny", (16, 32, 4), 960, 576, 16)  # 32 rows a program in a class of 16
+    assert not kc.blocks_fit("norm_gated_skinny", (64, 32, 8), 3072, 576, 64)  # more values than a program holds
     assert not kc.blocks_fit("norm_skinny", (16, 16, 4), 960, 576, 1) and not kc.blocks_fit("norm_skinny", (16, 16, 4), 3072, 2048, 16)
 
     class Timer:

@@ -58,8 +58,8 @@ for rows, cls in ((3, 16), (20, 32), (64, 64)):
                 KernelChoice("gate_up", 2 * inter, k, cls, "gated_skinny", (16, 64, 4, 1)),
                 KernelChoice("norm_linear", n, k, cls, "unfused"), KernelChoice("norm_gate_up", 2 * inter, k, cls, "unfused")])
     want = linear.add_rmsnorm_linear_impl(x, res, nw, 1e-6, w, b), linear.add_rmsnorm_gate_up_impl(x, res, nw, 1e-6, w2)
-    kc.install([KernelChoice("norm_linear", n, k, cls, "norm_skinny", (16, 16, 4)),
-                KernelChoice("norm_gate_up", 2 * inter, k, cls, "norm_gated_skinny", (32, 16, 4))])
+    kc.install([KernelChoice("norm_linear", n, k, cls, "norm_skinny", (16, 16, 8)),
+                KernelChoice("norm_gate_up", 2 * inter, k, cls, "norm_gated_skinny", (16, 16, 8))])
     with mock.patch.object(linear, "add_rmsnorm_rows", side_effect=AssertionError("the add-norm launched apart")):
         got = linear.add_rmsnorm_linear_impl(x, res, nw, 1e-6, w, b), linear.add_rmsnorm_gate_up_impl(x, res, nw, 1e-6, w2)
     for (a, ha), (c, hc) in zip(got, want):

@@ -112,8 +112,9 @@ def blocks_fit(kernel: str, blocks: tuple[int, ...], n: int, k: int, rows: int) 
     if kernel in ("norm_gemv", "norm_gated_gemv"):
         return rows == 1 and len(blocks) == 3 and tile_fits(k, blocks[1])
     if kernel in ("norm_skinny", "norm_gated_skinny"):  # (block_n, block_m, warps)
-        return (rows > 1 and len(blocks) == 3 and blocks[0] >= 16 and 16 <= blocks[1] <= rows
-                and norm_skinny_fits(k) and (kernel == "norm_skinny" or n % 2 == 0))  # (norm_skinny_candidates')
+        gated = kernel == "norm_gated_skinny"
+        return (rows > 1 and len(blocks) == 3 and blocks[0] >= 16 and 16 <= blocks[1] <= rows and norm_skinny_fits(k)
+                and (blocks[0] * (2 if gated else 1) + blocks[1]) * k <= NORM_SKINNY_VALUES and (not gated or n % 2 == 0))
     if kernel == "skinny":
         return rows > 1 and len(blocks) == 5 and blocks[2] <= 8 and k % (blocks[1] * blocks[2]) == 0
     if kernel == "gated_skinny":
