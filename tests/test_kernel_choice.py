@@ -268,6 +268,8 @@ def test_the_add_norm_fold_at_several_rows_is_timed_for_small_k_only(monkeypatch
     16-wide pieces, in 16-bit dtypes; its blocks fit the row class; the faster of it and the two launches wins."""
     from graphbench.runner import norm_fold_timing as fold
 
+    norm_skinny = pytest.importorskip("graphbench.runner.kernels.norm_skinny")  # (needs triton)
+    assert kc.MAX_NORM_SKINNY_K == norm_skinny.MAX_K  # (kernel_choice imports no kernel module: a copy)
     assert fold.fold_timed("linear", 2048, 1, torch.bfloat16)  # one row: the GEMV fold, any K
     assert fold.fold_timed("linear", 576, 16, torch.bfloat16) and fold.fold_timed("gate_up", 576, 64, torch.float16)
     assert not fold.fold_timed("linear", 2048, 64, torch.bfloat16)  # llama's K: the K-loop fold lost 2-5x
