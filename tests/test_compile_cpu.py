@@ -224,7 +224,7 @@ def test_variants_are_the_pieces_where_graphbench_kernels_run_every_projection(c
     variant there would give Inductor nothing of its own (as runs_own_kernel says here, patched)."""
     from graphbench.runner import linear
 
-    monkeypatch.setattr(linear, "runs_own_kernel", lambda rows, weight, op="linear", after_norm=False: True)
+    monkeypatch.setattr(linear, "runs_own_kernel", lambda rows, weight, op="linear": True)
     e = engine(optimization_level=2, **{"compilation.compile_sizes": [2, 8], "scheduler.max_num_seqs": 6})
     runners = e.compiled.backend.runners
     assert runners and all(r.static_fns[2] is r.static_fns[8] is r.graph for r in runners)

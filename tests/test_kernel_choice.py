@@ -220,8 +220,8 @@ def test_the_run_summary_names_the_choices():
     assert "rules" in kernel_choices_line({"source": "rules"}) and kernel_choices_line({}) == ""
     folded = dict(record, choices=record["choices"] + [{"op": "norm_linear", "kernel": "norm_gemv"},
                                                         {"op": "norm_gate_up", "kernel": "unfused"}])
-    assert kernel_choices_line(folded) == ("projection kernels (gemv 2, skinny 1, torch 1; add-norm folded into the "
-                                           "projection at 1 of 2 shapes and row classes): timed in 3.2 s")
+    assert kernel_choices_line(folded) == ("projection kernels (gemv 2, skinny 1, torch 1; add-norm folded into 1 of 2 "
+                                           "one-row GEMVs): timed in 3.2 s")
     earlier = {"source": "earlier in this process", "seconds": 0.0, "choices": [{"kernel": "gemv"}]}
     assert kernel_choices_line(earlier) == "projection kernels (gemv 1): as an earlier engine of this process timed them"
 
@@ -261,56 +261,3 @@ def test_the_add_norm_is_folded_into_the_gemv_only_where_that_was_faster(monkeyp
     assert KernelChoice.from_dict(dict(got.to_dict(), kernel="norm_gated_gemv", blocks=[2, 64, 2])).kernel == "norm_gated_gemv"
     with pytest.raises(ValueError):
         KernelChoice.from_dict(dict(got.to_dict(), kernel="gemv", blocks=[2, 64, 2]))  # not a norm op's kernel
-
-
-def test_the_add_norm_fold_at_several_rows_is_timed_for_small_k_only(monkeypatch):
-    """At 2..64 rows the fold is the whole-row skinny GEMM (kernels/norm_skinny.py), timed where K <= 896 in
-    16-wide pieces, in 16-bit dtypes; its blocks fit the row class; the faster of it and the two launches wins."""
-    from graphbench.runner import norm_fold_timing as fold
-
-    norm_skinny = pytest.importorskip("graphbench.runner.kernels.norm_skinny")  # (needs triton)
-    assert kc.MAX_NORM_SKINNY_K == norm_skinny.MAX_K  # (kernel_choice imports no kernel module: a copy)
-    assert fold.fold_timed("linear", 2048, 1, torch.bfloat16)  # one row: the GEMV fold, any K
-    assert fold.fold_timed("linear", 576, 16, torch.bfloat16) and fold.fold_timed("gate_up", 576, 64, torch.float16)
-    assert not fold.fold_timed("linear", 2048, 64, torch.bfloat16)  # llama's K: the K-loop fold lost 2-5x
-    assert not fold.fold_timed("linear", 1024, 16, torch.bfloat16)  # whole rows of 1024 spilled
-    assert not fold.fold_timed("linear", 584, 16, torch.bfloat16) and not fold.fold_timed("linear", 576, 16, torch.float32)
-    assert kc.norm_skinny_candidates(576, 16, False) == [(16, 16, 8), (32, 16, 8)]
-    assert kc.norm_skinny_candidates(576, 64, False) == [(16, 16, 8), (32, 16, 8), (16, 32, 8), (32, 32, 8)]
-    assert kc.norm_skinny_candidates(576, 64, True) == [(16, 16, 8), (16, 32, 8)]
-    assert kc.norm_skinny_candidates(896, 64, True) == []  # qwen2.5-0.5b's gate/up: no block holds it, so
-    assert not fold.fold_timed("gate_up", 896, 64, torch.bfloat16) and fold.fold_timed("linear", 896, 64, torch.bfloat16)
-    for rows in (16, 32, 64):
-        for gated, kernel, n in ((False, "norm_skinny", 960), (True, "norm_gated_skinny", 3072)):
-            for b in kc.norm_skinny_candidates(576, rows, gated):
-                assert kc.blocks_fit(kernel, b, n, 576, rows)
-    assert not kc.blocks_fit("norm_skinny", (16, 32, 4), 960, 576, 16)  # 32 rows a program in a class of 16
-    assert not kc.blocks_fit("norm_gated_skinny", (64, 32, 8), 3072, 576, 64)  # more values than a program holds
-    assert not kc.blocks_fit("norm_skinny", (16, 16, 4), 960, 576, 1) and not kc.blocks_fit("norm_skinny", (16, 16, 4), 3072, 2048, 16)
-
-    class Timer:
-        n, k, dtype = 3072, 576, torch.bfloat16
-        copies = [None]
-
-    plain = KernelChoice("gate_up", 3072, 576, 32, "gated_skinny", (32, 64, 4, 4), 3.0, 5.0, 8)
-    monkeypatch.setattr(fold, "compile_all", lambda calls: None)
-    monkeypatch.setattr(fold, "time_norm", lambda timer, op, kernel, blocks, p: 5.0 if kernel == "unfused" else 4.2 - blocks[1] / 100)
-    got = fold.choose_fold("gate_up", Timer(), plain)
-    assert (got.op, got.rows, got.kernel, got.blocks, got.torch_us) == ("norm_gate_up", 32, "norm_gated_skinny", (16, 32, 8), 5.0)
-    assert got.candidates == 1 + 2  # the two launches, the grid
-    assert KernelChoice.from_dict(got.to_dict()) == got
-    monkeypatch.setattr(fold, "time_norm", lambda timer, op, kernel, blocks, p: 3.0 if kernel == "unfused" else 4.0)
-    assert fold.choose_fold("gate_up", Timer(), plain).kernel == "unfused"
-
-
-def test_a_fold_chosen_over_cublas_keeps_the_ops_of_a_fixed_size_variant():
-    """compile/pieces.own_kernels_at asks runs_own_kernel: the op after the add-norm counts as graphbench's where
-    the fold was chosen, though its plain projection chose cuBLAS (else the variant's matmuls would drop the fold)."""
-    from graphbench.runner import linear
-
-    w = torch.zeros(960, 576, dtype=torch.bfloat16)
-    kc.install([KernelChoice("linear", 960, 576, 16, "torch"), KernelChoice("norm_linear", 960, 576, 16, "unfused")])
-    assert not linear.runs_own_kernel(8, w, "linear") and not linear.runs_own_kernel(8, w, "linear", after_norm=True)
-    kc.install([KernelChoice("norm_linear", 960, 576, 16, "norm_skinny", (16, 16, 8))])
-    assert linear.runs_own_kernel(8, w, "linear", after_norm=True) and not linear.runs_own_kernel(8, w, "linear")
-    assert not linear.runs_own_kernel(20, w, "linear", after_norm=True)  # another row class: the rule's cuBLAS

@@ -43,9 +43,7 @@ def test_a_variant_keeps_the_ops_where_every_projection_runs_graphbench_kernels(
     args = (torch.zeros(8, 16), torch.zeros(8, 32), torch.ones(32), torch.zeros(32, 16), torch.zeros(64, 32))
     assert not own_kernels_at(piece(), args, 8)  # on the CPU every projection is torch's F.linear
     shapes = []
-    monkeypatch.setattr(linear, "runs_own_kernel", lambda rows, w, op="linear", after_norm=False:
-                        shapes.append((rows, tuple(w.shape), op, after_norm)) or True)
-    # (the piece's two projections: one plain, gate/up after the add-norm, which may run folded into it)
-    assert own_kernels_at(piece(), args, 8) and shapes == [(8, (32, 16), "linear", False), (8, (64, 32), "gate_up", True)]
-    monkeypatch.setattr(linear, "runs_own_kernel", lambda rows, w, op="linear", after_norm=False: op != "gate_up")  # gate/up: cuBLAS
+    monkeypatch.setattr(linear, "runs_own_kernel", lambda rows, w, op="linear": shapes.append((rows, tuple(w.shape), op)) or True)
+    assert own_kernels_at(piece(), args, 8) and shapes == [(8, (32, 16), "linear"), (8, (64, 32), "gate_up")]
+    monkeypatch.setattr(linear, "runs_own_kernel", lambda rows, w, op="linear": op != "gate_up")  # gate/up: cuBLAS
     assert not own_kernels_at(piece(), args, 8)

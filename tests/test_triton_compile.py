@@ -454,34 +454,3 @@ def test_step_inputs_unpack_compiles(has_lora):
            "P": "i32", "R_MAX": "i32", "stride_bt": "i32"}
     kernel = compile_sm90(_unpack_kernel, sig, {"HAS_LORA": has_lora, "BLOCK": BLOCK}, options={"num_warps": 4})
     assert kernel.asm["cubin"]
-
-
-@pytest.mark.parametrize("k, gated, bias", [(576, False, False), (576, False, True), (576, True, False),
-                                           (768, True, False), (896, False, True), (880, False, False)])
-def test_every_folded_skinny_candidate_compiles_without_local_memory(k, gated, bias):
-    """The add-norm + skinny GEMM at SmolLM2's and qwen2.5-0.5b's hidden sizes (and a K of three pieces, the
-    last masked), every block start-up times (kernel_choice.norm_skinny_candidates), as launch_norm_skinny
-    launches it, PDL: every weight piece loads before the wait, x's and the residual's after it, no spills."""
-    from graphbench.runner.kernel_choice import norm_skinny_candidates
-    from graphbench.runner.kernels.norm_skinny import _norm_skinny_kernel
-    from graphbench.runner.kernels.row_pieces import row_pieces
-
-    a, b, c = row_pieces(k)
-    sig = {"x_ptr": BF16, "r_ptr": BF16, "nw_ptr": BF16, "h_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16,
-           "M": "i32", "N": "i32", "K": "i32", "stride_xm": "i32", "stride_rm": "i32", "stride_hm": "i32",
-           "stride_wn": "i32", "stride_ym": "i32", "eps": "fp32"}
-    candidates = norm_skinny_candidates(k, 64, gated)
-    assert candidates
-    for block_n, block_m, warps in candidates:
-        constexprs = {"HAS_BIAS": bias, "GATED": gated, "BLOCK_M": block_m, "BLOCK_N": block_n, "A": a, "B": b,
-                      "C": c, "INTERPRET": False, "PDL": True}
-        kernel = compile_sm90(_norm_skinny_kernel, sig, constexprs,
-                              divisible=("x_ptr", "r_ptr", "nw_ptr", "h_ptr", "w_ptr", "b_ptr", "y_ptr", "K",
-                                         "stride_xm", "stride_rm", "stride_hm", "stride_wn", "stride_ym"),
-                              options={"num_warps": warps})
-        ptx = kernel.asm["ptx"]
-        pieces = 1 + (b > 0) + (c > 0)
-        wait = ptx.index("griddepcontrol.wait")
-        assert ptx[:wait].count("ld.global") >= pieces * (2 if gated else 1), (block_n, block_m)
-        assert ptx[wait:].count("ld.global") >= 2 * pieces, (block_n, block_m)  # x and the residual, each piece
-        assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0), (block_n, block_m, warps)

@@ -230,9 +230,8 @@ def kernel_choices_line(record: dict) -> str:
         if choice not in folds:
             counts[choice["kernel"]] = counts.get(choice["kernel"], 0) + 1
     kinds = ", ".join(f"{kernel} {n}" for kernel, n in sorted(counts.items()))
-    if folds:  # the add-norm before qkv and gate/up, per row class: folded in where that was faster
-        kinds += (f"; add-norm folded into the projection at {sum(c['kernel'] != 'unfused' for c in folds)} of "
-                  f"{len(folds)} shapes and row classes")
+    if folds:  # at one row, the add-norm before qkv and gate/up: folded into the GEMV where that was faster
+        kinds += f"; add-norm folded into {sum(c['kernel'] != 'unfused' for c in folds)} of {len(folds)} one-row GEMVs"
     source = record.get("source")
     if source not in ("measured", "loaded"):
         return f"projection kernels ({kinds}): as an earlier engine of this process timed them"

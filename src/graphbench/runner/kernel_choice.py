@@ -3,9 +3,8 @@ candidates on the GPU at start-up (runner/kernel_timing.py), kept in the compile
 warm start loads the choice instead of timing again. No torch import: choices and candidates are tuples.
 
 An op is "linear" (x @ w.T) or "gate_up" (silu(x @ gate.T) * (x @ up.T) from w = [gate; up]); "norm_linear"
-and "norm_gate_up" are the same after the layer's residual add + RMSNorm: "unfused" (the add-norm launch, then
-the op's own choice) or one launch, at one row "norm_gemv" / "norm_gated_gemv" (kernels/norm_gemv.py), at
-2..64 rows and K <= 896 "norm_skinny" / "norm_gated_skinny" (kernels/norm_skinny.py). A row class
+and "norm_gate_up" are the same after the layer's residual add + RMSNorm, at one row: "unfused" (the add-norm
+launch, then the op's own choice) or "norm_gemv" / "norm_gated_gemv" (kernels/norm_gemv.py: one launch). A row class
 is the tile of rows the skinny GEMM computes (1: the one-row GEMV; 16, 32, 64: the skinny GEMM's BLOCK_M);
 more rows always run cuBLAS. The kernels a choice names:
 - "gemv" (blocks BLOCK_N, BLOCK_K, num_warps, and where a neighbour's search added them the stages: weight
@@ -20,10 +19,9 @@ the rules below apply: one row runs the GEMV where K has a power-of-two tile of 
 cuBLAS on the GPU (where nothing was timed, cuBLAS is the safe choice) and the skinny GEMM in the
 interpreter (where the tests check what it computes).
 
-Settled and not measured again: the residual add + RMSNorm is not folded into the skinny GEMM's K loop
-(2026-12-03, b54438c: 2-5x slower at llama's K); the whole-row fold of small K is timed. Folded into the one-row
-GEMV it lost on llama-3.2-1b's and llama-3.1-8b's shapes (RESULTS, 2026-11-29, 497f9e6), so the rule keeps it
-apart; where it is timed, the faster runs.
+Settled and not measured again: the residual add + RMSNorm is not folded into the skinny GEMM (2026-12-03,
+b54438c). Folded into the one-row GEMV it lost on llama-3.2-1b's and llama-3.1-8b's shapes (RESULTS, 2026-11-29,
+497f9e6), so the rule keeps it apart; where it is timed, the faster runs.
 """
 
 from __future__ import annotations
@@ -39,12 +37,7 @@ SKINNY_BLOCK_K = 128  # the rule's K tile of the skinny GEMM
 MAX_GEMV_STAGES = 3  # kernels/gemv.MAX_STAGES
 OPS = ("linear", "gate_up", "norm_linear", "norm_gate_up")
 KERNELS = {"linear": ("gemv", "skinny", "torch"), "gate_up": ("gated_gemv", "gated_skinny", "skinny", "torch"),
-           "norm_linear": ("norm_gemv", "norm_skinny", "unfused"),
-           "norm_gate_up": ("norm_gated_gemv", "norm_gated_skinny", "unfused")}
-MAX_NORM_SKINNY_K = 896  # kernels/norm_skinny.MAX_K: the widest row its programs hold whole
-# the most weight and row values a folded program holds: more spilled on sm_90 with 8 warps, fewer warps spilled
-# sooner (tests/test_triton_compile.py compiles every candidate)
-NORM_SKINNY_VALUES = 36864
+           "norm_linear": ("norm_gemv", "unfused"), "norm_gate_up": ("norm_gated_gemv", "unfused")}
 NORM_OPS = {"linear": "norm_linear", "gate_up": "norm_gate_up"}  # the op after an add-norm -> its choice's op
 # the kernel that adds a LoRA delta in its epilogue, per op (runner/lora/projection.py; cuBLAS has no epilogue)
 EPILOGUE_KERNELS = {"linear": "skinny", "gate_up": "gated_skinny"}
@@ -111,27 +104,11 @@ def blocks_fit(kernel: str, blocks: tuple[int, ...], n: int, k: int, rows: int) 
         return rows == 1 and len(blocks) in (3, 4) and tile_fits(k, blocks[1]) and stages <= MAX_GEMV_STAGES
     if kernel in ("norm_gemv", "norm_gated_gemv"):
         return rows == 1 and len(blocks) == 3 and tile_fits(k, blocks[1])
-    if kernel in ("norm_skinny", "norm_gated_skinny"):  # (block_n, block_m, warps)
-        gated = kernel == "norm_gated_skinny"
-        return (rows > 1 and len(blocks) == 3 and blocks[0] >= 16 and 16 <= blocks[1] <= rows and norm_skinny_fits(k)
-                and (blocks[0] * (2 if gated else 1) + blocks[1]) * k <= NORM_SKINNY_VALUES and (not gated or n % 2 == 0))
     if kernel == "skinny":
         return rows > 1 and len(blocks) == 5 and blocks[2] <= 8 and k % (blocks[1] * blocks[2]) == 0
     if kernel == "gated_skinny":
         return rows > 1 and len(blocks) == 4 and k % blocks[1] == 0 and n % 2 == 0
     return False
-
-
-def norm_skinny_fits(k: int) -> bool:
-    """The folded skinny GEMM's K: whole rows of at most MAX_NORM_SKINNY_K in tensor-core pieces (16 | K)."""
-    return 16 <= k <= MAX_NORM_SKINNY_K and k % 16 == 0
-
-
-def norm_skinny_candidates(k: int, rows: int, gated: bool) -> list[tuple[int, int, int]]:
-    """The folded skinny GEMM's blocks to time: 16 to 64 columns and 16 or 32 rows a program (at most the row
-    class), 8 warps, where a program's weights and rows (K values each) number at most NORM_SKINNY_VALUES."""
-    return [(block_n, block_m, 8) for block_m in (16, 32) if block_m <= rows for block_n in (16, 32, 64)
-            if (block_n * (2 if gated else 1) + block_m) * k <= NORM_SKINNY_VALUES]
 
 
 def _power_of_two(value: int) -> bool:

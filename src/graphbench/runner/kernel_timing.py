@@ -20,7 +20,7 @@ import torch
 from graphbench.runner import kernel_choice as kc
 from graphbench.runner.kernel_bench import ProjectionTimer, compile_all, launcher, search
 from graphbench.runner.kernel_choice import KernelChoice
-from graphbench.runner.norm_fold_timing import choose_fold, fold_timed, norm_projections
+from graphbench.runner.norm_fold_timing import choose_fold, norm_projections
 
 log = logging.getLogger("graphbench.engine")
 
@@ -28,8 +28,8 @@ CHOICES_FILE = "kernel_choices.json"  # timed with PDL launches, as the engine r
 NO_PDL_CHOICES_FILE = "kernel_choices-no-pdl.json"  # timed under the debug hatch GRAPHBENCH_PDL=0
 # the sources whose change can change which candidate is fastest: a stored choice made by others is redone
 _SOURCES = ("kernel_choice.py", "kernel_timing.py", "kernel_bench.py", "norm_fold_timing.py", "kernels/gemv.py",
-            "kernels/row_pieces.py", "kernels/skinny_gemm.py", "kernels/norm_gemv.py", "kernels/norm_skinny.py",
-            "kernels/add_rmsnorm.py", "kernels/util.py")
+            "kernels/row_pieces.py", "kernels/skinny_gemm.py", "kernels/norm_gemv.py", "kernels/add_rmsnorm.py",
+            "kernels/util.py")
 
 
 def sources_hash() -> str:
@@ -124,13 +124,9 @@ def measure(model, max_rows: int) -> list[KernelChoice]:
             for rows in classes:
                 choices.append(_choose(op, timer, rows, num_sms))
             del timer
-        for op, weight, bias in norm_projections(model):  # the add-norm folded in or not
-            timer = ProjectionTimer(weight, bias)
-            for rows in classes:
-                if fold_timed(op, weight.shape[1], rows, weight.dtype):
-                    plain = next(c for c in choices if c.key() == (op, *weight.shape, rows))
-                    choices.append(choose_fold(op, timer, plain))
-            del timer
+        for op, weight, bias in norm_projections(model):  # at one row: the add-norm folded in or not
+            plain = next(c for c in choices if c.key() == (op, *weight.shape, 1))
+            choices.append(choose_fold(op, ProjectionTimer(weight, bias), plain))
     skinny_gemm.release_workspaces(keep=workspaces_before)  # the candidates' (the chosen ones come back on use)
     torch.cuda.empty_cache()
     return choices

@@ -4,8 +4,8 @@ cuBLAS at start-up (runner/kernel_choice.py, kernel_timing.py). config.model.ker
 these (model.LAYER_OPS).
 
 `add_rmsnorm_linear` puts the residual add + RMSNorm in front of a projection (qkv): one Triton launch
-(runner/kernels/add_rmsnorm.py), then the projection, or, where start-up's timing chose it, both in one launch
-(one row: runner/kernels/norm_gemv.py; 2..64 rows of a small model: runner/kernels/norm_skinny.py). `add_rmsnorm_gate_up` does the same for the MLP's
+(runner/kernels/add_rmsnorm.py), then the projection, or at one row, where start-up's timing chose it, both in
+one launch (runner/kernels/norm_gemv.py). `add_rmsnorm_gate_up` does the same for the MLP's
 gate/up projection and returns silu(gate) * up, computed in the projection's epilogue where the chosen
 kernel is a gated one, otherwise by one silu-mul launch after it.
 
@@ -36,10 +36,10 @@ ADD_NORM_OP_NAME = "graphbench::add_rmsnorm_linear"
 @functools.cache
 def _kernels():
     """The Triton kernel modules, imported once, on first use (the CPU path never needs Triton)."""
-    from graphbench.runner.kernels import add_rmsnorm, norm_gemv, norm_skinny
+    from graphbench.runner.kernels import add_rmsnorm, norm_gemv
     from graphbench.runner.kernels import gemv as gemv_kernels  # (gemv here is this module's function)
 
-    return gemv_kernels, add_rmsnorm, norm_gemv, norm_skinny
+    return gemv_kernels, add_rmsnorm, norm_gemv
 
 
 def chosen_kernel(op: str, x: torch.Tensor, weight: torch.Tensor) -> KernelChoice | None:
@@ -71,12 +71,11 @@ def gated_gemv(x: torch.Tensor, weight: torch.Tensor, blocks: tuple[int, int, in
     return out
 
 
-def runs_own_kernel(rows: int, weight: torch.Tensor, op: str = "linear", after_norm: bool = False) -> bool:
+def runs_own_kernel(rows: int, weight: torch.Tensor, op: str = "linear") -> bool:
     """Whether op ("linear" or "gate_up") over `rows` rows on this weight runs one of graphbench's kernels,
     not cuBLAS (for a fixed-size variant: compile/pieces.py gives Inductor the matmuls only where cuBLAS
-    would run); after_norm: the op after the layer's add-norm, which may run folded into it."""
-    x = weight.new_empty((rows, weight.shape[1]))
-    return chosen_kernel(op, x, weight) is not None or (after_norm and _fused_norm_choice(op, x, weight) is not None)
+    would run)."""
+    return chosen_kernel(op, weight.new_empty((rows, weight.shape[1])), weight) is not None
 
 
 def linear_impl(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -130,7 +129,7 @@ def add_rmsnorm_gate_up_impl(x: torch.Tensor, residual: torch.Tensor, norm_weigh
     if not add_norm_kernel_applies(x, residual, norm_weight):
         return add_rmsnorm_gate_up_matmul(x, residual, norm_weight, eps, weight)
     if (fused := _fused_norm_choice("gate_up", x, weight)) is not None:
-        return folded_norm(fused, x, residual, norm_weight, eps, weight, None, gated=True)
+        return norm_gemv(x, residual, norm_weight, eps, weight, None, fused.blocks, gated=True)
     normed, h = add_rmsnorm_rows(x, residual, norm_weight, eps)
     choice = chosen_kernel("gate_up", normed, weight)
     if choice is not None and choice.kernel == "gated_gemv":
@@ -173,36 +172,27 @@ def add_rmsnorm_linear_impl(x: torch.Tensor, residual: torch.Tensor, norm_weight
     if not add_norm_kernel_applies(x, residual, norm_weight):
         return add_rmsnorm_matmul(x, residual, norm_weight, eps, weight, bias)
     if (fused := _fused_norm_choice("linear", x, weight)) is not None:
-        return folded_norm(fused, x, residual, norm_weight, eps, weight, bias, gated=False)
+        return norm_gemv(x, residual, norm_weight, eps, weight, bias, fused.blocks, gated=False)
     normed, h = add_rmsnorm_rows(x, residual, norm_weight, eps)
     return linear_impl(normed, weight, bias), h
 
 
 def _fused_norm_choice(op: str, x: torch.Tensor, weight: torch.Tensor) -> KernelChoice | None:
-    """The one-launch add-norm + projection where it was chosen for this shape and row class (one row:
-    kernels/norm_gemv.py; 2..64: kernels/norm_skinny.py), or None."""
+    """The one-launch add-norm + GEMV where it was chosen for this shape (one row; kernels/norm_gemv.py), or None."""
     n, k = weight.shape
-    rows = x.shape[0]
-    if not 1 <= rows <= kernel_choice.MAX_ROWS or x.shape[1] != k or x.dtype != weight.dtype or weight.stride(-1) != 1:
+    if x.shape[0] != 1 or x.shape[1] != k or x.dtype != weight.dtype or weight.stride(-1) != 1:
         return None
-    if rows > 1 and x.dtype not in (torch.bfloat16, torch.float16):  # the tensor-core kernel's dtypes
-        return None
-    choice = kernel_choice.choice_for(kernel_choice.NORM_OPS[op], n, k, rows, x.is_cuda)
+    choice = kernel_choice.choice_for(kernel_choice.NORM_OPS[op], n, k, 1, x.is_cuda)
     return None if choice.kernel == "unfused" else choice
 
 
-def folded_norm(choice: KernelChoice, x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
-                weight: torch.Tensor, bias: torch.Tensor | None, gated: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """x, residual [T, K] -> (rmsnorm(x + residual) * norm_weight projected (gated: silu(gate) * up), x + residual)
-    in the one launch the choice names."""
-    out = torch.empty((x.shape[0], weight.shape[0] // 2 if gated else weight.shape[0]), dtype=x.dtype, device=x.device)
+def norm_gemv(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float, weight: torch.Tensor,
+              bias: torch.Tensor | None, blocks: tuple[int, int, int], gated: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """x, residual [1, K] -> (rmsnorm(x + residual) * norm_weight projected (gated: silu(gate) * up), x + residual)."""
+    out = torch.empty((1, weight.shape[0] // 2 if gated else weight.shape[0]), dtype=x.dtype, device=x.device)
     h = torch.empty_like(x)
-    if choice.kernel in ("norm_skinny", "norm_gated_skinny"):
-        _kernels()[3].launch_norm_skinny(x, residual, norm_weight, eps, weight, bias, out, h, *choice.blocks,
-                                         gated=gated)
-    else:
-        _kernels()[2].launch_norm_gemv(x, residual, norm_weight, eps, weight, bias, out, h, *choice.blocks,
-                                       gated=gated, interpret=triton_interpreting())
+    _kernels()[2].launch_norm_gemv(x, residual, norm_weight, eps, weight, bias, out, h, *blocks, gated=gated,
+                                   interpret=triton_interpreting())
     return out, h
 
 

@@ -254,8 +254,7 @@ def own_kernels_at(graph: fx.GraphModule, args: tuple, rows: int) -> bool:
         if node.op == "call_function" and node.target in weight_index:
             weight = value_of.get(node.args[weight_index[node.target]])
             op = "gate_up" if node.target is ops.add_rmsnorm_gate_up_op else "linear"  # its own kernel choices
-            after_norm = node.target is not ops.linear_op
-            if not isinstance(weight, torch.Tensor) or not ops.runs_own_kernel(rows, weight, op, after_norm):
+            if not isinstance(weight, torch.Tensor) or not ops.runs_own_kernel(rows, weight, op):
                 return False
     return True
 
