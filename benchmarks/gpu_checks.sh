@@ -39,11 +39,14 @@ lscpu -p=CPU,CORE,SOCKET 2>/dev/null | grep -v '^#' | tr '\n' ' ' >> "$OUT/env.t
 python3 -c "import torch, triton, transformers; print(torch.__version__, triton.__version__, transformers.__version__)" >> "$OUT/env.txt"
 echo "tree: ${COMMIT:-not given (COMMIT=<local commit>)}; device checkout HEAD (may be stale): $(git rev-parse --short HEAD 2>/dev/null)" >> "$OUT/env.txt"
 case "${1:-}" in
-  tests)
-    timeout ${GPU_TESTS_TIMEOUT:-560} python3 -m pytest -m gpu -q -p no:logging --durations=15 tests/gpu 2>&1 | tee "$OUT/gpu-tests.log" | tail -40 ;;
+  tests)  # -v names each test as it ends, and each failure's report lands in gpu-failures.log at once (a
+          # limit that kills pytest takes its summary with it)
+    GRAPHBENCH_FAILURE_LOG="$OUT/gpu-failures.log" timeout ${GPU_TESTS_TIMEOUT:-560} python3 -m pytest -m gpu -v \
+      -p no:logging --durations=15 tests/gpu 2>&1 | tee "$OUT/gpu-tests.log" | grep -v PASSED | tail -40 ;;
   suite)  # the GPU suite without the 60-s OOM fault test (a warm follow-up call with little time left)
-    timeout ${GPU_TESTS_TIMEOUT:-200} python3 -m pytest -m gpu -q -p no:logging --durations=10 tests/gpu \
-      --ignore=tests/gpu/test_faults_gpu.py 2>&1 | tee "$OUT/gpu-tests.log" | tail -25 ;;
+    GRAPHBENCH_FAILURE_LOG="$OUT/gpu-failures.log" timeout ${GPU_TESTS_TIMEOUT:-200} python3 -m pytest -m gpu -v \
+      -p no:logging --durations=10 tests/gpu --ignore=tests/gpu/test_faults_gpu.py 2>&1 | tee "$OUT/gpu-tests.log" \
+      | grep -v PASSED | tail -25 ;;
   sweep)
     # Run it with timeout_s 600. The sweep must stop by 582 s after this script started (the lines above
     # take ~10 s: importing transformers for env.txt): an interrupted sweep then has ~7 s to write its
