@@ -301,6 +301,39 @@ def test_clear_empty_cache(root: Path) -> None:
     assert result.exit_code == 2 and result.stderr.startswith("error: no compile-cache entry 'aaaa111111'")
 
 
+def _timed_choices(root: Path) -> Path:
+    """Two GPUs' shared kernel choices (runner/kernel_choice_store.py) and a file that is not one."""
+    folder = root / "kernel_choices"
+    folder.mkdir(parents=True)
+    for name in ("NVIDIA-H200-pdl.json", "NVIDIA-H100-80GB-HBM3-pdl.json"):
+        (folder / name).write_text("{}")
+    (folder / "notes.txt").write_text("not graphbench's")
+    return folder
+
+
+def test_clear_all_removes_the_gpus_kernel_choices_and_one_entry_keeps_them(entries: Path) -> None:
+    folder = _timed_choices(entries)
+    result = invoke("clear", "aaaa111111", "--yes")
+    assert result.exit_code == 0 and len(list(folder.glob("*.json"))) == 2
+    result = invoke("clear", input="n\n")
+    assert result.exit_code == 1 and f"will remove the kernel choices of 2 GPUs and launch modes ({folder})" in result.stdout
+    assert "remove 2 entries, 5.0 MiB and the kernel choices? [y/N]" in result.stdout
+    assert len(list(folder.glob("*.json"))) == 2
+    result = invoke("clear", "--yes")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1] == f"removed the kernel choices of 2 GPUs and launch modes ({folder})"
+    assert existing(entries) == set() and [p.name for p in folder.iterdir()] == ["notes.txt"]
+
+
+def test_clear_kernel_choices_with_no_entries(root: Path) -> None:
+    folder = _timed_choices(root)
+    result = invoke("clear", input="y\n")
+    assert result.exit_code == 0, result.output
+    assert "remove the kernel choices? [y/N]" in result.stdout
+    assert result.stdout.splitlines()[-1] == f"removed the kernel choices of 2 GPUs and launch modes ({folder})"
+    assert invoke("clear").stdout.strip().startswith("compile cache is empty: nothing to remove")
+
+
 # --- wiring ---------------------------------------------------------------------------------
 
 

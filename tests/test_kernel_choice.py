@@ -1,6 +1,7 @@
 """runner/kernel_choice.py and kernel_timing.py without a GPU: the candidates start-up times, the search
 over them, the rules, what the projections run once a choice is installed, and the choices kept in the
-compile-cache entry (loaded on a warm start, measured again when they do not fit)."""
+compile-cache entry (loaded on a warm start, measured again when they do not fit) and in the GPU's shared
+store (loaded by another config's cold start)."""
 
 from __future__ import annotations
 
@@ -171,41 +172,127 @@ def test_the_fastest_kernel_is_chosen_against_cublas():
     assert got.blocks == (16, 64, 4, 5) and got.epilogue_blocks == ()  # the chosen kernel is the epilogue's
 
 
-def test_choices_are_kept_in_the_cache_entry(tmp_path, monkeypatch):
+def _model_of(shapes: dict[str, tuple[int, int]], dtype=torch.bfloat16, qkv_bias: bool = False):
+    """What kernel_timing reads of a model: layer 0's projections and lm_head (weights only)."""
+    from types import SimpleNamespace
+
+    def proj(name, bias=False):
+        n, k = shapes[name]
+        return SimpleNamespace(weight=torch.empty(n, k, dtype=dtype), bias=torch.empty(n, dtype=dtype) if bias else None)
+
+    layer = SimpleNamespace(self_attn=SimpleNamespace(qkv_proj=proj("qkv", qkv_bias), o_proj=proj("o")),
+                            mlp=SimpleNamespace(gate_up_proj=proj("gate_up"), down_proj=proj("down")))
+    return SimpleNamespace(layers=[layer], lm_head=proj("lm_head"))
+
+
+def _entry(tmp_path, name: str):
+    """A compile-cache entry's folder (the engine makes it before the choices are written there)."""
+    (tmp_path / name).mkdir(exist_ok=True)
+    return tmp_path / name
+
+
+SMOLLM2 = {"qkv": (960, 576), "o": (576, 576), "gate_up": (3072, 576), "down": (576, 1536), "lm_head": (49152, 576)}
+
+
+@pytest.fixture
+def timing(tmp_path, monkeypatch):
+    """kernel_timing with measure() faked (its calls counted) and the cache root under tmp_path."""
     from graphbench.runner import kernel_timing
 
+    monkeypatch.setenv("GRAPHBENCH_CACHE_ROOT", str(tmp_path / "root"))
     made = [KernelChoice("linear", 960, 576, 1, "gemv", (8, 64, 2), 2.1, 3.6, 6)]
     calls = []
     monkeypatch.setattr(kernel_timing, "measure", lambda model, max_rows: calls.append(max_rows) or made)
-    first = kernel_timing.load_or_measure(None, tmp_path, "NVIDIA H200", 8192)
+    return kernel_timing, made, calls
+
+
+def test_choices_are_kept_in_the_cache_entry(tmp_path, timing, monkeypatch):
+    kernel_timing, made, calls = timing
+    model = _model_of(SMOLLM2)
+    first = kernel_timing.load_or_measure(model, tmp_path, "NVIDIA H200", 8192)
     assert first["source"] == "measured" and calls == [8192] and first["choices"] == [made[0].to_dict()]
     assert kc.choice_for("linear", 960, 576, 1, True, 132) == made[0]
     kc.forget_all()
-    second = kernel_timing.load_or_measure(None, tmp_path, "NVIDIA H200", 8192)  # a warm start: no timing
+    second = kernel_timing.load_or_measure(model, tmp_path, "NVIDIA H200", 8192)  # a warm start: no timing
     assert second["source"] == "loaded" and calls == [8192] and second["choices"] == first["choices"]
     assert kc.choice_for("linear", 960, 576, 1, True, 132) == made[0]
-    assert kernel_timing.load_or_measure(None, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "measured"
+    assert kernel_timing.load_or_measure(model, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "measured"
     path = tmp_path / kernel_timing.CHOICES_FILE
     data = json.loads(path.read_text())
-    data["sources"] = "0" * 12  # written by other kernels' code
+    data["sources"] = "0" * 12  # written by other kernels' code: the entry's copy is not loaded
     path.write_text(json.dumps(data))
-    assert kernel_timing.load_or_measure(None, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "measured"
+    assert kernel_timing.load_or_measure(model, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "shared"
     data = json.loads(path.read_text())
     data["choices"][0]["blocks"] = [8, 128, 2]  # does not fit K = 576
     path.write_text(json.dumps(data))
-    assert kernel_timing.load_or_measure(None, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "measured"
-    path.write_text("{not json")
-    assert kernel_timing.load_or_measure(None, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "measured"
-    path.write_text("[]")  # JSON, but not the object written
-    assert kernel_timing.load_or_measure(None, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "measured"
-    assert kernel_timing.load_or_measure(None, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "loaded"
+    assert kernel_timing.load_or_measure(model, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "shared"
+    for text in ("{not json", "[]"):  # not JSON; JSON, but not the object written
+        path.write_text(text)
+        assert kernel_timing.load_or_measure(model, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "shared"
+    assert kernel_timing.load_or_measure(model, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "loaded"
     monkeypatch.setenv("GRAPHBENCH_PDL", "0")  # timed without PDL launches: not what the engine runs by default
-    assert kernel_timing.load_or_measure(None, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "measured"
+    assert kernel_timing.load_or_measure(model, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "measured"
     assert json.loads((tmp_path / kernel_timing.NO_PDL_CHOICES_FILE).read_text())["pdl"] is False
-    assert kernel_timing.load_or_measure(None, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "loaded"
+    assert kernel_timing.load_or_measure(model, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "loaded"
     monkeypatch.delenv("GRAPHBENCH_PDL")  # back to PDL: its own file, still there
-    assert kernel_timing.load_or_measure(None, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "loaded"
-    assert json.loads(path.read_text())["pdl"] is True and len(calls) == 7
+    assert kernel_timing.load_or_measure(model, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "loaded"
+    assert json.loads(path.read_text())["pdl"] is True and len(calls) == 3
+
+
+def test_a_new_config_loads_the_gpus_shared_choices(tmp_path, timing, caplog):
+    """Another compile-cache entry (a new level, ladder or mode) with the same projection shapes, dtype, bias
+    and row classes loads the choices a cold start timed on this GPU; anything else is timed."""
+    from graphbench.runner import kernel_choice_store as store
+    from graphbench.runner.compile.cache import clear_kernel_choices
+
+    kernel_timing, made, calls = timing
+    model = _model_of(SMOLLM2)
+    assert kernel_timing.load_or_measure(model, _entry(tmp_path, "a"), "NVIDIA H200", 8192)["source"] == "measured"
+    other = kernel_timing.load_or_measure(model, _entry(tmp_path, "b"), "NVIDIA H200", 8192)
+    assert other["source"] == "shared" and other["choices"] == [made[0].to_dict()] and calls == [8192]
+    assert json.loads((_entry(tmp_path, "b") / kernel_timing.CHOICES_FILE).read_text())["choices"] == other["choices"]
+    # not the same model for the store: a bias, a dtype, a shape, fewer row classes, another GPU
+    for n, (changed, max_rows, device) in enumerate([
+            (_model_of(SMOLLM2, qkv_bias=True), 8192, "NVIDIA H200"),
+            (_model_of(SMOLLM2, dtype=torch.float16), 8192, "NVIDIA H200"),
+            (_model_of({**SMOLLM2, "down": (576, 2048)}), 8192, "NVIDIA H200"),
+            (model, 16, "NVIDIA H200"),
+            (model, 8192, "NVIDIA H100 80GB HBM3")]):
+        assert kernel_timing.load_or_measure(changed, _entry(tmp_path, f"c{n}"), device, max_rows)["source"] == "measured"
+    assert len(calls) == 6
+    assert kernel_timing.load_or_measure(model, _entry(tmp_path, "d"), "NVIDIA H200", 8192)["source"] == "shared"  # kept
+    conditions = kernel_timing.timing_conditions("NVIDIA H200")
+    path = store.store_path(conditions)
+    assert path.name == "NVIDIA-H200-pdl.json" and path.parent.name == "kernel_choices"
+    data = json.loads(path.read_text())
+    assert len(data["sets"]) == 5  # the H200's: the model, its bias, dtype, shape and row-class variants
+    data["sources"] = "0" * 12  # timed by other kernels' code: stale, dropped at the next write
+    path.write_text(json.dumps(data))
+    assert kernel_timing.load_or_measure(model, _entry(tmp_path, "e"), "NVIDIA H200", 8192)["source"] == "measured"
+    assert len(json.loads(path.read_text())["sets"]) == 1
+    key = next(iter(json.loads(path.read_text())["sets"]))
+    data = json.loads(path.read_text())
+    data["sets"][key]["choices"][0]["blocks"] = [8, 128, 2]  # does not fit K = 576
+    path.write_text(json.dumps(data))
+    with caplog.at_level("WARNING", logger="graphbench.engine"):
+        assert kernel_timing.load_or_measure(model, _entry(tmp_path, "f"), "NVIDIA H200", 8192)["source"] == "measured"
+        path.write_text("{not json")
+        assert kernel_timing.load_or_measure(model, _entry(tmp_path, "g"), "NVIDIA H200", 8192)["source"] == "measured"
+    assert sum("shared kernel choices" in r.message for r in caplog.records) == 2
+    assert kernel_timing.load_or_measure(model, _entry(tmp_path, "h"), "NVIDIA H200", 8192)["source"] == "shared"
+    assert [p.name for p in clear_kernel_choices()] == ["NVIDIA-H100-80GB-HBM3-pdl.json", "NVIDIA-H200-pdl.json"]
+    assert kernel_timing.load_or_measure(model, _entry(tmp_path, "i"), "NVIDIA H200", 8192)["source"] == "measured"
+
+
+def test_a_store_that_cannot_be_written_costs_only_the_timing(tmp_path, timing, caplog):
+    kernel_timing, made, calls = timing
+    (tmp_path / "root").mkdir()
+    (tmp_path / "root" / "kernel_choices").write_text("a file where the store's folder goes")
+    with caplog.at_level("WARNING", logger="graphbench.engine"):
+        got = kernel_timing.load_or_measure(_model_of(SMOLLM2), _entry(tmp_path, "a"), "NVIDIA H200", 8192)
+    assert got["source"] == "measured" and got["choices"] == [made[0].to_dict()]
+    assert any("not shared" in r.message for r in caplog.records)
+    assert kernel_timing.load_or_measure(_model_of(SMOLLM2), _entry(tmp_path, "a"), "NVIDIA H200", 8192)["source"] == "loaded"
 
 
 def test_the_run_summary_names_the_choices():
@@ -216,7 +303,9 @@ def test_the_run_summary_names_the_choices():
     record = {"source": "measured", "seconds": 3.24, "choices": [
         {"kernel": "gemv"}, {"kernel": "gemv"}, {"kernel": "skinny"}, {"kernel": "torch"}]}
     assert kernel_choices_line(record) == "projection kernels (gemv 2, skinny 1, torch 1): timed in 3.2 s"
-    assert kernel_choices_line(dict(record, source="loaded", seconds=0.01)).endswith("loaded in 0.0 s")
+    assert kernel_choices_line(dict(record, source="loaded", seconds=0.01)).endswith("): loaded in 0.0 s")
+    assert kernel_choices_line(dict(record, source="shared", seconds=0.02)).endswith(
+        "): loaded as this GPU timed them for another config in 0.0 s")
     assert "rules" in kernel_choices_line({"source": "rules"}) and kernel_choices_line({}) == ""
     folded = dict(record, choices=record["choices"] + [{"op": "norm_linear", "kernel": "norm_gemv"},
                                                         {"op": "norm_gate_up", "kernel": "unfused"}])

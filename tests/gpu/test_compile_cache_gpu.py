@@ -20,22 +20,24 @@ from graphbench.config import load_engine_config
 from graphbench.runner.engine import Engine
 from graphbench.runner.request import SamplingParams
 e = Engine(load_engine_config(overrides={"model.model": "tiny-llama", "model.device": "cuda", "optimization_level": 2,
-                                         "scheduler.max_num_seqs": 8, "cache.gpu_memory_utilization": 0.2}))
+                                         "scheduler.max_num_seqs": 8, "cache.gpu_memory_utilization": 0.2,
+                                         **json.loads(sys.argv[1])}))
 print(json.dumps({"loaded": e.report.compile_loaded, "rebuilt": e.report.compile_cache_rebuilt,
                   "kernels": e.report.kernel_choices,
                   "tokens": e.generate([[1, 2, 3], [9, 8, 7, 6]], SamplingParams(max_tokens=6))}))
 """
 
 
-def _start(tmp_path: Path) -> dict:
+def _start(tmp_path: Path, **overrides) -> dict:
     env = dict(os.environ, GRAPHBENCH_CACHE_ROOT=str(tmp_path / "cache"), XDG_CONFIG_HOME=str(tmp_path / "config"),
                PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src"))
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(overrides)], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def test_a_warm_start_loads_the_signed_entry(tmp_path):
+    """The same config again loads its entry; another config loads the kernel choices the first timed."""
     cold = _start(tmp_path)
     warm = _start(tmp_path)
     assert not cold["loaded"] and warm["loaded"] and not warm["rebuilt"]
@@ -46,3 +48,7 @@ def test_a_warm_start_loads_the_signed_entry(tmp_path):
     (entry,) = (tmp_path / "cache" / "torch_compile_cache").glob("*/rank_0_0")
     signed = json.loads((entry / "manifest.json").read_text())["files"]
     assert any(name.startswith("triton/") for name in signed)  # the kernels the capture compiled
+    # another config (a new entry) with the same projection shapes: this GPU's choices, not timed again
+    other = _start(tmp_path, **{"compilation.cudagraph_mode": "PIECEWISE"})
+    assert not other["loaded"] and other["kernels"]["source"] == "shared"
+    assert other["kernels"]["choices"] == cold["kernels"]["choices"]

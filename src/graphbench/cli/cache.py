@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -22,6 +23,9 @@ from graphbench.runner.compile.cache import (
     CacheEntry,
     cache_root,
     clear_entries,
+    clear_kernel_choices,
+    kernel_choice_files,
+    kernel_choices_dir,
     list_entries,
 )
 
@@ -135,30 +139,49 @@ def clear_command(
     ] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
-    """Remove compile-cache entries. Asks first unless --yes; a declined or unanswered confirmation exits 1."""
+    """Remove compile-cache entries (all of them: the kernel choices each GPU timed too). Asks first unless
+    --yes; a declined or unanswered confirmation exits 1."""
     hashes = list(hashes or [])
     if hashes and all_entries:
         raise GraphbenchError("give entry hashes or --all, not both")
     selected = _select(hashes)
+    choices = [] if hashes else kernel_choice_files()  # all: each GPU's timed kernel choices too
     base = cache_root() / CACHE_SUBDIR
-    if not selected:
+    if not selected and not choices:
         typer.echo(f"compile cache is empty: nothing to remove under {base}")
         return
     total = sum(e.size_bytes for e in selected)
     if not yes:
-        typer.echo(f"will remove {_plural(len(selected))} from {base}:")
-        for e in selected:
-            typer.echo(f"  {e.hash}  {human_size(e.size_bytes)}  {e.summary}")
-        confirm_or_exit(f"remove {_plural(len(selected))}, {human_size(total)}?", declined="aborted: nothing removed")
-    removed = clear_entries([e.hash for e in selected])
+        _confirm_clear(selected, choices, base, total)
+    removed = clear_entries([e.hash for e in selected]) if selected else []
     left = [e for e in removed if e.path.exists()]
     for e in removed:
         if e not in left:
             typer.echo(f"removed {e.hash} ({human_size(e.size_bytes)})")
-    freed = sum(e.size_bytes for e in removed if e not in left)
-    typer.echo(f"freed {human_size(freed)} ({freed} bytes) from {_plural(len(removed) - len(left))}")
+    if selected:
+        freed = sum(e.size_bytes for e in removed if e not in left)
+        typer.echo(f"freed {human_size(freed)} ({freed} bytes) from {_plural(len(removed) - len(left))}")
+    if choices:
+        typer.echo(f"removed {_timed_on(clear_kernel_choices())} ({kernel_choices_dir()})")
     if left:
         raise GraphbenchError(f"could not remove {', '.join(str(e.path) for e in left)}")
+
+
+def _confirm_clear(selected: list[CacheEntry], choices: list[Path], base: Path, total: int) -> None:
+    what = [f"{_plural(len(selected))}, {human_size(total)}"] if selected else []
+    if selected:
+        typer.echo(f"will remove {_plural(len(selected))} from {base}:")
+        for e in selected:
+            typer.echo(f"  {e.hash}  {human_size(e.size_bytes)}  {e.summary}")
+    if choices:  # timed again at each GPU's next cold start
+        typer.echo(f"will remove {_timed_on(choices)} ({kernel_choices_dir()})")
+        what.append("the kernel choices")
+    confirm_or_exit(f"remove {' and '.join(what)}?", declined="aborted: nothing removed")
+
+
+def _timed_on(files: list[Path]) -> str:
+    """(one file per GPU and launch mode: PDL or the GRAPHBENCH_PDL=0 hatch)"""
+    return f"the kernel choices of {len(files)} GPU{'' if len(files) == 1 else 's'} and launch mode{'' if len(files) == 1 else 's'}"
 
 
 def _value(value: object) -> str:

@@ -232,11 +232,11 @@ def kernel_choices_line(record: dict) -> str:
     kinds = ", ".join(f"{kernel} {n}" for kernel, n in sorted(counts.items()))
     if folds:  # at one row, the add-norm before qkv and gate/up: folded into the GEMV where that was faster
         kinds += f"; add-norm folded into {sum(c['kernel'] != 'unfused' for c in folds)} of {len(folds)} one-row GEMVs"
+    how = {"measured": "timed", "loaded": "loaded", "shared": "loaded as this GPU timed them for another config"}
     source = record.get("source")
-    if source not in ("measured", "loaded"):
+    if source not in how:
         return f"projection kernels ({kinds}): as an earlier engine of this process timed them"
-    how = "timed" if source == "measured" else "loaded"
-    return f"projection kernels ({kinds}): {how} in {record.get('seconds', 0.0):.1f} s"
+    return f"projection kernels ({kinds}): {how[source]} in {record.get('seconds', 0.0):.1f} s"
 
 
 def _print_summary(path) -> None:

@@ -1,6 +1,8 @@
 """Kernel choices by measurement: at a cold start, each projection shape of the model and each row class the
 engine meets is timed on this GPU over its candidate kernels and cuBLAS, the fastest is installed
-(runner/kernel_choice.py) and written into the compile-cache entry; a warm start loads it.
+(runner/kernel_choice.py) and written into the compile-cache entry, which a warm start loads, and into the
+GPU's shared store (runner/kernel_choice_store.py), which another config's cold start with the same
+projection shapes loads.
 
 A candidate is timed as the engine runs it (runner/kernel_bench.py); at one row the residual add + RMSNorm in
 front of qkv and gate/up is timed folded into the GEMV and apart (runner/norm_fold_timing.py).
@@ -18,6 +20,7 @@ from typing import Callable
 import torch
 
 from graphbench.runner import kernel_choice as kc
+from graphbench.runner import kernel_choice_store as store
 from graphbench.runner.kernel_bench import ProjectionTimer, compile_all, launcher, search
 from graphbench.runner.kernel_choice import KernelChoice
 from graphbench.runner.norm_fold_timing import choose_fold, norm_projections
@@ -62,7 +65,9 @@ def timing_conditions(device_name: str) -> dict:
 
 def load_or_measure(model, directory: Path, device_name: str, max_rows: int) -> dict:
     """The kernel choices for this model: loaded from the cache entry when it holds them timed under these
-    conditions, else measured and written there; installed either way. -> the start-up report's record."""
+    conditions, else from the GPU's shared store (another config's cold start timed the same shapes:
+    runner/kernel_choice_store.py), else measured and written to both; installed either way. -> the
+    start-up report's record."""
     started = time.perf_counter()
     conditions = timing_conditions(device_name)
     # a file per PDL setting: a run with the hatch and the next without do not re-time each other's choices
@@ -71,14 +76,29 @@ def load_or_measure(model, directory: Path, device_name: str, max_rows: int) -> 
     if stored is not None:
         kc.install(stored)
         return {"source": "loaded", "seconds": time.perf_counter() - started, "choices": [c.to_dict() for c in stored]}
-    choices = measure(model, max_rows)
+    key = store.signature(projection_shapes(model), row_classes(max_rows))
+    choices, source = store.lookup(conditions, key), "shared"
+    if choices is None:
+        choices, source = measure(model, max_rows), "measured"
+        store.remember(conditions, key, choices, time.perf_counter() - started)
+        log.info("kernel choices: %d measured in %.1f s", len(choices), time.perf_counter() - started)
     seconds = time.perf_counter() - started
     kc.install(choices)
     from graphbench.files import write_atomic
 
     write_atomic(path, json.dumps({**conditions, "seconds": round(seconds, 3), "choices": [c.to_dict() for c in choices]}, indent=1))
-    log.info("kernel choices: %d measured in %.1f s", len(choices), seconds)
-    return {"source": "measured", "seconds": seconds, "choices": [c.to_dict() for c in choices]}
+    return {"source": source, "seconds": seconds, "choices": [c.to_dict() for c in choices]}
+
+
+def projection_shapes(model) -> list[tuple[str, int, int, bool, str]]:
+    """(op, n, k, bias, dtype) of each projection shape measure() times: the shared store's key."""
+    return [(op, *weight.shape, bias is not None, str(weight.dtype).removeprefix("torch."))
+            for op, weight, bias in model_projections(model)]
+
+
+def row_classes(max_rows: int) -> list[int]:
+    """The row classes a step of at most max_rows rows (max_num_batched_tokens) meets."""
+    return [c for c in kc.ROW_CLASSES if c == 1 or c // 2 < max_rows]
 
 
 def without_entry(model) -> dict:
@@ -114,7 +134,7 @@ def measure(model, max_rows: int) -> list[KernelChoice]:
     from graphbench.runner.kernels.pdl import graph_launches
 
     num_sms = sm_count(torch.cuda.current_device())
-    classes = [c for c in kc.ROW_CLASSES if c == 1 or c // 2 < max_rows]
+    classes = row_classes(max_rows)
     workspaces_before = skinny_gemm.workspace_keys()  # another engine's recordings may hold these
     choices = []
     with graph_launches(), torch.no_grad():

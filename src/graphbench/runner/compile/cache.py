@@ -23,6 +23,7 @@ from graphbench import env
 from graphbench.errors import GraphbenchError
 
 CACHE_SUBDIR = "torch_compile_cache"
+KERNEL_CHOICES_SUBDIR = "kernel_choices"  # each GPU's timed kernel choices, shared by every entry (kernel_choice_store)
 META_FILE = "graphbench_meta.json"
 COMPLETE_MARKER = "compiled.ok"  # written once a start-up finished compiling into the directory
 # Sources whose change changes the generated code (the model, its split, how pieces are compiled)
@@ -166,6 +167,26 @@ def list_entries() -> list[CacheEntry]:
                 created, summary = None, "(unreadable metadata)"
         entries.append(CacheEntry(path.name, path, _size(path), created, summary))
     return sorted(entries, key=lambda e: -(e.created or 0))
+
+
+def kernel_choices_dir() -> Path:
+    return cache_root() / KERNEL_CHOICES_SUBDIR
+
+
+def kernel_choice_files() -> list[Path]:
+    """Each GPU's (and launch mode's) shared kernel choices (runner/kernel_choice_store.py); links are not followed."""
+    folder = kernel_choices_dir()
+    if folder.is_symlink() or not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if p.is_file() and not p.is_symlink() and p.suffix == ".json")
+
+
+def clear_kernel_choices() -> list[Path]:
+    """Remove every GPU's shared kernel choices; return the files removed."""
+    files = kernel_choice_files()
+    for path in files:
+        path.unlink(missing_ok=True)
+    return files
 
 
 def clear_entries(hashes: list[str] | None = None) -> list[CacheEntry]:
