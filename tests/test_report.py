@@ -409,3 +409,23 @@ def test_points_measured_twice_are_named_with_their_runs():
                            "their runs are pooled; give one run per point (a fresh --results folder, or --resume)")
     assert len(warnings) == 3
     assert skipped_warnings(load([data / "real-cpu-a"])) == []
+
+
+def test_the_startup_breakdown_shows_the_kernel_choices_time():
+    """A cold start's timing of graphbench's kernels is its own part of the startup chart (it is paid once a
+    GPU, by whichever start comes first), read from files written before the field from kernel_choices."""
+    from graphbench.reports.charts_startup import PART_NAMES, startup_rows
+    from graphbench.reports.frame import points_frame
+
+    def point(label: str, start: dict) -> dict:
+        start = {"cold": True, "total_s": 40.0, "load_s": 1.0, **start}
+        return {"label": label, "system": "graphbench", "status": "ok", "startup": start, "startups": [start],
+                "workloads": []}
+
+    rows = startup_rows(points_frame([
+        point("timed", {"kernel_choices_s": 30.0, "kernel_choices": {"source": "measured", "seconds": 30.0}}),
+        point("shared", {"kernel_choices_s": 0.01, "kernel_choices": {"source": "shared", "seconds": 0.01}}),
+        point("older file", {"kernel_choices": {"source": "measured", "seconds": 25.0}})]))
+    assert dict(zip(rows["label"], rows["kernel_choices_s"])) == {"timed": 30.0, "shared": 0.01, "older file": 25.0}
+    assert dict(zip(rows["label"], rows["other_s"].round(2))) == {"timed": 9.0, "shared": 38.99, "older file": 14.0}
+    assert PART_NAMES["kernel_choices_s"].startswith("kernel choices")

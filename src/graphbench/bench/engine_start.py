@@ -29,6 +29,8 @@ def startup_dict(engine, cold: bool, wall_s: float) -> dict[str, Any]:
         "mixed_capture_sizes": engine.dispatcher.mixed_sizes,  # None: the one ladder served both phases
         "static_variants": r.static_variants,
         "kernel_choices": r.kernel_choices,
+        # timing graphbench's projection kernels (a cold start's first on this GPU) or loading them
+        "kernel_choices_s": float((r.kernel_choices or {}).get("seconds", 0.0)),
         "deferred_recordings": r.deferred_recordings,  # keys left for their first use (capture on demand)
         "capture_precompiled": r.capture_precompiled,  # [kernel launches compiled ahead (cold), seconds]
         "capture_log": r.capture_log,

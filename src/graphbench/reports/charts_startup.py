@@ -15,6 +15,7 @@ from graphbench.reports.ladder_table import graph_rows
 PART_NAMES = {
     "load_s": "load weights",
     "kv_cache_s": "KV cache",
+    "kernel_choices_s": "kernel choices (timed once per GPU)",
     "compile_import_s": "import compile stack",
     "dynamo_s": "Dynamo",
     "inductor_s": "Inductor",
@@ -23,7 +24,8 @@ PART_NAMES = {
     "capture_s": "graph capture",
     "first_call_s": "first call (peer warm-up / compile)",
 }
-PART_COLORS = ["#4e79a7", "#9c755f", "#d37295", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#bab0ac"]
+PART_COLORS = ["#4e79a7", "#9c755f", "#ff9da7", "#d37295", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
+               "#bab0ac"]
 
 
 def startup_rows(points: pd.DataFrame) -> pd.DataFrame:

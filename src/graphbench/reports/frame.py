@@ -29,8 +29,8 @@ LATENCY_STATS = ("mean", "p50", "p90", "p99")
 LATENCY_METRICS: dict[str, tuple[str, str]] = {
     f"{base}_{stat}_ms": (f"{base}_ms", stat) for base in LATENCY_BASES for stat in LATENCY_STATS
 }
-STARTUP_PARTS = ("load_s", "kv_cache_s", "compile_import_s", "dynamo_s", "inductor_s", "compile_sizes_s", "loaded_s", "capture_s",
-                 "first_call_s")  # fmt: skip
+STARTUP_PARTS = ("load_s", "kv_cache_s", "kernel_choices_s", "compile_import_s", "dynamo_s", "inductor_s", "compile_sizes_s",
+                 "loaded_s", "capture_s", "first_call_s")  # fmt: skip
 GRAPHBENCH = "graphbench"
 
 # summary.csv columns, in order (RESULTS_SCHEMA units: s, ms, bytes, per second).
@@ -246,6 +246,8 @@ def points_frame(results: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
                        startup_s=_num(start.get("total_s")), graph_memory_bytes=_num(start.get("graph_memory_bytes")))
             for part in STARTUP_PARTS:
                 row[part] = _num(start.get(part))
+            if pd.isna(row["kernel_choices_s"]) and isinstance(start.get("kernel_choices"), Mapping):
+                row["kernel_choices_s"] = _num(start["kernel_choices"].get("seconds"))  # (files before 2026-12-05)
             rows.append(row)
     columns = [*_point_fields({}).keys(), *STARTUP_PARTS]
     return pd.DataFrame(rows, columns=columns)
