@@ -4,9 +4,9 @@
 
 Each start is a fresh process. The compile cache root is a fresh folder, so the first -O2
 start is cold and the second warm; a changed factor (max_num_seqs) must get a new directory.
-The first -O2 start also times the projections' kernel choices; every later start of another config
-(a new hash, a mode, a level) loads them from the GPU's shared store under the same root, as a user's
-next config would (runner/kernel_choice_store.py): each row's "kernel choices" says measured, loaded or shared.
+The first -O2 start also times the projections' kernel choices; a later start whose entry is new (a new
+hash: max_num_seqs, -O3) loads them from the GPU's shared store under the same root, as a user's next
+config would (runner/kernel_choice_store.py): each row's "kernel choices" says measured, loaded or shared.
 """
 
 from __future__ import annotations

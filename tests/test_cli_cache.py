@@ -305,7 +305,7 @@ def _timed_choices(root: Path) -> Path:
     """Two GPUs' shared kernel choices (runner/kernel_choice_store.py) and a file that is not one."""
     folder = root / "kernel_choices"
     folder.mkdir(parents=True)
-    for name in ("NVIDIA-H200-pdl.json", "NVIDIA-H100-80GB-HBM3-pdl.json"):
+    for name in ("NVIDIA-H200-pdl-0123456789ab.json", "NVIDIA-H100-80GB-HBM3-pdl-0123456789ab.json"):
         (folder / name).write_text("{}")
     (folder / "notes.txt").write_text("not graphbench's")
     return folder

@@ -137,6 +137,12 @@ def test_the_cache_trusts_only_a_private_root_and_key(tmp_path, monkeypatch):
     root = tmp_path / "root"
     root.mkdir(mode=0o755)
     check_private_root(root)
+    (root / "kernel_choices").mkdir(mode=0o777)  # each GPU's kernel choices, copied into signed entries
+    (root / "kernel_choices").chmod(0o777)
+    with pytest.raises(GraphbenchError, match="kernel_choices is owned or writable by another user"):
+        check_private_root(root)
+    (root / "kernel_choices").chmod(0o700)
+    check_private_root(root)
     root.chmod(0o777)
     with pytest.raises(GraphbenchError, match="writable by another user"):
         check_private_root(root)

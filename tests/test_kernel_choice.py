@@ -194,39 +194,54 @@ def _entry(tmp_path, name: str):
 SMOLLM2 = {"qkv": (960, 576), "o": (576, 576), "gate_up": (3072, 576), "down": (576, 1536), "lm_head": (49152, 576)}
 
 
+GEMV = KernelChoice("linear", 960, 576, 1, "gemv", (8, 64, 2), 2.1, 3.6, 6)  # qkv's one-row choice in every set
+
+
+def _made(kernel_timing, model, max_rows: int) -> list[KernelChoice]:
+    """What the faked measure() chooses: one choice for each key the real one would (the rule's kernels,
+    qkv's one-row GEMV timed)."""
+    keys = sorted(kernel_timing.expected_keys(model, max_rows))
+    return [GEMV if key == GEMV.key() else KernelChoice(*key, "unfused" if key[0].startswith("norm_") else "torch")
+            for key in keys]
+
+
 @pytest.fixture
 def timing(tmp_path, monkeypatch):
     """kernel_timing with measure() faked (its calls counted) and the cache root under tmp_path."""
     from graphbench.runner import kernel_timing
 
     monkeypatch.setenv("GRAPHBENCH_CACHE_ROOT", str(tmp_path / "root"))
-    made = [KernelChoice("linear", 960, 576, 1, "gemv", (8, 64, 2), 2.1, 3.6, 6)]
     calls = []
-    monkeypatch.setattr(kernel_timing, "measure", lambda model, max_rows: calls.append(max_rows) or made)
-    return kernel_timing, made, calls
+    monkeypatch.setattr(kernel_timing, "measure",
+                        lambda model, max_rows: calls.append(max_rows) or _made(kernel_timing, model, max_rows))
+    return kernel_timing, calls
 
 
 def test_choices_are_kept_in_the_cache_entry(tmp_path, timing, monkeypatch):
-    kernel_timing, made, calls = timing
+    kernel_timing, calls = timing
     model = _model_of(SMOLLM2)
+    made = [c.to_dict() for c in _made(kernel_timing, model, 8192)]
+    assert len(made) == 5 * len(kc.ROW_CLASSES) + 2  # every projection at every row class; the two folds
     first = kernel_timing.load_or_measure(model, tmp_path, "NVIDIA H200", 8192)
-    assert first["source"] == "measured" and calls == [8192] and first["choices"] == [made[0].to_dict()]
-    assert kc.choice_for("linear", 960, 576, 1, True, 132) == made[0]
+    assert first["source"] == "measured" and calls == [8192] and first["choices"] == made
+    assert kc.choice_for("linear", 960, 576, 1, True, 132) == GEMV
     kc.forget_all()
     second = kernel_timing.load_or_measure(model, tmp_path, "NVIDIA H200", 8192)  # a warm start: no timing
-    assert second["source"] == "loaded" and calls == [8192] and second["choices"] == first["choices"]
-    assert kc.choice_for("linear", 960, 576, 1, True, 132) == made[0]
+    assert second["source"] == "loaded" and calls == [8192] and second["choices"] == made
+    assert kc.choice_for("linear", 960, 576, 1, True, 132) == GEMV
     assert kernel_timing.load_or_measure(model, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "measured"
     path = tmp_path / kernel_timing.CHOICES_FILE
-    data = json.loads(path.read_text())
-    data["sources"] = "0" * 12  # written by other kernels' code: the entry's copy is not loaded
-    path.write_text(json.dumps(data))
-    assert kernel_timing.load_or_measure(model, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "shared"
-    data = json.loads(path.read_text())
-    data["choices"][0]["blocks"] = [8, 128, 2]  # does not fit K = 576
-    path.write_text(json.dumps(data))
-    assert kernel_timing.load_or_measure(model, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "shared"
-    for text in ("{not json", "[]"):  # not JSON; JSON, but not the object written
+    edits = [lambda d: d.update(sources="0" * 12),  # written by other kernels' code: the entry's copy is not loaded
+             lambda d: d.update(torch="2.0.0"),  # by another torch (its cuBLAS)
+             lambda d: d["choices"][0].update(blocks=[8, 128, 2]),  # does not fit K = 576
+             lambda d: d["choices"].pop(),  # a shape or row class missing
+             lambda d: d.update(choices=[])]
+    for edit in edits:
+        data = json.loads(path.read_text())
+        edit(data)
+        path.write_text(json.dumps(data))
+        assert kernel_timing.load_or_measure(model, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "shared"
+    for text in ("{not json", "[]", "[" * 100000 + "]" * 100000):  # not JSON; not the object written; too deep
         path.write_text(text)
         assert kernel_timing.load_or_measure(model, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "shared"
     assert kernel_timing.load_or_measure(model, tmp_path, "NVIDIA A100-SXM4-80GB", 8192)["source"] == "loaded"
@@ -239,18 +254,19 @@ def test_choices_are_kept_in_the_cache_entry(tmp_path, timing, monkeypatch):
     assert json.loads(path.read_text())["pdl"] is True and len(calls) == 3
 
 
-def test_a_new_config_loads_the_gpus_shared_choices(tmp_path, timing, caplog):
-    """Another compile-cache entry (a new level, ladder or mode) with the same projection shapes, dtype, bias
-    and row classes loads the choices a cold start timed on this GPU; anything else is timed."""
+def test_a_new_config_loads_the_gpus_shared_choices(tmp_path, timing, caplog, monkeypatch):
+    """A cold start with a new or cleared compile-cache entry and the same projection shapes, dtype, bias and
+    row classes loads the choices a cold start timed on this GPU; anything else is timed."""
     from graphbench.runner import kernel_choice_store as store
-    from graphbench.runner.compile.cache import clear_kernel_choices
+    from graphbench.runner.compile.cache import clear_kernel_choices, kernel_choice_files
 
-    kernel_timing, made, calls = timing
+    kernel_timing, calls = timing
     model = _model_of(SMOLLM2)
+    made = [c.to_dict() for c in _made(kernel_timing, model, 8192)]
     assert kernel_timing.load_or_measure(model, _entry(tmp_path, "a"), "NVIDIA H200", 8192)["source"] == "measured"
     other = kernel_timing.load_or_measure(model, _entry(tmp_path, "b"), "NVIDIA H200", 8192)
-    assert other["source"] == "shared" and other["choices"] == [made[0].to_dict()] and calls == [8192]
-    assert json.loads((_entry(tmp_path, "b") / kernel_timing.CHOICES_FILE).read_text())["choices"] == other["choices"]
+    assert other["source"] == "shared" and other["choices"] == made and calls == [8192]
+    assert json.loads((_entry(tmp_path, "b") / kernel_timing.CHOICES_FILE).read_text())["choices"] == made
     # not the same model for the store: a bias, a dtype, a shape, fewer row classes, another GPU
     for n, (changed, max_rows, device) in enumerate([
             (_model_of(SMOLLM2, qkv_bias=True), 8192, "NVIDIA H200"),
@@ -263,36 +279,50 @@ def test_a_new_config_loads_the_gpus_shared_choices(tmp_path, timing, caplog):
     assert kernel_timing.load_or_measure(model, _entry(tmp_path, "d"), "NVIDIA H200", 8192)["source"] == "shared"  # kept
     conditions = kernel_timing.timing_conditions("NVIDIA H200")
     path = store.store_path(conditions)
-    assert path.name == "NVIDIA-H200-pdl.json" and path.parent.name == "kernel_choices"
-    data = json.loads(path.read_text())
-    assert len(data["sets"]) == 5  # the H200's: the model, its bias, dtype, shape and row-class variants
-    data["sources"] = "0" * 12  # timed by other kernels' code: stale, dropped at the next write
-    path.write_text(json.dumps(data))
+    assert path.name == f"NVIDIA-H200-pdl-{conditions['sources']}.json" and path.parent.name == "kernel_choices"
+    assert len(json.loads(path.read_text())["sets"]) == 5  # the H200's: the model, its bias, dtype, shape and rows
+    sources_hash = kernel_timing.sources_hash
+    monkeypatch.setattr(kernel_timing, "sources_hash", lambda: "abcdef012345")  # another tree's kernels: its own file
     assert kernel_timing.load_or_measure(model, _entry(tmp_path, "e"), "NVIDIA H200", 8192)["source"] == "measured"
+    monkeypatch.setattr(kernel_timing, "sources_hash", sources_hash)
+    assert len(kernel_choice_files()) == 3 and len(json.loads(path.read_text())["sets"]) == 5
+    data = json.loads(path.read_text())
+    data["triton"] = "0.0.1"  # timed under another Triton: stale, dropped at the next write
+    path.write_text(json.dumps(data))
+    assert kernel_timing.load_or_measure(model, _entry(tmp_path, "f"), "NVIDIA H200", 8192)["source"] == "measured"
     assert len(json.loads(path.read_text())["sets"]) == 1
     key = next(iter(json.loads(path.read_text())["sets"]))
-    data = json.loads(path.read_text())
-    data["sets"][key]["choices"][0]["blocks"] = [8, 128, 2]  # does not fit K = 576
-    path.write_text(json.dumps(data))
+    for n, edit in enumerate([lambda c: c[0].update(blocks=[8, 128, 2]), lambda c: c.pop(), lambda c: c.clear()]):
+        data = json.loads(path.read_text())
+        edit(data["sets"][key]["choices"])  # a choice that does not fit K = 576; one missing; none
+        path.write_text(json.dumps(data))
+        with caplog.at_level("WARNING", logger="graphbench.engine"):
+            assert kernel_timing.load_or_measure(model, _entry(tmp_path, f"g{n}"), "NVIDIA H200", 8192)["source"] == "measured"
     with caplog.at_level("WARNING", logger="graphbench.engine"):
-        assert kernel_timing.load_or_measure(model, _entry(tmp_path, "f"), "NVIDIA H200", 8192)["source"] == "measured"
         path.write_text("{not json")
-        assert kernel_timing.load_or_measure(model, _entry(tmp_path, "g"), "NVIDIA H200", 8192)["source"] == "measured"
-    assert sum("shared kernel choices" in r.message for r in caplog.records) == 2
-    assert kernel_timing.load_or_measure(model, _entry(tmp_path, "h"), "NVIDIA H200", 8192)["source"] == "shared"
-    assert [p.name for p in clear_kernel_choices()] == ["NVIDIA-H100-80GB-HBM3-pdl.json", "NVIDIA-H200-pdl.json"]
-    assert kernel_timing.load_or_measure(model, _entry(tmp_path, "i"), "NVIDIA H200", 8192)["source"] == "measured"
+        assert kernel_timing.load_or_measure(model, _entry(tmp_path, "h"), "NVIDIA H200", 8192)["source"] == "measured"
+    assert sum("shared kernel choices" in r.message for r in caplog.records) == 4
+    assert kernel_timing.load_or_measure(model, _entry(tmp_path, "i"), "NVIDIA H200", 8192)["source"] == "shared"
+    assert clear_kernel_choices(kernel_choice_files()) == [] and kernel_choice_files() == []
+    assert kernel_timing.load_or_measure(model, _entry(tmp_path, "j"), "NVIDIA H200", 8192)["source"] == "measured"
 
 
-def test_a_store_that_cannot_be_written_costs_only_the_timing(tmp_path, timing, caplog):
-    kernel_timing, made, calls = timing
+def test_a_store_that_cannot_be_written_or_is_linked_costs_only_the_timing(tmp_path, timing, caplog):
+    kernel_timing, calls = timing
+    model = _model_of(SMOLLM2)
     (tmp_path / "root").mkdir()
     (tmp_path / "root" / "kernel_choices").write_text("a file where the store's folder goes")
     with caplog.at_level("WARNING", logger="graphbench.engine"):
-        got = kernel_timing.load_or_measure(_model_of(SMOLLM2), _entry(tmp_path, "a"), "NVIDIA H200", 8192)
-    assert got["source"] == "measured" and got["choices"] == [made[0].to_dict()]
+        got = kernel_timing.load_or_measure(model, _entry(tmp_path, "a"), "NVIDIA H200", 8192)
+    assert got["source"] == "measured" and got["choices"] == [c.to_dict() for c in _made(kernel_timing, model, 8192)]
     assert any("not shared" in r.message for r in caplog.records)
-    assert kernel_timing.load_or_measure(_model_of(SMOLLM2), _entry(tmp_path, "a"), "NVIDIA H200", 8192)["source"] == "loaded"
+    assert kernel_timing.load_or_measure(model, _entry(tmp_path, "a"), "NVIDIA H200", 8192)["source"] == "loaded"
+    (tmp_path / "root" / "kernel_choices").unlink()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "root" / "kernel_choices").symlink_to(tmp_path / "elsewhere")  # neither read nor written
+    for name in ("b", "c"):
+        assert kernel_timing.load_or_measure(model, _entry(tmp_path, name), "NVIDIA H200", 8192)["source"] == "measured"
+    assert list((tmp_path / "elsewhere").iterdir()) == [] and len(calls) == 3
 
 
 def test_the_run_summary_names_the_choices():

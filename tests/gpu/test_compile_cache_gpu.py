@@ -48,7 +48,8 @@ def test_a_warm_start_loads_the_signed_entry(tmp_path):
     (entry,) = (tmp_path / "cache" / "torch_compile_cache").glob("*/rank_0_0")
     signed = json.loads((entry / "manifest.json").read_text())["files"]
     assert any(name.startswith("triton/") for name in signed)  # the kernels the capture compiled
-    # another config (a new entry) with the same projection shapes: this GPU's choices, not timed again
-    other = _start(tmp_path, **{"compilation.cudagraph_mode": "PIECEWISE"})
+    # another config (a new entry: max_num_seqs is a hash factor, max_num_batched_tokens and so the row
+    # classes the same) with the same projection shapes: this GPU's choices, not timed again
+    other = _start(tmp_path, **{"scheduler.max_num_seqs": 4})
     assert not other["loaded"] and other["kernels"]["source"] == "shared"
     assert other["kernels"]["choices"] == cold["kernels"]["choices"]

@@ -161,10 +161,11 @@ def clear_command(
     if selected:
         freed = sum(e.size_bytes for e in removed if e not in left)
         typer.echo(f"freed {human_size(freed)} ({freed} bytes) from {_plural(len(removed) - len(left))}")
-    if choices:
-        typer.echo(f"removed {_timed_on(clear_kernel_choices())} ({kernel_choices_dir()})")
-    if left:
-        raise GraphbenchError(f"could not remove {', '.join(str(e.path) for e in left)}")
+    choices_left = clear_kernel_choices(choices)
+    if len(choices) > len(choices_left):
+        typer.echo(f"removed {_timed_on(len(choices) - len(choices_left))} ({kernel_choices_dir()})")
+    if left or choices_left:
+        raise GraphbenchError(f"could not remove {', '.join([str(e.path) for e in left] + list(map(str, choices_left)))}")
 
 
 def _confirm_clear(selected: list[CacheEntry], choices: list[Path], base: Path, total: int) -> None:
@@ -174,14 +175,15 @@ def _confirm_clear(selected: list[CacheEntry], choices: list[Path], base: Path, 
         for e in selected:
             typer.echo(f"  {e.hash}  {human_size(e.size_bytes)}  {e.summary}")
     if choices:  # timed again at each GPU's next cold start
-        typer.echo(f"will remove {_timed_on(choices)} ({kernel_choices_dir()})")
+        typer.echo(f"will remove {_timed_on(len(choices))} ({kernel_choices_dir()})")
         what.append("the kernel choices")
     confirm_or_exit(f"remove {' and '.join(what)}?", declined="aborted: nothing removed")
 
 
-def _timed_on(files: list[Path]) -> str:
-    """(one file per GPU and launch mode: PDL or the GRAPHBENCH_PDL=0 hatch)"""
-    return f"the kernel choices of {len(files)} GPU{'' if len(files) == 1 else 's'} and launch mode{'' if len(files) == 1 else 's'}"
+def _timed_on(count: int) -> str:
+    """(one file per GPU, launch mode and kernel sources)"""
+    plural = "" if count == 1 else "s"
+    return f"the kernel choices of {count} GPU{plural} and launch mode{plural}"
 
 
 def _value(value: object) -> str:

@@ -1,16 +1,18 @@
-"""The GPU's kernel choices, shared by every config: <cache root>/kernel_choices/<GPU>-<pdl|no-pdl>.json.
+"""The GPU's kernel choices, shared by every config: <cache root>/kernel_choices/<GPU>-<pdl|no-pdl>-<sources>.json.
 
-Which kernel is fastest for a projection shape depends on the GPU, the kernels' sources, the launch mode,
-the weight's shape, dtype and bias and the row classes the engine meets, not on the -O level, the ladder
-or the cudagraph mode. So a cold start of a new config (a new compile-cache entry: every point of a sweep,
-a level, a ladder) loads the choices an earlier start timed for the same model shapes on this GPU
-instead of timing them again (~20-35 s), as Triton's autotuner keeps its results outside any one
-program. The start-up report says where they came from ("shared"). `graphbench cache clear` removes the
-store with the entries; a change of the kernels' sources makes the file's choices stale (rewritten).
+Which kernel is fastest for a projection shape depends on the GPU, the kernels' sources, torch's and
+Triton's versions, the launch mode, the weight's shape, dtype and bias and the row classes the engine
+meets, not on the -O level, the ladder or the cudagraph mode. So a cold start whose compile-cache entry
+is new or was cleared (each cold start of a sweep; another max_num_seqs) loads the choices an earlier
+start timed for the same model shapes on this GPU instead of timing them again (~20-35 s), as Triton's
+autotuner keeps its results outside any one program. The start-up report says where they came from
+("shared"). `graphbench cache clear` removes the store with the entries. One file per kernel sources:
+two trees timed in turn (an A/B) keep theirs apart.
 
-The file holds data only (kernel names and block sizes, each checked by KernelChoice.from_dict as a
-compile-cache entry's copy is), under the cache root that cache_trust requires to be this user's.
-No torch import: the signature is made of (op, n, k, bias, dtype) tuples by the caller.
+The file holds data only (kernel names and block sizes, each checked by KernelChoice.from_dict, and a set
+is used only where it covers every shape and row class asked for), under the cache root that cache_trust
+requires to be this user's (its kernel_choices/ folder too); a linked folder or file is neither read nor
+written. No torch import: the caller makes the signature of (op, n, k, bias, dtype) tuples.
 """
 
 from __future__ import annotations
@@ -28,9 +30,10 @@ log = logging.getLogger("graphbench.engine")
 
 
 def store_path(conditions: dict) -> Path:
-    """The file for this GPU and launch mode (conditions: kernel_timing.timing_conditions)."""
+    """The file for this GPU, launch mode and kernel sources (conditions: kernel_timing.timing_conditions)."""
     name = re.sub(r"[^A-Za-z0-9.]+", "-", conditions["device"]).strip("-") or "gpu"
-    return kernel_choices_dir() / f"{name}-{'pdl' if conditions['pdl'] else 'no-pdl'}.json"
+    sources = re.sub(r"[^0-9a-f]", "", str(conditions["sources"]))[:12]
+    return kernel_choices_dir() / f"{name}-{'pdl' if conditions['pdl'] else 'no-pdl'}-{sources}.json"
 
 
 def signature(projections: list[tuple[str, int, int, bool, str]], classes: list[int]) -> str:
@@ -39,41 +42,51 @@ def signature(projections: list[tuple[str, int, int, bool, str]], classes: list[
     return ";".join(parts) + "|rows:" + ",".join(map(str, classes))
 
 
-def lookup(conditions: dict, key: str) -> list[KernelChoice] | None:
-    """The choices stored for this model signature under these conditions, or None (absent, stale, unreadable)."""
-    stored = _read(store_path(conditions), conditions).get(key)
+def lookup(conditions: dict, key: str, expected: set[tuple[str, int, int, int]]) -> list[KernelChoice] | None:
+    """The choices stored for this model signature under these conditions, or None: absent, stale,
+    unreadable, or not one choice for each (op, n, k, rows) expected."""
+    path = store_path(conditions)
+    stored = _read(path, conditions).get(key)
     if stored is None:
         return None
     try:
-        return [KernelChoice.from_dict(c) for c in stored["choices"]]
+        choices = [KernelChoice.from_dict(c) for c in stored["choices"]]
+        if {c.key() for c in choices} != expected:
+            raise ValueError(f"{len(choices)} choices, not one for each of the {len(expected)} shapes and row classes")
+        return choices
     except (ValueError, KeyError, TypeError, ArithmeticError) as exc:
-        log.warning("shared kernel choices in %s unreadable (%s); measuring again", store_path(conditions), exc)
+        log.warning("shared kernel choices in %s unreadable (%s); measuring again", path, exc)
         return None
 
 
 def remember(conditions: dict, key: str, choices: list[KernelChoice], seconds: float) -> None:
-    """Add this model's choices to the store (kept: the other models' still valid under these conditions).
-    A store that cannot be written only costs the next cold start its timing: a warning, not an error. Two
-    processes writing at once (a sweep on several GPUs of one host) each replace the file whole: one's
-    new set may be lost, and is timed again by a later cold start."""
+    """Add this model's choices to the store (kept: the other models' under these conditions). A store that
+    cannot be written only costs the next cold start its timing: a warning, not an error. Two processes
+    writing at once (a sweep on several GPUs of one host) each replace the file whole: one's new set may be
+    lost, and is timed again by a later cold start."""
     path = store_path(conditions)
+    if path.parent.is_symlink() or path.is_symlink():
+        log.warning("kernel choices not shared: %s is a link (neither read nor written)", path)
+        return
     sets = _read(path, conditions, warn=False)  # (lookup warned of an unreadable file: this write replaces it)
     sets[key] = {"seconds": round(seconds, 3), "choices": [c.to_dict() for c in choices]}
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         write_atomic(path, json.dumps({**conditions, "sets": sets}, indent=1))
     except OSError as exc:
         log.warning("kernel choices not shared (%s): the next cold start times them again", exc)
 
 
 def _read(path: Path, conditions: dict, warn: bool = True) -> dict:
-    """signature -> stored set; empty where the file is missing, unreadable or written under other conditions
-    (other kernels' sources: those choices are stale and are dropped at the next write)."""
+    """signature -> stored set; empty where the file is missing, linked, unreadable or written under other
+    conditions (another torch or Triton)."""
+    if path.parent.is_symlink() or path.is_symlink():
+        return {}
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         if warn:
             log.warning("shared kernel choices in %s unreadable (%s); measuring again", path, exc)
         return {}

@@ -55,12 +55,16 @@ def model_projections(model) -> list[tuple[str, torch.Tensor, torch.Tensor | Non
 
 
 def timing_conditions(device_name: str) -> dict:
-    """What a stored choice was timed under and must match to be loaded: the GPU, the kernels' sources, and
-    whether the launches used PDL (GRAPHBENCH_PDL=0 times them without, and chooses differently: cuBLAS at
-    32 and 64 rows of SmolLM2's projections where the engine's PDL launches favour the skinny GEMM)."""
+    """What a stored choice was timed under and must match to be loaded: the GPU, the kernels' sources,
+    torch (its cuBLAS) and Triton, and whether the launches used PDL (GRAPHBENCH_PDL=0 times them without,
+    and chooses differently: cuBLAS at 32 and 64 rows of SmolLM2's projections where the engine's PDL
+    launches favour the skinny GEMM)."""
+    import triton
+
     from graphbench import env
 
-    return {"device": device_name, "sources": sources_hash(), "pdl": env.hatch(env.PDL)}
+    return {"device": device_name, "sources": sources_hash(), "torch": torch.__version__, "triton": triton.__version__,
+            "pdl": env.hatch(env.PDL)}
 
 
 def load_or_measure(model, directory: Path, device_name: str, max_rows: int) -> dict:
@@ -72,12 +76,13 @@ def load_or_measure(model, directory: Path, device_name: str, max_rows: int) -> 
     conditions = timing_conditions(device_name)
     # a file per PDL setting: a run with the hatch and the next without do not re-time each other's choices
     path = directory / (CHOICES_FILE if conditions["pdl"] else NO_PDL_CHOICES_FILE)
-    stored = _read(path, conditions)
+    expected = expected_keys(model, max_rows)
+    stored = _read(path, conditions, expected)
     if stored is not None:
         kc.install(stored)
         return {"source": "loaded", "seconds": time.perf_counter() - started, "choices": [c.to_dict() for c in stored]}
     key = store.signature(projection_shapes(model), row_classes(max_rows))
-    choices, source = store.lookup(conditions, key), "shared"
+    choices, source = store.lookup(conditions, key, expected), "shared"
     if choices is None:
         choices, source = measure(model, max_rows), "measured"
         store.remember(conditions, key, choices, time.perf_counter() - started)
@@ -96,6 +101,13 @@ def projection_shapes(model) -> list[tuple[str, int, int, bool, str]]:
             for op, weight, bias in model_projections(model)]
 
 
+def expected_keys(model, max_rows: int) -> set[tuple[str, int, int, int]]:
+    """The (op, n, k, rows) measure() chooses for: each projection at each row class, and at one row the
+    add-norm folded into qkv's and gate/up's GEMV or not. A stored set is loaded only if it is these."""
+    keys = {(op, *weight.shape, rows) for op, weight, _ in model_projections(model) for rows in row_classes(max_rows)}
+    return keys | {(kc.NORM_OPS[op], *weight.shape, 1) for op, weight, _ in norm_projections(model)}
+
+
 def row_classes(max_rows: int) -> list[int]:
     """The row classes a step of at most max_rows rows (max_num_batched_tokens) meets."""
     return [c for c in kc.ROW_CLASSES if c == 1 or c // 2 < max_rows]
@@ -110,16 +122,23 @@ def without_entry(model) -> dict:
     return {"source": "earlier in this process" if found else "rules", "seconds": 0.0, "choices": found}
 
 
-def _read(path: Path, conditions: dict) -> list[KernelChoice] | None:
-    """The stored choices, or None: missing, timed under other conditions, or unreadable."""
+def _read(path: Path, conditions: dict, expected: set[tuple[str, int, int, int]]) -> list[KernelChoice] | None:
+    """The stored choices, or None: missing, timed under other conditions, unreadable, or not one for each
+    (op, n, k, rows) expected."""
     try:
         data = json.loads(path.read_text())
         if not isinstance(data, dict):
             raise ValueError(f"a JSON {type(data).__name__}, not an object")
         if any(data.get(name) != value for name, value in conditions.items()):
             return None
-        return [KernelChoice.from_dict(c) for c in data["choices"]]
+        choices = [KernelChoice.from_dict(c) for c in data["choices"]]
+        if {c.key() for c in choices} != expected:
+            raise ValueError(f"{len(choices)} choices, not one for each of the {len(expected)} shapes and row classes")
+        return choices
     except FileNotFoundError:
+        return None
+    except RecursionError:
+        log.warning("kernel choices in %s unreadable (nested too deep); measuring again", path)
         return None
     except (OSError, ValueError, KeyError, TypeError, ArithmeticError) as exc:
         log.warning("kernel choices in %s unreadable (%s); measuring again", path, exc)

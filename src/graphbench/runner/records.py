@@ -51,7 +51,8 @@ class StartupReport:
     kv_cache_bytes: int = 0
     weights_bytes: int = 0
     static_variants: dict = field(default_factory=dict)  # compile_sizes variants kept or not (variant_choice.py)
-    # the projections' kernels: {"source": measured | loaded | rules, "seconds", "choices"} (kernel_timing.py)
+    # the projections' kernels: {"source": measured | loaded | shared | rules | earlier in this process, "seconds",
+    # "choices"} (kernel_timing.py)
     kernel_choices: dict = field(default_factory=dict)
     deferred_recordings: int = 0  # keys start-up left for their first use (capture on demand)
     extra: dict = field(default_factory=dict)

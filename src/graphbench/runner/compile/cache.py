@@ -181,12 +181,15 @@ def kernel_choice_files() -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.is_file() and not p.is_symlink() and p.suffix == ".json")
 
 
-def clear_kernel_choices() -> list[Path]:
-    """Remove every GPU's shared kernel choices; return the files removed."""
-    files = kernel_choice_files()
+def clear_kernel_choices(files: list[Path]) -> list[Path]:
+    """Remove these shared kernel-choice files (kernel_choice_files'); return those that could not be removed."""
+    left = []
     for path in files:
-        path.unlink(missing_ok=True)
-    return files
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:
+            left.append(path)
+    return left
 
 
 def clear_entries(hashes: list[str] | None = None) -> list[CacheEntry]:

@@ -79,8 +79,9 @@ def signing_key(cache_root: Path) -> bytes:
 
 
 def check_private_root(root: Path) -> None:
-    """The cache root (and its torch_compile_cache folder) must be this user's and not writable by others."""
-    for folder in (root, root / "torch_compile_cache"):
+    """The cache root (and its torch_compile_cache and kernel_choices folders) must be this user's and not
+    writable by others (kernel choices are copied into the signed entries)."""
+    for folder in (root, root / "torch_compile_cache", root / "kernel_choices"):
         try:
             info = folder.stat()
         except FileNotFoundError:
