@@ -246,14 +246,15 @@ def test_sampled_requests_read_the_recordings_logits(reference):
     eager, _, eager_read = run(eager_engine, keep_rows=False)
     replayed, rows_by_request, replay_read = run(make_engine(2, "FULL_AND_PIECEWISE"), keep_rows=True)
     assert not any(eager_read) and sum(replay_read) >= 16
-    # every token after a request's first (its prefill's) came from a recording's logits
-    assert [len(rows_by_request.get(id(r), [])) for r in replayed] == [len(r.output_token_ids) - 1 for r in replayed]
+    # every token after a request's first (its prefill's) came from a recording's logits (a step launched
+    # before the one that finished a request, at an end-of-sequence id, may sample it once more: those last)
+    assert all(len(rows_by_request.get(id(r), [])) >= len(r.output_token_ids) - 1 for r in replayed)
 
     forced = eager_engine.prompt_logits([r.prompt_token_ids + r.output_token_ids[:-1] for r in replayed])
     for request, logits in zip(replayed, forced):
         start = len(request.prompt_token_ids)  # the position whose logits predicted the second output token
         expected = logits[start:].cpu()
-        got = torch.stack(rows_by_request[id(request)])
+        got = torch.stack(rows_by_request[id(request)][:len(request.output_token_ids) - 1])
         assert got.shape == expected.shape
         assert ((got - expected).norm(dim=-1) / expected.norm(dim=-1)).max().item() < 2e-2, request.sampling
 
