@@ -132,6 +132,7 @@ def test_list_json(entries: Path) -> None:
              "created": None, "created_local": "?", "summary": "?"},
         ],
         "total_bytes": 1536 + 5 * 2**20 + 10,
+        "kernel_choices": [],
     }
 
 
@@ -143,7 +144,8 @@ def test_list_empty_is_friendly(root: Path, make_base: bool) -> None:
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == f"compile cache is empty: no entries under {root / 'torch_compile_cache'}"
     result = invoke("list", "--format", "json")
-    assert json.loads(result.stdout) == {"root": str(root / "torch_compile_cache"), "entries": [], "total_bytes": 0}
+    assert json.loads(result.stdout) == {"root": str(root / "torch_compile_cache"), "entries": [], "total_bytes": 0,
+                                         "kernel_choices": []}
 
 
 def test_list_bad_format(entries: Path) -> None:
@@ -323,6 +325,18 @@ def test_clear_all_removes_the_gpus_kernel_choices_and_one_entry_keeps_them(entr
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[-1] == f"removed the kernel choices of 2 GPUs and launch modes ({folder})"
     assert existing(entries) == set() and [p.name for p in folder.iterdir()] == ["notes.txt"]
+
+
+def test_list_names_each_gpus_kernel_choices(entries: Path) -> None:
+    folder = _timed_choices(entries)
+    (folder / "NVIDIA-H200-pdl-0123456789ab.json").write_text(json.dumps({"sets": {"a": {}, "b": {}}}))
+    (folder / "NVIDIA-H100-80GB-HBM3-pdl-0123456789ab.json").write_text("{not json")
+    out = invoke("list").stdout.rstrip().splitlines()
+    assert out[-2:] == ["kernel choices: NVIDIA-H100-80GB-HBM3-pdl-0123456789ab.json (unreadable)",
+                        "kernel choices: NVIDIA-H200-pdl-0123456789ab.json (2 models)"]
+    data = json.loads(invoke("list", "--format", "json").stdout)["kernel_choices"]
+    assert [(c["file"], c["models"]) for c in data] == [("NVIDIA-H100-80GB-HBM3-pdl-0123456789ab.json", None),
+                                                        ("NVIDIA-H200-pdl-0123456789ab.json", 2)]
 
 
 def test_clear_kernel_choices_with_no_entries(root: Path) -> None:

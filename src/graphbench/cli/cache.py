@@ -25,6 +25,7 @@ from graphbench.runner.compile.cache import (
     clear_entries,
     clear_kernel_choices,
     kernel_choice_files,
+    kernel_choice_summary,
     kernel_choices_dir,
     list_entries,
 )
@@ -85,18 +86,21 @@ def _entry_dict(entry: CacheEntry) -> dict[str, object]:
 def list_command(
     output_format: Annotated[str, typer.Option("--format", help="table|json.")] = "table",
 ) -> None:
-    """Every compile-cache entry: hash, size, creation time and the config it was compiled for."""
+    """Every compile-cache entry: hash, size, creation time and the config it was compiled for; then each GPU's
+    kernel choices (their file and how many models' shapes they hold)."""
     if output_format not in FORMATS:
         raise GraphbenchError(f"unknown format {output_format!r}; choose from {', '.join(FORMATS)}")
     entries = list_entries()
     base = cache_root() / CACHE_SUBDIR
     total = sum(e.size_bytes for e in entries)
+    choices = [kernel_choice_summary(p) for p in kernel_choice_files()]
     if output_format == "json":
         typer.echo(json.dumps({"root": str(base), "entries": [_entry_dict(e) for e in entries],
-                               "total_bytes": total}))
+                               "total_bytes": total, "kernel_choices": choices}))
         return
     if not entries:
         typer.echo(f"compile cache is empty: no entries under {base}")
+        _echo_kernel_choices(choices)
         return
 
     from rich.table import Table
@@ -112,6 +116,14 @@ def list_command(
         table.add_row(Text(e.hash), human_size(e.size_bytes), local_time(e.created), Text(e.summary))
     console.print(table)
     typer.echo(f"total: {_plural(len(entries))}, {human_size(total)} ({total} bytes)")
+    _echo_kernel_choices(choices)
+
+
+def _echo_kernel_choices(choices: list[dict]) -> None:
+    """Each GPU's timed kernel choices (loaded by any cold start of the same model shapes there)."""
+    for c in choices:
+        models = "unreadable" if c["models"] is None else f"{c['models']} model{'' if c['models'] == 1 else 's'}"
+        typer.echo(f"kernel choices: {c['file']} ({models})")
 
 
 def _select(hashes: list[str]) -> list[CacheEntry]:

@@ -181,6 +181,16 @@ def kernel_choice_files() -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.is_file() and not p.is_symlink() and p.suffix == ".json")
 
 
+def kernel_choice_summary(path: Path) -> dict[str, Any]:
+    """One store file for `cache list`: its name, path, and how many models' choices it holds (None: unreadable)."""
+    try:
+        sets = json.loads(path.read_text()).get("sets")
+        models = len(sets) if isinstance(sets, dict) else None
+    except (OSError, ValueError, AttributeError, RecursionError):
+        models = None
+    return {"file": path.name, "path": str(path), "models": models}
+
+
 def clear_kernel_choices(files: list[Path]) -> list[Path]:
     """Remove these shared kernel-choice files (kernel_choice_files'); return those that could not be removed."""
     left = []
