@@ -255,8 +255,9 @@ def test_choices_are_kept_in_the_cache_entry(tmp_path, timing, monkeypatch):
 
 
 def test_a_new_config_loads_the_gpus_shared_choices(tmp_path, timing, caplog, monkeypatch):
-    """A cold start with a new or cleared compile-cache entry and the same projection shapes, dtype, bias and
-    row classes loads the choices a cold start timed on this GPU; anything else is timed."""
+    """A cold start with a new compile-cache entry and the same projection shapes, dtype, bias and row classes
+    loads the choices a cold start timed on this GPU; anything else is timed, and so is a cold start that
+    cleared its entry to be measured."""
     from graphbench.runner import kernel_choice_store as store
     from graphbench.runner.compile.cache import clear_kernel_choices, kernel_choice_files
 
@@ -277,6 +278,9 @@ def test_a_new_config_loads_the_gpus_shared_choices(tmp_path, timing, caplog, mo
         assert kernel_timing.load_or_measure(changed, _entry(tmp_path, f"c{n}"), device, max_rows)["source"] == "measured"
     assert len(calls) == 6
     assert kernel_timing.load_or_measure(model, _entry(tmp_path, "d"), "NVIDIA H200", 8192)["source"] == "shared"  # kept
+    # a cold start that cleared its entry to be measured (--cold, a sweep's) times them again, as a first start
+    assert kernel_timing.load_or_measure(model, _entry(tmp_path, "d2"), "NVIDIA H200", 8192, shared=False)["source"] == "measured"
+    assert len(calls) == 7
     conditions = kernel_timing.timing_conditions("NVIDIA H200")
     path = store.store_path(conditions)
     assert path.name == f"NVIDIA-H200-pdl-{conditions['sources']}.json" and path.parent.name == "kernel_choices"

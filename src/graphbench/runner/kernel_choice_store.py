@@ -3,9 +3,10 @@
 Which kernel is fastest for a projection shape depends on the GPU, the kernels' sources, torch's and
 Triton's versions, the launch mode, the weight's shape, dtype and bias and the row classes the engine
 meets, not on the -O level, the ladder or the cudagraph mode. So a cold start whose compile-cache entry
-is new or was cleared (each cold start of a sweep; another max_num_seqs) loads the choices an earlier
-start timed for the same model shapes on this GPU instead of timing them again (~20-35 s), as Triton's
-autotuner keeps its results outside any one program. The start-up report says where they came from
+is new (another max_num_seqs, -O3) loads the choices an earlier start timed for the same model shapes
+on this GPU instead of timing them again (~20-35 s), as Triton's autotuner keeps its results outside any
+one program. A cold start that clears its entry to be measured (`--cold`, a sweep's) times them again:
+it stands for a first start, and every point of a sweep pays the same. The start-up report says where they came from
 ("shared"). `graphbench cache clear` removes the store with the entries. One file per kernel sources:
 two trees timed in turn (an A/B) keep theirs apart.
 

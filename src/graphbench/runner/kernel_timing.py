@@ -67,11 +67,12 @@ def timing_conditions(device_name: str) -> dict:
             "pdl": env.hatch(env.PDL)}
 
 
-def load_or_measure(model, directory: Path, device_name: str, max_rows: int) -> dict:
+def load_or_measure(model, directory: Path, device_name: str, max_rows: int, shared: bool = True) -> dict:
     """The kernel choices for this model: loaded from the cache entry when it holds them timed under these
     conditions, else from the GPU's shared store (another config's cold start timed the same shapes:
-    runner/kernel_choice_store.py), else measured and written to both; installed either way. -> the
-    start-up report's record."""
+    runner/kernel_choice_store.py; not where shared is False: a cold start that cleared its entry to be
+    measured as a first start), else measured and written to both; installed either way. -> the start-up
+    report's record."""
     started = time.perf_counter()
     conditions = timing_conditions(device_name)
     # a file per PDL setting: a run with the hatch and the next without do not re-time each other's choices
@@ -82,7 +83,7 @@ def load_or_measure(model, directory: Path, device_name: str, max_rows: int) -> 
         kc.install(stored)
         return {"source": "loaded", "seconds": time.perf_counter() - started, "choices": [c.to_dict() for c in stored]}
     key = store.signature(projection_shapes(model), row_classes(max_rows))
-    choices, source = store.lookup(conditions, key, expected), "shared"
+    choices, source = (store.lookup(conditions, key, expected) if shared else None), "shared"
     if choices is None:
         choices, source = measure(model, max_rows), "measured"
         store.remember(conditions, key, choices, time.perf_counter() - started)

@@ -98,8 +98,10 @@ def _compile_into(engine, directory: Path) -> None:
         # before anything is traced or recorded: the projections pick their kernels from these
         from graphbench.runner.kernel_timing import load_or_measure
 
+        # a start that cleared its entry (a measured cold start) times them again: a first start, whole
         engine.report.kernel_choices = load_or_measure(engine.model, directory, engine.device_info.name,
-                                                       engine.config.scheduler.max_num_batched_tokens)
+                                                       engine.config.scheduler.max_num_batched_tokens,
+                                                       shared=not engine._fresh_compile)
     _compile(engine)
 
 
