@@ -412,8 +412,8 @@ def test_points_measured_twice_are_named_with_their_runs():
 
 
 def test_the_startup_breakdown_shows_the_kernel_choices_time():
-    """A cold start's timing of graphbench's kernels is its own part of the startup chart (it is paid once a
-    GPU, by whichever start comes first), read from files written before the field from kernel_choices."""
+    """A cold start's timing of graphbench's kernels is its own part of the startup chart (a start with a new
+    entry may load them instead), read from files written before the field from kernel_choices."""
     from graphbench.reports.charts_startup import PART_NAMES, startup_rows
     from graphbench.reports.frame import points_frame
 

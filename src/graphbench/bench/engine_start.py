@@ -29,7 +29,7 @@ def startup_dict(engine, cold: bool, wall_s: float) -> dict[str, Any]:
         "mixed_capture_sizes": engine.dispatcher.mixed_sizes,  # None: the one ladder served both phases
         "static_variants": r.static_variants,
         "kernel_choices": r.kernel_choices,
-        # timing graphbench's projection kernels (a cold start's first on this GPU) or loading them
+        # timing graphbench's projection kernels (a cold start) or loading them (kernel_timing.load_or_measure)
         "kernel_choices_s": float((r.kernel_choices or {}).get("seconds", 0.0)),
         "deferred_recordings": r.deferred_recordings,  # keys left for their first use (capture on demand)
         "capture_precompiled": r.capture_precompiled,  # [kernel launches compiled ahead (cold), seconds]

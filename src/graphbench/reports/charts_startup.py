@@ -15,7 +15,7 @@ from graphbench.reports.ladder_table import graph_rows
 PART_NAMES = {
     "load_s": "load weights",
     "kv_cache_s": "KV cache",
-    "kernel_choices_s": "kernel choices (timed once per GPU)",
+    "kernel_choices_s": "kernel choices (timed, or loaded)",
     "compile_import_s": "import compile stack",
     "dynamo_s": "Dynamo",
     "inductor_s": "Inductor",

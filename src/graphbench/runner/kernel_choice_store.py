@@ -6,8 +6,8 @@ meets, not on the -O level, the ladder or the cudagraph mode. So a cold start wh
 is new (another max_num_seqs, -O3) loads the choices an earlier start timed for the same model shapes
 on this GPU instead of timing them again (~20-35 s), as Triton's autotuner keeps its results outside any
 one program. A cold start that clears its entry to be measured (`--cold`, a sweep's) times them again:
-it stands for a first start, and every point of a sweep pays the same. The start-up report says where they came from
-("shared"). `graphbench cache clear` removes the store with the entries. One file per kernel sources:
+it stands for a first start, and every point of a sweep pays the same. The start-up report says where
+they came from ("shared"). `graphbench cache clear` removes the store with the entries. One file per kernel sources:
 two trees timed in turn (an A/B) keep theirs apart.
 
 The file holds data only (kernel names and block sizes, each checked by KernelChoice.from_dict, and a set
@@ -51,13 +51,19 @@ def lookup(conditions: dict, key: str, expected: set[tuple[str, int, int, int]])
     if stored is None:
         return None
     try:
-        choices = [KernelChoice.from_dict(c) for c in stored["choices"]]
-        if {c.key() for c in choices} != expected:
-            raise ValueError(f"{len(choices)} choices, not one for each of the {len(expected)} shapes and row classes")
-        return choices
+        return parse_choices(stored["choices"], expected)
     except (ValueError, KeyError, TypeError, ArithmeticError) as exc:
         log.warning("shared kernel choices in %s unreadable (%s); measuring again", path, exc)
         return None
+
+
+def parse_choices(stored: list, expected: set[tuple[str, int, int, int]]) -> list[KernelChoice]:
+    """The stored choices (the store's or a compile-cache entry's copy); ValueError (or the KeyError or
+    TypeError of a malformed one) unless they are one runnable choice for each (op, n, k, rows) expected."""
+    choices = [KernelChoice.from_dict(c) for c in stored]
+    if {c.key() for c in choices} != expected:
+        raise ValueError(f"{len(choices)} choices, not one for each of the {len(expected)} shapes and row classes")
+    return choices
 
 
 def remember(conditions: dict, key: str, choices: list[KernelChoice], seconds: float) -> None:

@@ -132,16 +132,10 @@ def _read(path: Path, conditions: dict, expected: set[tuple[str, int, int, int]]
             raise ValueError(f"a JSON {type(data).__name__}, not an object")
         if any(data.get(name) != value for name, value in conditions.items()):
             return None
-        choices = [KernelChoice.from_dict(c) for c in data["choices"]]
-        if {c.key() for c in choices} != expected:
-            raise ValueError(f"{len(choices)} choices, not one for each of the {len(expected)} shapes and row classes")
-        return choices
+        return store.parse_choices(data["choices"], expected)
     except FileNotFoundError:
         return None
-    except RecursionError:
-        log.warning("kernel choices in %s unreadable (nested too deep); measuring again", path)
-        return None
-    except (OSError, ValueError, KeyError, TypeError, ArithmeticError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, ArithmeticError, RecursionError) as exc:
         log.warning("kernel choices in %s unreadable (%s); measuring again", path, exc)
         return None
 
