@@ -53,13 +53,10 @@ def test_graph_is_split_at_every_attention(compiled):
     def count(op: str) -> int:
         return sum(c.count(f"torch.ops.graphbench.{op}.default(") for c in codes)
 
-    # the residual adds + RMSNorms between projections are in the projections' ops (runner/residual_fold.py)
-    assert count("linear") == 1  # the first layer's qkv (no residual to add yet)
-    assert count("linear_residual") == 2 * layers  # o_proj and down, each with the residual add after it
-    assert count("norm_linear") == layers - 1  # the other qkv, from the norm's h
-    assert count("norm_gate_up") == layers  # every gate_up, with its norm and the activation
-    assert count("embed_rmsnorm") == 1 and count("add_rmsnorm") == 0  # the first norm (norms.py); the final
-    # norm is the last down's linear_residual's
+    assert count("linear") == 2 * layers + 1  # o_proj, down, and the first layer's qkv (no residual to add yet)
+    assert count("add_rmsnorm_linear") == layers - 1  # the other qkv, with their norm
+    assert count("add_rmsnorm_gate_up") == layers  # every gate_up, with its norm and the activation
+    assert count("embed_rmsnorm") == count("add_rmsnorm") == 1  # the first norm, the final one (norms.py)
     # (lm_head runs eagerly, outside the graph)
 
 

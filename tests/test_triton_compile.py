@@ -46,15 +46,14 @@ def _ptxas_available() -> bool:
 pytestmark = pytest.mark.skipif(not _ptxas_available(), reason="Triton's NVIDIA backend (ptxas) is not installed")
 
 BF16 = "*bf16"
-GEMV_SIG = {"x_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "res_ptr": BF16, "N": "i32", "K": "i32",
-            "stride_wn": "i32"}
 
 
 @pytest.mark.parametrize("has_bias", [False, True])
 def test_gemv_compiles(has_bias):
     from graphbench.runner.kernels.gemv import _gemv_kernel
 
-    kernel = compile_sm90(_gemv_kernel, GEMV_SIG, {"HAS_BIAS": has_bias, "HAS_RESIDUAL": False, "BLOCK_N": 4, "BLOCK_K": 1024, "EVEN_K": True,
+    sig = {"x_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "N": "i32", "K": "i32", "stride_wn": "i32"}
+    kernel = compile_sm90(_gemv_kernel, sig, {"HAS_BIAS": has_bias, "BLOCK_N": 4, "BLOCK_K": 1024, "EVEN_K": True,
                                               "INTERPRET": False})
     assert kernel.asm["cubin"]
 
@@ -65,7 +64,8 @@ def test_gemv_whole_row_tile_compiles_without_local_memory():
     from graphbench.runner.kernel_choice import gemv_rule
 
     block_n, block_k, warps = gemv_rule(6144, 4096)
-    kernel = compile_sm90(_gemv_kernel, GEMV_SIG, {"HAS_BIAS": False, "HAS_RESIDUAL": False, "BLOCK_N": block_n, "BLOCK_K": block_k,
+    sig = {"x_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "N": "i32", "K": "i32", "stride_wn": "i32"}
+    kernel = compile_sm90(_gemv_kernel, sig, {"HAS_BIAS": False, "BLOCK_N": block_n, "BLOCK_K": block_k,
                                               "EVEN_K": True, "INTERPRET": False, "PDL": True},
                           divisible=("x_ptr", "w_ptr", "y_ptr", "N", "K", "stride_wn"),
                           options={"num_warps": warps, "num_stages": 1})
@@ -83,7 +83,7 @@ def test_masked_and_pipelined_gemvs_compile_without_local_memory(k, block_n, blo
     from graphbench.runner.kernels.norm_gemv import _norm_gemv_kernel
 
     even = k % block_k == 0
-    sig = GEMV_SIG
+    sig = {"x_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "N": "i32", "K": "i32", "stride_wn": "i32"}
     common = {"BLOCK_N": block_n, "BLOCK_K": block_k, "INTERPRET": False, "PDL": True,
               **_row_layout(k, block_k, stages)}
     options = {"num_warps": warps, "num_stages": 1}
@@ -92,15 +92,15 @@ def test_masked_and_pipelined_gemvs_compile_without_local_memory(k, block_n, blo
         ptx = kernel.asm["ptx"]
         return ptx[:ptx.index("griddepcontrol.wait")].count("ld.global")
 
-    kernel = compile_sm90(_gemv_kernel, sig, dict(common, HAS_BIAS=False, HAS_RESIDUAL=False),
+    kernel = compile_sm90(_gemv_kernel, sig, dict(common, HAS_BIAS=False),
                           divisible=("x_ptr", "w_ptr", "y_ptr", "N", "K", "stride_wn"), options=options)
     assert loads_before_wait(kernel) > 0  # the first weight tile (the whole row's pieces) before the wait
     assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0)
     if stages > 1:  # each stage's tile is loaded before the wait
-        one = compile_sm90(_gemv_kernel, sig, dict(common, HAS_BIAS=False, HAS_RESIDUAL=False, STAGES=1),
+        one = compile_sm90(_gemv_kernel, sig, dict(common, HAS_BIAS=False, STAGES=1),
                            divisible=("x_ptr", "w_ptr", "y_ptr", "N", "K", "stride_wn"), options=options)
         assert loads_before_wait(kernel) == stages * loads_before_wait(one)
-    gated = {name: t for name, t in sig.items() if name not in ("b_ptr", "res_ptr")}
+    gated = {name: t for name, t in sig.items() if name != "b_ptr"}
     kernel = compile_sm90(_gated_gemv_kernel, gated, dict(common, BLOCK_N=max(1, block_n // 2)),  # (its candidates')
                           divisible=("x_ptr", "w_ptr", "y_ptr", "N", "K", "stride_wn"), options=options)
     assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0)
@@ -108,7 +108,7 @@ def test_masked_and_pipelined_gemvs_compile_without_local_memory(k, block_n, blo
         norm = {"x_ptr": BF16, "r_ptr": BF16, "nw_ptr": BF16, "h_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16,
                 "y_ptr": BF16, "N": "i32", "K": "i32", "stride_wn": "i32", "eps": "fp32"}
         one_tile = {name: v for name, v in common.items() if name != "STAGES" and not name.startswith("PIECE")}
-        kernel = compile_sm90(_norm_gemv_kernel, norm, dict(one_tile, HAS_BIAS=False, GATED=False, ROW_BLOCK=block_k, ADD=True),
+        kernel = compile_sm90(_norm_gemv_kernel, norm, dict(one_tile, HAS_BIAS=False, GATED=False, ROW_BLOCK=block_k),
                               divisible=("x_ptr", "r_ptr", "nw_ptr", "h_ptr", "w_ptr", "y_ptr", "N", "K", "stride_wn"),
                               options=options)
         assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0)
@@ -202,14 +202,14 @@ def test_pdl_variants_compile_with_grid_dependency_control():
     from graphbench.runner.kernels.argmax import _chunk_argmax_kernel, _row_argmax_kernel
     from graphbench.runner.kernels.gemv import _gemv_kernel, _silu_mul_kernel
 
-    gemv = GEMV_SIG
+    gemv = {"x_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "N": "i32", "K": "i32", "stride_wn": "i32"}
     norm = {"x_ptr": BF16, "r_ptr": BF16, "nw_ptr": BF16, "out_ptr": BF16, "h_ptr": BF16, "K": "i32",
             "stride_x": "i32", "stride_r": "i32", "eps": "fp32"}
     silu = {"x_ptr": BF16, "y_ptr": BF16, "K": "i32", "stride_x": "i32", "stride_y": "i32"}
     chunk = {"logits_ptr": BF16, "values_ptr": "*fp32", "indices_ptr": "*i32", "vocab": "i32", "stride_row": "i32",
              "num_chunks": "i32"}
     rows = {"values_ptr": "*fp32", "indices_ptr": "*i32", "out_ptr": "*i64", "marked_ptr": "*i64", "num_chunks": "i32"}
-    cases = [(_gemv_kernel, gemv, {"HAS_BIAS": False, "HAS_RESIDUAL": False, "BLOCK_N": 4, "BLOCK_K": 1024, "EVEN_K": True, "INTERPRET": False}),
+    cases = [(_gemv_kernel, gemv, {"HAS_BIAS": False, "BLOCK_N": 4, "BLOCK_K": 1024, "EVEN_K": True, "INTERPRET": False}),
              (_add_rmsnorm_kernel, norm, {"BLOCK": 2048}), (_silu_mul_kernel, silu, {"BLOCK": 1024}),
              (_chunk_argmax_kernel, chunk, {"BLOCK": 2048}), (_row_argmax_kernel, rows, {"BLOCK_C": 64, "MARK": True})]
     for fn, sig, constexprs in cases:
@@ -284,12 +284,6 @@ LORA_SIG = {"lora_v": "*fp32", "lora_b": BF16, "lora_idx": "*i32", "lora_r": "i3
             "lora_seg2": "i32", "lora_stride_bl": "i32", "lora_stride_bn": "i32"}
 NO_LORA = {"LORA": False, "LORA_SEGMENTS": 1, "LORA_BLOCK_RS": 16, "LORA_GROUP": 1,
            "LORA_PRECISION": "ieee"}
-# the residual fold's arguments (kernels/fold_parts.py), and its constexprs without it
-FOLD_SIG = {"res_ptr": BF16, "ssq_ptr": "*fp32", "fold_count_ptr": "*i32", "rstd_ptr": "*fp32", "nw_ptr": BF16,
-            "eps": "fp32"}
-NO_FOLD = {"RESIDUAL": False, "NORM": False, "FOLD_BLOCKS": 1}
-GATED_SIG = {"x_ptr": BF16, "w_ptr": BF16, "y_ptr": BF16, "M": "i32", "N": "i32", "stride_xm": "i32",
-             "stride_wn": "i32", "stride_ym": "i32", **LORA_SIG, "rstd_ptr": "*fp32", "nw_ptr": BF16}
 
 
 @pytest.mark.parametrize("split_k", [1, 8])
@@ -301,11 +295,11 @@ def test_skinny_gemm_compiles_without_local_memory(split_k):
     BLOCK_N, BLOCK_K = skinny_rule(2048, 2048, 132)[:2]
 
     sig = {"x_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "part_ptr": "*fp32", "count_ptr": "*i32",
-           "M": "i32", "N": "i32", "stride_xm": "i32", "stride_wn": "i32", "stride_ym": "i32", **LORA_SIG, **FOLD_SIG}
+           "M": "i32", "N": "i32", "stride_xm": "i32", "stride_wn": "i32", "stride_ym": "i32", **LORA_SIG}
     for block_m in (16, 64):
         kernel = compile_sm90(_skinny_kernel, sig, {"HAS_BIAS": False, "BLOCK_M": block_m, "BLOCK_N": BLOCK_N,
                                                     "BLOCK_K": BLOCK_K, "SPLIT_K": split_k, "K_PER_SPLIT": 2048 // split_k,
-                                                    **NO_LORA, **NO_FOLD, "INTERPRET": False, "PDL": True},
+                                                    **NO_LORA, "INTERPRET": False, "PDL": True},
                               divisible=("x_ptr", "w_ptr", "y_ptr", "part_ptr", "N", "stride_xm", "stride_wn", "stride_ym"),
                               options={"num_warps": 4, "num_stages": 4})
         assert "griddepcontrol.wait" in kernel.asm["ptx"]
@@ -322,10 +316,11 @@ def test_gated_skinny_gemm_compiles_without_local_memory():
     block_n, block_k, warps, stages = 32, 64, 4, 3
     assert (block_n, block_k, warps, stages) in gated_skinny_neighbours((32, 64, 4, 4))
     assert (32, 64, 4, 4) in gated_skinny_candidates(4096)
+    sig = {"x_ptr": BF16, "w_ptr": BF16, "y_ptr": BF16, "M": "i32", "N": "i32", "stride_xm": "i32",
+           "stride_wn": "i32", "stride_ym": "i32", **LORA_SIG}
     for block_m in (32, 64):
-        kernel = compile_sm90(_gated_kernel, GATED_SIG, {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k,
-                                                         "K": 4096, **NO_LORA, "NORM": False, "INTERPRET": False,
-                                                         "PDL": True},
+        kernel = compile_sm90(_gated_kernel, sig, {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k,
+                                                   "K": 4096, **NO_LORA, "INTERPRET": False, "PDL": True},
                               divisible=("x_ptr", "w_ptr", "y_ptr", "N", "stride_xm", "stride_wn", "stride_ym"),
                               options={"num_warps": warps, "num_stages": stages})
         ptx = kernel.asm["ptx"]
@@ -372,8 +367,9 @@ def test_skinny_gemms_with_the_lora_epilogue_keep_their_k_loop_free_of_local_mem
     divisible = ("x_ptr", "w_ptr", "y_ptr", "N", "stride_xm", "stride_wn", "stride_ym", "lora_v", "lora_b",
                  "lora_idx", "lora_r", "lora_stride_bl", "lora_stride_bn")
     plain = {"x_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "part_ptr": "*fp32", "count_ptr": "*i32",
-             "M": "i32", "N": "i32", "stride_xm": "i32", "stride_wn": "i32", "stride_ym": "i32", **LORA_SIG,
-             **FOLD_SIG}
+             "M": "i32", "N": "i32", "stride_xm": "i32", "stride_wn": "i32", "stride_ym": "i32", **LORA_SIG}
+    gated = {"x_ptr": BF16, "w_ptr": BF16, "y_ptr": BF16, "M": "i32", "N": "i32", "stride_xm": "i32",
+             "stride_wn": "i32", "stride_ym": "i32", **LORA_SIG}
 
     def check(kernel, case, without_lora):
         ptx = kernel.asm["ptx"]
@@ -386,12 +382,12 @@ def test_skinny_gemms_with_the_lora_epilogue_keep_their_k_loop_free_of_local_mem
     def skinny(k, split_k, lora):
         return compile_sm90(_skinny_kernel, plain, {"HAS_BIAS": False, "BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128,
                                                     "SPLIT_K": split_k, "K_PER_SPLIT": k // split_k, **lora,
-                                                    **NO_FOLD, "INTERPRET": False, "PDL": True},
+                                                    "INTERPRET": False, "PDL": True},
                             divisible=divisible, options={"num_warps": 4, "num_stages": 4})
 
     def gated_gemm(lora):
-        return compile_sm90(_gated_kernel, GATED_SIG, {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 128, "K": 2048,
-                                                       **lora, "NORM": False, "INTERPRET": False, "PDL": True},
+        return compile_sm90(_gated_kernel, gated, {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 128, "K": 2048, **lora,
+                                                   "INTERPRET": False, "PDL": True},
                             divisible=divisible, options={"num_warps": 4, "num_stages": 4})
 
     # (K, R', segments): qkv, o, down at rank 16; down at rank 64
@@ -409,53 +405,6 @@ def test_skinny_gemms_with_the_lora_epilogue_keep_their_k_loop_free_of_local_mem
         cfg = lora_blocks(16, 2048, 32, 2, slots)
         check(gated_gemm({"LORA": True, "LORA_SEGMENTS": 2, "LORA_BLOCK_RS": cfg["BLOCK_RS"],
                           "LORA_GROUP": cfg["GROUP"], "LORA_PRECISION": "tf32"}), ("gate_up", slots), gated_plain)
-
-
-def test_the_residual_fold_compiles_without_local_memory():
-    """The residual fold's kernels (runner/residual_fold.py) with PDL and the blocks start-up chose for SmolLM2
-    and llama-3.2-1b: the skinny GEMM adding the residual (one split and 4; 64 rows) and the rows' rstd after its
-    count, the skinny and gated GEMMs normalising their tiles, the GEMV adding the residual and the add-norm
-    GEMV reading h alone: no spills, no local memory, nothing the kernel before writes loaded before the wait."""
-    from graphbench.runner.kernels.gemv import _gemv_kernel, _row_layout
-    from graphbench.runner.kernels.norm_gemv import _norm_gemv_kernel
-    from graphbench.runner.kernels.row_pieces import piece_constexprs
-    from graphbench.runner.kernels.skinny_gemm import _gated_kernel, _skinny_kernel
-
-    skinny_sig = {"x_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16, "y_ptr": BF16, "part_ptr": "*fp32",
-                  "count_ptr": "*i32", "M": "i32", "N": "i32", "stride_xm": "i32", "stride_wn": "i32",
-                  "stride_ym": "i32", **LORA_SIG, **FOLD_SIG}
-    divisible = ("x_ptr", "w_ptr", "y_ptr", "res_ptr", "N", "stride_xm", "stride_wn", "stride_ym")
-    kernels = []
-    # (N, K, BLOCK_N, BLOCK_K, SPLIT_K, stages): SmolLM2's o and down, llama-3.2-1b's o with 4 splits
-    for n, k, block_n, block_k, split_k, stages in ((576, 576, 32, 64, 1, 5), (576, 1536, 32, 128, 6, 4),
-                                                    (2048, 2048, 64, 128, 4, 4)):
-        for residual, norm in ((True, False), (False, True)):
-            kernel = compile_sm90(_skinny_kernel, skinny_sig, {
-                "HAS_BIAS": False, "BLOCK_M": 64, "BLOCK_N": block_n, "BLOCK_K": block_k, "SPLIT_K": split_k,
-                "K_PER_SPLIT": k // split_k, **NO_LORA, "RESIDUAL": residual, "NORM": norm,
-                "FOLD_BLOCKS": -(-n // block_n), "INTERPRET": False, "PDL": True},
-                divisible=divisible, options={"num_warps": 4, "num_stages": stages})
-            assert ("atom" in kernel.asm["ptx"]) == (residual or split_k > 1)  # the blocks' count
-            kernels.append(kernel)
-    kernels.append(compile_sm90(_gated_kernel, GATED_SIG, {
-        "BLOCK_M": 64, "BLOCK_N": 16, "BLOCK_K": 64, "K": 576, **NO_LORA, "NORM": True, "INTERPRET": False,
-        "PDL": True}, divisible=divisible[:3] + divisible[4:], options={"num_warps": 4, "num_stages": 5}))
-    kernels.append(compile_sm90(_gemv_kernel, GEMV_SIG, {
-        "HAS_BIAS": False, "HAS_RESIDUAL": True, "BLOCK_N": 4, "BLOCK_K": 1024, "INTERPRET": False, "PDL": True,
-        **_row_layout(576, 1024, 1)}, divisible=("x_ptr", "w_ptr", "y_ptr", "res_ptr", "N", "K", "stride_wn"),
-        options={"num_warps": 4, "num_stages": 1}))
-    norm = {"x_ptr": BF16, "r_ptr": BF16, "nw_ptr": BF16, "h_ptr": BF16, "w_ptr": BF16, "b_ptr": BF16,
-            "y_ptr": BF16, "N": "i32", "K": "i32", "stride_wn": "i32", "eps": "fp32"}
-    for gated in (False, True):
-        kernels.append(compile_sm90(_norm_gemv_kernel, norm, {
-            "HAS_BIAS": False, "GATED": gated, "BLOCK_N": 8, "BLOCK_K": 1024, "EVEN_K": False, "ROW_BLOCK": 1024,
-            "INTERPRET": False, "ADD": False, "PDL": True, **piece_constexprs(576, 1024)},
-            divisible=("x_ptr", "nw_ptr", "w_ptr", "y_ptr", "N", "K", "stride_wn"),
-            options={"num_warps": 4, "num_stages": 1}))
-    for kernel in kernels:
-        ptx = kernel.asm["ptx"]
-        assert "griddepcontrol.wait" in ptx and "st.global" not in ptx[:ptx.index("griddepcontrol.wait")]
-        assert _stack_and_local_bytes(kernel.asm["cubin"]) == (0, 0), kernel.name
 
 
 @pytest.mark.parametrize("k, r", [(2048, 48), (2048, 32), (4096, 48)])

@@ -131,28 +131,15 @@ def add_rmsnorm_gate_up_impl(x: torch.Tensor, residual: torch.Tensor, norm_weigh
     if (fused := _fused_norm_choice("gate_up", x, weight)) is not None:
         return norm_gemv(x, residual, norm_weight, eps, weight, None, fused.blocks, gated=True)
     normed, h = add_rmsnorm_rows(x, residual, norm_weight, eps)
-    return gate_up_rows(normed, weight), h
-
-
-def gate_up_rows(normed: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """silu(gate) * up of normed [T, K] @ weight.T (weight = [gate; up]) on the GPU's chosen kernel: a gated
-    one, or the projection and one silu-mul launch."""
     choice = chosen_kernel("gate_up", normed, weight)
     if choice is not None and choice.kernel == "gated_gemv":
-        return gated_gemv(normed, weight, choice.blocks)
+        return gated_gemv(normed, weight, choice.blocks), h
     if choice is not None and choice.kernel == "gated_skinny":
-        return _skinny().skinny_gate_up(normed, weight, choice.blocks)
-    return silu_mul(_run_linear(choice, normed, weight, None))  # the skinny GEMM or cuBLAS, then the activation
-
-
-def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
-    """silu(gate_up[:, :I]) * gate_up[:, I:]: one launch on the GPU (gate_up [T, 2I] with unit stride)."""
-    inter = gate_up.shape[1] // 2
-    if not on_triton_device(gate_up):
-        return F.silu(gate_up[:, :inter]) * gate_up[:, inter:]
-    hidden = gate_up.new_empty((gate_up.shape[0], inter))
+        return _skinny().skinny_gate_up(normed, weight, choice.blocks), h
+    gate_up = _run_linear(choice, normed, weight, None)  # the skinny GEMM or cuBLAS, then the activation
+    hidden = torch.empty((gate_up.shape[0], weight.shape[0] // 2), dtype=x.dtype, device=x.device)
     _kernels()[0].launch_silu_mul(gate_up, hidden)
-    return hidden
+    return hidden, h
 
 
 def add_rmsnorm_gate_up_matmul(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,

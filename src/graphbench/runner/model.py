@@ -3,8 +3,7 @@
 forward(input_ids[T], positions[T]) -> hidden[T, H]; attention goes through the
 `graphbench::attention` custom op, which is where torch.compile splits the graph.
 Projections are fused: one qkv matmul and one gate/up matmul per layer; a one-row batch runs them
-as a Triton GEMV (linear.py). On one GPU without LoRA each residual add + RMSNorm is carried by the projections
-around it where their kernels allow (residual_fold.py). Under tensor parallelism
+as a Triton GEMV (linear.py). Under tensor parallelism
 the model is built from the per-rank shape (parallel.local_arch) and all-reduces after o_proj,
 down_proj and the vocab-parallel embedding (see parallel.py).
 """
@@ -20,7 +19,7 @@ from torch import nn
 
 from graphbench.config.arch import ArchConfig
 from graphbench.runner import linear as ops
-from graphbench.runner import norms, residual_fold
+from graphbench.runner import norms
 from graphbench.runner.attention.op import attention
 from graphbench.runner.linear import rms_norm
 from graphbench.runner.lora.projection import lora_add_rmsnorm_gate_up, lora_add_rmsnorm_linear, lora_linear
@@ -93,16 +92,6 @@ class Attention(nn.Module):
     def forward(self, positions: torch.Tensor, qkv: torch.Tensor, lora=None) -> torch.Tensor:
         """qkv[T, q + 2kv] (the layer computes it after its norm) -> o_proj output [T, H].
         lora: (the layer's LayerLoRA, each token's adapter row [T] int32) when adapters are loaded."""
-        flat = self.attend(positions, qkv)
-        if lora is None:
-            out = self.o_proj(flat)
-        else:
-            out = lora_linear(flat, self.o_proj.weight, None, lora[0].o_a, lora[0].o_b, lora[1], lora[0].out_segments,
-                              self.own_kernels)
-        return all_reduce(out) if self.tp_size > 1 else out
-
-    def attend(self, positions: torch.Tensor, qkv: torch.Tensor) -> torch.Tensor:
-        """qkv[T, q + 2kv] -> the heads' outputs [T, q], o_proj's input."""
         num_tokens = qkv.shape[0]
         q, k, v = qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)  # strided views of qkv: no copy
         out = qkv.new_empty((num_tokens, self.num_heads, self.head_dim))  # [T, h, hd], filled by the attention op
@@ -115,7 +104,13 @@ class Attention(nn.Module):
             positions,
             self.rotary.cos_sin,
         )
-        return out.view(num_tokens, self.q_size)
+        flat = out.view(num_tokens, self.q_size)
+        if lora is None:
+            out = self.o_proj(flat)
+        else:
+            out = lora_linear(flat, self.o_proj.weight, None, lora[0].o_a, lora[0].o_b, lora[1], lora[0].out_segments,
+                              self.own_kernels)
+        return all_reduce(out) if self.tp_size > 1 else out
 
 
 class MLP(nn.Module):
@@ -163,17 +158,6 @@ class DecoderLayer(nn.Module):
                                                         self.mlp.gate_up_proj.weight)
         return self.mlp(hidden), residual
 
-
-    def forward_folded(self, positions, qkv, residual, next_norm: "RMSNorm", next_qkv: torch.Tensor | None):
-        """The layer from its qkv with both residual adds + RMSNorms in the projections around them
-        (runner/residual_fold.py) -> (h, rstd, normed) for the next layer's qkv (next_qkv: its weight; None
-        for the last layer, whose normed is the final norm's output, next_norm's)."""
-        attn, mlp, post_norm = self.self_attn, self.mlp, self.post_attention_layernorm
-        h, rstd, normed = residual_fold.linear_residual(attn.attend(positions, qkv), attn.o_proj.weight, residual,
-                                                        *_norm(post_norm), mlp.gate_up_proj.weight, True)
-        hidden = residual_fold.norm_gate_up(h, rstd, normed, *_norm(post_norm), mlp.gate_up_proj.weight,
-                                            attn.o_proj.weight)
-        return residual_fold.linear_residual(hidden, mlp.down_proj.weight, h, *_norm(next_norm), next_qkv, False)
 
     def _forward_with_lora(self, positions, x, residual, index):
         """The same layer with each projection's LoRA delta added (runner/lora/projection.py: the shrinks of qkv's
@@ -234,8 +218,6 @@ class CausalLM(nn.Module):
             # the embedding lookup and the first norm in one graphbench op (norms.py says why)
             first = next(layers)
             h, residual = self.ops.embed_rmsnorm(input_ids, self.embed_tokens.weight, *_norm(first.input_layernorm))
-            if self.ops.own_kernels:
-                return self._forward_folded(positions, first.self_attn.qkv_proj(h), residual)
             x, residual = first.forward_normed(positions, h, residual)
         else:
             x, residual = self._embed(input_ids), None
@@ -243,23 +225,6 @@ class CausalLM(nn.Module):
             x, residual = layer(positions, x, residual, lora_index)
         x, _ = self.norm(x, residual)
         return x
-
-    def _forward_folded(self, positions: torch.Tensor, qkv: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
-        """The layers from the first one's qkv and residual (the embeddings), each residual add + RMSNorm
-        between projections run by graphbench's kernels folded into them (runner/residual_fold.py)."""
-        layers = list(self.layers)
-        h, rstd, normed = layers[0].forward_folded(positions, qkv, residual, *self._next_of(1))
-        for i, layer in enumerate(layers[1:], start=1):
-            qkv = residual_fold.norm_linear(h, rstd, normed, *_norm(layer.input_layernorm),
-                                            *_proj(layer.self_attn.qkv_proj), layers[i - 1].mlp.down_proj.weight)
-            h, rstd, normed = layer.forward_folded(positions, qkv, h, *self._next_of(i + 1))
-        return normed
-
-    def _next_of(self, index: int) -> tuple[RMSNorm, torch.Tensor | None]:
-        """(the norm after layer index - 1, the projection it feeds: layer index's qkv; the final norm: None)."""
-        if index == len(self.layers):
-            return self.norm, None
-        return self.layers[index].input_layernorm, self.layers[index].self_attn.qkv_proj.weight
 
     def _embed(self, input_ids: torch.Tensor) -> torch.Tensor:
         if self.shard.size == 1:

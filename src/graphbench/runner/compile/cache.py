@@ -27,8 +27,8 @@ KERNEL_CHOICES_SUBDIR = "kernel_choices"  # each GPU's timed kernel choices, sha
 META_FILE = "graphbench_meta.json"
 COMPLETE_MARKER = "compiled.ok"  # written once a start-up finished compiling into the directory
 # Sources whose change changes the generated code (the model, its split, how pieces are compiled)
-MODEL_SOURCES = ("model.py", "rope.py", "linear.py", "norms.py", "residual_fold.py", "attention/op.py",
-                 "compile/splitting.py", "compile/split.py", "compile/pieces.py", "lora/projection.py", "lora/weights.py")
+MODEL_SOURCES = ("model.py", "rope.py", "linear.py", "norms.py", "attention/op.py", "compile/splitting.py",
+                 "compile/split.py", "compile/pieces.py", "lora/projection.py", "lora/weights.py")
 # (lora: its ops' schemas, and the layer's adapter buffers and segments passed to them)
 
 

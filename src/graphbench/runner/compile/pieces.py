@@ -247,17 +247,13 @@ def own_kernels_at(graph: fx.GraphModule, args: tuple, rows: int) -> bool:
     `add_rmsnorm_gate_up`) runs one of graphbench's kernels at this row count: then a fixed-size variant
     keeps graphbench's ops. args: the piece's arguments (its weights among them)."""
     from graphbench.runner import linear as ops
-    from graphbench.runner import residual_fold
 
-    # op -> (its weight's index among its arguments, the op whose kernel choices run it)
-    weights = {ops.linear_op: (1, "linear"), ops.add_rmsnorm_linear_op: (4, "linear"),
-               ops.add_rmsnorm_gate_up_op: (4, "gate_up"),
-               **{op: (index, kind) for op, (index, kind, _) in residual_fold.TRACED_OPS.items()}}
+    weight_index = {ops.linear_op: 1, ops.add_rmsnorm_linear_op: 4, ops.add_rmsnorm_gate_up_op: 4}
     value_of = {node: arg for node, arg in zip((n for n in graph.graph.nodes if n.op == "placeholder"), args)}
     for node in graph.graph.nodes:
-        if node.op == "call_function" and node.target in weights:
-            index, op = weights[node.target]
-            weight = value_of.get(node.args[index])
+        if node.op == "call_function" and node.target in weight_index:
+            weight = value_of.get(node.args[weight_index[node.target]])
+            op = "gate_up" if node.target is ops.add_rmsnorm_gate_up_op else "linear"  # its own kernel choices
             if not isinstance(weight, torch.Tensor) or not ops.runs_own_kernel(rows, weight, op):
                 return False
     return True
@@ -271,14 +267,13 @@ def linears_as_matmuls(graph: fx.GraphModule) -> fx.GraphModule:
     import copy
 
     from graphbench.runner import linear as ops
-    from graphbench.runner import norms, residual_fold
+    from graphbench.runner import norms
 
     # op -> the plain-torch function taking the same arguments
     plain = {ops.linear_op: torch.nn.functional.linear,
              ops.add_rmsnorm_linear_op: ops.add_rmsnorm_matmul,
              ops.add_rmsnorm_gate_up_op: ops.add_rmsnorm_gate_up_matmul,
-             norms.embed_rmsnorm_op: norms.embed_rmsnorm_torch, norms.add_rmsnorm_op: norms.add_rmsnorm_torch,
-             **{op: torch_form for op, (_, _, torch_form) in residual_fold.TRACED_OPS.items()}}
+             norms.embed_rmsnorm_op: norms.embed_rmsnorm_torch, norms.add_rmsnorm_op: norms.add_rmsnorm_torch}
     rewritten = copy.deepcopy(graph)
     nodes = [n for n in rewritten.graph.nodes if n.op == "call_function" and n.target in plain]
     for node in nodes:

@@ -17,7 +17,6 @@ import torch
 import triton
 import triton.language as tl
 
-from graphbench.runner.kernels.fold_parts import add_residual
 from graphbench.runner.kernels.launch import DirectLauncher
 from graphbench.runner.kernels.pdl import pdl_arguments, pdl_enter
 from graphbench.runner.kernels.row_pieces import load_row_pieces, piece_constexprs, row_pieces_dot
@@ -98,8 +97,8 @@ def _next_step(acc, w, w1, w2, x_ptr, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn
 
 
 @triton.jit
-def _gemv_kernel(x_ptr, w_ptr, b_ptr, y_ptr, res_ptr, N, K, stride_wn, HAS_BIAS: tl.constexpr,
-                 HAS_RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr, INTERPRET: tl.constexpr,
+def _gemv_kernel(x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_wn, HAS_BIAS: tl.constexpr,
+                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr, INTERPRET: tl.constexpr,
                  STAGES: tl.constexpr = 1, PIECE_A: tl.constexpr = 0, PIECE_B: tl.constexpr = 0,
                  PIECE_C: tl.constexpr = 0, PDL: tl.constexpr = False):
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -129,8 +128,6 @@ def _gemv_kernel(x_ptr, w_ptr, b_ptr, y_ptr, res_ptr, N, K, stride_wn, HAS_BIAS:
         y = tl.sum(acc, axis=1)
     if HAS_BIAS:
         y += tl.load(b_ptr + offs_n, mask=n_ok, other=0.0).to(tl.float32)
-    if HAS_RESIDUAL:  # y + the residual, rounded as the add-norm kernel rounds h (kernels/fold_parts.py)
-        y = add_residual(y, res_ptr, offs_n, n_ok, y_ptr.dtype.element_ty)
     tl.store(y_ptr + offs_n, y.to(y_ptr.dtype.element_ty), mask=n_ok)
 
 
@@ -145,17 +142,14 @@ def launch_gemv(x: torch.Tensor,  # [1, K] contiguous
                 weight: torch.Tensor,  # [N, K], unit stride along K
                 bias: torch.Tensor | None,  # [N] or None
                 out: torch.Tensor,  # [1, N]
-                block_n: int, block_k: int, num_warps: int, stages: int = 1, *, interpret: bool = False,
-                residual: torch.Tensor | None = None) -> None:
-    """out = x @ weight.T (+ bias) (+ residual [1, N]: h, the residual add of the layer's add-norm); block_k
-    divides K or covers it (the whole row, in pieces). stages (1 to 3): the weight tiles a program has in flight,
-    each loaded that many tiles ahead of its sum."""
+                block_n: int, block_k: int, num_warps: int, stages: int = 1, *, interpret: bool = False) -> None:
+    """out = x @ weight.T (+ bias); block_k divides K or covers it (the whole row, in pieces). stages (1 to 3):
+    the weight tiles a program has in flight, each loaded that many tiles ahead of its sum."""
     n, k = weight.shape
     assert tile_fits(k, block_k) and x.shape == (1, k) and out.shape == (1, n) and 1 <= stages <= MAX_STAGES
-    assert residual is None or (residual.shape == (1, n) and residual.is_contiguous())
     _gemv_launch[(cdiv(n, block_n),)](
-        x, weight, bias if bias is not None else out, out, residual if residual is not None else out, n, k,
-        weight.stride(0), HAS_BIAS=bias is not None, HAS_RESIDUAL=residual is not None, BLOCK_N=block_n, BLOCK_K=block_k, INTERPRET=interpret,
+        x, weight, bias if bias is not None else out, out, n, k, weight.stride(0),
+        HAS_BIAS=bias is not None, BLOCK_N=block_n, BLOCK_K=block_k, INTERPRET=interpret,
         **_row_layout(k, block_k, stages), num_warps=num_warps, num_stages=1, **pdl_arguments(out))
 
 

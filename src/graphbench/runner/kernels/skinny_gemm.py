@@ -17,7 +17,6 @@ import torch
 import triton
 import triton.language as tl
 
-from graphbench.runner.kernels.fold_parts import add_residual, normed_tile, publish_rstd
 from graphbench.runner.kernels.launch import DirectLauncher
 from graphbench.runner.kernels.lora_bgmv import ShrunkInput, lora_expand_delta, lora_expand_gate_up
 from graphbench.runner.kernels.pdl import pdl_arguments, pdl_enter
@@ -29,8 +28,7 @@ MAX_ROWS = 64  # runner/kernel_choice.py chooses the blocks per shape and row cl
 @triton.jit
 def _skinny_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, count_ptr, M, N, stride_xm, stride_wn, stride_ym,
                    lora_v, lora_b, lora_idx, lora_r, lora_seg1, lora_seg2, lora_stride_bl, lora_stride_bn,
-                   res_ptr, ssq_ptr, fold_count_ptr, rstd_ptr, nw_ptr, eps, RESIDUAL: tl.constexpr,
-                   NORM: tl.constexpr, FOLD_BLOCKS: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                   HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                    SPLIT_K: tl.constexpr, K_PER_SPLIT: tl.constexpr, LORA: tl.constexpr, LORA_SEGMENTS: tl.constexpr,
                    LORA_BLOCK_RS: tl.constexpr, LORA_GROUP: tl.constexpr,
                    LORA_PRECISION: tl.constexpr, INTERPRET: tl.constexpr, PDL: tl.constexpr = False):
@@ -46,16 +44,15 @@ def _skinny_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, count_ptr, M, N, stride
     x_rows = x_ptr + offs_m[:, None].to(tl.int64) * stride_xm  # [BLOCK_M, 1]
     lora_rows = _lora_rows(lora_idx, offs_m, m_ok, LORA)
     pdl_enter(PDL)
-    rstd = _row_rstd(rstd_ptr, offs_m, m_ok, NORM)
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     if INTERPRET:  # numpy >= 2.4 cannot turn the interpreter's 1-element scalars into range bounds
         k0 = k_lo
         while k0 < k_lo + K_PER_SPLIT:
-            acc = _dot_step(acc, x_rows, w_cols, k0, offs_k, m_ok, n_ok, rstd, nw_ptr, NORM, INTERPRET)
+            acc = _dot_step(acc, x_rows, w_cols, k0, offs_k, m_ok, n_ok, INTERPRET)
             k0 += BLOCK_K
     else:
         for k0 in range(k_lo, k_lo + K_PER_SPLIT, BLOCK_K):
-            acc = _dot_step(acc, x_rows, w_cols, k0, offs_k, m_ok, n_ok, rstd, nw_ptr, NORM, INTERPRET)
+            acc = _dot_step(acc, x_rows, w_cols, k0, offs_k, m_ok, n_ok, INTERPRET)
     y_offs = offs_m[:, None].to(tl.int64) * stride_ym + offs_n[None, :]
     last = True  # this program stores the block (with SPLIT_K: the last split of its column block to finish)
     if SPLIT_K > 1:
@@ -76,32 +73,16 @@ def _skinny_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, count_ptr, M, N, stride
         acc = _bias_and_lora(acc, b_ptr, y_ptr, offs_m, m_ok, offs_n, n_ok, M, HAS_BIAS, lora_v, lora_b, lora_rows,
                              lora_r, lora_seg1, lora_seg2, lora_stride_bl, lora_stride_bn, LORA, LORA_SEGMENTS,
                              BLOCK_M, BLOCK_N, LORA_BLOCK_RS, LORA_GROUP, LORA_PRECISION, INTERPRET)
-        if RESIDUAL:  # h = the projection + the residual; the rows' rstd for the next projection (fold_parts.py)
-            h = add_residual(acc, res_ptr, y_offs, m_ok[:, None] & n_ok[None, :], y_ptr.dtype.element_ty)
-            tl.store(y_ptr + y_offs, h, mask=m_ok[:, None] & n_ok[None, :])
-            publish_rstd(h, ssq_ptr, fold_count_ptr, rstd_ptr, pid_n, offs_m, m_ok, N, eps, FOLD_BLOCKS, 64)
-        else:
-            tl.store(y_ptr + y_offs, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
+        tl.store(y_ptr + y_offs, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
         if SPLIT_K > 1:
             tl.atomic_xchg(count_ptr + pid_n, 0, sem="relaxed", scope="gpu")  # zero again for the next launch
 
 
 @triton.jit
-def _dot_step(acc, x_rows, w_cols, k0, offs_k, m_ok, n_ok, rstd, nw_ptr, NORM: tl.constexpr,
-              INTERPRET: tl.constexpr):
+def _dot_step(acc, x_rows, w_cols, k0, offs_k, m_ok, n_ok, INTERPRET: tl.constexpr):
     w = tl.load(w_cols + (k0 + offs_k)[:, None], mask=n_ok[None, :], other=0.0)  # [BLOCK_K, BLOCK_N]
     x = tl.load(x_rows + (k0 + offs_k)[None, :], mask=m_ok[:, None], other=0.0)  # [BLOCK_M, BLOCK_K]
-    if NORM:  # x is h: normalise the tile as the add-norm kernel would have stored it
-        x = normed_tile(x, rstd, nw_ptr, k0, offs_k)
     return _mma(acc, x, w, INTERPRET)
-
-
-@triton.jit
-def _row_rstd(rstd_ptr, offs_m, m_ok, NORM: tl.constexpr):
-    """Each row's 1 / rms of h, which the projection before stored (after the PDL wait); ones without NORM."""
-    if NORM:
-        return tl.load(rstd_ptr + offs_m, mask=m_ok, other=0.0)
-    return tl.full(offs_m.shape, 1.0, tl.float32)
 
 
 @triton.jit
@@ -140,8 +121,7 @@ def _lora_rows(lora_idx, offs_m, m_ok, LORA: tl.constexpr):
 
 @triton.jit
 def _gated_kernel(x_ptr, w_ptr, y_ptr, M, N, stride_xm, stride_wn, stride_ym, lora_v, lora_b, lora_idx, lora_r,
-                  lora_seg1, lora_seg2, lora_stride_bl, lora_stride_bn, rstd_ptr, nw_ptr, NORM: tl.constexpr,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  lora_seg1, lora_seg2, lora_stride_bl, lora_stride_bn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   BLOCK_K: tl.constexpr, K: tl.constexpr, LORA: tl.constexpr, LORA_SEGMENTS: tl.constexpr,
                   LORA_BLOCK_RS: tl.constexpr, LORA_GROUP: tl.constexpr,
                   LORA_PRECISION: tl.constexpr, INTERPRET: tl.constexpr, PDL: tl.constexpr = False):
@@ -149,8 +129,7 @@ def _gated_kernel(x_ptr, w_ptr, y_ptr, M, N, stride_xm, stride_wn, stride_ym, lo
     activation after it in one launch. A program streams its gate rows and their up rows (w = [gate; up],
     [2N, K]); both products are rounded to y's dtype before the activation, as the two launches round them.
     With LoRA, B's two segments are gate's rows and up's (from row N): the segment bounds and LORA_SEGMENTS
-    come with the LoRA arguments the skinny kernel shares and are not read. NORM: x is h, normalised tile by
-    tile with the rows' rstd and the norm weight (kernels/fold_parts.py)."""
+    come with the LoRA arguments the skinny kernel shares and are not read."""
     offs_m = tl.arange(0, BLOCK_M)
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
@@ -161,13 +140,10 @@ def _gated_kernel(x_ptr, w_ptr, y_ptr, M, N, stride_xm, stride_wn, stride_ym, lo
     x_rows = x_ptr + offs_m[:, None].to(tl.int64) * stride_xm  # [BLOCK_M, 1]
     lora_rows = _lora_rows(lora_idx, offs_m, m_ok, LORA)
     pdl_enter(PDL)
-    rstd = _row_rstd(rstd_ptr, offs_m, m_ok, NORM)
     gate = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     up = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     for k0 in tl.range(0, K, BLOCK_K):
         x = tl.load(x_rows + (k0 + offs_k)[None, :], mask=m_ok[:, None], other=0.0)  # [BLOCK_M, BLOCK_K]
-        if NORM:
-            x = normed_tile(x, rstd, nw_ptr, k0, offs_k)
         w_gate = tl.load(gate_cols + (k0 + offs_k)[:, None], mask=n_ok[None, :], other=0.0)  # [BLOCK_K, BLOCK_N]
         w_up = tl.load(up_cols + (k0 + offs_k)[:, None], mask=n_ok[None, :], other=0.0)
         gate = _mma(gate, x, w_gate, INTERPRET)
@@ -205,36 +181,13 @@ def _lora_arguments(lora: ShrunkInput | None, out: torch.Tensor) -> tuple[tuple,
 
 
 def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                config: tuple[int, int, int, int, int], lora: ShrunkInput | None = None,
-                norm: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+                config: tuple[int, int, int, int, int], lora: ShrunkInput | None = None) -> torch.Tensor:
     """x[M, K] @ weight[N, K].T (+ bias) -> [M, N] in x's dtype, accumulated in float32; with lora (the
     shrink's output for x, kernels/lora_bgmv.lora_shrink) each row's adapter delta is added in the epilogue,
-    as the expand launch would add it; with norm = (rstd [M] float32, norm weight [K]) x is h and each tile
-    is normalised as loaded (kernels/fold_parts.py). config: (BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages)."""
-    out = torch.empty((x.shape[0], weight.shape[0]), dtype=x.dtype, device=x.device)
-    fold = (out, out, out, norm[0], norm[1], 0.0) if norm is not None else (out,) * 5 + (0.0,)
-    _launch(x, weight, bias, out, config, lora, fold, dict(RESIDUAL=False, NORM=norm is not None, FOLD_BLOCKS=1))
-    return out
-
-
-def skinny_gemm_residual(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor, eps: float,
-                         config: tuple[int, int, int, int, int]) -> tuple[torch.Tensor, torch.Tensor]:
-    """(h = x @ weight.T + residual [M, N], rstd = 1 / rms(h) per row [M] float32): the projection before a
-    residual add + RMSNorm, the add in its epilogue (kernels/fold_parts.py). residual [M, N] contiguous."""
-    m, n = x.shape[0], weight.shape[0]
-    assert residual.shape == (m, n) and residual.is_contiguous() and residual.dtype == x.dtype
-    out = torch.empty((m, n), dtype=x.dtype, device=x.device)
-    rstd = torch.empty((m,), dtype=torch.float32, device=x.device)
-    ssq, count = _fold_workspace(x.device, n, config[0])
-    _launch(x, weight, None, out, config, None, (residual, ssq, count, rstd, out, eps),
-            dict(RESIDUAL=True, NORM=False, FOLD_BLOCKS=cdiv(n, config[0])))
-    return out, rstd
-
-
-def _launch(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor,
-            config: tuple[int, int, int, int, int], lora: ShrunkInput | None, fold: tuple, fold_meta: dict) -> None:
+    as the expand launch would add it. config: (BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages)."""
     m, k = x.shape
     n = weight.shape[0]
+    out = torch.empty((m, n), dtype=x.dtype, device=x.device)
     block_n, block_k, splits, warps, stages = config
     assert k % (block_k * splits) == 0
     block_m = max(16, next_power_of_2(m))
@@ -242,17 +195,17 @@ def _launch(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, ou
     lora_args, lora_meta = _lora_arguments(lora, out)
     _skinny_launch[(cdiv(n, block_n), splits)](
         x, weight, bias if bias is not None else out, out, part, counts, m, n, x.stride(0), weight.stride(0),
-        out.stride(0), *lora_args, *fold, **fold_meta, HAS_BIAS=bias is not None, BLOCK_M=block_m, BLOCK_N=block_n,
-        BLOCK_K=block_k, SPLIT_K=splits, K_PER_SPLIT=k // splits, **lora_meta, INTERPRET=triton_interpreting(),
-        num_warps=warps, num_stages=stages, **pdl_arguments(out))
+        out.stride(0), *lora_args, HAS_BIAS=bias is not None, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
+        SPLIT_K=splits, K_PER_SPLIT=k // splits, **lora_meta, INTERPRET=triton_interpreting(), num_warps=warps,
+        num_stages=stages, **pdl_arguments(out))
+    return out
 
 
 def skinny_gate_up(x: torch.Tensor, weight: torch.Tensor, config: tuple[int, int, int, int],
-                   lora: ShrunkInput | None = None,
-                   norm: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+                   lora: ShrunkInput | None = None) -> torch.Tensor:
     """x[M, K], weight = [gate; up] [2I, K] -> silu(x @ gate.T) * (x @ up.T) [M, I] in x's dtype, in one
-    launch (2 <= M <= 64); with lora each row's adapter deltas are added to gate and up before the activation;
-    norm as skinny_gemm's. config: (BLOCK_N, BLOCK_K, num_warps, num_stages)."""
+    launch (2 <= M <= 64); with lora each row's adapter deltas are added to gate and up before the activation.
+    config: (BLOCK_N, BLOCK_K, num_warps, num_stages)."""
     m, k = x.shape
     n = weight.shape[0] // 2
     block_n, block_k, warps, stages = config
@@ -263,7 +216,7 @@ def skinny_gate_up(x: torch.Tensor, weight: torch.Tensor, config: tuple[int, int
     lora_args, lora_meta = _lora_arguments(lora, out)
     _gated_launch[(cdiv(n, block_n),)](
         x, weight, out, m, n, x.stride(0), weight.stride(0), out.stride(0), *lora_args,
-        *(norm if norm is not None else (out, out)), NORM=norm is not None, BLOCK_M=max(16, next_power_of_2(m)), BLOCK_N=block_n, BLOCK_K=block_k, K=k, **lora_meta,
+        BLOCK_M=max(16, next_power_of_2(m)), BLOCK_N=block_n, BLOCK_K=block_k, K=k, **lora_meta,
         INTERPRET=triton_interpreting(), num_warps=warps, num_stages=stages, **pdl_arguments(out))
     return out
 
@@ -282,21 +235,6 @@ def _workspace(device: torch.device, splits: int, n: int, block_n: int) -> tuple
         held = (torch.empty((splits, MAX_ROWS, n), dtype=torch.float32, device=device),
                 torch.zeros(cdiv(n, block_n), dtype=torch.int32, device=device))
         _workspaces[key] = held
-    return held
-
-
-# (device, N, BLOCK_N) -> (float32 sums of squares [column blocks, 64], int32 count of blocks done, zero between
-# launches) of skinny_gemm_residual; kept for the life of the process, as the split workspaces.
-_fold_workspaces: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
-
-
-def _fold_workspace(device: torch.device, n: int, block_n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    key = (device, n, block_n)
-    held = _fold_workspaces.get(key)
-    if held is None:
-        held = (torch.empty((cdiv(n, block_n), MAX_ROWS), dtype=torch.float32, device=device),
-                torch.zeros(1, dtype=torch.int32, device=device))
-        _fold_workspaces[key] = held
     return held
 
 
