@@ -57,6 +57,11 @@ def lookup(conditions: dict, key: str, expected: set[tuple[str, int, int, int]])
         return None
 
 
+def timed_under(data: dict, conditions: dict) -> bool:
+    """Whether a stored file (the store's or a compile-cache entry's) was timed under these conditions."""
+    return all(data.get(name) == value for name, value in conditions.items())
+
+
 def parse_choices(stored: list, expected: set[tuple[str, int, int, int]]) -> list[KernelChoice]:
     """The stored choices (the store's or a compile-cache entry's copy); ValueError (or the KeyError or
     TypeError of a malformed one) unless they are one runnable choice for each (op, n, k, rows) expected."""
@@ -97,7 +102,7 @@ def _read(path: Path, conditions: dict, warn: bool = True) -> dict:
         if warn:
             log.warning("shared kernel choices in %s unreadable (%s); measuring again", path, exc)
         return {}
-    if not isinstance(data, dict) or any(data.get(name) != value for name, value in conditions.items()):
+    if not isinstance(data, dict) or not timed_under(data, conditions):
         return {}
     sets = data.get("sets")
     return {k: v for k, v in sets.items() if isinstance(v, dict)} if isinstance(sets, dict) else {}

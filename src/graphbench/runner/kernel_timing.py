@@ -130,7 +130,7 @@ def _read(path: Path, conditions: dict, expected: set[tuple[str, int, int, int]]
         data = json.loads(path.read_text())
         if not isinstance(data, dict):
             raise ValueError(f"a JSON {type(data).__name__}, not an object")
-        if any(data.get(name) != value for name, value in conditions.items()):
+        if not store.timed_under(data, conditions):
             return None
         return store.parse_choices(data["choices"], expected)
     except FileNotFoundError:
