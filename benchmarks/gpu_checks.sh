@@ -18,9 +18,10 @@
 #                                      # -O2 at batch 1 and 64 beside gpt-fast at its faster SDPA setting (~3-4 min)
 #   bash benchmarks/gpu_checks.sh peers-8b  # the same for llama-3.1-8b (~5 min); both take DECODE_VARIANTS="--variant NAME=VAR=VALUE"
 #                                      # and DECODE_ROUNDS=3 (each graphbench system in 3 processes, interleaved)
-#   bash benchmarks/gpu_checks.sh decode-ab # the -O2 decode step in this tree against .ab-base/src (`git archive REV src |
-#                                      # tar -x -C .ab-base`, carried), 3 processes a side, interleaved, with verdicts;
-#                                      # AB_MODEL (smollm2-135m), AB_BATCHES (1,16,64), DECODE_ROUNDS (3) (~4 min)
+#   bash benchmarks/gpu_checks.sh decode-ab # the -O2 decode step in this tree against each carried .ab-NAME/src (`git
+#                                      # archive REV src | tar -x -C .ab-NAME`: variant NAME), 3 processes a side, interleaved,
+#                                      # with verdicts; AB_MODEL (smollm2-135m), AB_BATCHES (1,16,64), DECODE_ROUNDS (3)
+#                                      # (~4 min for one tree)
 #   bash benchmarks/gpu_checks.sh roofline  # a decode step's kernels per layer part at batch 1 and 64, bytes, TB/s, gaps (~1 min);
 #                                      # ROOFLINE_MODEL=smollm2-135m ROOFLINE_BATCHES=64 for another preset and batch
 #   bash benchmarks/gpu_checks.sh lora      # LoRA's graph keys, capture, memory and step cost (benchmarks/lora.py), then the LoRA-share sweep (~6 min)
@@ -114,11 +115,12 @@ case "${1:-}" in
     timeout ${PEERS_TIMEOUT:-400} python3 benchmarks/decode.py --model $model --batches 1,64 --levels 2 --peers gpt-fast \
       ${DECODE_VARIANTS:-} --rounds ${DECODE_ROUNDS:-1} --out "$OUT/decode-$model.json" --timeout 200 2>&1 | grep -v "^DEBUG" \
       | tee "$OUT/decode-$model.log" | tail -10 ;;
-  decode-ab)  # a kernel change against the tree before it
-    [ -d .ab-base/src ] || { echo "decode-ab needs .ab-base/src (the tree to compare against)" >&2; exit 2; }
+  decode-ab)  # kernel changes against this tree, each its own variant
+    trees=(); for d in .ab-*/src; do [ -d "$d" ] && trees+=(--variant "$(basename "$(dirname "$d")" | cut -c5-)=PYTHONPATH=$PWD/$d:$PWD"); done
+    [ ${#trees[@]} -gt 0 ] || { echo "decode-ab needs a carried .ab-NAME/src (a tree to compare against)" >&2; exit 2; }
     model=${AB_MODEL:-smollm2-135m}
     timeout ${AB_TIMEOUT:-400} python3 benchmarks/decode.py --model $model --batches ${AB_BATCHES:-1,16,64} --levels 2 \
-      --peers "" --rounds ${DECODE_ROUNDS:-3} --variant "base=PYTHONPATH=$PWD/.ab-base/src:$PWD" \
+      --peers "" --rounds ${DECODE_ROUNDS:-3} "${trees[@]}" \
       --out "$OUT/decode-ab-$model.json" --timeout 200 2>&1 | grep -v "^DEBUG" | tee "$OUT/decode-ab-$model.log" | tail -14 ;;
   roofline)  # per-kernel spans need PDL off (with PDL a kernel's span counts its wait); the second run is as the engine runs
     model=${ROOFLINE_MODEL:-llama-3.2-1b}; batches=${ROOFLINE_BATCHES:-1,64}
