@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,19 @@ def test_tune_from_a_server_log(tmp_path):
     assert out.stdout.strip() == """--compilation-config '{"cudagraph_capture_sizes": [16, 512], "max_cudagraph_capture_size": 512}'"""
     mixed = runner.invoke(app, ["tune", "--from", str(LOG), "--from", "tests/data/tune/results", "--max-graphs", "2"])
     assert mixed.exit_code == 2 and "mixes vLLM logs" in mixed.stderr
+
+
+def test_a_log_redirected_by_windows_powershell_is_read_as_utf16(tmp_path):
+    # `docker logs vllm > vllm.log` in Windows PowerShell 5.1 writes UTF-16LE with a byte-order mark and CRLF line
+    # ends. The fixture's lines are vLLM 0.13's: vllm/logging_utils/formatter.py NewLineFormatter (the prefix
+    # repeated on each line of the record, which ends in a line holding the prefix alone),
+    # vllm/utils/system_utils.py _add_prefix (the cyan `(APIServer pid=1) ` tag) and
+    # vllm/compilation/cuda_graph.py CUDAGraphLogging.generate_metric_table (settings header, then the table)
+    utf16 = Path(__file__).parent / "data" / "vllm" / "cudagraph-metrics-utf16.log"
+    assert utf16.read_bytes()[:2] == b"\xff\xfe"
+    assert dict(load_distribution(utf16)) == pytest.approx({6: 30 / 122, 7: 90 / 122, 519: 2 / 122})
+    packed = tmp_path / "vllm.log.gz"
+    packed.write_bytes(gzip.compress(utf16.read_bytes()))
+    assert load_distribution(packed).sizes == (6, 7, 519)
+    out = CliRunner().invoke(app, ["tune", "--from", str(utf16), "--max-graphs", "2"])
+    assert out.exit_code == 0, out.output

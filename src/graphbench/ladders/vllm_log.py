@@ -12,7 +12,8 @@ start with its tag (`(APIServer pid=1) `, `(EngineCore_DP0 pid=4242) `, `(API (0
 vllm/utils/system_utils.py). Tables are read per process tag, so processes whose output interleaves
 line by line are each read whole; every table is summed: the distribution of the steps' unpadded token
 counts, which is what a ladder is tuned for. A table the file ends inside (the log copied while vLLM was
-writing it) is left out: its missing rows are the rarest sizes. Files are streamed; gzip is read too.
+writing it) is left out: its missing rows are the rarest sizes. Files are streamed; gzip is read too, and
+UTF-16 with a byte-order mark (Windows PowerShell's redirection).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ _VLLM_LINE = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d
                         r"\[?[\w./-]+\.py:\d+\]")
 SNIFF_LINES = 1000
 MAX_LINE = 1 << 20  # characters: a longer line is no table line, and is read past without being held whole
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 SETTINGS_LINE = "**CUDAGraph Config Settings:**"  # the first line of vLLM's record (CUDAGraphLogging.settings_header)
 
 
@@ -76,10 +78,12 @@ def is_gzip(path: Path) -> bool:
 
 
 def _open(path: Path):
-    # lines end at "\n" only: a tty's "\r\n" after vLLM's own "\r\n" inside a record ("\r\r\n") is one end
-    if is_gzip(path):
-        return gzip.open(path, "rt", encoding="utf-8-sig", errors="replace", newline="\n")
-    return open(path, encoding="utf-8-sig", errors="replace", newline="\n")
+    # lines end at "\n" only: a tty's "\r\n" after vLLM's own "\r\n" inside a record ("\r\r\n") is one end.
+    # A log redirected by Windows PowerShell 5 (`docker logs vllm > vllm.log`) is UTF-16 with a byte-order mark.
+    opener = gzip.open if is_gzip(path) else open
+    with opener(path, "rb") as head:
+        encoding = "utf-16" if head.read(2) in UTF16_BOMS else "utf-8-sig"
+    return opener(path, "rt", encoding=encoding, errors="replace", newline="\n")
 
 
 def _bounded_lines(file) -> Iterator[str]:
