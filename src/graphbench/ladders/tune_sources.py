@@ -36,6 +36,9 @@ from graphbench.ladders.vllm_log import read_cudagraph_log
 
 CLOSED_WEIGHT = 0.9
 MODEL_FORMS = "closed:C, closed:C:W or uniform:A-B"
+FROM_KINDS = ("graphbench result JSON, vLLM server logs with --cudagraph-metrics tables (a vLLM log line, such as "
+              "`INFO 12-04 10:11:12 [loggers.py:123] ...`, among the first lines), and per-request benchmark outputs "
+              "(`vllm bench serve --save-result --save-detailed` JSON, lists of input_len/output_len)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +69,10 @@ def load_run_results(paths: Iterable[str | Path]) -> tuple[list[dict[str, Any]],
     warnings = [f"skipped {file}: {why}" for file, why in loaded.skipped]
     ok = [r for r in loaded.results if r.get("status", "ok") == "ok"]
     if not ok:
-        raise GraphbenchError(f"no successful graphbench result in {', '.join(map(str, paths))}")
+        why = "".join(f"; {file} is none ({reason})" for file, reason in loaded.skipped[:3])
+        more = f"; and {len(loaded.skipped) - 3} more skipped" if len(loaded.skipped) > 3 else ""
+        raise GraphbenchError(f"no successful graphbench result in {', '.join(map(str, paths))}{why}{more}. --from "
+                              f"reads {FROM_KINDS}")
     return ok, warnings
 
 
