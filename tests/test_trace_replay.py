@@ -152,3 +152,19 @@ def test_replay_only_options_warn_when_the_source_is_no_trace() -> None:
     assert "shape a request trace's replay only" in result.stderr
     quiet = CliRunner().invoke(app, ["tune", "--model", "closed:8", "--max-graphs", "2"])
     assert quiet.exit_code == 0 and "replay only" not in quiet.stderr
+
+
+def test_a_timed_trace_run_replays_at_its_recorded_send_times(tmp_path):
+    # `vllm bench serve --dataset-name timed_trace` (vllm-project/vllm PR #39795; vllm/benchmarks/serve.py at
+    # 009e6d4a) sends each request at its trace timestamp while result_json keeps request_rate "inf" and
+    # max_concurrency null; start_times (PR #32667) records each send. 62.5 ms apart at a 15.625 ms median ITL:
+    # sent at steps 0, 4 and 8, each request runs alone (not all three prefilled at once)
+    timed = BENCH.parent / "bench-serve-timed-trace.json"
+    dist, warnings = replay_files([timed], SMALL)
+    # A: 3, 1 | B at step 4: 5, 1, 1 | C at step 8: 2, 1
+    assert {n: round(p * 7) for n, p in dist.items()} == {1: 4, 2: 1, 3: 1, 5: 1} and warnings == []
+    # without latencies the send times cannot be counted in steps: all at once, with a warning
+    path = tmp_path / "timed.json"
+    path.write_text(json.dumps(json.loads(timed.read_text()) | {"itls": [[], [], []]}))
+    dist, warnings = replay_files([path], SMALL)
+    assert 8 in dist and any("start_times (sends over 0.125 s) ignored" in w for w in warnings)

@@ -11,10 +11,14 @@ every step, prefill, mixed and pure-decode alike, the distribution a ladder is t
 
 What is modelled of the traffic: requests are sent in the recorded order; at most ``max_concurrency``
 are in flight (vLLM's client semaphore), all at once when the trace has none (the scheduler then admits
-up to max_num_seqs: closed loop at max_num_seqs). A finite ``request_rate`` sends request i at i / rate
-seconds (the mean spacing, not vLLM's random Poisson draws), counted in steps of the recorded median
-inter-token latency; without recorded latencies the rate cannot be turned into steps and is ignored
-(a warning says so). Not modelled: speculative decoding (one token per decode step), stop tokens (every
+up to max_num_seqs: closed loop at max_num_seqs). Without ``max_concurrency``, a trace that records
+each request's send time (``start_times``, vllm-project/vllm PR #32667) sends each request at it: the rate's random
+draws as vLLM made them, or a `--dataset-name timed_trace` run's timestamps (its ``request_rate`` stays
+"inf" although its requests were spread over the run). Otherwise a finite ``request_rate`` sends request
+i at i / rate seconds (the mean spacing, not vLLM's random Poisson draws). Either is counted in steps of
+the recorded median inter-token latency; without recorded latencies neither can be turned into steps and
+is ignored (a warning says so). With ``max_concurrency`` the send times are when a request got past the
+client's semaphore, not when it arrived, so they are not used. Not modelled: speculative decoding (one token per decode step), stop tokens (every
 request generates its recorded output length), prefix caching.
 """
 
@@ -138,11 +142,25 @@ def _check_trace(input_lens: Sequence[int], output_lens: Sequence[int], limits: 
 
 
 def arrival_steps(trace: RequestTrace) -> list[int] | None:
-    """Request i at i / request_rate seconds, in steps of the recorded median inter-token latency; None
-    when the trace sends all at once or records no latencies."""
-    if trace.request_rate is None or not trace.seconds_per_step:
+    """Each request at its recorded send time (without max_concurrency), else request i at i / request_rate
+    seconds, in steps of the recorded median inter-token latency; None when the trace sends all at once or
+    records no latencies."""
+    if not trace.seconds_per_step:
+        return None
+    if recorded_arrivals(trace):
+        latest, steps = 0, []
+        for seconds in trace.arrival_s or ():  # in the recorded order: a send time a little early waits its turn
+            latest = max(latest, math.floor(seconds / trace.seconds_per_step))
+            steps.append(latest)
+        return steps
+    if trace.request_rate is None:
         return None
     return [math.floor(i / trace.request_rate / trace.seconds_per_step) for i in range(len(trace))]
+
+
+def recorded_arrivals(trace: RequestTrace) -> bool:
+    """Whether the trace's send times are its arrivals (recorded, and no client semaphore delayed them)."""
+    return trace.arrival_s is not None and trace.max_concurrency is None and len(trace) > 1
 
 
 def trace_distribution(traces: Sequence[RequestTrace], limits: ReplayLimits,
@@ -156,6 +174,10 @@ def trace_distribution(traces: Sequence[RequestTrace], limits: ReplayLimits,
         if trace.request_rate is not None and arrivals is None:
             warnings.append(f"{trace.source}: request_rate {trace.request_rate:g}/s ignored (no recorded "
                             "inter-token latencies to count it in steps): requests replayed as sent all at once")
+        elif recorded_arrivals(trace) and arrivals is None and max(trace.arrival_s or (0.0,)) > 0:
+            warnings.append(f"{trace.source}: start_times (sends over {max(trace.arrival_s or (0.0,)):g} s) ignored "
+                            "(no recorded inter-token latencies to count them in steps): requests replayed as sent "
+                            "all at once")
         if trace.num_failed:
             warnings.append(f"{trace.source}: {trace.num_failed} failed request(s) left out")
         counts += replay_steps(trace.input_lens, trace.output_lens, limits, concurrency=trace.max_concurrency,
