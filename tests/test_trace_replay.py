@@ -168,3 +168,19 @@ def test_a_timed_trace_run_replays_at_its_recorded_send_times(tmp_path):
     path.write_text(json.dumps(json.loads(timed.read_text()) | {"itls": [[], [], []]}))
     dist, warnings = replay_files([path], SMALL)
     assert 8 in dist and any("start_times (sends over 0.125 s) ignored" in w for w in warnings)
+
+
+def test_an_sglang_bench_serving_result_is_read_and_its_unreadable_kinds_say_why(tmp_path):
+    # sglang python/sglang/bench_serving.py: one JSON line a run, the per-request lists only with
+    # --output-details, request_rate float("inf") dumped as Infinity, or "trace" with --use-trace-timestamps
+    sglang = BENCH.parent.parent / "sglang" / "bench-serving-output-details.jsonl"
+    (trace,) = parse_request_trace(sglang.read_text(), str(sglang))
+    assert trace.input_lens == (3, 5, 4) and trace.output_lens == (2, 3, 3)
+    assert trace.request_rate is None and trace.max_concurrency == 2 and trace.seconds_per_step == 0.005
+    record = json.loads(sglang.read_text())
+    summary = {k: v for k, v in record.items() if k not in ("input_lens", "output_lens", "ttfts", "itls",
+                                                             "generated_texts", "errors")}
+    with pytest.raises(GraphbenchError, match="rerun `python -m sglang.bench_serving` with --output-details"):
+        parse_request_trace(json.dumps(summary), "s.jsonl")
+    with pytest.raises(GraphbenchError, match=r"sent at its trace's timestamps \(request_rate \"trace\"\)"):
+        parse_request_trace(json.dumps(record | {"request_rate": "trace"}), "s.jsonl")

@@ -11,6 +11,9 @@ Two layouts, told apart by their content, not by their suffix:
   ``--save-detailed`` vLLM drops the per-request lists: that file is an error saying so, as is a pooling
   run's (input_lens, no output_lens) and a ramp-up run's (``ramp_up_strategy``: its rate changes through
   the run, while ``request_rate`` stays "inf").
+- SGLang's ``python -m sglang.bench_serving --output-details`` JSONL (one result a line, the same per-request
+  lists, ``request_rate`` a number, ``Infinity`` or "trace"): read alike; without --output-details, or sent at
+  a trace's timestamps (which it does not save), it is an error saying so.
 - Plain lists of lengths: a JSON array, or JSONL, of objects with ``input_len`` (or ``prompt_len``) and
   ``output_len``.
 """
@@ -30,6 +33,9 @@ INPUT_KEYS = ("input_len", "prompt_len")
 MAX_LEN = 1 << 24  # tokens of one request's prompt
 MAX_OUTPUT_LEN = 1 << 20  # tokens one request generates: the engine's cap (runner/request.py's MAX_OUTPUT_TOKENS)
 BENCH_KEYS = ("request_throughput", "completed", "total_input_tokens")  # a bench serve result's summary
+# keys only SGLang's `python -m sglang.bench_serving` result has (sglang/bench_serving.py: its JSONL line, the
+# per-request lists only with --output-details, request_rate "trace" with --use-trace-timestamps)
+SGLANG_KEYS = ("dataset_name", "total_output_tokens_retokenized")
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,9 +137,17 @@ def _bench_result(data: dict[str, Any], name: str) -> RequestTrace:
     if "input_lens" in data and "output_lens" not in data:  # serve.py's pooling result keeps input_lens only
         raise GraphbenchError(f"{name}: a vLLM bench serve result with input_lens but no output_lens (a pooling "
                               "or embedding run): it generated no tokens, so there is nothing to replay")
+    sglang = all(key in data for key in SGLANG_KEYS)
     if "input_lens" not in data or "output_lens" not in data:
+        if sglang:
+            raise GraphbenchError(f"{name}: an SGLang bench_serving result without per-request lengths (input_lens, "
+                                  "output_lens): rerun `python -m sglang.bench_serving` with --output-details")
         raise GraphbenchError(f"{name}: a vLLM bench serve result without per-request lengths (input_lens, "
                               "output_lens): rerun `vllm bench serve` with --save-result --save-detailed")
+    if sglang and data.get("request_rate") == "trace":  # --use-trace-timestamps: sent at times it does not save
+        raise GraphbenchError(f"{name}: an SGLang bench_serving run sent at its trace's timestamps (request_rate "
+                              "\"trace\"), which the result does not record: a replay at one rate (or all at once) "
+                              "misreads it; replay the trace's own lengths and timestamps instead")
     if data.get("ramp_up_strategy") is not None:  # serve.py then keeps request_rate "inf"
         raise GraphbenchError(f"{name}: a ramp-up run (ramp_up_strategy {data['ramp_up_strategy']!r}, "
                               f"{data.get('ramp_up_start_rps')} to {data.get('ramp_up_end_rps')} requests/s): its "
