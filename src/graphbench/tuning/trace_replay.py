@@ -11,15 +11,16 @@ every step, prefill, mixed and pure-decode alike, the distribution a ladder is t
 
 What is modelled of the traffic: requests are sent in the recorded order; at most ``max_concurrency``
 are in flight (vLLM's client semaphore), all at once when the trace has none (the scheduler then admits
-up to max_num_seqs: closed loop at max_num_seqs). Without ``max_concurrency``, a trace that records
-each request's send time (``start_times``, vllm-project/vllm PR #32667) sends each request at it: the rate's random
-draws as vLLM made them, or a `--dataset-name timed_trace` run's timestamps (its ``request_rate`` stays
-"inf" although its requests were spread over the run). Otherwise a finite ``request_rate`` sends request
-i at i / rate seconds (the mean spacing, not vLLM's random Poisson draws). Either is counted in steps of
-the recorded median inter-token latency; without recorded latencies neither can be turned into steps and
-is ignored (a warning says so). With ``max_concurrency`` the send times are when a request got past the
-client's semaphore, not when it arrived, so they are not used. Not modelled: speculative decoding (one token per decode step), stop tokens (every
-request generates its recorded output length), prefix caching.
+up to max_num_seqs: closed loop at max_num_seqs). Without ``max_concurrency``, a trace that records each
+request's send time (``start_times``, vllm-project/vllm PR #32667) sends each request at it: the rate's
+random draws as vLLM made them, or a `--dataset-name timed_trace` run's timestamps (its ``request_rate``
+stays "inf" although its requests were spread over the run). Otherwise a finite ``request_rate`` sends
+request i at i / rate seconds (the mean spacing, not vLLM's random Poisson draws). Either is counted in
+steps of the recorded median inter-token latency; without recorded latencies neither can be turned into
+steps and is ignored (a warning says so). With ``max_concurrency`` the send times are when a request got
+past the client's semaphore, not when it arrived, so they are not used. Not modelled: speculative decoding
+(one token per decode step), stop tokens (every request generates its recorded output length),
+prefix caching.
 """
 
 from __future__ import annotations
