@@ -89,3 +89,17 @@ def test_a_file_tune_cannot_read_is_named_with_why_and_what_from_reads():
     assert out.exit_code == 2
     assert f"{stdout} is none (Expecting value: line 1 column 1" in out.output
     assert "--save-result --save-detailed" in out.output and "--cudagraph-metrics" in out.output
+
+
+def test_bench_serve_console_output_behind_vllm_log_lines_is_named_as_such(tmp_path):
+    # `vllm bench serve` (vLLM >= 0.9) prints its own INFO lines before the "Serving Benchmark Result" block, so its
+    # console output reads as a server log; it holds no table, and the error says what to give instead
+    stdout = Path(__file__).parent / "data" / "vllm" / "benchmark-serving-stdout.txt"
+    console = tmp_path / "bench-serve.txt"
+    console.write_text("INFO 12-04 10:11:12 [__init__.py:241] Automatically detected platform cuda.\n"
+                       + stdout.read_text())
+    out = CliRunner().invoke(app, ["tune", "--from", str(console), "--max-graphs", "2"])
+    assert out.exit_code == 2
+    assert "the console output of `vllm bench serve`" in out.output and "--save-detailed" in out.output
+    with pytest.raises(GraphbenchError, match="console output of `vllm bench serve`"):
+        load_distribution(console)

@@ -50,6 +50,7 @@ SNIFF_LINES = 1000
 MAX_LINE = 1 << 20  # characters: a longer line is no table line, and is read past without being held whole
 UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 SETTINGS_LINE = "**CUDAGraph Config Settings:**"  # the first line of vLLM's record (CUDAGraphLogging.settings_header)
+BENCH_SUMMARY = "Serving Benchmark Result"  # the banner over `vllm bench serve`'s printed summary
 
 
 def parse_cudagraph_metrics(text: str, name: str) -> Counter[int]:
@@ -153,12 +154,15 @@ class _Scan:
         self.ended: list[_Table] = []
         self.cut_off: list[_Table] = []
         self.server_log = False  # a vLLM log line seen among the first lines
+        self.bench_console = False  # `vllm bench serve`'s printed summary seen (its console output, not a log)
 
     def read(self, lines: Iterable[str]) -> None:
         """Feed the lines, each with its "\n" (a file's, or _text_lines'), so that a cut last line shows."""
         for number, raw in enumerate(lines, start=1):
             if number <= SNIFF_LINES and not self.server_log and not raw.lstrip().startswith(("{", "[")):
                 self.server_log = _VLLM_LINE.search(_clean(raw)) is not None  # not inside JSON's strings
+            if BENCH_SUMMARY in raw:
+                self.bench_console = True
             # the fast path of a long log: a line that neither starts a table nor can be in one
             if self.open or "Unpadded Tokens" in raw or SETTINGS_LINE in raw:
                 self.feed(number, raw, not raw.endswith("\n"))  # unfinished: the file's last line, cut
@@ -221,6 +225,10 @@ class _Scan:
             (self.cut_off if table.announced or table.cut else self.ended).append(table)
         for table in self.ended:
             self.counts.update(table.rows)
+        if not self.tables and self.bench_console:
+            raise GraphbenchError(f"{self.name}: the console output of `vllm bench serve` (its {BENCH_SUMMARY!r}), "
+                                  "which holds no per-request lengths: give the JSON its --save-result "
+                                  "--save-detailed writes, or the server's log with --cudagraph-metrics tables")
         if not self.tables:
             raise GraphbenchError(f"{self.name}: no cudagraph-metrics table (vLLM's `| Unpadded Tokens | Padded "
                                   "Tokens | ... | Count |`): was the server started with --cudagraph-metrics?")
