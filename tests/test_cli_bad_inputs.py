@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from graphbench.cli.main import app
@@ -213,3 +214,17 @@ def test_gate_names_a_report_path_that_is_a_symbolic_link_loop(tmp_path):
     loop.symlink_to(loop)
     result = invoke("gate", "--baseline", GATE / "baseline", "--current", GATE / "current", "--json", loop)
     assert_one_error(result, f"cannot write --json {loop}: a symbolic link loop")
+
+
+def test_convert_refuses_an_output_folder_it_cannot_write_before_converting(tmp_path):
+    # the folder was made only after the conversion (tens of seconds, progress bars on stderr), then
+    # 'error: Not a directory: ...' without saying which option; a failed conversion leaves no folder
+    pytest.importorskip("gguf")
+    source = tmp_path / "model.gguf"
+    source.write_bytes(b"GGUF" + bytes(60))  # never read: the output is checked first
+    (tmp_path / "file").write_text("x")
+    for out, why in ((tmp_path / "file" / "ckpt", "Not a directory"), ("/proc/self/graphbench-ckpt", "")):
+        assert_one_error(invoke("convert", source, out), f"cannot write the checkpoint folder {out}: {why}",
+                         "name a folder you can write")
+    assert_one_error(invoke("convert", source, tmp_path / "new" / "ckpt"), "is not a GGUF model")
+    assert not (tmp_path / "new").exists()

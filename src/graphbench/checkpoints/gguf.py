@@ -8,6 +8,9 @@ model of the same class and that one is saved. No network: everything comes from
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 from graphbench.errors import GraphbenchError
@@ -30,6 +33,36 @@ def convert_gguf(gguf_file: str | Path, out: str | Path, dtype: str = "bfloat16"
         import gguf  # noqa: F401  (transformers' GGUF reader)
     except ImportError:
         raise GraphbenchError("converting a GGUF file needs the gguf package: pip install gguf") from None
+    made = _make_folder(target)  # before a conversion of tens of seconds: the folder can be written
+    try:
+        _convert(source, target, dtype)
+    except BaseException:
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)  # the folders this call made, so no half checkpoint is left
+        raise
+    return target
+
+
+def _make_folder(target: Path) -> Path | None:
+    """Make the output folder (and its missing parents) and check that a file can be written in it; the
+    topmost folder made (to remove on failure), or None when it was there."""
+    made = next((p for p in reversed([target, *target.parents]) if not p.exists()), None)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".tmp-convert-", dir=target)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+        raise GraphbenchError(f"cannot write the checkpoint folder {target}: {exc.strerror or exc}: name a folder "
+                              "you can write") from None
+    return made
+
+
+def _convert(source: Path, target: Path, dtype: str) -> None:
+    """Read the GGUF file and save the checkpoint in a staging folder inside target, then move its files in
+    (config.json last: a folder without it is not taken for a checkpoint)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -46,7 +79,11 @@ def convert_gguf(gguf_file: str | Path, out: str | Path, dtype: str = "bfloat16"
     plain = type(loaded)(config).to(getattr(torch, dtype))
     plain.load_state_dict({k: v.to(getattr(torch, dtype)) for k, v in loaded.state_dict().items()})
     plain.generation_config = loaded.generation_config
-    target.mkdir(parents=True, exist_ok=True)
-    plain.save_pretrained(target)
-    tokenizer.save_pretrained(target)
-    return target
+    staging = Path(tempfile.mkdtemp(prefix=".tmp-convert-", dir=target))
+    try:
+        plain.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        for file in sorted(staging.iterdir(), key=lambda f: f.name == "config.json"):
+            os.replace(file, target / file.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
