@@ -228,3 +228,18 @@ def test_convert_refuses_an_output_folder_it_cannot_write_before_converting(tmp_
                          "name a folder you can write")
     assert_one_error(invoke("convert", source, tmp_path / "new" / "ckpt"), "is not a GGUF model")
     assert not (tmp_path / "new").exists()
+
+
+def test_a_plot_folder_that_cannot_be_written_is_refused_before_the_table(tmp_path):
+    # /proc/self passed the check (it is a folder): the whole table was printed, then 'cannot write plot
+    # ...: [Errno 2] No such file or directory: /proc/self/.tmp-x.png-...' (the temporary file's name)
+    for command in (["ladder"], ["tune", "--model", "uniform:1-64", "--max-graphs", 3]):
+        result = invoke(*command, "--plot", "/proc/self/waste.png")
+        assert_one_error(result, "cannot write plot /proc/self/waste.png: No such file or directory in /proc/self: "
+                                 "give a --plot path in a folder you can write")
+        assert result.stdout == ""
+    (tmp_path / "file").write_text("x")
+    assert_one_error(invoke("ladder", "--plot", tmp_path / "file" / "waste.png"),
+                     f"plot directory is not a folder: {tmp_path / 'file'}")
+    result = invoke("ladder", "--plot", tmp_path / "waste.png")
+    assert result.exit_code == 0 and sorted(f.name for f in tmp_path.iterdir()) == ["file", "waste.png"], result.output

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import os
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,14 +20,23 @@ PLOT_FORMATS = (".png", ".svg", ".pdf")
 
 
 def check_plot_path(path: str | Path) -> Path:
-    """The plot path, if its suffix is a supported format and its directory exists."""
+    """The plot path, if its suffix is a supported format and a file can be written in its directory
+    (checked before a command prints anything: the write comes after its table)."""
     out = Path(path)
     if out.suffix.lower() not in PLOT_FORMATS:
         raise GraphbenchError(f"plot file must end in {', '.join(PLOT_FORMATS)}, got {out.name!r}")
     if not out.parent.is_dir():
-        raise GraphbenchError(f"plot directory does not exist: {out.parent}")
+        why = "is not a folder" if out.parent.exists() else "does not exist"
+        raise GraphbenchError(f"plot directory {why}: {out.parent}")
     if (out.exists() or out.is_symlink()) and not out.is_file():  # a folder, a FIFO (a write would wait), a device
         raise GraphbenchError(f"plot path exists and is not a regular file: {out}")
+    try:  # as write_atomic will: a temporary file beside the plot (root passes os.access even in /proc)
+        fd, probe = tempfile.mkstemp(prefix=f".tmp-{out.name[:40]}-", dir=out.parent)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise GraphbenchError(f"cannot write plot {out}: {exc.strerror or exc} in {out.parent}: give a --plot "
+                              "path in a folder you can write") from None
     return out
 
 
@@ -36,7 +47,7 @@ def save_figure(fig, out: Path) -> Path:
         fig.savefig(buffer, dpi=100, format=(out.suffix.lstrip(".") or "png").lower())
         write_atomic(out, buffer.getvalue())
     except OSError as exc:
-        raise GraphbenchError(f"cannot write plot {out}: {exc}") from None
+        raise GraphbenchError(f"cannot write plot {out}: {exc.strerror or exc}") from None
     return out
 
 
