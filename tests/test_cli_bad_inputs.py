@@ -243,3 +243,18 @@ def test_a_plot_folder_that_cannot_be_written_is_refused_before_the_table(tmp_pa
                      f"plot directory is not a folder: {tmp_path / 'file'}")
     result = invoke("ladder", "--plot", tmp_path / "waste.png")
     assert result.exit_code == 0 and sorted(f.name for f in tmp_path.iterdir()) == ["file", "waste.png"], result.output
+
+
+SYNTHETIC = Path(__file__).parent / "data" / "report" / "synthetic"
+
+
+def test_an_output_folder_the_system_refuses_is_found_before_the_work(tmp_path):
+    # os.access passes root in /sys (EPERM on create): plan printed its whole table, then 'cannot write the
+    # plan into /sys/kernel/...: [Errno 1] Operation not permitted: ...'; report drew nothing but said it raw
+    for command in (["plan", SYNTHETIC, "--slo", "tpot_p99_ms=50"], ["report", GATE / "baseline"]):
+        result = invoke(*command, "-o", "/sys/kernel/graphbench-out")
+        assert_one_error(result, "cannot create output folder /sys/kernel/graphbench-out: ", " in /sys/kernel: "
+                         "name a folder you can write")
+        assert result.stdout == ""
+    result = invoke("plan", SYNTHETIC, "--slo", "tpot_p99_ms=50", "-o", tmp_path / "plan")
+    assert result.exit_code == 0 and sorted(f.name for f in (tmp_path / "plan").iterdir())[:2] == ["plan.csv", "plan.json"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 from graphbench.errors import GraphbenchError
@@ -19,6 +20,21 @@ def _nearest_existing_parent(path: Path) -> Path:
     return parent
 
 
+def cannot_create(folder: Path, kind: str) -> str | None:
+    """Why a new file (or folder) cannot be made in `folder`, tried with one made and removed at once, or
+    None. (os.access is not enough: root passes it in /proc and /sys, and on a read-only mount.)"""
+    try:
+        if kind == "folder":
+            os.rmdir(tempfile.mkdtemp(prefix=".tmp-probe-", dir=folder))
+        else:
+            fd, name = tempfile.mkstemp(prefix=".tmp-probe-", dir=folder)
+            os.close(fd)
+            os.unlink(name)
+    except OSError as exc:
+        return (exc.strerror or str(exc)).lower()
+    return None
+
+
 def check_output_folder(out: Path) -> None:
     """Fail before any work (and before printing anything) when `out` cannot become the output folder:
     it is an existing file, the nearest existing parent is a file or not writable, the name too long."""
@@ -26,16 +42,16 @@ def check_output_folder(out: Path) -> None:
         if out.exists():
             if not out.is_dir():
                 raise GraphbenchError(f"output path exists and is not a folder: {out}")
-            if not os.access(out, os.W_OK | os.X_OK):
-                raise GraphbenchError(f"cannot write into output folder {out}: permission denied")
+            if why := cannot_create(out, "file"):
+                raise GraphbenchError(f"cannot write into output folder {out}: {why}: name a folder you can write")
             return
         parent = _nearest_existing_parent(out)
     except OSError as exc:  # a name too long, a link loop
         raise GraphbenchError(f"cannot use output folder {out}: {exc.strerror or exc}") from None
     if not parent.is_dir():
         raise GraphbenchError(f"cannot create output folder {out}: {parent} is not a folder")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise GraphbenchError(f"cannot create output folder {out}: permission denied in {parent}")
+    if why := cannot_create(parent, "folder"):
+        raise GraphbenchError(f"cannot create output folder {out}: {why} in {parent}: name a folder you can write")
 
 
 def check_output_file(path: Path, option: str) -> None:
