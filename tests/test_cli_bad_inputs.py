@@ -258,3 +258,22 @@ def test_an_output_folder_the_system_refuses_is_found_before_the_work(tmp_path):
         assert result.stdout == ""
     result = invoke("plan", SYNTHETIC, "--slo", "tpot_p99_ms=50", "-o", tmp_path / "plan")
     assert result.exit_code == 0 and sorted(f.name for f in (tmp_path / "plan").iterdir())[:2] == ["plan.csv", "plan.json"]
+
+
+def test_a_run_refused_at_start_leaves_no_results_folder(tmp_path):
+    # the results folder was made before the engine started: a checkpoint that failed to load left it, empty
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 64, "hidden_size": 32,
+        "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "max_position_embeddings": 64}))
+    (checkpoint / "model.safetensors").write_bytes(b"\x08" + bytes(7) + b"{}")  # truncated: no tensors
+    results = tmp_path / "results" / "new"
+    result = invoke("run", "--model", checkpoint, "-O", 0, "--device", "cpu", "--concurrency", 1, "--num-requests", 1,
+                    "--prompt-len", 4, "--output-len", 2, "--repeats", 1, "--results", results, "--quiet")
+    assert_one_error(result, f"cannot read {checkpoint / 'model.safetensors'}", "(corrupt or truncated")
+    assert not (tmp_path / "results").exists()
+    assert_one_error(invoke("run", "--device", "cpu", "--results", "/sys/kernel/graphbench-results", "--quiet"),
+                     "cannot create the results folder /sys/kernel/graphbench-results: ",
+                     " in /sys/kernel: name a folder you can write (--results)")

@@ -7,6 +7,7 @@ import typer
 from graphbench.bench.workloads import GPU_TRAFFIC
 from graphbench.cli.engine_options import parse_int_list, with_engine_options
 from graphbench.cli.output import console as make_console
+from graphbench.cli.paths import cannot_create
 from graphbench.config import EngineConfig
 from graphbench.errors import GraphbenchError
 
@@ -114,10 +115,12 @@ def check_results_folder(path) -> None:
     blocked = next((p for p in [folder, *folder.parents] if p.exists() and not p.is_dir()), None)
     if blocked is not None:
         raise GraphbenchError(f"results folder {folder}: {blocked} exists and is not a folder")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise GraphbenchError(f"cannot create the results folder {folder}: {exc.strerror or exc}") from None
+    # tried, not made: the result's writer makes it, so a run refused later (a bad checkpoint) leaves none
+    existing = next(p for p in [folder, *folder.parents] if p.exists() or p == p.parent)
+    why = cannot_create(existing, "file" if existing == folder else "folder")
+    if why:
+        what = f"write into the results folder {folder}" if existing == folder else f"create the results folder {folder}"
+        raise GraphbenchError(f"cannot {what}: {why} in {existing}: name a folder you can write (--results)")
 
 
 @with_engine_options
