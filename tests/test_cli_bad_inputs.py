@@ -260,6 +260,19 @@ def test_an_output_folder_the_system_refuses_is_found_before_the_work(tmp_path):
     assert result.exit_code == 0 and sorted(f.name for f in (tmp_path / "plan").iterdir())[:2] == ["plan.csv", "plan.json"]
 
 
+def test_sweep_refuses_a_report_folder_it_cannot_write_before_any_point(tmp_path):
+    # --report was first used after the last point: a whole sweep ran, then 'output path exists and is not a
+    # folder' (or a raw [Errno 1] under /sys); the results folder it had made stayed behind
+    (tmp_path / "file").write_text("x")
+    for report, message in ((tmp_path / "file", f"output path exists and is not a folder: {tmp_path / 'file'}"),
+                            ("/sys/kernel/graphbench-report", "cannot create output folder /sys/kernel/graphbench-report")):
+        result = invoke("sweep", "--model", "tiny-llama", "--device", "cpu", "--levels", 0, "--ladders", "default",
+                        "--concurrency", 1, "--num-requests", 1, "--repeats", 1, "--rounds", 1,
+                        "--results", tmp_path / "results", "--report", report)
+        assert_one_error(result, message)
+        assert result.stdout == "" and not (tmp_path / "results").exists()
+
+
 def test_a_run_refused_at_start_leaves_no_results_folder(tmp_path):
     # the results folder was made before the engine started: a checkpoint that failed to load left it, empty
     checkpoint = tmp_path / "checkpoint"

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from graphbench.cli.output import console as make_console
+from graphbench.cli.paths import check_output_folder
 from graphbench.cli.run import check_results_folder
 from graphbench.cli.sweep_summary import print_summary
 from graphbench.errors import GraphbenchError
@@ -56,13 +57,15 @@ def sweep(
 
     plan = plan_sweep(SweepRequest.from_options(locals()))
     _check_run_values(plan.run_values)
+    if not dry_run:  # refused before anything is printed or made: the results' folder (a file, under /proc),
+        check_results_folder(results)  # then the report's (it was first used after the last point)
+        check_output_folder(report or results / "report")
     console = make_console()
     if not plan.gpu:
         console.print(CPU_BANNER)
     if dry_run:
         _print_plan(console, plan, rounds, aa)
         return
-    check_results_folder(results)  # (a file, a path under /proc: refused before any point starts)
     result, received = _run_with_progress(console, plan, results, timeout, resume, executor, ray_address, rounds)
     if not any(o.status in ("ok", "failed", "same-engine", "skipped") for o in result.outcomes):
         console.print("[yellow]interrupted before any point finished: no report[/yellow]")
