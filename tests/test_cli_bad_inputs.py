@@ -290,3 +290,12 @@ def test_a_run_refused_at_start_leaves_no_results_folder(tmp_path):
     assert_one_error(invoke("run", "--device", "cpu", "--results", "/sys/kernel/graphbench-results", "--quiet"),
                      "cannot create the results folder /sys/kernel/graphbench-results: ",
                      " in /sys/kernel: name a folder you can write (--results)")
+
+
+def test_gate_finds_a_report_file_it_cannot_write_before_writing_the_others(tmp_path):
+    # os.access passes root under /sys: the Markdown and JUnit reports were written, then the JSON failed
+    result = invoke("gate", "--baseline", GATE / "baseline", "--current", GATE / "current", "--markdown",
+                    tmp_path / "gate.md", "--junit", tmp_path / "gate.xml", "--json", "/sys/kernel/gate.json")
+    assert_one_error(result, "cannot write --json /sys/kernel/gate.json: ", " in /sys/kernel: name a file in a folder "
+                     "you can write")
+    assert list(tmp_path.iterdir()) == []

@@ -64,12 +64,17 @@ def check_output_file(path: Path, option: str) -> None:
                 raise GraphbenchError(f"{option} {path} is a folder, not a file")
             if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):
                 raise GraphbenchError(f"{option} {path} is not a file that can be written")
-            return
+            if not stat.S_ISREG(mode):
+                return  # a stream: written in place
+            path = path.resolve()  # (a link: its target is written)
         parent = _nearest_existing_parent(path)
     except OSError as exc:
         raise GraphbenchError(f"cannot use {option} {path}: {exc.strerror or exc}") from None
     if not parent.is_dir():
         raise GraphbenchError(f"cannot create {option} {path}: {parent} is not a folder")
+    # where write_atomic puts its temporary file (os.access passes root under /sys and /proc)
+    if why := cannot_create(parent, "file" if parent == path.absolute().parent else "folder"):
+        raise GraphbenchError(f"cannot write {option} {path}: {why} in {parent}: name a file in a folder you can write")
 
 
 def write_output_text(path: Path, text: str, option: str) -> None:
