@@ -4,7 +4,9 @@ GPU-free commands end them in one `error:` line with exit code 2 (or say what th
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+from stat import S_IFCHR
 
 import pytest
 from typer.testing import CliRunner
@@ -290,6 +292,22 @@ def test_a_run_refused_at_start_leaves_no_results_folder(tmp_path):
     assert_one_error(invoke("run", "--device", "cpu", "--results", "/sys/kernel/graphbench-results", "--quiet"),
                      "cannot create the results folder /sys/kernel/graphbench-results: ",
                      " in /sys/kernel: name a folder you can write (--results)")
+
+
+def test_gate_writes_into_a_device_or_a_links_target_never_over_them(tmp_path):
+    # a character device (/dev/null, /dev/stdout on a terminal) was replaced by a regular file (write_atomic's
+    # rename: as root, /dev/null itself), and a link by a file while its target kept the old text
+    target = tmp_path / "target.md"
+    target.write_text("old")
+    (tmp_path / "link.md").symlink_to(target)
+    outputs = ["--markdown", tmp_path / "link.md"]
+    if os.geteuid() == 0:  # (only root makes device nodes) a null device of our own, not the system's
+        os.mknod(tmp_path / "null", 0o600 | S_IFCHR, os.makedev(1, 3))
+        outputs += ["--json", tmp_path / "null"]
+    result = invoke("gate", "--baseline", GATE / "baseline", "--current", GATE / "current", *outputs)
+    assert result.exit_code == 3, result.output  # the fixture's: one process a side
+    assert (tmp_path / "link.md").is_symlink() and target.read_text().startswith("## ")
+    assert os.geteuid() != 0 or (tmp_path / "null").is_char_device()
 
 
 def test_gate_finds_a_report_file_it_cannot_write_before_writing_the_others(tmp_path):

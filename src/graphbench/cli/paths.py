@@ -78,11 +78,13 @@ def check_output_file(path: Path, option: str) -> None:
 
 
 def write_output_text(path: Path, text: str, option: str) -> None:
-    """Write `text` to `path` (its folders made). A FIFO nobody reads is an error, not a wait forever."""
+    """Write `text` to `path` (its folders made): a file atomically (a link's target), a stream (a FIFO, a
+    character device such as /dev/stdout) in place. A FIFO nobody reads is an error, not a wait forever."""
     try:
-        if path.exists() and stat.S_ISFIFO(path.stat().st_mode):
+        mode = path.stat().st_mode if path.exists() else 0
+        if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):  # never replaced by a file (as root: /dev/null itself)
             try:
-                fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+                fd = os.open(path, os.O_WRONLY | (os.O_NONBLOCK if stat.S_ISFIFO(mode) else 0))
             except OSError as exc:
                 if exc.errno == errno.ENXIO:
                     raise GraphbenchError(f"{option} {path} is a FIFO that no process reads") from None
@@ -91,6 +93,7 @@ def write_output_text(path: Path, text: str, option: str) -> None:
             with os.fdopen(fd, "w") as stream:
                 stream.write(text)
             return
+        path = path.resolve()  # a link to a file: the file is replaced, not the link
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, text)
     except OSError as exc:
