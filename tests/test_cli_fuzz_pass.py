@@ -119,3 +119,15 @@ def test_distribution_files_read_sizes_as_ascii_digits_as_step_curves_do(tmp_pat
     result = invoke("ladder", "--distribution", path, "--format", "json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["averaged_over"] == f"distribution {path} (2 sizes)"
+
+
+def test_a_vllm_log_row_reads_ascii_digits_only(tmp_path):
+    # int() took '1_000' as 1000 and the Arabic-Indic '\u0661' as 1: rows vLLM never writes were counted
+    head = ("INFO 11-30 10:05:10 [cuda_graph.py:118] **CUDAGraph Stats:**\n"
+            "INFO 11-30 10:05:10 [cuda_graph.py:118] | Unpadded Tokens | Padded Tokens | Num Paddings | Runtime Mode | Count |\n"
+            "INFO 11-30 10:05:10 [cuda_graph.py:118] |---|---|---|---|---|\n")
+    for row in ("1_000 | 1_000 | 0 | FULL | 3", "\u0661 | \u0661 | 0 | FULL | 3", "4 | 4 | 0 | FULL | \u0663"):
+        log = tmp_path / "vllm.log"
+        log.write_text(f"{head}INFO 11-30 10:05:10 [cuda_graph.py:118] | {row} |\nINFO 11-30 10:05:11 [x.py:1] done\n")
+        assert_one_error(invoke("tune", "--from", log, "--max-graphs", 3),
+                         f"{log}:4: a cudagraph-metrics row needs integer tokens, paddings and count, got ")

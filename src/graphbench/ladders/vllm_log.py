@@ -41,6 +41,7 @@ _TAG = re.compile(r"\((?:[^()]|\([^()]*\))*\)")  # (APIServer pid=1), (API (0)):
 _LEVEL = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\b")
 _SEPARATOR = re.compile(r":?-+:?")
 _NUMBER = re.compile(r"[-+]?\d+")
+_INTEGER = re.compile(r"[-+]?[0-9]+")
 _CUT = re.compile(r"\|\s*\d+\s*\|")
 # vLLM's logger prefix (vllm/logger.py: "%(levelname)s %(asctime)s [%(fileinfo)s:%(lineno)d] ", dates "%m-%d
 # %H:%M:%S"; older versions "%(filename)s:%(lineno)d]"): a file with such lines is a server log
@@ -267,8 +268,10 @@ def _row(cells: list[str], where: str, line: str) -> tuple[int, int]:
     unpadded, padded, paddings, mode, count = cells
     # vLLM writes the mode as str() of its enum in some versions ("CUDAGraphMode.FULL")
     mode = mode.removeprefix("CUDAGraphMode.")
-    try:
-        u, p, n, c = int(unpadded), int(padded), int(paddings), int(count)
+    try:  # ASCII digits, as vLLM writes them (int() also takes '1_000' and other scripts' digits, e.g. '\u0661')
+        if not all(_INTEGER.fullmatch(cell) for cell in (unpadded, padded, paddings, count)):
+            raise ValueError(unpadded)
+        u, p, n, c = int(unpadded), int(padded), int(paddings), int(count)  # (past 4300 digits: ValueError)
     except ValueError:
         raise GraphbenchError(f"{where}: a cudagraph-metrics row needs integer tokens, paddings "
                               f"and count, got {line.strip()[:120]!r}") from None
