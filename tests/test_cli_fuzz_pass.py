@@ -131,3 +131,14 @@ def test_a_vllm_log_row_reads_ascii_digits_only(tmp_path):
         log.write_text(f"{head}INFO 11-30 10:05:10 [cuda_graph.py:118] | {row} |\nINFO 11-30 10:05:11 [x.py:1] done\n")
         assert_one_error(invoke("tune", "--from", log, "--max-graphs", 3),
                          f"{log}:4: a cudagraph-metrics row needs integer tokens, paddings and count, got ")
+
+
+def test_a_bench_serve_itls_key_of_the_wrong_type_is_said(tmp_path):
+    # a string or an object was taken for 'no latencies recorded' (errors and start_times were checked)
+    data = json.loads(BENCH_SERVE.read_text())
+    for itls, kind in (("0.004", "str"), ({"0": [0.004]}, "dict"), (0.004, "float")):
+        trace = write_json(tmp_path / "serve.json", {**data, "itls": itls})
+        assert_one_error(invoke("tune", "--from", trace, "--max-graphs", 3),
+                         f"{trace}: key itls must be a list (one list of seconds per request), got {kind}")
+    trace = write_json(tmp_path / "serve.json", {**data, "itls": None})  # null: not recorded
+    assert invoke("tune", "--from", trace, "--max-graphs", 3).exit_code == 0

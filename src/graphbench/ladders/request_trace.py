@@ -245,8 +245,11 @@ def _number(value: object) -> float | None:
 
 def _median_itl(itls: object, name: str) -> float | None:
     """The median of every recorded inter-token latency (seconds), None when none is recorded."""
-    if not isinstance(itls, list):
+    if itls is None:  # not recorded
         return None
+    if not isinstance(itls, list):  # (like errors and start_times: a wrong shape is said, not taken for none)
+        raise GraphbenchError(f"{name}: key itls must be a list (one list of seconds per request), got "
+                              f"{type(itls).__name__}")
     values: list[float] = []
     for i, per_request in enumerate(itls):
         if not isinstance(per_request, list):
