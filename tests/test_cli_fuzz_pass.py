@@ -142,3 +142,19 @@ def test_a_bench_serve_itls_key_of_the_wrong_type_is_said(tmp_path):
                          f"{trace}: key itls must be a list (one list of seconds per request), got {kind}")
     trace = write_json(tmp_path / "serve.json", {**data, "itls": None})  # null: not recorded
     assert invoke("tune", "--from", trace, "--max-graphs", 3).exit_code == 0
+
+
+def test_a_run_trace_line_that_is_not_a_request_object_says_what_it_lacks(tmp_path):
+    # a JSON array of the requests ended in '(list indices must be integers or slices, not str)', a line
+    # without arrival_s in "('arrival_s')": Python's exception text, not what the line lacks
+    cases = [('[{"arrival_s": 0, "prompt_len": 4, "output_len": 2}]',
+              " as one JSON object a line (JSON Lines), got a list"),
+             ('{"input_len": 4, "output_len": 2}', ": the request lacks arrival_s, prompt_len"),
+             ("not json", " as one JSON object a line (JSON Lines): Expecting value: line 1 column 1 (char 0)")]
+    for text, message in cases:
+        trace = tmp_path / "trace.jsonl"
+        trace.write_text(text + "\n")
+        result = invoke("run", "--model", "tiny-llama", "-O", 0, "--device", "cpu", "--repeats", 1, "--quiet",
+                        "--results", tmp_path / "results", "--trace", trace)
+        assert_one_error(result, f"{trace}:1: expected arrival_s, prompt_len, output_len{message}")
+    assert not (tmp_path / "results").exists()

@@ -252,13 +252,16 @@ def _jsonl_requests(text: str, path: Path) -> list[RequestSpec]:
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
+        where = f"{path}:{number}: expected arrival_s, prompt_len, output_len"
         try:
             row = json.loads(line)
-            arrival, prompt, output = row["arrival_s"], row["prompt_len"], row["output_len"]
-        except (ValueError, KeyError, TypeError, RecursionError) as exc:  # (ValueError: bad JSON, or an integer
-            # of more digits than Python converts)
-            raise GraphbenchError(f"{path}:{number}: expected arrival_s, prompt_len, output_len ({exc})") from None
-        specs.append(_request(arrival, prompt, output, f"{path}:{number}"))
+        except (ValueError, RecursionError) as exc:  # bad JSON, or an integer of more digits than Python converts
+            raise GraphbenchError(f"{where} as one JSON object a line (JSON Lines): {exc}") from None
+        if not isinstance(row, dict):  # (e.g. a JSON array of the requests)
+            raise GraphbenchError(f"{where} as one JSON object a line (JSON Lines), got a {type(row).__name__}")
+        if missing := [k for k in ("arrival_s", "prompt_len", "output_len") if k not in row]:
+            raise GraphbenchError(f"{where}: the request lacks {', '.join(missing)}")
+        specs.append(_request(row["arrival_s"], row["prompt_len"], row["output_len"], f"{path}:{number}"))
         if len(specs) > MAX_REQUESTS:
             break
     return specs
