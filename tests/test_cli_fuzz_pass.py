@@ -158,3 +158,14 @@ def test_a_run_trace_line_that_is_not_a_request_object_says_what_it_lacks(tmp_pa
                         "--results", tmp_path / "results", "--trace", trace)
         assert_one_error(result, f"{trace}:1: expected arrival_s, prompt_len, output_len{message}")
     assert not (tmp_path / "results").exists()
+
+
+def test_a_workload_given_twice_is_refused_not_counted_as_two_processes(tmp_path):
+    # --concurrency 1,1 measured closed-c1 twice in one result; compare then counted it as 2/2 processes
+    message = "is given twice (--concurrency, --request-rate and --lora-share values repeated, or equal as shown)"
+    for flag, values, name in (("--concurrency", "1,1", "closed-c1"), ("--request-rate", "5,5.0000001", "poisson-r5")):
+        result = invoke("run", "--model", "tiny-llama", "-O", 0, "--device", "cpu", flag, values, "--num-requests", 1,
+                        "--prompt-len", 4, "--output-len", 2, "--repeats", 1, "--results", tmp_path, "--quiet")
+        assert_one_error(result, f"workload {name} {message}: give each value once")
+    assert_one_error(invoke("sweep", "--dry-run", "--concurrency", "4,2,4"), f"workload closed-c4 {message}")
+    assert list(tmp_path.iterdir()) == []

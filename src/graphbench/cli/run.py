@@ -60,6 +60,10 @@ def build_workloads(concurrency: Optional[str], request_rate: Optional[str], tra
             except ValueError:
                 raise GraphbenchError(f"--lora-share must be numbers in [0, 1] like 0,0.5,1; got {text!r}") from None
         workloads = [dataclasses.replace(w, lora_share=share) for w in workloads for share in shares]
+    names = [w.name for w in workloads]  # one workload twice: a result that counts its repeats as two processes
+    if twice := next((n for i, n in enumerate(names) if n in names[:i]), None):
+        raise GraphbenchError(f"workload {twice} is given twice (--concurrency, --request-rate and --lora-share "
+                              "values repeated, or equal as shown): give each value once")
     return workloads
 
 
