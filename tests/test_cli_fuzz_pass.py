@@ -169,3 +169,15 @@ def test_a_workload_given_twice_is_refused_not_counted_as_two_processes(tmp_path
         assert_one_error(result, f"workload {name} {message}: give each value once")
     assert_one_error(invoke("sweep", "--dry-run", "--concurrency", "4,2,4"), f"workload closed-c4 {message}")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_sweep_axis_value_given_twice_is_named(tmp_path):
+    # one axis with a repeated value said 'sweep points must have distinct labels (two axes give the same label)'
+    for args, message in ((["--levels", "0,0"], "sweep axis level gives 0 twice"),
+                          (["--ladders", "default,interactivity,default"], "sweep axis ladder gives default twice"),
+                          (["--grid", "max_num_seqs=8,16,8"], "sweep axis max_num_seqs gives 8 twice"),
+                          (["--peers", "hf-eager,hf-eager"], "sweep axis peers gives hf-eager twice")):
+        assert_one_error(invoke("sweep", "--dry-run", *args), f"{message}: give each value once")
+    sweep_file = tmp_path / "sweep.toml"
+    sweep_file.write_text("[grid]\nmax_num_seqs = [8, 8]\n")
+    assert_one_error(invoke("sweep", "--dry-run", "--sweep-file", sweep_file), "sweep axis max_num_seqs gives 8 twice")

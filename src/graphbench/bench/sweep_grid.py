@@ -114,6 +114,9 @@ def build_grid(base: dict[str, Any], axes: dict[str, list[Any]], peers: list[str
     for peer in peers:
         if peer not in PEERS:
             raise GraphbenchError(f"unknown peer {peer!r}{suggest(peer, PEERS)}; choose from {', '.join(PEERS)}")
+    for name, values in [*axes.items(), ("peers", peers)]:  # (else: 'two axes give the same label')
+        if (twice := next((i for i, v in enumerate(values) if str(v) in map(str, values[:i])), None)) is not None:
+            raise GraphbenchError(f"sweep axis {name} gives {values[twice]} twice: give each value once")
     keys = [canonical_axis(k) for k in axes]
     points, seen_hashes = [], set()
     engines: dict[str, str] = {}  # engine key -> label of the first point running that engine
