@@ -181,3 +181,15 @@ def test_a_sweep_axis_value_given_twice_is_named(tmp_path):
     sweep_file = tmp_path / "sweep.toml"
     sweep_file.write_text("[grid]\nmax_num_seqs = [8, 8]\n")
     assert_one_error(invoke("sweep", "--dry-run", "--sweep-file", sweep_file), "sweep axis max_num_seqs gives 8 twice")
+
+
+def test_a_splitting_op_that_names_no_op_is_refused():
+    # 'attention' (no namespace) matched no op: the graph silently went unsplit, as with 'none'
+    for ops in ("attention", "graphbench::", "bogus,graphbench::attention"):
+        assert_one_error(invoke("generate", "--model", "tiny-llama", "-O", 0, "--device", "cpu", "--max-tokens", 2,
+                                "-p", "1,2", "--splitting-ops", ops),
+                         "splitting_ops must be a list of op names like graphbench::attention ([] or 'none': no split)")
+    for ops in ("graphbench::attention", "none"):
+        result = invoke("generate", "--model", "tiny-llama", "-O", 0, "--device", "cpu", "--max-tokens", 2,
+                        "-p", "1,2", "--splitting-ops", ops)
+        assert result.exit_code == 0, result.output

@@ -269,10 +269,10 @@ class CompilationConfig:
         else:
             require_int_list("compile_sizes", self.compile_sizes, MAX_STEP_TOKENS)
         if self.splitting_ops is not None:
-            if not isinstance(self.splitting_ops, (list, tuple)) or not all(
-                isinstance(op, str) and op for op in self.splitting_ops
-            ):
-                raise GraphbenchError(f"splitting_ops must be a list of op names, got {self.splitting_ops!r}")
+            if not isinstance(self.splitting_ops, (list, tuple)) or not all(  # (a bare name matches no op: no split)
+                isinstance(op, str) and all(op.partition("::")[::2]) for op in self.splitting_ops):
+                raise GraphbenchError(f"splitting_ops must be a list of op names like graphbench::attention ([] or "
+                                      f"'none': no split), got {self.splitting_ops!r}")
             self.splitting_ops = list(self.splitting_ops)
 
     @property
