@@ -317,3 +317,15 @@ def test_gate_finds_a_report_file_it_cannot_write_before_writing_the_others(tmp_
     assert_one_error(result, "cannot write --json /sys/kernel/gate.json: ", " in /sys/kernel: name a file in a folder "
                      "you can write")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_gate_refuses_two_thresholds_for_one_metric():
+    # the later one silently won (plan refuses an SLO given twice)
+    for first, second in (("tpot_p99_ms:5", "tpot_p99_ms:10"), ("tokens_per_s:-5", "output_tokens_per_s:off")):
+        metric = second.split(":")[0]
+        result = invoke("gate", "--baseline", GATE / "baseline", "--current", GATE / "current",
+                        "--threshold", first, "--threshold", second)
+        assert_one_error(result, f"threshold for {metric} given twice ({first!r} and {second!r}): give it once")
+    result = invoke("gate", "--baseline", GATE / "baseline", "--current", GATE / "current",
+                    "--threshold", "tpot_p99_ms:5", "--threshold", "tpot_p99_ms:5")  # the same twice: no contradiction
+    assert result.exit_code == 3, result.output

@@ -80,8 +80,11 @@ def parse_threshold(spec: str) -> tuple[str, float | None]:
 def thresholds_from_specs(specs: Iterable[str], base: Mapping[str, float] | None = None) -> dict[str, float]:
     """The default thresholds (or base) updated by METRIC:PCT specs; METRIC:off drops a metric."""
     out = dict(DEFAULT_THRESHOLDS if base is None else base)
+    given: dict[str, str] = {}
     for spec in specs:
         name, pct = parse_threshold(spec)
+        if (first := given.setdefault(name, spec)) != spec:  # (the later one silently won)
+            raise GraphbenchError(f"threshold for {name} given twice ({first!r} and {spec!r}): give it once")
         if pct is None:
             out.pop(name, None)
         else:
