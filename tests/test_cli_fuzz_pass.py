@@ -193,3 +193,18 @@ def test_a_splitting_op_that_names_no_op_is_refused():
         result = invoke("generate", "--model", "tiny-llama", "-O", 0, "--device", "cpu", "--max-tokens", 2,
                         "-p", "1,2", "--splitting-ops", ops)
         assert result.exit_code == 0, result.output
+
+
+def test_a_size_given_twice_as_a_json_key_is_refused_not_overwritten(tmp_path):
+    # json.loads keeps the last value: {"4": 2, "4": 3} read as 3 steps of size 4 (CSV rows, and "04" with
+    # "4", are summed), and a curve's second "1" replaced the first
+    histogram = tmp_path / "sizes.json"
+    histogram.write_text('{"4": 2, "4": 3, "8": 1}')
+    for command in (["ladder"], ["tune", "--max-graphs", 2]):
+        assert_one_error(invoke(*command, "--distribution", histogram),
+                         f"{histogram}: key '4' is given twice in one object (JSON keeps only the last value): give it once")
+    curve = tmp_path / "curve.json"
+    curve.write_text('{"kind": "graphbench-step-curve", "schema_version": 1, "graph_ms": {"1": 1.0, "1": 5.0, '
+                     + ", ".join(f'"{n}": 1.0' for n in range(2, 9)) + "}}")
+    assert_one_error(invoke("tune", "--model", "uniform:1-8", "--top", 8, "--max-graphs", 2, "--objective", "time",
+                            "--curve", curve), f"{curve}: key '1' is given twice in one object")

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from graphbench.errors import GraphbenchError
-from graphbench.ladders.jsonl import json_lines, loads
+from graphbench.ladders.jsonl import json_lines, loads, unique_keys
 from graphbench.ladders.request_trace import is_request_trace
 from graphbench.ladders.vllm_log import is_gzip, read_cudagraph_log
 
@@ -150,7 +150,7 @@ def load_distribution(path: str | Path) -> BatchSizeDistribution:
         return BatchSizeDistribution(_parse_jsonl(text, name), source=name)
     if text.lstrip().startswith(("{", "[")):
         try:
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=unique_keys(name))
         except json.JSONDecodeError:
             return BatchSizeDistribution(_parse_jsonl(text, name), source=name)
         except (ValueError, RecursionError):  # an int past 4300 digits, or nesting past the recursion limit
@@ -162,7 +162,7 @@ def load_distribution(path: str | Path) -> BatchSizeDistribution:
 
 def _parse_json(text: str, name: str) -> Counter[int]:
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=unique_keys(name))
     except json.JSONDecodeError as exc:
         raise GraphbenchError(f"{name}:{exc.lineno}: invalid JSON: {exc.msg}") from None
     except (ValueError, RecursionError):  # an int past 4300 digits, or nesting past the recursion limit

@@ -30,3 +30,17 @@ def loads(text: str, where: str) -> Any:
         raise GraphbenchError(f"{where}: invalid JSON: {str(exc).split(':')[0]}") from None
     except RecursionError:
         raise GraphbenchError(f"{where}: JSON nested too deeply") from None
+
+
+def unique_keys(where: str):
+    """An object_pairs_hook for json.loads: an object naming a key twice is an error naming `where` (json
+    keeps the last value silently: one count of a histogram, one size of a curve, lost)."""
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise GraphbenchError(f"{where}: key {key!r} is given twice in one object (JSON keeps only the last "
+                                      "value): give it once")
+            out[key] = value
+        return out
+    return hook

@@ -27,6 +27,7 @@ from typing import Any
 
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.distributions import MAX_BATCH_SIZE
+from graphbench.ladders.jsonl import unique_keys
 
 CURVE_KIND = "graphbench-step-curve"
 CURVE_SCHEMA = 1
@@ -174,7 +175,7 @@ def load_curve(path: str | Path) -> StepCurve:
             raise GraphbenchError(f"{path}: not a file")
         if path.stat().st_size > MAX_CURVE_BYTES:
             raise GraphbenchError(f"{path}: larger than {MAX_CURVE_BYTES >> 20} MiB, not a step-time curve")
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(), object_pairs_hook=unique_keys(str(path)))
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
         raise GraphbenchError(f"{path}: cannot read a step-time curve ({type(e).__name__}: {e})") from None
     return curve_from_dict(data, str(path))
