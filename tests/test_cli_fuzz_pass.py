@@ -208,3 +208,20 @@ def test_a_size_given_twice_as_a_json_key_is_refused_not_overwritten(tmp_path):
                      + ", ".join(f'"{n}": 1.0' for n in range(2, 9)) + "}}")
     assert_one_error(invoke("tune", "--model", "uniform:1-8", "--top", 8, "--max-graphs", 2, "--objective", "time",
                             "--curve", curve), f"{curve}: key '1' is given twice in one object")
+
+
+def test_a_sweep_whose_lengths_pass_a_points_context_is_refused_before_it_runs(tmp_path):
+    # every point's run refused them (exit 2 each), so the sweep wrote failed results and a report, exit 1
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.mkdir()
+    write_json(checkpoint / "config.json", {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 64, "hidden_size": 32,
+        "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "max_position_embeddings": 64})
+    result = invoke("sweep", "--model", checkpoint, "--device", "cpu", "--levels", 0, "--ladders", "default",
+                    "--rounds", 1, "--results", tmp_path / "results")
+    assert_one_error(result, "sweep point O0_default: --prompt-len uniform:32-96 + --output-len uniform:8-24 reach "
+                             "120 tokens, over max_model_len 64 (--max-model-len)")
+    assert not (tmp_path / "results").exists()
+    assert_one_error(invoke("sweep", "--dry-run", "--grid", "max_model_len=64,2048", "--prompt-len", 100),
+                     "sweep point O0_default_max_model_len=64: --prompt-len 100 + --output-len")

@@ -159,7 +159,7 @@ def run(
     workloads = build_workloads(concurrency, request_rate, trace, prompt_len, output_len, num_requests, workload_seed,
                                 num_requests_per_concurrency, prompt_kind, lora_share)
     resolved = engine_config.resolve()
-    check_lengths(workloads, _max_model_len(resolved))
+    check_lengths(workloads, max_model_len(resolved))
     check_results_folder(results)
     check_text_prompts(prompt_kind, engine_config.model.model)
     if num_requests is not None:
@@ -202,7 +202,8 @@ def _sweep_record(identity: Optional[str], round_info: Optional[str]) -> dict:
     return sweep
 
 
-def _max_model_len(config: EngineConfig) -> int:
+def max_model_len(config: EngineConfig) -> int:
+    """The context a resolved config runs with: --max-model-len, else the model's max_position_embeddings."""
     from graphbench.config import load_arch
 
     return config.scheduler.max_model_len or load_arch(config.model.model).max_position_embeddings

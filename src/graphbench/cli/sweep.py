@@ -56,7 +56,7 @@ def sweep(
     from graphbench.bench.sweep_options import SweepRequest, plan_sweep
 
     plan = plan_sweep(SweepRequest.from_options(locals()))
-    _check_run_values(plan.run_values)
+    _check_run_values(plan.run_values, plan.points)
     if not dry_run:  # refused before anything is printed or made: the results' folder (a file, under /proc),
         check_results_folder(results)  # then the report's (it was first used after the last point)
         check_output_folder(report or results / "report")
@@ -182,9 +182,11 @@ def _stop_on_signals():
             signal.signal(sig, old)
 
 
-def _check_run_values(values: dict[str, str]) -> None:
+def _check_run_values(values: dict[str, str], points) -> None:
     """What each point's `graphbench run` would reject, rejected now (before any point starts)."""
-    from graphbench.cli.run import build_workloads, check_measure_options
+    from graphbench.bench.sweep_grid import nest_overrides
+    from graphbench.cli.run import build_workloads, check_lengths, check_measure_options, max_model_len
+    from graphbench.config import config_from_dict
 
     def number(key: str, kind):
         try:
@@ -193,9 +195,19 @@ def _check_run_values(values: dict[str, str]) -> None:
             raise GraphbenchError(f"--{key} must be a number, got {values[key]!r}") from None
 
     check_measure_options(number("repeats", int), number("target-repeat-s", float))
-    build_workloads(values.get("concurrency"), values.get("request-rate"), None, values["prompt-len"],
-                    values["output-len"], number("num-requests", int), 0, number("num-requests-per-concurrency", int) or 4,
-                    values.get("prompt-kind", "random"), values.get("lora-share"))
+    workloads = build_workloads(values.get("concurrency"), values.get("request-rate"), None, values["prompt-len"],
+                                values["output-len"], number("num-requests", int), 0,
+                                number("num-requests-per-concurrency", int) or 4, values.get("prompt-kind", "random"),
+                                values.get("lora-share"))
+    checked: set[str] = set()
+    for point in points:  # each run checks its lengths against its model's context (else: every point fails, exit 1)
+        if (key := json.dumps(point.overrides, sort_keys=True, default=str)) not in checked:
+            checked.add(key)
+            try:
+                check_lengths(workloads, max_model_len(config_from_dict(nest_overrides(point.overrides),
+                                                                        source="sweep point").resolve()))
+            except GraphbenchError as exc:
+                raise GraphbenchError(f"sweep point {point.label}: {exc}") from None
 
 
 def _write_report(console, results: Path, out: Path) -> None:
