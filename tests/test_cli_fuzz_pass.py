@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.test_cli_bad_inputs import assert_one_error, invoke, write_json
 
 
@@ -225,3 +227,58 @@ def test_a_sweep_whose_lengths_pass_a_points_context_is_refused_before_it_runs(t
     assert not (tmp_path / "results").exists()
     assert_one_error(invoke("sweep", "--dry-run", "--grid", "max_model_len=64,2048", "--prompt-len", 100),
                      "sweep point O0_default_max_model_len=64: --prompt-len 100 + --output-len")
+
+
+def _tiny_checkpoint(folder: Path, change=None) -> Path:
+    """A one-layer Llama checkpoint (config.json + model.safetensors) saved by safetensors; change(tensors)
+    edits it first."""
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(folder / "config.json", {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 64, "hidden_size": 32,
+        "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "max_position_embeddings": 64, "tie_word_embeddings": False})
+    shapes = {"embed_tokens": (64, 32), "norm": (32,), "layers.0.input_layernorm": (32,),
+              "layers.0.post_attention_layernorm": (32,), "layers.0.self_attn.q_proj": (32, 32),
+              "layers.0.self_attn.k_proj": (16, 32), "layers.0.self_attn.v_proj": (16, 32),
+              "layers.0.self_attn.o_proj": (32, 32), "layers.0.mlp.gate_proj": (64, 32),
+              "layers.0.mlp.up_proj": (64, 32), "layers.0.mlp.down_proj": (32, 64)}
+    tensors = {f"model.{k}.weight": torch.full(v, 0.01) for k, v in shapes.items()}
+    tensors["lm_head.weight"] = torch.full((64, 32), 0.01)
+    if change is not None:
+        change(tensors)
+    save_file(tensors, str(folder / "model.safetensors"))
+    return folder
+
+
+def test_a_broken_checkpoint_is_refused_before_the_start_ups_progress(tmp_path):
+    # `run` printed 'O1_default: warm start' on stderr, then the loader's error; a sweep ran each point into
+    # the same error in its own process and exited 1 with failed results and a report
+    def wrong_shape(tensors):
+        tensors["model.layers.0.mlp.down_proj.weight"] = tensors["model.layers.0.mlp.down_proj.weight"][:, :32].contiguous()
+
+    def missing(tensors):
+        del tensors["model.layers.0.self_attn.v_proj.weight"]
+
+    def integer(tensors):
+        tensors["model.norm.weight"] = tensors["model.norm.weight"].int()
+
+    cases = [(wrong_shape, "checkpoint weight model.layers.0.mlp.down_proj.weight has shape (32, 32), expected (32, 64)"),
+             (missing, "checkpoint {checkpoint} lacks 1 weight(s), e.g. layers.0.self_attn.v_proj.weight"),
+             (integer, "checkpoint weight model.norm.weight has dtype I32, not a floating-point type")]
+    for i, (change, message) in enumerate(cases):
+        checkpoint = _tiny_checkpoint(tmp_path / f"checkpoint{i}", change)
+        message = message.format(checkpoint=checkpoint)
+        result = invoke("run", "--model", checkpoint, "-O", 0, "--device", "cpu", "--concurrency", 1, "--num-requests", 1,
+                        "--prompt-len", 4, "--output-len", 2, "--repeats", 1, "--results", tmp_path / "results")
+        assert_one_error(result, message)
+        result = invoke("sweep", "--model", checkpoint, "--device", "cpu", "--levels", 0, "--ladders", "default",
+                        "--rounds", 1, "--prompt-len", 8, "--output-len", 4, "--results", tmp_path / "results")
+        assert_one_error(result, f"sweep point O0_default: {message}")
+    assert not (tmp_path / "results").exists()
+    result = invoke("run", "--model", _tiny_checkpoint(tmp_path / "good"), "-O", 0, "--device", "cpu", "--concurrency", 1,
+                    "--num-requests", 1, "--prompt-len", 4, "--output-len", 2, "--repeats", 1, "--quiet",
+                    "--results", tmp_path / "results")
+    assert result.exit_code == 0, result.output

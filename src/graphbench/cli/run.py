@@ -161,6 +161,10 @@ def run(
     resolved = engine_config.resolve()
     check_lengths(workloads, max_model_len(resolved))
     check_results_folder(results)
+    if system == "graphbench":  # the checkpoint's files, names, shapes: before the start-up's progress lines
+        from graphbench.runner.loader import check_weights  # (imports torch)
+
+        check_weights(resolved)
     check_text_prompts(prompt_kind, engine_config.model.model)
     if num_requests is not None:
         target_repeat_s = 0.0  # the request count was given: measure exactly that

@@ -187,6 +187,7 @@ def _check_run_values(values: dict[str, str], points) -> None:
     from graphbench.bench.sweep_grid import nest_overrides
     from graphbench.cli.run import build_workloads, check_lengths, check_measure_options, max_model_len
     from graphbench.config import config_from_dict
+    from graphbench.runner.loader import check_weights
 
     def number(key: str, kind):
         try:
@@ -199,15 +200,20 @@ def _check_run_values(values: dict[str, str], points) -> None:
                                 values["output-len"], number("num-requests", int), 0,
                                 number("num-requests-per-concurrency", int) or 4, values.get("prompt-kind", "random"),
                                 values.get("lora-share"))
-    checked: set[str] = set()
-    for point in points:  # each run checks its lengths against its model's context (else: every point fails, exit 1)
-        if (key := json.dumps(point.overrides, sort_keys=True, default=str)) not in checked:
-            checked.add(key)
-            try:
-                check_lengths(workloads, max_model_len(config_from_dict(nest_overrides(point.overrides),
-                                                                        source="sweep point").resolve()))
-            except GraphbenchError as exc:
-                raise GraphbenchError(f"sweep point {point.label}: {exc}") from None
+    checked: set = set()
+    for point in points:  # what each run checks before its start (else: every point fails, the sweep exits 1)
+        if (key := json.dumps(point.overrides, sort_keys=True, default=str)) in checked:
+            continue
+        checked.add(key)
+        config = config_from_dict(nest_overrides(point.overrides), source="sweep point").resolve()
+        weights = (config.model.model, config.model.load_format, config.model.kernels, point.system)
+        try:
+            check_lengths(workloads, max_model_len(config))  # against its model's context
+            if point.system == "graphbench" and weights not in checked:
+                checked.add(weights)
+                check_weights(config)  # its checkpoint's files, names and shapes
+        except GraphbenchError as exc:
+            raise GraphbenchError(f"sweep point {point.label}: {exc}") from None
 
 
 def _write_report(console, results: Path, out: Path) -> None:

@@ -102,20 +102,49 @@ def load_checkpoint(model: CausalLM, folder: Path, arch: ArchConfig | None = Non
     in the fused ones) must be found.
 
     arch: the full model's shape; under tensor parallelism each rank keeps its part of each tensor."""
-    from safetensors import SafetensorError, safe_open
-
     params = dict(model.named_parameters())
     loaded: set[str] = set()
     tied_head: list[torch.Tensor] = []  # a tied model's lm_head.weight, when the checkpoint has one
+    for hf_name, tensor in _weights(folder, header_only=False):
+        _load_one(model, arch or model.arch, params, loaded, hf_name, tensor, tied_head)
+    _check_complete(model, params, loaded, folder)
+    if tied_head and not torch.equal(tied_head[0].to(params["embed_tokens.weight"]), params["embed_tokens.weight"]):
+        # transformers 5 would untie them and use this lm_head; vLLM ignores it: refuse the ambiguity
+        raise GraphbenchError(f"checkpoint {folder} has an lm_head.weight unlike embed_tokens.weight although its "
+                              "config.json sets tie_word_embeddings true")
+
+
+def check_checkpoint(arch: ArchConfig, folder: Path, kernels: str = "graphbench") -> None:
+    """load_checkpoint's checks from the safetensors headers alone (no tensor is read), on the model built on
+    the meta device: every file readable, each weight's place, dtype and shape, none missing. Run before a
+    start-up, whose progress lines would otherwise come before the error."""
+    model = build_model(arch, 1, torch.float32, torch.device("meta"), kernels=kernels)
+    params = dict(model.named_parameters())
+    loaded: set[str] = set()
+    for hf_name, part in _weights(folder, header_only=True):
+        dtype = part.get_dtype()  # safetensors' names: F16, BF16, F32, F8_E4M3, ... float; I*, U*, BOOL not
+        place = _checked(model, arch, params, hf_name, tuple(part.get_shape()), dtype.startswith(("F", "BF")), dtype)
+        if place is not None and not (arch.tie_word_embeddings and hf_name.removeprefix("model.") == "lm_head.weight"):
+            loaded.update(_pieces(place) if _stacked_target(place, arch) is None else [place])
+    _check_complete(model, params, loaded, folder)
+
+
+def _weights(folder: Path, header_only: bool):
+    """(name, tensor) of every weight of the checkpoint, or (name, its safetensors slice) with header_only."""
+    from safetensors import SafetensorError, safe_open
+
     for file in checkpoint_files(folder):
         try:
             with safe_open(str(file), framework="pt", device="cpu") as f:
                 for hf_name in f.keys():
-                    _load_one(model, arch or model.arch, params, loaded, hf_name, f.get_tensor(hf_name), tied_head)
+                    yield hf_name, (f.get_slice(hf_name) if header_only else f.get_tensor(hf_name))
         except SafetensorError as exc:
             raise GraphbenchError(f"cannot read {file}: {exc} (corrupt or truncated safetensors file?)") from None
         except OSError as exc:
             raise GraphbenchError(f"cannot read {file}: {exc}") from None
+
+
+def _check_complete(model: CausalLM, params: dict, loaded: set[str], folder: Path) -> None:
     expected = {p for n in params if not (model.arch.tie_word_embeddings and n == "lm_head.weight")
                 for p in _pieces(n)}
     missing = sorted(expected - loaded)
@@ -123,10 +152,6 @@ def load_checkpoint(model: CausalLM, folder: Path, arch: ArchConfig | None = Non
         raise GraphbenchError(
             f"checkpoint {folder} lacks {len(missing)} weight(s), e.g. {', '.join(missing[:3])}"
         )
-    if tied_head and not torch.equal(tied_head[0].to(params["embed_tokens.weight"]), params["embed_tokens.weight"]):
-        # transformers 5 would untie them and use this lm_head; vLLM ignores it: refuse the ambiguity
-        raise GraphbenchError(f"checkpoint {folder} has an lm_head.weight unlike embed_tokens.weight although its "
-                              "config.json sets tie_word_embeddings true")
 
 
 FUSED = {"self_attn.qkv_proj": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
@@ -142,18 +167,28 @@ def _pieces(name: str) -> list[str]:
     return [name]
 
 
-def _load_one(model, full_arch, params, loaded, hf_name, tensor, tied_head) -> None:
-    arch = model.arch
+def _checked(model, full_arch, params, hf_name: str, shape: tuple[int, ...], floating: bool, dtype) -> str | None:
+    """The weight's name in the model (None: not a weight, the rotary tables), its place, dtype and full
+    TP=1 shape checked."""
     name = hf_name.removeprefix("model.")
     if "rotary_emb" in name:
-        return
-    if name == "lm_head.weight" and arch.tie_word_embeddings:
+        return None
+    if name == "lm_head.weight" and model.arch.tie_word_embeddings:
         name = "embed_tokens.weight"  # (checked against the embedding once everything is loaded)
-    target_name, expected = _place(name, hf_name, full_arch, model, params)
-    if not tensor.is_floating_point():  # quantized or corrupt: a cast would silently change the values
-        raise GraphbenchError(f"checkpoint weight {hf_name} has dtype {tensor.dtype}, not a floating-point type")
-    if tuple(tensor.shape) != expected:  # the full shape, before tensor parallelism takes this rank's part
-        raise GraphbenchError(f"checkpoint weight {hf_name} has shape {tuple(tensor.shape)}, expected {expected}")
+    _, expected = _place(name, hf_name, full_arch, model, params)
+    if not floating:  # quantized or corrupt: a cast would silently change the values
+        raise GraphbenchError(f"checkpoint weight {hf_name} has dtype {dtype}, not a floating-point type")
+    if shape != expected:  # the full shape, before tensor parallelism takes this rank's part
+        raise GraphbenchError(f"checkpoint weight {hf_name} has shape {shape}, expected {expected}")
+    return name
+
+
+def _load_one(model, full_arch, params, loaded, hf_name, tensor, tied_head) -> None:
+    arch = model.arch
+    name = _checked(model, full_arch, params, hf_name, tuple(tensor.shape), tensor.is_floating_point(), tensor.dtype)
+    if name is None:
+        return
+    target_name = _place(name, hf_name, full_arch, model, params)[0]
     tensor = shard_checkpoint_tensor(hf_name, tensor, full_arch, model.shard)
     if hf_name.removeprefix("model.") == "lm_head.weight" and arch.tie_word_embeddings:
         tied_head[:] = [tensor]
@@ -177,3 +212,12 @@ def _place(name, hf_name, full_arch, model, params) -> tuple[str, tuple[int, ...
         raise GraphbenchError(f"checkpoint weight {hf_name!r} has no place in a {model.arch.architecture} model")
     full = full_shape(target_name, param, full_arch, model.shard)
     return target_name, (full if stacked is None else (stacked[2],) + full[1:])
+
+
+def check_weights(config) -> None:
+    """check_checkpoint for a config (EngineConfig) that loads a checkpoint folder: before its start-up."""
+    folder = Path(config.model.model).expanduser()
+    if config.model.load_format != "dummy" and folder.is_dir():
+        from graphbench.config import load_arch
+
+        check_checkpoint(load_arch(config.model.model), folder, config.model.kernels)
