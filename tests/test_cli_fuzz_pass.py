@@ -282,3 +282,28 @@ def test_a_broken_checkpoint_is_refused_before_the_start_ups_progress(tmp_path):
                     "--num-requests", 1, "--prompt-len", 4, "--output-len", 2, "--repeats", 1, "--quiet",
                     "--results", tmp_path / "results")
     assert result.exit_code == 0, result.output
+
+
+def test_a_broken_lora_adapter_is_refused_before_the_start_ups_progress(tmp_path):
+    # as a broken checkpoint: 'O0_default: warm start' came first, and a sweep's points each failed (exit 1)
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import save_file
+
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    write_json(adapter / "adapter_config.json", {"r": 4, "lora_alpha": 8, "target_modules": ["q_proj"],
+                                                 "bias": "none", "peft_type": "LORA"})
+    prefix = "base_model.model.model.layers.0.self_attn.q_proj"
+    save_file({f"{prefix}.lora_A.weight": torch.full((4, 64), float("nan")),
+               f"{prefix}.lora_B.weight": torch.zeros(64, 4)}, str(adapter / "adapter_model.safetensors"))
+    message = (f"LoRA adapter a: tensor {prefix}.lora_A.weight in {adapter / 'adapter_model.safetensors'} holds NaN "
+               "or infinity")
+    result = invoke("run", "--model", "tiny-llama", "-O", 0, "--device", "cpu", "--concurrency", 1, "--num-requests", 1,
+                    "--prompt-len", 4, "--output-len", 2, "--repeats", 1, "--results", tmp_path / "results",
+                    "--lora-modules", f"a={adapter}", "--lora-share", 0.5)
+    assert_one_error(result, message)
+    result = invoke("sweep", "--model", "tiny-llama", "--device", "cpu", "--levels", 0, "--ladders", "default",
+                    "--rounds", 1, "--prompt-len", 8, "--output-len", 4, "--results", tmp_path / "results",
+                    "--grid", f"lora_modules=a={adapter}", "--lora-share", 0.5)
+    assert_one_error(result, "sweep point O0_default_modules=a=", message)
+    assert not (tmp_path / "results").exists()

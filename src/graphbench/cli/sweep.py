@@ -206,7 +206,7 @@ def _check_run_values(values: dict[str, str], points) -> None:
             continue
         checked.add(key)
         config = config_from_dict(nest_overrides(point.overrides), source="sweep point").resolve()
-        weights = (config.model.model, config.model.load_format, config.model.kernels, point.system)
+        weights = (repr(config.model), repr(config.lora), point.system)  # what check_weights reads
         try:
             check_lengths(workloads, max_model_len(config))  # against its model's context
             if point.system == "graphbench" and weights not in checked:

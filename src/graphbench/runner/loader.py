@@ -215,9 +215,15 @@ def _place(name, hf_name, full_arch, model, params) -> tuple[str, tuple[int, ...
 
 
 def check_weights(config) -> None:
-    """check_checkpoint for a config (EngineConfig) that loads a checkpoint folder: before its start-up."""
+    """What a config's (EngineConfig's) start-up would load, checked before it: the checkpoint folder's
+    headers (check_checkpoint) and each LoRA adapter, read and checked as the engine does, then dropped."""
+    from graphbench.config import load_arch
+
     folder = Path(config.model.model).expanduser()
     if config.model.load_format != "dummy" and folder.is_dir():
-        from graphbench.config import load_arch
-
         check_checkpoint(load_arch(config.model.model), folder, config.model.kernels)
+    if config.lora.enabled:
+        from graphbench.runner.lora.adapters import load_adapter
+
+        for name, source in config.lora.adapters():
+            load_adapter(name, source, load_arch(config.model.model), config.lora.max_lora_rank, 0)
