@@ -329,3 +329,14 @@ def test_gate_refuses_two_thresholds_for_one_metric():
     result = invoke("gate", "--baseline", GATE / "baseline", "--current", GATE / "current",
                     "--threshold", "tpot_p99_ms:5", "--threshold", "tpot_p99_ms:5")  # the same twice: no contradiction
     assert result.exit_code == 3, result.output
+
+
+def test_a_cache_root_that_is_a_file_is_an_error_not_an_empty_cache(tmp_path, monkeypatch):
+    # cache list said 'compile cache is empty: no entries under FILE/torch_compile_cache' (exit 0)
+    root = tmp_path / "file"
+    root.write_text("x")
+    monkeypatch.setenv("GRAPHBENCH_CACHE_ROOT", str(root))
+    for command in (["list"], ["clear", "--yes"], ["diff", "01", "02"]):
+        assert_one_error(invoke("cache", *command), f"GRAPHBENCH_CACHE_ROOT={str(root)!r} is not a folder: give a "
+                         "folder, or unset it for ~/.cache/graphbench")
+    assert invoke("ladder", "--max-num-seqs", 8).exit_code == 0  # commands that use no cache run

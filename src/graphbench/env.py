@@ -83,6 +83,9 @@ def cache_root() -> Path:
         path = Path(text)
     if str(path).startswith("~"):
         raise GraphbenchError(f"{CACHE_ROOT}={text!r}: {text.split('/')[0]} is not a user on this machine")
+    if path.exists() and not path.is_dir():  # (cache list said "empty", a compile failed mid start-up)
+        raise GraphbenchError(f"{CACHE_ROOT}={text!r} is not a folder: give a folder, or unset it for "
+                              f"{DEFAULT_CACHE_ROOT}")
     return path
 
 
