@@ -307,3 +307,21 @@ def test_a_broken_lora_adapter_is_refused_before_the_start_ups_progress(tmp_path
                     "--grid", f"lora_modules=a={adapter}", "--lora-share", 0.5)
     assert_one_error(result, "sweep point O0_default_modules=a=", message)
     assert not (tmp_path / "results").exists()
+
+
+def test_a_cache_root_a_compiling_start_would_refuse_is_refused_before_it(tmp_path, monkeypatch):
+    # the engine checked the root while compiling: its mode note ('cudagraph mode PIECEWISE -> NONE ...') came
+    # first on stderr, and a sweep's -O1 points each failed on it (exit 1)
+    root = tmp_path / "shared"
+    root.mkdir()
+    root.chmod(0o777)
+    monkeypatch.setenv("GRAPHBENCH_CACHE_ROOT", str(root))
+    message = f"cache root {root} is owned or writable by another user"
+    assert_one_error(invoke("generate", "--model", "tiny-llama", "-O", 1, "--device", "cpu", "--max-tokens", 2,
+                            "-p", "1,2"), message)
+    assert_one_error(invoke("sweep", "--model", "tiny-llama", "--device", "cpu", "--levels", "0,1", "--ladders", "default",
+                            "--rounds", 1, "--prompt-len", 8, "--output-len", 4, "--results", tmp_path / "results"),
+                     f"sweep point O1_default: {message}")
+    assert not (tmp_path / "results").exists()
+    result = invoke("generate", "--model", "tiny-llama", "-O", 0, "--device", "cpu", "--max-tokens", 2, "-p", "1,2")
+    assert result.exit_code == 0, result.output  # -O0 compiles nothing: the root is not used

@@ -162,9 +162,9 @@ def run(
     check_lengths(workloads, max_model_len(resolved))
     check_results_folder(results)
     if system == "graphbench":  # the checkpoint's files, names, shapes: before the start-up's progress lines
-        from graphbench.runner.loader import check_weights  # (imports torch)
+        from graphbench.runner.loader import check_start_inputs  # (imports torch)
 
-        check_weights(resolved)
+        check_start_inputs(resolved)
     check_text_prompts(prompt_kind, engine_config.model.model)
     if num_requests is not None:
         target_repeat_s = 0.0  # the request count was given: measure exactly that

@@ -187,7 +187,7 @@ def _check_run_values(values: dict[str, str], points) -> None:
     from graphbench.bench.sweep_grid import nest_overrides
     from graphbench.cli.run import build_workloads, check_lengths, check_measure_options, max_model_len
     from graphbench.config import config_from_dict
-    from graphbench.runner.loader import check_weights
+    from graphbench.runner.loader import check_start_inputs
 
     def number(key: str, kind):
         try:
@@ -206,12 +206,12 @@ def _check_run_values(values: dict[str, str], points) -> None:
             continue
         checked.add(key)
         config = config_from_dict(nest_overrides(point.overrides), source="sweep point").resolve()
-        weights = (repr(config.model), repr(config.lora), point.system)  # what check_weights reads
+        weights = (repr(config.model), repr(config.lora), config.compilation.mode, point.system)  # what it reads
         try:
             check_lengths(workloads, max_model_len(config))  # against its model's context
             if point.system == "graphbench" and weights not in checked:
                 checked.add(weights)
-                check_weights(config)  # its checkpoint's files, names and shapes
+                check_start_inputs(config)  # its checkpoint, adapters, compile cache root
         except GraphbenchError as exc:
             raise GraphbenchError(f"sweep point {point.label}: {exc}") from None
 

@@ -105,7 +105,7 @@ def run_generate(config: EngineConfig, prompts: list[list[int]] | None = None, *
     unless ignore_eos; temperature and top_p default to its generation_config's. progress gets each phase."""
     from graphbench.checkpoints.text import load_text, stop_tokens
     from graphbench.runner.engine import Engine
-    from graphbench.runner.loader import check_weights
+    from graphbench.runner.loader import check_start_inputs
     from graphbench.runner.request import SamplingParams
 
     text = load_text(config.model.model) if texts else None
@@ -127,7 +127,7 @@ def run_generate(config: EngineConfig, prompts: list[list[int]] | None = None, *
         raise GraphbenchError(f"unknown LoRA adapter {unknown[0]!r} in --prompt-token-ids (--lora-modules gives: "
                               f"{', '.join(known) or 'none'})")
     _check_prompts(config, prompts, max_tokens)  # before a start-up that may compile for minutes
-    check_weights(config)  # (its progress lines would come before a bad checkpoint's error)
+    check_start_inputs(config)  # (its progress lines would come before a bad checkpoint's error)
     with startup_phases(config, progress):
         engine = Engine(config)
     progress(f"generating {max_tokens} tokens for {len(prompts)} prompt(s)")

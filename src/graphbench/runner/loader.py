@@ -214,10 +214,16 @@ def _place(name, hf_name, full_arch, model, params) -> tuple[str, tuple[int, ...
     return target_name, (full if stacked is None else (stacked[2],) + full[1:])
 
 
-def check_weights(config) -> None:
+def check_start_inputs(config) -> None:
     """What a config's (EngineConfig's) start-up would load, checked before it: the checkpoint folder's
-    headers (check_checkpoint) and each LoRA adapter, read and checked as the engine does, then dropped."""
-    from graphbench.config import load_arch
+    headers (check_checkpoint), each LoRA adapter (read and checked as the engine does, then dropped) and,
+    when it compiles, the compile cache's root (as compile_at_startup checks it)."""
+    from graphbench import env
+    from graphbench.config import CompileMode, load_arch
+    from graphbench.runner.compile.cache_trust import check_private_root
+
+    if config.resolve().compilation.mode == CompileMode.COMPILE:
+        check_private_root(env.cache_root())
 
     folder = Path(config.model.model).expanduser()
     if config.model.load_format != "dummy" and folder.is_dir():
