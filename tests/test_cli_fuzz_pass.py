@@ -325,3 +325,15 @@ def test_a_cache_root_a_compiling_start_would_refuse_is_refused_before_it(tmp_pa
     assert not (tmp_path / "results").exists()
     result = invoke("generate", "--model", "tiny-llama", "-O", 0, "--device", "cpu", "--max-tokens", 2, "-p", "1,2")
     assert result.exit_code == 0, result.output  # -O0 compiles nothing: the root is not used
+
+
+def test_emit_refuses_a_format_or_plot_it_would_drop(tmp_path):
+    # --emit printed the server's configuration alone: --format json was ignored and --plot never written
+    plot = tmp_path / "waste.png"
+    for command in (["ladder"], ["tune", "--model", "uniform:1-64", "--max-graphs", 3]):
+        assert_one_error(invoke(*command, "--emit", "vllm", "--format", "json"),
+                         "--emit vllm prints only the ladder as vllm's configuration, so --format json would not be "
+                         "used: give one of them")
+        assert_one_error(invoke(*command, "--emit", "sglang", "--plot", plot), f"so --plot {plot} would not be used")
+        assert invoke(*command, "--emit", "trtllm").exit_code == 0
+    assert not plot.exists()

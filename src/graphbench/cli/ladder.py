@@ -19,7 +19,7 @@ from graphbench.cli.output import console as make_console
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.ladder_comparison import DEFAULT_BATCHES, LadderComparison, LadderSummary, compare_ladders
 from graphbench.ladders.distributions import load_distribution
-from graphbench.ladders.emit import SERVERS
+from graphbench.ladders.emit import SERVERS, check_emit_alone
 from graphbench.ladders.plot import check_plot_path
 
 FORMATS = ("table", "json", "csv")
@@ -69,6 +69,7 @@ def ladder_command(
         raise GraphbenchError(f"unknown format {output_format!r}; choose from {', '.join(FORMATS)}")
     if emit is not None and emit not in SERVERS:
         raise GraphbenchError(f"unknown server {emit!r} for --emit; choose from {', '.join(SERVERS)}")
+    check_emit_alone(emit, output_format, plot)
     if plot is not None:
         check_plot_path(plot)  # fail before printing anything
     comparison = compare_ladders(

@@ -90,3 +90,11 @@ def one_phase_config(sizes: list[int] | tuple[int, ...], phase: str, server: str
     if server not in SERVERS:
         raise GraphbenchError(f"unknown server {server!r} for --emit; choose from {', '.join(SERVERS)}")
     return f"prefill_cuda_graph_backend: piecewise\nprefill_capture_num_tokens: [{', '.join(map(str, tokens))}]"
+
+
+def check_emit_alone(emit: str | None, output_format: str, plot) -> None:
+    """--emit prints only the server's configuration: a --format or --plot beside it would be dropped silently."""
+    if emit is not None and (output_format != "table" or plot is not None):
+        other = f"--format {output_format}" if output_format != "table" else f"--plot {plot}"
+        raise GraphbenchError(f"--emit {emit} prints only the ladder as {emit}'s configuration, so {other} would not "
+                              "be used: give one of them")

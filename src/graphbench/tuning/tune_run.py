@@ -12,7 +12,7 @@ from typing import Any, Optional
 from graphbench.config.parts import DEFAULT_TOKEN_BUDGET
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.distributions import load_distribution
-from graphbench.ladders.emit import SERVERS
+from graphbench.ladders.emit import SERVERS, check_emit_alone
 from graphbench.ladders.plot import check_plot_path
 from graphbench.ladders.sizes import PERFORMANCE_MODES
 from graphbench.ladders.startup_plan import check_coverage, startup_plan
@@ -89,6 +89,7 @@ def _check(r: TuneRequest) -> None:
         raise GraphbenchError(f"unknown objective {r.objective!r}; choose from {', '.join(OBJECTIVES)}")
     if r.emit is not None and r.emit not in SERVERS:
         raise GraphbenchError(f"unknown server {r.emit!r} for --emit; choose from {', '.join(SERVERS)}")
+    check_emit_alone(r.emit, r.output_format, r.plot)
     if r.plot is not None:
         check_plot_path(r.plot)
     if r.phase not in PHASES:
