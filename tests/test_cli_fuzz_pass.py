@@ -337,3 +337,18 @@ def test_emit_refuses_a_format_or_plot_it_would_drop(tmp_path):
         assert_one_error(invoke(*command, "--emit", "sglang", "--plot", plot), f"so --plot {plot} would not be used")
         assert invoke(*command, "--emit", "trtllm").exit_code == 0
     assert not plot.exists()
+
+
+def test_integer_lists_on_the_command_line_are_ascii_digits_with_no_empty_item():
+    # int() took '1_0' as 10 and '\u0661' as 1, and the engine options and tune dropped an empty item ('1,,2'),
+    # where ladder --batches refused it
+    engine = ["--model", "tiny-llama", "-O", 0, "--device", "cpu"]
+    for value in ("1_0", "\u0661,2", "1,,2"):
+        for command, flag in ((["generate", *engine, "--max-tokens", 2], "--prompt-token-ids"),
+                              (["generate", *engine, "--max-tokens", 2, "-p", "1"], "--capture-sizes"),
+                              (["run", *engine, "--quiet"], "--concurrency"),
+                              (["tune", "--model", "uniform:1-64", "--max-graphs", 3], "--candidates")):
+            assert_one_error(invoke(*command, flag, value),
+                             f"{flag} must be comma-separated integers like 1,2,4", repr(value))
+        for flag in ("--capture-sizes", "--batches"):
+            assert_one_error(invoke("ladder", flag, value), f"{flag} must be comma-separated integers like 1,2,4")

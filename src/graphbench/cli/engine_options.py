@@ -6,6 +6,7 @@ as its `engine_config` argument. No torch import here.
 
 import functools
 import inspect
+import re
 from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
 
@@ -24,10 +25,16 @@ def parse_int_list(text: Optional[str], name: str) -> Optional[list[int]]:
         return None
     if text.strip().lower() in ("", "none"):
         return []
-    try:
-        return [int(part) for part in text.split(",") if part.strip()]
+    parts = [part.strip() for part in text.split(",")]
+    try:  # ASCII digits, no empty item (int() also takes '1_0' and other scripts' digits; past 4300: ValueError)
+        if not all(INTEGER.fullmatch(part) for part in parts):
+            raise ValueError(text)
+        return [int(part) for part in parts]
     except ValueError:
         raise GraphbenchError(f"{name} must be comma-separated integers like 1,2,4; got {text!r}") from None
+
+
+INTEGER = re.compile(r"[-+]?[0-9]+")
 
 
 def parse_str_list(text: Optional[str]) -> Optional[list[str]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -151,10 +152,11 @@ def _print_phases(phases) -> None:
 
 def _parse_ints(option: str, text: str) -> list[int]:
     """'1,2, 4' -> [1, 2, 4]; anything else is a one-line GraphbenchError."""
-    parts = [p.strip() for p in text.split(",")]
     values = []
-    for part in parts:
-        try:
+    for part in (p.strip() for p in text.split(",")):
+        try:  # ASCII digits (int() also takes '1_0' and other scripts' digits; past 4300 digits: ValueError)
+            if not re.fullmatch(r"[-+]?[0-9]+", part):
+                raise ValueError(part)
             values.append(int(part))
         except ValueError:
             raise GraphbenchError(

@@ -5,6 +5,7 @@ Pareto curve and the comparison ladders (no printing, no torch).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Optional
@@ -301,10 +302,10 @@ def _memory_model(memory_from, from_results, budget_mib, warnings) -> MemoryMode
 
 
 def _ints(option: str, text: str) -> list[int]:
-    try:
-        return [int(part) for part in text.split(",")]
-    except ValueError:
-        raise GraphbenchError(f"{option} must be comma-separated integers like 1,2,4, got {text!r}") from None
+    parts = [part.strip() for part in text.split(",")]
+    if all(re.fullmatch(r"[-+]?[0-9]{1,18}", part) for part in parts):  # ASCII digits: int() takes '1_0', '\u0661'
+        return [int(part) for part in parts]
+    raise GraphbenchError(f"{option} must be comma-separated integers like 1,2,4, got {text!r}")
 
 
 def _candidates(text: str | None, comparisons) -> list[int] | None:
