@@ -352,3 +352,13 @@ def test_integer_lists_on_the_command_line_are_ascii_digits_with_no_empty_item()
                              f"{flag} must be comma-separated integers like 1,2,4", repr(value))
         for flag in ("--capture-sizes", "--batches"):
             assert_one_error(invoke("ladder", flag, value), f"{flag} must be comma-separated integers like 1,2,4")
+
+
+def test_a_workload_seed_past_what_the_prompt_generator_takes_is_one_error(tmp_path):
+    # 10^23 ended in 'ValueError: Overflow when unpacking long long' (a traceback, exit 1) in torch.Generator
+    for seed in ("99999999999999999999999", "1099511627777", "-1"):
+        result = invoke("run", "--model", "tiny-llama", "-O", 0, "--device", "cpu", "--concurrency", 1, "--num-requests", 1,
+                        "--prompt-len", 4, "--output-len", 2, "--repeats", 1, "--quiet", "--results", tmp_path,
+                        "--workload-seed", seed)
+        assert_one_error(result, f"--workload-seed must be in 0..2**40, got {seed}")
+    assert list(tmp_path.iterdir()) == []

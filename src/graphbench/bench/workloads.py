@@ -20,6 +20,7 @@ KINDS = ("closed", "poisson", "trace")
 # Bounds on what a workload may ask for: beyond them a run would not end, or not fit in memory
 MAX_TOKENS = 1 << 20  # a prompt or output length
 MAX_CONCURRENCY = 1 << 16
+MAX_SEED = 2**40  # prompts are seeded with seed * 100003 + ..., which torch.Generator takes as an int64
 MAX_REQUESTS = 1 << 20  # requests of one workload
 # Poisson rates a run can honour, requests/s: below one request in ~17 minutes the arrivals outlast any run
 # (1e-300 overflowed the sleep: a traceback); above a million a second they all arrive at once
@@ -171,6 +172,8 @@ class Workload:
                                   f"got {self.request_rate}")
         if self.kind == "trace" and not self.trace:
             raise GraphbenchError("a trace workload needs --trace FILE.jsonl")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
+            raise GraphbenchError(f"--workload-seed must be in 0..2**40, got {self.seed!r}")  # (x 100003: torch's int64)
         if self.num_requests is not None and not 1 <= self.num_requests <= MAX_REQUESTS:
             raise GraphbenchError(f"num_requests must be in 1..{MAX_REQUESTS}, got {self.num_requests}")
 
