@@ -362,3 +362,17 @@ def test_a_workload_seed_past_what_the_prompt_generator_takes_is_one_error(tmp_p
                         "--workload-seed", seed)
         assert_one_error(result, f"--workload-seed must be in 0..2**40, got {seed}")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_workload_numbers_are_ascii_without_underscores(tmp_path):
+    # float() and int() took '1_0' as 10 and '\u0661' as 1 in --request-rate, --prompt-len, --lora-share
+    engine = ["run", "--model", "tiny-llama", "-O", 0, "--device", "cpu", "--num-requests", 1, "--quiet",
+              "--results", tmp_path]
+    for args, message in ((["--request-rate", "1_0"], "--request-rate must be numbers like 2,8.5; got '1_0'"),
+                          (["--request-rate", "\u0661"], "--request-rate must be numbers like 2,8.5"),
+                          (["--concurrency", 1, "--prompt-len", "uniform:1-1_0"],
+                           "--prompt-len must look like 128, fixed:128, uniform:64-256 or normal:128,32; got 'uniform:1-1_0'"),
+                          (["--concurrency", 1, "--output-len", "\u0661"], "--output-len must look like 128"),
+                          (["--concurrency", 1, "--lora-share", "0_5"], "--lora-share must be numbers in [0, 1]")):
+        assert_one_error(invoke(*engine, *args), message)
+    assert list(tmp_path.iterdir()) == []

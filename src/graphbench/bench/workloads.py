@@ -78,6 +78,8 @@ class LengthDist:
     def parse(cls, text: str | int, what: str) -> "LengthDist":
         text = str(text).strip()
         try:
+            if not text.isascii() or "_" in text:  # int() and float() also take '1_0' and other scripts' digits
+                raise ValueError(text)
             if ":" not in text:
                 return cls._checked("fixed", int(text), 0, what)
             kind, spec = text.split(":", 1)

@@ -39,7 +39,7 @@ def build_workloads(concurrency: Optional[str], request_rate: Optional[str], tra
     for text in (request_rate or "").split(","):
         if text.strip():
             try:
-                rate = float(text)
+                rate = ascii_float(text)
             except ValueError:
                 raise GraphbenchError(f"--request-rate must be numbers like 2,8.5; got {text!r}") from None
             if not rate > 0:
@@ -56,7 +56,7 @@ def build_workloads(concurrency: Optional[str], request_rate: Optional[str], tra
         shares = []
         for text in lora_shares.split(","):
             try:
-                shares.append(float(text))
+                shares.append(ascii_float(text))
             except ValueError:
                 raise GraphbenchError(f"--lora-share must be numbers in [0, 1] like 0,0.5,1; got {text!r}") from None
         workloads = [dataclasses.replace(w, lora_share=share) for w in workloads for share in shares]
@@ -65,6 +65,13 @@ def build_workloads(concurrency: Optional[str], request_rate: Optional[str], tra
         raise GraphbenchError(f"workload {twice} is given twice (--concurrency, --request-rate and --lora-share "
                               "values repeated, or equal as shown): give each value once")
     return workloads
+
+
+def ascii_float(text: str) -> float:
+    """float(text) of ASCII text without '_' (float() also takes '1_0' and other scripts' digits)."""
+    if not text.isascii() or "_" in text:
+        raise ValueError(text)
+    return float(text)
 
 
 MAX_REPEATS = 1000
