@@ -376,3 +376,15 @@ def test_workload_numbers_are_ascii_without_underscores(tmp_path):
                           (["--concurrency", 1, "--lora-share", "0_5"], "--lora-share must be numbers in [0, 1]")):
         assert_one_error(invoke(*engine, *args), message)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_slo_threshold_and_grid_numbers_are_ascii_without_underscores():
+    # float()/int() took '5_0' as 50 and '\u0661' as 1: an SLO, a gate threshold, a sweep axis value
+    synthetic = Path(__file__).parent / "data" / "report" / "synthetic"
+    gate = Path(__file__).parent / "data" / "gate"
+    assert_one_error(invoke("plan", synthetic, "--slo", "tpot_p99_ms=5_0"),
+                     "SLO tpot_p99_ms: limit must be a number in ms, got '5_0'")
+    assert_one_error(invoke("gate", "--baseline", gate / "baseline", "--current", gate / "current", "--threshold",
+                            "tpot_p99_ms:1_0"), "bad threshold 'tpot_p99_ms:1_0': '1_0' is not a percentage")
+    assert_one_error(invoke("sweep", "--dry-run", "--grid", "max_num_seqs=6_4"), "max_num_seqs must be an integer, got '6_4'")
+    assert_one_error(invoke("sweep", "--dry-run", "--levels", "\u0661"), "optimization level must be 0, 1, 2 or 3")

@@ -168,6 +168,9 @@ def _parse_values(text: str) -> list:
         part = part.strip()
         if not part:
             continue
+        if not part.isascii() or "_" in part:  # a name, never a number: int() also takes '6_4' and '\u0661'
+            values.append(part)
+            continue
         try:
             values.append(int(part))
         except ValueError:

@@ -71,6 +71,8 @@ def parse_threshold(spec: str) -> tuple[str, float | None]:
     if text.lower() in OFF:
         return metric.name, None
     try:
+        if not text.isascii() or "_" in text:  # float() also takes '1_0' and other scripts' digits
+            raise ValueError(text)
         pct = float(text)
     except ValueError:
         raise GraphbenchError(f"bad threshold {spec!r}: {value!r} is not a percentage (or 'off')") from None

@@ -62,6 +62,8 @@ def parse_slo(text: str) -> Slo:
             f"unknown SLO metric {name!r}{suggest(name, SLO_METRICS)}; choose from {', '.join(SLO_METRICS)}"
         )
     try:
+        if not value.isascii() or "_" in value:  # float() also takes '5_0' and other scripts' digits
+            raise ValueError(value)
         limit = float(value)
     except ValueError:
         raise GraphbenchError(f"SLO {name}: limit must be a number in ms, got {value!r}") from None
