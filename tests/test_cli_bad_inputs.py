@@ -340,3 +340,14 @@ def test_a_cache_root_that_is_a_file_is_an_error_not_an_empty_cache(tmp_path, mo
         assert_one_error(invoke("cache", *command), f"GRAPHBENCH_CACHE_ROOT={str(root)!r} is not a folder: give a "
                          "folder, or unset it for ~/.cache/graphbench")
     assert invoke("ladder", "--max-num-seqs", 8).exit_code == 0  # commands that use no cache run
+
+
+def test_an_empty_config_or_sweep_file_is_an_error_not_the_defaults(tmp_path):
+    # a zero-byte (truncated) or comment-only TOML set nothing: generate ran the defaults, sweep the default grid
+    for text in ("", "# nothing set\n"):
+        config = tmp_path / "config.toml"
+        config.write_text(text)
+        message = f"config file {config} is empty: it sets no key"
+        assert_one_error(invoke("generate", "--config", config, "--device", "cpu", "-O", 0, "-p", "1"), message)
+        assert_one_error(invoke("sweep", "--sweep-file", config, "--dry-run"), message)
+        assert_one_error(invoke("cache", "diff", config, config), message)

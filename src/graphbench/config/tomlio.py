@@ -25,7 +25,7 @@ def read_toml(path: str | Path) -> dict[str, Any]:
     if path.is_file() and path.stat().st_size > MAX_TOML_BYTES:
         raise GraphbenchError(f"config file {path} is {path.stat().st_size} bytes, over {MAX_TOML_BYTES >> 20} MiB")
     try:
-        return tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise GraphbenchError(f"config file not found: {path}") from None
     except IsADirectoryError:
@@ -38,3 +38,7 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         raise GraphbenchError(f"config file nests too deeply to be a config: {path}") from None
     except OSError as exc:  # a link loop, a file under /proc that cannot be read, no permission
         raise GraphbenchError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    if not data:  # (an empty or truncated file, or comments only: a config that sets nothing is a mistake)
+        raise GraphbenchError(f"config file {path} is empty: it sets no key (give the file its settings, or drop the "
+                              "option for the defaults)")
+    return data
