@@ -388,3 +388,12 @@ def test_slo_threshold_and_grid_numbers_are_ascii_without_underscores():
                             "tpot_p99_ms:1_0"), "bad threshold 'tpot_p99_ms:1_0': '1_0' is not a percentage")
     assert_one_error(invoke("sweep", "--dry-run", "--grid", "max_num_seqs=6_4"), "max_num_seqs must be an integer, got '6_4'")
     assert_one_error(invoke("sweep", "--dry-run", "--levels", "\u0661"), "optimization level must be 0, 1, 2 or 3")
+
+
+def test_a_context_past_the_models_positions_is_refused_before_the_start():
+    # tiny-llama has 2048 positions: 4096 ran with rope angles the model never saw (vLLM refuses it too)
+    want = ("max_model_len 4096 (--max-model-len) is above the max_position_embeddings 2048 of tiny-llama: use at "
+            "most 2048")
+    assert_one_error(invoke("generate", "--device", "cpu", "-p", "1,2", "--max-tokens", 2, "--max-model-len", 4096),
+                     want)
+    assert_one_error(invoke("run", "--device", "cpu", "--concurrency", 1, "--max-model-len", 4096), want)

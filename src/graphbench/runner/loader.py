@@ -20,11 +20,7 @@ def build_model(arch: ArchConfig, max_positions: int, dtype: torch.dtype, device
     """Construct the model directly on the device in the target dtype (RoPE tables stay float32).
 
     arch: this rank's shape (parallel.local_arch) under tensor parallelism; kernels: config.model.kernels."""
-    if arch.sliding_window is not None and max_positions > arch.sliding_window:
-        # the attention here is full: it equals the checkpoint's sliding-window attention only that far
-        raise GraphbenchError(f"max_model_len {max_positions} (--max-model-len) is above the sliding_window "
-                              f"{arch.sliding_window} of {arch.source or 'the model'} (graphbench attends over the "
-                              "whole context)")
+    check_context(arch, max_positions)
     previous = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
@@ -33,6 +29,20 @@ def build_model(arch: ArchConfig, max_positions: int, dtype: torch.dtype, device
     finally:
         torch.set_default_dtype(previous)
     return model.eval().requires_grad_(False)
+
+
+def check_context(arch: ArchConfig, max_model_len: int) -> None:
+    """A context the model computes as its checkpoint does: within its sliding window and its positions."""
+    if arch.sliding_window is not None and max_model_len > arch.sliding_window:
+        # the attention here is full: it equals the checkpoint's sliding-window attention only that far
+        raise GraphbenchError(f"max_model_len {max_model_len} (--max-model-len) is above the sliding_window "
+                              f"{arch.sliding_window} of {arch.source or 'the model'} (graphbench attends over the "
+                              "whole context)")
+    if max_model_len > arch.max_position_embeddings:
+        # (vLLM refuses it too, unless VLLM_ALLOW_LONG_MAX_MODEL_LEN): positions the model was never trained on
+        raise GraphbenchError(f"max_model_len {max_model_len} (--max-model-len) is above the "
+                              f"max_position_embeddings {arch.max_position_embeddings} of "
+                              f"{arch.source or 'the model'}: use at most {arch.max_position_embeddings}")
 
 
 def fill_dummy_weights(model: CausalLM, seed: int, arch: ArchConfig | None = None) -> None:
@@ -225,6 +235,8 @@ def check_start_inputs(config) -> None:
     if config.resolve().compilation.mode == CompileMode.COMPILE:
         check_private_root(env.cache_root())
 
+    arch = load_arch(config.model.model)
+    check_context(arch, config.scheduler.max_model_len or arch.max_position_embeddings)
     folder = Path(config.model.model).expanduser()
     if config.model.load_format != "dummy" and folder.is_dir():
         check_checkpoint(load_arch(config.model.model), folder, config.model.kernels)
