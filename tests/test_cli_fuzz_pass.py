@@ -397,3 +397,11 @@ def test_a_context_past_the_models_positions_is_refused_before_the_start():
     assert_one_error(invoke("generate", "--device", "cpu", "-p", "1,2", "--max-tokens", 2, "--max-model-len", 4096),
                      want)
     assert_one_error(invoke("run", "--device", "cpu", "--concurrency", 1, "--max-model-len", 4096), want)
+
+
+def test_ladder_batches_are_tabulated_once_each_in_order():
+    assert_one_error(invoke("ladder", "--batches", "8,4,4"), "--batches gives 4 twice; give each batch size once")
+    result = invoke("ladder", "--batches", "8,2,4", "--format", "csv")
+    assert result.exit_code == 0, result.output
+    rows = [line.split(",") for line in result.stdout.splitlines()[1:]]
+    assert [int(r[1]) for r in rows if r[0] == rows[0][0]] == [2, 4, 8]

@@ -81,7 +81,7 @@ def ladder_command(
         max_capture_size=max_capture_size,
         blackwell=blackwell,
         user_sizes=None if capture_sizes is None else _parse_ints("--capture-sizes", capture_sizes),
-        batches=DEFAULT_BATCHES if batches is None else _parse_ints("--batches", batches),
+        batches=DEFAULT_BATCHES if batches is None else _batch_sizes(batches),
         distribution=None if distribution is None else load_distribution(distribution),
     )
     for warning in comparison.warnings:
@@ -163,6 +163,14 @@ def _parse_ints(option: str, text: str) -> list[int]:
                 f"{option} must be comma-separated integers like 1,2,4; {part!r} is not an integer"
             ) from None
     return values
+
+
+def _batch_sizes(text: str) -> list[int]:
+    """--batches: the sizes in increasing order, each once (a size given twice printed its row twice)."""
+    values = _parse_ints("--batches", text)
+    if twice := sorted({v for v in values if values.count(v) > 1}):
+        raise GraphbenchError(f"--batches gives {', '.join(map(str, twice))} twice; give each batch size once")
+    return sorted(values)
 
 
 def _write_csv(comparison: LadderComparison) -> None:
