@@ -29,9 +29,19 @@ def test_dtype_auto_keeps_a_checkpoints_16_bit_dtype_on_the_gpu_and_float32_on_t
 
 def test_stop_tokens_come_from_generation_config_and_config_as_ints_or_lists(tmp_path):
     model = _config_with(tmp_path, eos_token_id=2)
-    (tmp_path / "generation_config.json").write_text(json.dumps({"eos_token_id": [7, 2, -1, "x"]}))
+    (tmp_path / "generation_config.json").write_text(json.dumps({"eos_token_id": [7, 2, -1]}))
     assert stop_tokens(model) == (7, 2)
     assert stop_tokens("tiny-llama") == ()
+    # another type (a string, a float, a flag) would have run past the eos the checkpoint means: refused by name
+    from graphbench.errors import GraphbenchError
+
+    for bad in ([7, "x"], "2", 2.0, True, {"id": 2}):
+        (tmp_path / "generation_config.json").write_text(json.dumps({"eos_token_id": bad}))
+        with pytest.raises(GraphbenchError, match="generation_config.json: eos_token_id .* is not a token id"):
+            stop_tokens(model)
+    (tmp_path / "generation_config.json").write_text("[2]")
+    with pytest.raises(GraphbenchError, match="generation_config.json holds a JSON list, not an object"):
+        stop_tokens(model)
 
 
 def test_the_transformers_peer_loads_a_checkpoints_own_weights(tmp_path):
@@ -62,4 +72,7 @@ def test_generation_config_defaults_sample_only_with_do_sample_and_are_checked(t
         assert loaded.defaults == defaults and loaded.stop_token_ids == (5,), generation
     (tmp_path / "generation_config.json").write_text(json.dumps({"do_sample": True, "top_p": 7}))
     with pytest.raises(GraphbenchError, match="generation_config.json: temperature .* top_p 7 is out of range"):
+        text.load_text(str(tmp_path))
+    (tmp_path / "generation_config.json").write_text(json.dumps({"do_sample": True, "temperature": "hot"}))
+    with pytest.raises(GraphbenchError, match="generation_config.json: temperature 'hot' is not a number"):
         text.load_text(str(tmp_path))

@@ -41,9 +41,14 @@ class CheckpointText:
         return self.tokenizer.decode(token_ids, skip_special_tokens=True)
 
 
-def _eos_ids(value: Any) -> list[int]:
-    values = value if isinstance(value, list) else [value]
-    return [v for v in values if type(v) is int and v >= 0]
+def _eos_ids(path: Path) -> list[int]:
+    """The file's eos_token_id: none, a token id or a list of them, negative ids left out (anything else, which
+    would run past the eos the checkpoint means, is an error naming the file)."""
+    value = _json(path).get("eos_token_id")
+    values = value if isinstance(value, list) else [] if value is None else [value]
+    if not all(type(v) is int for v in values):
+        raise GraphbenchError(f"{path}: eos_token_id {value!r} is not a token id or a list of them: fix it")
+    return [v for v in values if v >= 0]
 
 
 def _json(path: Path) -> dict:
@@ -51,7 +56,9 @@ def _json(path: Path) -> dict:
         data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     except (OSError, ValueError) as exc:
         raise GraphbenchError(f"{path} is not readable JSON: {exc}") from None
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        raise GraphbenchError(f"{path} holds a JSON {type(data).__name__}, not an object")
+    return data
 
 
 def stop_tokens(model: str) -> tuple[int, ...]:
@@ -59,8 +66,8 @@ def stop_tokens(model: str) -> tuple[int, ...]:
     folder = Path(model).expanduser()
     if not folder.is_dir():
         return ()
-    stops = _eos_ids(_json(folder / "generation_config.json").get("eos_token_id"))
-    return tuple(dict.fromkeys(stops + _eos_ids(_json(folder / "config.json").get("eos_token_id"))))
+    stops = [*_eos_ids(folder / "generation_config.json"), *_eos_ids(folder / "config.json")]
+    return tuple(dict.fromkeys(stops))
 
 
 def load_text(model: str) -> CheckpointText:
@@ -79,9 +86,13 @@ def load_text(model: str) -> CheckpointText:
     except Exception as exc:  # noqa: BLE001  (a broken tokenizer file raises anything from JSON to Rust)
         raise GraphbenchError(f"the tokenizer in {folder} cannot be loaded: {str(exc)[:200]}") from None
     generation = _json(folder / "generation_config.json")
-    stops = [*stop_tokens(model), *_eos_ids(getattr(tokenizer, "eos_token_id", None))]
-    defaults = {k: generation[k] for k in ("temperature", "top_p")
-                if isinstance(generation.get(k), (int, float)) and not isinstance(generation.get(k), bool)}
+    eos = getattr(tokenizer, "eos_token_id", None)
+    stops = [*stop_tokens(model), *([eos] if type(eos) is int and eos >= 0 else [])]
+    for key in ("temperature", "top_p"):  # (a wrong type was dropped: the run then sampled as it should not)
+        if generation.get(key) is not None and (type(generation[key]) not in (int, float)):
+            raise GraphbenchError(f"{folder / 'generation_config.json'}: {key} {generation[key]!r} is not a number: "
+                                  f"fix it, or give --{key.replace('_', '-')}")
+    defaults = {k: generation[k] for k in ("temperature", "top_p") if generation.get(k) is not None}
     if not generation.get("do_sample"):
         defaults.pop("temperature", None)  # transformers samples only with do_sample: greedy otherwise
     else:
