@@ -199,9 +199,10 @@ def test_no_fixture_under_tests_data_becomes_skipped():
     loaded = load_results([DATA])
     assert {file for file, _ in loaded.skipped} == expected_skipped
     assert len(loaded.results) == len(files) - len(expected_skipped) >= 20
-    # today that is exactly the two deliberately broken report fixtures and a vLLM bench serve output
-    # (a request trace for `tune --from`, not a graphbench result)
-    assert {f.name for f in expected_skipped} == {"9998_truncated.json", "9999_future.json", "bench-serve-detailed.json"}
+    # today that is exactly the two deliberately broken report fixtures and two vLLM bench serve outputs
+    # (request traces for `tune --from`, not graphbench results)
+    assert {f.name for f in expected_skipped} == {"9998_truncated.json", "9999_future.json", "bench-serve-detailed.json",
+                                                  "bench-serve-timed-trace.json"}
 
 
 # ---------------------------------------------------------------- the commands warn and go on
