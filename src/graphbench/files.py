@@ -30,3 +30,14 @@ def write_atomic(path: str | Path, data: str | bytes, encoding: str = "utf-8") -
             pass
         raise
     return path
+
+
+def try_create(folder: str | Path, kind: str = "file") -> None:
+    """Make a file (or, kind "folder", a folder) in folder and remove it at once: OSError where none can be
+    made. (os.access is not enough: root passes it in /proc and /sys, and on a read-only mount.)"""
+    if kind == "folder":
+        os.rmdir(tempfile.mkdtemp(prefix=".tmp-probe-", dir=folder))
+    else:
+        fd, name = tempfile.mkstemp(prefix=".tmp-probe-", dir=folder)
+        os.close(fd)
+        os.unlink(name)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Optional
 
+from graphbench.ascii_numbers import plain
 from graphbench.errors import GraphbenchError
 
 EXECUTORS = ("local", "ray")
@@ -168,7 +169,7 @@ def _parse_values(text: str) -> list:
         part = part.strip()
         if not part:
             continue
-        if not part.isascii() or "_" in part:  # a name, never a number: int() also takes '6_4' and '\u0661'
+        if not plain(part):  # a name, never a number (ascii_numbers.py)
             values.append(part)
             continue
         try:

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from graphbench.ascii_numbers import plain
 from graphbench.errors import GraphbenchError
 
 KINDS = ("closed", "poisson", "trace")
@@ -78,7 +79,7 @@ class LengthDist:
     def parse(cls, text: str | int, what: str) -> "LengthDist":
         text = str(text).strip()
         try:
-            if not text.isascii() or "_" in text:  # int() and float() also take '1_0' and other scripts' digits
+            if not plain(text):  # (ascii_numbers.py)
                 raise ValueError(text)
             if ":" not in text:
                 return cls._checked("fixed", int(text), 0, what)

@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 from graphbench.errors import GraphbenchError
+from graphbench.files import try_create
 
 DTYPES = ("bfloat16", "float16", "float32")
 
@@ -49,9 +50,7 @@ def _make_folder(target: Path) -> Path | None:
     made = next((p for p in reversed([target, *target.parents]) if not p.exists()), None)
     try:
         target.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".tmp-convert-", dir=target)
-        os.close(fd)
-        os.unlink(probe)
+        try_create(target)
     except OSError as exc:
         if made is not None:
             shutil.rmtree(made, ignore_errors=True)

@@ -6,12 +6,12 @@ as its `engine_config` argument. No torch import here.
 
 import functools
 import inspect
-import re
 from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
 
 import typer
 
+from graphbench.ascii_numbers import INTEGER
 from graphbench.config import EngineConfig, load_engine_config
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.phases import parse_mixed_option
@@ -32,9 +32,6 @@ def parse_int_list(text: Optional[str], name: str) -> Optional[list[int]]:
         return [int(part) for part in parts]
     except ValueError:
         raise GraphbenchError(f"{name} must be comma-separated integers like 1,2,4; got {text!r}") from None
-
-
-INTEGER = re.compile(r"[-+]?[0-9]+")
 
 
 def parse_str_list(text: Optional[str]) -> Optional[list[str]]:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import csv
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
+from graphbench.ascii_numbers import ascii_int
 from graphbench.cli.output import console as make_console
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.ladder_comparison import DEFAULT_BATCHES, LadderComparison, LadderSummary, compare_ladders
@@ -154,10 +154,8 @@ def _parse_ints(option: str, text: str) -> list[int]:
     """'1,2, 4' -> [1, 2, 4]; anything else is a one-line GraphbenchError."""
     values = []
     for part in (p.strip() for p in text.split(",")):
-        try:  # ASCII digits (int() also takes '1_0' and other scripts' digits; past 4300 digits: ValueError)
-            if not re.fullmatch(r"[-+]?[0-9]+", part):
-                raise ValueError(part)
-            values.append(int(part))
+        try:
+            values.append(ascii_int(part))
         except ValueError:
             raise GraphbenchError(
                 f"{option} must be comma-separated integers like 1,2,4; {part!r} is not an integer"

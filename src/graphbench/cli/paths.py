@@ -6,11 +6,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 from graphbench.errors import GraphbenchError
-from graphbench.files import write_atomic
+from graphbench.files import try_create, write_atomic
 
 
 def _nearest_existing_parent(path: Path) -> Path:
@@ -21,15 +20,9 @@ def _nearest_existing_parent(path: Path) -> Path:
 
 
 def cannot_create(folder: Path, kind: str) -> str | None:
-    """Why a new file (or folder) cannot be made in `folder`, tried with one made and removed at once, or
-    None. (os.access is not enough: root passes it in /proc and /sys, and on a read-only mount.)"""
+    """Why a new file (or folder) cannot be made in `folder` (files.try_create), or None."""
     try:
-        if kind == "folder":
-            os.rmdir(tempfile.mkdtemp(prefix=".tmp-probe-", dir=folder))
-        else:
-            fd, name = tempfile.mkstemp(prefix=".tmp-probe-", dir=folder)
-            os.close(fd)
-            os.unlink(name)
+        try_create(folder, kind)
     except OSError as exc:
         return (exc.strerror or str(exc)).lower()
     return None

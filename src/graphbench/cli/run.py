@@ -4,6 +4,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from graphbench.ascii_numbers import ascii_float
 from graphbench.bench.workloads import GPU_TRAFFIC
 from graphbench.cli.engine_options import parse_int_list, with_engine_options
 from graphbench.cli.output import console as make_console
@@ -65,13 +66,6 @@ def build_workloads(concurrency: Optional[str], request_rate: Optional[str], tra
         raise GraphbenchError(f"workload {twice} is given twice (--concurrency, --request-rate and --lora-share "
                               "values repeated, or equal as shown): give each value once")
     return workloads
-
-
-def ascii_float(text: str) -> float:
-    """float(text) of ASCII text without '_' (float() also takes '1_0' and other scripts' digits)."""
-    if not text.isascii() or "_" in text:
-        raise ValueError(text)
-    return float(text)
 
 
 MAX_REPEATS = 1000

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import io
-import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from graphbench.errors import GraphbenchError
-from graphbench.files import write_atomic
+from graphbench.files import try_create, write_atomic
 from graphbench.ladders.ladder_comparison import LadderComparison
 from graphbench.ladders.padding import waste
 
@@ -31,9 +29,7 @@ def check_plot_path(path: str | Path) -> Path:
     if (out.exists() or out.is_symlink()) and not out.is_file():  # a folder, a FIFO (a write would wait), a device
         raise GraphbenchError(f"plot path exists and is not a regular file: {out}")
     try:  # as write_atomic will: a temporary file beside the plot (root passes os.access even in /proc)
-        fd, probe = tempfile.mkstemp(prefix=f".tmp-{out.name[:40]}-", dir=out.parent)
-        os.close(fd)
-        os.unlink(probe)
+        try_create(out.parent)
     except OSError as exc:
         raise GraphbenchError(f"cannot write plot {out}: {exc.strerror or exc} in {out.parent}: give a --plot "
                               "path in a folder you can write") from None

@@ -26,6 +26,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from graphbench.ascii_numbers import INTEGER
 from graphbench.errors import GraphbenchError
 
 HEADER = ("Unpadded Tokens", "Padded Tokens", "Num Paddings", "Runtime Mode", "Count")
@@ -41,7 +42,6 @@ _TAG = re.compile(r"\((?:[^()]|\([^()]*\))*\)")  # (APIServer pid=1), (API (0)):
 _LEVEL = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\b")
 _SEPARATOR = re.compile(r":?-+:?")
 _NUMBER = re.compile(r"[-+]?\d+")
-_INTEGER = re.compile(r"[-+]?[0-9]+")
 _CUT = re.compile(r"\|\s*\d+\s*\|")
 # vLLM's logger prefix (vllm/logger.py: "%(levelname)s %(asctime)s [%(fileinfo)s:%(lineno)d] ", dates "%m-%d
 # %H:%M:%S"; older versions "%(filename)s:%(lineno)d]"): a file with such lines is a server log
@@ -269,7 +269,7 @@ def _row(cells: list[str], where: str, line: str) -> tuple[int, int]:
     # vLLM writes the mode as str() of its enum in some versions ("CUDAGraphMode.FULL")
     mode = mode.removeprefix("CUDAGraphMode.")
     try:  # ASCII digits, as vLLM writes them (int() also takes '1_000' and other scripts' digits, e.g. '\u0661')
-        if not all(_INTEGER.fullmatch(cell) for cell in (unpadded, padded, paddings, count)):
+        if not all(INTEGER.fullmatch(cell) for cell in (unpadded, padded, paddings, count)):
             raise ValueError(unpadded)
         u, p, n, c = int(unpadded), int(padded), int(paddings), int(count)  # (past 4300 digits: ValueError)
     except ValueError:

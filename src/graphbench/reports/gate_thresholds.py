@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
+from graphbench.ascii_numbers import plain
 from graphbench.errors import GraphbenchError
 from graphbench.reports.metric_catalogue import resolve_metric
 
@@ -71,7 +72,7 @@ def parse_threshold(spec: str) -> tuple[str, float | None]:
     if text.lower() in OFF:
         return metric.name, None
     try:
-        if not text.isascii() or "_" in text:  # float() also takes '1_0' and other scripts' digits
+        if not plain(text):  # (ascii_numbers.py)
             raise ValueError(text)
         pct = float(text)
     except ValueError:

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from graphbench.config.validate import suggest
+from graphbench.ascii_numbers import plain
 from graphbench.errors import GraphbenchError
 from graphbench.reports.frame import LATENCY_METRICS, environment_line, ok_results, results_frame
 from graphbench.reports.report import load, skipped_warnings
@@ -62,7 +63,7 @@ def parse_slo(text: str) -> Slo:
             f"unknown SLO metric {name!r}{suggest(name, SLO_METRICS)}; choose from {', '.join(SLO_METRICS)}"
         )
     try:
-        if not value.isascii() or "_" in value:  # float() also takes '5_0' and other scripts' digits
+        if not plain(value):  # (ascii_numbers.py)
             raise ValueError(value)
         limit = float(value)
     except ValueError:

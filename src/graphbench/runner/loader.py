@@ -239,9 +239,9 @@ def check_start_inputs(config) -> None:
     check_context(arch, config.scheduler.max_model_len or arch.max_position_embeddings)
     folder = Path(config.model.model).expanduser()
     if config.model.load_format != "dummy" and folder.is_dir():
-        check_checkpoint(load_arch(config.model.model), folder, config.model.kernels)
+        check_checkpoint(arch, folder, config.model.kernels)
     if config.lora.enabled:
         from graphbench.runner.lora.adapters import load_adapter
 
         for name, source in config.lora.adapters():
-            load_adapter(name, source, load_arch(config.model.model), config.lora.max_lora_rank, 0)
+            load_adapter(name, source, arch, config.lora.max_lora_rank, 0)

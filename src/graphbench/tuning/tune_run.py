@@ -5,11 +5,11 @@ Pareto curve and the comparison ladders (no printing, no torch).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Optional
 
+from graphbench.ascii_numbers import INTEGER
 from graphbench.config.parts import DEFAULT_TOKEN_BUDGET
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.distributions import load_distribution
@@ -303,7 +303,7 @@ def _memory_model(memory_from, from_results, budget_mib, warnings) -> MemoryMode
 
 def _ints(option: str, text: str) -> list[int]:
     parts = [part.strip() for part in text.split(",")]
-    if all(re.fullmatch(r"[-+]?[0-9]{1,18}", part) for part in parts):  # ASCII digits: int() takes '1_0', '\u0661'
+    if all(INTEGER.fullmatch(part) and len(part.lstrip("+-")) <= 18 for part in parts):  # (ascii_numbers.py)
         return [int(part) for part in parts]
     raise GraphbenchError(f"{option} must be comma-separated integers like 1,2,4, got {text!r}")
 
