@@ -75,7 +75,13 @@ def plot_waste(comparison: LadderComparison, path: str | Path) -> Path:
         (line,) = ax.plot(xs, ys, label=label, linewidth=1.2, linestyle=styles[i % len(styles)])
         if summary.ladder.max_capture_size:
             ax.axvline(summary.ladder.max_capture_size, color=line.get_color(), linestyle=":", linewidth=1)
-    ax.set_xlabel("batch size (tokens per step)")
+    # log base 2: the rungs (and the ladders' differences) crowd the small sizes
+    from matplotlib.ticker import FuncFormatter, NullLocator
+
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel("batch size (tokens per step, log scale)")
     ax.set_ylabel("padding waste (% of the padded batch)")
     ax.set_title(
         f"CUDA-graph capture ladder padding, max_num_seqs={comparison.max_num_seqs}\n"

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from graphbench.reports.figures import NoData, ReportData, log2_axis, new_figure, save_figure
+from graphbench.reports.figures import NoData, ReportData, log2_axis, new_figure, plain_log_axis, save_figure
 from graphbench.reports.frame import GRAPHBENCH
 
 
@@ -45,7 +45,7 @@ def throughput_chart(data: ReportData, path: Path) -> None:
         low, high = _round_range(data.frame, series, system, rows)
         ax.errorbar(rows["concurrency"], rows["output_tokens_per_s"], yerr=[low, high], fmt=_style(system),
                     marker="o", capsize=3, color=data.colors.get(series), label=name)  # fmt: skip
-    log2_axis(ax)
+    log2_axis(ax, at=table["concurrency"])
     ax.set_xlabel("concurrency (requests in flight, log scale)")
     ax.set_ylabel("output tokens/s (median of processes; bars: their range)")
     ax.set_ylim(bottom=0)
@@ -93,7 +93,7 @@ def speedup_chart(data: ReportData, path: Path) -> None:
             xs = np.arange(len(levels)) + (j - (len(same) - 1) / 2) * width
             bars = ax.bar(xs, ratios, width, color=data.colors.get(cand), label=cand)
             if len(same) * len(levels) <= 24:
-                ax.bar_label(bars, fmt="%.1f", fontsize=6, padding=1)
+                ax.bar_label(bars, fmt="%.2f", fontsize=6, padding=1)
         ax.axhline(1.0, color="0.3", linewidth=0.8)
         ax.set_xticks(np.arange(len(levels)), [f"{c:g}" for c in levels])
         ax.set_xlabel("concurrency (requests in flight)")
@@ -123,8 +123,8 @@ def latency_chart(data: ReportData, path: Path) -> None:
             label = series if system == GRAPHBENCH else f"{series} (peer)"
             ax.plot(rows["concurrency"], rows[f"{key}_p50_ms"], "-", marker="o", ms=4, color=color, label=label)
             ax.plot(rows["concurrency"], rows[f"{key}_p99_ms"], ":", marker="^", ms=4, color=color)
-        log2_axis(ax)
-        ax.set_yscale("log")
+        log2_axis(ax, at=table["concurrency"])
+        plain_log_axis(ax, "y")
         ax.set_xlabel("concurrency (requests in flight, log scale)")
         ax.set_ylabel(f"{name} (ms, log scale)")
         ax.set_title(f"{name}: p50 solid (o), p99 dotted (^)", fontsize=10)

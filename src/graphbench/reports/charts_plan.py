@@ -20,6 +20,7 @@ from graphbench.reports.figures import (
     NoData,
     new_figure,
     palette,
+    plain_log_axis,
     save_figure,
 )
 from graphbench.reports.plan import TARGET_KINDS, Capacity, Plan, ceil_tolerant
@@ -77,7 +78,7 @@ def pareto_chart(plan: Plan, path: Path, environment: str) -> None:
             ax.scatter([cap.tokens_per_s_per_user], [cap.output_tokens_per_s_per_gpu], marker="*", s=160,
                        color=colors.get(cap.series, "black"), edgecolors="black", zorder=5)  # fmt: skip
     ax.scatter([], [], marker="*", s=120, color="white", edgecolors="black", label="max load within the SLOs")
-    _plain_log_x(ax)
+    plain_log_axis(ax, "x")
     ax.set_xlabel("output tokens/s per user (log scale; = output tokens/s / concurrency)")
     ax.set_ylabel("output tokens/s per GPU")
     ax.set_ylim(bottom=0)
@@ -86,23 +87,12 @@ def pareto_chart(plan: Plan, path: Path, environment: str) -> None:
     save_figure(fig, path, "Throughput per GPU vs interactivity (tokens/s per user)", _footer(plan, environment))
 
 
-def _plain_log_x(ax: object) -> None:
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-    ax.set_xscale("log")
-    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
-    ax.xaxis.set_minor_formatter(NullFormatter())
-
-
 def _per_replica(cap: Capacity, kind: str) -> float:
     return cap.requests_per_s if kind == "requests_per_s" else cap.max_concurrency
 
 
 def gpus_chart(plan: Plan, path: Path, environment: str) -> None:
     kind = plan.target_kind or "requests_per_s"
-    from matplotlib.ticker import FuncFormatter
-
     caps = [c for c in plan.capacities if _per_replica(c, kind) > 0]
     if not caps:
         raise NoData("no configuration meets the SLOs at any measured load")
@@ -127,8 +117,7 @@ def gpus_chart(plan: Plan, path: Path, environment: str) -> None:
                             textcoords="offset points", va="center")  # fmt: skip
     ax.set_xlabel(f"target load ({TARGET_KINDS[kind]})")
     ax.set_ylabel("GPUs needed (log scale)")
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    plain_log_axis(ax, "y")
     ax.set_xlim(0, top)
     ax.set_ylim(bottom=0.8)
     ax.grid(True, alpha=0.3)

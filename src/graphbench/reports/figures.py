@@ -88,13 +88,34 @@ def palette(names: list[str]) -> dict[str, Any]:
     return {name: cmap(i % cmap.N) for i, name in enumerate(sorted(set(names)))}
 
 
-def log2_axis(ax: Any) -> None:
-    """Log base 2 on x with plain integer tick labels (concurrency, batch sizes)."""
-    from matplotlib.ticker import FuncFormatter, NullLocator
+def log2_axis(ax: Any, at: Any = ()) -> None:
+    """Log base 2 on x with plain integer tick labels (concurrency, batch sizes); ticks at the values in at
+    (the measured ones) when it holds 2 to 12 of them, else at powers of two."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
     ax.set_xscale("log", base=2)
+    ticks = sorted({float(v) for v in at if v is not None and v == v and v > 0})
+    if 2 <= len(ticks) <= 12:
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
     ax.xaxis.set_minor_locator(NullLocator())
+
+
+def plain_log_axis(ax: Any, axis: str = "y") -> None:
+    """Log base 10 on axis (call it after plotting) with plain numbers, never 3x10^0: at 1, 2 and 5 of each
+    decade, more of them where the data spans under a decade and a half, fewer over three decades."""
+    import math
+
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    getattr(ax, f"set_{axis}scale")("log")
+    low, high = sorted(ax.get_ylim() if axis == "y" else ax.get_xlim())
+    decades = math.log10(high / low) if low > 0 else 99.0
+    subs = (1.0, 2.0, 3.0, 5.0, 7.0) if decades < 1.5 else (1.0, 2.0, 5.0) if decades < 3 else (1.0,)
+    scale_axis = ax.yaxis if axis == "y" else ax.xaxis
+    scale_axis.set_major_locator(LogLocator(base=10, subs=subs))
+    scale_axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    scale_axis.set_minor_formatter(NullFormatter())
 
 
 def png_text(path: Path) -> dict[str, str]:

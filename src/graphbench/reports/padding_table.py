@@ -34,7 +34,9 @@ PADDING_NOTE = (
     "Paid: the share of the tokens the steps computed that were padding (token-weighted, median over repeats). "
     "Predicted: what the point's ladder pads for the batch sizes its steps had (each batch up to the next rung; "
     "above the top it runs eager, unpadded). Padded tokens are wasted arithmetic; whether they cost time is what "
-    "the TPOT difference between ladders says (below)."
+    "the TPOT difference between ladders says (below). The padding chart's figure per ladder is over the decode "
+    "steps of every workload of the points that asked for it, so it differs from a row here (one workload, all "
+    "its steps)."
 )
 CPU_NOTE = (
     " Where no CUDA graph was recorded (graphs: none), nothing was padded: the predicted column is what the "
