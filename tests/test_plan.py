@@ -217,3 +217,18 @@ def test_plan_matches_a_naive_reference(folder):
                   if all(slo.metric in m for slo in SLOS)}  # fmt: skip
         expected = naive_max_load(points, [slo.limit for slo in SLOS])
         assert cap.max_concurrency == pytest.approx(expected, rel=1e-9, abs=1e-12), cap.series
+
+
+def test_a_plan_of_cpu_results_says_its_capacities_are_the_cpus(tmp_path):
+    gpu_plan = plan_capacity([SYNTHETIC], SLOS)
+    assert not any("ran on the CPU" in w for w in gpu_plan.warnings)
+    for path in sorted(SYNTHETIC.rglob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except ValueError:  # the fixture's deliberately damaged files
+            continue
+        if isinstance(data, dict) and data.get("system", "graphbench") == "graphbench":
+            data.setdefault("environment", {})["device"] = "cpu"
+        (tmp_path / path.name).write_text(json.dumps(data))
+    plan = plan_capacity([tmp_path], SLOS)
+    assert any("ran on the CPU" in w and "this CPU's, not a GPU's" in w for w in plan.warnings), plan.warnings

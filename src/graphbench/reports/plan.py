@@ -31,6 +31,7 @@ import pandas as pd
 from graphbench.config.validate import suggest
 from graphbench.ascii_numbers import plain
 from graphbench.errors import GraphbenchError
+from graphbench.reports.banner import cpu_points
 from graphbench.reports.frame import LATENCY_METRICS, environment_line, ok_results, results_frame
 from graphbench.reports.report import load, skipped_warnings
 from graphbench.reports.store import LoadedResults
@@ -273,6 +274,10 @@ def plan_capacity(
     if measured.empty:
         raise GraphbenchError("no closed-loop workload with a concurrency in these results: nothing to plan")
     warnings = skipped_warnings(loaded)
+    on_cpu = cpu_points(loaded.results)
+    if on_cpu:  # "per GPU" below is then per device: a CPU's figures plan no GPU fleet
+        warnings.append(f"{len(on_cpu)} graphbench point(s) ran on the CPU ({', '.join(on_cpu[:3])}"
+                        f"{', ...' if len(on_cpu) > 3 else ''}): their capacities are this CPU's, not a GPU's")
     capacities = []
     for _series, rows in measured.groupby("series", sort=True):
         result, notes = _capacity(rows, slos)
