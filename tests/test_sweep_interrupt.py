@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import random
 import signal
 import subprocess
@@ -93,6 +94,8 @@ def test_sigterm_stops_cleanly_with_a_report(tmp_path):
     output, _ = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGTERM, output
     assert "interrupted" in output and "--resume" in output
+    counts = re.findall(r"\b(\d+)/(\d+)\b", output)  # the progress bar's last render counts measured points only
+    assert counts and int(counts[-1][0]) < int(counts[-1][1]), counts[-3:]
     loaded = load_results([results])
     assert loaded.results and all(r["status"] == "ok" for r in loaded.results)  # the killed point left no record
     first = {r["label"] for r in loaded.results}

@@ -122,7 +122,10 @@ def _run_with_progress(console, plan, results: Path, timeout: float, resume: boo
             progress.update(task, description=f"{_point_text(point)} ({point.system})")
 
         def done(outcome):
-            progress.advance(task)
+            if outcome.status == "interrupted":  # not measured: the bar keeps counting what was
+                progress.update(task, description="interrupted")
+            else:
+                progress.advance(task)
             style, status = styles[outcome.status], "same" if outcome.status == "same-engine" else outcome.status
             progress.console.print(f"[{style}]{status:>7}[/{style}] {_point_text(outcome.point)}"
                                    f"{f'  {outcome.seconds:.0f} s' if outcome.seconds else ''}"
