@@ -81,14 +81,20 @@ def test_a_log_redirected_by_windows_powershell_is_read_as_utf16(tmp_path):
     assert out.exit_code == 0, out.output
 
 
-def test_a_file_tune_cannot_read_is_named_with_why_and_what_from_reads():
+def test_a_file_tune_cannot_read_is_named_with_why_and_what_from_reads(tmp_path):
     # benchmarks/benchmark_serving.py's console output (vLLM 0.7-0.8: print(args), then the "Serving Benchmark
     # Result" block of "{:<40} {:<10}" lines), not its --save-result JSON: no vLLM log line, no table, not JSON
     stdout = Path(__file__).parent / "data" / "vllm" / "benchmark-serving-stdout.txt"
     out = CliRunner().invoke(app, ["tune", "--from", str(stdout), "--max-graphs", "2"])
     assert out.exit_code == 2
-    assert f"{stdout} is none (Expecting value: line 1 column 1" in out.output
+    assert f"{stdout} is the console output of `vllm bench serve`" in out.output
     assert "--save-result --save-detailed" in out.output and "--cudagraph-metrics" in out.output
+    other = tmp_path / "notes.txt"
+    other.write_text("hello\n")
+    out = CliRunner().invoke(app, ["tune", "--from", str(other), "--max-graphs", "2"])
+    assert out.exit_code == 2
+    assert f"{other} is not a graphbench result (Expecting value: line 1 column 1" in out.output
+    assert "holds no vLLM log line among its first lines" in out.output
 
 
 def test_bench_serve_console_output_behind_vllm_log_lines_is_named_as_such(tmp_path):

@@ -32,7 +32,7 @@ from typing import Any
 
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.distributions import MAX_BATCH_SIZE, BatchSizeDistribution
-from graphbench.ladders.vllm_log import read_cudagraph_log
+from graphbench.ladders.vllm_log import BENCH_SUMMARY, read_cudagraph_log
 
 CLOSED_WEIGHT = 0.9
 MODEL_FORMS = "closed:C, closed:C:W or uniform:A-B"
@@ -69,11 +69,24 @@ def load_run_results(paths: Iterable[str | Path]) -> tuple[list[dict[str, Any]],
     warnings = [f"skipped {file}: {why}" for file, why in loaded.skipped]
     ok = [r for r in loaded.results if r.get("status", "ok") == "ok"]
     if not ok:
-        why = "".join(f"; {file} is none ({reason})" for file, reason in loaded.skipped[:3])
+        why = "".join(f"; {_not_a_source(Path(file), reason)}" for file, reason in loaded.skipped[:3])
         more = f"; and {len(loaded.skipped) - 3} more skipped" if len(loaded.skipped) > 3 else ""
         raise GraphbenchError(f"no successful graphbench result in {', '.join(map(str, paths))}{why}{more}. --from "
                               f"reads {FROM_KINDS}")
     return ok, warnings
+
+
+def _not_a_source(path: Path, reason: str) -> str:
+    """Why a --from file is none of the kinds tune reads, naming `vllm bench serve`'s console output."""
+    try:
+        with open(path, "rb") as head:
+            text = head.read(1 << 16).decode("utf-8", "replace")
+    except OSError:
+        text = ""
+    if BENCH_SUMMARY in text:
+        return (f"{path} is the console output of `vllm bench serve` (its {BENCH_SUMMARY!r}), which holds no "
+                "per-request lengths")
+    return f"{path} is not a graphbench result ({reason}) and holds no vLLM log line among its first lines"
 
 
 def server_logs(paths: list[Path]) -> BatchSizeDistribution | None:
