@@ -10,7 +10,8 @@ Best = highest median output tokens/s at that concurrency (the median of its pro
 processes and beyond the noise and the 5% minimum effect (reports/verdict.py). A headline that names one
 winner where the data shows a tie picks noise.
 The cost of the best configuration is its startup (median total over its cold starts, and over
-its warm starts, reports.frame.points_frame) and its graph memory (the largest over its starts).
+its warm starts, reports.frame.points_frame) and its graph memory (the largest over its starts; none
+where it recorded no CUDA graph).
 A best configuration that stands for other labels (reports.aliases: the same engine, measured once)
 names them in `best_also`; they are never ranked on their own.
 """
@@ -101,7 +102,9 @@ def headline_table(frame: pd.DataFrame, points: pd.DataFrame,
         if best is not None:
             series, tps = best
             label = at.loc[at["series"] == series, "label"].iloc[0]
-            memory = on_gpu.loc[(on_gpu["label"] == label) & (on_gpu["system"] == GRAPHBENCH), "graph_memory_bytes"]
+            # (a point that recorded no graph, as every point on the CPU, measured no graph memory: NaN, not 0)
+            memory = on_gpu.loc[(on_gpu["label"] == label) & (on_gpu["system"] == GRAPHBENCH)
+                                & (on_gpu["cudagraph_mode_resolved"] != "NONE"), "graph_memory_bytes"]
             row.update(best=series, output_tokens_per_s=tps, startup_cold_s=_startup(on_gpu, label, True),
                        startup_warm_s=_startup(on_gpu, label, False),
                        graph_memory_bytes=float(memory.max()) if memory.notna().any() else math.nan,
