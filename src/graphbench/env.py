@@ -7,6 +7,8 @@ graphbench's input is its config (`config/`). What the environment may still say
 - what other programs set for a process: `CUDA_VISIBLE_DEVICES`, `XDG_CONFIG_HOME`, `TRITON_INTERPRET`,
   `TRITON_DEBUG`, and the tensor-parallel ranks' `RANK` / `LOCAL_RANK` / `WORLD_SIZE`;
 - `GRAPHBENCH_INJECT_FAULT`: faults for the sweep's tests (bench/point.py).
+check_all checks every GRAPHBENCH_* variable at once: the CLI calls it as a command starts, so a bad value is
+refused even where nothing reads it (GRAPHBENCH_PDL on the CPU), before anything runs.
 Code that starts processes builds their environments from `os.environ` (bench/, runner/tp_workers.py).
 """
 
@@ -32,6 +34,9 @@ DEBUG_HATCHES = {PDL: "1", DIRECT_LAUNCH: "1", CHECK_GRAPH_INPUTS: "0", TRITON_K
 # the flag of a tensor-parallel worker (runner/tp_workers.py)
 INJECT_FAULT = "GRAPHBENCH_INJECT_FAULT"
 TP_WORKER = "GRAPHBENCH_TP_WORKER"
+# "label:kind[,label:kind]": in the point's process, or the Ray worker running it exits (bench/sweep_ray.py)
+FAULT_KINDS = ("kill", "oom", "compile-error", "hang", "worker-exit")
+KNOWN = (CACHE_ROOT, *DEBUG_HATCHES, INJECT_FAULT, TP_WORKER)
 
 
 def value(name: str, default: str | None = None, environ: Mapping[str, str] | None = None) -> str | None:
@@ -71,10 +76,31 @@ def hatches_text(recorded: object) -> str:
     return str(recorded) if recorded else ""
 
 
-def cache_root() -> Path:
+def check_all(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Check the value of every GRAPHBENCH_* variable set (GraphbenchError naming the first bad one, its value
+    and what it accepts); return the GRAPHBENCH_* names set that graphbench does not read (a typo, a removed
+    switch: they change nothing), sorted."""
+    environ = os.environ if environ is None else environ
+    for name in DEBUG_HATCHES:
+        hatch(name, environ)
+    if CACHE_ROOT in environ:
+        cache_root(environ)
+    faults = environ.get(INJECT_FAULT, "")
+    for item in filter(None, faults.split(",")):
+        label, _, kind = item.partition(":")
+        if not label or kind not in FAULT_KINDS:
+            raise GraphbenchError(f"{INJECT_FAULT}={faults!r}: expected label:kind[,label:kind], kind one of "
+                                  f"{', '.join(FAULT_KINDS)} (a hook for the sweep's tests: unset it)")
+    if environ.get(TP_WORKER, "1") not in ("0", "1"):
+        raise GraphbenchError(f"{TP_WORKER}={environ[TP_WORKER]!r}: expected 0 or 1 (graphbench sets it for its "
+                              "tensor-parallel workers: unset it)")
+    return sorted(name for name in environ if name.startswith("GRAPHBENCH_") and name not in KNOWN)
+
+
+def cache_root(environ: Mapping[str, str] | None = None) -> Path:
     """GRAPHBENCH_CACHE_ROOT (default ~/.cache/graphbench), checked: an empty value would put the cache in
     the current folder, and an unknown ~user cannot be expanded."""
-    text = value(CACHE_ROOT, DEFAULT_CACHE_ROOT)
+    text = value(CACHE_ROOT, DEFAULT_CACHE_ROOT, environ)
     if not text or not text.strip():
         raise GraphbenchError(f"{CACHE_ROOT} is set but empty: give a folder, or unset it for {DEFAULT_CACHE_ROOT}")
     try:

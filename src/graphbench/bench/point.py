@@ -57,7 +57,8 @@ def _device_type(config: EngineConfig) -> str:
 
 
 # "label:kind[,label:kind]": kill | oom | compile-error | hang (in the point's process); worker-exit
-# (the Ray worker running the point exits while the point runs: bench/sweep_ray.py)
+# (the Ray worker running the point exits while the point runs: bench/sweep_ray.py); the kinds are env.FAULT_KINDS,
+# which checks the value when a command starts
 FAULT_ENV = env.INJECT_FAULT
 
 

@@ -5,9 +5,9 @@ the tail of its stderr; the sweep goes on. `resume` skips points that already ha
 `request_stop()` (the CLI calls it on SIGINT/SIGTERM) kills the running points' process groups and
 starts no new ones: they end "interrupted", with no record, so that `resume` measures them later.
 
-The grid (axes, points, sweep files) is in sweep_grid, the results-folder lock in sweep_lock, the rounds'
-order, a tuned point's ladder and a point's config file in sweep_plan, what --resume counts in sweep_resume;
-all are re-exported here.
+The grid (axes, points, sweep files) is in sweep_grid, the results-folder lock in sweep_lock, whether the
+folder may take the sweep (no other model's results) in sweep_folder, the rounds' order, a tuned point's
+ladder and a point's config file in sweep_plan, what --resume counts in sweep_resume; all are re-exported here.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from graphbench.bench.point_process import CHILD_ENV, exit_reason, point_args, point_command, run_child
+from graphbench.bench.sweep_folder import check_folder_takes
 from graphbench.bench.sweep_grid import (
     AXIS_ALIASES,
     PEERS,
@@ -47,6 +48,7 @@ __all__ = [
     "SweepResult",
     "build_grid",
     "canonical_axis",
+    "check_folder_takes",
     "measured_identities",
     "plan_rounds",
     "point_identity",
@@ -110,6 +112,7 @@ def run_sweep(points: list[SweepPoint], results_dir: str | Path, run_args: list[
     if executor not in ("local", "ray"):
         raise GraphbenchError(f"unknown executor {executor!r}; choose from local, ray")
     with sweep_lock(results_dir):
+        check_folder_takes(results_dir, points)  # (under the lock: no sweep is writing there now)
         points = plan_rounds(points, rounds, seed, sweep_id_for(results_dir, resume), folders)
         if executor == "ray":
             return _run_points_ray(points, results_dir, run_args, timeout_s, resume, on_start, on_done, ray_address)

@@ -107,7 +107,8 @@ def list_command(
     from rich.text import Text
 
     console = make_console(soft_wrap=False)
-    table = Table(title=f"compile cache: {base}", title_justify="left")
+    typer.echo(f"compile cache: {base}")  # (a table's title folds a root longer than the table at its width)
+    table = Table()
     table.add_column("hash", no_wrap=True)
     table.add_column("size", justify="right", no_wrap=True)
     table.add_column("created", no_wrap=True)

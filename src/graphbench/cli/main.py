@@ -13,13 +13,15 @@ try:  # recent typer vendors its own click
 except ImportError:  # pragma: no cover - older typer on plain click
     from click import exceptions as click_exceptions
 
-from graphbench import __version__
+from graphbench import __version__, env
 # The command modules: keep their top-level imports light (no torch).
 from graphbench.cli import cache, compare_gate, convert, curve, generate, ladder, report_plan, run, sweep, tune
 from graphbench.cli.output import ABORTS
 from graphbench.errors import GraphbenchError
 
 _NO_ARGS_IS_HELP = getattr(click_exceptions, "NoArgsIsHelpError", ())  # click >= 8.2
+# commands that read no variable run whatever the environment says (the ladder: a quick look)
+_NO_ENVIRONMENT = {"ladder"}
 
 
 class _ErrorHandlingGroup(TyperGroup):
@@ -37,6 +39,17 @@ class _ErrorHandlingGroup(TyperGroup):
             where = f": {exc.filename}" if exc.filename else ""
             typer.echo(f"error: {' '.join((exc.strerror or str(exc)).split())}{where}", err=True)
             raise typer.Exit(2) from None
+
+    def resolve_command(self, ctx, args):  # type: ignore[override]
+        """The command, and (unless it reads no variable, or asks for its help) every GRAPHBENCH_* variable
+        checked before it starts: a bad value is one error line even where nothing would read it (PDL on the
+        CPU); a name graphbench does not read is a warning."""
+        name, command, rest = super().resolve_command(ctx, args)
+        if name not in _NO_ENVIRONMENT and not set(ctx.help_option_names) & set(rest):
+            for unknown in env.check_all():
+                typer.echo(f"warning: {unknown} is not a variable graphbench reads (it reads "
+                           f"{', '.join(env.KNOWN)}): it changes nothing", err=True)
+        return name, command, rest
 
     def main(self, *args, standalone_mode: bool = True, **kwargs):  # type: ignore[override]
         try:

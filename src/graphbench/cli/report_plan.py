@@ -43,7 +43,7 @@ def report_command(
     output: Annotated[
         Path, typer.Option("--output", "-o", help="Folder for report.md, report.html, summary.csv and charts.")
     ] = Path("graphbench-report"),
-    title: Annotated[str, typer.Option("--title", help="Report title.")] = "graphbench report",
+    title: Annotated[Optional[str], typer.Option("--title", help="Report title (default: graphbench report: MODEL).")] = None,
 ) -> None:
     """Write a comparison report: headline table, charts, summary.csv, failures (md + self-contained html)."""
     from graphbench.reports.report import load, skipped_warnings, write_report
@@ -69,9 +69,11 @@ def _print_headline(console, headline) -> None:
     if headline.empty:
         console.print("no workload with a concurrency: no headline table", markup=False)
         return
-    table = Table(title="best configuration per concurrency (median output tokens/s)", title_justify="left")
+    models = ", ".join(sorted(set(headline["model"]))) if "model" in headline else ""
+    table = Table(title=f"best configuration per concurrency (median output tokens/s){', ' if models else ''}{models}",
+                  title_justify="left")
     for name in headline_headers(headline):
-        text = name in ("workload", "best configuration", "best peer")
+        text = name in ("model", "workload", "best configuration", "best peer")
         tied = name.startswith("tied with")  # the long one: it wraps, the others keep their width
         table.add_column(name, justify="left" if text or tied else "right", no_wrap=not tied,
                          ratio=1 if tied else None, min_width=None if tied else len(name))

@@ -53,6 +53,7 @@ def sweep(
     ray_address: Annotated[Optional[str], typer.Option(help="With --executor ray: the head node's HOST:PORT (e.g. 10.0.0.1:6379), or auto (the cluster `ray start` started on this machine); default RAY_ADDRESS, else a new Ray on this machine.")] = None,
 ) -> None:
     """Sweep -O levels x capture ladders (x any config field) with peers; write results and a report."""
+    from graphbench.bench.sweep_folder import check_folder_takes
     from graphbench.bench.sweep_options import SweepRequest, plan_sweep
 
     plan = plan_sweep(SweepRequest.from_options(locals()))
@@ -60,6 +61,7 @@ def sweep(
     if not dry_run:  # refused before anything is printed or made: the results' folder (a file, under /proc),
         check_results_folder(results)  # then the report's (it was first used after the last point)
         check_output_folder(report or results / "report")
+        check_folder_takes(results, plan.points)  # (another model's results there: one report would mix them)
     console = make_console()
     if not plan.gpu:
         console.print(CPU_BANNER)

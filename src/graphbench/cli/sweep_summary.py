@@ -9,20 +9,29 @@ def print_summary(console, results: Path) -> None:
     from rich.table import Table
 
     from graphbench.reports.aliases import stands_for
-    from graphbench.reports.padding_table import histogram, histogram_text
+    from graphbench.reports.frame import graphs_recorded
+    from graphbench.reports.padding_table import histogram, histogram_text, padding_table
     from graphbench.reports.stats import MAX_STEADY_SPREAD_PCT
     from graphbench.reports.store import load_results
 
     loaded = load_results([results])
+    predicted = {(row["point"], row["workload"]): row["predicted padding %"]  # (the report's Padding table's)
+                 for _, row in padding_table(loaded.results).iterrows()}
     table = Table("point", "system", "status", "start-up s\ncold / warm", "capture s", "graph MiB", "workload",
                   "output tok/s", "spread %\nprocesses", "TPOT p50 ms", "padding %\n(of tokens)", "batch sizes (share of steps)")
-    num_unsteady = num_busy = num_outliers = 0
+    num_unsteady = num_busy = num_outliers = num_unrecorded = 0
     for r in sorted(loaded.results, key=lambda r: (r["status"] != "ok", r["label"])):
         if r["status"] != "ok":
             table.add_row(r["label"], r["system"], "[red]failed[/red]", "", "", "", "", "", "", "", "",
                           (r.get("failure") or {}).get("reason", "")[:40])
             continue
         s = r["startup"] or {}
+        # what a point that recorded no CUDA graph (the CPU, mode NONE, a peer) did not measure: "-", not 0
+        resolved = ((s.get("cudagraph_mode") or {}) if isinstance(s.get("cudagraph_mode"), dict) else {}).get("resolved")
+        recorded = graphs_recorded(r) or (r["system"] == "graphbench" and not resolved)  # (unknown: as written)
+        num_unrecorded += not recorded
+        capture = f"{s.get('capture_s') or 0:.2f}" if recorded else "-"
+        memory = f"{(s.get('graph_memory_bytes') or 0) / 2**20:.0f}" if recorded else "-"
         for i, w in enumerate(r["workloads"]):
             m = w.get("summary") or {}
             if "output_tokens_per_s" not in m:  # a result graphbench did not write, or an empty workload
@@ -40,18 +49,20 @@ def print_summary(console, results: Path) -> None:
                 quiet = w.get("quiet_spread_pct")
                 spread_cell = (f"[yellow]busy host[/yellow] ({len(busy)}/{len(w['repeats'])})"
                                + (f"; {quiet:.1f} without" if quiet is not None else ""))
-            padding = m.get("padding_token_pct", m.get("padding_waste_pct", {})).get("median", 0)
             table.add_row(r["label"] if i == 0 else "", r["system"] if i == 0 else "", "ok" if i == 0 else "",
-                          _startup_cell(r) if i == 0 else "", f"{s.get('capture_s') or 0:.2f}" if i == 0 else "",
-                          f"{s.get('graph_memory_bytes', 0) / 2**20:.0f}" if i == 0 else "", w["name"],
-                          f"{m['output_tokens_per_s']['median']:.0f}", spread_cell,
-                          f"{m.get('tpot_p50_ms', {}).get('median', float('nan')):.2f}", f"{padding:.1f}",
-                          histogram_text(histogram(w)))
+                          _startup_cell(r) if i == 0 else "", capture if i == 0 else "", memory if i == 0 else "",
+                          w["name"], f"{m['output_tokens_per_s']['median']:.0f}", spread_cell,
+                          f"{m.get('tpot_p50_ms', {}).get('median', float('nan')):.2f}",
+                          _padding_cell(m, recorded, predicted.get((r["label"], w["name"]))), histogram_text(histogram(w)))
         for alias in stands_for(r):
             table.add_row(alias, r["system"], f"[cyan]= {r['label']}[/cyan]", "", "", "",
                           "same engine, measured once", "", "", "", "", "")
     console.print(table)
     _print_notes(console, num_unsteady, num_busy, num_outliers)
+    if num_unrecorded:
+        console.print("[dim]-: not measured (no CUDA graph was recorded: the CPU, cudagraph mode NONE, a peer); "
+                      "predicted: the padding the point's ladder would pay for these batch sizes on a GPU (the "
+                      "report's Padding table)[/dim]")
     _print_ladder_pairs(console, loaded.results)
     for path, why in loaded.skipped:
         console.print(f"[yellow]skipped malformed result {escape(str(path))}: {escape(why)}[/yellow]")
@@ -73,6 +84,17 @@ def _print_notes(console, num_unsteady: int, num_busy: int, num_outliers: int) -
     if num_outliers:
         console.print(f"[yellow]{num_outliers} workload(s) had a first round that was an outlier against the others: "
                       "excluded from the statistics (the report's Rounds note gives each reason)[/yellow]")
+
+
+def _padding_cell(summary: dict, recorded: bool, predicted) -> str:
+    """The padding paid where graphs were recorded; else what the point's ladder would pay for these batch
+    sizes (predicted, as the report's Padding table), or "-" where it asked for none."""
+    if recorded:
+        paid = (summary.get("padding_token_pct") or summary.get("padding_waste_pct") or {}).get("median")
+        return f"{paid:.1f}" if isinstance(paid, (int, float)) else "-"
+    if isinstance(predicted, (int, float)) and predicted == predicted:  # (NaN: no ladder asked)
+        return f"[dim]{predicted:.1f} predicted[/dim]"
+    return "-"
 
 
 def _startup_cell(result: dict) -> str:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from graphbench.errors import GraphbenchError
+from graphbench.files import create_temp
 from graphbench.ladders.distributions import MAX_BATCH_SIZE
 from graphbench.ladders.jsonl import unique_keys
 
@@ -185,7 +185,7 @@ def write_curve(path: str | Path, curve: StepCurve) -> Path:
     """Write the curve atomically; an existing file is never overwritten."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=path.parent)
+    fd, tmp = create_temp(path.parent, prefix=".tmp-", suffix=".json")  # the umask's mode, not 0600
     with os.fdopen(fd, "w") as f:
         json.dump(curve.to_dict(), f, indent=1)
         f.flush()

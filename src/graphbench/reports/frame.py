@@ -204,7 +204,8 @@ def results_frame(results: Iterable[Mapping[str, Any]], extra_metrics: Iterable[
     """One row per successful point x workload with the medians of the headline metrics.
 
     Extra columns beyond SUMMARY_COLUMNS: tensor_parallel_size, gpu, path, shape (prompt/output
-    lengths) and series (the label, plus the shape when the results mix several shapes).
+    lengths) and series (the label, plus the shape when the results mix several shapes and the model
+    when they are of several models).
     """
     metrics = list(dict.fromkeys([*BASE_METRICS, *extra_metrics]))
     rows = []
@@ -230,8 +231,10 @@ def results_frame(results: Iterable[Mapping[str, Any]], extra_metrics: Iterable[
     frame = pd.DataFrame(rows, columns=[*SUMMARY_COLUMNS, *extra, "tensor_parallel_size", "gpu", "path", "shape",
                                         "output_tokens_per_s_samples"])
     shapes = set(frame.loc[frame["workload"] != "", "shape"])
-    many = len(shapes) > 1
+    many, models = len(shapes) > 1, frame["model"].nunique() > 1
     frame["series"] = [f"{lbl} [{shp}]" if many and shp else lbl for lbl, shp in zip(frame["label"], frame["shape"])]
+    if models:  # the same label, two models' points: never one series
+        frame["series"] = [f"{series} ({Path(model).name or model})" for series, model in zip(frame["series"], frame["model"])]
     return frame
 
 

@@ -1,15 +1,17 @@
 """The headline table: per concurrency, the best graphbench configuration and the best peer.
 
 Results measured on different GPUs (a sweep over a Ray cluster of mixed nodes, or folders of several
-machines) are ranked per GPU type: a row per (GPU, shape, concurrency), so that one GPU's best never
-hides another's.
+machines) are ranked per GPU type, and results of several models (a model axis, or folders of several
+models reported together) per model: a row per (model, GPU, shape, concurrency), so that one GPU's or
+one model's best never hides another's. `covered_models` names the models a report's figures are for.
 
 Best = highest median output tokens/s at that concurrency (the median of its processes' medians), and
 `tied_with` every configuration the best cannot be told from: no difference significant over the
 processes and beyond the noise and the 5% minimum effect (reports/verdict.py). A headline that names one
 winner where the data shows a tie picks noise.
 The cost of the best configuration is its startup (median total over its cold starts, and over
-its warm starts, reports.frame.points_frame) and its graph memory (the largest over its starts).
+its warm starts, reports.frame.points_frame) and its graph memory (the largest over its starts; none
+where it recorded no CUDA graph).
 A best configuration that stands for other labels (reports.aliases: the same engine, measured once)
 names them in `best_also`; they are never ranked on their own.
 """
@@ -17,16 +19,16 @@ names them in `best_also`; they are never ranked on their own.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import pandas as pd
-
-from collections.abc import Mapping
 
 from graphbench.reports.frame import GRAPHBENCH, flag_is
 from graphbench.reports.gate_thresholds import min_effect_pct
 
 HEADLINE_COLUMNS = [
-    "gpu", "shape", "concurrency", "best", "output_tokens_per_s", "startup_cold_s", "startup_warm_s", "graph_memory_bytes",
+    "model", "gpu", "shape", "concurrency", "best", "output_tokens_per_s", "startup_cold_s", "startup_warm_s", "graph_memory_bytes",
     "best_peer", "peer_output_tokens_per_s", "speedup_vs_peer", "best_also", "tied_with",
 ]  # fmt: skip
 
@@ -58,6 +60,17 @@ def _best(table: pd.DataFrame) -> tuple[str, float] | None:
     return str(top["series"]), float(top["output_tokens_per_s"])
 
 
+def covered_models(results: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The models of the results, sorted (each result's `model`, else its config's)."""
+    models = set()
+    for result in results:
+        config = result.get("config") if isinstance(result.get("config"), Mapping) else {}
+        model = result.get("model") or (config.get("model") if isinstance(config.get("model"), Mapping) else {}).get("model")
+        if model:
+            models.add(str(model))
+    return sorted(models)
+
+
 def _startup(points: pd.DataFrame, label: str, cold: bool) -> float:
     mask = (points["label"] == label) & (points["system"] == GRAPHBENCH)
     mask &= points["startup_cold"].map(lambda v: flag_is(v, cold))
@@ -72,23 +85,26 @@ def headline_table(frame: pd.DataFrame, points: pd.DataFrame,
     Configurations are only compared on the same prompt/output shape. NaN / '' where absent.
     aliases: measured label -> the labels it stands for (reports.aliases.alias_map)."""
     rows = frame[frame["concurrency"].notna() & frame["output_tokens_per_s"].notna()]
-    keys = ["gpu", "series", "label", "system", "shape", "concurrency"]
+    keys = ["model", "gpu", "series", "label", "system", "shape", "concurrency"]
     table = rows.groupby(keys, as_index=False).agg(
         output_tokens_per_s=("output_tokens_per_s", "median"),
         output_tokens_per_s_samples=("output_tokens_per_s_samples", lambda s: tuple(v for t in s if isinstance(t, tuple) for v in t)))
     out = []
-    for gpu, shape, conc in sorted(set(zip(table["gpu"], table["shape"], table["concurrency"]))):
-        at = table[(table["gpu"] == gpu) & (table["shape"] == shape) & (table["concurrency"] == conc)]
-        on_gpu = points[points["gpu"] == gpu]
+    for model, gpu, shape, conc in sorted(set(zip(table["model"], table["gpu"], table["shape"], table["concurrency"]))):
+        at = table[(table["model"] == model) & (table["gpu"] == gpu) & (table["shape"] == shape)
+                   & (table["concurrency"] == conc)]
+        on_gpu = points[(points["gpu"] == gpu) & (points["model"] == model)]
         best = _best(at[at["system"] == GRAPHBENCH])
         peer = _best(at[at["system"] != GRAPHBENCH])
-        row = {"gpu": gpu, "shape": shape, "concurrency": conc, "best": "", "output_tokens_per_s": math.nan, "startup_cold_s": math.nan,
+        row = {"model": model, "gpu": gpu, "shape": shape, "concurrency": conc, "best": "", "output_tokens_per_s": math.nan, "startup_cold_s": math.nan,
                "startup_warm_s": math.nan, "graph_memory_bytes": math.nan, "best_peer": "",
                "peer_output_tokens_per_s": math.nan, "speedup_vs_peer": math.nan, "best_also": "", "tied_with": ""}  # fmt: skip
         if best is not None:
             series, tps = best
             label = at.loc[at["series"] == series, "label"].iloc[0]
-            memory = on_gpu.loc[(on_gpu["label"] == label) & (on_gpu["system"] == GRAPHBENCH), "graph_memory_bytes"]
+            # (a point that recorded no graph, as every point on the CPU, measured no graph memory: NaN, not 0)
+            memory = on_gpu.loc[(on_gpu["label"] == label) & (on_gpu["system"] == GRAPHBENCH)
+                                & (on_gpu["cudagraph_mode_resolved"] != "NONE"), "graph_memory_bytes"]
             row.update(best=series, output_tokens_per_s=tps, startup_cold_s=_startup(on_gpu, label, True),
                        startup_warm_s=_startup(on_gpu, label, False),
                        graph_memory_bytes=float(memory.max()) if memory.notna().any() else math.nan,

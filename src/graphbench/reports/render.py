@@ -76,6 +76,11 @@ class ReportContext:
     steadiness: str | None = None  # the note under Repeats (None: from `repeats`; give it when repeats holds aliases)
     banner: str = ""  # banner.cpu_banner: what a CPU run can and cannot show
     same_engine: list[str] = field(default_factory=list)  # aliases.alias_notes: labels measured once for another
+    models: list[str] = field(default_factory=list)  # headline.covered_models: the models the figures are for
+
+    @property
+    def headline_title(self) -> str:
+        return f"Headline: best configuration per concurrency{', ' if self.models else ''}{', '.join(self.models)}"
 
 
 @dataclass
@@ -205,7 +210,7 @@ def _md_banner(ctx: ReportContext) -> list[str]:
 
 def render_markdown(ctx: ReportContext) -> str:
     out = [f"# {ctx.title}", "", f"{markdown_text(ctx.environment)}  ", markdown_text(ctx.counts), ""] + _md_banner(ctx)
-    out += ["## Headline: best configuration per concurrency", "", _headline_note(ctx), ""]
+    out += [f"## {markdown_text(ctx.headline_title)}", "", _headline_note(ctx), ""]
     if not ctx.headline.empty:
         out += [_md_table(headline_headers(ctx.headline), headline_cells(ctx.headline)), ""]
     # the charts right after the headline: what most readers look at first, before the long tables
@@ -262,7 +267,7 @@ def render_html(ctx: ReportContext) -> str:
     out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">', f"<title>{esc(ctx.title)}</title>",
            f"<style>{CSS}</style>", "</head>", "<body>", f"<h1>{esc(ctx.title)}</h1>",
            f'<p class="env">{esc(ctx.environment)}<br>{esc(ctx.counts)}</p>', *_html_banner(ctx),
-           "<h2>Headline: best configuration per concurrency</h2>", f"<p>{esc(_headline_note(ctx))}</p>"]  # fmt: skip
+           f"<h2>{esc(ctx.headline_title)}</h2>", f"<p>{esc(_headline_note(ctx))}</p>"]  # fmt: skip
     if not ctx.headline.empty:
         headers = headline_headers(ctx.headline)
         shift = len(headers) - len(HEADLINE_HEADERS)

@@ -39,18 +39,23 @@ def _many_gpus(headline: pd.DataFrame) -> bool:
     return "gpu" in headline and headline["gpu"].nunique() > 1
 
 
+def _many_models(headline: pd.DataFrame) -> bool:
+    return "model" in headline and headline["model"].nunique() > 1
+
+
 def headline_headers(headline: pd.DataFrame) -> list[str]:
-    """HEADLINE_HEADERS, with a leading GPU column when the results come from several GPU types and a
-    workload column when they mix prompt/output shapes."""
-    return ["GPU"] * _many_gpus(headline) + (["workload"] if headline["shape"].nunique() > 1 else []) + HEADLINE_HEADERS
+    """HEADLINE_HEADERS, with a leading model column when the results are of several models, a GPU column
+    when they come from several GPU types and a workload column when they mix prompt/output shapes."""
+    return (["model"] * _many_models(headline) + ["GPU"] * _many_gpus(headline)
+            + (["workload"] if headline["shape"].nunique() > 1 else []) + HEADLINE_HEADERS)
 
 
 def headline_cells(headline: pd.DataFrame) -> list[list[str]]:
-    many, gpus = headline["shape"].nunique() > 1, _many_gpus(headline)
+    many, gpus, models = headline["shape"].nunique() > 1, _many_gpus(headline), _many_models(headline)
     rows = []
     for r in headline.itertuples(index=False):
         also = [a for a in str(getattr(r, "best_also", "") or "").split(", ") if a]
-        rows.append([r.gpu or "cpu"] * gpus + [r.shape] * many + [
+        rows.append([r.model] * models + [r.gpu or "cpu"] * gpus + [r.shape] * many + [
             f"{r.concurrency:g}", (r.best + also_text(also)) if r.best else "-", fmt(r.output_tokens_per_s),
             fmt(r.startup_cold_s), fmt(r.startup_warm_s), fmt(r.graph_memory_bytes / MIB), r.best_peer or "-",
             fmt(r.peer_output_tokens_per_s), "-" if math.isnan(r.speedup_vs_peer) else f"{r.speedup_vs_peer:.2f}x",

@@ -32,7 +32,7 @@ from graphbench.reports.frame import (
     points_frame,
     results_frame,
 )
-from graphbench.reports.headline import headline_table
+from graphbench.reports.headline import covered_models, headline_table
 from graphbench.reports.ladder_pairs import ladder_pairs
 from graphbench.reports.ladder_table import ladder_table
 from graphbench.reports.lora_table import lora_table
@@ -139,11 +139,14 @@ def write_report(
     inputs: Iterable[str | Path] | LoadedResults,
     out_dir: str | Path,
     *,
-    title: str = "graphbench report",
+    title: str | None = None,
     progress: Progress | None = None,
 ) -> Report:
-    """Write report.md, report.html, summary.csv and the charts into out_dir; return what was written."""
+    """Write report.md, report.html, summary.csv and the charts into out_dir; return what was written.
+    title: default "graphbench report: MODEL" (the models of the results); the headline names them too."""
     loaded = load(inputs)
+    models = covered_models(loaded.results)
+    title = title or f"graphbench report{': ' if models else ''}{', '.join(models)}"
     out = _out_dir(out_dir)
     data = report_data(loaded.results)
     failures = failures_frame(loaded.results)
@@ -184,6 +187,7 @@ def write_report(
         rounds=rounds_table(data.results),
         banner=cpu_banner(data.results),
         same_engine=alias_notes(data.results),
+        models=models,
     )
     files = [_write(out / REPORT_MD, render_markdown(context)), _write(out / REPORT_HTML, render_html(context))]
     files += [out / SUMMARY_CSV] + [c.path for c in charts if c.path is not None]

@@ -11,12 +11,12 @@ import json
 import math
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
 from graphbench.errors import GraphbenchError
+from graphbench.files import create_temp
 from graphbench.reports.metric_catalogue import CATALOGUE, POINT
 
 SCHEMA_VERSION = 2
@@ -40,7 +40,7 @@ def write_result(results_dir: str | Path, machine: str, label: str, result: dict
     directory = machine_dir(Path(results_dir), machine)
     directory.mkdir(parents=True, exist_ok=True)
     payload = json.dumps(dict(result, schema_version=SCHEMA_VERSION, kind=KIND), indent=1, sort_keys=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=directory)
+    fd, tmp = create_temp(directory, prefix=".tmp-", suffix=".json")  # the umask's mode, not 0600
     with os.fdopen(fd, "w") as f:
         f.write(payload)
         f.flush()
