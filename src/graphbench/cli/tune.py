@@ -44,7 +44,10 @@ def tune_command(
                                                "size per line; or a request trace, as for --from.")] = None,
     model: Annotated[Optional[str], _o("--model", f"Parametric distribution: {MODEL_FORMS} (closed: weight W, "
                                        "default 0.9, on C, the rest uniform over 1..C-1; closed:1 is all on 1).")] = None,
-    max_graphs: Annotated[int, _o("--max-graphs", "Most sizes in the tuned ladder.")] = ...,  # type: ignore[assignment]
+    max_graphs: Annotated[Optional[int], _o("--max-graphs", "Most sizes in the tuned ladder (default: as many as "
+                                            "the ladder the server runs now: the capture sizes a vLLM log's "
+                                            "--cudagraph-metrics records name, else the default ladder's, the "
+                                            "table's 'default' row; at least the top and --require).")] = None,
     objective: Annotated[str, _o("--objective", "tokens: expected padding tokens per step; "
                                  "waste: expected padding fraction; time: expected ms per step under a "
                                  "measured step-time curve (--curve).")] = "tokens",

@@ -21,7 +21,8 @@ def print_tune_table(doc: dict[str, Any]) -> None:
     extra += [f"required {','.join(map(str, doc['required']))}"] if doc["required"] else []
     if doc["memory_budget_bytes"] is not None:
         extra.append(f"graph memory <= {doc['memory_budget_bytes'] / MIB:.1f} MiB")
-    say(f"objective: {doc['objective']} ({unit}); at most {doc['max_graphs']} graphs; top {doc['top']}"
+    source = "" if doc["max_graphs_from"] == "--max-graphs" else f" (as many as {doc['max_graphs_from']})"
+    say(f"objective: {doc['objective']} ({unit}); at most {doc['max_graphs']} graphs{source}; top {doc['top']}"
         + "".join(f"; {e}" for e in extra))
     if (engine := doc["engine"]) is not None:
         say(f"measured engine: {EngineLimits(**engine).text()}"

@@ -35,6 +35,7 @@ from graphbench.errors import GraphbenchError
 from graphbench.ladders.padding import average_waste, eager_fraction, padding_tokens
 from graphbench.ladders.tune_dp import LadderProblem
 from graphbench.ladders.tune_inputs import (
+    MAX_GRAPHS,
     OBJECTIVES,
     as_dist,
     check_int,
@@ -55,7 +56,6 @@ __all__ = [
 
 _REL_TIE = 1e-12
 
-MAX_GRAPHS = 4096  # more graphs than any server captures; the curve is computed for every count up to it
 
 
 @dataclass(frozen=True, slots=True)
