@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from graphbench.ladders.tune import ParetoPoint, TunedLadder
+from graphbench.ladders.tune import KNEE_POINTS, ParetoPoint, TunedLadder
 from graphbench.ladders.tune_inputs import TuneBounds
 
 
@@ -52,6 +52,7 @@ def tune_document(dist, options, bounds: TuneBounds, max_graphs: tuple[int, str]
             for p, e in points
         ],
         "knee": bend.num_graphs,
+        "knee_points": KNEE_POINTS,  # the knee: the fewest graphs within this many points of the best (tune.knee)
         "apply": {
             "graphbench": "--capture-sizes " + ",".join(map(str, sizes)),
             "vllm": "--compilation-config " + f"'{json.dumps({'cudagraph_capture_sizes': sizes})}'",

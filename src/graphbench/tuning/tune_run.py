@@ -178,7 +178,7 @@ def run_tune(r: TuneRequest) -> TuneResult:
     if tuned.eager_pct > 0:
         warnings.append(f"{tuned.eager_pct:.2f}% of batches are above the top {bounds.top} and run eager")
     points = [(p, evaluate_ladder(p.sizes, dist, objective=r.objective, step_curve=step_curve)) for p in pareto]
-    bend = knee(pareto)
+    bend = knee(pareto, r.objective, dist.mean())
     doc = tune_document(dist, options, bounds, (max_graphs, max_graphs_from), ladders, points, bend, memory_model)
     if step_curve is not None:
         doc["curve"] = _curve_summary(step_curve, r.curve, dist, options["top"], ladders)
