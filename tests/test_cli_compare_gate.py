@@ -147,6 +147,30 @@ def test_compare_formats(sets):
     assert r.exit_code == 0 and "ratio CI 95%" in r.stdout
 
 
+def test_compare_closes_with_the_verdicts_counted_and_the_thresholds(sets):
+    b, c = str(sets["baseline"]), str(sets["slower"])
+    data = json.loads(runner.invoke(app, ["compare", b, c, "--format", "json"]).stdout)
+    # 10% fewer tokens/s: output and total tokens/s and the duration regress at each of the 4 point-workloads
+    verdicts = [x["verdict"] for x in data["comparisons"]]
+    counts = {v: verdicts.count(v) for v in ("regressed", "improved", "tie", "n/a")}
+    assert data["counts"] == counts and counts["regressed"] == 12 and sum(counts.values()) == len(verdicts)
+    effects = data["thresholds"]["min_effect_pct"]
+    assert data["thresholds"]["alpha"] == 0.05 and data["thresholds"]["noise_ranges"] == 2.0
+    assert effects["output_tokens_per_s"] == 5.0 and effects["tpot_p99_ms"] == 10.0 and effects["startup_s"] == 20.0
+    assert set(effects) == {x["metric"] for x in data["comparisons"]}
+    r = runner.invoke(app, ["compare", b, c])
+    assert r.stdout.splitlines()[-1] == (
+        f"12 regressed, {counts['improved']} improved, {counts['tie']} ties, {counts['n/a']} n/a (not testable) of "
+        f"{len(verdicts)} comparisons; a difference is called when p < 0.05, beyond 2x the larger range between "
+        "processes and beyond the metric's minimum effect (5% the others; 10% graph_memory_bytes, tpot_p99_ms; "
+        "20% startup_s)")
+    r = runner.invoke(app, ["compare", b, c, "-m", "tokens_per_s", "--alpha", "0.01"])
+    assert r.stdout.splitlines()[-1] == (
+        "4 regressed, 0 improved, 0 ties, 0 n/a (not testable) of 4 comparisons; a difference is called when "
+        "p < 0.01, beyond 2x the larger range between processes and beyond the metric's minimum effect (5% "
+        "output_tokens_per_s)")
+
+
 def test_compare_errors(sets, tmp_path):
     b = str(sets["baseline"])
     r = runner.invoke(app, ["compare", b, b, "--format", "xml"])

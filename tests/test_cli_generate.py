@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from typer.testing import CliRunner
 
@@ -12,13 +13,23 @@ runner = CliRunner()
 BASE = ["generate", "--device", "cpu", "-O0", "--max-num-seqs", "4", "--max-num-batched-tokens", "64"]
 
 
-def test_generate_json_prints_exactly_the_outputs():
+def test_generate_json_prints_the_outputs_the_startup_and_each_steps_mode():
     result = runner.invoke(app, [*BASE, "-p", "1,2,3", "-p", "4,5", "--max-tokens", "6", "--format", "json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert [o["prompt_token_ids"] for o in data["outputs"]] == [[1, 2, 3], [4, 5]]
     assert [len(o["token_ids"]) for o in data["outputs"]] == [6, 6]
-    assert set(data) == {"outputs"}
+    assert set(data) == {"outputs", "startup", "runtime_modes", "steps"}
+    # the start-up as a result file keeps it (docs/RESULTS_SCHEMA.md), from the engine's own report
+    startup = data["startup"]
+    assert {"total_s", "load_s", "kv_cache_s", "dynamo_s", "inductor_s", "capture_s", "graph_memory_bytes",
+            "num_graphs", "cudagraph_mode", "kv_cache_tokens"} <= set(startup)
+    assert startup["total_s"] >= startup["load_s"] > 0 and startup["cudagraph_mode"]["resolved"] == "NONE"
+    # one prefill step for both prompts, then 5 decode steps of 2 requests; on the CPU every step runs NONE
+    assert data["runtime_modes"] == {"decode": {"NONE": 5}, "mixed": {"NONE": 1}}
+    assert [(s["kind"], s["num_tokens"], s["num_reqs"], s["runtime_mode"]) for s in data["steps"]] == [
+        ("mixed", 5, 2, "NONE"), *[("decode", 2, 2, "NONE")] * 5]
+    assert all(s["ms"] > 0 and s["padded_tokens"] == s["num_tokens"] for s in data["steps"])
 
 
 def test_generate_matches_the_library():
@@ -37,6 +48,12 @@ def test_generate_table():
     result = runner.invoke(app, [*BASE, "-p", "1,2,3", "--max-tokens", "3"])
     assert result.exit_code == 0
     assert "tiny-llama -O0" in result.stdout and "1,2,3" in result.stdout
+    # the README's promise: the start-up report's phases and which runtime mode each step ran
+    lines = result.stdout.splitlines()
+    assert any(re.fullmatch(r"start-up \d+\.\d\d s: weights \d+\.\d\d s(, .+)?", line) for line in lines), lines
+    assert "CUDA graphs: none (cudagraph mode NONE)" in lines
+    assert any(line.startswith("KV cache ") and " tokens (" in line for line in lines)
+    assert lines[-1] == "steps by runtime mode: decode NONE 2; mixed (prefill) NONE 1"
 
 
 def test_generate_bad_input_is_one_line_exit_2():
@@ -87,9 +104,9 @@ def test_header_names_the_resolved_mode_and_why_it_differs(caplog, monkeypatch):
         f"cudagraph mode FULL_AND_PIECEWISE -> NONE: {NO_GRAPHS_ON_CPU}"]
     as_json = runner.invoke(app, [*args, "--format", "json"])
     table_tokens = lines[lines.index("┃ prompt ┃ generated token ids ┃ ended      ┃") + 2].split("│")[2].strip()
-    assert as_json.stdout == json.dumps({"outputs": [{"prompt_token_ids": [1, 2, 3],
+    assert json.loads(as_json.stdout)["outputs"] == [{"prompt_token_ids": [1, 2, 3],
                                                       "token_ids": [int(t) for t in table_tokens.split(",")],
-                                                      "finish_reason": "length"}]}) + "\n"
+                                                      "finish_reason": "length"}]
     assert as_json.stderr.splitlines()[-1] == "generating 3 tokens for 1 prompt(s)..."
 
 
@@ -111,3 +128,22 @@ def test_no_note_when_the_mode_runs_as_asked():
     result = runner.invoke(app, [*BASE, "-p", "1,2,3", "--max-tokens", "2"])
     assert result.stdout.splitlines()[0].startswith("tiny-llama -O0 NONE seqs=4 ladder=0 on ")
     assert not any(line.startswith("cudagraph mode") for line in result.stdout.splitlines() + result.stderr.splitlines())
+
+
+def test_startup_lines_of_a_gpu_start():
+    """The start-up lines of a record with CUDA graphs (a GPU's; the CPU records none): phases, graphs, memory."""
+    from graphbench.cli.engine_report import runtime_modes_line, startup_lines
+
+    record = {"total_s": 51.15, "load_s": 23.28, "kv_cache_s": 0.4, "kernel_choices_s": 0.0, "compile_import_s": 3.0,
+              "dynamo_s": 9.5, "inductor_s": 12.0, "compile_sizes_s": 0.0, "loaded_s": 0.0, "capture_s": 2.5,
+              "capture_precompiled": [14, 1.25], "cold": True, "compile_cache_dir": "/c/e515f320cb/rank_0_0",
+              "num_graphs": {"FULL": 35, "PIECEWISE": 51}, "num_recordings": {"FULL": 35, "PIECEWISE": 867},
+              "graph_memory_bytes": 2**28, "graph_pool_bytes": 2**26, "kv_cache_tokens": 1024, "kv_cache_bytes": 2**30,
+              "weights_bytes": 2**31, "cudagraph_mode": {"resolved": "FULL_AND_PIECEWISE"}}
+    assert startup_lines(record) == [
+        "start-up 51.15 s (cold: compiled): weights 23.28 s, KV cache 0.40 s, compile stack import 3.00 s, Dynamo 9.50 s, "
+        "Inductor 12.00 s, capture 2.50 s (14 kernels compiled ahead in 1.2 s), other 0.47 s",
+        "CUDA graphs: FULL 35, PIECEWISE 51 keys (902 recordings), graph memory 0.250 GiB (pool 0.062 GiB)",
+        "KV cache 1024 tokens (1.000 GiB), weights 2.000 GiB"]
+    assert runtime_modes_line({"decode": {"FULL": 15}, "mixed": {"NONE": 1, "PIECEWISE": 2}}) == (
+        "steps by runtime mode: decode FULL 15; mixed (prefill) NONE 1, PIECEWISE 2")

@@ -15,6 +15,7 @@ runner = CliRunner()
 DATA = Path(__file__).parent / "data" / "tune"
 SMALL = DATA / "small.csv"  # 1: 2, 3: 1, 4: 4, 8: 1 -> p = 1/4, 1/8, 1/2, 1/8
 RESULTS = DATA / "results"
+LOG = Path(__file__).parent / "data" / "vllm" / "cudagraph-metrics.log"  # its records name [1, 2, 4, 8, 16]
 MiB = 2**20
 
 
@@ -35,10 +36,10 @@ interactivity      76           0.0000    0.00%    0.00%
 Pareto curve: best ladder with at most n graphs (* = knee)
  graphs  pad tokens/step    waste  sizes
      1            4.3750   54.69%  8
-     2*           0.8750   21.88%  4 8
+     2            0.8750   21.88%  4 8
      3            0.1250    3.12%  1 4 8
-     4            0.0000    0.00%  1 3 4 8
-knee: 2 graphs (0.8750 padding tokens per step, 21.88% waste); more graphs buy less beyond it
+     4*           0.0000    0.00%  1 3 4 8
+knee: 4 graphs (0.0000 padding tokens per step, 0.00% waste): the fewest within 2 points of the best ladder's padding tokens per step, as a share of the mean batch
 
 apply the tuned ladder:
   graphbench: --capture-sizes 1,3,4,8
@@ -48,7 +49,8 @@ apply the tuned ladder:
 
 def test_table_is_exact() -> None:
     # Hand-checked: with 1 graph [8] pads 1->8, 3->8, 4->8: 7/4 + 5/8 + 4/2 = 4.375 tokens, waste
-    # 7/32 + 5/64 + 1/4 = 54.6875%; with 2, [4 8]: 3/4 + 1/8 = 0.875; with 3, [1 4 8]: 1/8 (3->4).
+    # 7/32 + 5/64 + 1/4 = 54.6875%; with 2, [4 8]: 3/4 + 1/8 = 0.875; with 3, [1 4 8]: 1/8 (3->4). The knee:
+    # 3 graphs pay 0.125 tokens a step more than 4, 3.4% of the mean batch 3.625, beyond 2 points.
     result = tune("--distribution", SMALL, "--max-graphs", 4, "--top", 8)
     assert result.exit_code == 0, result.output
     assert result.stdout == EXPECTED_TABLE
@@ -71,6 +73,7 @@ def test_json_is_exact() -> None:
         "distribution": {"source": str(SMALL), "num_sizes": 4, "min_size": 1, "max_size": 8, "mean": 3.625},
         "objective": "tokens",
         "max_graphs": 3,
+        "max_graphs_from": "--max-graphs",
         "top": 8,
         "top_from": "--top",
         "engine": None,
@@ -92,12 +95,41 @@ def test_json_is_exact() -> None:
             {"num_graphs": 3, "value": 0.125, "expected_padded_tokens": 0.125, "expected_waste_pct": 3.125,
              "sizes": [1, 4, 8]},
         ],
-        "knee": 2,
+        "knee": 3,  # 2 graphs pay 0.75 tokens a step more than 3: 20.7% of the mean batch 3.625
+        "knee_points": 2.0,
         "apply": {
             "graphbench": "--capture-sizes 1,4,8",
             "vllm": "--compilation-config '{\"cudagraph_capture_sizes\": [1, 4, 8]}'",
         },
     }
+
+
+def test_max_graphs_defaults_to_the_current_ladders_count() -> None:
+    # the README's `tune --from vllm-server.log --emit vllm` once stopped at "Missing option '--max-graphs'"
+    out = tune("--from", LOG, "--emit", "vllm")
+    assert out.exit_code == 0, out.output
+    # 5 graphs at most (the server's 1 2 4 8 16): 3, 5 and 16 tokens get their own, the top 512 is kept
+    assert out.stdout.strip() == ("""--compilation-config '{"cudagraph_capture_sizes": [3, 5, 16, 512], """
+                                  """"max_cudagraph_capture_size": 512}'""")
+    doc = json.loads(tune("--from", LOG, "--format", "json").stdout)
+    assert (doc["max_graphs"], doc["max_graphs_from"]) == (5, "the server log's capture sizes")
+    assert "at most 5 graphs (as many as the server log's capture sizes); top 512" in tune("--from", LOG).stdout
+    # a source that names no ladder: the default ladder's count (the table's "default" row)
+    doc = json.loads(tune("--distribution", SMALL, "--format", "json").stdout)
+    default = next(row for row in doc["ladders"] if row["name"] == "default")
+    assert doc["max_graphs"] == default["num_sizes"] == len(capture_sizes(256).sizes) == 51
+    assert doc["max_graphs_from"] == "the default ladder's"
+    doc = json.loads(tune("--distribution", SMALL, "--max-graphs", 2, "--format", "json").stdout)
+    assert (doc["max_graphs"], doc["max_graphs_from"]) == (2, "--max-graphs")
+
+
+def test_the_default_max_graphs_keeps_the_forced_sizes() -> None:
+    from graphbench.ladders.tune_inputs import MAX_GRAPHS, default_max_graphs
+
+    assert default_max_graphs((1, 2, 4), (1, 2, 4, 8), 1) == (3, "the server log's capture sizes")
+    assert default_max_graphs(None, (1, 2, 4, 8), 1) == (4, "the default ladder's")
+    assert default_max_graphs((), (1, 2), 3) == (3, "the default ladder's")  # the top and two --require sizes
+    assert default_max_graphs(tuple(range(1, 5000)), (), 1)[0] == MAX_GRAPHS
 
 
 def test_waste_objective_and_default_top() -> None:
@@ -197,8 +229,10 @@ def test_errors_exit_2(args, message) -> None:
     assert "Traceback" not in result.output
 
 
-def test_missing_max_graphs_is_a_usage_error() -> None:
-    assert tune("--model", "closed:4").exit_code == 2
+def test_without_max_graphs_the_help_says_what_it_defaults_to() -> None:
+    assert tune("--model", "closed:4").exit_code == 0
+    help_text = runner.invoke(app, ["tune", "--help"], env={"COLUMNS": "300"}).stdout
+    assert "(default: as many as the ladder the server runs now:" in help_text
 
 
 def test_help_lists_the_options() -> None:

@@ -252,6 +252,27 @@ def test_bad_distribution_row_is_reported_with_its_line(tmp_path: Path) -> None:
     assert result.stderr.strip() == f"error: {bad}:3: batch_size must be a positive integer, got 'x'"
 
 
+def test_the_distribution_files_format_is_stated_in_the_help_and_the_error(tmp_path: Path) -> None:
+    formats = ("a CSV with a header naming batch_size or num_tokens, and optionally count, weight or frequency "
+               "(`batch_size,count`); `size,count` rows without a header; one batch size per line")
+    help_text = " ".join(runner.invoke(app, ["ladder", "--help"], env={"COLUMNS": "2000"}).stdout.split())
+    assert formats in help_text
+    for words in ('a JSON object {"size": count} or array of sizes', "JSONL, one object a line with batch_size or "
+                  "num_tokens", "a vLLM log with --cudagraph-metrics tables", "Sizes are integers 1..1048576, counts "
+                  "numbers >= 0 (1 a row without a count column)", "lines starting with # are skipped"):
+        assert words in help_text
+    for first in ("size,n", "1,2,3", "1.5", "1;2"):
+        bad = tmp_path / "sizes.csv"
+        bad.write_text(first + "\n4\n")
+        result = run("--distribution", str(bad))
+        assert result.exit_code == 2
+        assert result.stderr.strip() == (f"error: {bad}:1: not a batch-size distribution, got {first!r}; expected one "
+                                         f"of: {formats} (or JSON, JSONL, a vLLM log)")
+    for text in ("batch_size,count\n8,3\n", "8,3\n", "# sizes\n8\n8\n\n8\n", "num_tokens,weight\n8,1.5\n"):
+        (tmp_path / "ok.csv").write_text(text)  # what the help names, read
+        assert run("--distribution", str(tmp_path / "ok.csv"), "--format", "json").exit_code == 0
+
+
 def test_help_lists_the_options() -> None:
     result = runner.invoke(app, ["ladder", "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0

@@ -233,7 +233,7 @@ def test_distribution_file_formats(tmp_path: Path, name: str, text: str) -> None
         ("nan.csv", "batch_size,count\n1,abc\n", r"nan\.csv:2: count must be a number"),
         ("cols.csv", "batch_size,count\n1,2,3\n", r"cols\.csv:2: expected 2 columns"),
         ("zero.csv", "batch_size,count\n0,2\n", r"zero\.csv:2: .*positive integer, got 0"),
-        ("header.csv", "size,n\n1,2\n", r"header\.csv:1: expected a header naming batch_size"),
+        ("header.csv", "size,n\n1,2\n", r"header\.csv:1: not a batch-size distribution, got 'size,n'; expected one of: a CSV with a header naming batch_size"),
         ("list.txt", "1\n2\n-3\n", r"list\.txt:3: batch size must be a positive integer"),
         ("list2.txt", "1\n\n2.5\n", r"list2\.txt:3"),
         ("empty.csv", "", "empty"),

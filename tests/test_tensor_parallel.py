@@ -88,7 +88,8 @@ def test_generate_command_prints_the_same_tokens_at_tp2():
     # both commands at once (independent processes; most of each is importing torch, on one core)
     procs = [start(1), start(2)]
     one, two = [result(proc) for proc in procs]
-    assert two == one and len(one["outputs"][1]["token_ids"]) == 12
+    assert two["outputs"] == one["outputs"] and len(one["outputs"][1]["token_ids"]) == 12
+    assert two["runtime_modes"] == one["runtime_modes"]
 
 
 def test_dummy_weights_of_each_rank_are_slices_of_the_tp1_weights():

@@ -275,12 +275,23 @@ def test_curve_starts_at_the_forced_count_and_ends_at_tune_ladder() -> None:
     assert curve[-1].sizes == tune_ladder({1: 1, 2: 1, 5: 1, 9: 1}, 6, required=[2]).sizes == (1, 2, 5, 9)
 
 
-def test_knee() -> None:
-    pts = [ParetoPoint(1, 4.375, (8,)), ParetoPoint(2, 0.875, (4, 8)), ParetoPoint(3, 0.125, (1, 4, 8)),
-           ParetoPoint(4, 0.0, (1, 3, 4, 8))]
-    assert knee(pts).num_graphs == 2
+def test_knee_is_the_fewest_graphs_within_two_points_of_the_best() -> None:
+    # the README's main job (tiny-llama sweep on the CPU, --max-graphs 16; mean batch 13.27): the point farthest
+    # below the chord was 2 graphs at 74.78% waste; 13 graphs pay 0.21 tokens a step (1.58% of the mean batch)
+    # more than 16, 12 graphs 0.30 (2.29%)
+    tokens = [116.706, 14.8406, 8.07, 4.0881, 3.1657, 2.3403, 1.8189, 1.449, 1.1529, 0.9505, 0.7791, 0.6804,
+              0.5859, 0.4996, 0.4233, 0.3763]
+    main_job = [ParetoPoint(n, value, ()) for n, value in enumerate(tokens, start=1)]
+    assert knee(main_job, "tokens", 13.27).num_graphs == 13
+    assert knee(main_job, "tokens", 100.0).num_graphs == 6  # batches of 100: 6 graphs pay 1.96% more, 5 2.79%
+    waste = [ParetoPoint(1, 54.69, (8,)), ParetoPoint(2, 21.88, (4, 8)), ParetoPoint(3, 3.12, (1, 4, 8)),
+             ParetoPoint(4, 0.0, (1, 3, 4, 8))]
+    assert knee(waste, "waste").num_graphs == 4  # 3.12 points above the best
+    assert knee(waste[:3], "waste").num_graphs == 3
+    time = [ParetoPoint(1, 1.2, ()), ParetoPoint(2, 1.03, ()), ParetoPoint(3, 1.02, ()), ParetoPoint(4, 1.0, ())]
+    assert knee(time, "time").num_graphs == 3  # 2% slower than the best (2 graphs: 3%)
     flat = [ParetoPoint(1, 1.0, (8,)), ParetoPoint(2, 0.0, (1, 8)), ParetoPoint(3, 0.0, (1, 8))]
-    assert knee(flat).num_graphs == 2
+    assert knee(flat, "tokens", 4.0).num_graphs == 2
     assert knee([ParetoPoint(3, 0.0, (1, 2, 3))]).num_graphs == 3
     with pytest.raises(GraphbenchError):
         knee([])

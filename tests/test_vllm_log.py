@@ -65,6 +65,19 @@ def test_tune_from_a_server_log(tmp_path):
     assert mixed.exit_code == 2 and "mixes vLLM logs" in mixed.stderr
 
 
+def test_the_servers_ladder_is_the_largest_its_records_name(tmp_path):
+    # CUDAGraphLogging.settings_header: "- Capture sizes: {str(cg_capture_sizes or [])}" before each table
+    from graphbench.ladders.vllm_log import read_server_log
+
+    assert read_server_log(LOG) == ({3: 150, 5: 40, 700: 2, 16: 8}, (1, 2, 4, 8, 16))
+    text = LOG.read_text()
+    log = tmp_path / "server.log"
+    log.write_text(text.replace("[1, 2, 4, 8, 16]", "[]"))  # cudagraphs off: no ladder
+    assert read_server_log(log).capture_sizes is None
+    log.write_text(text.replace("[1, 2, 4, 8, 16]", "[8, 1, x]") + text.replace("16]", "16, 24, 32]"))
+    assert read_server_log(log).capture_sizes == (1, 2, 4, 8, 16, 24, 32)  # a line it cannot read names none
+
+
 def test_a_log_redirected_by_windows_powershell_is_read_as_utf16(tmp_path):
     # `docker logs vllm > vllm.log` in Windows PowerShell 5.1 writes UTF-16LE with a byte-order mark and CRLF line
     # ends. The fixture's lines are vLLM 0.13's: vllm/logging_utils/formatter.py NewLineFormatter (the prefix

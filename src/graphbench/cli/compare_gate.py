@@ -35,6 +35,7 @@ from graphbench.reports.gate import (
     run_gate,
     thresholds_from_specs,
 )
+from graphbench.reports.gate_thresholds import DEFAULT_MIN_EFFECT_PCT
 from graphbench.reports.metric_catalogue import METRICS
 
 FORMATS = ("table", "json", "csv")
@@ -99,7 +100,8 @@ def compare_command(
     comparisons = result.comparisons
     if output_format == "json":
         typer.echo(json.dumps({"alpha": alpha, "baseline": str(baseline), "current": str(current),
-                               "comparisons": [c.to_dict() for c in comparisons], "warnings": warnings}, indent=1))
+                               "comparisons": [c.to_dict() for c in comparisons], "warnings": warnings,
+                               "counts": result.counts(), "thresholds": result.thresholds(alpha)}, indent=1))
         return
     if output_format == "csv":
         buf = io.StringIO()
@@ -110,6 +112,23 @@ def compare_command(
         typer.echo(buf.getvalue(), nl=False)
         return
     _print_comparisons(comparisons, bootstrap)
+    if comparisons:
+        typer.echo(counts_line(result.counts(), result.thresholds(alpha)))
+
+
+def counts_line(counts: dict[str, int], thresholds: dict) -> str:
+    """compare's closing line: the verdicts counted, and what a difference had to beat (the metrics at the
+    default minimum effect named as 'the others' when other metrics have their own)."""
+    by_pct: dict[float, list[str]] = {}
+    for name, pct in thresholds["min_effect_pct"].items():
+        by_pct.setdefault(pct, []).append(name)
+    effects = "; ".join(f"{pct:g}% " + ("the others" if pct == DEFAULT_MIN_EFFECT_PCT and len(by_pct) > 1 and len(names) > 3
+                                        else ", ".join(names)) for pct, names in sorted(by_pct.items()))
+    ties = counts["tie"]
+    return (f"{counts['regressed']} regressed, {counts['improved']} improved, {ties} tie{'s' * (ties != 1)}, "
+            f"{counts['n/a']} n/a (not testable) of {sum(counts.values())} comparisons; a difference is called "
+            f"when p < {thresholds['alpha']:g}, beyond {thresholds['noise_ranges']:g}x the larger range between "
+            f"processes and beyond the metric's minimum effect ({effects})")
 
 
 def _print_comparisons(comparisons: list[Comparison], bootstrap: int) -> None:

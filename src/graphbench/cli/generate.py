@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from graphbench.cli.engine_options import parse_int_list, with_engine_options
+from graphbench.cli.engine_report import runtime_modes_line, startup_lines
 from graphbench.cli.output import console as make_console
 from graphbench.config import EngineConfig
 
@@ -47,7 +48,8 @@ def generate(
                               top_p=top_p, progress=progress, loras=loras, texts=prompt, chat=chat,
                               ignore_eos=ignore_eos)
     if output_format == "json":
-        typer.echo(json.dumps({"outputs": result.outputs}))
+        typer.echo(json.dumps({"outputs": result.outputs, "startup": result.startup,
+                               "runtime_modes": result.runtime_modes, "steps": result.steps}))
         return
     _print_outputs(make_console(), result)
 
@@ -67,8 +69,8 @@ def _print_outputs(console, result) -> None:
         ended = {"stop": "eos", "length": "max tokens"}.get(item.get("finish_reason"), "-")
         table.add_row(escape(prompt), *([escape(item.get("lora") or "-")] if with_lora else []), escape(out), ended)
     console.print(table)
-    for line in result.notes:
-        console.print(f"[dim]{line}[/dim]")
+    for line in [*result.notes, *startup_lines(result.startup), runtime_modes_line(result.runtime_modes)]:
+        console.print(line, style="dim", markup=False, highlight=False)
 
 
 PHASE_LINE_DELAY_S = 1.0

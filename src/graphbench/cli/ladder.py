@@ -19,7 +19,7 @@ from graphbench.ascii_numbers import ascii_int
 from graphbench.cli.output import console as make_console
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.ladder_comparison import DEFAULT_BATCHES, LadderComparison, LadderSummary, compare_ladders
-from graphbench.ladders.distributions import load_distribution
+from graphbench.ladders.distributions import FILE_FORMATS, load_distribution
 from graphbench.ladders.emit import SERVERS, check_emit_alone
 from graphbench.ladders.plot import check_plot_path
 
@@ -53,10 +53,9 @@ def ladder_command(
                                   "512.")] = False,
     batches: Annotated[Optional[str], _o("--batches", "Batch sizes (tokens per step) to tabulate, comma-separated "
                                          f"(default: {_csv(DEFAULT_BATCHES)}).")] = None,
-    distribution: Annotated[Optional[Path], _o("--distribution", "Batch-size distribution file (batch_size,count "
-                                               "CSV; JSON {size: count}; one size per line; JSONL trace with "
-                                               "batch_size or num_tokens). Averages and the eager fraction use it "
-                                               "instead of sizes 1..top equally likely.")] = None,
+    distribution: Annotated[Optional[Path], _o("--distribution", "Batch-size distribution file: averages and the "
+                                               "eager fraction use it instead of sizes 1..top equally likely. "
+                                               + FILE_FORMATS + ".")] = None,
     output_format: Annotated[str, _o("--format", "Output format: table, json or csv.")] = "table",
     emit: Annotated[Optional[str], _o("--emit", "Print only the selected ladder as a server's configuration: "
                                       "vllm, sglang or trtllm.")] = None,

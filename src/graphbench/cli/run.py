@@ -7,6 +7,7 @@ import typer
 from graphbench.ascii_numbers import ascii_float
 from graphbench.bench.workloads import GPU_TRAFFIC
 from graphbench.cli.engine_options import parse_int_list, with_engine_options
+from graphbench.cli.engine_report import kernel_choices_line, precompiled_note, variants_line
 from graphbench.cli.output import console as make_console
 from graphbench.cli.paths import cannot_create
 from graphbench.config import EngineConfig
@@ -212,44 +213,6 @@ def max_model_len(config: EngineConfig) -> int:
     from graphbench.config import load_arch
 
     return config.scheduler.max_model_len or load_arch(config.model.model).max_position_embeddings
-
-
-def variants_line(choice: dict) -> str:
-    """The start-up's compile_sizes variant choice in one line ('' when the config compiles none)."""
-    if not choice or choice.get("policy") == "none":
-        return ""
-    if choice.get("policy") != "measured":
-        return f"compile_sizes variants: all kept, unmeasured ({choice.get('note') or choice.get('policy')})"
-    parts = [f"{t['size']}: {t['kept']} ({t['static_ms']:.3f} vs {t['dynamic_ms']:.3f} ms)" for t in choice.get("sizes", [])]
-    parts += [f"{size}: the traced pieces (graphbench's kernels)" for size in choice.get("piece_sizes", [])]
-    return "compile_sizes variants (step with variants vs dynamic pieces), kept: " + ", ".join(parts)
-
-
-def precompiled_note(precompiled: list) -> str:
-    """' (N kernels compiled ahead in X s)' for a cold start's capture, '' otherwise."""
-    count, seconds = precompiled
-    return f" ({count} kernels compiled ahead in {seconds:.1f} s)" if count else ""
-
-
-def kernel_choices_line(record: dict) -> str:
-    """The projections' kernels in one line: how many of each were chosen, timed or loaded ('' on the CPU)."""
-    if not record:
-        return ""
-    if record.get("source") == "rules" or not record.get("choices"):
-        return "projection kernels: the rules (nothing timed without a compile-cache entry)"
-    counts: dict[str, int] = {}
-    folds = [c for c in record.get("choices", []) if str(c.get("op", "")).startswith("norm_")]
-    for choice in record.get("choices", []):
-        if choice not in folds:
-            counts[choice["kernel"]] = counts.get(choice["kernel"], 0) + 1
-    kinds = ", ".join(f"{kernel} {n}" for kernel, n in sorted(counts.items()))
-    if folds:  # at one row, the add-norm before qkv and gate/up: folded into the GEMV where that was faster
-        kinds += f"; add-norm folded into {sum(c['kernel'] != 'unfused' for c in folds)} of {len(folds)} one-row GEMVs"
-    how = {"measured": "timed", "loaded": "loaded", "shared": "loaded as this GPU timed them for another config"}
-    source = record.get("source")
-    if source not in how:
-        return f"projection kernels ({kinds}): as an earlier engine of this process timed them"
-    return f"projection kernels ({kinds}): {how[source]} in {record.get('seconds', 0.0):.1f} s"
 
 
 def _print_summary(path) -> None:

@@ -16,6 +16,7 @@ import typer
 
 from graphbench.cli.paths import unique_inputs
 from graphbench.cli.tune_render import print_tune_table
+from graphbench.ladders.distributions import FILE_FORMATS
 from graphbench.ladders.emit import one_phase_config, phase_server_config
 from graphbench.ladders.plot import plot_pareto
 from graphbench.ladders.startup_plan import startup_flag
@@ -39,12 +40,14 @@ def tune_command(
                                                    "input_len/output_len), replayed through graphbench's "
                                                    "scheduler.")] = None,
     workload: Annotated[Optional[list[str]], _o("--workload", "With --from: only these workloads (repeatable).")] = None,
-    distribution: Annotated[Optional[Path], _o("--distribution", "Batch-size file: JSONL trace (batch_size or "
-                                               "num_tokens), CSV (batch_size[,count]), JSON {size: count} or one "
-                                               "size per line; or a request trace, as for --from.")] = None,
+    distribution: Annotated[Optional[Path], _o("--distribution", "Batch-size file, or a request trace as for "
+                                               "--from. " + FILE_FORMATS + ".")] = None,
     model: Annotated[Optional[str], _o("--model", f"Parametric distribution: {MODEL_FORMS} (closed: weight W, "
                                        "default 0.9, on C, the rest uniform over 1..C-1; closed:1 is all on 1).")] = None,
-    max_graphs: Annotated[int, _o("--max-graphs", "Most sizes in the tuned ladder.")] = ...,  # type: ignore[assignment]
+    max_graphs: Annotated[Optional[int], _o("--max-graphs", "Most sizes in the tuned ladder (default: as many as "
+                                            "the ladder the server runs now: the capture sizes a vLLM log's "
+                                            "--cudagraph-metrics records name, else the default ladder's, the "
+                                            "table's 'default' row; at least the top and --require).")] = None,
     objective: Annotated[str, _o("--objective", "tokens: expected padding tokens per step; "
                                  "waste: expected padding fraction; time: expected ms per step under a "
                                  "measured step-time curve (--curve).")] = "tokens",

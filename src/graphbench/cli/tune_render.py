@@ -21,7 +21,8 @@ def print_tune_table(doc: dict[str, Any]) -> None:
     extra += [f"required {','.join(map(str, doc['required']))}"] if doc["required"] else []
     if doc["memory_budget_bytes"] is not None:
         extra.append(f"graph memory <= {doc['memory_budget_bytes'] / MIB:.1f} MiB")
-    say(f"objective: {doc['objective']} ({unit}); at most {doc['max_graphs']} graphs; top {doc['top']}"
+    source = "" if doc["max_graphs_from"] == "--max-graphs" else f" (as many as {doc['max_graphs_from']})"
+    say(f"objective: {doc['objective']} ({unit}); at most {doc['max_graphs']} graphs{source}; top {doc['top']}"
         + "".join(f"; {e}" for e in extra))
     if (engine := doc["engine"]) is not None:
         say(f"measured engine: {EngineLimits(**engine).text()}"
@@ -60,8 +61,11 @@ def print_tune_table(doc: dict[str, Any]) -> None:
             + " ".join(map(str, p["sizes"])))
     k = next(p for p in doc["pareto"] if p["num_graphs"] == doc["knee"])
     at_knee = f"{k['expected_step_ms']:.4f} ms per step, " if timed else ""
+    within = {"tokens": "padding tokens per step, as a share of the mean batch", "waste": "waste",
+              "time": "ms per step, as a share of the best"}[doc["objective"]]
     say(f"knee: {doc['knee']} graphs ({at_knee}{k['expected_padded_tokens']:.4f} padding tokens per step, "
-        f"{k['expected_waste_pct']:.2f}% waste); more graphs buy less beyond it")
+        f"{k['expected_waste_pct']:.2f}% waste): the fewest within {doc['knee_points']:g} points of the best "
+        f"ladder's {within}")
     if "startup" in doc:
         _print_startup(doc["startup"])
     say("")

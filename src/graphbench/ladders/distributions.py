@@ -212,10 +212,8 @@ def _parse_text(text: str, name: str) -> Counter[int]:
         header, rows = ["batch_size", "count"], lines
     size_col = next((header.index(c) for c in SIZE_COLUMNS if c in header), None)
     if size_col is None:
-        raise GraphbenchError(
-            f"{name}:{first_no}: expected a header naming batch_size (e.g. `batch_size,count`) "
-            f"or one batch size per line, got {first!r}"
-        )
+        raise GraphbenchError(f"{name}:{first_no}: not a batch-size distribution, got {first!r}; expected one of: "
+                              f"{LINE_FORMATS} (or JSON, JSONL, a vLLM log)")
     count_col = next((header.index(c) for c in COUNT_COLUMNS if c in header), None)
     counts: Counter[int] = Counter()
     for lineno, line in rows:
@@ -271,6 +269,13 @@ def _number_field(value: str, where: str, what: str = "count") -> float:
 
 MAX_BATCH_SIZE = 1 << 20  # tokens in one step: no engine runs more
 MAX_WEIGHT = 1e18  # steps of one size: far past any log, and the sum over every size stays finite
+# the text formats, as the error for a file in none of them says (and the options' help, with FILE_FORMATS)
+LINE_FORMATS = ("a CSV with a header naming batch_size or num_tokens, and optionally count, weight or frequency "
+                "(`batch_size,count`); `size,count` rows without a header; one batch size per line")
+FILE_FORMATS = ("One of: " + LINE_FORMATS + "; a JSON object {\"size\": count} or array of sizes; JSONL, one object "
+                "a line with batch_size or num_tokens; a vLLM log with --cudagraph-metrics tables. Sizes are "
+                f"integers 1..{MAX_BATCH_SIZE}, counts numbers >= 0 (1 a row without a count column); blank lines and lines "
+                "starting with # are skipped")
 
 
 def _check_size(size: object, source: str, *, what: str = "batch size") -> None:

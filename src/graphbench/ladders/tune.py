@@ -35,6 +35,7 @@ from graphbench.errors import GraphbenchError
 from graphbench.ladders.padding import average_waste, eager_fraction, padding_tokens
 from graphbench.ladders.tune_dp import LadderProblem
 from graphbench.ladders.tune_inputs import (
+    MAX_GRAPHS,
     OBJECTIVES,
     as_dist,
     check_int,
@@ -55,7 +56,6 @@ __all__ = [
 
 _REL_TIE = 1e-12
 
-MAX_GRAPHS = 4096  # more graphs than any server captures; the curve is computed for every count up to it
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,23 +249,23 @@ def _within(sizes: Sequence[int], limits: list[tuple[float, float, float]]) -> b
     return all(a * len(sizes) + b * sum(sizes) <= room * (1 + 1e-9) + 1e-12 for a, b, room in limits)
 
 
-def knee(curve: Sequence[ParetoPoint]) -> ParetoPoint:
-    """Where adding graphs stops paying: the point farthest below the chord from first to last point.
+KNEE_POINTS = 2.0  # the knee's tolerance, in percentage points of the objective's scale (see knee)
 
-    Both axes are scaled to [0, 1] first; a flat curve (or fewer than 3 points) gives the first point
-    that reaches the final value.
+
+def knee(curve: Sequence[ParetoPoint], objective: str = "tokens", mean_size: float = 1.0) -> ParetoPoint:
+    """The fewest graphs whose ladder is within KNEE_POINTS percentage points of the curve's best (its last
+    point), in the objective's own terms: padding tokens per step as a share of the mean batch (mean_size)
+    for tokens, the waste % for waste, % of the best ms per step for time. (The point farthest below the
+    chord, the rule before, named 2 graphs at 75% waste on the README's main job: the one-graph point's
+    padding flattened the rest of the curve.)
     """
     if not curve:
         raise GraphbenchError("the Pareto curve is empty")
-    first, final = curve[0], curve[-1]
-    span_y = first.value - final.value
-    if len(curve) < 3 or span_y <= 0:
-        return next(p for p in curve if p.value <= final.value)
-    span_x = final.num_graphs - first.num_graphs
+    check_objective(objective)
+    best = curve[-1].value
+    scale = {"tokens": mean_size, "waste": 100.0, "time": best}[objective]
 
-    def below_chord(p: ParetoPoint) -> float:
-        x = (p.num_graphs - first.num_graphs) / span_x
-        return (1 - x) - (p.value - final.value) / span_y
+    def points_above_best(p: ParetoPoint) -> float:
+        return 100 * (p.value - best) / scale if scale > 0 else p.value - best
 
-    return max(curve, key=below_chord)  # max keeps the first of equals
-
+    return next(p for p in curve if points_above_best(p) <= KNEE_POINTS * (1 + 1e-9))

@@ -12,7 +12,7 @@ its sizes are multiples of 1 + k and none is above max_num_batched_tokens (docs/
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from graphbench.errors import GraphbenchError
@@ -21,6 +21,7 @@ from graphbench.ladders.sizes import capture_sizes
 
 OBJECTIVES = ("tokens", "waste", "time")
 DEFAULT_MAX_NUM_SEQS = 256
+MAX_GRAPHS = 4096  # more graphs than any server captures; the curve is computed for every count up to it
 
 
 def as_dist(distribution: Mapping[int, float]) -> BatchSizeDistribution:
@@ -152,6 +153,18 @@ def tune_bounds(
         warnings.append(f"the top {top} is above the measured max_num_batched_tokens {tokens}: that engine drops "
                         f"capture sizes above {tokens}")
     return TuneBounds(top, multiple_of, seqs, tokens, top_from, engine, tuple(warnings))
+
+
+def default_max_graphs(logged: Sequence[int] | None, default_ladder: Sequence[int], forced: int) -> tuple[int, str]:
+    """tune's --max-graphs when none is given, and where it came from: as many graphs as the ladder the server
+    runs now -- the capture sizes a vLLM log's records announce, else the default ladder of the bounds' engine
+    (the table's "default" row) -- so the tuned ladder is compared with the current one at no more graphs;
+    never fewer than the sizes the ladder must hold (the top and --require)."""
+    if logged:
+        count, source = len(logged), "the server log's capture sizes"
+    else:
+        count, source = len(default_ladder), "the default ladder's"
+    return min(max(count, forced), MAX_GRAPHS), source
 
 
 def _agreed(found: Mapping[EngineLimits, list[str]], key, what: str, flag, default):

@@ -32,7 +32,7 @@ from typing import Any
 
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.distributions import MAX_BATCH_SIZE, BatchSizeDistribution
-from graphbench.ladders.vllm_log import BENCH_SUMMARY, read_cudagraph_log
+from graphbench.ladders.vllm_log import BENCH_SUMMARY, read_server_log
 
 CLOSED_WEIGHT = 0.9
 MODEL_FORMS = "closed:C, closed:C:W or uniform:A-B"
@@ -89,22 +89,24 @@ def _not_a_source(path: Path, reason: str) -> str:
     return f"{path} is not a graphbench result ({reason}) and holds no vLLM log line among its first lines"
 
 
-def server_logs(paths: list[Path]) -> BatchSizeDistribution | None:
+def server_logs(paths: list[Path]) -> tuple[BatchSizeDistribution, tuple[int, ...] | None] | None:
     """--from files that are vLLM server logs with --cudagraph-metrics tables (plain or gzip, streamed),
-    summed into one distribution; None when none is (then they are graphbench results)."""
+    summed into one distribution, with the largest capture ladder their records announce (None: none
+    does); None when none is (then they are graphbench results)."""
     logs, others = [], []
     for path in paths:
-        counts = read_cudagraph_log(path) if path.is_file() and path.suffix.lower() != ".json" else None
-        (logs if counts is not None else others).append((path, counts))
+        log = read_server_log(path) if path.is_file() and path.suffix.lower() != ".json" else None
+        (logs if log is not None else others).append((path, log))
     if not logs:
         return None
     if others:
         raise GraphbenchError(f"--from mixes vLLM logs ({logs[0][0]}) with graphbench results ({others[0][0]}): "
                               "give one kind")
     total: Counter[int] = Counter()
-    for _, counts in logs:
-        total.update(counts)
-    return BatchSizeDistribution(total, source=", ".join(str(p) for p, _ in logs))
+    for _, log in logs:
+        total.update(log.counts)
+    ladder = max((log.capture_sizes for _, log in logs if log.capture_sizes), key=len, default=None)
+    return BatchSizeDistribution(total, source=", ".join(str(p) for p, _ in logs)), ladder
 
 
 def workload_names(results: Iterable[Mapping[str, Any]]) -> list[str]:

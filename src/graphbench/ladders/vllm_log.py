@@ -13,7 +13,8 @@ vllm/utils/system_utils.py). Tables are read per process tag, so processes whose
 line by line are each read whole; every table is summed: the distribution of the steps' unpadded token
 counts, which is what a ladder is tuned for. A table the file ends inside (the log copied while vLLM was
 writing it) is left out: its missing rows are the rarest sizes. Files are streamed; gzip is read too, and
-UTF-16 with a byte-order mark (Windows PowerShell's redirection).
+UTF-16 with a byte-order mark (Windows PowerShell's redirection). The record's settings header names the
+server's ladder (`- Capture sizes: [1, 2, 4, ...]`): `read_server_log` returns it beside the counts.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from graphbench.ascii_numbers import INTEGER
 from graphbench.errors import GraphbenchError
@@ -51,6 +53,8 @@ SNIFF_LINES = 1000
 MAX_LINE = 1 << 20  # characters: a longer line is no table line, and is read past without being held whole
 UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 SETTINGS_LINE = "**CUDAGraph Config Settings:**"  # the first line of vLLM's record (CUDAGraphLogging.settings_header)
+LADDER_LINE = "- Capture sizes: ["  # the header's ladder, str() of a list of ints ("[]" when none is captured)
+_LADDER = re.compile(r"- Capture sizes: \[([0-9, ]*)\]\s*$")
 BENCH_SUMMARY = "Serving Benchmark Result"  # the banner over `vllm bench serve`'s printed summary
 
 
@@ -61,17 +65,29 @@ def parse_cudagraph_metrics(text: str, name: str) -> Counter[int]:
     return scan.result()
 
 
+class ServerLog(NamedTuple):
+    counts: Counter[int]  # unpadded token count -> steps
+    capture_sizes: tuple[int, ...] | None  # the largest ladder its records announce; None: none announced
+
+
 def read_cudagraph_log(path: Path) -> Counter[int] | None:
     """The file's tables read as parse_cudagraph_metrics does, streamed (plain or gzip text); None when
     the file is no vLLM server log (no table header, no vLLM log line in its first lines); the error of
     parse_cudagraph_metrics for a server log without tables."""
+    log = read_server_log(path)
+    return None if log is None else log.counts
+
+
+def read_server_log(path: Path) -> ServerLog | None:
+    """read_cudagraph_log's counts and the server's capture ladder as its records' settings header gives it."""
     scan = _Scan(str(path))
     try:
         with _open(path) as file:
             scan.read(_bounded_lines(file))
     except (OSError, EOFError, zlib.error) as exc:  # unreadable, or a gzip stream corrupt or cut short
         raise GraphbenchError(f"cannot read {path}: {exc}") from None
-    return scan.result() if scan.tables or scan.server_log else None
+    largest = max(scan.ladders, key=lambda ladder: (len(ladder), ladder), default=None)
+    return ServerLog(scan.result(), largest) if scan.tables or scan.server_log else None
 
 
 def is_gzip(path: Path) -> bool:
@@ -156,6 +172,7 @@ class _Scan:
         self.cut_off: list[_Table] = []
         self.server_log = False  # a vLLM log line seen among the first lines
         self.bench_console = False  # `vllm bench serve`'s printed summary seen (its console output, not a log)
+        self.ladders: set[tuple[int, ...]] = set()  # the capture sizes the settings headers name
 
     def read(self, lines: Iterable[str]) -> None:
         """Feed the lines, each with its "\n" (a file's, or _text_lines'), so that a cut last line shows."""
@@ -164,6 +181,8 @@ class _Scan:
                 self.server_log = _VLLM_LINE.search(_clean(raw)) is not None  # not inside JSON's strings
             if BENCH_SUMMARY in raw:
                 self.bench_console = True
+            if LADDER_LINE in raw and (ladder := _ladder(_clean(raw))):
+                self.ladders.add(ladder)
             # the fast path of a long log: a line that neither starts a table nor can be in one
             if self.open or "Unpadded Tokens" in raw or SETTINGS_LINE in raw:
                 self.feed(number, raw, not raw.endswith("\n"))  # unfinished: the file's last line, cut
@@ -246,6 +265,15 @@ class _Scan:
             return (f"{self.name}:{self.cut_off[0].number}: the only cudagraph-metrics table with steps is cut off "
                     "by the end of the file (vLLM ends each with a line of its own): was the log copied mid-write?")
         return f"{self.name}: {self.tables} cudagraph-metrics table(s), but no steps in them"
+
+
+def _ladder(line: str) -> tuple[int, ...] | None:
+    """The sizes of a settings header's `- Capture sizes: [...]` line; None for none, or any it cannot be."""
+    found = _LADDER.search(line)
+    cells = found.group(1).replace(",", " ").split() if found else []
+    if not cells or any(len(cell) > 7 or not 0 < int(cell) <= MAX_TOKENS for cell in cells):
+        return None
+    return tuple(sorted({int(cell) for cell in cells}))
 
 
 def _shape(prefix: str) -> str:

@@ -40,7 +40,7 @@ from graphbench.reports.metric_catalogue import CATALOGUE, POINT, REPEAT, Metric
 from graphbench.reports.rounds import busy_processes, busy_rounds, point_samples, workload_samples
 from graphbench.reports.stats import bootstrap_ratio_ci, median, ratio
 from graphbench.reports.store import LoadedResults
-from graphbench.reports.verdict import VERDICTS, judge
+from graphbench.reports.verdict import IMPROVED, NA, NOISE_RANGES, REGRESSED, TIE, VERDICTS, judge
 
 __all__ = [
     "DEFAULT_ALPHA",
@@ -157,6 +157,19 @@ class CompareResult:
     warnings: list[str]
     matching: Matching
     missing_workloads: list[str] = field(default_factory=list)  # "POINT: WORKLOAD" only in the baseline
+    min_effects: dict[str, float] = field(default_factory=dict)  # metric -> the smallest change (%) called
+
+    def counts(self) -> dict[str, int]:
+        """How many comparisons got each verdict: regressed, improved, tie and n/a (not testable)."""
+        return {verdict: sum(c.verdict == verdict for c in self.comparisons)
+                for verdict in (REGRESSED, IMPROVED, TIE, NA)}
+
+    def thresholds(self, alpha: float) -> dict[str, Any]:
+        """What a difference had to beat (reports/verdict.py): the test's alpha, the noise floor's multiple of
+        the larger range between processes, and each compared metric's minimum effect in %."""
+        compared = dict.fromkeys(c.metric for c in self.comparisons)
+        return {"alpha": alpha, "noise_ranges": NOISE_RANGES,
+                "min_effect_pct": {name: self.min_effects[name] for name in compared}}
 
 
 def compare_sets(
@@ -217,7 +230,7 @@ def compare_sets(
                     busy = (sum(busy_rounds(w) for w, _ in bw[name]), sum(busy_rounds(w) for w, _ in cw[name]))
                     comparisons.append(_compare(b, name, metric, base, cur, alpha, bootstrap, seed, busy,
                                                 effect(metric.name)))
-    return CompareResult(comparisons, warnings, matching, missing)
+    return CompareResult(comparisons, warnings, matching, missing, {m.name: effect(m.name) for m in selected})
 
 
 def compare_results(

@@ -26,6 +26,9 @@ class GenerateResult:
     outputs: list[dict]  # [{"prompt_token_ids": [...], "token_ids": [...]}] in prompt order
     summary: str  # model, level, resolved cudagraph mode, limits, device
     notes: list[str] = field(default_factory=list)
+    startup: dict = field(default_factory=dict)  # the start-up report as a result keeps it (records.startup_record)
+    runtime_modes: dict = field(default_factory=dict)  # steps per kind and runtime mode (records.runtime_modes_by_kind)
+    steps: list[dict] = field(default_factory=list)  # per step: kind, tokens, requests, padded tokens, mode, ms
 
 
 def mode_note(cudagraph_mode: dict) -> str:
@@ -106,6 +109,7 @@ def run_generate(config: EngineConfig, prompts: list[list[int]] | None = None, *
     from graphbench.checkpoints.text import load_text, stop_tokens
     from graphbench.runner.engine import Engine
     from graphbench.runner.loader import check_start_inputs
+    from graphbench.runner.records import runtime_modes_by_kind, startup_record, step_kind
     from graphbench.runner.request import SamplingParams
 
     text = load_text(config.model.model) if texts else None
@@ -138,13 +142,12 @@ def run_generate(config: EngineConfig, prompts: list[list[int]] | None = None, *
             progress("replay drafter: a greedy reference pass of the prompts")
             make_replay_reference(engine, prompts, [max_tokens] * len(prompts))
         drafting_before = copy.copy(engine.speculative.stats) if engine.speculative is not None else None
+        first_step = len(engine.records)  # (the replay drafter's reference pass is not what generate ran)
         requests = engine.generate_requests(prompts, sampling, loras)
     finally:
         engine.close()  # tensor-parallel workers stop here
     report = engine.report
     notes = [note] if (note := mode_note(report.cudagraph_mode)) else []
-    notes.append(f"startup {report.total_seconds:.2f} s (weights {report.load_seconds:.2f} s); "
-                 f"KV cache {report.num_kv_tokens} tokens in {report.num_kv_blocks} blocks")
     notes += [f"{k}: {v}" for k, v in report.extra.items()]
     if engine.speculative is not None:
         s = engine.speculative.stats.minus(drafting_before).to_dict()  # (not the reference pass's)
@@ -160,4 +163,9 @@ def run_generate(config: EngineConfig, prompts: list[list[int]] | None = None, *
                 "finish_reason": r.finish_reason, **({"lora": lora} if lora else {}),
                 **({"prompt": t, "text": text.decode(r.output_token_ids)} if text else {})}
                for r, lora, t in zip(requests, loras, texts or [None] * len(requests))]
-    return GenerateResult(outputs, summary, notes)
+    records = engine.records[first_step:]
+    startup = startup_record(report, engine.dispatcher.capture_sizes, engine.dispatcher.mixed_sizes, cold=False,
+                             total_s=report.total_seconds)
+    steps = [{"kind": step_kind(r), "num_tokens": r.descriptor.num_tokens, "num_reqs": r.descriptor.num_reqs,
+              "padded_tokens": r.padded_tokens, "runtime_mode": r.runtime_mode, "ms": 1e3 * r.seconds} for r in records]
+    return GenerateResult(outputs, summary, notes, startup, runtime_modes_by_kind(records), steps)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from graphbench.runner.scheduler import BatchDescriptor
 
@@ -60,3 +63,42 @@ class StartupReport:
     @property
     def compile_seconds(self) -> float:
         return self.dynamo_seconds + self.inductor_seconds + self.compile_sizes_seconds + self.compile_loaded_seconds
+
+
+def startup_record(report: StartupReport, capture_sizes: Sequence[int], mixed_sizes: Sequence[int] | None, *,
+                   cold: bool, total_s: float) -> dict[str, Any]:
+    """A start-up report as a result's `startup` record (docs/RESULTS_SCHEMA.md): total_s, and where the time went;
+    cold: this config's compile cache was cleared first (a start that found nothing in it is cold too)."""
+    r = report
+    compiled = r.compile_cache_dir is not None
+    return {
+        "cold": cold or (compiled and not r.compile_from_cache), "cache_cleared": cold, "total_s": total_s, "load_s": r.load_seconds, "kv_cache_s": r.kv_cache_seconds,
+        "dynamo_s": r.dynamo_seconds, "inductor_s": r.inductor_seconds, "compile_sizes_s": r.compile_sizes_seconds,
+        "compile_import_s": r.compile_import_seconds,
+        "loaded_s": r.compile_loaded_seconds, "compile_loaded": r.compile_loaded, "capture_s": r.capture_seconds,
+        "graph_memory_bytes": r.graph_memory_bytes, "graph_pool_bytes": r.graph_pool_bytes, "num_graphs": r.num_graphs, "num_recordings": r.num_recordings,
+        "cudagraph_mode": r.cudagraph_mode, "kv_cache_tokens": r.num_kv_tokens, "kv_cache_bytes": r.kv_cache_bytes, "weights_bytes": r.weights_bytes,
+        "compile_cache_dir": r.compile_cache_dir,
+        "capture_sizes": list(capture_sizes),
+        "mixed_capture_sizes": mixed_sizes,  # None: the one ladder served both phases
+        "static_variants": r.static_variants,
+        "kernel_choices": r.kernel_choices,
+        # timing graphbench's projection kernels (a cold start) or loading them (kernel_timing.load_or_measure)
+        "kernel_choices_s": float((r.kernel_choices or {}).get("seconds", 0.0)),
+        "deferred_recordings": r.deferred_recordings,  # keys left for their first use (capture on demand)
+        "capture_precompiled": r.capture_precompiled,  # [kernel launches compiled ahead (cold), seconds]
+        "capture_log": r.capture_log,
+    }  # fmt: skip
+
+
+def step_kind(record: StepRecord) -> str:
+    """decode: every request decodes 1 + k tokens (what a FULL recording is for); mixed: prefill or mixed steps."""
+    return "decode" if record.descriptor.uniform else "mixed"
+
+
+def runtime_modes_by_kind(records: Iterable[StepRecord]) -> dict[str, dict[str, int]]:
+    """How many steps of each kind ran in each runtime mode: {"decode": {"FULL": 15}, "mixed": {"NONE": 1}}."""
+    counts: dict[str, Counter[str]] = {}
+    for record in records:
+        counts.setdefault(step_kind(record), Counter())[record.runtime_mode] += 1
+    return {kind: dict(sorted(counts[kind].items())) for kind in ("decode", "mixed") if kind in counts}

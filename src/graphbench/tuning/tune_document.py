@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from graphbench.ladders.tune import ParetoPoint, TunedLadder
+from graphbench.ladders.tune import KNEE_POINTS, ParetoPoint, TunedLadder
 from graphbench.ladders.tune_inputs import TuneBounds
 
 
@@ -15,8 +15,9 @@ def ladder_row(name: str, ladder: TunedLadder) -> dict[str, Any]:
     return {"name": name, **ladder.to_dict()}
 
 
-def tune_document(dist, options, bounds: TuneBounds, max_graphs, ladders, points, bend: ParetoPoint,
-              memory_model) -> dict[str, Any]:
+def tune_document(dist, options, bounds: TuneBounds, max_graphs: tuple[int, str], ladders, points,
+                  bend: ParetoPoint, memory_model) -> dict[str, Any]:
+    """max_graphs: the count and where it came from (--max-graphs, or the current ladder it defaults to)."""
     sizes = list(ladders["tuned"].sizes)
     budget = options["memory_budget_bytes"]
     return {
@@ -28,7 +29,8 @@ def tune_document(dist, options, bounds: TuneBounds, max_graphs, ladders, points
             "mean": dist.mean(),
         },
         "objective": options["objective"],
-        "max_graphs": max_graphs,
+        "max_graphs": max_graphs[0],
+        "max_graphs_from": max_graphs[1],
         "top": options["top"],
         "top_from": bounds.top_from,
         "engine": None if bounds.engine is None else asdict(bounds.engine),
@@ -50,6 +52,7 @@ def tune_document(dist, options, bounds: TuneBounds, max_graphs, ladders, points
             for p, e in points
         ],
         "knee": bend.num_graphs,
+        "knee_points": KNEE_POINTS,  # the knee: the fewest graphs within this many points of the best (tune.knee)
         "apply": {
             "graphbench": "--capture-sizes " + ",".join(map(str, sizes)),
             "vllm": "--compilation-config " + f"'{json.dumps({'cudagraph_capture_sizes': sizes})}'",

@@ -18,7 +18,7 @@ from graphbench.ladders.plot import check_plot_path
 from graphbench.ladders.sizes import PERFORMANCE_MODES
 from graphbench.ladders.startup_plan import check_coverage, startup_plan
 from graphbench.ladders.tune import OBJECTIVES, TunedLadder, evaluate_ladder, knee, pareto_curve
-from graphbench.ladders.tune_inputs import DEFAULT_MAX_NUM_SEQS, TuneBounds, check_int, tune_bounds
+from graphbench.ladders.tune_inputs import DEFAULT_MAX_NUM_SEQS, TuneBounds, check_int, default_max_graphs, tune_bounds
 from graphbench.ladders.tune_sources import (
     MemoryModel,
     distribution_from_results,
@@ -44,7 +44,7 @@ class TuneRequest:
     workload: Optional[list[str]] = None
     distribution: Optional[Path] = None
     model: Optional[str] = None
-    max_graphs: int = 16
+    max_graphs: Optional[int] = None  # None: as many as the server's current ladder (tune_inputs.default_max_graphs)
     objective: str = "tokens"
     curve: Optional[Path] = None
     max_capture_s: Optional[float] = None
@@ -116,8 +116,9 @@ def _check(r: TuneRequest) -> None:
 
 
 def _distribution(r: TuneRequest, warnings: list[str]):
-    """(measured results, a trace's or server log's distribution or None): --from, --distribution or --model."""
-    server_log = server_logs(r.from_results) if r.from_results else None
+    """(measured results, a trace's or server log's distribution or None, the server log's ladder or None):
+    --from, --distribution or --model."""
+    server_log, ladder = (server_logs(r.from_results) if r.from_results else None) or (None, None)
     replayed = None
     if server_log is None and (r.from_results or r.distribution):
         limits = (r.max_num_seqs, r.max_num_batched_tokens, r.block_size, r.num_kv_blocks)
@@ -131,8 +132,8 @@ def _distribution(r: TuneRequest, warnings: list[str]):
             raise GraphbenchError("give exactly one of --from, --distribution or --model")
         if replayed is None and r.phase != "all":
             raise GraphbenchError(f"--phase {r.phase}: a server log's step counts do not say which phase a step was")
-        return [], server_log
-    return _measured(r.from_results, r.workload, r.distribution, r.model, warnings), None
+        return [], server_log, ladder
+    return _measured(r.from_results, r.workload, r.distribution, r.model, warnings), None, None
 
 
 def run_phase_tunes(r: TuneRequest) -> dict[str, TuneResult]:
@@ -147,7 +148,7 @@ def run_tune(r: TuneRequest) -> TuneResult:
     warnings = list(r.warnings)
     _check(r)
     step_curve = _step_curve(r.curve, r.objective, r.max_capture_s)
-    measured, server_log = _distribution(r, warnings)
+    measured, server_log, logged_ladder = _distribution(r, warnings)
     bounds = tune_bounds(measured, top=r.top, max_num_seqs=r.max_num_seqs, multiple_of=r.multiple_of)
     warnings += bounds.warnings
     if measured:
@@ -167,7 +168,9 @@ def run_tune(r: TuneRequest) -> TuneResult:
         candidates=_candidates(r.candidates, comparisons), memory_model=memory_model,
         memory_budget_bytes=None if r.memory_budget_mib is None else r.memory_budget_mib * MIB,
         step_curve=step_curve, capture_budget_s=r.max_capture_s)
-    pareto = pareto_curve(dist, r.max_graphs, **options)
+    max_graphs, max_graphs_from = (r.max_graphs, "--max-graphs") if r.max_graphs is not None else default_max_graphs(
+        logged_ladder, comparisons["default"].sizes, len(set(options["required"]) | {bounds.top}))
+    pareto = pareto_curve(dist, max_graphs, **options)
     tuned = evaluate_ladder(pareto[-1].sizes, dist, objective=r.objective, memory_model=memory_model,
                             step_curve=step_curve)
     ladders = {"tuned": tuned} | {mode: _compared(ladder.sizes, dist, r.objective, memory_model, step_curve, warnings)
@@ -175,8 +178,8 @@ def run_tune(r: TuneRequest) -> TuneResult:
     if tuned.eager_pct > 0:
         warnings.append(f"{tuned.eager_pct:.2f}% of batches are above the top {bounds.top} and run eager")
     points = [(p, evaluate_ladder(p.sizes, dist, objective=r.objective, step_curve=step_curve)) for p in pareto]
-    bend = knee(pareto)
-    doc = tune_document(dist, options, bounds, r.max_graphs, ladders, points, bend, memory_model)
+    bend = knee(pareto, r.objective, dist.mean())
+    doc = tune_document(dist, options, bounds, (max_graphs, max_graphs_from), ladders, points, bend, memory_model)
     if step_curve is not None:
         doc["curve"] = _curve_summary(step_curve, r.curve, dist, options["top"], ladders)
     if r.startup_coverage is not None:
