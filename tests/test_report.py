@@ -429,3 +429,20 @@ def test_the_startup_breakdown_shows_the_kernel_choices_time():
     assert dict(zip(rows["label"], rows["kernel_choices_s"])) == {"timed": 30.0, "shared": 0.01, "older file": 25.0}
     assert dict(zip(rows["label"], rows["other_s"].round(2))) == {"timed": 9.0, "shared": 38.99, "older file": 14.0}
     assert PART_NAMES["kernel_choices_s"].startswith("kernel choices")
+
+
+@pytest.mark.parametrize("missing", ["ttft", "tpot"])
+def test_latency_chart_draws_what_was_measured(tmp_path, missing):
+    """Server results may carry TPOT and no TTFT (or the reverse): the chart keeps the measured panel."""
+    results = load_results([SYNTHETIC]).results
+    for r in results:
+        for w in r.get("workloads") or []:
+            for rep in w.get("repeats") or []:
+                rep.pop(f"{missing}_ms", None)
+            for key in [k for k in w.get("summary") or {} if k.startswith(missing)]:
+                w["summary"].pop(key)
+    report = write_report([_copy(results, tmp_path / "in")], tmp_path / "out")
+    latency = next(c for c in report.charts if c.name == "latency.png")
+    assert latency.written, latency.note
+    kept = "TPOT" if missing == "ttft" else "TTFT"
+    assert png_text(tmp_path / "out" / "latency.png")["Title"] == f"{kept} p50 / p99 vs concurrency"

@@ -114,8 +114,14 @@ def latency_chart(data: ReportData, path: Path) -> None:
     table = by_concurrency(data.frame, metrics).dropna(subset=metrics, how="all")
     if table.empty:
         raise NoData("no workload with a concurrency and TTFT or TPOT")
-    fig, axes = new_figure(1, 2, figsize=(13, 5.5))
-    for ax, name in zip(axes, ("TTFT", "TPOT")):
+    # A panel only for what was measured: imported server results may carry TPOT and no TTFT (or the
+    # reverse), and a log axis over no values cannot be drawn.
+    names = [n for n in ("TTFT", "TPOT") if table[[f"{n.lower()}_p50_ms", f"{n.lower()}_p99_ms"]].gt(0).any().any()]
+    if not names:
+        raise NoData("no workload with a positive TTFT or TPOT")
+    fig, axes = new_figure(1, len(names), figsize=(6.5 * len(names), 5.5))
+    axes = list(axes) if len(names) > 1 else [axes]
+    for ax, name in zip(axes, names):
         key = name.lower()
         for series, system in series_order(table):
             rows = table[(table["series"] == series) & (table["system"] == system)].sort_values("concurrency")
@@ -129,5 +135,6 @@ def latency_chart(data: ReportData, path: Path) -> None:
         ax.set_ylabel(f"{name} (ms, log scale)")
         ax.set_title(f"{name}: p50 solid (o), p99 dotted (^)", fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
-    axes[1].legend(fontsize=7, ncols=2)
-    save_figure(fig, path, "TTFT and TPOT p50 / p99 vs concurrency", data.environment)
+    axes[-1].legend(fontsize=7, ncols=2)
+    measured = " and ".join(names)
+    save_figure(fig, path, f"{measured} p50 / p99 vs concurrency", data.environment)
