@@ -108,12 +108,12 @@ def test_max_graphs_defaults_to_the_current_ladders_count() -> None:
     # the README's `tune --from vllm-server.log --emit vllm` once stopped at "Missing option '--max-graphs'"
     out = tune("--from", LOG, "--emit", "vllm")
     assert out.exit_code == 0, out.output
-    # 5 graphs at most (the server's 1 2 4 8 16): 3, 5 and 16 tokens get their own, the top 512 is kept
-    assert out.stdout.strip() == ("""--compilation-config '{"cudagraph_capture_sizes": [3, 5, 16, 512], """
-                                  """"max_cudagraph_capture_size": 512}'""")
+    # 5 graphs at most (the server's 1 2 4 8 16) under the server's top 16: 3, 5 and 16 tokens get their own
+    assert out.stdout.strip() == ("""--compilation-config '{"cudagraph_capture_sizes": [3, 5, 16], """
+                                  """"max_cudagraph_capture_size": 16}'""")
     doc = json.loads(tune("--from", LOG, "--format", "json").stdout)
     assert (doc["max_graphs"], doc["max_graphs_from"]) == (5, "the server log's capture sizes")
-    assert "at most 5 graphs (as many as the server log's capture sizes); top 512" in tune("--from", LOG).stdout
+    assert "at most 5 graphs (as many as the server log's capture sizes); top 16 (the server log's largest" in tune("--from", LOG).stdout
     # a source that names no ladder: the default ladder's count (the table's "default" row)
     doc = json.loads(tune("--distribution", SMALL, "--format", "json").stdout)
     default = next(row for row in doc["ladders"] if row["name"] == "default")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import re
 from pathlib import Path
 
 import pytest
@@ -59,8 +60,14 @@ def test_tune_from_a_server_log(tmp_path):
     runner = CliRunner()
     out = runner.invoke(app, ["tune", "--from", str(LOG), "--max-graphs", "2", "--emit", "vllm"])
     assert out.exit_code == 0, out.output
-    # at most 2 graphs with the top rung (512) kept: 16 covers 98% of the steps (3, 5 and 16 tokens)
-    assert out.stdout.strip() == """--compilation-config '{"cudagraph_capture_sizes": [16, 512], "max_cudagraph_capture_size": 512}'"""
+    # the top is the server's own (its log announces capture sizes 1..16), not the default ladder's 512;
+    # at most 2 graphs with it kept: 5 under 16 covers the 3- and 5-token steps
+    assert out.stdout.strip() == """--compilation-config '{"cudagraph_capture_sizes": [5, 16], "max_cudagraph_capture_size": 16}'"""
+    table = runner.invoke(app, ["tune", "--from", str(LOG)])
+    assert table.exit_code == 0, table.output
+    assert "at most 5 graphs (as many as the server log's capture sizes); top 16 (the server log's largest" in table.stdout
+    assert re.search(r"^server log\s+5\s", table.stdout, re.M), table.stdout
+    assert runner.invoke(app, ["tune", "--from", str(LOG), "--top", "64", "--emit", "vllm"]).stdout.count("64") == 2
     mixed = runner.invoke(app, ["tune", "--from", str(LOG), "--from", "tests/data/tune/results", "--max-graphs", "2"])
     assert mixed.exit_code == 2 and "mixes vLLM logs" in mixed.stderr
 

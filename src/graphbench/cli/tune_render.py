@@ -22,7 +22,8 @@ def print_tune_table(doc: dict[str, Any]) -> None:
     if doc["memory_budget_bytes"] is not None:
         extra.append(f"graph memory <= {doc['memory_budget_bytes'] / MIB:.1f} MiB")
     source = "" if doc["max_graphs_from"] == "--max-graphs" else f" (as many as {doc['max_graphs_from']})"
-    say(f"objective: {doc['objective']} ({unit}); at most {doc['max_graphs']} graphs{source}; top {doc['top']}"
+    top_source = " (the server log's largest capture size)" if doc["top_from"] == "server log" else ""
+    say(f"objective: {doc['objective']} ({unit}); at most {doc['max_graphs']} graphs{source}; top {doc['top']}{top_source}"
         + "".join(f"; {e}" for e in extra))
     if (engine := doc["engine"]) is not None:
         say(f"measured engine: {EngineLimits(**engine).text()}"

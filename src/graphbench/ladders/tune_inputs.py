@@ -5,7 +5,7 @@ Python; no torch.
 
 Bounds (``tune_bounds``), each from the first that gives it: the top from --top, else the default
 ladder's top for --max-num-seqs, else the max capture size the measured engine resolved, else the
-default ladder's top for 256 sequences; the multiple from --multiple-of, else 1 + the measured
+largest capture size a server log announces, else the default ladder's top for 256 sequences; the multiple from --multiple-of, else 1 + the measured
 num_speculative_tokens, else 1. A ladder within them is one the measured engine captures as given:
 its sizes are multiples of 1 + k and none is above max_num_batched_tokens (docs/MACHINERY.md §1.5).
 """
@@ -114,6 +114,7 @@ def tune_bounds(
     top: int | None = None,
     max_num_seqs: int | None = None,
     multiple_of: int | None = None,
+    server_ladder: Sequence[int] | None = None,
 ) -> TuneBounds:
     """The bounds of a tuned ladder: the flags given win, then the engine the results were measured
     with (see the module docstring). Results of engines that disagree on a bound no flag gives are an
@@ -137,6 +138,8 @@ def tune_bounds(
         top = _agreed(found, lambda e: e.max_capture_size, "ladder tops (max capture size)",
                       lambda t: f"--top {t}", None)
         top_from = "results"
+    elif server_ladder and top is None and max_num_seqs is None:
+        top, top_from = max(server_ladder), "server log"  # the server's own top, not the default ladder's
     else:
         top_from = "--top" if top is not None else "--max-num-seqs" if max_num_seqs is not None else "default"
     # the measured engine the bounds describe: the one of that top (or that max_num_seqs), the largest

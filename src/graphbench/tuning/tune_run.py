@@ -76,7 +76,7 @@ class TuneResult:
     doc: dict[str, Any]  # what --format json prints (tuning/tune_document.py)
     tuned: TunedLadder
     pareto: list
-    ladders: dict[str, TunedLadder]  # tuned, default, interactivity
+    ladders: dict[str, TunedLadder]  # tuned, default, interactivity (and "server log": a vLLM log's ladder)
     bend: Any  # the Pareto curve's knee
     multiple_of: int
     step_curve: Any = None
@@ -149,7 +149,8 @@ def run_tune(r: TuneRequest) -> TuneResult:
     _check(r)
     step_curve = _step_curve(r.curve, r.objective, r.max_capture_s)
     measured, server_log, logged_ladder = _distribution(r, warnings)
-    bounds = tune_bounds(measured, top=r.top, max_num_seqs=r.max_num_seqs, multiple_of=r.multiple_of)
+    bounds = tune_bounds(measured, top=r.top, max_num_seqs=r.max_num_seqs, multiple_of=r.multiple_of,
+                         server_ladder=logged_ladder)
     warnings += bounds.warnings
     if measured:
         dist = distribution_from_results(measured, r.workload or None, r.phase)
@@ -175,6 +176,8 @@ def run_tune(r: TuneRequest) -> TuneResult:
                             step_curve=step_curve)
     ladders = {"tuned": tuned} | {mode: _compared(ladder.sizes, dist, r.objective, memory_model, step_curve, warnings)
                                   for mode, ladder in comparisons.items()}
+    if logged_ladder:  # the ladder the server runs now, beside vLLM's defaults
+        ladders["server log"] = _compared(sorted(logged_ladder), dist, r.objective, memory_model, step_curve, warnings)
     if tuned.eager_pct > 0:
         warnings.append(f"{tuned.eager_pct:.2f}% of batches are above the top {bounds.top} and run eager")
     points = [(p, evaluate_ladder(p.sizes, dist, objective=r.objective, step_curve=step_curve)) for p in pareto]
