@@ -9,7 +9,8 @@ CODE = f"""
 import sys
 sys.path.insert(0, {str(ROOT)!r})
 import torch
-from graphbench.runner.kernels.lora_bgmv import lora_add_triton, lora_blocks
+from graphbench.runner.kernels.lora_bgmv import lora_add_triton
+from graphbench.runner.kernels.lora_blocks import lora_blocks
 from graphbench.runner.lora.weights import lora_delta
 from tests.lora_kernel_cases import TINY, check_projection, make_layer, token_rows
 
@@ -73,7 +74,8 @@ PREAMBLE = f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nimport torch\n"
 
 EPILOGUE = PREAMBLE + """
 from graphbench.runner.kernels.gemv import launch_silu_mul
-from graphbench.runner.kernels.lora_bgmv import lora_add_triton, lora_shrink
+from graphbench.runner.kernels.lora_bgmv import lora_add_triton
+from graphbench.runner.kernels.lora_shrink import lora_shrink
 from graphbench.runner.kernels.skinny_gemm import skinny_gate_up, skinny_gemm
 from tests.lora_kernel_cases import SKINNY as ARCH, make_layer, projections, token_rows
 
@@ -115,7 +117,8 @@ for t in (6, 16):
     w = torch.randn(b.shape[1], k, generator=g).to(torch.bfloat16)
     shrunk = lora_shrink(x, a, b, index, segments, interpret=True)
     # three splits summed by the last to finish, which zeroes its count again for the next launch
-    from graphbench.runner.kernels.lora_bgmv import _split_counts, lora_blocks
+    from graphbench.runner.kernels.lora_blocks import lora_blocks
+    from graphbench.runner.kernels.lora_shrink import _split_counts
     assert lora_blocks(t, k, b.shape[2], 2, 5)["SPLIT_K"] == 3 and _split_counts
     assert all(int(c.abs().sum()) == 0 for c in _split_counts.values())
     gate_up = skinny_gemm(x, w, None, (32, 32, 1, 4, 1))

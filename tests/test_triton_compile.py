@@ -246,7 +246,9 @@ def _stack_and_local_bytes(cubin: bytes) -> tuple[int, int]:
 def test_lora_kernels_compile_without_local_memory():
     """The shrink and expand kernels at llama-3.2-1b's decode block (qkv at rank 16: R' 48) and a prefill
     chunk's (qkv at rank 64: R' 192, 8 warps), with the launch's divisibility: no spills, no local memory."""
-    from graphbench.runner.kernels.lora_bgmv import _expand_kernel, _shrink_kernel, lora_blocks
+    from graphbench.runner.kernels.lora_bgmv import _expand_kernel
+    from graphbench.runner.kernels.lora_blocks import lora_blocks
+    from graphbench.runner.kernels.lora_shrink import _shrink_kernel
 
     shrink = {"x_ptr": BF16, "a_ptr": BF16, "idx_ptr": "*i32", "part_ptr": "*fp32", "sum_ptr": "*fp32",
               "count_ptr": "*i32", "T": "i32", "K": "i32", "R": "i32", "stride_xt": "i32", "stride_al": "i32",
@@ -361,7 +363,7 @@ def test_skinny_gemms_with_the_lora_epilogue_keep_their_k_loop_free_of_local_mem
     rank 64; gate/up R' 32 over 2), with 1 and 4 adapter slots, PDL: the rows' adapter
     slots load before the wait, the deltas run on tensor cores, and no spill lands in the K loop (holding the
     slots across the loop may leave a word spilled once after it: 4 slots in the gated GEMM, 8 bytes)."""
-    from graphbench.runner.kernels.lora_bgmv import lora_blocks
+    from graphbench.runner.kernels.lora_blocks import lora_blocks
     from graphbench.runner.kernels.skinny_gemm import _gated_kernel, _skinny_kernel
 
     divisible = ("x_ptr", "w_ptr", "y_ptr", "N", "stride_xm", "stride_wn", "stride_ym", "lora_v", "lora_b",

@@ -70,7 +70,8 @@ def test_the_lora_epilogue_equals_the_projection_and_expand_launches(t):
     import torch.nn.functional as F
 
     from graphbench.runner.kernels.gemv import launch_silu_mul
-    from graphbench.runner.kernels.lora_bgmv import lora_add_triton, lora_shrink
+    from graphbench.runner.kernels.lora_bgmv import lora_add_triton
+    from graphbench.runner.kernels.lora_shrink import lora_shrink
     from graphbench.runner.kernels.skinny_gemm import skinny_gate_up, skinny_gemm
     from graphbench.runner import kernel_choice as kc
     from graphbench.runner.lora.projection import epilogue_blocks
@@ -264,19 +265,19 @@ def test_the_shrink_sums_its_splits_the_same_whichever_finishes_first(t):
     """down's shrink (K 8192: 32 splits) at a decode block and a prefill chunk, 4 adapters: the last split of a
     token block to finish sums the partials in split order, so 20 launches give v bit for bit, near the float64
     reference, and leave every split count at zero for the next launch."""
-    from graphbench.runner.kernels import lora_bgmv
+    from graphbench.runner.kernels import lora_blocks, lora_shrink
 
     arch = ARCHS["llama-3.2-1b"]
     layer = make_layer(arch, 16, [16, 16, 16, 16], torch.bfloat16, "cuda", seed=11)
     a, b, segments, k = projections(layer, arch)["down"]
     index = token_rows(t, 4, seed=t).cuda()
     x = (torch.randn(t, k, generator=torch.Generator().manual_seed(t)) / 8).to(torch.bfloat16).cuda()
-    assert lora_bgmv.lora_blocks(t, k, b.shape[2], 1, 4)["SPLIT_K"] == 32
-    first = lora_bgmv.lora_shrink(x, a, b, index, segments).v.clone()
+    assert lora_blocks.lora_blocks(t, k, b.shape[2], 1, 4)["SPLIT_K"] == 32
+    first = lora_shrink.lora_shrink(x, a, b, index, segments).v.clone()
     for _ in range(20):
-        assert torch.equal(lora_bgmv.lora_shrink(x, a, b, index, segments).v, first)
+        assert torch.equal(lora_shrink.lora_shrink(x, a, b, index, segments).v, first)
     rows = index.long().clamp_min(0)
     ref = torch.einsum("tk,trk->tr", x.double(), a[rows].double()) * (index >= 0)[:, None]
     assert torch.allclose(first.double(), ref, rtol=1e-2, atol=1e-2)
     torch.cuda.synchronize()
-    assert all(int(c.abs().sum()) == 0 for c in lora_bgmv._split_counts.values())
+    assert all(int(c.abs().sum()) == 0 for c in lora_shrink._split_counts.values())

@@ -4,5 +4,5 @@ This room imports nothing of the engine: torch, Triton, the standard library and
 debug hatches) only (tests/test_import_graph.py checks it). The engine calls in: runner/linear.py
 (gemv, add_rmsnorm, skinny_gemm), runner/sampler.py (argmax), runner/attention/triton_backend.py
 (paged_attention, paged_decode, kv_cache_write), runner/rope.py (rotary), runner/lora/weights.py
-(lora_bgmv), the capture phase (pdl.graph_launches).
+(lora_bgmv, lora_shrink), the capture phase (pdl.graph_launches).
 """

@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 from graphbench.runner.kernels.launch import DirectLauncher
-from graphbench.runner.kernels.lora_bgmv import ShrunkInput
+from graphbench.runner.kernels.lora_blocks import ShrunkInput
 from graphbench.runner.kernels.pdl import pdl_arguments, pdl_enter
 from graphbench.runner.kernels.util import cdiv, next_power_of_2
 
@@ -82,7 +82,7 @@ def row_blocks(k: int, r: int) -> dict:
 
 def row_shrink(x: torch.Tensor,  # [T, K], unit stride along K
                a: torch.Tensor, b: torch.Tensor, index: torch.Tensor, segments: list[int]) -> ShrunkInput:
-    """v = x A[idx]^T in one launch of T x R' / BLOCK_R programs: lora_bgmv.lora_shrink's result, summed in
+    """v = x A[idx]^T in one launch of T x R' / BLOCK_R programs: lora_shrink.lora_shrink's result, summed in
     another order (float32 without tensor cores)."""
     t, k = x.shape
     r = b.shape[2]

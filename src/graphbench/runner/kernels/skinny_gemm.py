@@ -18,7 +18,8 @@ import triton
 import triton.language as tl
 
 from graphbench.runner.kernels.launch import DirectLauncher
-from graphbench.runner.kernels.lora_bgmv import ShrunkInput, lora_expand_delta, lora_expand_gate_up
+from graphbench.runner.kernels.lora_bgmv import lora_expand_delta, lora_expand_gate_up
+from graphbench.runner.kernels.lora_blocks import ShrunkInput
 from graphbench.runner.kernels.pdl import pdl_arguments, pdl_enter
 from graphbench.runner.kernels.util import cdiv, next_power_of_2, triton_interpreting
 
@@ -183,7 +184,7 @@ def _lora_arguments(lora: ShrunkInput | None, out: torch.Tensor) -> tuple[tuple,
 def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                 config: tuple[int, int, int, int, int], lora: ShrunkInput | None = None) -> torch.Tensor:
     """x[M, K] @ weight[N, K].T (+ bias) -> [M, N] in x's dtype, accumulated in float32; with lora (the
-    shrink's output for x, kernels/lora_bgmv.lora_shrink) each row's adapter delta is added in the epilogue,
+    shrink's output for x, kernels/lora_shrink.lora_shrink) each row's adapter delta is added in the epilogue,
     as the expand launch would add it. config: (BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages)."""
     m, k = x.shape
     n = weight.shape[0]

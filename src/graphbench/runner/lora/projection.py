@@ -16,7 +16,7 @@ qkv at 16 rows took 9.1 us, cuBLAS without it 6.3: benchmarks/RESULTS.md, 2026-1
 rule's (a K tile of 128, or 64 where 128 does not divide K, split along K to fill the GPU). Given the same
 shrink, the epilogue's result equals the projection + expand-add launches bit for bit (tests/test_lora_kernel.py);
 rows without an adapter get the projection alone. The row shrinks sum in float32 without tensor cores, so
-their deltas may differ from lora_bgmv.lora_shrink's in the last bit of the rounded x A^T.
+their deltas may differ from lora_shrink.lora_shrink's in the last bit of the rounded x A^T.
 """
 
 from __future__ import annotations

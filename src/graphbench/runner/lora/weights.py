@@ -8,7 +8,7 @@ keep their addresses: loading an adapter into a slot is a copy, which a CUDA-gra
 
 Each token of a flat batch has its adapter row in an int32 index [T] (-1: no adapter), filled by the
 step inputs into the model's static buffer. On CUDA the delta is Triton launches over tokens
-(runner/kernels/lora_bgmv.py: shrink x A^T, then the expand, each token with its own adapter; rows
+(runner/kernels/lora_shrink.py and lora_bgmv.py: shrink x A^T, then the expand, each token with its own adapter; rows
 without one are not touched), the expand inside the projection's GEMM where it can be
 (runner/lora/projection.py, whose custom ops the model calls). On the CPU it is the plain torch path
 (lora_delta): x A_l^T B_l^T for every row l, each token keeping its own row's; its cost is L times one
