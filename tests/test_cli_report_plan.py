@@ -58,11 +58,12 @@ def test_plan_table(tmp_path):
     rows = [line for line in result.stdout.splitlines() if line.startswith("│")]
     assert [row.split("│")[1].strip() for row in rows] == list(EXPECTED)
     o3 = rows[0].split("│")
-    assert o3[4].strip() == "≥64" and o3[-2].strip() == "≤5"
+    assert o3[4].strip() == "≥64" and o3[-3].strip() == "≤5" and o3[-2].strip() == "best"
     o2 = rows[list(EXPECTED).index("O2-default")].split("│")
     assert [cell.strip() for cell in o2[1:-1]] == [
-        "O2-default", "graphbench", "1", "20", "tpot_p99_ms<=50", "5,000", "78.12", "250", "13"]  # fmt: skip
-    assert rows[-1].split("│")[-2].strip() == "none meet the SLOs"
+        "O2-default", "graphbench", "1", "20", "tpot_p99_ms<=50", "5,000", "78.12", "250", "13",
+        "n/a (1 vs 1 processes)"]  # fmt: skip
+    assert rows[-1].split("│")[-3].strip() == "none meet the SLOs"
     assert "target 1000 requests/s" in result.stdout
 
 

@@ -130,8 +130,9 @@ def _print_plan(console, plan) -> None:
                "req/s per GPU", "tok/s per user"]  # fmt: skip
     if plan.target_kind is not None:
         columns.append("GPUs needed")
+    columns.append("vs the first (processes)")
     for name in columns:
-        table.add_column(name, justify="left" if name in ("configuration", "system", "limited by") else "right",
+        table.add_column(name, justify="left" if name in ("configuration", "system", "limited by", "vs the first (processes)") else "right",
                          no_wrap=True)  # fmt: skip
     for c in plan.capacities:
         row = [c.series, c.system, str(c.tensor_parallel_size), ("≥" if c.at_least else "") + _num(c.max_concurrency),
@@ -140,8 +141,12 @@ def _print_plan(console, plan) -> None:
         if plan.target_kind is not None:
             gpus = "none meet the SLOs" if c.gpus_needed is None else f"{'≤' if c.at_least else ''}{c.gpus_needed}"
             row.append(gpus)
+        row.append(c.vs_best)
         table.add_row(*row)
     console.print(table)
+    console.print("vs the first: output tok/s per GPU at each process's own capacity against the first row's, by "
+                  "compare's rule; a tie is as good a choice (its gap is within the noise between processes)",
+                  markup=False)  # fmt: skip
     if any(c.at_least for c in plan.capacities):
         console.print("≥: every SLO still met at the highest measured concurrency (capacity may be higher)",
                       markup=False)  # fmt: skip

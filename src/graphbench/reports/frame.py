@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from graphbench.reports.rounds import workload_samples
+from graphbench.reports.rounds import included_rounds, workload_samples
 from graphbench.reports.stats import spread_pct
 from graphbench.env import hatches_text
 
@@ -224,12 +224,13 @@ def results_frame(results: Iterable[Mapping[str, Any]], extra_metrics: Iterable[
                 row[metric] = metric_median(w, metric)
             samples = workload_samples(w, "output_tokens_per_s")
             row["output_tokens_per_s_samples"] = tuple(samples)
+            row["round_medians"] = included_rounds(w)  # each process's medians (reports/plan_processes.py)
             row["rounds"] = len(samples)
             row["round_spread_pct"] = spread_pct(samples) if len(samples) >= 2 else math.nan
             rows.append(row)
     extra = [m for m in metrics if m not in SUMMARY_COLUMNS]  # (same_engine_as: filled in by reports.aliases)
     frame = pd.DataFrame(rows, columns=[*SUMMARY_COLUMNS, *extra, "tensor_parallel_size", "gpu", "path", "shape",
-                                        "output_tokens_per_s_samples"])
+                                        "output_tokens_per_s_samples", "round_medians"])
     shapes = set(frame.loc[frame["workload"] != "", "shape"])
     many, models = len(shapes) > 1, frame["model"].nunique() > 1
     frame["series"] = [f"{lbl} [{shp}]" if many and shp else lbl for lbl, shp in zip(frame["label"], frame["shape"])]

@@ -33,6 +33,7 @@ from graphbench.ascii_numbers import plain
 from graphbench.errors import GraphbenchError
 from graphbench.reports.banner import cpu_points
 from graphbench.reports.frame import LATENCY_METRICS, environment_line, ok_results, results_frame
+from graphbench.reports.plan_processes import process_capacities, versus_first
 from graphbench.reports.report import load, skipped_warnings
 from graphbench.reports.store import LoadedResults
 
@@ -149,6 +150,10 @@ class Capacity:
     max_concurrency_per_gpu: float
     tokens_per_s_per_user: float
     gpus_needed: int | None = None  # None without a target, or when nothing meets the SLOs
+    # output tokens/s per GPU at each process's own capacity, and the verdict against the plan's first
+    # configuration on them (reports/plan_processes.py)
+    process_output_tokens_per_s_per_gpu: list[float] = field(default_factory=list)
+    vs_best: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()}
@@ -188,12 +193,16 @@ def _target(target_rps: float | None, target_users: float | None) -> tuple[str |
     return None, None
 
 
-def closed_loop(frame: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
-    """Closed-loop rows (a concurrency, no request rate), medians per series and concurrency."""
+def closed_loop_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """The closed-loop rows (a concurrency, no request rate)."""
     kind = frame["workload_kind"]
-    mask = frame["concurrency"].notna() & ((kind == "closed") | ((kind == "") & frame["request_rate"].isna()))
+    return frame[frame["concurrency"].notna() & ((kind == "closed") | ((kind == "") & frame["request_rate"].isna()))]
+
+
+def closed_loop(frame: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
+    """Closed-loop rows, medians per series and concurrency."""
     keys = ["series", "label", "system", "model", "tensor_parallel_size", "concurrency"]
-    return frame[mask].groupby(keys, as_index=False)[metrics].median().sort_values(["series", "concurrency"])
+    return closed_loop_rows(frame).groupby(keys, as_index=False)[metrics].median().sort_values(["series", "concurrency"])
 
 
 def _capacity(rows: pd.DataFrame, slos: list[Slo]) -> tuple[Capacity | None, list[str]]:
@@ -296,5 +305,11 @@ def plan_capacity(
         return (gpus if target_kind else 0, -per_gpu, c.series)
 
     capacities.sort(key=order)
+    rows = closed_loop_rows(frame)
+    for c in capacities:
+        c.process_output_tokens_per_s_per_gpu = process_capacities(rows[rows["series"] == c.series], slos, max_load,
+                                                                   interpolate)
+    for c, verdict in zip(capacities, versus_first([c.process_output_tokens_per_s_per_gpu for c in capacities])):
+        c.vs_best = verdict
     return Plan(slos, target_kind, target, capacities, measured, warnings, environment_line(ok_results(loaded.results)))
 

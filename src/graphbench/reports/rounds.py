@@ -162,6 +162,16 @@ def first_round_outlier(values: list[float | None]) -> str | None:
     return None
 
 
+def included_rounds(workload: Mapping[str, Any]) -> dict[int, dict[str, float]]:
+    """A workload's included rounds: round index -> that process's medians (an excluded first round gives
+    none); a result outside rounds is one process, round 1."""
+    rounds = workload.get("round_medians")
+    if not isinstance(rounds, list):
+        return {1: process_medians(workload)}
+    return {int(r["round"]): dict(r.get("medians") or {}) for r in rounds
+            if isinstance(r, Mapping) and isinstance(r.get("round"), int) and not r.get("excluded")}
+
+
 def workload_samples(workload: Mapping[str, Any], metric_name: str) -> list[float]:
     """The per-process samples of a workload metric: the included rounds' medians (one per process)."""
     rounds = workload.get("round_medians")

@@ -1,0 +1,51 @@
+"""The capacity plan over processes (reports/plan_processes.py): an A/A pair of configurations is a tie, a
+configuration 30% slower is called beyond the noise, and too few processes say so."""
+
+from __future__ import annotations
+
+import random
+
+from graphbench.reports.plan import parse_slos, plan_capacity
+from tests.test_gate import make_result, with_round, write_set
+
+CONCURRENCIES = (1, 4, 16)
+SLOS = parse_slos(["tpot_p99_ms=30"])
+
+
+def _rounds(label: str, rng: random.Random, speed: float, rounds: int = 3) -> list[dict]:
+    """One point's round files: tokens/s 500 x C^0.8 and TPOT p99 10 x C^0.4 ms (the SLO crossed between
+    C = 4 and 16), both scaled by speed, each within +-1% per repeat."""
+    def jitter(x: float) -> float:
+        return x * (1.0 + rng.uniform(-0.01, 0.01))
+
+    files = []
+    for index in range(1, rounds + 1):
+        repeats = {f"closed-c{c}": [(jitter(500.0 * c**0.8 * speed), jitter(10.0 * c**0.4 / speed)) for _ in range(2)]
+                   for c in CONCURRENCIES}
+        files.append(with_round(make_result(label, repeats=repeats, config_hash=label), index, rounds, "s1"))
+    return files
+
+
+def test_an_equal_pair_is_a_tie_and_a_slower_configuration_is_called(tmp_path):
+    rng = random.Random(20261206)
+    files = _rounds("O2-a", rng, 1.0) + _rounds("O2-b", rng, 1.0) + _rounds("O2-slow", rng, 0.7)
+    plan = plan_capacity([write_set(tmp_path / "results", files)], SLOS)
+    by_name = {c.series: c for c in plan.capacities}
+    assert [c.series for c in plan.capacities][2] == "O2-slow"
+    first, second = plan.capacities[0], plan.capacities[1]
+    assert {first.series, second.series} == {"O2-a", "O2-b"}
+    assert len(first.process_output_tokens_per_s_per_gpu) == 3
+    # each process's capacity lies near the pooled one
+    for value in first.process_output_tokens_per_s_per_gpu:
+        assert abs(value / first.output_tokens_per_s_per_gpu - 1) < 0.05
+    assert first.vs_best == "best"
+    assert second.vs_best.startswith("tie ("), second.vs_best  # A/A: no difference called
+    slow = by_name["O2-slow"]
+    assert slow.vs_best.endswith("beyond noise") and slow.vs_best.startswith("-"), slow.vs_best
+
+
+def test_one_process_a_side_gets_no_verdict(tmp_path):
+    rng = random.Random(7)
+    files = _rounds("O2-a", rng, 1.0, rounds=1) + _rounds("O2-slow", rng, 0.7, rounds=1)
+    plan = plan_capacity([write_set(tmp_path / "results", files)], SLOS)
+    assert [c.vs_best for c in plan.capacities] == ["best", "n/a (1 vs 1 processes)"]
