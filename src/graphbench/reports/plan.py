@@ -25,7 +25,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from graphbench.config.validate import suggest
@@ -33,13 +32,13 @@ from graphbench.ascii_numbers import plain
 from graphbench.errors import GraphbenchError
 from graphbench.reports.banner import cpu_points
 from graphbench.reports.frame import LATENCY_METRICS, environment_line, ok_results, results_frame
+from graphbench.reports.plan_load import ceil_tolerant, crossing, interpolate, max_load
 from graphbench.reports.plan_processes import process_capacities, versus_first
 from graphbench.reports.report import load, skipped_warnings
 from graphbench.reports.store import LoadedResults
 
 SLO_METRICS = tuple(LATENCY_METRICS)
 TARGET_KINDS = {"requests_per_s": "requests/s", "users": "concurrent users"}
-_INTEGER_TOLERANCE = 1e-9
 MAX_TARGET = 1e9  # requests/s or concurrent users: past any deployment (a GPU count for more is not a plan)
 
 
@@ -86,47 +85,6 @@ def parse_slos(texts: Iterable[str]) -> list[Slo]:
             raise GraphbenchError(f"SLO metric {slo.metric} given twice")
         seen.add(slo.metric)
     return slos
-
-
-def max_load(concurrency: list[float], curves: list[list[float]], limits: list[float]) -> tuple[float, int | None]:
-    """(highest load at which every curve is within its limit, index of the curve that sets it: None
-    when none is crossed) on measured curves sorted by concurrency, without NaN.
-
-    The highest measured concurrency where every curve meets its limit, extended linearly toward the
-    next measured one up to where the first curve goes above its limit; the highest concurrency (None:
-    not crossed) when it meets them all; 0 when no measured concurrency does (the curve: the first one
-    over its limit at the lowest). A miss at a lower concurrency does not lower it: plan_capacity warns.
-    """
-    pairs = list(zip(curves, limits))
-    meets = [i for i in range(len(concurrency)) if all(v[i] <= limit for v, limit in pairs)]
-    if not meets:
-        return 0.0, next(j for j, (v, limit) in enumerate(pairs) if v[0] > limit)
-    k = meets[-1]
-    if k == len(concurrency) - 1:
-        return concurrency[k], None
-    (c0, c1) = concurrency[k], concurrency[k + 1]
-    return min((c0 + (limit - v[k]) * (c1 - c0) / (v[k + 1] - v[k]), j)
-               for j, (v, limit) in enumerate(pairs) if v[k + 1] > limit)
-
-
-def crossing(concurrency: list[float], values: list[float], limit: float) -> tuple[float, bool]:
-    """(highest load meeting value <= limit, whether the limit was crossed) on one measured curve:
-    max_load of that curve alone."""
-    load, limiting = max_load(concurrency, [values], [limit])
-    return load, limiting is not None
-
-
-def interpolate(concurrency: list[float], values: list[float], load: float) -> float:
-    """values at load, linear between measured concurrencies (0 at load 0)."""
-    if load <= 0 or not concurrency:
-        return 0.0
-    return float(np.interp(load, concurrency, values))
-
-
-def ceil_tolerant(x: float) -> int:
-    """ceil that treats x within a relative 1e-9 of an integer as that integer (float noise)."""
-    nearest = round(x)
-    return int(nearest) if abs(x - nearest) <= _INTEGER_TOLERANCE * max(1.0, abs(x)) else math.ceil(x)
 
 
 @dataclass
@@ -307,8 +265,7 @@ def plan_capacity(
     capacities.sort(key=order)
     rows = closed_loop_rows(frame)
     for c in capacities:
-        c.process_output_tokens_per_s_per_gpu = process_capacities(rows[rows["series"] == c.series], slos, max_load,
-                                                                   interpolate)
+        c.process_output_tokens_per_s_per_gpu = process_capacities(rows[rows["series"] == c.series], slos)
     for c, verdict in zip(capacities, versus_first([c.process_output_tokens_per_s_per_gpu for c in capacities])):
         c.vs_best = verdict
     return Plan(slos, target_kind, target, capacities, measured, warnings, environment_line(ok_results(loaded.results)))

@@ -19,15 +19,16 @@ from typing import Any
 import pandas as pd
 
 from graphbench.reports.gate_thresholds import min_effect_pct
+from graphbench.reports.plan_load import interpolate, max_load
 from graphbench.reports.verdict import IMPROVED, NA, REGRESSED, judge
 
 METRIC = "output_tokens_per_s"
 
 
-def process_capacities(rows: pd.DataFrame, slos: Sequence[Any], max_load, interpolate) -> list[float]:
+def process_capacities(rows: pd.DataFrame, slos: Sequence[Any]) -> list[float]:
     """Output tokens/s per GPU at each process's own capacity, for the processes that measured every
     concurrency of the configuration's closed-loop rows (one row per concurrency; rows pooled from
-    several runs give none). max_load and interpolate: reports/plan.py's."""
+    several runs give none)."""
     if rows["concurrency"].duplicated().any():
         return []
     ordered = rows.sort_values("concurrency")
