@@ -49,3 +49,16 @@ def test_one_process_a_side_gets_no_verdict(tmp_path):
     files = _rounds("O2-a", rng, 1.0, rounds=1) + _rounds("O2-slow", rng, 0.7, rounds=1)
     plan = plan_capacity([write_set(tmp_path / "results", files)], SLOS)
     assert [c.vs_best for c in plan.capacities] == ["best", "n/a (1 vs 1 processes)"]
+
+
+def test_the_speedup_chart_tells_a_tie_from_a_difference(tmp_path):
+    """The report's speed-up bars are hatched where the gap is within the noise (reports/charts_perf.py)."""
+    from graphbench.reports.charts_perf import beyond_noise
+    from graphbench.reports.frame import results_frame
+    from graphbench.reports.store import load_results
+
+    rng = random.Random(11)
+    files = _rounds("O2-a", rng, 1.0) + _rounds("O2-b", rng, 1.0) + _rounds("O2-slow", rng, 0.7)
+    frame = results_frame(load_results([write_set(tmp_path / "results", files)]).results)
+    assert not beyond_noise(frame, "O2-a", "O2-b", 4)
+    assert beyond_noise(frame, "O2-a", "O2-slow", 4) and beyond_noise(frame, "O2-slow", "O2-a", 16)

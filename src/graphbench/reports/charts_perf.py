@@ -92,6 +92,10 @@ def speedup_chart(data: ReportData, path: Path) -> None:
             ratios = [value.get((cand, c), np.nan) / value[(base, c)] for c in levels]
             xs = np.arange(len(levels)) + (j - (len(same) - 1) / 2) * width
             bars = ax.bar(xs, ratios, width, color=data.colors.get(cand), label=cand)
+            for bar, c in zip(bars, levels):
+                if not beyond_noise(data.frame, base, cand, c):  # a tie, or too few processes to tell
+                    bar.set_alpha(0.35)
+                    bar.set_hatch("//")
             if len(same) * len(levels) <= 24:
                 ax.bar_label(bars, fmt="%.2f", fontsize=6, padding=1)
         ax.axhline(1.0, color="0.3", linewidth=0.8)
@@ -101,12 +105,28 @@ def speedup_chart(data: ReportData, path: Path) -> None:
         ax.set_title(f"over {base}", fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)
         ax.set_ylim(0, ax.get_ylim()[1] * 1.08)
-    legend = {}
-    for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            legend.setdefault(label, handle)
-    fig.legend(list(legend.values()), list(legend), loc="outside right upper", fontsize=8, title="configuration")
+    from matplotlib.patches import Patch
+
+    labels = dict.fromkeys(label for ax in axes for label in ax.get_legend_handles_labels()[1])
+    handles = [Patch(color=data.colors.get(label), label=label) for label in labels]  # (a bar's own may be hatched)
+    handles.append(Patch(facecolor="white", edgecolor="0.3", hatch="//", label="hatched: within the noise\n"
+                         "between processes (or\ntoo few to tell)"))
+    fig.legend(handles=handles, loc="outside right upper", fontsize=8, title="configuration")
     save_figure(fig, path, "Speed-up in output tokens/s over -O0 and over each peer", data.environment)
+
+
+def beyond_noise(frame: pd.DataFrame, base: str, cand: str, concurrency: float) -> bool:
+    """Whether cand's output tokens/s at this concurrency differs from base's by compare's rule (reports/verdict.py)."""
+    from graphbench.reports.gate_thresholds import min_effect_pct
+    from graphbench.reports.verdict import IMPROVED, REGRESSED, judge
+
+    def samples(series: str) -> list[float]:
+        at = frame[(frame["series"] == series) & (frame["concurrency"] == concurrency)]
+        return [v for t in at.get("output_tokens_per_s_samples", []) if isinstance(t, tuple) for v in t]
+
+    verdict = judge(samples(base), samples(cand), higher_is_better=True,
+                    min_effect_pct=min_effect_pct("output_tokens_per_s"))
+    return verdict.verdict in (IMPROVED, REGRESSED)
 
 
 def latency_chart(data: ReportData, path: Path) -> None:
