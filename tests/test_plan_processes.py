@@ -41,7 +41,7 @@ def test_an_equal_pair_is_a_tie_and_a_slower_configuration_is_called(tmp_path):
     assert first.vs_best == "best"
     assert second.vs_best.startswith("tie ("), second.vs_best  # A/A: no difference called
     slow = by_name["O2-slow"]
-    assert slow.vs_best.endswith("beyond noise") and slow.vs_best.startswith("-"), slow.vs_best
+    assert slow.vs_best.endswith("% lower, beyond noise"), slow.vs_best
 
 
 def test_one_process_a_side_gets_no_verdict(tmp_path):
@@ -62,3 +62,24 @@ def test_the_speedup_chart_tells_a_tie_from_a_difference(tmp_path):
     frame = results_frame(load_results([write_set(tmp_path / "results", files)]).results)
     assert not beyond_noise(frame, "O2-a", "O2-b", 4)
     assert beyond_noise(frame, "O2-a", "O2-slow", 4) and beyond_noise(frame, "O2-slow", "O2-a", 16)
+
+
+def test_the_plan_files_carry_the_verdict_and_each_process(tmp_path):
+    import csv
+    import json
+
+    from typer.testing import CliRunner
+
+    from graphbench.cli.main import app
+
+    rng = random.Random(5)
+    folder = write_set(tmp_path / "results", _rounds("O2-a", rng, 1.0) + _rounds("O2-slow", rng, 0.7))
+    out = CliRunner().invoke(app, ["plan", str(folder), "--slo", "tpot_p99_ms=30", "--format", "json",
+                                   "-o", str(tmp_path / "plan")])
+    assert out.exit_code == 0, out.output
+    configs = {c["series"]: c for c in json.loads(out.stdout)["configurations"]}
+    assert len(configs["O2-slow"]["process_output_tokens_per_s_per_gpu"]) == 3
+    assert configs["O2-a"]["vs_best"] == "best" and configs["O2-slow"]["vs_best"].endswith("beyond noise")
+    with open(tmp_path / "plan" / "plan.csv", newline="") as f:
+        rows = {r["series"]: r for r in csv.DictReader(f)}
+    assert rows["O2-slow"]["vs_best"] == configs["O2-slow"]["vs_best"]

@@ -58,7 +58,8 @@ def versus_first(samples: Sequence[Sequence[float]]) -> list[str]:
         if v.verdict == NA:
             out.append(f"n/a ({len(first)} vs {len(own)} processes)")
         elif v.verdict in (IMPROVED, REGRESSED):
-            out.append(f"{v.change_pct:+.1f}%, beyond noise")
+            # (words, not a sign: a CSV cell starting with "-" reads as a formula and is quoted)
+            out.append(f"{abs(v.change_pct):.1f}% {'lower' if v.change_pct < 0 else 'higher'}, beyond noise")
         else:
             noise = f", noise {v.noise_pct:.1f}%" if v.noise_pct is not None else ""
             out.append(f"tie ({v.change_pct:+.1f}%{noise})")
