@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from graphbench.reports.figures import NoData, ReportData, log2_axis, new_figure, plain_log_axis, save_figure
-from graphbench.reports.frame import GRAPHBENCH
+from graphbench.reports.frame import GRAPHBENCH, series_samples
 
 
 def by_concurrency(frame: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
@@ -58,8 +58,7 @@ def _round_range(frame: pd.DataFrame, series: str, system: str, rows: pd.DataFra
     """Per concurrency of rows: (median - min, max - median) of the series' per-process samples (0 with one)."""
     low, high = [], []
     for conc, med in zip(rows["concurrency"], rows["output_tokens_per_s"]):
-        at = frame[(frame["series"] == series) & (frame["system"] == system) & (frame["concurrency"] == conc)]
-        samples = [v for t in at.get("output_tokens_per_s_samples", []) if isinstance(t, tuple) for v in t]
+        samples = series_samples(frame, series, concurrency=conc, system=system)
         # (at least 0: a result file written by hand, or damaged, may hold a median outside its samples)
         low.append(max(0.0, med - min(samples)) if samples else 0.0)
         high.append(max(0.0, max(samples) - med) if samples else 0.0)
@@ -120,11 +119,8 @@ def beyond_noise(frame: pd.DataFrame, base: str, cand: str, concurrency: float) 
     from graphbench.reports.gate_thresholds import min_effect_pct
     from graphbench.reports.verdict import IMPROVED, REGRESSED, judge
 
-    def samples(series: str) -> list[float]:
-        at = frame[(frame["series"] == series) & (frame["concurrency"] == concurrency)]
-        return [v for t in at.get("output_tokens_per_s_samples", []) if isinstance(t, tuple) for v in t]
-
-    verdict = judge(samples(base), samples(cand), higher_is_better=True,
+    verdict = judge(series_samples(frame, base, concurrency=concurrency),
+                    series_samples(frame, cand, concurrency=concurrency), higher_is_better=True,
                     min_effect_pct=min_effect_pct("output_tokens_per_s"))
     return verdict.verdict in (IMPROVED, REGRESSED)
 

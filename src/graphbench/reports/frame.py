@@ -192,6 +192,17 @@ def _point_fields(result: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def series_samples(frame: pd.DataFrame, series: str, *, concurrency: float | None = None,
+                   system: str | None = None) -> list[float]:
+    """The per-process output tokens/s samples of a series' rows (at one concurrency, of one system)."""
+    at = frame[frame["series"] == series]
+    if concurrency is not None:
+        at = at[at["concurrency"] == concurrency]
+    if system is not None:
+        at = at[at["system"] == system]
+    return [float(v) for t in at.get("output_tokens_per_s_samples", []) if isinstance(t, tuple) for v in t]
+
+
 def ok_results(results: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [r for r in results if r.get("status", "ok") == "ok"]
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from graphbench.reports.frame import GRAPHBENCH, flag_is
+from graphbench.reports.frame import GRAPHBENCH, flag_is, series_samples
 from graphbench.reports.gate_thresholds import min_effect_pct
 
 HEADLINE_COLUMNS = [
@@ -33,19 +33,14 @@ HEADLINE_COLUMNS = [
 ]  # fmt: skip
 
 
-def _samples(at: pd.DataFrame, series: str) -> list[float]:
-    values = at.loc[at["series"] == series, "output_tokens_per_s_samples"]
-    return [float(v) for item in values for v in (item if isinstance(item, tuple) else ())]
-
-
 def _tied(at: pd.DataFrame, best: str) -> str:
     """The configurations the best cannot be told from over processes (reports.verdict): 'label (why)'."""
     from graphbench.reports.verdict import IMPROVED, NA, REGRESSED, judge
 
-    top = _samples(at, best)
+    top = series_samples(at, best)
     out = []
     for series in sorted(set(at["series"]) - {best}):
-        v = judge(top, _samples(at, series), higher_is_better=True, min_effect_pct=min_effect_pct("output_tokens_per_s"))
+        v = judge(top, series_samples(at, series), higher_is_better=True, min_effect_pct=min_effect_pct("output_tokens_per_s"))
         if v.verdict not in (IMPROVED, REGRESSED, NA):  # (too few processes to tell: not listed as a tie)
             noise = f", noise {v.noise_pct:.1f}%" if v.noise_pct is not None else ""
             out.append(f"{series} ({v.change_pct:+.1f}%{noise})")

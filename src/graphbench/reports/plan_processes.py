@@ -32,9 +32,11 @@ def process_capacities(rows: pd.DataFrame, slos: Sequence[Any]) -> list[float]:
     if rows["concurrency"].duplicated().any():
         return []
     ordered = rows.sort_values("concurrency")
-    per_row = [r if isinstance(r, Mapping) else {} for r in ordered["round_medians"]]
-    common = set.intersection(*(set(r) for r in per_row)) if per_row else set()
     metrics = [slo.metric for slo in slos]
+    # a row outside rounds (one `graphbench run`) is one process, whose medians are the row's own
+    per_row = [r if isinstance(r, Mapping) and r else {1: {k: row[k] for k in (*metrics, METRIC)}}
+               for r, (_, row) in zip(ordered["round_medians"], ordered.iterrows())]
+    common = set.intersection(*(set(r) for r in per_row)) if per_row else set()
     tp = int(ordered.iloc[0]["tensor_parallel_size"])
     out = []
     for index in sorted(common):

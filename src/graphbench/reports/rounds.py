@@ -164,10 +164,10 @@ def first_round_outlier(values: list[float | None]) -> str | None:
 
 def included_rounds(workload: Mapping[str, Any]) -> dict[int, dict[str, float]]:
     """A workload's included rounds: round index -> that process's medians (an excluded first round gives
-    none); a result outside rounds is one process, round 1."""
+    none, and so does a result outside rounds: its one process's medians are the workload's own)."""
     rounds = workload.get("round_medians")
     if not isinstance(rounds, list):
-        return {1: process_medians(workload)}
+        return {}
     return {int(r["round"]): dict(r.get("medians") or {}) for r in rounds
             if isinstance(r, Mapping) and isinstance(r.get("round"), int) and not r.get("excluded")}
 
