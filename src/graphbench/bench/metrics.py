@@ -94,7 +94,8 @@ def _mode_times(records: list[Any]) -> dict[str, float]:
 
 
 def summarize(repeats: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """median, IQR, min, max, spread % and n over repeats for every scalar metric (and key percentiles)."""
+    """median, IQR, min, max, spread % and n over repeats for every scalar metric (and key percentiles), over
+    the repeats that have it (a NaN is a statistic of no samples)."""
     flat: dict[str, list[float]] = {}
     for rep in repeats:
         for key, value in rep.items():
@@ -106,6 +107,10 @@ def summarize(repeats: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
                     flat.setdefault(f"{key[:-3]}_{p}_ms", []).append(rep[key][p])
     summary = {}
     for key, values in flat.items():
+        # a statistic of no samples (NaN: no TPOT where every output is one token) is absent, not summarised
+        values = [v for v in values if v == v]
+        if not values:
+            continue
         median = statistics.median(values)
         summary[key] = {
             "median": median, "iqr": iqr(values),
