@@ -8,7 +8,7 @@ import json
 import math
 
 from graphbench.bench.metrics import summarize
-from tests.test_cli_bad_inputs import invoke
+from tests.test_cli_bad_inputs import assert_one_error, invoke
 
 
 def test_a_statistic_of_no_samples_is_left_out_of_the_summary(tmp_path):
@@ -27,3 +27,65 @@ def test_a_statistic_of_no_samples_is_left_out_of_the_summary(tmp_path):
     assert "tpot_p99_ms" not in written["workloads"][0]["summary"]
     planned = invoke("plan", tmp_path, "--slo", "ttft_p99_ms=1000", "--format", "json")
     assert planned.exit_code == 0, planned.output
+
+
+def _planned_results(folder, change=None):
+    """Two points of one process each, closed-c1 and closed-c4, with summaries as graphbench writes them;
+    change(result) edits each before it is written."""
+    from graphbench.reports.store import write_result
+    from tests.test_gate import make_result
+
+    for label, tps in (("O0-default", 1000.0), ("O2-default", 2000.0)):
+        result = make_result(label, repeats={"closed-c1": [(tps, 12.0)] * 3, "closed-c4": [(3 * tps, 14.0)] * 3})
+        for workload in result["workloads"]:
+            workload["summary"] = {**summarize(workload["repeats"]), "requests_per_s": {"median": tps / 30, "n": 3}}
+        if change is not None:
+            change(result)
+        write_result(folder, "cpu-test", label, result)
+    return folder
+
+
+def _summary(key, field, value):
+    def change(result):
+        result["workloads"][0]["summary"][key][field] = value
+    return change
+
+
+def test_a_summary_no_measurement_can_give_skips_its_file_by_name(tmp_path):
+    # a negative requests_per_s (what plan reads from the summary) printed 'req/s per GPU -5' and 'none meet
+    # the SLOs'; a NaN median ended every command in 'error: samples contain NaN', naming no file
+    cases = [(_summary("requests_per_s", "median", -5.0), "summary 'requests_per_s': median is -5.0, not a possible value"),
+             (_summary("output_tokens_per_s", "median", math.nan),
+              "summary 'output_tokens_per_s': median is nan, not a possible tok/s value"),
+             (_summary("tpot_p99_ms", "max", 1e300), "summary 'tpot_p99_ms': max is 1e+300, not a possible ms value"),
+             (_summary("eager_fraction", "min", 2.0), "summary 'eager_fraction': min is 2.0, not a possible fraction value")]
+    good = _planned_results(tmp_path / "good")
+    for number, (change, message) in enumerate(cases):
+        folder = _planned_results(tmp_path / f"bad{number}", change)
+        first = f"{folder}/cpu-test/0001_O0-default.json: workload 'closed-c1': {message}"
+        assert_one_error(invoke("plan", folder, "--slo", "tpot_p99_ms=50", "--target-rps", 10),
+                         "2 malformed files skipped; the first, " + first)
+        assert_one_error(invoke("compare", good, folder), "no current results loaded", first)
+    result = invoke("plan", good, "--slo", "tpot_p99_ms=50", "--target-rps", 10, "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert [c["requests_per_s_per_gpu"] for c in json.loads(result.stdout)["configurations"]] == [200 / 3, 100 / 3]
+
+
+def test_figures_past_any_measurement_skip_their_file_not_print_300_digits(tmp_path):
+    # 1e300 tokens/s is finite: compare printed it 300 digits wide and the t-test's variance overflowed
+    # into a NaN p-value (the gate: 'CANNOT JUDGE')
+    good = _planned_results(tmp_path / "good")
+    for key, message in (("output_tokens_per_s", "'output_tokens_per_s' is 1e+300, past any measurement (at most 1e+15)"),
+                         ("total_tokens_per_s", "total_tokens_per_s is 1e+300, not a possible tok/s value")):
+        def huge(result, key=key):
+            for repeat in result["workloads"][0]["repeats"]:
+                repeat[key] = 1e300
+        folder = _planned_results(tmp_path / key, huge)
+        first = f"{folder}/cpu-test/0001_O0-default.json: workload 'closed-c1': repeat #1: {message}"
+        assert_one_error(invoke("gate", "--baseline", good, "--current", folder), first)
+        assert_one_error(invoke("report", folder, "-o", tmp_path / "report"), first)
+    def large(result):
+        for repeat in result["workloads"][0]["repeats"]:
+            repeat["output_tokens_per_s"] = 1e14  # large, but within what a measurement may give
+    result = invoke("compare", good, _planned_results(tmp_path / "large", large), "--format", "csv")
+    assert result.exit_code == 0 and ",1000.0,100000000000000.0," in result.stdout, result.output

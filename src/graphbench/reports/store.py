@@ -17,7 +17,7 @@ from typing import Any, Iterable
 
 from graphbench.errors import GraphbenchError
 from graphbench.files import create_temp
-from graphbench.reports.metric_catalogue import CATALOGUE, POINT
+from graphbench.reports.result_numbers import check_metrics, check_numbers, check_summary
 
 SCHEMA_VERSION = 2
 KIND = "graphbench-result"
@@ -135,7 +135,8 @@ def check_shape(result: dict[str, Any]) -> None:
     config.speculative, each start's cudagraph_mode, each repeat's batch_size_histogram,
     step_ms_by_mode and slowest_steps). A field that is absent or null is fine (old and failed
     results lack some). Of the leaf values, the numbers the report's tables compute with are checked
-    (a repeat's output_tokens_per_s and duration_s, step totals, a slowest step's ms)."""
+    (a repeat's output_tokens_per_s and duration_s, step totals, a slowest step's ms), and so are each
+    workload's summary and the catalogue's metrics (reports/result_numbers.py)."""
     _check_fields(result, "", objects=("config", "environment", "startup", "sweep"), lists=("startups", "workloads"))
     for key in ("label", "system", "status", "model"):
         _check_text(result.get(key), f"{key!r}")
@@ -161,6 +162,7 @@ def check_shape(result: dict[str, Any]) -> None:
             raise ValueError(f"workload #{index}: 'name' is not a string")
         where = f"workload {name!r}" if name is not None else f"workload #{index}"
         _check_fields(workload, where, objects=("summary",), lists=("repeats",))
+        check_summary(workload.get("summary") or {}, where)
         for key in ("concurrency", "num_requests"):  # what plan and the report divide and sort by
             value = workload.get(key)
             if value is not None and (type(value) is not int or value < 1):
@@ -180,68 +182,15 @@ def check_shape(result: dict[str, Any]) -> None:
             by_mode = repeat.get("step_ms_by_mode") or {}
             if not all(times is None or isinstance(times, dict) for times in by_mode.values()):
                 raise ValueError(f"{at}: 'step_ms_by_mode' is not an object of objects")
-            _check_numbers(repeat, at, ("output_tokens_per_s", "duration_s"))
+            check_numbers(repeat, at, ("output_tokens_per_s", "duration_s"))
             for mode, times in by_mode.items():
-                _check_numbers(times or {}, f"{at}: step_ms_by_mode {mode!r}", ("total_ms",))
+                check_numbers(times or {}, f"{at}: step_ms_by_mode {mode!r}", ("total_ms",))
             for step in repeat.get("slowest_steps") or []:
-                _check_numbers(step, f"{at}: a slowest step", ("ms",), required=True)
-            _check_metrics(repeat, at, point=False)
+                check_numbers(step, f"{at}: a slowest step", ("ms",), required=True)
+            check_metrics(repeat, at, point=False)
     for index, start in enumerate([result.get("startup"), *(result.get("startups") or [])]):
         if isinstance(start, dict):
-            _check_metrics({"startup": start}, "'startup'" if index == 0 else f"'startups' item #{index}", point=True)
-
-
-# A free-memory delta: another process's allocation during capture can make it negative.
-SIGNED_METRICS = ("graph_memory_bytes",)
-UNIT_MAX = {"%": 100.0, "fraction": 1.0}
-
-
-def _check_metrics(data: dict[str, Any], where: str, point: bool) -> None:
-    """The catalogue's metrics (reports/metric_catalogue.py) that compare, gate, plan and the report read: absent,
-    null or NaN (a statistic of no samples), else a finite number no measurement can fall outside
-    (nothing negative, a percentage at most 100, a fraction at most 1)."""
-    for metric in CATALOGUE:
-        if (metric.scope == POINT) != point:
-            continue
-        value: Any = data
-        for key in metric.path:
-            value = value.get(key) if isinstance(value, dict) else None
-        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue  # absent, or not a number: the readers say so by name
-        number = _as_float(value)
-        if math.isnan(number):
-            continue
-        low = -math.inf if metric.name in SIGNED_METRICS else 0.0
-        if not low <= number <= UNIT_MAX.get(metric.unit, math.inf) or math.isinf(number):
-            shown = ".".join(metric.path[1:] if point else metric.path)  # a point metric's path starts at 'startup'
-            raise ValueError(f"{where}: {shown} is {_shown(value, number)}, not a possible {metric.unit} value")
-
-
-def _as_float(value: int | float) -> float:
-    """The number as a float; an integer past a float's range (JSON reads 1 followed by 400 zeros as an
-    int, where 1e400 is a float's inf) is inf, not an OverflowError traceback."""
-    try:
-        return float(value)
-    except OverflowError:
-        return math.inf if value > 0 else -math.inf
-
-
-def _shown(value: int | float, number: float) -> str:
-    return f"an integer of {len(str(abs(value)))} digits" if math.isinf(number) and isinstance(value, int) else repr(value)
-
-
-def _check_numbers(data: dict[str, Any], where: str, keys: tuple[str, ...], required: bool = False) -> None:
-    """The leaf values the report's tables compute with: finite numbers (absent or null allowed unless
-    required). A NaN or an overflowed 1e400 (read as inf) skips the file by name instead of failing the
-    report, or printing +inf% in a comparison."""
-    for key in keys:
-        value = data.get(key)
-        if value is None and not required:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"{where}: {key!r} is not a number")
-        if not math.isfinite(number := _as_float(value)):
-            raise ValueError(f"{where}: {key!r} is {_shown(value, number)}, not a finite number")
+            check_metrics({"startup": start}, "'startup'" if index == 0 else f"'startups' item #{index}", point=True)
 
 
 def iter_result_files(paths: Iterable[str | Path]) -> list[Path]:
