@@ -8,6 +8,7 @@ import json
 import math
 
 from graphbench.bench.metrics import summarize
+from tests.test_gate import make_result
 from tests.test_cli_bad_inputs import assert_one_error, invoke
 
 
@@ -89,3 +90,35 @@ def test_figures_past_any_measurement_skip_their_file_not_print_300_digits(tmp_p
             repeat["output_tokens_per_s"] = 1e14  # large, but within what a measurement may give
     result = invoke("compare", good, _planned_results(tmp_path / "large", large), "--format", "csv")
     assert result.exit_code == 0 and ",1000.0,100000000000000.0," in result.stdout, result.output
+
+
+def test_a_copied_round_file_counts_once_and_is_named(tmp_path):
+    # a copy of a round file beside it (or a results folder copied in twice) was a fourth process of the
+    # point: 3/4 processes, its noise narrowed and Mann-Whitney's U in place of Welch's t
+    import shutil
+
+    from graphbench.reports.store import load_results
+    from tests.test_gate import write_set
+    from tests.test_rounds_verdicts import round_files
+
+    baseline = write_set(tmp_path / "baseline", round_files("O2-default", [[1000.0, 1004.0], [990.0, 996.0], [1010.0, 1020.0]]))
+    current = write_set(tmp_path / "current", round_files("O2-default", [[1001.0, 1003.0], [995.0, 993.0], [1012.0, 1018.0]]))
+    (machine,) = [p for p in current.iterdir() if p.is_dir()]
+    first = sorted(machine.glob("*.json"))[0]
+    shutil.copy(first, machine / "copy of it.json")
+    shutil.copytree(machine, current / "again")
+    loaded = load_results([current])
+    assert [len(r["rounds"]) for r in loaded.results] == [3]
+    assert len(loaded.skipped) == 5 and loaded.skipped[0] == (  # 'again' sorts first: its files are read first
+        current / "again" / "copy of it.json", f"round 1 of point O2-default again: already read from "
+        f"{current / 'again' / first.name} (a copy?); each process counts once: remove one of them")
+    result = invoke("compare", baseline, current, "--metric", "output_tokens_per_s", "--format", "csv")
+    assert result.exit_code == 0, result.output
+    assert ",3,3," in result.stdout.splitlines()[1] and "Welch" in result.stdout, result.stdout
+    assert "each process counts once" in result.stderr
+    # a result outside rounds copied: the same content, read once; another run of it is pooled as before
+    single = tmp_path / "single"
+    write_set(single, [make_result("O1-default")])
+    (written,) = single.rglob("*.json")
+    shutil.copy(written, written.with_name("0002_O1-default.json"))
+    assert len(load_results([single]).results) == 1

@@ -72,6 +72,33 @@ def merge_rounds(results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return [merge_point(groups[item]) if isinstance(item, tuple) else item for item in order]
 
 
+def _process_key(result: Mapping[str, Any]) -> tuple[str, ...]:
+    """What one process's result is known by: its sweep, point and round; outside rounds, its whole content."""
+    key, info = _merge_key(result), round_info(result)
+    if key is not None and info is not None:
+        return (*key, str(info["index"]))
+    return ("content", json.dumps({k: v for k, v in result.items() if k != "_path"}, sort_keys=True, default=str))
+
+
+def drop_repeated_processes(results: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    """The results with each process read once, and (file, why) for each file that repeats one already read:
+    a copy of a round file (the same sweep, point and round; a second copy of a results folder, or a file
+    copied beside it) was counted as one more process, which narrowed the noise and changed the test."""
+    seen: dict[tuple[str, ...], str] = {}
+    kept, repeated = [], []
+    for result in results:
+        key = _process_key(result)
+        if key in seen:
+            info = round_info(result)
+            what = f"round {info['index']} of point {result.get('label')}" if info else "the same result"
+            repeated.append((str(result.get("_path")), f"{what} again: already read from {seen[key]} (a copy?); "
+                             "each process counts once: remove one of them"))
+            continue
+        seen[key] = str(result.get("_path"))
+        kept.append(result)
+    return kept, repeated
+
+
 def _round_entry(result: Mapping[str, Any], index: int) -> dict[str, Any]:
     info = round_info(result) or {}
     startup = result.get("startup") if isinstance(result.get("startup"), Mapping) else {}

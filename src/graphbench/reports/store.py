@@ -229,7 +229,9 @@ def load_results(paths: Iterable[str | Path], merge: bool = True) -> LoadedResul
         except RecursionError:
             skipped.append((file, "JSON nested too deeply for a result file"))
     if merge:
-        from graphbench.reports.rounds import merge_rounds
+        from graphbench.reports.rounds import drop_repeated_processes, merge_rounds
 
+        results, repeated = drop_repeated_processes(results)
+        skipped += [(Path(file), why) for file, why in repeated]
         results = merge_rounds(results)
     return LoadedResults(results, skipped)
