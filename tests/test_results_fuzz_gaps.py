@@ -122,3 +122,29 @@ def test_a_copied_round_file_counts_once_and_is_named(tmp_path):
     (written,) = single.rglob("*.json")
     shutil.copy(written, written.with_name("0002_O1-default.json"))
     assert len(load_results([single]).results) == 1
+
+
+def test_a_folder_that_cannot_be_listed_is_named_not_passed_over(tmp_path, monkeypatch):
+    # Path.rglob passes over a folder it may not list: a history folder's unreadable run was left out of the
+    # gate without a word, and a results folder that could not be listed read as 'no current results'
+    import os
+
+    history = tmp_path / "history"
+    _planned_results(history / "run1")
+    _planned_results(history / "run2")
+    scandir = os.scandir
+
+    def refuse(path="."):  # (as root, chmod 000 refuses nothing: the refusal is made here)
+        if str(path).endswith("run2") or str(path).endswith("locked"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refuse)
+    why = "cannot list this folder (Permission denied): its results are not read; make it readable, or name the folders to read"
+    result = invoke("compare", history / "run1", history)
+    assert result.exit_code == 0, result.output
+    assert f"{history / 'run2'}: {why}" in result.stderr
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    assert_one_error(invoke("plan", locked, "--slo", "tpot_p99_ms=50"), f"{locked}: {why}")
+    assert_one_error(invoke("report", locked, "-o", tmp_path / "report"), f"{locked}: {why}")

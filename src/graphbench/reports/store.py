@@ -193,25 +193,40 @@ def check_shape(result: dict[str, Any]) -> None:
             check_metrics({"startup": start}, "'startup'" if index == 0 else f"'startups' item #{index}", point=True)
 
 
-def iter_result_files(paths: Iterable[str | Path]) -> list[Path]:
-    """Result files under the given files or folders (recursively), sorted. Only regular files: a FIFO
-    or a link to a device named *.json would block or never end (the loader skips them by name)."""
+def iter_result_files(paths: Iterable[str | Path], unlisted: list[tuple[Path, str]] | None = None) -> list[Path]:
+    """Result files under the given files or folders (recursively), sorted, each once. Only regular files: a
+    FIFO or a link to a device named *.json would block or never end (the loader skips them by name). A folder
+    that cannot be listed goes into `unlisted` with why (Path.rglob passed over it in silence: its results were
+    left out of a report or gate without a word)."""
     files: list[Path] = []
     for path in map(Path, paths):
         if path.is_dir():
-            files += sorted(p for p in path.rglob("*.json") if not p.name.startswith(".tmp-"))
+            files += _json_under(path, unlisted if unlisted is not None else [])
         elif path.exists():
             files.append(path)
         else:
             raise GraphbenchError(f"no such result file or folder: {path}")
-    return files
+    return list(dict.fromkeys(files))  # a folder given twice, or a file inside a folder also given: read once
+
+
+def _json_under(folder: Path, unlisted: list[tuple[Path, str]]) -> list[Path]:
+    """*.json under folder, as rglob finds them (links to folders not followed), sorted; unlistable folders noted."""
+    def note(error: OSError) -> None:
+        unlisted.append((Path(error.filename or folder), f"cannot list this folder ({error.strerror or error}): "
+                         "its results are not read; make it readable, or name the folders to read"))
+
+    found = []
+    for root, dirs, names in os.walk(folder, onerror=note):
+        found += [Path(root, n) for n in (*names, *dirs) if n.endswith(".json") and not n.startswith(".tmp-")]
+    return sorted(found)
 
 
 def load_results(paths: Iterable[str | Path], merge: bool = True) -> LoadedResults:
     """Load every result file; malformed ones are reported by name and skipped. merge: a sweep point's
     round files (one per process) come back as one record (reports/rounds.py); False: one per file."""
-    results, skipped = [], []
-    for file in iter_result_files(paths):
+    results: list[dict[str, Any]] = []
+    skipped: list[tuple[Path, str]] = []
+    for file in iter_result_files(paths, skipped):
         try:
             if not file.is_file():
                 raise ValueError("not a regular file")
