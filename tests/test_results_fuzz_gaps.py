@@ -148,3 +148,17 @@ def test_a_folder_that_cannot_be_listed_is_named_not_passed_over(tmp_path, monke
     locked.mkdir()
     assert_one_error(invoke("plan", locked, "--slo", "tpot_p99_ms=50"), f"{locked}: {why}")
     assert_one_error(invoke("report", locked, "-o", tmp_path / "report"), f"{locked}: {why}")
+
+
+def test_slos_no_configuration_meets_anywhere_are_an_error_not_a_ranking(tmp_path):
+    # every row had capacity 0 and 'none meet the SLOs', yet the first was called 'best' and the others
+    # 'tie (+0.0%)': a ranking of configurations none of which can serve the load
+    folder = _planned_results(tmp_path / "results")  # TPOT p99 12 ms at concurrency 1, 14 ms at 4
+    message = ("no configuration meets tpot_p99_ms<=1 at any measured concurrency, so none can be planned or ranked "
+               "(the lowest measured: tpot_p99_ms 12 ms (O0-default at concurrency 1)): loosen the SLOs, or measure "
+               "lower loads")
+    for extra in ([], ["--target-rps", "10"], ["--format", "json"]):
+        assert_one_error(invoke("plan", folder, "--slo", "tpot_p99_ms=1", *extra), message)
+    result = invoke("plan", folder, "--slo", "tpot_p99_ms=13", "--format", "json")  # met at concurrency 1: planned
+    assert result.exit_code == 0, result.output
+    assert [c["max_concurrency"] > 0 for c in json.loads(result.stdout)["configurations"]] == [True, True]

@@ -215,6 +215,17 @@ def _missed_below(cs: list[float], values: list[list[float]], slos: list[Slo], l
     return "; ".join(misses)
 
 
+def _met_nowhere(measured: pd.DataFrame, slos: list[Slo]) -> str:
+    """Why no configuration has a capacity (each one misses an SLO at every measured concurrency): the lowest
+    value of each SLO's metric that was measured, and where."""
+    lowest = []
+    for slo in slos:
+        row = measured.loc[measured[slo.metric].idxmin()]
+        lowest.append(f"{slo.metric} {row[slo.metric]:.4g} ms ({row['series']} at concurrency {row['concurrency']:g})")
+    return (f"no configuration meets {', '.join(map(str, slos))} at any measured concurrency, so none can be "
+            f"planned or ranked (the lowest measured: {'; '.join(lowest)}): loosen the SLOs, or measure lower loads")
+
+
 def gpus_needed(capacity: Capacity, target_kind: str, target: float) -> int | None:
     """tp x ceil(target / one replica's capacity); None when the configuration serves nothing."""
     per_replica = capacity.requests_per_s if target_kind == "requests_per_s" else capacity.max_concurrency
@@ -256,6 +267,8 @@ def plan_capacity(
         capacities.append(result)
     if not capacities:
         raise GraphbenchError("no configuration measured every SLO metric: nothing to plan")
+    if not any(c.max_concurrency > 0 for c in capacities):
+        raise GraphbenchError(_met_nowhere(measured, slos))
 
     def order(c: Capacity) -> tuple:
         per_gpu = c.output_tokens_per_s_per_gpu if not math.isnan(c.output_tokens_per_s_per_gpu) else 0.0
