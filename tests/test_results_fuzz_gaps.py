@@ -162,3 +162,27 @@ def test_slos_no_configuration_meets_anywhere_are_an_error_not_a_ranking(tmp_pat
     result = invoke("plan", folder, "--slo", "tpot_p99_ms=13", "--format", "json")  # met at concurrency 1: planned
     assert result.exit_code == 0, result.output
     assert [c["max_concurrency"] > 0 for c in json.loads(result.stdout)["configurations"]] == [True, True]
+
+
+def test_plan_gives_each_gpu_type_its_own_rows(tmp_path):
+    # two machines' folders of one sweep (results/<machine>/): plan pooled the H100's and the H200's runs of a
+    # label into one capacity, between the two GPUs' (the report's headline ranks each GPU type apart)
+    def on(gpu, factor):
+        def change(result):
+            result["environment"] = dict(result.get("environment") or {}, device="cuda", gpu=gpu)
+            for workload in result["workloads"]:
+                for repeat in workload["repeats"]:
+                    repeat["output_tokens_per_s"] *= factor
+                workload["summary"] = summarize(workload["repeats"])
+        return change
+
+    _planned_results(tmp_path / "results" / "h100", on("NVIDIA H100", 1.0))
+    _planned_results(tmp_path / "results" / "h200", on("NVIDIA H200", 2.0))
+    result = invoke("plan", tmp_path / "results", "--slo", "tpot_p99_ms=50", "--format", "json")
+    assert result.exit_code == 0, result.output
+    rows = {c["series"]: c["output_tokens_per_s_per_gpu"] for c in json.loads(result.stdout)["configurations"]}
+    assert rows == {"O2-default @ NVIDIA H200": 12000.0, "O0-default @ NVIDIA H200": 6000.0,
+                    "O2-default @ NVIDIA H100": 6000.0, "O0-default @ NVIDIA H100": 3000.0}
+    assert "pooled" not in result.stderr
+    one = invoke("plan", tmp_path / "results" / "h100", "--slo", "tpot_p99_ms=50", "--format", "json")
+    assert [c["series"] for c in json.loads(one.stdout)["configurations"]] == ["O2-default", "O0-default"]

@@ -79,14 +79,16 @@ def load(inputs: Iterable[str | Path] | LoadedResults) -> LoadedResults:
     return loaded
 
 
-def skipped_warnings(loaded: LoadedResults) -> list[str]:
-    """The files skipped as malformed, and points measured more than once (their runs get pooled)."""
+def skipped_warnings(loaded: LoadedResults, apart_by_gpu: bool = False) -> list[str]:
+    """The files skipped as malformed, and points measured more than once (their runs get pooled; with
+    apart_by_gpu, only the runs on one GPU type are: plan's rows are per GPU type)."""
     warnings = [f"skipped {file}: {why}" for file, why in loaded.skipped]
     runs: dict[tuple, list[str]] = {}
     for result in loaded.results:
         if result.get("status", "ok") == "ok":
-            runs.setdefault((result.get("label"), result.get("system")), []).append(str(result.get("created_utc", "?")))
-    for (label, system), times in runs.items():
+            gpu = str((result.get("environment") or {}).get("gpu") or "") if apart_by_gpu else ""
+            runs.setdefault((result.get("label"), result.get("system"), gpu), []).append(str(result.get("created_utc", "?")))
+    for (label, system, _gpu), times in runs.items():
         if len(times) > 1:
             warnings.append(f"point {label} ({system}) has {len(times)} results ({', '.join(sorted(times))}): "
                             "their runs are pooled; give one run per point (a fresh --results folder, or --resume)")
