@@ -121,6 +121,16 @@ def test_gzip_logs_and_cut_utf8_are_read(tmp_path):
         load_distribution(other)
 
 
+def test_a_damaged_gzip_log_says_how_to_keep_its_readable_part(tmp_path):
+    packed = gzip.compress(tagged(LOG, "APIServer pid=1").encode())
+    cut, corrupt = tmp_path / "cut.log.gz", tmp_path / "corrupt.log.gz"
+    cut.write_bytes(packed[: len(packed) // 2])  # a copy cut short
+    corrupt.write_bytes(packed[:-8] + bytes(8))  # a wrong CRC and length
+    for log in (cut, corrupt):
+        out = CliRunner().invoke(app, ["tune", "--from", str(log)])
+        assert out.exit_code == 2 and "the gzip file is damaged" in out.output and f"gzip -dc {log}" in out.output
+
+
 def test_a_server_log_without_tables_asks_for_the_flag(tmp_path):
     log = tmp_path / "vllm.log"
     log.write_text(tagged(STATS * 3, "APIServer pid=1"))

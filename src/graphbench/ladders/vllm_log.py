@@ -84,7 +84,10 @@ def read_server_log(path: Path) -> ServerLog | None:
     try:
         with _open(path) as file:
             scan.read(_bounded_lines(file))
-    except (OSError, EOFError, zlib.error) as exc:  # unreadable, or a gzip stream corrupt or cut short
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:  # a gzip stream corrupt or cut short
+        raise GraphbenchError(f"cannot read {path}: {exc}: the gzip file is damaged; `gzip -dc {path} > log.txt` "
+                              "keeps the part before the damage, or give the plain log") from None
+    except OSError as exc:  # unreadable
         raise GraphbenchError(f"cannot read {path}: {exc}") from None
     largest = max(scan.ladders, key=lambda ladder: (len(ladder), ladder), default=None)
     return ServerLog(scan.result(), largest) if scan.tables or scan.server_log else None
