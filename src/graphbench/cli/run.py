@@ -222,15 +222,8 @@ def _print_summary(path) -> None:
 
     data = json.loads(path.read_text())
     console = make_console()
-    s = data["startup"]
-    console.print(f"[bold]{data['label']}[/bold] ({data['system']}) {data['model']} on "
-                  f"{data['environment'].get('gpu') or 'cpu'}: start-up {s['total_s']:.1f} s (compile "
-                  f"{s['dynamo_s'] + s['inductor_s'] + s.get('compile_sizes_s', 0.0) + s['loaded_s']:.1f} s, capture "
-                  f"{s['capture_s']:.1f} s{precompiled_note(s.get('capture_precompiled') or [0, 0.0])}, "
-                  f"graph memory {s['graph_memory_bytes'] / 2**30:.2f} GiB), mode {s['cudagraph_mode'].get('resolved', '-')}")
-    for line in (variants_line(s.get("static_variants") or {}), kernel_choices_line(s.get("kernel_choices") or {})):
-        if line:
-            console.print(line)
+    for line in _startup_lines(data):
+        console.print(line)
     table = Table("workload", "output tok/s", "spread", "TTFT p50 ms", "TPOT p50 ms", "TPOT p99 ms", "padding %", "eager")
 
     def cell(m, key, fmt):
@@ -243,3 +236,21 @@ def _print_summary(path) -> None:
                       cell(m, "padding_waste_pct", ".1f"), cell(m, "eager_fraction", ".0%"))
     console.print(table)
     console.print(f"[dim]result: {path}[/dim]")
+
+
+def _startup_lines(data: dict) -> list[str]:
+    """The summary's start-up: a peer's load and first call (it records no compile or capture of its own:
+    bench/peers.py); graphbench's compile, capture and graph memory."""
+    head = (f"[bold]{data['label']}[/bold] ({data['system']}) {data['model']} on "
+            f"{data['environment'].get('gpu') or 'cpu'}: ")
+    s = data["startup"]
+    if data["system"] != "graphbench":
+        return [head + f"start-up {s['total_s']:.1f} s (load {s.get('load_s', s['total_s']):.1f} s; the first call, "
+                f"its compile included, {s.get('first_call_s', 0.0):.1f} s)"]
+    compiled = sum(float(s.get(key) or 0.0) for key in ("dynamo_s", "inductor_s", "compile_sizes_s", "loaded_s"))
+    lines = [head + f"start-up {s['total_s']:.1f} s (compile {compiled:.1f} s, capture "
+             f"{float(s.get('capture_s') or 0.0):.1f} s{precompiled_note(s.get('capture_precompiled') or [0, 0.0])}, "
+             f"graph memory {float(s.get('graph_memory_bytes') or 0) / 2**30:.2f} GiB), mode "
+             f"{(s.get('cudagraph_mode') or {}).get('resolved', '-')}"]
+    return lines + [line for line in (variants_line(s.get("static_variants") or {}),
+                                      kernel_choices_line(s.get("kernel_choices") or {})) if line]
