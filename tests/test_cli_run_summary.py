@@ -39,3 +39,12 @@ def test_a_graphbench_run_prints_its_start_up(tmp_path, capsys) -> None:
     out = capsys.readouterr().out
     assert "O2_default (graphbench) tiny-llama on cpu: start-up 0.2 s (compile 0.0 s, capture 0.0 s, graph memory " \
            "0.00 GiB), mode NONE" in out
+
+
+def test_a_cold_run_prints_the_cold_start_and_the_warm_one(tmp_path, capsys) -> None:
+    # `run --cold` measures a cold start, then a warm one: the summary showed only the warm one
+    starts = [_graphbench_startup(True, 2.5, 2.3), _graphbench_startup(False, 0.1, 0.0)]
+    _print_summary(_result(tmp_path, "graphbench", starts))
+    out = capsys.readouterr().out
+    assert "tiny-llama on cpu: cold start-up 2.5 s (compile 2.3 s, capture 0.0 s, graph memory 0.00 GiB), mode NONE" in out
+    assert "\nwarm start-up 0.1 s (compile 0.0 s, capture 0.0 s" in out

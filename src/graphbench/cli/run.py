@@ -240,17 +240,22 @@ def _print_summary(path) -> None:
 
 def _startup_lines(data: dict) -> list[str]:
     """The summary's start-up: a peer's load and first call (it records no compile or capture of its own:
-    bench/peers.py); graphbench's compile, capture and graph memory."""
+    bench/peers.py); graphbench's compile, capture and graph memory, with --cold for the cold start and the warm one."""
     head = (f"[bold]{data['label']}[/bold] ({data['system']}) {data['model']} on "
             f"{data['environment'].get('gpu') or 'cpu'}: ")
     s = data["startup"]
     if data["system"] != "graphbench":
         return [head + f"start-up {s['total_s']:.1f} s (load {s.get('load_s', s['total_s']):.1f} s; the first call, "
                 f"its compile included, {s.get('first_call_s', 0.0):.1f} s)"]
-    compiled = sum(float(s.get(key) or 0.0) for key in ("dynamo_s", "inductor_s", "compile_sizes_s", "loaded_s"))
-    lines = [head + f"start-up {s['total_s']:.1f} s (compile {compiled:.1f} s, capture "
-             f"{float(s.get('capture_s') or 0.0):.1f} s{precompiled_note(s.get('capture_precompiled') or [0, 0.0])}, "
-             f"graph memory {float(s.get('graph_memory_bytes') or 0) / 2**30:.2f} GiB), mode "
-             f"{(s.get('cudagraph_mode') or {}).get('resolved', '-')}"]
-    return lines + [line for line in (variants_line(s.get("static_variants") or {}),
-                                      kernel_choices_line(s.get("kernel_choices") or {})) if line]
+    starts = data.get("startups") or [s]
+    lines = []
+    for one in starts:  # with --cold: the cold start, then the warm one the workloads ran on
+        kind = ("cold " if one.get("cold") else "warm ") if len(starts) > 1 else ""
+        compiled = sum(float(one.get(key) or 0.0) for key in ("dynamo_s", "inductor_s", "compile_sizes_s", "loaded_s"))
+        lines.append(f"{kind}start-up {one['total_s']:.1f} s (compile {compiled:.1f} s, capture "
+                     f"{float(one.get('capture_s') or 0.0):.1f} s{precompiled_note(one.get('capture_precompiled') or [0, 0.0])}, "
+                     f"graph memory {float(one.get('graph_memory_bytes') or 0) / 2**30:.2f} GiB), mode "
+                     f"{(one.get('cudagraph_mode') or {}).get('resolved', '-')}")
+        lines += [line for line in (variants_line(one.get("static_variants") or {}),
+                                    kernel_choices_line(one.get("kernel_choices") or {})) if line]
+    return [head + lines[0]] + lines[1:]
