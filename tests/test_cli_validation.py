@@ -104,3 +104,11 @@ def test_unbounded_or_non_finite_options_are_one_line_errors(args, message):
     result = runner.invoke(app, args)
     assert result.exit_code == 2, result.output
     assert result.output.strip().splitlines()[-1] == message
+
+
+def test_a_dry_run_counts_the_processes_that_will_run(tmp_path):
+    # on the CPU -O1 and -O2 (x both ladders) are one engine: 3 engines x 3 rounds = 9 processes (a sweep of
+    # these 8 labels writes 9 result files), not the 8 labels + 2 later rounds of each engine
+    result = runner.invoke(app, ["sweep", "--device", "cpu", "--results", str(tmp_path), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "8 points, 9 processes (3 round(s) of each graphbench point;" in " ".join(result.output.split())

@@ -89,7 +89,8 @@ def _print_plan(console, plan, rounds: int, aa: bool) -> None:
         start = f"= {p.same_as} (same engine, not run again)" if p.same_as else "cold+warm" if p.cold else "warm"
         table.add_row(str(i), p.label, p.system, p.describe(), start)
     console.print(table)
-    console.print(f"[dim]{len(plan.points)} points, {len(plan.planned)} processes ({rounds} round(s) of each graphbench "
+    processes = sum(1 for p in plan.planned if p.same_as is None)  # a label measured once for another runs none
+    console.print(f"[dim]{len(plan.points)} points, {processes} processes ({rounds} round(s) of each graphbench "
                   f"point{', twice: A/A' if aa else ''}; order seed {plan.seed}); each runs: graphbench run "
                   f"{' '.join(plan.run_args)}[/dim]")
 
