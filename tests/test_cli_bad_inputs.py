@@ -351,3 +351,14 @@ def test_an_empty_config_or_sweep_file_is_an_error_not_the_defaults(tmp_path):
         assert_one_error(invoke("generate", "--config", config, "--device", "cpu", "-O", 0, "-p", "1"), message)
         assert_one_error(invoke("sweep", "--sweep-file", config, "--dry-run"), message)
         assert_one_error(invoke("cache", "diff", config, config), message)
+
+
+def test_run_on_cuda_without_one_is_one_line_before_any_progress(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is visible")
+    # the run printed its start's progress line ('O2_default: warm start') before the device's error
+    result = invoke("run", "--device", "cuda", "--concurrency", "1", "--results", tmp_path / "results")
+    assert_one_error(result, "--device cuda was asked for but no CUDA device is available; use --device cpu")
+    assert not (tmp_path / "results").exists()

@@ -164,9 +164,11 @@ def run(
     check_lengths(workloads, max_model_len(resolved))
     check_results_folder(results)
     if system == "graphbench":  # the checkpoint's files, names, shapes: before the start-up's progress lines
+        from graphbench.runner.device import resolve_device
         from graphbench.runner.loader import check_start_inputs  # (imports torch)
 
         check_start_inputs(resolved)
+        resolve_device(resolved.model.device)  # --device cuda without one: before the start's progress line
     check_text_prompts(prompt_kind, engine_config.model.model)
     if num_requests is not None:
         target_repeat_s = 0.0  # the request count was given: measure exactly that
