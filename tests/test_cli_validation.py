@@ -112,3 +112,16 @@ def test_a_dry_run_counts_the_processes_that_will_run(tmp_path):
     result = runner.invoke(app, ["sweep", "--device", "cpu", "--results", str(tmp_path), "--dry-run"])
     assert result.exit_code == 0, result.output
     assert "8 points, 9 processes (3 round(s) of each graphbench point;" in " ".join(result.output.split())
+
+
+def test_a_sweep_into_a_folder_another_sweep_holds_is_one_line(tmp_path):
+    from graphbench.bench.sweep_lock import sweep_lock
+
+    # it printed the CPU banner and an empty progress bar before the refusal
+    results = tmp_path / "results"
+    with sweep_lock(results):
+        result = runner.invoke(app, ["sweep", "--device", "cpu", "--levels", "0", "--ladders", "default",
+                                     "--results", str(results)])
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    assert result.stderr.startswith("error: another sweep (pid ") and len(result.stderr.strip().splitlines()) == 1

@@ -31,14 +31,30 @@ def sweep_lock(results_dir: Path) -> Iterator[None]:
     try:
         lock.acquire()
     except Timeout:
-        raise GraphbenchError(f"another sweep ({holder(results_dir)}) is writing to {results_dir}; wait for it, "
-                              "or use another --results") from None
+        raise GraphbenchError(_held(results_dir)) from None
     try:
         (results_dir / HOLDER_NAME).write_text(f"pid {os.getpid()} on {socket.gethostname()}, since {utc_now()}\n")
         yield
     finally:
         (results_dir / HOLDER_NAME).unlink(missing_ok=True)
         lock.release()
+
+
+def check_unlocked(results_dir: Path) -> None:
+    """GraphbenchError now, before a sweep prints anything, when another sweep holds the folder's lock
+    (sweep_lock takes it when the sweep starts)."""
+    if not (results_dir / LOCK_NAME).is_file():
+        return
+    lock = FileLock(results_dir / LOCK_NAME, timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise GraphbenchError(_held(results_dir)) from None
+    lock.release()
+
+
+def _held(results_dir: Path) -> str:
+    return f"another sweep ({holder(results_dir)}) is writing to {results_dir}; wait for it, or use another --results"
 
 
 def holder(results_dir: Path) -> str:

@@ -54,6 +54,7 @@ def sweep(
 ) -> None:
     """Sweep -O levels x capture ladders (x any config field) with peers; write results and a report."""
     from graphbench.bench.sweep_folder import check_folder_takes
+    from graphbench.bench.sweep_lock import check_unlocked
     from graphbench.bench.sweep_options import SweepRequest, plan_sweep
 
     plan = plan_sweep(SweepRequest.from_options(locals()))
@@ -62,6 +63,7 @@ def sweep(
         check_results_folder(results)  # then the report's (it was first used after the last point)
         check_output_folder(report or results / "report")
         check_folder_takes(results, plan.points)  # (another model's results there: one report would mix them)
+        check_unlocked(results)  # (another sweep writing there)
     console = make_console()
     if not plan.gpu:
         console.print(CPU_BANNER)
