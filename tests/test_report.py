@@ -318,8 +318,12 @@ def test_errors(tmp_path):
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "x.json").write_text("{")
-    with pytest.raises(GraphbenchError, match=r"no graphbench result files found \(1 malformed files skipped; the first, .*x\.json: "):
+    with pytest.raises(GraphbenchError, match=r"no graphbench result files found in .*bad \(1 malformed files skipped; the first, .*x\.json: "):
         write_report([bad], tmp_path / "out")
+    empty = tmp_path / "empty"  # the folder is named: the user may have given the wrong one
+    empty.mkdir()
+    with pytest.raises(GraphbenchError, match=rf"^no graphbench result files found in {empty}$"):
+        write_report([empty], tmp_path / "out")
     (tmp_path / "file").write_text("")
     with pytest.raises(GraphbenchError, match="not a folder"):
         write_report([SYNTHETIC], tmp_path / "file")

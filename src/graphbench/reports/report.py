@@ -63,6 +63,7 @@ class Report:
 
 def load(inputs: Iterable[str | Path] | LoadedResults) -> LoadedResults:
     """Load result files and folders (or pass LoadedResults through); fail when nothing readable is left."""
+    where = ""
     if isinstance(inputs, LoadedResults):
         loaded = inputs
     else:
@@ -70,12 +71,13 @@ def load(inputs: Iterable[str | Path] | LoadedResults) -> LoadedResults:
         if not paths:
             raise GraphbenchError("give at least one result file or folder")
         loaded = load_results(paths)
+        where = " in " + ", ".join(str(p) for p in paths)
     if not loaded.results:
         detail = ""
         if loaded.skipped:  # the first reason: the command ends at this one line
             first, why = loaded.skipped[0]
             detail = f" ({len(loaded.skipped)} malformed files skipped; the first, {first}: {why})"
-        raise GraphbenchError(f"no graphbench result files found{detail}")
+        raise GraphbenchError(f"no graphbench result files found{where}{detail}")
     return loaded
 
 
