@@ -160,16 +160,6 @@ def test_from_results_with_workload_filter_and_memory_budget() -> None:
     assert unlimited["tuned"]["sizes"] == [1, 3, 4, 8] and unlimited["memory_budget_bytes"] is None
 
 
-def test_traffic_all_above_the_top_is_an_error_not_a_ladder(tmp_path) -> None:
-    sizes = tmp_path / "sizes.csv"
-    sizes.write_text("batch_size,count\n300,10\n400,5\n")
-    result = tune("--distribution", sizes, "--top", 64)
-    assert result.exit_code == 2
-    assert "every batch of the distribution is above the top 64 (its sizes: 300..400)" in result.output
-    assert "--top 400 or more" in result.output
-    assert tune("--distribution", sizes, "--top", 512).exit_code == 0  # a top above it tunes
-
-
 def test_all_workloads_warn_about_eager_batches() -> None:
     result = tune("--from", RESULTS, "--max-graphs", 5)
     assert result.exit_code == 0, result.output

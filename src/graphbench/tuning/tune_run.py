@@ -174,10 +174,6 @@ def run_tune(r: TuneRequest) -> TuneResult:
     pareto = pareto_curve(dist, max_graphs, **options)
     tuned = evaluate_ladder(pareto[-1].sizes, dist, objective=r.objective, memory_model=memory_model,
                             step_curve=step_curve)
-    if tuned.eager_pct >= 100.0 - 1e-9:  # no ladder changes anything: a wrong --top, or the wrong traffic
-        raise GraphbenchError(f"every batch of the distribution is above the top {bounds.top} (its sizes: "
-                              f"{min(dist.sizes)}..{max(dist.sizes)}): all would run eager, there is no ladder to "
-                              f"tune; give --top {max(dist.sizes)} or more, or check the distribution")
     ladders = {"tuned": tuned} | {mode: _compared(ladder.sizes, dist, r.objective, memory_model, step_curve, warnings)
                                   for mode, ladder in comparisons.items()}
     if logged_ladder:  # the ladder the server runs now, beside vLLM's defaults
