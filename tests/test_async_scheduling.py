@@ -69,7 +69,7 @@ def test_sampled_temperature_path_matches_between_modes():
 
 def test_pending_tokens_are_gathered_on_the_device():
     """A decode step launched before the previous tokens came back reads them from the device."""
-    engine = tiny_engine()
+    engine = tiny_engine(**{"scheduler.async_scheduling": True})
     requests = [engine.add_request(p, SamplingParams(max_tokens=6)) for p in PROMPTS[:3]]
     engine.step()  # prefill: launched, tokens not taken in yet
     assert all(r.output_token_ids == [PENDING_TOKEN] for r in requests)
@@ -79,3 +79,29 @@ def test_pending_tokens_are_gathered_on_the_device():
     assert rows == [[0, 1, 2], [0, 1, 2]]
     first_tokens = [r.output_token_ids[0] for r in requests]
     assert engine.inputs.input_ids[:3].tolist() == first_tokens and PENDING_TOKEN not in first_tokens
+
+
+def test_the_cpu_takes_each_steps_tokens_in_that_step_by_default():
+    """On the CPU a step computes as it is launched: with asynchronous scheduling its tokens would reach the
+    host only after the next step had computed too (TTFT a step high, the next token's gap near 0)."""
+    engine = tiny_engine()
+    assert engine.config.scheduler.async_scheduling is False
+    requests = [engine.add_request(p, SamplingParams(max_tokens=2)) for p in PROMPTS[:2]]
+    engine.step()  # the prefill: its tokens are on the host when the step returns
+    assert all(len(r.output_token_ids) == 1 and PENDING_TOKEN not in r.output_token_ids for r in requests)
+    assert all(r.first_token_time is not None for r in requests)
+    finished = engine.step()
+    assert set(finished) == set(requests) and all(len(r.token_times) == 2 for r in requests)
+    # a config that sets it keeps it, and the GPU's default is on
+    from graphbench.config.engine_config import EngineConfig
+
+    assert EngineConfig().resolve(device_type="cuda").scheduler.async_scheduling is True
+    assert EngineConfig().resolve(device_type="cpu").scheduler.async_scheduling is False
+    assert tiny_engine(**{"scheduler.async_scheduling": True}).config.scheduler.async_scheduling is True
+
+
+def test_async_scheduling_must_be_a_boolean():
+    from graphbench.errors import GraphbenchError
+
+    with pytest.raises(GraphbenchError, match="async_scheduling must be true or false, got 'yes'"):
+        tiny_engine(**{"scheduler.async_scheduling": "yes"})

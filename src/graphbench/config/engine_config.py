@@ -65,9 +65,10 @@ class EngineConfig:
         return self.speculative.decode_query_len
 
     def resolve(self, *, blackwell: bool = False, device_name: str | None = None,
-                device_memory: int | None = None) -> "EngineConfig":
+                device_memory: int | None = None, device_type: str = "cuda") -> "EngineConfig":
         """Return a copy with the -O preset applied to unset fields, the step's token budget set for the
-        device (name and total memory in bytes; None: not a large GPU) and the capture ladder resolved."""
+        device (name and total memory in bytes; None: not a large GPU), asynchronous scheduling on for a GPU
+        and off on the CPU unless set, and the capture ladder resolved."""
         from graphbench.ladders.phases import decode_ladder, resolve_mixed_ladder  # pure Python
         from graphbench.ladders.sizes import capture_sizes
 
@@ -76,6 +77,8 @@ class EngineConfig:
             # at least one token per sequence: a decode step of max_num_seqs must fit
             cfg.scheduler.max_num_batched_tokens = max(default_max_num_batched_tokens(device_name, device_memory),
                                                        cfg.scheduler.max_num_seqs)
+        if cfg.scheduler.async_scheduling is None:  # (SchedulerConfig says why not on the CPU)
+            cfg.scheduler.async_scheduling = device_type == "cuda"
         level = DEFAULT_OPTIMIZATION_LEVEL if cfg.optimization_level is None else cfg.optimization_level
         cfg.optimization_level = level
         comp = cfg.compilation

@@ -91,10 +91,14 @@ class SchedulerConfig:
     max_num_batched_tokens: int | None = None
     max_model_len: int | None = None  # None: the model's max_position_embeddings
     enable_chunked_prefill: bool = True
-    # launch step N+1 before taking in step N's tokens (host work overlaps the device's); not hashed
-    async_scheduling: bool = True
+    # launch step N+1 before taking in step N's tokens (host work overlaps the device's); not hashed.
+    # None: on for a GPU, off on the CPU, where a step computes as it is launched: nothing would overlap and
+    # each step's tokens would be taken in a step late (TTFT one step high, the next token's gap near 0)
+    async_scheduling: bool | None = None
 
     def __post_init__(self) -> None:
+        if self.async_scheduling is not None and not isinstance(self.async_scheduling, bool):
+            raise GraphbenchError(f"async_scheduling must be true or false, got {self.async_scheduling!r}")
         limits = {"max_num_seqs": 1 << 16, "max_num_batched_tokens": MAX_STEP_TOKENS, "max_model_len": 1 << 24}
         for name, limit in limits.items():
             require_int(name, getattr(self, name))

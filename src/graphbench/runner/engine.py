@@ -60,7 +60,7 @@ class Engine:
             remember_triton_key(cache_root() / "triton-key")
         info = self.device_info
         self.config = config.resolve(blackwell=info.is_blackwell_datacenter, device_name=info.name,
-                                     device_memory=info.total_memory)
+                                     device_memory=info.total_memory, device_type=self.device.type)
         self.config.model.device, self.config.model.dtype = self.device.type, dtype_name(self.dtype)
         for warning in resolve_mixed_ladder(config.compilation.mixed_capture_sizes,
                                             self.config.scheduler.max_num_batched_tokens).warnings:
@@ -191,7 +191,7 @@ class Engine:
     def step(self) -> list[Request]:
         """Run one scheduled batch; return the requests that finished.
 
-        With asynchronous scheduling (the default) a step launches its batch on the device and then
+        With asynchronous scheduling (the default on a GPU) a step launches its batch on the device and then
         takes in the previous step's tokens, so the host's work overlaps the device's; a request's
         tokens then come back one step later, and one stopped by EOS may compute one extra token
         (dropped). Without it, a step waits for its own tokens.
