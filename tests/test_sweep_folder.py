@@ -40,7 +40,7 @@ def _points(*models: str) -> list[SweepPoint]:
 def test_a_sweep_of_another_model_into_a_folder_that_holds_one_is_refused_in_one_line(tmp_path):
     results = _folder(tmp_path, "tiny-llama")
     before = sorted(p.relative_to(results) for p in results.rglob("*"))
-    for resume in ([], ["--resume"]):
+    for resume in ([], ["--resume"], ["--dry-run"]):  # a dry run foresees it
         answer = runner.invoke(app, ["sweep", *FAST, "--levels", "0", "--model", "tiny-qwen2", "--results",
                                      str(results), *resume])
         assert answer.exit_code == 2, answer.output

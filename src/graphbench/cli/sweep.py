@@ -64,6 +64,8 @@ def sweep(
         check_output_folder(report or results / "report")
         check_folder_takes(results, plan.points)  # (another model's results there: one report would mix them)
         check_unlocked(results)  # (another sweep writing there)
+    else:  # a dry run foresees the refusal its run would meet in the folder (it reads, makes nothing)
+        check_folder_takes(results, plan.points)
     console = make_console()
     if not plan.gpu:
         console.print(CPU_BANNER)
