@@ -20,20 +20,18 @@ from graphbench.ladders.startup_plan import check_coverage, startup_plan
 from graphbench.ladders.tune import OBJECTIVES, TunedLadder, evaluate_ladder, knee, pareto_curve
 from graphbench.ladders.tune_inputs import DEFAULT_MAX_NUM_SEQS, TuneBounds, check_int, default_max_graphs, tune_bounds
 from graphbench.ladders.tune_sources import (
-    MemoryModel,
     distribution_from_results,
-    fit_memory_model,
     load_run_results,
     model_distribution,
     server_logs,
 )
 from graphbench.tuning.trace_replay import ReplayLimits, replay_files
 from graphbench.tuning.tune_document import tune_document
+from graphbench.tuning.tune_models import compared_ladder, curve_summary, memory_model_for, step_curve_for
 
 FORMATS = ("table", "json")
 PHASES = ("all", "decode", "mixed", "both")
 MIB = 2**20
-MAX_BUDGET_MIB = 1 << 20  # 1 TiB of graph memory: past any GPU's memory
 
 
 @dataclass
@@ -147,7 +145,7 @@ def run_tune(r: TuneRequest) -> TuneResult:
     """Tune the ladder the request asks for; GraphbenchError for unusable options or inputs."""
     warnings = list(r.warnings)
     _check(r)
-    step_curve = _step_curve(r.curve, r.objective, r.max_capture_s)
+    step_curve = step_curve_for(r.curve, r.objective, r.max_capture_s)
     measured, server_log, logged_ladder = _distribution(r, warnings)
     bounds = tune_bounds(measured, top=r.top, max_num_seqs=r.max_num_seqs, multiple_of=r.multiple_of,
                          server_ladder=logged_ladder)
@@ -161,7 +159,7 @@ def run_tune(r: TuneRequest) -> TuneResult:
     if r.phase != "all":
         bounds, extra = phase_bounds(bounds, dist, r.phase, r.top)
         comparisons |= extra
-    memory_model = _memory_model(r.memory_from, None if server_log is not None else r.from_results,
+    memory_model = memory_model_for(r.memory_from, None if server_log is not None else r.from_results,
                                  r.memory_budget_mib, warnings)
     options: dict[str, Any] = dict(
         objective=r.objective, top=bounds.top, multiple_of=bounds.multiple_of,
@@ -174,17 +172,17 @@ def run_tune(r: TuneRequest) -> TuneResult:
     pareto = pareto_curve(dist, max_graphs, **options)
     tuned = evaluate_ladder(pareto[-1].sizes, dist, objective=r.objective, memory_model=memory_model,
                             step_curve=step_curve)
-    ladders = {"tuned": tuned} | {mode: _compared(ladder.sizes, dist, r.objective, memory_model, step_curve, warnings)
-                                  for mode, ladder in comparisons.items()}
+    weighed = (dist, r.objective, memory_model, step_curve, warnings)
+    ladders = {"tuned": tuned} | {mode: compared_ladder(ladder.sizes, *weighed) for mode, ladder in comparisons.items()}
     if logged_ladder:  # the ladder the server runs now, beside vLLM's defaults
-        ladders["server log"] = _compared(sorted(logged_ladder), dist, r.objective, memory_model, step_curve, warnings)
+        ladders["server log"] = compared_ladder(sorted(logged_ladder), *weighed)
     if tuned.eager_pct > 0:
         warnings.append(f"{tuned.eager_pct:.2f}% of batches are above the top {bounds.top} and run eager")
     points = [(p, evaluate_ladder(p.sizes, dist, objective=r.objective, step_curve=step_curve)) for p in pareto]
     bend = knee(pareto, r.objective, dist.mean())
     doc = tune_document(dist, options, bounds, (max_graphs, max_graphs_from), ladders, points, bend, memory_model)
     if step_curve is not None:
-        doc["curve"] = _curve_summary(step_curve, r.curve, dist, options["top"], ladders)
+        doc["curve"] = curve_summary(step_curve, r.curve, dist, options["top"], ladders)
     if r.startup_coverage is not None:
         _plan_startup(doc, ladders, dist, r.startup_coverage)
     return TuneResult(doc, tuned, pareto, ladders, bend, bounds.multiple_of, step_curve, warnings)
@@ -215,48 +213,6 @@ def phase_bounds(bounds: TuneBounds, dist, phase: str, top: int | None) -> tuple
             {"tokens": Ladder(tokens, max(tokens, default=0))} if tokens else {})
 
 
-def _compared(sizes, dist, objective, memory_model, step_curve, warnings) -> TunedLadder:
-    """A comparison ladder; one the curve cannot time (its batches above its top need eager times the
-    curve lacks) is shown without ms per step, with a warning, rather than stopping the tuning."""
-    try:
-        return evaluate_ladder(sizes, dist, objective=objective, memory_model=memory_model, step_curve=step_curve)
-    except GraphbenchError as exc:
-        if step_curve is None:
-            raise
-        warnings.append(f"the ladder topped at {max(sizes)} gets no ms per step: {exc}")
-        return evaluate_ladder(sizes, dist, objective="tokens" if objective == "time" else objective,
-                               memory_model=memory_model)
-
-
-def _step_curve(path: Path | None, objective: str, max_capture_s: float | None):
-    """The --curve file, checked against what asks for it."""
-    from graphbench.ladders.step_curve import load_curve
-
-    if path is None:
-        if objective == "time":
-            raise GraphbenchError("--objective time needs a measured step-time curve: give --curve FILE "
-                                  "(make one on the GPU with `graphbench curve`)")
-        if max_capture_s is not None:
-            raise GraphbenchError("--max-capture-s needs a step-time curve with capture times: give --curve FILE")
-        return None
-    return load_curve(path)
-
-
-def _curve_summary(step_curve, path: Path, dist, top: int, ladders) -> dict[str, Any]:
-    """What the curve says: the expected ms per step of a ladder with every size up to the top, and
-    how far each ladder is from it."""
-    from graphbench.ladders.step_curve import expected_step_ms
-
-    every = expected_step_ms(range(1, top + 1), dist, step_curve)
-    return {
-        "file": str(path), "model": step_curve.meta.get("model"),
-        "gpu": (step_curve.meta.get("environment") or {}).get("gpu"), "date": step_curve.meta.get("date"),
-        "every_size_ms": every,
-        "vs_every_size_pct": {name: 100 * (ladder.expected_step_ms / every - 1) for name, ladder in ladders.items()
-                              if ladder.expected_step_ms is not None},
-    }
-
-
 def _request_traces(paths: list[Path], limits: tuple, multiple_of: int | None, warnings: list[str], phase: str = "all"):
     """The files as request traces replayed through the scheduler into one distribution (None: not traces)."""
     seqs, tokens, block, blocks = limits
@@ -284,27 +240,6 @@ def _measured(from_results, workloads, path, model, warnings) -> list[dict[str, 
     results, skipped = load_run_results(from_results)
     warnings += skipped
     return results
-
-
-def _memory_model(memory_from, from_results, budget_mib, warnings) -> MemoryModel | None:
-    """The fitted memory model: from --memory-from, else from --from (optional unless there is a budget)."""
-    if budget_mib is not None and not 0 < budget_mib <= MAX_BUDGET_MIB:
-        raise GraphbenchError(f"--memory-budget-mib must be positive and at most {MAX_BUDGET_MIB} (1 TiB, more "
-                              f"than any GPU holds), got {budget_mib:g}")
-    paths = memory_from or from_results
-    if not paths:
-        if budget_mib is not None:
-            raise GraphbenchError("--memory-budget-mib needs measured results to fit graph memory: give --memory-from")
-        return None
-    results, skipped = load_run_results(paths)
-    if memory_from:
-        warnings += skipped
-    try:
-        return fit_memory_model(results)
-    except GraphbenchError:
-        if memory_from or budget_mib is not None:
-            raise
-        return None  # --from runs without graph memory: just no memory column
 
 
 def _ints(option: str, text: str) -> list[int]:

@@ -1,0 +1,77 @@
+"""What a tune weighs its ladders with: the measured step-time curve (--curve) and the graph-memory model
+fitted from measured runs (--memory-from, else --from), and the comparison ladders evaluated with them (no
+printing, no torch)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from graphbench.errors import GraphbenchError
+from graphbench.ladders.tune import TunedLadder, evaluate_ladder
+from graphbench.ladders.tune_sources import MemoryModel, fit_memory_model, load_run_results
+
+MAX_BUDGET_MIB = 1 << 20  # 1 TiB of graph memory: past any GPU's memory
+
+
+def compared_ladder(sizes, dist, objective, memory_model, step_curve, warnings) -> TunedLadder:
+    """A comparison ladder; one the curve cannot time (its batches above its top need eager times the
+    curve lacks) is shown without ms per step, with a warning, rather than stopping the tuning."""
+    try:
+        return evaluate_ladder(sizes, dist, objective=objective, memory_model=memory_model, step_curve=step_curve)
+    except GraphbenchError as exc:
+        if step_curve is None:
+            raise
+        warnings.append(f"the ladder topped at {max(sizes)} gets no ms per step: {exc}")
+        return evaluate_ladder(sizes, dist, objective="tokens" if objective == "time" else objective,
+                               memory_model=memory_model)
+
+
+def step_curve_for(path: Path | None, objective: str, max_capture_s: float | None):
+    """The --curve file, checked against what asks for it."""
+    from graphbench.ladders.step_curve import load_curve
+
+    if path is None:
+        if objective == "time":
+            raise GraphbenchError("--objective time needs a measured step-time curve: give --curve FILE "
+                                  "(make one on the GPU with `graphbench curve`)")
+        if max_capture_s is not None:
+            raise GraphbenchError("--max-capture-s needs a step-time curve with capture times: give --curve FILE")
+        return None
+    return load_curve(path)
+
+
+def curve_summary(step_curve, path: Path, dist, top: int, ladders) -> dict[str, Any]:
+    """What the curve says: the expected ms per step of a ladder with every size up to the top, and
+    how far each ladder is from it."""
+    from graphbench.ladders.step_curve import expected_step_ms
+
+    every = expected_step_ms(range(1, top + 1), dist, step_curve)
+    return {
+        "file": str(path), "model": step_curve.meta.get("model"),
+        "gpu": (step_curve.meta.get("environment") or {}).get("gpu"), "date": step_curve.meta.get("date"),
+        "every_size_ms": every,
+        "vs_every_size_pct": {name: 100 * (ladder.expected_step_ms / every - 1) for name, ladder in ladders.items()
+                              if ladder.expected_step_ms is not None},
+    }
+
+
+def memory_model_for(memory_from, from_results, budget_mib, warnings) -> MemoryModel | None:
+    """The fitted memory model: from --memory-from, else from --from (optional unless there is a budget)."""
+    if budget_mib is not None and not 0 < budget_mib <= MAX_BUDGET_MIB:
+        raise GraphbenchError(f"--memory-budget-mib must be positive and at most {MAX_BUDGET_MIB} (1 TiB, more "
+                              f"than any GPU holds), got {budget_mib:g}")
+    paths = memory_from or from_results
+    if not paths:
+        if budget_mib is not None:
+            raise GraphbenchError("--memory-budget-mib needs measured results to fit graph memory: give --memory-from")
+        return None
+    results, skipped = load_run_results(paths)
+    if memory_from:
+        warnings += skipped
+    try:
+        return fit_memory_model(results)
+    except GraphbenchError:
+        if memory_from or budget_mib is not None:
+            raise
+        return None  # --from runs without graph memory: just no memory column
