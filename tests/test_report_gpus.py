@@ -38,3 +38,14 @@ def test_headline_ranks_each_gpu_type_apart():
     one = _headline(results[:2])
     assert list(one["gpu"]) == ["NVIDIA H200"] and headline_headers(one)[0] == "concurrency"
     assert len(headline_cells(one)[0]) == len(headline_headers(one))
+
+
+def test_a_label_on_two_gpu_types_is_two_series_in_the_charts():
+    # the charts draw one line or bar per series: an H200's and an A100's O1 pooled would be one of neither
+    from graphbench.reports.frame import results_frame
+
+    results = [_result("O1", "NVIDIA H200", 9000.0, 3.0), _result("O1", "NVIDIA A100", 6000.0, 5.0)]
+    frame = results_frame(results)
+    assert sorted(frame["series"]) == ["O1 @ NVIDIA A100", "O1 @ NVIDIA H200"]
+    assert list(results_frame(results[:1])["series"]) == ["O1"]  # one GPU type: the label alone
+    assert list(_headline(results)["best"]) == ["O1", "O1"]  # the headline ranks under its GPU column

@@ -247,7 +247,14 @@ def results_frame(results: Iterable[Mapping[str, Any]], extra_metrics: Iterable[
     frame["series"] = [f"{lbl} [{shp}]" if many and shp else lbl for lbl, shp in zip(frame["label"], frame["shape"])]
     if models:  # the same label, two models' points: never one series
         frame["series"] = [f"{series} ({Path(model).name or model})" for series, model in zip(frame["series"], frame["model"])]
+    if frame["gpu"].nunique() > 1:  # the same label on two GPU types (two machines' folders): never one series
+        frame["series"] = [f"{series}{gpu_suffix(gpu)}" for series, gpu in zip(frame["series"], frame["gpu"])]
     return frame
+
+
+def gpu_suffix(gpu: str) -> str:
+    """What results_frame appends to a series of results that span GPU types ('' for the CPU's)."""
+    return f" @ {gpu or 'CPU'}"
 
 
 def points_frame(results: Iterable[Mapping[str, Any]]) -> pd.DataFrame:

@@ -24,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from graphbench.reports.frame import GRAPHBENCH, flag_is, series_samples
+from graphbench.reports.frame import GRAPHBENCH, flag_is, gpu_suffix, series_samples
 from graphbench.reports.gate_thresholds import min_effect_pct
 
 HEADLINE_COLUMNS = [
@@ -80,6 +80,8 @@ def headline_table(frame: pd.DataFrame, points: pd.DataFrame,
     Configurations are only compared on the same prompt/output shape. NaN / '' where absent.
     aliases: measured label -> the labels it stands for (reports.aliases.alias_map)."""
     rows = frame[frame["concurrency"].notna() & frame["output_tokens_per_s"].notna()]
+    # each GPU type is ranked apart under its own GPU column: its series without the GPU's name
+    rows = rows.assign(series=[s.removesuffix(gpu_suffix(g)) for s, g in zip(rows["series"], rows["gpu"])])
     keys = ["model", "gpu", "series", "label", "system", "shape", "concurrency"]
     table = rows.groupby(keys, as_index=False).agg(
         output_tokens_per_s=("output_tokens_per_s", "median"),

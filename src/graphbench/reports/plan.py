@@ -215,14 +215,6 @@ def _missed_below(cs: list[float], values: list[list[float]], slos: list[Slo], l
     return "; ".join(misses)
 
 
-def _apart_by_gpu(frame: pd.DataFrame) -> pd.DataFrame:
-    """Results of several GPU types (two machines' folders, a mixed cluster): a configuration on each is a row of
-    its own, named with the GPU (one row pooled an H100's and an H200's runs into one capacity)."""
-    if frame["gpu"].nunique() > 1:
-        frame["series"] = [f"{series} @ {gpu or 'CPU'}" for series, gpu in zip(frame["series"], frame["gpu"])]
-    return frame
-
-
 def _met_nowhere(measured: pd.DataFrame, slos: list[Slo]) -> str:
     """Why no configuration has a capacity (each one misses an SLO at every measured concurrency): the lowest
     value of each SLO's metric that was measured, and where."""
@@ -255,7 +247,7 @@ def plan_capacity(
     target_kind, target = _target(target_rps, target_users)
     loaded = load(inputs)
     metrics = sorted({"output_tokens_per_s", "requests_per_s", *(s.metric for s in slos)})
-    frame = _apart_by_gpu(results_frame(loaded.results, extra_metrics=[s.metric for s in slos]))
+    frame = results_frame(loaded.results, extra_metrics=[s.metric for s in slos])
     measured = closed_loop(frame, metrics)
     if measured.empty:
         raise GraphbenchError("no closed-loop workload with a concurrency in these results: nothing to plan")
