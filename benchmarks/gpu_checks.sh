@@ -27,6 +27,8 @@
 #   bash benchmarks/gpu_checks.sh roofline  # a decode step's kernels per layer part at batch 1 and 64, bytes, TB/s, gaps (~1 min);
 #                                      # ROOFLINE_MODEL=smollm2-135m ROOFLINE_BATCHES=64 for another preset and batch
 #   bash benchmarks/gpu_checks.sh lora      # LoRA's graph keys, capture, memory and step cost (benchmarks/lora.py), then the LoRA-share sweep (~6 min)
+#   bash benchmarks/gpu_checks.sh acceptance  # issue 45's open H200 figures in one call: LoRA's step cost (no adapters, 1, 4;
+#                                      # 3 processes) then qwen2.5-0.5b beside gpt-fast at batch 1 and 64 (~8-9 min)
 #   bash benchmarks/gpu_checks.sh lora-ab   # LoRA's step cost (no adapters, 1, 4) in this tree and in .ab-base/src (`git archive REV src |
 #                                      # tar -x -C .ab-base`, carried), 3 processes each (LORA_ROUNDS), interleaved, with
 #                                      # verdicts (~8 min)
@@ -102,6 +104,12 @@ case "${1:-}" in
     timeout 585 python3 benchmarks/lora.py --model llama-3.2-1b --rank 16 --concurrency 16 --setups none,1,4 --rounds ${LORA_ROUNDS:-3} --repeats 2 \
       --variant "base=PYTHONPATH=$PWD/.ab-base/src:$PWD" --out "$OUT/lora-ab.json" 2>&1 | grep -v -E "^DEBUG|[Ww]arn" \
       | tee "$OUT/lora-ab.log" | tail -12 ;;
+  acceptance)  # gpt-fast's model.py at .peers/gpt-fast (carried)
+    timeout 300 python3 benchmarks/lora.py --model llama-3.2-1b --rank 16 --concurrency 16 --setups none,1,4 --rounds 3 \
+      --repeats 2 --out "$OUT/lora.json" 2>&1 | grep -v -E "^DEBUG|[Ww]arn" | tee "$OUT/lora.log" | tail -8
+    timeout $(( SECONDS < 560 ? 585 - SECONDS : 20 )) python3 benchmarks/decode.py --model qwen2.5-0.5b --batches 1,64 \
+      --levels 2 --peers gpt-fast --out "$OUT/decode-qwen2.5-0.5b.json" --timeout 200 2>&1 | grep -v "^DEBUG" \
+      | tee "$OUT/decode-qwen2.5-0.5b.log" | tail -8 ;;
   lora-roofline)
     for spec in none dummy:r=16 dummy:r=16,n=4; do
       name=${spec//[:=,]/-}; lora=(); [ "$spec" = none ] || lora=(--lora "$spec")
@@ -131,5 +139,5 @@ case "${1:-}" in
       --out "$OUT/roofline-$model-nopdl.json" 2>&1 | grep -v -E "^DEBUG|[Ww]arn" | tee "$OUT/roofline-$model.log" | tail -30
     timeout 150 python3 benchmarks/roofline.py --model $model --level 2 --batches $batches \
       --out "$OUT/roofline-$model-pdl.json" 2>&1 | grep -E "^batch" ;;
-  *) echo "usage: bash benchmarks/gpu_checks.sh tests|suite|sweep|decode|startup|starts|profile|tune|speculative|lora|lora-ab|lora-roofline|curve|decode-ab|roofline|peers|peers-8b" >&2; exit 2 ;;
+  *) echo "usage: bash benchmarks/gpu_checks.sh tests|suite|sweep|decode|startup|starts|profile|tune|speculative|lora|acceptance|lora-ab|lora-roofline|curve|decode-ab|roofline|peers|peers-8b" >&2; exit 2 ;;
 esac
