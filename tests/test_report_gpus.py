@@ -49,3 +49,25 @@ def test_a_label_on_two_gpu_types_is_two_series_in_the_charts():
     assert sorted(frame["series"]) == ["O1 @ NVIDIA A100", "O1 @ NVIDIA H200"]
     assert list(results_frame(results[:1])["series"]) == ["O1"]  # one GPU type: the label alone
     assert list(_headline(results)["best"]) == ["O1", "O1"]  # the headline ranks under its GPU column
+
+
+def test_speed_ups_and_pooling_warnings_stay_within_a_gpu_type():
+    from graphbench.reports.charts_perf import by_concurrency, comparable, speedup_baselines
+    from graphbench.reports.report import skipped_warnings
+    from graphbench.reports.store import LoadedResults
+
+    results = [_result(label, gpu, tps, 3.0) for label, gpu, tps in [
+        ("O0", "NVIDIA H200", 2000.0), ("O2", "NVIDIA H200", 10000.0),
+        ("O0", "NVIDIA A100", 1000.0), ("O2", "NVIDIA A100", 3000.0)]]
+    for result in results:
+        result["config"] = dict(result.get("config") or {}, optimization_level=int(result["label"][1]))
+    data = report_data(results)
+    table = by_concurrency(data.frame, ["output_tokens_per_s"])
+    baselines, candidates = speedup_baselines(data, table)
+    assert baselines == ["O0 @ NVIDIA A100", "O0 @ NVIDIA H200"]
+    # an H200's O2 over an A100's O0 would be the hardware's ratio (10x), not -O2's
+    assert {base: comparable(data, base, candidates) for base in baselines} == {
+        "O0 @ NVIDIA A100": ["O2 @ NVIDIA A100"], "O0 @ NVIDIA H200": ["O2 @ NVIDIA H200"]}
+    # one label on two GPU types is two series, not one point measured twice
+    assert not any("pooled" in w for w in skipped_warnings(LoadedResults(results, [])))
+    assert any("pooled" in w for w in skipped_warnings(LoadedResults(results + [dict(results[0])], [])))

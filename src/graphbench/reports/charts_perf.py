@@ -74,18 +74,24 @@ def speedup_baselines(data: ReportData, table: pd.DataFrame) -> tuple[list[str],
     return o0 + peers, candidates
 
 
+def comparable(data: ReportData, base: str, candidates: list[str]) -> list[str]:
+    """The candidates a baseline's speed-up panel draws: the same prompt/output lengths and GPU type only (over
+    another GPU a bar would show the hardware's ratio, not the configuration's)."""
+    firsts = data.frame.drop_duplicates("series").set_index("series")
+    return [c for c in candidates if all(firsts[key].get(c) == firsts[key].get(base) for key in ("shape", "gpu"))]
+
+
 def speedup_chart(data: ReportData, path: Path) -> None:
     table = by_concurrency(data.frame, ["output_tokens_per_s"]).dropna(subset=["output_tokens_per_s"])
     baselines, candidates = speedup_baselines(data, table)
     if not baselines or not candidates:
         raise NoData("needs a -O0 or peer baseline and another graphbench configuration")
     value = table.set_index(["series", "concurrency"])["output_tokens_per_s"]
-    shape = data.frame.drop_duplicates("series").set_index("series")["shape"]
     fig, axes = new_figure(len(baselines), 1, figsize=(12, 3.6 * len(baselines) + 0.8))
     axes = np.atleast_1d(axes)
     for ax, base in zip(axes, baselines):
         levels = sorted(table.loc[table["series"] == base, "concurrency"])
-        same = [c for c in candidates if shape.get(c) == shape.get(base)]  # same prompt/output lengths only
+        same = comparable(data, base, candidates)
         width = 0.8 / max(1, len(same))
         for j, cand in enumerate(same):
             ratios = [value.get((cand, c), np.nan) / value[(base, c)] for c in levels]

@@ -251,7 +251,7 @@ def plan_capacity(
     measured = closed_loop(frame, metrics)
     if measured.empty:
         raise GraphbenchError("no closed-loop workload with a concurrency in these results: nothing to plan")
-    warnings = skipped_warnings(loaded, apart_by_gpu=True)
+    warnings = skipped_warnings(loaded)
     on_cpu = cpu_points(loaded.results)
     if on_cpu:  # "per GPU" below is then per device: a CPU's figures plan no GPU fleet
         warnings.append(f"{len(on_cpu)} graphbench point(s) ran on the CPU ({', '.join(on_cpu[:3])}"

@@ -81,14 +81,14 @@ def load(inputs: Iterable[str | Path] | LoadedResults) -> LoadedResults:
     return loaded
 
 
-def skipped_warnings(loaded: LoadedResults, apart_by_gpu: bool = False) -> list[str]:
-    """The files skipped as malformed, and points measured more than once (their runs get pooled; with
-    apart_by_gpu, only the runs on one GPU type are: plan's rows are per GPU type)."""
+def skipped_warnings(loaded: LoadedResults) -> list[str]:
+    """The files skipped as malformed, and points measured more than once on one GPU type (their runs get
+    pooled; each GPU type's are a series of their own: reports/frame.results_frame)."""
     warnings = [f"skipped {file}: {why}" for file, why in loaded.skipped]
     runs: dict[tuple, list[str]] = {}
     for result in loaded.results:
         if result.get("status", "ok") == "ok":
-            gpu = str((result.get("environment") or {}).get("gpu") or "") if apart_by_gpu else ""
+            gpu = str((result.get("environment") or {}).get("gpu") or "")
             runs.setdefault((result.get("label"), result.get("system"), gpu), []).append(str(result.get("created_utc", "?")))
     for (label, system, _gpu), times in runs.items():
         if len(times) > 1:
