@@ -218,6 +218,18 @@ def test_gate_names_a_report_path_that_is_a_symbolic_link_loop(tmp_path):
     assert_one_error(result, f"cannot write --json {loop}: a symbolic link loop")
 
 
+def test_an_output_folder_that_is_a_link_to_nothing_is_refused_before_the_work(tmp_path):
+    # exists() is False for a link loop or a dangling link, so the check passed, and plan and report failed to
+    # make the folder only after all their work (a warning line printed first)
+    loop, dangling = tmp_path / "loop", tmp_path / "dangling"
+    loop.symlink_to(loop)
+    dangling.symlink_to(tmp_path / "gone")
+    for out in (loop, dangling):
+        for args in (["plan", GATE / "baseline", "--slo", "tpot_p99_ms=50", "-o", out],
+                     ["report", GATE / "baseline", "--output", out]):
+            assert_one_error(invoke(*args), f"output path {out} is a link that leads to no folder")
+
+
 def test_convert_refuses_an_output_folder_it_cannot_write_before_converting(tmp_path):
     # the folder was made only after the conversion (tens of seconds, progress bars on stderr), then
     # 'error: Not a directory: ...' without saying which option; a failed conversion leaves no folder

@@ -38,6 +38,9 @@ def check_output_folder(out: Path) -> None:
             if why := cannot_create(out, "file"):
                 raise GraphbenchError(f"cannot write into output folder {out}: {why}: name a folder you can write")
             return
+        if out.is_symlink():  # (exists() is False for a link to nothing, or to itself: making the folder fails)
+            raise GraphbenchError(f"output path {out} is a link that leads to no folder (dangling, or a loop): "
+                                  "name another folder, or remove the link")
         parent = _nearest_existing_parent(out)
     except OSError as exc:  # a name too long, a link loop
         raise GraphbenchError(f"cannot use output folder {out}: {exc.strerror or exc}") from None
