@@ -79,6 +79,15 @@ def test_rounds_of_other_sweeps_points_or_failed_processes_do_not_merge():
         [1000.0, 1001.0], [900.0, 901.0], [500.0, 501.0]]
 
 
+def test_rounds_a_mixed_cluster_ran_on_two_gpu_types_are_two_records():
+    rounds = round_files("O2-default", [[10000.0], [3000.0], [10100.0]])
+    for result, gpu in zip(rounds, ["NVIDIA H200", "NVIDIA A100", "NVIDIA H200"]):
+        result["environment"] = dict(result.get("environment") or {}, gpu=gpu)
+    merged = merge_rounds(rounds)
+    assert [(r["environment"]["gpu"], workload_samples(r["workloads"][0], "output_tokens_per_s")) for r in merged] == [
+        ("NVIDIA H200", [10000.0, 10100.0]), ("NVIDIA A100", [3000.0])]
+
+
 # ------------------------------------------------------------------ (b) a slow first round
 
 

@@ -46,14 +46,17 @@ def round_info(result: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def _merge_key(result: Mapping[str, Any]) -> tuple[str, ...] | None:
-    """(sweep id, label, system, identity): a point --resume measured again with other options keeps
-    the sweep's id, and its new rounds must not merge with the old ones."""
+    """(sweep id, label, system, identity, GPU type): a point --resume measured again with other options keeps
+    the sweep's id, and its new rounds must not merge with the old ones; rounds a mixed Ray cluster ran on two
+    GPU types are two records (the report's series per GPU type), not one pooled point."""
     info = round_info(result)
     if info is None or result.get("status") != "ok":
         return None
     sweep = result.get("sweep") if isinstance(result.get("sweep"), Mapping) else {}
     identity = json.dumps(sweep.get("identity"), sort_keys=True, default=str)
-    return (str(info.get("id")), str(result.get("label")), str(result.get("system")), identity)
+    environment = result.get("environment") if isinstance(result.get("environment"), Mapping) else {}
+    return (str(info.get("id")), str(result.get("label")), str(result.get("system")), identity,
+            str(environment.get("gpu") or ""))
 
 
 def merge_rounds(results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
