@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from graphbench.reports.rounds import included_rounds, workload_samples
+from graphbench.reports.rounds import included_rounds, result_gpu, workload_samples
 from graphbench.reports.stats import spread_pct
 from graphbench.env import hatches_text
 
@@ -187,7 +187,7 @@ def _point_fields(result: Mapping[str, Any]) -> dict[str, Any]:
         "startup_warm_s": _start_total(result, False),
         "graph_memory_bytes": _num(startup.get("graph_memory_bytes")),
         "graph_pool_bytes": _num(startup.get("graph_pool_bytes")),
-        "gpu": str(_get(result, "environment", "gpu") or ""),
+        "gpu": result_gpu(result),
         "path": str(result.get("_path", "")),
     }
 

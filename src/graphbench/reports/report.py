@@ -39,6 +39,7 @@ from graphbench.reports.lora_table import lora_table
 from graphbench.reports.padding_table import padding_table
 from graphbench.reports.render import ReportContext, render_html, render_markdown
 from graphbench.reports.repeats_table import repeats_table, steadiness_note
+from graphbench.reports.rounds import result_gpu
 from graphbench.reports.rounds_table import rounds_table
 from graphbench.reports.safe_text import csv_text
 from graphbench.reports.speculative_table import speculative_table
@@ -88,8 +89,8 @@ def skipped_warnings(loaded: LoadedResults) -> list[str]:
     runs: dict[tuple, list[str]] = {}
     for result in loaded.results:
         if result.get("status", "ok") == "ok":
-            gpu = str((result.get("environment") or {}).get("gpu") or "")
-            runs.setdefault((result.get("label"), result.get("system"), gpu), []).append(str(result.get("created_utc", "?")))
+            runs.setdefault((result.get("label"), result.get("system"), result_gpu(result)), []).append(
+                str(result.get("created_utc", "?")))
     for (label, system, _gpu), times in runs.items():
         if len(times) > 1:
             warnings.append(f"point {label} ({system}) has {len(times)} results ({', '.join(sorted(times))}): "

@@ -54,9 +54,13 @@ def _merge_key(result: Mapping[str, Any]) -> tuple[str, ...] | None:
         return None
     sweep = result.get("sweep") if isinstance(result.get("sweep"), Mapping) else {}
     identity = json.dumps(sweep.get("identity"), sort_keys=True, default=str)
-    environment = result.get("environment") if isinstance(result.get("environment"), Mapping) else {}
-    return (str(info.get("id")), str(result.get("label")), str(result.get("system")), identity,
-            str(environment.get("gpu") or ""))
+    return (str(info.get("id")), str(result.get("label")), str(result.get("system")), identity, result_gpu(result))
+
+
+def result_gpu(result: Mapping[str, Any]) -> str:
+    """The GPU type a result ran on ('' on the CPU, or where its environment does not say)."""
+    environment = result.get("environment")
+    return str((environment.get("gpu") if isinstance(environment, Mapping) else None) or "")
 
 
 def merge_rounds(results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
