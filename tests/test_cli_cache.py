@@ -288,6 +288,23 @@ def test_unknown_hash_is_one_line_exit_2_and_removes_nothing(entries: Path, args
     assert existing(entries) == set(FAKE)
 
 
+def test_clear_takes_a_unique_hash_prefix(entries: Path) -> None:
+    result = invoke("clear", "bbbb", "aaaa111111", "-y")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[:2] == ["removed bbbb222222 (5.0 MiB)", "removed aaaa111111 (1.5 KiB)"]
+    assert existing(entries) == {"cccc333333"}
+
+
+def test_an_ambiguous_prefix_is_one_line_exit_2_and_removes_nothing(entries: Path) -> None:
+    make_entry(entries, "aaaa999999", T0, "other", 4096)
+    result = invoke("clear", "cccc", "aaaa", "--yes")
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        "error: 'aaaa' is the start of 2 compile-cache entries (aaaa111111, aaaa999999): give more of it"]
+    assert existing(entries) == {*FAKE, "aaaa999999"}
+
+
 def test_hashes_and_all_conflict(entries: Path) -> None:
     result = invoke("clear", "aaaa111111", "--all", "--yes")
     assert result.exit_code == 2

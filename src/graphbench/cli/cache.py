@@ -28,6 +28,7 @@ from graphbench.runner.compile.cache import (
     kernel_choice_summary,
     kernel_choices_dir,
     list_entries,
+    select_entries,
 )
 
 FORMATS = ("table", "json")
@@ -127,25 +128,11 @@ def _echo_kernel_choices(choices: list[dict]) -> None:
         typer.echo(f"kernel choices: {c['file']} ({models})")
 
 
-def _select(hashes: list[str]) -> list[CacheEntry]:
-    """The entries named (all when none is named); an unknown hash is an error, before anything is removed."""
-    entries = list_entries()
-    if not hashes:
-        return entries
-    by_hash = {e.hash: e for e in entries}
-    wanted = list(dict.fromkeys(hashes))
-    unknown = [h for h in wanted if h not in by_hash]
-    if unknown:
-        known = ", ".join(sorted(by_hash)) or "none"
-        raise GraphbenchError(
-            f"no compile-cache entry {unknown[0]!r} under {cache_root() / CACHE_SUBDIR} (entries: {known})")
-    return [by_hash[h] for h in wanted]
-
-
 @cache_app.command("clear")
 def clear_command(
     hashes: Annotated[
-        list[str] | None, typer.Argument(help="Entries to remove (see `graphbench cache list`); none: all.")
+        list[str] | None,
+        typer.Argument(help="Entries to remove, by hash or unique hash prefix (see `graphbench cache list`); none: all."),
     ] = None,
     all_entries: Annotated[
         bool, typer.Option("--all", help="Remove every entry (the default when no hash is given).")
@@ -157,7 +144,7 @@ def clear_command(
     hashes = list(hashes or [])
     if hashes and all_entries:
         raise GraphbenchError("give entry hashes or --all, not both")
-    selected = _select(hashes)
+    selected = select_entries(hashes)
     choices = [] if hashes else kernel_choice_files()  # all: each GPU's timed kernel choices too
     base = cache_root() / CACHE_SUBDIR
     if not selected and not choices:

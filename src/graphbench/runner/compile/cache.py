@@ -202,6 +202,28 @@ def clear_kernel_choices(files: list[Path]) -> list[Path]:
     return left
 
 
+def select_entries(names: list[str]) -> list[CacheEntry]:
+    """The entries named by hash or unique hash prefix (as `git` takes commits), each once, in the list's
+    order (newest first); all when none is named. An unknown or ambiguous name is an error, raised before
+    anything is done with the others."""
+    entries = list_entries()
+    if not names:
+        return entries
+    wanted: set[str] = set()
+    for name in dict.fromkeys(names):
+        exact = [e.hash for e in entries if e.hash == name]
+        matches = exact or ([e.hash for e in entries if e.hash.startswith(name)] if name else [])
+        if len(matches) > 1:
+            raise GraphbenchError(f"{name!r} is the start of {len(matches)} compile-cache entries "
+                                  f"({', '.join(sorted(matches)[:5])}): give more of it")
+        if not matches:
+            known = ", ".join(sorted(e.hash for e in entries)) or "none"
+            raise GraphbenchError(f"no compile-cache entry {name!r} under {cache_root() / CACHE_SUBDIR} "
+                                  f"(entries: {known})")
+        wanted.add(matches[0])
+    return [e for e in entries if e.hash in wanted]
+
+
 def clear_entries(hashes: list[str] | None = None) -> list[CacheEntry]:
     """Remove the given entries (all when None); return what was removed."""
     entries = list_entries()
