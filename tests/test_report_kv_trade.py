@@ -22,13 +22,13 @@ def test_graph_memory_in_kv_tokens_measured_and_modelled():
     # memory = 10 MiB + 2 MiB a graph exactly; 32 KiB a KV token: 16 MiB = 512 tokens, 18 = 576, 12 = 384
     points = [_point("three", [1, 2, 4], 16), _point("four", [1, 2, 4, 8], 18), _point("one", [8], 12)]
     trade = kv_trade(points)
-    assert trade["three"] == pytest.approx((1000, 512, 512)) and trade["four"] == pytest.approx((1000, 576, 576))
-    assert trade["one"] == pytest.approx((1000, 384, 384))
+    assert trade["three", ""] == pytest.approx((1000, 512, 512)) and trade["four", ""] == pytest.approx((1000, 576, 576))
+    assert trade["one", ""] == pytest.approx((1000, 384, 384))
     lone = kv_trade([_point("three", [1, 2, 4], 16)])  # one ladder shape: the model is per graph only
-    assert lone["three"] == pytest.approx((1000, 512, 512))
+    assert lone["three", ""] == pytest.approx((1000, 512, 512))
     no_kv = _point("x", [1], 4)
     del no_kv["startup"]["kv_cache_bytes"]  # written before the KV bytes were recorded: no row
-    assert "x" not in kv_trade([no_kv])
+    assert ("x", "") not in kv_trade([no_kv])
 
 
 def test_the_ladders_table_shows_the_trade(tmp_path):
@@ -43,3 +43,28 @@ def test_the_ladders_table_shows_the_trade(tmp_path):
     row = next(line for line in text.splitlines() if line.startswith("| three |"))
     assert row.endswith("| 1,000 | 512 | 512 |")
 
+
+
+def test_a_ladder_on_two_gpu_types_is_a_row_per_gpu_compared_within_it():
+    # one label's start-ups on an H200 and an A100: one row pooling them would be neither's memory or waste
+    from graphbench.reports.ladder_table import ladder_table
+    from graphbench.reports.report import report_data
+
+    points = []
+    for gpu, scale in (("NVIDIA H200", 1.0), ("NVIDIA A100", 2.0)):
+        for label, sizes, mib in (("three", [1, 2, 4], 16), ("four", [1, 2, 4, 8], 20)):
+            p = _point(label, sizes, mib * scale)
+            p["environment"] = {"device": "cuda", "gpu": gpu}
+            p["workloads"][0]["summary"] = {"padding_waste_pct": {"median": 10.0 * scale}}
+            points.append(p)
+    data = report_data(points)
+    table = ladder_table(data.points, data.frame, points).set_index("ladder")
+    assert sorted(table.index) == ["four @ NVIDIA A100", "four @ NVIDIA H200", "three @ NVIDIA A100", "three @ NVIDIA H200"]
+    assert table.loc["three @ NVIDIA A100", "graph MiB"] == 32 and table.loc["three @ NVIDIA H200", "graph MiB"] == 16
+    assert table.loc["three @ NVIDIA A100", "padding waste %"] == 20 and table.loc["three @ NVIDIA H200", "padding waste %"] == 10
+    # each row against the largest ladder of its own GPU type: 3 of 4 sizes on both
+    assert list(table["sizes vs largest %"]) == [75.0, 100.0, 75.0, 100.0]
+    # the KV trade's model is fitted per GPU type: the A100's graphs cost twice the KV tokens
+    assert table.loc["three @ NVIDIA A100", "graphs as KV tokens"] == 2 * table.loc["three @ NVIDIA H200", "graphs as KV tokens"]
+    one = ladder_table(*(lambda d: (d.points, d.frame))(report_data(points[:2])), points[:2])
+    assert sorted(one["ladder"]) == ["four", "three"]  # one GPU type: the labels alone

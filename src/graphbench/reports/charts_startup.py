@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from graphbench.reports.figures import NoData, ReportData, new_figure, save_figure
-from graphbench.reports.frame import GRAPHBENCH, STARTUP_PARTS, flag_is
+from graphbench.reports.frame import GRAPHBENCH, STARTUP_PARTS, flag_is, gpu_suffix
 from graphbench.reports.ladder_table import graph_rows
 
 PART_NAMES = {
@@ -94,12 +94,15 @@ def graph_memory_chart(data: ReportData, path: Path) -> None:
         raise NoData("no graphbench point captured CUDA graphs")
     from matplotlib import colormaps
 
-    modes = sorted(set(rows["cudagraph_mode_resolved"]))
+    # a line per mode, and per GPU type where the results span several (memory and capture are the GPU's)
+    many_gpus = rows["gpu"].nunique() > 1
+    lines = sorted(set(zip(rows["cudagraph_mode_resolved"], rows["gpu"])))
     cmap = colormaps["Set1"]
     fig, (ax_mem, ax_time) = new_figure(1, 2, figsize=(13, 5.5))
-    for i, mode in enumerate(modes):
+    for i, (mode_only, gpu) in enumerate(lines):
         color = cmap(i % cmap.N)
-        sub = rows[rows["cudagraph_mode_resolved"] == mode]
+        sub = rows[(rows["cudagraph_mode_resolved"] == mode_only) & (rows["gpu"] == gpu)]
+        mode = f"{mode_only}{gpu_suffix(gpu)}" if many_gpus else mode_only
         _line(ax_mem, sub, "graph_memory_mib", color, "-", "o", f"{mode}: graph memory")
         _line(ax_mem, sub, "beyond_pool_mib", color, "--", "x", f"{mode}: beyond the shared pool")
         cold = sub[[flag_is(c, True) for c in sub["startup_cold"]]]
@@ -115,7 +118,10 @@ def graph_memory_chart(data: ReportData, path: Path) -> None:
         ax.set_ylim(bottom=0)
         ax.set_xlim(0, math.ceil(rows["num_capture_sizes"].max() * 1.1) + 1)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+        else:  # (results written without this measurement)
+            ax.text(0.5, 0.5, "not recorded", transform=ax.transAxes, ha="center", color="grey")
     save_figure(fig, path, "Graph memory and capture time vs number of captured sizes", data.environment)
 
 

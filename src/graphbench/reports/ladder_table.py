@@ -4,7 +4,8 @@ One row per graphbench point that recorded CUDA graphs: its number of sizes, cap
 cold starts apart: a cold capture pays Triton's JIT), graph memory and the part of it beyond the
 recordings' shared pool (the pool is sized by the largest recording, which a tuned ladder keeps, so
 the part beyond it is what fewer rungs can save), and the measured padding waste over its workloads.
-Ratios compare each ladder with the largest one of the same -O level and resolved mode.
+Ratios compare each ladder with the largest one of the same -O level and resolved mode (and GPU type: results
+of several GPU types are a row per ladder and GPU, as the report's series are).
 
 The KV trade: the KV tokens the start-up allocated, and the graph memory counted in KV tokens (at the
 start-up's bytes per KV token): what a KV cache sized after capture, as SGLang does, would give up for
@@ -18,7 +19,7 @@ import math
 
 import pandas as pd
 
-from graphbench.reports.frame import GRAPHBENCH, flag_is
+from graphbench.reports.frame import GRAPHBENCH, flag_is, gpu_suffix
 
 MIB = 2**20
 LADDER_COLUMNS = [
@@ -52,23 +53,29 @@ def ladder_table(points: pd.DataFrame, frame: pd.DataFrame, results: list | None
     """points: one row per start-up (frame.points_frame); frame: one row per workload (padding waste);
     results: the points' results, for the KV trade's model (none: no predicted column)."""
     trade = kv_trade(results or [])
-    rows = []
-    for label, starts in graph_rows(points).groupby("label", sort=False):
+    graphs = graph_rows(points)
+    many_gpus = graphs["gpu"].nunique() > 1  # one ladder on two GPU types: two rows, compared within each
+    rows, gpus = [], []
+    for (label, gpu), starts in graphs.groupby(["label", "gpu"], sort=False):
         first = starts.iloc[0]
         cold = starts[[flag_is(c, True) for c in starts["startup_cold"]]]
         warm = starts[[not flag_is(c, True) for c in starts["startup_cold"]]]
         memory = _median(starts["graph_memory_mib"])
-        waste = frame.loc[(frame["label"] == label) & (frame["system"] == GRAPHBENCH), "padding_waste_pct"]
+        on = (frame["label"] == label) & (frame["system"] == GRAPHBENCH) & (frame["gpu"] == gpu)
+        waste = frame.loc[on, "padding_waste_pct"]
         rows.append({
-            "ladder": label, "-O": first["optimization_level"], "mode": first["cudagraph_mode_resolved"],
+            "ladder": f"{label}{gpu_suffix(gpu)}" if many_gpus else label, "-O": first["optimization_level"],
+            "mode": first["cudagraph_mode_resolved"],
             "sizes": int(first["num_capture_sizes"]), "capture s (warm)": _median(warm["capture_s"]),
             "capture s (cold)": _median(cold["capture_s"]), "graph MiB": memory,
             "beyond pool MiB": _median(starts["beyond_pool_mib"]),
             "padding waste %": float(pd.to_numeric(waste, errors="coerce").mean()) if len(waste) else math.nan,
-            **dict(zip(LADDER_COLUMNS[-3:], trade.get(label, (math.nan,) * 3))),
+            **dict(zip(LADDER_COLUMNS[-3:], trade.get((label, gpu), (math.nan,) * 3))),
         })  # fmt: skip
+        gpus.append(gpu)
     table = pd.DataFrame(rows, columns=LADDER_COLUMNS)
-    for _, group in table.groupby(["-O", "mode"], dropna=False, sort=False):
+    for _, group in table.groupby([table["-O"], table["mode"], pd.Series(gpus, index=table.index, dtype=object)],
+                                  dropna=False, sort=False):
         largest = group.loc[group["sizes"].idxmax()]
         for i in group.index:
             table.loc[i, "sizes vs largest %"] = 100 * table.loc[i, "sizes"] / largest["sizes"]
@@ -89,9 +96,18 @@ def _pct(value: float, reference: float) -> float:
     return 100 * value / reference if reference and not math.isnan(reference) else math.nan
 
 
-def kv_trade(results: list) -> dict[str, tuple[float, float, float]]:
-    """label -> (KV tokens, graph memory in KV tokens measured, and as the fitted memory model predicts it)
-    for the results whose start-up recorded graphs and a KV cache."""
+def kv_trade(results: list) -> dict[tuple[str, str], tuple[float, float, float]]:
+    """(label, GPU type) -> (KV tokens, graph memory in KV tokens measured, and as the memory model fitted
+    over that GPU type's results predicts it) for the results whose start-up recorded graphs and a KV cache."""
+    from graphbench.reports.rounds import result_gpu
+
+    by_gpu: dict[str, list] = {}
+    for result in results:
+        by_gpu.setdefault(result_gpu(result), []).append(result)
+    return {(label, gpu): trade for gpu, group in by_gpu.items() for label, trade in _kv_trade_on_one_gpu(group).items()}
+
+
+def _kv_trade_on_one_gpu(results: list) -> dict[str, tuple[float, float, float]]:
     from graphbench.errors import GraphbenchError
     from graphbench.ladders.tune_sources import fit_memory_model, one_ladder_fully_captured
     from graphbench.reports.frame import capture_sizes_of
