@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -69,6 +70,43 @@ def test_host_already_busy_reads_the_probe(monkeypatch):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the hog test reads Linux schedstat")
+def _runnable_elsewhere() -> int | None:
+    """Threads of other processes running or waiting for a CPU now: /proc/stat's procs_running less this
+    process's own running threads (None where Linux does not say)."""
+    try:
+        with open("/proc/stat") as f:
+            total = next(int(line.split()[1]) for line in f if line.startswith("procs_running"))
+        own = 0
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/stat") as f:
+                own += f.read().rsplit(")", 1)[1].split()[0] == "R"
+        return total - own
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None
+
+
+class _OtherLoad(threading.Thread):
+    """Samples _runnable_elsewhere every 20 ms into the current repeat's list: whether other processes (another
+    pytest worker on a 2-core CI machine) competed for the CPU during a repeat."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.samples: dict[int, list[int]] = {}
+        self.repeat: int | None = None
+        self.stop = threading.Event()
+
+    def run(self):
+        while not self.stop.wait(0.02):
+            count, repeat = _runnable_elsewhere(), self.repeat
+            if count is not None and repeat is not None:
+                self.samples.setdefault(repeat, []).append(count)
+
+    def competed(self, repeat: int) -> bool:
+        """Another process was runnable in at least a quarter of the repeat's samples (or nothing was sampled)."""
+        samples = self.samples.get(repeat, [])
+        return not samples or sum(c > 0 for c in samples) >= len(samples) / 4
+
+
 def test_a_cpu_hog_during_one_repeat_flags_that_repeat():
     busy = host_already_busy()
     if busy:  # the quiet repeats would be flagged with the hogged one: nothing this test could tell
@@ -85,27 +123,36 @@ def test_a_cpu_hog_during_one_repeat_flags_that_repeat():
                         output_len=LengthDist("fixed", 24))
     warm_up(engine, workload)
     hogs: list[subprocess.Popen] = []
+    other_load = _OtherLoad()
 
     def run_once(w, i):
         if i == 1:  # more busy processes than cores, for this repeat only
             hogs.extend(subprocess.Popen([sys.executable, "-c", "while True: pass"])
                         for _ in range((os.cpu_count() or 1) + 1))
             time.sleep(0.3)
+        other_load.repeat = i
         try:
             return run_engine_workload(engine, w, seed_offset=i)
         finally:
+            other_load.repeat = None
             for hog in hogs:
                 hog.kill()
                 hog.wait()
             hogs.clear()
 
+    other_load.start()
     try:
         measured, repeats, calibration = measure_repeats(run_once, workload, 3)
         record = workload_record(measured, repeats, calibration)
     finally:
+        other_load.stop.set()
         engine.close()
     assert 1 in record["busy_host_repeats"], [(r["cpu_wait_fraction"], r["process_cpu_fraction"]) for r in repeats]
     assert repeats[1]["busy_host"].startswith(("its main thread waited", "the process got", "host load"))
-    assert len(record["busy_host_repeats"]) < 3  # a quiet repeat is not flagged along with it
+    # a quiet repeat is not flagged along with it; one that other processes competed with (another test worker
+    # on a 2-core machine) may rightly be, so it is not held to that
+    for quiet in (0, 2):
+        if not other_load.competed(quiet):
+            assert quiet not in record["busy_host_repeats"], (quiet, repeats[quiet]["busy_host"])
     if len(record["busy_host_repeats"]) == 1:
         assert record["quiet_spread_pct"] is not None
