@@ -22,13 +22,13 @@ def test_graph_memory_in_kv_tokens_measured_and_modelled():
     # memory = 10 MiB + 2 MiB a graph exactly; 32 KiB a KV token: 16 MiB = 512 tokens, 18 = 576, 12 = 384
     points = [_point("three", [1, 2, 4], 16), _point("four", [1, 2, 4, 8], 18), _point("one", [8], 12)]
     trade = kv_trade(points)
-    assert trade["three", ""] == pytest.approx((1000, 512, 512)) and trade["four", ""] == pytest.approx((1000, 576, 576))
-    assert trade["one", ""] == pytest.approx((1000, 384, 384))
+    assert trade["three", "tiny-llama", ""] == pytest.approx((1000, 512, 512)) and trade["four", "tiny-llama", ""] == pytest.approx((1000, 576, 576))
+    assert trade["one", "tiny-llama", ""] == pytest.approx((1000, 384, 384))
     lone = kv_trade([_point("three", [1, 2, 4], 16)])  # one ladder shape: the model is per graph only
-    assert lone["three", ""] == pytest.approx((1000, 512, 512))
+    assert lone["three", "tiny-llama", ""] == pytest.approx((1000, 512, 512))
     no_kv = _point("x", [1], 4)
     del no_kv["startup"]["kv_cache_bytes"]  # written before the KV bytes were recorded: no row
-    assert ("x", "") not in kv_trade([no_kv])
+    assert ("x", "tiny-llama", "") not in kv_trade([no_kv])
 
 
 def test_the_ladders_table_shows_the_trade(tmp_path):
@@ -68,3 +68,21 @@ def test_a_ladder_on_two_gpu_types_is_a_row_per_gpu_compared_within_it():
     assert table.loc["three @ NVIDIA A100", "graphs as KV tokens"] == 2 * table.loc["three @ NVIDIA H200", "graphs as KV tokens"]
     one = ladder_table(*(lambda d: (d.points, d.frame))(report_data(points[:2])), points[:2])
     assert sorted(one["ladder"]) == ["four", "three"]  # one GPU type: the labels alone
+
+
+def test_a_ladder_of_two_models_is_a_row_per_model():
+    from graphbench.reports.ladder_table import ladder_table
+    from graphbench.reports.report import report_data
+
+    points = []
+    for model, mib in (("tiny-llama", 16), ("/ckpt/qwen-tiny", 40)):
+        for label, sizes in (("three", [1, 2, 4]), ("four", [1, 2, 4, 8])):
+            p = _point(label, sizes, mib + len(sizes))
+            p["model"] = model
+            points.append(p)
+    data = report_data(points)
+    table = ladder_table(data.points, data.frame, points).set_index("ladder")
+    assert sorted(table.index) == ["four (qwen-tiny)", "four (tiny-llama)", "three (qwen-tiny)", "three (tiny-llama)"]
+    assert table.loc["three (qwen-tiny)", "graph MiB"] == 43 and table.loc["three (tiny-llama)", "graph MiB"] == 19
+    # each model's memory model fits its own two ladders exactly (1 MiB a graph over a fixed part)
+    assert table.loc["three (qwen-tiny)", "graphs as KV tokens (model)"] == pytest.approx(43 * 32)

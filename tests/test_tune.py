@@ -25,12 +25,10 @@ from graphbench.ladders.tune import (
     pareto_curve,
     tune_ladder,
 )
+from graphbench.ladders.memory_model import MemoryModel, fit_memory_model, memory_points
 from graphbench.ladders.tune_sources import (
-    MemoryModel,
     distribution_from_results,
-    fit_memory_model,
     load_run_results,
-    memory_points,
     model_distribution,
     workload_names,
 )
@@ -412,6 +410,22 @@ def test_memory_model_fit_with_a_fixed_part() -> None:
     two = fit_memory_model(exact[:2])
     assert two.rms_error_bytes < 1.0 and two.per_token_bytes == 0
     assert two.fixed_bytes > 0 and two.per_graph_bytes > 0
+
+
+def test_memory_model_is_one_models_on_one_gpu_type() -> None:
+    """Graph memory differs by model and by GPU: a fit over two would be neither's, so it is refused."""
+    def point(sizes, mib, model="m", gpu="NVIDIA H200"):
+        return {"model": model, "environment": {"gpu": gpu},
+                "startup": {"capture_sizes": sizes, "graph_memory_bytes": mib * MiB}}
+
+    one = [point([1, 2], 10), point([1, 2, 4, 8], 20)]
+    assert fit_memory_model(one).per_graph_bytes == pytest.approx(5 * MiB)
+    with pytest.raises(GraphbenchError, match=r"2 models or GPU types \(m on NVIDIA A100; m on NVIDIA H200\)"):
+        fit_memory_model([*one, point([1, 2], 30, gpu="NVIDIA A100")])
+    with pytest.raises(GraphbenchError, match=r"m on NVIDIA H200; other on NVIDIA H200.*give the results of one"):
+        fit_memory_model([*one, point([1, 2], 30, model="other")])
+    # a result without graphs is no source: it does not make the fit refuse
+    assert fit_memory_model([*one, point([], 0, gpu="NVIDIA A100")]).per_graph_bytes == pytest.approx(5 * MiB)
 
 
 def test_distribution_type_is_reused() -> None:

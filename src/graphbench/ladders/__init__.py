@@ -52,12 +52,8 @@ __all__ = [
 
 # Ladder tuning (graphbench tune): exact DP over a batch-size distribution; numpy, no torch.
 from graphbench.ladders.tune import ParetoPoint, TunedLadder, evaluate_ladder, knee, pareto_curve, tune_ladder  # noqa: E402
-from graphbench.ladders.tune_sources import (  # noqa: E402
-    MemoryModel,
-    distribution_from_results,
-    fit_memory_model,
-    model_distribution,
-)
+from graphbench.ladders.memory_model import MemoryModel, fit_memory_model  # noqa: E402
+from graphbench.ladders.tune_sources import distribution_from_results, model_distribution  # noqa: E402
 
 __all__ += [
     "MemoryModel",

@@ -42,7 +42,7 @@ from graphbench.ladders.tune_inputs import (
     check_objective,
 )
 from graphbench.ladders.step_curve import LinearCost, StepCurve, expected_step_ms
-from graphbench.ladders.tune_sources import MemoryModel
+from graphbench.ladders.memory_model import MemoryModel
 
 __all__ = [
     "OBJECTIVES",

@@ -1,5 +1,6 @@
 """Inputs of ladder tuning: batch-size distributions from measured runs, vLLM server logs or parametric
-models, and the graph-memory model fitted from measured capture results. Pure Python; no torch.
+models (the graph-memory model fitted from measured capture results: ladders/memory_model.py). Pure Python;
+no torch.
 
 Parametric models (``model_distribution``):
 
@@ -9,15 +10,6 @@ Parametric models (``model_distribution``):
   must be 1 (closed:1 is all weight on 1). Sizes are in tokens: with speculative
   decoding each request contributes ``tokens_per_request`` (1 + k) tokens, so size r becomes r*(1+k).
 - ``uniform:A-B`` (or ``uniform:B`` for 1..B): every batch size from A to B tokens equally likely.
-
-Memory model (``fit_memory_model``): a ladder's graph memory is modelled as a fixed part c plus the
-sum over its sizes of (a + b * size). The fixed part is what every ladder pays alike: on the H200 the
-pool is sized by the largest recording (which every ladder keeps) and the first capture in a process
-costs ~95 MiB whatever the ladder (benchmarks/RESULTS.md, 2026-11-29, 15cac0e). Each measured result gives one
-equation graph_memory_bytes = c + a * count + b * sum(sizes) over its ``startup.capture_sizes``;
-c, a, b are the least-squares fit constrained to be non-negative (the best over the subsets of the
-three terms). Where the data cannot tell terms apart (one ladder shape, collinear shapes) the fit
-with fewer terms wins, per-graph first.
 """
 
 from __future__ import annotations
@@ -25,8 +17,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,25 +30,6 @@ MODEL_FORMS = "closed:C, closed:C:W or uniform:A-B"
 FROM_KINDS = ("graphbench result JSON, vLLM server logs with --cudagraph-metrics tables (a vLLM log line, such as "
               "`INFO 12-04 10:11:12 [loggers.py:123] ...`, among the first lines), and per-request benchmark outputs "
               "(`vllm bench serve --save-result --save-detailed` JSON, lists of input_len/output_len)")
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryModel:
-    """Graph memory of a ladder: fixed_bytes, plus per_graph_bytes per size and per_token_bytes per
-    token of each size."""
-
-    per_graph_bytes: float
-    per_token_bytes: float
-    num_points: int = 0
-    rms_error_bytes: float = 0.0
-    note: str = ""
-    fixed_bytes: float = 0.0
-
-    def predict(self, sizes: Sequence[int]) -> float:
-        return self.fixed_bytes + len(sizes) * self.per_graph_bytes + self.per_token_bytes * sum(sizes)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def load_run_results(paths: Iterable[str | Path]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -207,95 +179,3 @@ def _fraction(text: str, spec: str) -> float:
     if not 0 < value <= 1:
         raise GraphbenchError(f"bad model {spec!r}: the weight W at C must be in (0, 1]")
     return value
-
-
-def one_ladder_fully_captured(startup: Mapping[str, Any]) -> bool:
-    """The start-up recorded every key of one ladder (not two ladders, nothing left for first use)."""
-    return not isinstance(startup.get("mixed_capture_sizes"), list) and not startup.get("deferred_recordings")
-
-
-def memory_points(results: Iterable[Mapping[str, Any]]) -> list[tuple[int, int, float]]:
-    """(number of sizes, sum of sizes, graph_memory_bytes) of each result that captured graphs."""
-    points = []
-    for result in results:
-        startup = result.get("startup") or {}
-        sizes = startup.get("capture_sizes") or []
-        memory = startup.get("graph_memory_bytes")
-        mode = (startup.get("cudagraph_mode") or {}).get("resolved")
-        graphs = startup.get("num_graphs")
-        if isinstance(graphs, Mapping) and not sum(v for v in graphs.values() if isinstance(v, (int, float))):
-            continue
-        ok_sizes = isinstance(sizes, list) and all(isinstance(s, int) and s > 0 for s in sizes)
-        if mode == "NONE" or not sizes or not ok_sizes or not isinstance(memory, (int, float)) or memory <= 0:
-            continue
-        if not one_ladder_fully_captured(startup):
-            continue  # two ladders' graphs, or keys left for later: its memory is not that of capture_sizes
-        points.append((len(sizes), sum(sizes), float(memory)))
-    return points
-
-
-# the terms of the model, in the order a tie between equally good fits is broken: fewer terms first,
-# then per-graph before per-token before fixed
-_TERMS = {"a": lambda k, s: k, "b": lambda k, s: s, "c": lambda k, s: 1.0}
-_SUBSETS = [("a",), ("b",), ("c",), ("a", "b"), ("c", "a"), ("c", "b"), ("c", "a", "b")]
-
-
-def fit_memory_model(results: Iterable[Mapping[str, Any]]) -> MemoryModel:
-    """Least-squares c, a, b >= 0 in graph_memory_bytes = c + a * count + b * sum(sizes) (see the module
-    docstring)."""
-    points = memory_points(results)
-    if not points:
-        raise GraphbenchError(
-            "no result with captured graphs (startup.capture_sizes and graph_memory_bytes > 0) to fit "
-            "the graph-memory model"
-        )
-    fits = [fit for subset in _SUBSETS if (fit := _least_squares(points, subset)) is not None]
-    tie = 1e-9 * math.fsum(m * m for _, _, m in points)
-    feasible = [f for f in fits if all(v >= 0 for v in f[1].values())]
-    best_sse = min(sse for sse, _ in feasible)
-    coef = next(c for sse, c in feasible if sse <= best_sse + tie)
-    note = ""
-    if len({(k, s) for k, s, _ in points}) == 1:
-        note = "one ladder shape measured: memory modelled per graph only"
-    elif min(sse for sse, _ in fits) < best_sse - tie:
-        note = "least squares gave a negative coefficient; refitted with it at zero"
-    a, b, c = coef.get("a", 0.0), coef.get("b", 0.0), coef.get("c", 0.0)
-    rms = math.sqrt(_sse(points, a, b, c) / len(points))
-    return MemoryModel(a, b, len(points), rms, note, c)
-
-
-def _least_squares(points: list[tuple[int, int, float]], subset: tuple[str, ...]) -> tuple[float, dict] | None:
-    """Unconstrained least squares over the given terms; None when they cannot be told apart."""
-    rows = [[_TERMS[t](k, s) for t in subset] for k, s, _ in points]
-    n = len(subset)
-    gram = [[math.fsum(r[i] * r[j] for r in rows) for j in range(n)] for i in range(n)]
-    rhs = [math.fsum(r[i] * m for r, (_, _, m) in zip(rows, points)) for i in range(n)]
-    solution = _solve(gram, rhs)
-    if solution is None:
-        return None
-    coef = dict(zip(subset, solution))
-    return _sse(points, coef.get("a", 0.0), coef.get("b", 0.0), coef.get("c", 0.0)), coef
-
-
-def _solve(matrix: list[list[float]], rhs: list[float]) -> list[float] | None:
-    """Gaussian elimination with partial pivoting; None for a (numerically) singular matrix."""
-    n = len(rhs)
-    m = [row[:] + [v] for row, v in zip(matrix, rhs)]
-    scale = max(abs(x) for row in matrix for x in row) or 1.0
-    for col in range(n):
-        pivot = max(range(col, n), key=lambda r: abs(m[r][col]))
-        if abs(m[pivot][col]) <= 1e-12 * scale:
-            return None
-        m[col], m[pivot] = m[pivot], m[col]
-        for r in range(col + 1, n):
-            factor = m[r][col] / m[col][col]
-            for j in range(col, n + 1):
-                m[r][j] -= factor * m[col][j]
-    x = [0.0] * n
-    for r in range(n - 1, -1, -1):
-        x[r] = (m[r][n] - math.fsum(m[r][j] * x[j] for j in range(r + 1, n))) / m[r][r]
-    return x
-
-
-def _sse(points: list[tuple[int, int, float]], a: float, b: float, c: float = 0.0) -> float:
-    return math.fsum((m - c - a * k - b * s) ** 2 for k, s, m in points)

@@ -94,15 +94,15 @@ def graph_memory_chart(data: ReportData, path: Path) -> None:
         raise NoData("no graphbench point captured CUDA graphs")
     from matplotlib import colormaps
 
-    # a line per mode, and per GPU type where the results span several (memory and capture are the GPU's)
-    many_gpus = rows["gpu"].nunique() > 1
-    lines = sorted(set(zip(rows["cudagraph_mode_resolved"], rows["gpu"])))
+    # a line per mode, and per model and GPU type where the results span several (memory and capture are theirs)
+    many_gpus, many_models = rows["gpu"].nunique() > 1, rows["model"].nunique() > 1
+    lines = sorted(set(zip(rows["cudagraph_mode_resolved"], rows["model"], rows["gpu"])))
     cmap = colormaps["Set1"]
     fig, (ax_mem, ax_time) = new_figure(1, 2, figsize=(13, 5.5))
-    for i, (mode_only, gpu) in enumerate(lines):
+    for i, (mode_only, model, gpu) in enumerate(lines):
         color = cmap(i % cmap.N)
-        sub = rows[(rows["cudagraph_mode_resolved"] == mode_only) & (rows["gpu"] == gpu)]
-        mode = f"{mode_only}{gpu_suffix(gpu)}" if many_gpus else mode_only
+        sub = rows[(rows["cudagraph_mode_resolved"] == mode_only) & (rows["model"] == model) & (rows["gpu"] == gpu)]
+        mode = mode_only + (f" ({Path(model).name or model})" if many_models else "") + (gpu_suffix(gpu) if many_gpus else "")
         _line(ax_mem, sub, "graph_memory_mib", color, "-", "o", f"{mode}: graph memory")
         _line(ax_mem, sub, "beyond_pool_mib", color, "--", "x", f"{mode}: beyond the shared pool")
         cold = sub[[flag_is(c, True) for c in sub["startup_cold"]]]

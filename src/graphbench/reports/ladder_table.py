@@ -4,18 +4,19 @@ One row per graphbench point that recorded CUDA graphs: its number of sizes, cap
 cold starts apart: a cold capture pays Triton's JIT), graph memory and the part of it beyond the
 recordings' shared pool (the pool is sized by the largest recording, which a tuned ladder keeps, so
 the part beyond it is what fewer rungs can save), and the measured padding waste over its workloads.
-Ratios compare each ladder with the largest one of the same -O level and resolved mode (and GPU type: results
-of several GPU types are a row per ladder and GPU, as the report's series are).
+Ratios compare each ladder with the largest one of the same -O level and resolved mode (and model and GPU type:
+results of several are a row per ladder, model and GPU, as the report's series are).
 
 The KV trade: the KV tokens the start-up allocated, and the graph memory counted in KV tokens (at the
 start-up's bytes per KV token): what a KV cache sized after capture, as SGLang does, would give up for
 this ladder and mode; measured, and predicted by a graph-memory model fitted over the report's points that
-recorded one ladder whole (fixed + per graph + per token of each size, ladders/tune_sources.fit_memory_model).
+recorded one ladder whole (fixed + per graph + per token of each size, ladders/memory_model.fit_memory_model).
 """
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 
@@ -54,27 +55,29 @@ def ladder_table(points: pd.DataFrame, frame: pd.DataFrame, results: list | None
     results: the points' results, for the KV trade's model (none: no predicted column)."""
     trade = kv_trade(results or [])
     graphs = graph_rows(points)
-    many_gpus = graphs["gpu"].nunique() > 1  # one ladder on two GPU types: two rows, compared within each
-    rows, gpus = [], []
-    for (label, gpu), starts in graphs.groupby(["label", "gpu"], sort=False):
+    # one ladder of two models, or on two GPU types: a row each, compared within its own
+    many_gpus, many_models = graphs["gpu"].nunique() > 1, graphs["model"].nunique() > 1
+    rows, sources = [], []
+    for (label, model, gpu), starts in graphs.groupby(["label", "model", "gpu"], sort=False):
         first = starts.iloc[0]
         cold = starts[[flag_is(c, True) for c in starts["startup_cold"]]]
         warm = starts[[not flag_is(c, True) for c in starts["startup_cold"]]]
         memory = _median(starts["graph_memory_mib"])
-        on = (frame["label"] == label) & (frame["system"] == GRAPHBENCH) & (frame["gpu"] == gpu)
+        on = (frame["label"] == label) & (frame["system"] == GRAPHBENCH) & (frame["gpu"] == gpu) & (frame["model"] == model)
         waste = frame.loc[on, "padding_waste_pct"]
         rows.append({
-            "ladder": f"{label}{gpu_suffix(gpu)}" if many_gpus else label, "-O": first["optimization_level"],
+            "ladder": _ladder_name(label, model if many_models else "", gpu if many_gpus else None),
+            "-O": first["optimization_level"],
             "mode": first["cudagraph_mode_resolved"],
             "sizes": int(first["num_capture_sizes"]), "capture s (warm)": _median(warm["capture_s"]),
             "capture s (cold)": _median(cold["capture_s"]), "graph MiB": memory,
             "beyond pool MiB": _median(starts["beyond_pool_mib"]),
             "padding waste %": float(pd.to_numeric(waste, errors="coerce").mean()) if len(waste) else math.nan,
-            **dict(zip(LADDER_COLUMNS[-3:], trade.get((label, gpu), (math.nan,) * 3))),
+            **dict(zip(LADDER_COLUMNS[-3:], trade.get((label, model, gpu), (math.nan,) * 3))),
         })  # fmt: skip
-        gpus.append(gpu)
+        sources.append(f"{model}\n{gpu}")
     table = pd.DataFrame(rows, columns=LADDER_COLUMNS)
-    for _, group in table.groupby([table["-O"], table["mode"], pd.Series(gpus, index=table.index, dtype=object)],
+    for _, group in table.groupby([table["-O"], table["mode"], pd.Series(sources, index=table.index, dtype=object)],
                                   dropna=False, sort=False):
         largest = group.loc[group["sizes"].idxmax()]
         for i in group.index:
@@ -82,6 +85,12 @@ def ladder_table(points: pd.DataFrame, frame: pd.DataFrame, results: list | None
             table.loc[i, "capture vs largest %"] = _ratio(table.loc[i], largest, "capture s (warm)", "capture s (cold)")
             table.loc[i, "beyond pool vs largest %"] = _pct(table.loc[i, "beyond pool MiB"], largest["beyond pool MiB"])
     return table
+
+
+def _ladder_name(label: str, model: str, gpu: str | None) -> str:
+    """The label, with the model and the GPU type where the table holds several (as the report's series)."""
+    name = f"{label} ({Path(model).name or model})" if model else label
+    return name if gpu is None else f"{name}{gpu_suffix(gpu)}"
 
 
 def _ratio(row: pd.Series, largest: pd.Series, *columns: str) -> float:
@@ -97,19 +106,21 @@ def _pct(value: float, reference: float) -> float:
 
 
 def kv_trade(results: list) -> dict[tuple[str, str], tuple[float, float, float]]:
-    """(label, GPU type) -> (KV tokens, graph memory in KV tokens measured, and as the memory model fitted
-    over that GPU type's results predicts it) for the results whose start-up recorded graphs and a KV cache."""
-    from graphbench.reports.rounds import result_gpu
+    """(label, model, GPU type) -> (KV tokens, graph memory in KV tokens measured, and as the memory model fitted
+    over that model's results on that GPU type predicts it) for the results whose start-up recorded graphs and a
+    KV cache."""
+    from graphbench.ladders.memory_model import memory_source
 
-    by_gpu: dict[str, list] = {}
+    by_source: dict[tuple[str, str], list] = {}
     for result in results:
-        by_gpu.setdefault(result_gpu(result), []).append(result)
-    return {(label, gpu): trade for gpu, group in by_gpu.items() for label, trade in _kv_trade_on_one_gpu(group).items()}
+        by_source.setdefault(memory_source(result), []).append(result)
+    return {(label, model, gpu): trade for (model, gpu), group in by_source.items()
+            for label, trade in _kv_trade_of_one_source(group).items()}
 
 
-def _kv_trade_on_one_gpu(results: list) -> dict[str, tuple[float, float, float]]:
+def _kv_trade_of_one_source(results: list) -> dict[str, tuple[float, float, float]]:
     from graphbench.errors import GraphbenchError
-    from graphbench.ladders.tune_sources import fit_memory_model, one_ladder_fully_captured
+    from graphbench.ladders.memory_model import fit_memory_model, one_ladder_fully_captured
     from graphbench.reports.frame import capture_sizes_of
 
     try:

@@ -9,7 +9,8 @@ from typing import Any
 
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.tune import TunedLadder, evaluate_ladder
-from graphbench.ladders.tune_sources import MemoryModel, fit_memory_model, load_run_results
+from graphbench.ladders.memory_model import MemoryModel, fit_memory_model, memory_points
+from graphbench.ladders.tune_sources import load_run_results
 
 MAX_BUDGET_MIB = 1 << 20  # 1 TiB of graph memory: past any GPU's memory
 
@@ -71,7 +72,9 @@ def memory_model_for(memory_from, from_results, budget_mib, warnings) -> MemoryM
         warnings += skipped
     try:
         return fit_memory_model(results)
-    except GraphbenchError:
+    except GraphbenchError as exc:
         if memory_from or budget_mib is not None:
             raise
+        if memory_points(results):  # graphs measured, but not one model's on one GPU type: say why none
+            warnings.append(f"no graph-memory column: {exc}")
         return None  # --from runs without graph memory: just no memory column
