@@ -203,3 +203,22 @@ def test_a_comparison_ladder_the_curve_cannot_time_is_shown_without_ms(tmp_path:
     assert rows["default"]["expected_step_ms"] is None and "default" not in doc["curve"]["vs_every_size_pct"]
     assert "gets no ms per step" in result.stderr
 
+
+
+def test_a_curve_and_a_memory_model_of_other_runs_are_named() -> None:
+    from graphbench.ladders.memory_model import MemoryModel
+    from graphbench.tuning.tune_models import check_sources
+
+    def warned(memory: MemoryModel | None) -> list[str]:
+        warnings: list[str] = []
+        check_sources(CURVE, memory, warnings)
+        return warnings
+
+    assert warned(MemoryModel(1.0, 0.0, model="tiny", gpu="NVIDIA H200")) == []
+    assert warned(MemoryModel(1.0, 0.0)) == []  # results that do not say whose: nothing to compare
+    assert warned(None) == []
+    (other,) = warned(MemoryModel(1.0, 0.0, model="tiny", gpu="NVIDIA A100"))
+    assert other == ("the step-time curve and the graph-memory model come from different runs (GPU 'NVIDIA H200' "
+                     "against 'NVIDIA A100', curve first): each ladder is weighed with both")
+    (both,) = warned(MemoryModel(1.0, 0.0, model="big", gpu="NVIDIA A100"))
+    assert "model 'tiny' against 'big'; GPU 'NVIDIA H200' against 'NVIDIA A100'" in both

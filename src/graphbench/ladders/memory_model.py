@@ -33,6 +33,8 @@ class MemoryModel:
     rms_error_bytes: float = 0.0
     note: str = ""
     fixed_bytes: float = 0.0
+    model: str = ""  # whose graphs were measured, on which GPU type ('' where the results do not say)
+    gpu: str = ""
 
     def predict(self, sizes: Sequence[int]) -> float:
         return self.fixed_bytes + len(sizes) * self.per_graph_bytes + self.per_token_bytes * sum(sizes)
@@ -109,7 +111,8 @@ def fit_memory_model(results: Iterable[Mapping[str, Any]]) -> MemoryModel:
         note = "least squares gave a negative coefficient; refitted with it at zero"
     a, b, c = coef.get("a", 0.0), coef.get("b", 0.0), coef.get("c", 0.0)
     rms = math.sqrt(_sse(points, a, b, c) / len(points))
-    return MemoryModel(a, b, len(points), rms, note, c)
+    model, gpu = sources[0]
+    return MemoryModel(a, b, len(points), rms, note, c, "" if model == "?" else model, gpu)
 
 
 def _least_squares(points: list[tuple[int, int, float]], subset: tuple[str, ...]) -> tuple[float, dict] | None:

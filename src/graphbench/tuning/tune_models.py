@@ -57,6 +57,20 @@ def curve_summary(step_curve, path: Path, dist, top: int, ladders) -> dict[str, 
     }
 
 
+def check_sources(step_curve, memory_model: MemoryModel | None, warnings: list[str]) -> None:
+    """A warning where the step-time curve and the graph-memory model were measured for other models or on
+    other GPU types: the ladders are then weighed with two machines' figures."""
+    if step_curve is None or memory_model is None:
+        return
+    curve_model = str(step_curve.meta.get("model") or "")
+    curve_gpu = str((step_curve.meta.get("environment") or {}).get("gpu") or "")
+    differ = [f"{what} {a!r} against {b!r}" for what, a, b in (("model", curve_model, memory_model.model),
+                                                             ("GPU", curve_gpu, memory_model.gpu)) if a and b and a != b]
+    if differ:
+        warnings.append(f"the step-time curve and the graph-memory model come from different runs ({'; '.join(differ)}, "
+                        "curve first): each ladder is weighed with both")
+
+
 def memory_model_for(memory_from, from_results, budget_mib, warnings) -> MemoryModel | None:
     """The fitted memory model: from --memory-from, else from --from (optional unless there is a budget)."""
     if budget_mib is not None and not 0 < budget_mib <= MAX_BUDGET_MIB:

@@ -27,7 +27,13 @@ from graphbench.ladders.tune_sources import (
 )
 from graphbench.tuning.trace_replay import ReplayLimits, replay_files
 from graphbench.tuning.tune_document import tune_document
-from graphbench.tuning.tune_models import compared_ladder, curve_summary, memory_model_for, step_curve_for
+from graphbench.tuning.tune_models import (
+    check_sources,
+    compared_ladder,
+    curve_summary,
+    memory_model_for,
+    step_curve_for,
+)
 
 FORMATS = ("table", "json")
 PHASES = ("all", "decode", "mixed", "both")
@@ -161,6 +167,7 @@ def run_tune(r: TuneRequest) -> TuneResult:
         comparisons |= extra
     memory_model = memory_model_for(r.memory_from, None if server_log is not None else r.from_results,
                                  r.memory_budget_mib, warnings)
+    check_sources(step_curve, memory_model, warnings)
     options: dict[str, Any] = dict(
         objective=r.objective, top=bounds.top, multiple_of=bounds.multiple_of,
         required=_ints("--require", r.require) if r.require else (),
