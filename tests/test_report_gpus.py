@@ -71,3 +71,17 @@ def test_speed_ups_and_pooling_warnings_stay_within_a_gpu_type():
     # one label on two GPU types is two series, not one point measured twice
     assert not any("pooled" in w for w in skipped_warnings(LoadedResults(results, [])))
     assert any("pooled" in w for w in skipped_warnings(LoadedResults(results + [dict(results[0])], [])))
+
+
+def test_the_startup_chart_names_each_gpu_types_bar(monkeypatch, tmp_path):
+    # one label's start-ups on two GPU types are two bars: named apart, not "O1" twice
+    from graphbench.reports import charts_startup
+
+    figures = []
+    monkeypatch.setattr(charts_startup, "save_figure", lambda fig, *args: figures.append(fig))
+    results = [_result("O1", "NVIDIA H200", 9000.0, 3.0), _result("O1", "NVIDIA A100", 6000.0, 5.0)]
+    charts_startup.startup_chart(report_data(results), tmp_path / "startup.png")
+    ticks = [t.get_text().split("\n")[0] for t in figures[0].axes[0].get_xticklabels()]
+    assert sorted(ticks) == ["O1 @ NVIDIA A100", "O1 @ NVIDIA H200"]
+    charts_startup.startup_chart(report_data(results[:1]), tmp_path / "one.png")
+    assert [t.get_text().split("\n")[0] for t in figures[1].axes[0].get_xticklabels()] == ["O1"]

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from graphbench.reports.figures import NoData, ReportData, new_figure, save_figure
-from graphbench.reports.frame import GRAPHBENCH, STARTUP_PARTS, flag_is, gpu_suffix
+from graphbench.reports.frame import GRAPHBENCH, STARTUP_PARTS, flag_is, qualified_name
 from graphbench.reports.ladder_table import graph_rows
 
 PART_NAMES = {
@@ -73,7 +73,9 @@ def startup_chart(data: ReportData, path: Path) -> None:
     for x, total, top in zip(xs, rows["startup_s"], bottom):
         ax.annotate(f"{max(total, top):.1f}", (x, max(total, top)), ha="center", va="bottom", fontsize=7,
                     xytext=(0, 2), textcoords="offset points")  # fmt: skip
-    ticks = [f"{label}\n{_kind(cold)}" for label, cold in zip(rows["label"], rows["startup_cold"])]
+    many_models, many_gpus = rows["model"].nunique() > 1, rows["gpu"].nunique() > 1  # (a bar each, named apart)
+    ticks = [f"{qualified_name(label, model if many_models else None, gpu if many_gpus else None)}\n{_kind(cold)}"
+             for label, model, gpu, cold in zip(rows["label"], rows["model"], rows["gpu"], rows["startup_cold"])]
     ax.set_xticks(xs, ticks, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("startup time (s; label: total)")
     ax.set_xlabel("point (hatched: warm start, compiled artefacts loaded from the cache)")
@@ -102,7 +104,7 @@ def graph_memory_chart(data: ReportData, path: Path) -> None:
     for i, (mode_only, model, gpu) in enumerate(lines):
         color = cmap(i % cmap.N)
         sub = rows[(rows["cudagraph_mode_resolved"] == mode_only) & (rows["model"] == model) & (rows["gpu"] == gpu)]
-        mode = mode_only + (f" ({Path(model).name or model})" if many_models else "") + (gpu_suffix(gpu) if many_gpus else "")
+        mode = qualified_name(mode_only, model if many_models else None, gpu if many_gpus else None)
         _line(ax_mem, sub, "graph_memory_mib", color, "-", "o", f"{mode}: graph memory")
         _line(ax_mem, sub, "beyond_pool_mib", color, "--", "x", f"{mode}: beyond the shared pool")
         cold = sub[[flag_is(c, True) for c in sub["startup_cold"]]]

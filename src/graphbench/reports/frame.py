@@ -245,16 +245,24 @@ def results_frame(results: Iterable[Mapping[str, Any]], extra_metrics: Iterable[
     shapes = set(frame.loc[frame["workload"] != "", "shape"])
     many, models = len(shapes) > 1, frame["model"].nunique() > 1
     frame["series"] = [f"{lbl} [{shp}]" if many and shp else lbl for lbl, shp in zip(frame["label"], frame["shape"])]
-    if models:  # the same label, two models' points: never one series
-        frame["series"] = [f"{series} ({Path(model).name or model})" for series, model in zip(frame["series"], frame["model"])]
-    if frame["gpu"].nunique() > 1:  # the same label on two GPU types (two machines' folders): never one series
-        frame["series"] = [f"{series}{gpu_suffix(gpu)}" for series, gpu in zip(frame["series"], frame["gpu"])]
+    many_gpus = frame["gpu"].nunique() > 1  # the same label on two GPU types (two machines' folders)
+    # the same label of two models, or on two GPU types: never one series
+    frame["series"] = [qualified_name(series, model if models else None, gpu if many_gpus else None)
+                       for series, model, gpu in zip(frame["series"], frame["model"], frame["gpu"])]
     return frame
 
 
 def gpu_suffix(gpu: str) -> str:
     """What results_frame appends to a series of results that span GPU types ('' for the CPU's)."""
     return f" @ {gpu or 'CPU'}"
+
+
+def qualified_name(name: str, model: str | None = None, gpu: str | None = None) -> str:
+    """A label with the model and the GPU type where a table or chart holds several (None: not named), as
+    results_frame names its series."""
+    if model is not None:
+        name = f"{name} ({Path(model).name or model})"
+    return name if gpu is None else f"{name}{gpu_suffix(gpu)}"
 
 
 def points_frame(results: Iterable[Mapping[str, Any]]) -> pd.DataFrame:

@@ -16,11 +16,10 @@ recorded one ladder whole (fixed + per graph + per token of each size, ladders/m
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pandas as pd
 
-from graphbench.reports.frame import GRAPHBENCH, flag_is, gpu_suffix
+from graphbench.reports.frame import GRAPHBENCH, flag_is, qualified_name
 
 MIB = 2**20
 LADDER_COLUMNS = [
@@ -66,7 +65,7 @@ def ladder_table(points: pd.DataFrame, frame: pd.DataFrame, results: list | None
         on = (frame["label"] == label) & (frame["system"] == GRAPHBENCH) & (frame["gpu"] == gpu) & (frame["model"] == model)
         waste = frame.loc[on, "padding_waste_pct"]
         rows.append({
-            "ladder": _ladder_name(label, model if many_models else "", gpu if many_gpus else None),
+            "ladder": qualified_name(label, model if many_models else None, gpu if many_gpus else None),
             "-O": first["optimization_level"],
             "mode": first["cudagraph_mode_resolved"],
             "sizes": int(first["num_capture_sizes"]), "capture s (warm)": _median(warm["capture_s"]),
@@ -85,12 +84,6 @@ def ladder_table(points: pd.DataFrame, frame: pd.DataFrame, results: list | None
             table.loc[i, "capture vs largest %"] = _ratio(table.loc[i], largest, "capture s (warm)", "capture s (cold)")
             table.loc[i, "beyond pool vs largest %"] = _pct(table.loc[i, "beyond pool MiB"], largest["beyond pool MiB"])
     return table
-
-
-def _ladder_name(label: str, model: str, gpu: str | None) -> str:
-    """The label, with the model and the GPU type where the table holds several (as the report's series)."""
-    name = f"{label} ({Path(model).name or model})" if model else label
-    return name if gpu is None else f"{name}{gpu_suffix(gpu)}"
 
 
 def _ratio(row: pd.Series, largest: pd.Series, *columns: str) -> float:
