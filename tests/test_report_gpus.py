@@ -85,3 +85,22 @@ def test_the_startup_chart_names_each_gpu_types_bar(monkeypatch, tmp_path):
     assert sorted(ticks) == ["O1 @ NVIDIA A100", "O1 @ NVIDIA H200"]
     charts_startup.startup_chart(report_data(results[:1]), tmp_path / "one.png")
     assert [t.get_text().split("\n")[0] for t in figures[1].axes[0].get_xticklabels()] == ["O1"]
+
+
+def test_the_padding_table_names_each_gpu_types_rows():
+    from graphbench.reports.padding_table import padding_table
+
+    results = [_result("O1", "NVIDIA H200", 9000.0, 3.0), _result("O1", "NVIDIA A100", 6000.0, 5.0)]
+    assert sorted(set(padding_table(results)["point"])) == ["O1 @ NVIDIA A100", "O1 @ NVIDIA H200"]
+    assert set(padding_table(results[:1])["point"]) == {"O1"}
+
+
+def test_the_point_namer_adds_what_the_results_differ_in():
+    from graphbench.reports.frame import point_namer
+
+    h200, a100 = _result("O1", "NVIDIA H200", 9000.0, 3.0), _result("O1", "NVIDIA A100", 6000.0, 5.0)
+    other_model = dict(h200, model="/ckpt/qwen-tiny")
+    assert [point_namer([h200, a100])(r) for r in (h200, a100)] == ["O1 @ NVIDIA H200", "O1 @ NVIDIA A100"]
+    assert point_namer([h200])(h200) == "O1"
+    assert point_namer([h200, other_model])(other_model) == "O1 (qwen-tiny)"
+    assert point_namer([a100, other_model])(other_model) == "O1 (qwen-tiny) @ NVIDIA H200"

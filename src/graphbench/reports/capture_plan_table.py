@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from graphbench.reports.frame import GRAPHBENCH, median_of, startups_of
+from graphbench.reports.frame import GRAPHBENCH, median_of, point_namer, startups_of
 
 SAVED = "saved against every key at start-up"
 CAPTURE_PLAN_COLUMNS = ["point", "ladders", "recorded at start-up", "left for first use", "capture s", "graph MiB",
@@ -63,12 +63,13 @@ def capture_plan_table(results: list[Mapping[str, Any]]) -> pd.DataFrame:
     starts = [_start(r) for r in points]
     everything = {start[0]: start for start in starts if start[1] == 0}  # same ladders, every key at start-up
     rows = []
+    name = point_namer(points)  # (one label on two GPU types, or of two models: named apart)
     for result, start in zip(points, starts):
         startup = result.get("startup") or {}
         if not start[1] and not isinstance(startup.get("mixed_capture_sizes"), list):
             continue
         graphs = sum(v for v in (startup.get("num_graphs") or {}).values() if isinstance(v, int))
-        head = [result.get("label"), start[0], graphs - start[1], start[1], *start[2:], _saved(start, everything.get(start[0]))]
+        head = [name(result), start[0], graphs - start[1], start[1], *start[2:], _saved(start, everything.get(start[0]))]
         for workload in result.get("workloads") or []:
             per_process = workload.get("recorded_on_demand_rounds") or [workload.get("recorded_on_demand") or []]
             made = [[k for k in keys if isinstance(k, list) and len(k) == 3] for keys in per_process]

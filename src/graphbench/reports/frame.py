@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -174,7 +174,7 @@ def _point_fields(result: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "label": str(result.get("label") or Path(str(result.get("_path", "point"))).stem),
         "system": str(result.get("system") or "?"),
-        "model": str(result.get("model") or _get(result, "config", "model", "model") or "?"),
+        "model": result_model(result),
         "optimization_level": level if isinstance(level, int) and not isinstance(level, bool) else pd.NA,
         "cudagraph_mode_requested": requested if isinstance(requested, str) else "",
         "cudagraph_mode_resolved": mode.get("resolved") if isinstance(mode.get("resolved"), str) else "",
@@ -255,6 +255,21 @@ def results_frame(results: Iterable[Mapping[str, Any]], extra_metrics: Iterable[
 def gpu_suffix(gpu: str) -> str:
     """What results_frame appends to a series of results that span GPU types ('' for the CPU's)."""
     return f" @ {gpu or 'CPU'}"
+
+
+def point_namer(results: Iterable[Mapping[str, Any]]) -> Callable[[Mapping[str, Any]], str]:
+    """result -> its label, with its model and GPU type where these results hold several (qualified_name): a
+    table's rows of one label on two GPU types, or of two models, named apart."""
+    results = list(results)
+    many_models = len({result_model(r) for r in results}) > 1
+    many_gpus = len({result_gpu(r) for r in results}) > 1
+    return lambda r: qualified_name(str(r.get("label")), result_model(r) if many_models else None,
+                                    result_gpu(r) if many_gpus else None)
+
+
+def result_model(result: Mapping[str, Any]) -> str:
+    """The model a result ran: its `model`, else its config's ('?' where neither says)."""
+    return str(result.get("model") or _get(result, "config", "model", "model") or "?")
 
 
 def qualified_name(name: str, model: str | None = None, gpu: str | None = None) -> str:

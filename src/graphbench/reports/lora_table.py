@@ -16,7 +16,7 @@ import pandas as pd
 
 from graphbench.config.lora import parse_module
 from graphbench.errors import GraphbenchError
-from graphbench.reports.frame import GRAPHBENCH, metric_median, ok_results, startups_of
+from graphbench.reports.frame import GRAPHBENCH, metric_median, ok_results, point_namer, startups_of
 from graphbench.reports.stats import percent_change
 
 LORA_COLUMNS = [
@@ -45,6 +45,7 @@ def _adapters(config: Mapping[str, Any]) -> int:
 def lora_table(results: list[Mapping[str, Any]]) -> pd.DataFrame:
     """Rows for the points that load adapters (empty when none does)."""
     rows = []
+    name = point_namer(r for r in ok_results(results) if (r.get("system") or GRAPHBENCH) == GRAPHBENCH)
     for r in ok_results(results):
         config = r.get("config") or {}
         count = _adapters(config)
@@ -65,7 +66,7 @@ def lora_table(results: list[Mapping[str, Any]]) -> pd.DataFrame:
             plain = str(w.get("name")).replace(f"-lora{share:g}", "") if share else str(w.get("name"))
             tps, tpot = metric_median(w, "output_tokens_per_s"), metric_median(w, "tpot_p50_ms")
             base_tps, base_tpot = base.get(plain, (None, None))
-            rows.append([r.get("label"), count, "yes" if specialised else "no",
+            rows.append([name(r), count, "yes" if specialised else "no",
                          " / ".join(f"{m} {n}" for m, n in keys.items()) or "none", start.get("capture_s"),
                          memory / 2**20 if isinstance(memory, (int, float)) else None, w.get("name"), share,
                          tps, percent_change(tps, base_tps), tpot, percent_change(tpot, base_tpot)])

@@ -22,7 +22,15 @@ import pandas as pd
 
 from graphbench.ladders.padding import pad_to, token_waste
 from graphbench.reports.aliases import alias_ladder, alias_map, alias_text, ladder_mode, rule_ladder
-from graphbench.reports.frame import GRAPHBENCH, asked_ladder, graphs_recorded, metric_median, ok_results, startups_of
+from graphbench.reports.frame import (
+    GRAPHBENCH,
+    asked_ladder,
+    graphs_recorded,
+    metric_median,
+    ok_results,
+    point_namer,
+    startups_of,
+)
 from graphbench.reports.stats import median
 
 MIB = 2**20
@@ -131,10 +139,10 @@ def padding_table(results: list[Mapping[str, Any]]) -> pd.DataFrame:
     """See the module doc; PADDING_COLUMNS."""
     aliases = alias_map(results)
     rows = []
-    for result in ok_results(results):
-        if (result.get("system") or GRAPHBENCH) != GRAPHBENCH:
-            continue
-        label = str(result.get("label"))
+    ours = [r for r in ok_results(results) if (r.get("system") or GRAPHBENCH) == GRAPHBENCH]
+    name = point_namer(ours)  # a label of two models or on two GPU types: its rows named apart
+    for result in ours:
+        label = name(result)
         workloads = [w for w in result.get("workloads") or [] if isinstance(w, Mapping)]
         config = result.get("config") if isinstance(result.get("config"), Mapping) else {}
         mode = (config.get("compilation") or {}).get("performance_mode")
@@ -142,10 +150,10 @@ def padding_table(results: list[Mapping[str, Any]]) -> pd.DataFrame:
         mixed = (result.get("startup") or {}).get("mixed_capture_sizes")
         two = f"; mixed {len(mixed)} sizes" + (f", top {max(mixed)}" if mixed else " (eager)") if isinstance(mixed, list) else ""
         ladders = [(label, own, ladder_name(config, mode, own) + two)]
-        for alias in aliases.get(label, []):
+        for alias in aliases.get(str(result.get("label")), []):
             sizes = alias_ladder(result, alias) if own is not None else None
-            name = ladder_name(config, ladder_mode(alias), sizes) if sizes or own is None else "not told by its label"
-            ladders.append((alias_text(alias, label), sizes, name))
+            ladder = ladder_name(config, ladder_mode(alias), sizes) if sizes or own is None else "not told by its label"
+            ladders.append((alias_text(name(dict(result, label=alias)), label), sizes, ladder))
         capture_s, graph_mib = _costs(result)
         for point, sizes, ladder in ladders:
             if point != label and sizes == own:  # the measured ladder too: its rows, nothing new

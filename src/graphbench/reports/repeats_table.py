@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from graphbench.reports.frame import GRAPHBENCH, busy_repeats
+from graphbench.reports.frame import GRAPHBENCH, busy_repeats, point_namer
 from graphbench.reports.stats import MAX_STEADY_SPREAD_PCT, median, spread_pct
 
 MODES = ("FULL", "PIECEWISE", "NONE")
@@ -34,14 +34,14 @@ TEXT_COLUMNS = ("point", "workload", "repeats", "slowest step", "busy host")
 def repeats_table(results: list[Mapping[str, Any]]) -> pd.DataFrame:
     """Rows for the graphbench points' workloads with at least two repeats that recorded per-mode step times."""
     rows = []
-    for result in results:
-        if (result.get("system") or GRAPHBENCH) != GRAPHBENCH or result.get("status", "ok") != "ok":
-            continue
+    ours = [r for r in results if (r.get("system") or GRAPHBENCH) == GRAPHBENCH and r.get("status", "ok") == "ok"]
+    name = point_namer(ours)  # (one label on two GPU types, or of two models: named apart)
+    for result in ours:
         for workload in result.get("workloads") or []:
             repeats = workload.get("repeats") or []
             if len(repeats) < 2 or not all(isinstance(r.get("step_ms_by_mode"), dict) for r in repeats):
                 continue  # (results written before the per-mode times were recorded)
-            rows.append(_row(result.get("label"), workload.get("name"), repeats, busy_repeats(workload)))
+            rows.append(_row(name(result), workload.get("name"), repeats, busy_repeats(workload)))
     return pd.DataFrame(rows, columns=REPEATS_COLUMNS)
 
 

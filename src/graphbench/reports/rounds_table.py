@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from graphbench.reports.frame import GRAPHBENCH, ok_results
+from graphbench.reports.frame import GRAPHBENCH, ok_results, point_namer
 from graphbench.reports.stats import median, spread_pct
 
 ROUNDS_COLUMNS = ["point", "workload", "processes", "output tok/s per process", "spread %",
@@ -36,9 +36,9 @@ def _by_mode(rounds: list[Mapping[str, Any]]) -> str:
 def rounds_table(results: list[Mapping[str, Any]]) -> pd.DataFrame:
     """One row per graphbench point x workload measured in more than one process."""
     rows = []
-    for result in ok_results(results):
-        if (result.get("system") or GRAPHBENCH) != GRAPHBENCH:
-            continue
+    ours = [r for r in ok_results(results) if (r.get("system") or GRAPHBENCH) == GRAPHBENCH]
+    name = point_namer(ours)  # (one label on two GPU types, or of two models: named apart)
+    for result in ours:
         for w in result.get("workloads") or []:
             rounds = w.get("round_medians") if isinstance(w, Mapping) else None
             if not isinstance(rounds, list) or len(rounds) < 2:
@@ -48,7 +48,7 @@ def rounds_table(results: list[Mapping[str, Any]]) -> pd.DataFrame:
             shown = ", ".join(("-" if v is None else f"{v:,.0f}") + (" (left out)" if r.get("excluded") else "")
                               + (" (busy host)" if r.get("busy_host_repeats") else "") for r, v in zip(rounds, values))
             left = "; ".join(f"round {r['round']}: {r['excluded']}" for r in rounds if r.get("excluded"))
-            rows.append({"point": str(result.get("label")), "workload": str(w.get("name")),
+            rows.append({"point": name(result), "workload": str(w.get("name")),
                          "processes": f"{len(kept)} of {len(rounds)}", "output tok/s per process": shown,
                          "spread %": f"{spread_pct(kept):.1f}" if len(kept) >= 2 and median(kept) else "-",
                          "mean step ms by mode, per process": _by_mode(rounds), "left out": left})
