@@ -96,7 +96,7 @@ def test_the_padding_table_names_each_gpu_types_rows():
 
 
 def test_the_point_namer_adds_what_the_results_differ_in():
-    from graphbench.reports.frame import point_namer
+    from graphbench.reports.point_names import point_namer
 
     h200, a100 = _result("O1", "NVIDIA H200", 9000.0, 3.0), _result("O1", "NVIDIA A100", 6000.0, 5.0)
     other_model = dict(h200, model="/ckpt/qwen-tiny")

@@ -15,7 +15,8 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from graphbench.reports.frame import GRAPHBENCH, median_of, point_namer, startups_of
+from graphbench.reports.frame import GRAPHBENCH, median_of, startups_of
+from graphbench.reports.point_names import point_namer
 
 SAVED = "saved against every key at start-up"
 CAPTURE_PLAN_COLUMNS = ["point", "ladders", "recorded at start-up", "left for first use", "capture s", "graph MiB",

@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 
 from graphbench.reports.figures import NoData, ReportData, new_figure, save_figure
-from graphbench.reports.frame import GRAPHBENCH, STARTUP_PARTS, flag_is, qualified_name
+from graphbench.reports.frame import GRAPHBENCH, STARTUP_PARTS, flag_is
+from graphbench.reports.point_names import qualified_name
 from graphbench.reports.ladder_table import graph_rows
 
 PART_NAMES = {

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from graphbench.reports.point_names import qualified_name, result_model
 from graphbench.reports.rounds import included_rounds, result_gpu, workload_samples
 from graphbench.reports.stats import spread_pct
 from graphbench.env import hatches_text
@@ -250,34 +251,6 @@ def results_frame(results: Iterable[Mapping[str, Any]], extra_metrics: Iterable[
     frame["series"] = [qualified_name(series, model if models else None, gpu if many_gpus else None)
                        for series, model, gpu in zip(frame["series"], frame["model"], frame["gpu"])]
     return frame
-
-
-def gpu_suffix(gpu: str) -> str:
-    """What results_frame appends to a series of results that span GPU types ('' for the CPU's)."""
-    return f" @ {gpu or 'CPU'}"
-
-
-def point_namer(results: Iterable[Mapping[str, Any]]) -> Callable[[Mapping[str, Any]], str]:
-    """result -> its label, with its model and GPU type where these results hold several (qualified_name): a
-    table's rows of one label on two GPU types, or of two models, named apart."""
-    results = list(results)
-    many_models = len({result_model(r) for r in results}) > 1
-    many_gpus = len({result_gpu(r) for r in results}) > 1
-    return lambda r: qualified_name(str(r.get("label")), result_model(r) if many_models else None,
-                                    result_gpu(r) if many_gpus else None)
-
-
-def result_model(result: Mapping[str, Any]) -> str:
-    """The model a result ran: its `model`, else its config's ('?' where neither says)."""
-    return str(result.get("model") or _get(result, "config", "model", "model") or "?")
-
-
-def qualified_name(name: str, model: str | None = None, gpu: str | None = None) -> str:
-    """A label with the model and the GPU type where a table or chart holds several (None: not named), as
-    results_frame names its series."""
-    if model is not None:
-        name = f"{name} ({Path(model).name or model})"
-    return name if gpu is None else f"{name}{gpu_suffix(gpu)}"
 
 
 def points_frame(results: Iterable[Mapping[str, Any]]) -> pd.DataFrame:

@@ -24,7 +24,8 @@ from typing import Any
 
 import pandas as pd
 
-from graphbench.reports.frame import GRAPHBENCH, flag_is, gpu_suffix, series_samples
+from graphbench.reports.frame import GRAPHBENCH, flag_is, series_samples
+from graphbench.reports.point_names import gpu_suffix
 from graphbench.reports.gate_thresholds import min_effect_pct
 
 HEADLINE_COLUMNS = [

@@ -19,7 +19,8 @@ import math
 
 import pandas as pd
 
-from graphbench.reports.frame import GRAPHBENCH, flag_is, qualified_name
+from graphbench.reports.frame import GRAPHBENCH, flag_is
+from graphbench.reports.point_names import qualified_name
 
 MIB = 2**20
 LADDER_COLUMNS = [

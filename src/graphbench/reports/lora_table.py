@@ -16,7 +16,8 @@ import pandas as pd
 
 from graphbench.config.lora import parse_module
 from graphbench.errors import GraphbenchError
-from graphbench.reports.frame import GRAPHBENCH, metric_median, ok_results, point_namer, startups_of
+from graphbench.reports.frame import GRAPHBENCH, metric_median, ok_results, startups_of
+from graphbench.reports.point_names import point_namer
 from graphbench.reports.stats import percent_change
 
 LORA_COLUMNS = [

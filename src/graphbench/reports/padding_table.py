@@ -28,9 +28,9 @@ from graphbench.reports.frame import (
     graphs_recorded,
     metric_median,
     ok_results,
-    point_namer,
     startups_of,
 )
+from graphbench.reports.point_names import point_namer
 from graphbench.reports.stats import median
 
 MIB = 2**20

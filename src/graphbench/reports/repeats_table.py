@@ -19,7 +19,8 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from graphbench.reports.frame import GRAPHBENCH, busy_repeats, point_namer
+from graphbench.reports.frame import GRAPHBENCH, busy_repeats
+from graphbench.reports.point_names import point_namer
 from graphbench.reports.stats import MAX_STEADY_SPREAD_PCT, median, spread_pct
 
 MODES = ("FULL", "PIECEWISE", "NONE")

@@ -7,7 +7,8 @@ from typing import Any
 
 import pandas as pd
 
-from graphbench.reports.frame import GRAPHBENCH, ok_results, point_namer
+from graphbench.reports.frame import GRAPHBENCH, ok_results
+from graphbench.reports.point_names import point_namer
 from graphbench.reports.stats import median, spread_pct
 
 ROUNDS_COLUMNS = ["point", "workload", "processes", "output tok/s per process", "spread %",
