@@ -69,7 +69,6 @@ def test_host_already_busy_reads_the_probe(monkeypatch):
     assert host_load.MAX_CPU_WAIT_FRACTION == 0.10  # (what rep(wait=0.4) is above)
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the hog test reads Linux schedstat")
 def _runnable_elsewhere() -> int | None:
     """Threads of other processes running or waiting for a CPU now: /proc/stat's procs_running less this
     process's own running threads (None where Linux does not say)."""
@@ -107,6 +106,7 @@ class _OtherLoad(threading.Thread):
         return not samples or sum(c > 0 for c in samples) >= len(samples) / 4
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the hog test reads Linux schedstat")
 def test_a_cpu_hog_during_one_repeat_flags_that_repeat():
     busy = host_already_busy()
     if busy:  # the quiet repeats would be flagged with the hogged one: nothing this test could tell
@@ -156,3 +156,10 @@ def test_a_cpu_hog_during_one_repeat_flags_that_repeat():
             assert quiet not in record["busy_host_repeats"], (quiet, repeats[quiet]["busy_host"])
     if len(record["busy_host_repeats"]) == 1:
         assert record["quiet_spread_pct"] is not None
+
+
+def test_the_hog_test_is_skipped_off_linux():
+    # its skip mark belongs on the test (it reads /proc and schedstat), not on a helper above it
+    marks = [m for m in getattr(test_a_cpu_hog_during_one_repeat_flags_that_repeat, "pytestmark", []) if m.name == "skipif"]
+    assert [m.kwargs.get("reason") for m in marks] == ["the hog test reads Linux schedstat"]
+    assert not hasattr(_runnable_elsewhere, "pytestmark")
