@@ -163,20 +163,26 @@ def test_from_results_with_workload_filter_and_memory_budget() -> None:
 def test_results_of_two_gpu_types_fit_no_memory_model(tmp_path: Path) -> None:
     # a second machine's copy of the folder, on another GPU type: --from still gives the traffic, the memory
     # column goes with a warning, and --memory-from or a budget on them is one line and exit 2
-    other = tmp_path / "a100"
-    other.mkdir()
-    for f in sorted((RESULTS / "h200").glob("*.json")):
-        data = json.loads(f.read_text())
-        data["environment"] = dict(data.get("environment") or {}, gpu="NVIDIA A100")
-        (other / f.name).write_text(json.dumps(data))
-    result = tune("--from", RESULTS, "--from", other, "--max-graphs", 5)
+    folders = {}
+    for gpu in ("NVIDIA H200", "NVIDIA A100"):
+        folders[gpu] = tmp_path / gpu.split()[-1].lower()
+        folders[gpu].mkdir()
+        for f in sorted((RESULTS / "h200").glob("*.json")):
+            data = json.loads(f.read_text())
+            data["environment"] = dict(data.get("environment") or {}, gpu=gpu)
+            (folders[gpu] / f.name).write_text(json.dumps(data))
+    h200, other = folders["NVIDIA H200"], folders["NVIDIA A100"]
+    result = tune("--from", h200, "--from", other, "--max-graphs", 5)
     assert result.exit_code == 0, result.output
     assert "no graph-memory column: graph memory measured for 2 models or GPU types" in result.output
     assert "graph MiB" not in result.stdout
-    for extra in (["--memory-from", RESULTS, "--memory-from", other], ["--memory-budget-mib", 100]):
-        refused = tune("--from", RESULTS, "--from", other, "--max-graphs", 5, *extra)
+    for extra in (["--memory-from", h200, "--memory-from", other], ["--memory-budget-mib", 100]):
+        refused = tune("--from", h200, "--from", other, "--max-graphs", 5, *extra)
         assert refused.exit_code == 2 and "a memory model is one model's on one GPU type" in refused.output
         assert len(refused.stderr.strip().splitlines()) == 1
+    # the fixture's results do not say their GPU: beside the A100's they are no second GPU type
+    unsaid = tune("--from", RESULTS, "--from", other, "--max-graphs", 5, "--memory-budget-mib", 100)
+    assert unsaid.exit_code == 0 and "graph MiB" in unsaid.stdout, unsaid.output
 
 
 def test_all_workloads_warn_about_eager_batches() -> None:

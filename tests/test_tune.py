@@ -428,6 +428,22 @@ def test_memory_model_is_one_models_on_one_gpu_type() -> None:
     assert fit_memory_model([*one, point([], 0, gpu="NVIDIA A100")]).per_graph_bytes == pytest.approx(5 * MiB)
 
 
+def test_a_result_that_does_not_say_its_gpu_or_model_is_no_other_source() -> None:
+    """A result written without `environment` (or without a model) beside the same model's on an H200: one
+    source, whose figures the fit records; not "two GPU types"."""
+    def point(sizes, mib, **fields):
+        return {**fields, "startup": {"capture_sizes": sizes, "graph_memory_bytes": mib * MiB}}
+
+    said = point([1, 2, 4, 8], 20, model="m", environment={"device": "cuda", "gpu": "NVIDIA H200"})
+    fit = fit_memory_model([point([1, 2], 10, model="m"), said])
+    assert fit.per_graph_bytes == pytest.approx(5 * MiB) and (fit.model, fit.gpu) == ("m", "NVIDIA H200")
+    fit = fit_memory_model([point([1, 2], 10, environment={"gpu": "NVIDIA H200"}), said])
+    assert (fit.model, fit.gpu) == ("m", "NVIDIA H200")
+    assert fit_memory_model([point([1, 2], 10), point([1, 2, 4, 8], 20)]).gpu == ""
+    with pytest.raises(GraphbenchError, match="2 models or GPU types"):  # two that do say, and differ
+        fit_memory_model([said, point([1, 2], 10, model="m", environment={"gpu": "NVIDIA A100"})])
+
+
 def test_distribution_type_is_reused() -> None:
     assert isinstance(model_distribution("uniform:1-4"), BatchSizeDistribution)
 

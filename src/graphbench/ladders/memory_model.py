@@ -9,7 +9,8 @@ equation graph_memory_bytes = c + a * count + b * sum(sizes) over its ``startup.
 c, a, b are the least-squares fit constrained to be non-negative (the best over the subsets of the
 three terms). Where the data cannot tell terms apart (one ladder shape, collinear shapes) the fit
 with fewer terms wins, per-graph first.
-One model's results on one GPU type only: a fit over several would be none of theirs.
+One model's results on one GPU type only: a fit over several would be none of theirs (a result that does not
+say its model or GPU, written before they were recorded, counts as the others').
 """
 
 from __future__ import annotations
@@ -95,7 +96,9 @@ def fit_memory_model(results: Iterable[Mapping[str, Any]]) -> MemoryModel:
             "the graph-memory model"
         )
     sources = sorted({memory_source(r) for r in results if _memory_point(r) is not None})
-    if len(sources) > 1:
+    # a result that does not say its model or GPU (written before they were recorded) is no other one's
+    models, gpus = sorted({m for m, _ in sources if m != "?"}), sorted({g for _, g in sources if g})
+    if len(models) > 1 or len(gpus) > 1:
         named = "; ".join(f"{model} on {gpu or 'the CPU'}" for model, gpu in sources[:4])
         raise GraphbenchError(f"graph memory measured for {len(sources)} models or GPU types ({named}): a memory "
                               "model is one model's on one GPU type; give the results of one")
@@ -111,8 +114,7 @@ def fit_memory_model(results: Iterable[Mapping[str, Any]]) -> MemoryModel:
         note = "least squares gave a negative coefficient; refitted with it at zero"
     a, b, c = coef.get("a", 0.0), coef.get("b", 0.0), coef.get("c", 0.0)
     rms = math.sqrt(_sse(points, a, b, c) / len(points))
-    model, gpu = sources[0]
-    return MemoryModel(a, b, len(points), rms, note, c, "" if model == "?" else model, gpu)
+    return MemoryModel(a, b, len(points), rms, note, c, models[0] if models else "", gpus[0] if gpus else "")
 
 
 def _least_squares(points: list[tuple[int, int, float]], subset: tuple[str, ...]) -> tuple[float, dict] | None:
