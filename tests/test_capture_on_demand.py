@@ -89,6 +89,26 @@ def test_the_report_sets_what_start_up_saved_against_the_stalls(tmp_path):
             "| 0.75 |") in text
 
 
+def test_a_plan_is_set_against_every_key_at_start_up_on_its_own_gpu_type():
+    """The same ladders recorded whole on an A100 say nothing of what a plan saved on an H200: no reference."""
+    from graphbench.reports.capture_plan_table import SAVED, capture_plan_table
+    from tests.test_tune_engine_limits import result
+
+    planned = result("on-demand", {1: 5, 8: 3}, seqs=8)
+    planned["startup"].update(num_graphs={"FULL": 4}, deferred_recordings=3, capture_s=0.4, graph_memory_bytes=50 * 2**20,
+                              kv_cache_tokens=100000, capture_sizes=[1, 2, 4, 8])
+    planned["environment"] = {"device": "cuda", "gpu": "NVIDIA H200"}
+    everything = result("all-at-start", {1: 5, 8: 3}, seqs=8)
+    everything["startup"].update(num_graphs={"FULL": 4}, deferred_recordings=0, capture_s=1.0,
+                                 graph_memory_bytes=120 * 2**20, kv_cache_tokens=90000, capture_sizes=[1, 2, 4, 8])
+    everything["environment"] = {"device": "cuda", "gpu": "NVIDIA A100"}
+    rows = capture_plan_table([planned, everything]).set_index("point")
+    assert rows.loc["on-demand @ NVIDIA H200", SAVED] == "-"
+    everything["environment"]["gpu"] = "NVIDIA H200"  # the same GPU type: set against it
+    rows = capture_plan_table([planned, everything]).set_index("point")
+    assert rows.loc["on-demand", SAVED] == "0.60 s, 70 MiB, +10,000 KV tokens"
+
+
 def test_the_capture_plan_takes_medians_over_the_points_processes():
     """A point measured in three processes: its warm starts' median capture, memory and KV tokens (the cold
     start left out), and per workload the median over processes of the recordings made and their stall."""

@@ -16,7 +16,8 @@ from typing import Any, Mapping
 import pandas as pd
 
 from graphbench.reports.frame import GRAPHBENCH, median_of, startups_of
-from graphbench.reports.point_names import point_namer
+from graphbench.reports.point_names import point_namer, result_model
+from graphbench.reports.rounds import result_gpu
 
 SAVED = "saved against every key at start-up"
 CAPTURE_PLAN_COLUMNS = ["point", "ladders", "recorded at start-up", "left for first use", "capture s", "graph MiB",
@@ -57,12 +58,17 @@ def _saved(start: tuple, reference: tuple | None) -> str:
             f"{start[4] - reference[4]:+,.0f} KV tokens")
 
 
+def _source(result: Mapping[str, Any]) -> tuple[str, str]:
+    return result_model(result), result_gpu(result)
+
+
 def capture_plan_table(results: list[Mapping[str, Any]]) -> pd.DataFrame:
     """Rows for the graphbench points with two ladders or capture on demand (empty when none has)."""
     points = [r for r in results
               if (r.get("system") or GRAPHBENCH) == GRAPHBENCH and r.get("status", "ok") == "ok"]
     starts = [_start(r) for r in points]
-    everything = {start[0]: start for start in starts if start[1] == 0}  # same ladders, every key at start-up
+    # same ladders, same model and GPU type, every key at start-up (another GPU's capture and memory are not its)
+    everything = {(start[0], *_source(r)): start for r, start in zip(points, starts) if start[1] == 0}
     rows = []
     name = point_namer(points)  # (one label on two GPU types, or of two models: named apart)
     for result, start in zip(points, starts):
@@ -70,7 +76,7 @@ def capture_plan_table(results: list[Mapping[str, Any]]) -> pd.DataFrame:
         if not start[1] and not isinstance(startup.get("mixed_capture_sizes"), list):
             continue
         graphs = sum(v for v in (startup.get("num_graphs") or {}).values() if isinstance(v, int))
-        head = [name(result), start[0], graphs - start[1], start[1], *start[2:], _saved(start, everything.get(start[0]))]
+        head = [name(result), start[0], graphs - start[1], start[1], *start[2:], _saved(start, everything.get((start[0], *_source(result))))]
         for workload in result.get("workloads") or []:
             per_process = workload.get("recorded_on_demand_rounds") or [workload.get("recorded_on_demand") or []]
             made = [[k for k in keys if isinstance(k, list) and len(k) == 3] for keys in per_process]
