@@ -303,6 +303,20 @@ def test_aliases_appear_under_each_label_and_count_once(cpu_report):
     assert "O2_default = O1_default (same engine, measured once)" in (out / REPORT_HTML).read_text()
 
 
+def test_the_repeats_table_keeps_the_aliases_of_a_label_of_two_models(tmp_path):
+    # the same sweep of a second model: the repeats table names O1_default's rows per model, and each still
+    # stands for its aliases (their rows were dropped: the aliases were looked up by the bare label)
+    other = json.loads(json.dumps(cpu_sweep()))
+    for r in other:
+        r["model"] = "tiny-qwen"
+    report = write_report([_write([*cpu_sweep(), *other], tmp_path / "results")], tmp_path / "report")
+    md = (report.out_dir / REPORT_MD).read_text()
+    repeats = md[md.index("## Repeats"):]
+    for model in ("tiny-llama", "tiny-qwen"):
+        assert (f"| O2_default ({model}) = O1_default ({model}) (same engine, measured once) | every workload: see "
+                f"O1_default ({model}) |") in repeats
+
+
 def test_alias_map_and_ladder():
     results = cpu_sweep()
     assert alias_map(results) == {"O0_default": ["O0_interactivity"],

@@ -24,6 +24,7 @@ import pandas as pd
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.sizes import PERFORMANCE_MODES, capture_sizes
 from graphbench.reports.frame import GRAPHBENCH, ok_results
+from graphbench.reports.point_names import point_namer
 
 SAME_ENGINE = "same engine, measured once"
 
@@ -48,6 +49,20 @@ def alias_map(results: list[Mapping[str, Any]]) -> dict[str, list[str]]:
                 claimed.add(alias)
                 out.setdefault(label, []).append(alias)
     return out
+
+
+def named_aliases(results: list[Mapping[str, Any]], aliases: Mapping[str, list[str]]) -> dict[str, list[str]]:
+    """aliases (alias_map) keyed and named as the tables name points (point_names.point_namer over the successful
+    graphbench results): a label of two models or on two GPU types stands for its aliases under each name."""
+    ours = [r for r in ok_results(results) if (r.get("system") or GRAPHBENCH) == GRAPHBENCH]
+    name = point_namer(ours)
+    out: dict[str, list[str]] = {}
+    for result in ours:
+        named = out.setdefault(name(result), [])
+        for alias in aliases.get(str(result.get("label")), []):
+            if name(dict(result, label=alias)) not in named:
+                named.append(name(dict(result, label=alias)))
+    return {label: named for label, named in out.items() if named}
 
 
 def alias_text(alias: str, measured: str) -> str:

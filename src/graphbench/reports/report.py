@@ -19,7 +19,7 @@ import pandas as pd
 
 from graphbench.errors import GraphbenchError
 from graphbench.files import write_atomic
-from graphbench.reports.aliases import alias_map, alias_notes, with_aliases
+from graphbench.reports.aliases import alias_map, alias_notes, named_aliases, with_aliases
 from graphbench.reports.banner import cpu_banner
 from graphbench.reports.capture_plan_table import capture_plan_table
 from graphbench.reports.charts import render_charts
@@ -181,7 +181,7 @@ def write_report(
         summary=summary,
         summary_file=SUMMARY_CSV,
         ladders=ladder_table(data.points, data.frame, data.results),
-        repeats=with_aliases(repeats, "point", aliases, collapse="workload"),
+        repeats=with_aliases(repeats, "point", named_aliases(data.results, aliases), collapse="workload"),
         steadiness=steadiness_note(repeats),  # (each measurement once)
         variants=variants_table(data.results),
         capture_plan=capture_plan_table(data.results),
