@@ -54,6 +54,16 @@ def test_a_cpu_point_shows_not_measured_and_the_predicted_padding(tmp_path):
     assert o0[5:7] == [NOT_MEASURED, NOT_MEASURED] and o0[11] == NOT_MEASURED, o0  # no ladder asked: none to predict
 
 
+def test_a_sweep_of_two_models_still_shows_the_predicted_padding(tmp_path):
+    # a model axis: the Padding table names its points with their model; the summary still finds each one's row
+    for label, model in (("model=tiny-llama_O2", "tiny-llama"), ("model=tiny-qwen_O2", "tiny-qwen")):
+        result = _cpu_result(label, "FULL_AND_PIECEWISE", [1, 2, 4, 8])
+        result["model"] = model
+        write_result(tmp_path, "cpu", label, result)
+    rows = _rows(tmp_path)
+    assert rows["model=tiny-llama_O2"][11] == rows["model=tiny-qwen_O2"][11] == "33.3 predicted", rows
+
+
 def test_a_point_that_recorded_graphs_still_shows_what_it_measured(tmp_path):
     result = make_result("O2_default", repeats={"closed-c4": [(1000.0, 12.0), (1010.0, 12.0)]}, capture_s=1.5,
                          graph_memory_bytes=300 * 2**20)

@@ -11,12 +11,16 @@ def print_summary(console, results: Path) -> None:
     from graphbench.reports.aliases import stands_for
     from graphbench.reports.frame import graphs_recorded
     from graphbench.reports.padding_table import histogram, histogram_text, padding_table
+    from graphbench.reports.point_names import point_namer
     from graphbench.reports.stats import MAX_STEADY_SPREAD_PCT
     from graphbench.reports.store import load_results
 
     loaded = load_results([results])
     predicted = {(row["point"], row["workload"]): row["predicted padding %"]  # (the report's Padding table's)
                  for _, row in padding_table(loaded.results).iterrows()}
+    # (its points named as it names them: with their model or GPU type where the sweep's results hold several)
+    padding_name = point_namer(r for r in loaded.results
+                               if r.get("status", "ok") == "ok" and (r.get("system") or "graphbench") == "graphbench")
     table = Table("point", "system", "status", "start-up s\ncold / warm", "capture s", "graph MiB", "workload",
                   "output tok/s", "spread %\nprocesses", "TPOT p50 ms", "padding %\n(of tokens)", "batch sizes (share of steps)")
     num_unsteady = num_busy = num_outliers = num_unrecorded = 0
@@ -53,7 +57,7 @@ def print_summary(console, results: Path) -> None:
                           _startup_cell(r) if i == 0 else "", capture if i == 0 else "", memory if i == 0 else "",
                           w["name"], f"{m['output_tokens_per_s']['median']:.0f}", spread_cell,
                           f"{m.get('tpot_p50_ms', {}).get('median', float('nan')):.2f}",
-                          _padding_cell(m, recorded, predicted.get((r["label"], w["name"]))), histogram_text(histogram(w)))
+                          _padding_cell(m, recorded, predicted.get((padding_name(r), w["name"]))), histogram_text(histogram(w)))
         for alias in stands_for(r):
             table.add_row(alias, r["system"], f"[cyan]= {r['label']}[/cyan]", "", "", "",
                           "same engine, measured once", "", "", "", "", "")
