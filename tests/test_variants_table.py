@@ -60,3 +60,11 @@ def test_sizes_whose_variants_are_the_pieces_get_a_row_saying_so():
     table = variants_table([_result("O3_default", [choice])])
     assert list(table["size"]) == [2, 4, 8] and table["step with variants ms"].isna().all()
     assert set(table["ran"]) == {"the traced pieces: graphbench's kernels run every projection, nothing compiled"}
+
+
+def test_a_label_on_two_gpu_types_is_named_apart():
+    # as every other table of the report (reports/point_names.py): not "O3_default" twice
+    h200, a100 = _result("O3_default", [MEASURED]), _result("O3_default", [MEASURED])
+    h200["environment"], a100["environment"] = {"gpu": "NVIDIA H200"}, {"gpu": "NVIDIA A100"}
+    assert sorted(set(variants_table([h200, a100])["point"])) == ["O3_default @ NVIDIA A100", "O3_default @ NVIDIA H200"]
+    assert set(variants_table([h200])["point"]) == {"O3_default"}
