@@ -3,7 +3,7 @@
 One row per graphbench point with k > 0 draft tokens x workload, shown when the results vary k:
 the drafter, its acceptance (accepted proposals over proposed drafts, filler apart), the mean accepted
 tokens per verified request-step, the drafted and wasted tokens, and output tokens/s and TPOT p50
-against the point with the same config at k = 0 on the same workload. Pure pandas: no torch.
+against the point with the same config at k = 0 on the same workload and GPU type. Pure pandas: no torch.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from typing import Any
 import pandas as pd
 
 from graphbench.reports.frame import GRAPHBENCH, metric_median, ok_results
+from graphbench.reports.point_names import point_namer
+from graphbench.reports.rounds import result_gpu
 from graphbench.reports.stats import percent_change
 
 SPECULATIVE_COLUMNS = [
@@ -63,23 +65,25 @@ def speculative_table(results: list[Mapping[str, Any]]) -> pd.DataFrame:
     points = [r for r in ok_results(results) if (r.get("system") or GRAPHBENCH) == GRAPHBENCH]
     if len({_k(r) for r in points}) < 2:
         return pd.DataFrame(columns=SPECULATIVE_COLUMNS)
-    baselines: dict[tuple[str, str], tuple[float, float]] = {}
+    baselines: dict[tuple[str, str, str], tuple[float, float]] = {}  # (config, GPU type, workload)
     for r in points:
         if _k(r) == 0:
             for w in r.get("workloads") or []:
-                key = (repr(_without_drafts(r.get("config"))), str(w.get("name")))
+                key = (repr(_without_drafts(r.get("config"))), result_gpu(r), str(w.get("name")))
                 baselines[key] = (metric_median(w, "output_tokens_per_s"), metric_median(w, "tpot_p50_ms"))
     rows = []
+    name = point_namer(points)  # (one label on two GPU types, or of two models: named apart)
     for r in points:
         k = _k(r)
         if k == 0:
             continue
         method = ((r.get("config") or {}).get("speculative") or {}).get("method", "?")
         for w in r.get("workloads") or []:
-            base_tps, base_tpot = baselines.get((repr(_without_drafts(r.get("config"))), str(w.get("name"))), (None, None))
+            base_tps, base_tpot = baselines.get((repr(_without_drafts(r.get("config"))), result_gpu(r), str(w.get("name"))),
+                                               (None, None))
             tps, tpot = metric_median(w, "output_tokens_per_s"), metric_median(w, "tpot_p50_ms")
             acceptance = metric_median(w, "spec_acceptance_rate")
-            rows.append([r.get("label"), w.get("name"), k, method, 100.0 * acceptance,
+            rows.append([name(r), w.get("name"), k, method, 100.0 * acceptance,
                          metric_median(w, "spec_mean_accepted_tokens"), metric_median(w, "spec_proposed_tokens"),
                          metric_median(w, "spec_drafted_tokens"),
                          metric_median(w, "spec_wasted_tokens"), tps, percent_change(tps, base_tps), tpot,
