@@ -189,6 +189,20 @@ def test_ladder_pairs_judge_tpot_and_tokens_per_s_over_processes():
     assert row["explained by"] == "the mixed and eager steps (they follow the host), not the graph steps"
 
 
+def test_ladder_pairs_stay_within_a_gpu_type():
+    # the same sweep on an A100 too: a pair per GPU type, each over its own 4 processes (never 8 pooled)
+    h200 = _gpu_pair([2.10, 2.12, 2.14, 2.16], [1.60, 1.62, 1.64, 1.66], [100, 101, 102, 103], [100.5, 101.5, 102.5, 103.5])
+    a100 = json.loads(json.dumps(_gpu_pair([4.0] * 4, [4.0] * 4, [50, 51, 52, 53], [50, 51, 52, 53])))
+    for result in a100:
+        result["environment"]["gpu"] = "NVIDIA A100"
+    rows = ladder_pairs([*h200, *a100]).set_index("pair")
+    assert sorted(rows.index) == ["O2_default @ NVIDIA A100 -> O2_interactivity @ NVIDIA A100",
+                                  "O2_default @ NVIDIA H200 -> O2_interactivity @ NVIDIA H200"]
+    assert set(rows["processes"]) == {"4 vs 4"}
+    assert rows.loc["O2_default @ NVIDIA H200 -> O2_interactivity @ NVIDIA H200", "TPOT p50 ms"] == "2.13 -> 1.63"
+    assert rows.loc["O2_default @ NVIDIA A100 -> O2_interactivity @ NVIDIA A100", "TPOT p50 ms"] == "4.00 -> 4.00"
+
+
 def test_ladder_pairs_give_the_graph_step_time_apart_from_tpot():
     tpots = ([2.0, 2.1, 2.2], [1.5, 1.6, 1.7], [1, 2, 3], [4, 5, 6])
     full_a, full_b = (1.10, 1.12, 1.14), (1.09, 1.10, 1.13)

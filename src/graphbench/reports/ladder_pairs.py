@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pandas as pd
@@ -25,7 +25,8 @@ import pandas as pd
 from graphbench.reports.aliases import SAME_ENGINE, alias_map, ladder_mode
 from graphbench.reports.frame import GRAPHBENCH, asked_ladder, capture_sizes_of, metric_median, ok_results
 from graphbench.reports.gate_thresholds import min_effect_pct
-from graphbench.reports.rounds import workload_samples
+from graphbench.reports.point_names import point_namer, result_model
+from graphbench.reports.rounds import result_gpu, workload_samples
 from graphbench.reports.stats import median
 from graphbench.reports.verdict import IMPROVED, NA, REGRESSED, TIE, Verdict, judge
 
@@ -173,8 +174,21 @@ def _named_apart_by_ladder(a: str, b: str) -> bool:
 
 
 def ladder_pairs(results: list[Mapping[str, Any]]) -> pd.DataFrame:
-    """See the module doc; PAIR_COLUMNS."""
+    """See the module doc; PAIR_COLUMNS. Pairs are of one model on one GPU type: a label's results on two GPU
+    types (or of two models) are two pairs, named apart (reports/point_names.py), never one pooling both."""
     ok = [r for r in ok_results(results) if (r.get("system") or GRAPHBENCH) == GRAPHBENCH]
+    name = point_namer(ok)
+    sources: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for r in ok:
+        sources.setdefault((result_model(r), result_gpu(r)), []).append(r)
+    rows = []
+    for group in sources.values():
+        rows += _pairs(group, lambda label, r=group[0]: name(dict(r, label=label)))
+    return pd.DataFrame(rows, columns=PAIR_COLUMNS)
+
+
+def _pairs(ok: list[Mapping[str, Any]], named: Callable[[str], str]) -> list[dict[str, Any]]:
+    """The rows of one model's results on one GPU type; named: a label as the report names it."""
     by_label: dict[str, list[Mapping[str, Any]]] = {}
     for r in ok:
         by_label.setdefault(str(r.get("label")), []).append(r)
@@ -182,18 +196,19 @@ def ladder_pairs(results: list[Mapping[str, Any]]) -> pd.DataFrame:
     for a, b in itertools.combinations(sorted(by_label), 2):
         ra, rb = by_label[a][0], by_label[b][0]
         if _engine_key(ra) == _engine_key(rb) and asked_ladder(ra) != asked_ladder(rb):
-            rows += _rows(f"{a} -> {b}", by_label[a], by_label[b], (capture_sizes_of(ra), capture_sizes_of(rb)))
+            rows += _rows(f"{named(a)} -> {named(b)}", by_label[a], by_label[b],
+                          (capture_sizes_of(ra), capture_sizes_of(rb)))
     engine_of = {label: label for label in by_label}
-    for label, aliases in alias_map(results).items():
+    for label, aliases in alias_map(ok).items():
         engine_of.update({alias: label for alias in aliases})
     for a, b in itertools.combinations(sorted(engine_of), 2):
         if (a in by_label and b in by_label) or not _named_apart_by_ladder(a, b):
             continue
         ea, eb = engine_of[a], engine_of[b]
         if ea == eb:
-            rows.append(_same_engine_row(a, b, ea))
+            rows.append(_same_engine_row(named(a), named(b), named(ea)))
         else:
-            name = " -> ".join(x if x == e else f"{x} (= {e})" for x, e in ((a, ea), (b, eb)))
+            name = " -> ".join(named(x) if x == e else f"{named(x)} (= {named(e)})" for x, e in ((a, ea), (b, eb)))
             rows += _rows(name, by_label[ea], by_label[eb],
                           (capture_sizes_of(by_label[ea][0]), capture_sizes_of(by_label[eb][0])))
-    return pd.DataFrame(rows, columns=PAIR_COLUMNS)
+    return rows
