@@ -86,3 +86,32 @@ def test_a_ladder_of_two_models_is_a_row_per_model():
     assert table.loc["three (qwen-tiny)", "graph MiB"] == 43 and table.loc["three (tiny-llama)", "graph MiB"] == 19
     # each model's memory model fits its own two ladders exactly (1 MiB a graph over a fixed part)
     assert table.loc["three (qwen-tiny)", "graphs as KV tokens (model)"] == pytest.approx(43 * 32)
+
+
+def test_the_ladders_table_names_a_point_as_the_other_tables_do():
+    # the label ran eager on an A100 too: the ladders table's one row (the H200's graphs) is named as the
+    # padding table names that point, not "three" beside the others' "three @ NVIDIA H200"
+    from graphbench.reports.ladder_table import ladder_table
+    from graphbench.reports.padding_table import padding_table
+    from graphbench.reports.report import report_data
+
+    graphs, eager = _point("three", [1, 2, 4], 16), _point("three", [1, 2, 4], 16)
+    graphs["environment"], eager["environment"] = {"gpu": "NVIDIA H200"}, {"gpu": "NVIDIA A100"}
+    eager["startup"]["cudagraph_mode"] = {"requested": "NONE", "resolved": "NONE"}
+    data = report_data([graphs, eager])
+    assert list(ladder_table(data.points, data.frame, [graphs, eager])["ladder"]) == ["three @ NVIDIA H200"]
+    assert "three @ NVIDIA H200" in set(padding_table([graphs, eager])["point"])
+
+
+def test_the_graph_memory_chart_names_its_lines_as_the_ladders_table(monkeypatch, tmp_path):
+    from graphbench.reports import charts_startup
+    from graphbench.reports.report import report_data
+
+    figures = []
+    monkeypatch.setattr(charts_startup, "save_figure", lambda fig, *args: figures.append(fig))
+    graphs, eager = _point("three", [1, 2, 4], 16), _point("three", [1, 2, 4], 16)
+    graphs["environment"], eager["environment"] = {"gpu": "NVIDIA H200"}, {"gpu": "NVIDIA A100"}
+    eager["startup"]["cudagraph_mode"] = {"requested": "NONE", "resolved": "NONE"}
+    charts_startup.graph_memory_chart(report_data([graphs, eager]), tmp_path / "memory.png")
+    labels = figures[0].axes[0].get_legend_handles_labels()[1]
+    assert labels and all(label.split(":")[0].endswith(" @ NVIDIA H200") for label in labels), labels

@@ -98,7 +98,8 @@ def graph_memory_chart(data: ReportData, path: Path) -> None:
     from matplotlib import colormaps
 
     # a line per mode, and per model and GPU type where the results span several (memory and capture are theirs)
-    many_gpus, many_models = rows["gpu"].nunique() > 1, rows["model"].nunique() > 1
+    ours = data.points[data.points["system"] == GRAPHBENCH]  # (named as the ladders table names them)
+    many_gpus, many_models = ours["gpu"].nunique() > 1, ours["model"].nunique() > 1
     lines = sorted(set(zip(rows["cudagraph_mode_resolved"], rows["model"], rows["gpu"])))
     cmap = colormaps["Set1"]
     fig, (ax_mem, ax_time) = new_figure(1, 2, figsize=(13, 5.5))

@@ -55,8 +55,10 @@ def ladder_table(points: pd.DataFrame, frame: pd.DataFrame, results: list | None
     results: the points' results, for the KV trade's model (none: no predicted column)."""
     trade = kv_trade(results or [])
     graphs = graph_rows(points)
-    # one ladder of two models, or on two GPU types: a row each, compared within its own
-    many_gpus, many_models = graphs["gpu"].nunique() > 1, graphs["model"].nunique() > 1
+    # one ladder of two models, or on two GPU types: a row each, compared within its own (named as the other
+    # tables name the point: by what all the graphbench points differ in, point_names.point_namer)
+    ours = points[points["system"] == GRAPHBENCH]
+    many_gpus, many_models = ours["gpu"].nunique() > 1, ours["model"].nunique() > 1
     rows, sources = [], []
     for (label, model, gpu), starts in graphs.groupby(["label", "model", "gpu"], sort=False):
         first = starts.iloc[0]
