@@ -222,3 +222,8 @@ def test_a_curve_and_a_memory_model_of_other_runs_are_named() -> None:
                      "against 'NVIDIA A100', curve first): each ladder is weighed with both")
     (both,) = warned(MemoryModel(1.0, 0.0, model="big", gpu="NVIDIA A100"))
     assert "model 'tiny' against 'big'; GPU 'NVIDIA H200' against 'NVIDIA A100'" in both
+    # a curve file whose environment is not an object (its keys beyond the timings are not checked): no GPU said
+    odd = StepCurve(GRAPH_MS, meta={"model": "tiny", "environment": "NVIDIA H200"})
+    warnings: list[str] = []
+    check_sources(odd, MemoryModel(1.0, 0.0, model="tiny", gpu="NVIDIA A100"), warnings)
+    assert warnings == []

@@ -63,7 +63,8 @@ def check_sources(step_curve, memory_model: MemoryModel | None, warnings: list[s
     if step_curve is None or memory_model is None:
         return
     curve_model = str(step_curve.meta.get("model") or "")
-    curve_gpu = str((step_curve.meta.get("environment") or {}).get("gpu") or "")
+    environment = step_curve.meta.get("environment")  # (a curve file's own keys: not checked when it is read)
+    curve_gpu = str((environment.get("gpu") if isinstance(environment, dict) else None) or "")
     differ = [f"{what} {a!r} against {b!r}" for what, a, b in (("model", curve_model, memory_model.model),
                                                              ("GPU", curve_gpu, memory_model.gpu)) if a and b and a != b]
     if differ:
