@@ -40,7 +40,7 @@ from graphbench.reports.metric_catalogue import METRICS
 
 FORMATS = ("table", "json", "csv")
 ALPHA_HELP = "Significance level of the test over processes (Mann-Whitney U from 4 a side, Welch's t below)."
-CSV_FIELDS = ("label", "system", "workload", "metric", "unit", "baseline_median", "current_median", "ratio",
+CSV_FIELDS = ("label", "system", "gpu", "workload", "metric", "unit", "baseline_median", "current_median", "ratio",
               "change_pct", "noise_pct", "p_value", "test", "significant", "verdict", "n_baseline", "n_current",
               "ratio_ci_low",
               "ratio_ci_high", "note")

@@ -37,6 +37,7 @@ from graphbench.reports.compare_match import (
 )
 from graphbench.reports.gate_thresholds import min_effect_pct
 from graphbench.reports.metric_catalogue import CATALOGUE, POINT, REPEAT, Metric, resolve_metric
+from graphbench.reports.point_names import gpu_suffix
 from graphbench.reports.rounds import busy_processes, busy_rounds, point_samples, workload_samples
 from graphbench.reports.stats import bootstrap_ratio_ci, median, ratio
 from graphbench.reports.store import LoadedResults
@@ -91,6 +92,7 @@ class Comparison:
     note: str = ""  # the verdict's reason: "within noise: +1.2% vs noise 3.4%, p=0.4 (Welch's t)"
     noise_pct: float | None = None  # the larger between-process spread of the two sides
     busy_rounds: tuple[int, int] = (0, 0)  # processes with a busy_host repeat: baseline, current
+    gpu: str | None = None  # the GPU type, where the point's results span several (compare_match)
 
     @property
     def n_baseline(self) -> int:
@@ -102,7 +104,7 @@ class Comparison:
 
     @property
     def point(self) -> str:
-        return f"{self.label} ({self.system})"
+        return f"{self.label} ({self.system})" + (gpu_suffix(self.gpu) if self.gpu is not None else "")
 
     @property
     def where(self) -> str:
@@ -110,7 +112,8 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "label": self.label, "system": self.system, "workload": self.workload, "metric": self.metric,
+            "label": self.label, "system": self.system, "gpu": self.gpu, "workload": self.workload,
+            "metric": self.metric,
             "unit": self.unit, "higher_is_better": self.higher_is_better, "scope": self.scope,
             "baseline_median": json_number(self.baseline_median),
             "current_median": json_number(self.current_median),
@@ -139,7 +142,7 @@ def _compare(
     return Comparison(
         point.label, point.system, workload, metric.name, metric.unit, metric.higher_is_better, metric.scope,
         tuple(base), tuple(cur), bm, cm, r, v.change_pct, v.p_value, v.test, v.significant, v.verdict, ci,
-        v.reason, v.noise_pct, busy)
+        v.reason, v.noise_pct, busy, point.gpu)
 
 
 def _workloads(point: Point) -> dict[str, list[tuple[dict[str, Any], str]]]:

@@ -1,8 +1,11 @@
 """Load the result files of both sides of a comparison and pair them by point (no torch).
 
 A point is (label, system); when one side holds several results of the same point (re-runs),
-they are pooled into one Point. Failed results are set aside with their reason; matched points
-with a different model or config hash are refused unless allow_mismatch.
+they are pooled into one Point. Where either side holds a point's results of several GPU types (two
+machines' folders), each GPU type is a point of its own, matched with the same GPU type on the other side:
+pooled, an H100's processes and an H200's make a noise floor of the hardware's gap, which hides a
+regression on either. Failed results are set aside with their reason; matched points with a different
+model or config hash are refused unless allow_mismatch.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from graphbench.errors import GraphbenchError
+from graphbench.reports.point_names import gpu_suffix
+from graphbench.reports.rounds import result_gpu
 from graphbench.reports.store import LoadedResults, load_results
 from graphbench.env import hatches_text
 
@@ -33,6 +38,7 @@ class Point:
     label: str
     system: str
     results: list[dict[str, Any]] = field(default_factory=list)
+    gpu: str | None = None  # the GPU type, where the point's results span several and are matched per type
 
     @property
     def key(self) -> PointKey:
@@ -40,7 +46,7 @@ class Point:
 
     @property
     def name(self) -> str:
-        return f"{self.label} ({self.system})"
+        return f"{self.label} ({self.system})" + (gpu_suffix(self.gpu) if self.gpu is not None else "")
 
     @property
     def paths(self) -> list[str]:
@@ -121,13 +127,18 @@ def match_results(
     *,
     allow_mismatch: bool = False,
 ) -> Matching:
-    """Pair points by (label, system); model or config hash differences raise unless allow_mismatch."""
+    """Pair points by (label, system), and by GPU type where a side holds several (see the module doc); model or
+    config hash differences raise unless allow_mismatch."""
     base_points, base_failed = index_points(_as_list(baseline), "baseline")
     cur_points, cur_failed = index_points(_as_list(current), "current")
-    keys = sorted(base_points.keys() & cur_points.keys())
-    pairs = [(base_points[k], cur_points[k]) for k in keys]
-    only_b = [base_points[k] for k in sorted(base_points.keys() - cur_points.keys())]
-    only_c = [cur_points[k] for k in sorted(cur_points.keys() - base_points.keys())]
+    pairs, only_b, only_c = [], [], []
+    for key in sorted(base_points.keys() & cur_points.keys()):
+        matched, left_b, left_c = _per_gpu_type(base_points[key], cur_points[key])
+        pairs += matched
+        only_b += left_b
+        only_c += left_c
+    only_b = sorted(only_b + [base_points[k] for k in base_points.keys() - cur_points.keys()], key=_order)
+    only_c = sorted(only_c + [cur_points[k] for k in cur_points.keys() - base_points.keys()], key=_order)
     warnings: list[str] = []
     mismatches: list[str] = []
     for b, c in pairs:
@@ -156,8 +167,9 @@ def match_results(
         raise GraphbenchError(f"matched points were run with different settings: {mismatches[0]}{more}; "
                               "pass --allow-mismatch (allow_mismatch=True) to compare them anyway")
     warnings = [f"mismatch allowed: {m}" for m in mismatches] + warnings
-    for side, points in (("baseline", base_points), ("current", cur_points)):
-        for p in points.values():
+    sides = (("baseline", [b for b, _ in pairs] + only_b), ("current", [c for _, c in pairs] + only_c))
+    for side, points in sides:
+        for p in sorted(points, key=_order):
             if len(p.results) > 1:  # re-runs: pooled on purpose (docs/CI.md), said so
                 warnings.append(f"{side}: point {p.name} has {len(p.results)} runs: their processes are pooled (a history)")
     for p in only_b:
@@ -165,6 +177,29 @@ def match_results(
     for p in only_c:
         warnings.append(f"point {p.name} is only in the current results: not compared")
     return Matching(pairs, only_b, only_c, base_failed + cur_failed, mismatches, warnings)
+
+
+def _order(point: Point) -> tuple[str, str, str]:
+    return (*point.key, point.gpu or "")
+
+
+def _by_gpu(point: Point) -> dict[str, Point]:
+    """The point's results split by GPU type ('' where a result does not say), first-seen order."""
+    out: dict[str, Point] = {}
+    for result in point.results:
+        gpu = result_gpu(result)
+        out.setdefault(gpu, Point(point.label, point.system, gpu=gpu)).results.append(result)
+    return out
+
+
+def _per_gpu_type(base: Point, cur: Point) -> tuple[list[tuple[Point, Point]], list[Point], list[Point]]:
+    """(pairs, only in the baseline, only in the current) of one point: itself when each side ran on one GPU
+    type (two different types are compared, with a warning); else a pair per GPU type both sides ran on."""
+    b, c = _by_gpu(base), _by_gpu(cur)
+    if len(b) == 1 and len(c) == 1:
+        return [(base, cur)], [], []
+    return ([(b[g], c[g]) for g in sorted(b.keys() & c.keys())], [b[g] for g in sorted(b.keys() - c.keys())],
+            [c[g] for g in sorted(c.keys() - b.keys())])
 
 
 def _env_value(result: dict[str, Any], field: str) -> Any:

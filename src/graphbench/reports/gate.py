@@ -52,6 +52,7 @@ from graphbench.reports.gate_thresholds import (
     thresholds_from_specs,
 )
 from graphbench.reports.metric_catalogue import Metric, resolve_metric
+from graphbench.reports.rounds import result_gpu
 from graphbench.reports.verdict import IMPROVED, MIN_PROCESSES, NA, REGRESSED
 
 __all__ = [
@@ -103,7 +104,8 @@ class GateCheck:
     def to_dict(self) -> dict[str, Any]:
         c = self.comparison
         return {
-            "label": c.label, "system": c.system, "workload": c.workload, "metric": c.metric, "unit": c.unit,
+            "label": c.label, "system": c.system, "gpu": c.gpu, "workload": c.workload, "metric": c.metric,
+            "unit": c.unit,
             "baseline_median": json_number(c.baseline_median), "current_median": json_number(c.current_median),
             "change_pct": json_number(c.change_pct), "noise_pct": json_number(c.noise_pct), "p_value": c.p_value,
             "test": c.test_method, "busy_rounds": list(c.busy_rounds), "n_baseline": c.n_baseline,
@@ -272,7 +274,10 @@ def run_gate(
     peers = sorted({c.point for c in result.comparisons if c.system != "graphbench"})
     result.comparisons = [c for c in result.comparisons if c.system == "graphbench"]
     peer_warning = [f"{len(peers)} peer point(s) not gated (references, one process each): {', '.join(peers)}"] if peers else []
-    missing = [f"point {p.name}" for p in result.matching.only_baseline if p.system == "graphbench"]
+    # (a baseline point of a GPU type the current results never ran on is another machine's, not a vanished point)
+    ran_on = {result_gpu(r) for r in current}
+    missing = [f"point {p.name}" for p in result.matching.only_baseline
+               if p.system == "graphbench" and (p.gpu is None or p.gpu in ran_on)]
     missing += [f"workload {name}" for name in result.missing_workloads if "(graphbench):" in name]
     if missing and not allow_missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""

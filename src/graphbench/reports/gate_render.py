@@ -77,7 +77,7 @@ def gate_junit(report: GateReport) -> str:
         ET.SubElement(props, "property", name=name, value=value)
     for r in report.checks:
         c = r.comparison
-        case = ET.SubElement(suite, "testcase", classname=f"graphbench.gate.{c.label}.{c.system}",
+        case = ET.SubElement(suite, "testcase", classname=f"graphbench.gate.{c.label}.{c.system}" + (f".{c.gpu}" if c.gpu is not None else ""),
                              name=r.testcase_name, time="0")
         detail = (f"{c.where} {c.metric}: baseline {format_value(c.baseline_median, c.unit)} "
                   f"(n={c.n_baseline}), current {format_value(c.current_median, c.unit)} (n={c.n_current}), "
