@@ -1,0 +1,49 @@
+"""The report over a folder that mixes machines or models (two machines' folders, a model axis): what it
+compares stays within one model on one GPU type, and what it names, names which."""
+
+from __future__ import annotations
+
+import copy
+
+from graphbench.reports.ladder_pairs import ladder_pairs
+from graphbench.reports.rounds import merge_rounds
+from tests.test_report_padding import DEFAULT_4, INTERACTIVE_4, _processes
+
+H100, H200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
+
+
+def _on(results: list[dict], gpu: str | None = None, model: str | None = None) -> list[dict]:
+    """The results as measured on that GPU type, or of that model (a sweep of its own)."""
+    out = copy.deepcopy(results)
+    for result in out:
+        if gpu is not None:
+            result["environment"]["gpu"] = gpu
+        if model is not None:
+            result["model"] = model
+            result["sweep"]["round"]["id"] = model
+    return out
+
+
+def _ladder_pair(tps_a: list[float], tps_b: list[float]) -> list[dict]:
+    """O2_default and O2_interactivity, one process per value, TPOT alike."""
+    return (_processes("O2_default", "default", DEFAULT_4, [2.0] * len(tps_a), tps_a)
+            + _processes("O2_interactivity", "interactivity", INTERACTIVE_4, [2.0] * len(tps_b), tps_b))
+
+
+def test_ladder_pairs_stay_within_a_gpu_type_and_a_model():
+    # on the H100 the interactivity ladder is 20% slower, on the H200 (twice as fast) a tie: pooled, the pair
+    # was "6 vs 6" processes whose noise was the machines' gap, and the H100's difference a tie
+    h100 = _on(_ladder_pair([100.0, 101.0, 102.0], [80.0, 81.0, 80.5]), H100)
+    h200 = _on(_ladder_pair([200.0, 202.0, 201.0], [201.0, 200.0, 202.0]), H200)
+    pairs = ladder_pairs(merge_rounds(h100 + h200))
+    assert [(r["pair"], r["processes"]) for _, r in pairs.iterrows()] == [
+        (f"O2_default @ {H100} -> O2_interactivity @ {H100}", "3 vs 3"),
+        (f"O2_default @ {H200} -> O2_interactivity @ {H200}", "3 vs 3")]
+    assert pairs.iloc[0]["output tok/s"].startswith("regressed") and pairs.iloc[1]["output tok/s"].startswith("tie")
+    # two models under the same labels, on one GPU type: a pair per model
+    models = ladder_pairs(merge_rounds(_on(h100, model="tiny-llama") + _on(h100, model="tiny-qwen2")))
+    assert [(r["pair"], r["processes"]) for _, r in models.iterrows()] == [
+        ("O2_default (tiny-llama) -> O2_interactivity (tiny-llama)", "3 vs 3"),
+        ("O2_default (tiny-qwen2) -> O2_interactivity (tiny-qwen2)", "3 vs 3")]
+    # one machine, one model: the labels alone, as before
+    assert list(ladder_pairs(merge_rounds(h100))["pair"]) == ["O2_default -> O2_interactivity"]
