@@ -47,3 +47,24 @@ def test_ladder_pairs_stay_within_a_gpu_type_and_a_model():
         ("O2_default (tiny-qwen2) -> O2_interactivity (tiny-qwen2)", "3 vs 3")]
     # one machine, one model: the labels alone, as before
     assert list(ladder_pairs(merge_rounds(h100))["pair"]) == ["O2_default -> O2_interactivity"]
+
+
+def test_speed_ups_stay_within_a_model():
+    # tiny-qwen2's O2 over tiny-llama's O0 (or its peer) is the models' ratio, not -O2's
+    from graphbench.reports.charts_perf import by_concurrency, comparable, speedup_baselines
+    from graphbench.reports.report import report_data
+    from tests.test_gate import make_result
+
+    results = []
+    for model, o0, o2, peer in (("tiny-llama", 1000.0, 1500.0, 100.0), ("tiny-qwen2", 3000.0, 3300.0, None)):
+        for label, tps, system in (("O0", o0, "graphbench"), ("O2", o2, "graphbench"), ("hf-eager", peer, "hf-eager")):
+            if tps is not None:
+                result = make_result(label, model=model, system=system, repeats={"closed-c4": [(tps, 12.0)] * 3})
+                result["config"]["optimization_level"] = 2 if label == "O2" else 0 if label == "O0" else None
+                results.append(result)
+    data = report_data(results)
+    baselines, candidates = speedup_baselines(data, by_concurrency(data.frame, ["output_tokens_per_s"]))
+    assert baselines == ["O0 (tiny-llama)", "O0 (tiny-qwen2)", "hf-eager (tiny-llama)"]
+    assert {base: comparable(data, base, candidates) for base in baselines} == {
+        "O0 (tiny-llama)": ["O2 (tiny-llama)"], "O0 (tiny-qwen2)": ["O2 (tiny-qwen2)"],
+        "hf-eager (tiny-llama)": ["O2 (tiny-llama)"]}

@@ -75,10 +75,12 @@ def speedup_baselines(data: ReportData, table: pd.DataFrame) -> tuple[list[str],
 
 
 def comparable(data: ReportData, base: str, candidates: list[str]) -> list[str]:
-    """The candidates a baseline's speed-up panel draws: the same prompt/output lengths and GPU type only (over
-    another GPU a bar would show the hardware's ratio, not the configuration's)."""
+    """The candidates a baseline's speed-up panel draws: the same prompt/output lengths, model and GPU type only
+    (over another GPU a bar would show the hardware's ratio, over another model the models', not the
+    configuration's)."""
     firsts = data.frame.drop_duplicates("series").set_index("series")
-    return [c for c in candidates if all(firsts[key].get(c) == firsts[key].get(base) for key in ("shape", "gpu"))]
+    return [c for c in candidates
+            if all(firsts[key].get(c) == firsts[key].get(base) for key in ("shape", "model", "gpu"))]
 
 
 def speedup_chart(data: ReportData, path: Path) -> None:
