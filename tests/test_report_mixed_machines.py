@@ -68,3 +68,20 @@ def test_speed_ups_stay_within_a_model():
     assert {base: comparable(data, base, candidates) for base in baselines} == {
         "O0 (tiny-llama)": ["O2 (tiny-llama)"], "O0 (tiny-qwen2)": ["O2 (tiny-qwen2)"],
         "hf-eager (tiny-llama)": ["O2 (tiny-llama)"]}
+
+
+def test_speculative_decoding_is_set_against_k0_on_its_own_gpu_type():
+    # an H100's k = 2 against an H200's k = 0 (three times as fast) read "-67% vs k=0": the machines' gap
+    from graphbench.reports.speculative_table import speculative_table
+    from tests.test_gate import make_result
+
+    results = []
+    for gpu, speed in ((H100, 1.0), (H200, 3.0)):
+        for k, tps in ((0, 1000.0), (2, 1100.0)):
+            result = make_result(f"O2_k{k}", repeats={"closed-c4": [(tps * speed, 12.0)] * 3})
+            result["config"]["speculative"] = {"num_speculative_tokens": k, "method": "ngram"}
+            result["environment"] = dict(result["environment"], device="cuda", gpu=gpu)
+            results.append(result)
+    table = speculative_table(results)
+    assert [(row["point"], round(row["tok/s vs k=0 %"], 1)) for _, row in table.iterrows()] == [
+        (f"O2_k2 @ {H100}", 10.0), (f"O2_k2 @ {H200}", 10.0)]

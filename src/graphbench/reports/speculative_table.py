@@ -3,7 +3,8 @@
 One row per graphbench point with k > 0 draft tokens x workload, shown when the results vary k:
 the drafter, its acceptance (accepted proposals over proposed drafts, filler apart), the mean accepted
 tokens per verified request-step, the drafted and wasted tokens, and output tokens/s and TPOT p50
-against the point with the same config at k = 0 on the same workload and GPU type. Pure pandas: no torch.
+against the point with the same config at k = 0 on the same workload (of the same model on the same GPU
+type). Pure pandas: no torch.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from graphbench.reports.frame import GRAPHBENCH, metric_median, ok_results
-from graphbench.reports.point_names import point_namer
+from graphbench.reports.point_names import point_namer, result_model
 from graphbench.reports.rounds import result_gpu
 from graphbench.reports.stats import percent_change
 
@@ -65,22 +66,24 @@ def speculative_table(results: list[Mapping[str, Any]]) -> pd.DataFrame:
     points = [r for r in ok_results(results) if (r.get("system") or GRAPHBENCH) == GRAPHBENCH]
     if len({_k(r) for r in points}) < 2:
         return pd.DataFrame(columns=SPECULATIVE_COLUMNS)
-    baselines: dict[tuple[str, str, str], tuple[float, float]] = {}  # (config, GPU type, workload)
+    def key(r: Mapping[str, Any], w: Mapping[str, Any]) -> tuple[str, ...]:
+        # (k = 0 of the same model on the same GPU type: another machine's is the hardware's gap)
+        return (repr(_without_drafts(r.get("config"))), result_model(r), result_gpu(r), str(w.get("name")))
+
+    baselines: dict[tuple[str, ...], tuple[float, float]] = {}
     for r in points:
         if _k(r) == 0:
             for w in r.get("workloads") or []:
-                key = (repr(_without_drafts(r.get("config"))), result_gpu(r), str(w.get("name")))
-                baselines[key] = (metric_median(w, "output_tokens_per_s"), metric_median(w, "tpot_p50_ms"))
+                baselines[key(r, w)] = (metric_median(w, "output_tokens_per_s"), metric_median(w, "tpot_p50_ms"))
     rows = []
-    name = point_namer(points)  # (one label on two GPU types, or of two models: named apart)
+    name = point_namer(points)
     for r in points:
         k = _k(r)
         if k == 0:
             continue
         method = ((r.get("config") or {}).get("speculative") or {}).get("method", "?")
         for w in r.get("workloads") or []:
-            base_tps, base_tpot = baselines.get((repr(_without_drafts(r.get("config"))), result_gpu(r), str(w.get("name"))),
-                                               (None, None))
+            base_tps, base_tpot = baselines.get(key(r, w), (None, None))
             tps, tpot = metric_median(w, "output_tokens_per_s"), metric_median(w, "tpot_p50_ms")
             acceptance = metric_median(w, "spec_acceptance_rate")
             rows.append([name(r), w.get("name"), k, method, 100.0 * acceptance,
