@@ -377,6 +377,17 @@ def test_distribution_from_results() -> None:
         load_run_results([DATA / "missing"])
 
 
+def test_a_sweeps_peer_is_passed_over_by_each_phase() -> None:
+    # a GPU sweep's default peer (hf-compile) records no engine steps, so no decode/mixed histograms either:
+    # `tune --from results/ --phase both` refused every such folder as "written before 2026-12-04"
+    engine = {"system": "graphbench", "workloads": [{"name": "closed-c4", "repeats": [
+        {"batch_size_histogram": {"4": 6, "40": 1}, "decode_size_histogram": {"4": 6}, "mixed_size_histogram": {"40": 1}}]}]}
+    peer = {"system": "hf-compile", "workloads": [{"name": "closed-c4", "repeats": [{"output_tokens_per_s": 10.0}]}]}
+    assert dict(distribution_from_results([engine, peer], phase="decode")) == {4: 1.0}
+    assert dict(distribution_from_results([peer, engine], phase="mixed")) == {40: 1.0}
+    assert dict(distribution_from_results([engine, peer])) == {4: 6 / 7, 40: 1 / 7}
+
+
 def test_memory_model_fit() -> None:
     results, _ = load_run_results([RESULTS])
     assert memory_points(results) == [(4, 15, 4 * MiB + 4096 * 15), (7, 87, 7 * MiB + 4096 * 87),

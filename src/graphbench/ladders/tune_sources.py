@@ -98,9 +98,10 @@ def distribution_from_results(
     results: Iterable[Mapping[str, Any]], workloads: Iterable[str] | None = None, phase: str = "all"
 ) -> BatchSizeDistribution:
     """The summed batch-size histograms of every repeat of the chosen workloads (default: all); phase
-    decode or mixed: of that phase's steps only (ladders/phases.py)."""
+    decode or mixed: of that phase's steps only (ladders/phases.py). A peer's results (hf-eager, hf-compile,
+    gpt-fast: a sweep's references, static batches of transformers) record no engine steps: passed over."""
     key = PHASE_HISTOGRAMS[phase]
-    results = list(results)
+    results = [r for r in results if r.get("system") in (None, "graphbench")]
     wanted = None if workloads is None else list(dict.fromkeys(workloads))
     available = workload_names(results)
     if wanted:
