@@ -85,3 +85,16 @@ def test_speculative_decoding_is_set_against_k0_on_its_own_gpu_type():
     table = speculative_table(results)
     assert [(row["point"], round(row["tok/s vs k=0 %"], 1)) for _, row in table.iterrows()] == [
         (f"O2_k2 @ {H100}", 10.0), (f"O2_k2 @ {H200}", 10.0)]
+
+
+def test_two_models_under_one_label_are_not_said_to_be_pooled():
+    # a model's O2 and another model's O2 are two series, not one point run twice
+    from graphbench.reports.report import skipped_warnings
+    from graphbench.reports.store import LoadedResults
+    from tests.test_gate import make_result
+
+    results = [make_result("O2", model=model, repeats={"closed-c4": [(1000.0, 12.0)] * 3})
+               for model in ("tiny-llama", "tiny-qwen2")]
+    assert skipped_warnings(LoadedResults(results, [])) == []
+    rerun = skipped_warnings(LoadedResults(results + [dict(results[1], created_utc="2026-11-30T10:00:00Z")], []))
+    assert len(rerun) == 1 and rerun[0].startswith("point O2 (tiny-qwen2) (graphbench) has 2 results")

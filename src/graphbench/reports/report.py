@@ -37,6 +37,7 @@ from graphbench.reports.ladder_pairs import ladder_pairs
 from graphbench.reports.ladder_table import ladder_table
 from graphbench.reports.lora_table import lora_table
 from graphbench.reports.padding_table import padding_table
+from graphbench.reports.point_names import point_namer, result_model
 from graphbench.reports.render import ReportContext, render_html, render_markdown
 from graphbench.reports.repeats_table import repeats_table, steadiness_note
 from graphbench.reports.rounds import result_gpu
@@ -83,15 +84,16 @@ def load(inputs: Iterable[str | Path] | LoadedResults) -> LoadedResults:
 
 
 def skipped_warnings(loaded: LoadedResults) -> list[str]:
-    """The files skipped as malformed, and points measured more than once on one GPU type (their runs get
-    pooled; each GPU type's are a series of their own: reports/frame.results_frame)."""
+    """The files skipped as malformed, and points measured more than once for one model on one GPU type (their
+    runs get pooled; each model's and GPU type's are a series of their own: reports/frame.results_frame)."""
     warnings = [f"skipped {file}: {why}" for file, why in loaded.skipped]
     runs: dict[tuple, list[str]] = {}
-    for result in loaded.results:
-        if result.get("status", "ok") == "ok":
-            runs.setdefault((result.get("label"), result.get("system"), result_gpu(result)), []).append(
-                str(result.get("created_utc", "?")))
-    for (label, system, _gpu), times in runs.items():
+    ok = [result for result in loaded.results if result.get("status", "ok") == "ok"]
+    name = point_namer(ok)
+    for result in ok:
+        key = (name(result), str(result.get("system")), result_model(result), result_gpu(result))
+        runs.setdefault(key, []).append(str(result.get("created_utc", "?")))
+    for (label, system, _model, _gpu), times in runs.items():
         if len(times) > 1:
             warnings.append(f"point {label} ({system}) has {len(times)} results ({', '.join(sorted(times))}): "
                             "their runs are pooled; give one run per point (a fresh --results folder, or --resume)")
