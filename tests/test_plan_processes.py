@@ -83,3 +83,23 @@ def test_the_plan_files_carry_the_verdict_and_each_process(tmp_path):
     with open(tmp_path / "plan" / "plan.csv", newline="") as f:
         rows = {r["series"]: r for r in csv.DictReader(f)}
     assert rows["O2-slow"]["vs_best"] == configs["O2-slow"]["vs_best"]
+
+
+def test_each_gpu_type_is_judged_against_its_own_first(tmp_path):
+    # two machines' folders: the H200 (twice as fast) holds the plan's first row; the H100's best was judged
+    # against it ("51.5% lower, beyond noise"), the hardware's gap, not a setting's
+    def on(gpu: str, files: list[dict]) -> list[dict]:
+        for f in files:
+            f["environment"] = dict(f["environment"], device="cuda", gpu=gpu)
+            f["sweep"]["round"]["id"] = gpu
+        return files
+
+    rng = random.Random(3)
+    files = (on("NVIDIA H200", _rounds("O2-a", rng, 2.0) + _rounds("O2-slow", rng, 1.4))
+             + on("NVIDIA H100", _rounds("O2-a", rng, 1.0) + _rounds("O2-slow", rng, 0.7)))
+    plan = plan_capacity([write_set(tmp_path / "results", files)], SLOS)
+    verdicts = {c.series: c.vs_best for c in plan.capacities}
+    assert verdicts["O2-a @ NVIDIA H200"] == "best" and verdicts["O2-a @ NVIDIA H100"] == "best"
+    for gpu in ("NVIDIA H200", "NVIDIA H100"):  # slower than its own machine's O2-a
+        assert verdicts[f"O2-slow @ {gpu}"].endswith("% lower, beyond noise"), verdicts
+    assert {c.gpu for c in plan.capacities} == {"NVIDIA H200", "NVIDIA H100"}

@@ -144,9 +144,10 @@ def _print_plan(console, plan) -> None:
         row.append(c.vs_best)
         table.add_row(*row)
     console.print(table)
-    console.print("vs the first: output tok/s per GPU at each process's own capacity against the first row's, by "
-                  "compare's rule; a tie is as good a choice (its gap is within the noise between processes)",
-                  markup=False)  # fmt: skip
+    apart = len({(c.model, c.gpu) for c in plan.capacities}) > 1  # (each model and GPU type judged apart)
+    console.print("vs the first: output tok/s per GPU at each process's own capacity against the first row's"
+                  + (" of the same model and GPU type" if apart else "") + ", by compare's rule; a tie is as good a "
+                  "choice (its gap is within the noise between processes)", markup=False)  # fmt: skip
     if any(c.at_least for c in plan.capacities):
         console.print("≥: every SLO still met at the highest measured concurrency (capacity may be higher)",
                       markup=False)  # fmt: skip

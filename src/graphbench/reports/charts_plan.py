@@ -28,7 +28,7 @@ from graphbench.reports.safe_text import csv_text
 
 PLAN_JSON, PLAN_CSV = "plan.json", "plan.csv"
 CSV_COLUMNS = [
-    "series", "label", "system", "model", "tensor_parallel_size", "max_concurrency", "at_least", "limiting_slo",
+    "series", "label", "system", "model", "gpu", "tensor_parallel_size", "max_concurrency", "at_least", "limiting_slo",
     "output_tokens_per_s", "requests_per_s", "output_tokens_per_s_per_gpu", "requests_per_s_per_gpu",
     "max_concurrency_per_gpu", "tokens_per_s_per_user", "gpus_needed", "vs_best",
 ]  # fmt: skip

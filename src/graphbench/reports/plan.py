@@ -33,7 +33,7 @@ from graphbench.errors import GraphbenchError
 from graphbench.reports.banner import cpu_points
 from graphbench.reports.frame import LATENCY_METRICS, environment_line, ok_results, results_frame
 from graphbench.reports.plan_load import ceil_tolerant, crossing, interpolate, max_load
-from graphbench.reports.plan_processes import process_capacities, versus_first
+from graphbench.reports.plan_processes import judge_against_firsts, process_capacities
 from graphbench.reports.report import load, skipped_warnings
 from graphbench.reports.store import LoadedResults
 
@@ -111,7 +111,8 @@ class Capacity:
     # output tokens/s per GPU at each process's own capacity, and the verdict against the plan's first
     # configuration on them (reports/plan_processes.py)
     process_output_tokens_per_s_per_gpu: list[float] = field(default_factory=list)
-    vs_best: str = ""
+    vs_best: str = ""  # against the first configuration of the same model and GPU type
+    gpu: str = ""  # the GPU type it was measured on ('' on the CPU, or where the results do not say)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()}
@@ -159,7 +160,7 @@ def closed_loop_rows(frame: pd.DataFrame) -> pd.DataFrame:
 
 def closed_loop(frame: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
     """Closed-loop rows, medians per series and concurrency."""
-    keys = ["series", "label", "system", "model", "tensor_parallel_size", "concurrency"]
+    keys = ["series", "label", "system", "model", "gpu", "tensor_parallel_size", "concurrency"]
     return closed_loop_rows(frame).groupby(keys, as_index=False)[metrics].median().sort_values(["series", "concurrency"])
 
 
@@ -196,7 +197,7 @@ def _capacity(rows: pd.DataFrame, slos: list[Slo]) -> tuple[Capacity | None, lis
     out, rps = at("output_tokens_per_s"), at("requests_per_s")
     return Capacity(
         series=str(name), label=str(first["label"]), system=str(first["system"]),
-        model=str(first["model"]), tensor_parallel_size=tp, concurrencies=[float(c) for c in rows["concurrency"]],
+        model=str(first["model"]), gpu=str(first["gpu"]), tensor_parallel_size=tp, concurrencies=[float(c) for c in rows["concurrency"]],
         max_concurrency=float(load), at_least=limiting is None,
         limiting_slo="" if limiting is None else str(slos[limiting]),
         crossings=crossings, output_tokens_per_s=out, requests_per_s=rps, output_tokens_per_s_per_gpu=out / tp,
@@ -279,7 +280,6 @@ def plan_capacity(
     rows = closed_loop_rows(frame)
     for c in capacities:
         c.process_output_tokens_per_s_per_gpu = process_capacities(rows[rows["series"] == c.series], slos)
-    for c, verdict in zip(capacities, versus_first([c.process_output_tokens_per_s_per_gpu for c in capacities])):
-        c.vs_best = verdict
+    judge_against_firsts(capacities)
     return Plan(slos, target_kind, target, capacities, measured, warnings, environment_line(ok_results(loaded.results)))
 

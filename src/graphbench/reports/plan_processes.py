@@ -68,5 +68,17 @@ def versus_first(samples: Sequence[Sequence[float]]) -> list[str]:
     return out
 
 
+def judge_against_firsts(capacities: Sequence[Any]) -> None:
+    """Set each capacity's vs_best (plan.Capacity, in plan order): its verdict against the first configuration
+    of its own model on its own GPU type. Across GPU types the gap is the hardware's, and the processes of two
+    machines are not one noise: each GPU type's first reads "best"."""
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for c in capacities:
+        groups.setdefault((c.model, c.gpu), []).append(c)
+    for group in groups.values():
+        for c, verdict in zip(group, versus_first([c.process_output_tokens_per_s_per_gpu for c in group])):
+            c.vs_best = verdict
+
+
 def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
