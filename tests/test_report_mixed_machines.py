@@ -98,3 +98,18 @@ def test_two_models_under_one_label_are_not_said_to_be_pooled():
     assert skipped_warnings(LoadedResults(results, [])) == []
     rerun = skipped_warnings(LoadedResults(results + [dict(results[1], created_utc="2026-11-30T10:00:00Z")], []))
     assert len(rerun) == 1 and rerun[0].startswith("point O2 (tiny-qwen2) (graphbench) has 2 results")
+
+
+def test_summary_csv_names_each_rows_gpu_type():
+    # two machines' O2 rows were two "O2,graphbench,tiny-llama,..." lines, told apart by nothing
+    from graphbench.reports.report import report_data, summary_frame
+    from tests.test_gate import make_result
+
+    results = []
+    for gpu, tps in ((H100, 1000.0), (H200, 2000.0)):
+        result = make_result("O2", repeats={"closed-c4": [(tps, 12.0)] * 3})
+        result["environment"] = dict(result["environment"], device="cuda", gpu=gpu)
+        results.append(result)
+    summary = summary_frame(report_data(results).frame)
+    assert list(summary.columns[:4]) == ["label", "system", "model", "gpu"]
+    assert sorted(zip(summary["label"], summary["gpu"])) == [("O2", H100), ("O2", H200)]

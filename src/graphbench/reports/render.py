@@ -127,9 +127,9 @@ def _headline_note(ctx: ReportContext) -> str:
 
 
 def _summary_note(ctx: ReportContext) -> str:
-    text = (f"{len(ctx.summary)} rows, one per point x workload (medians over the point's processes, each the "
-            "median of its repeats; rounds: how many processes; round_spread_pct: their spread in output tok/s, the "
-            "point's noise; times in s or ms, memory in bytes).")  # fmt: skip
+    text = (f"{len(ctx.summary)} rows, one per point x workload (medians over the point's processes, each the median "
+            "of its repeats; gpu: the GPU type, empty on the CPU; rounds: how many processes; round_spread_pct: their "
+            "spread in output tok/s, the point's noise; times in s or ms, memory in bytes).")  # fmt: skip
     if "same_engine_as" in ctx.summary and (ctx.summary["same_engine_as"].fillna("") != "").any():
         text += (" A label measured once for another repeats that point's rows (its config columns are the "
                  "measured engine's), same_engine_as naming it.")

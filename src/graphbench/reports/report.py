@@ -104,9 +104,12 @@ INTEGER_COLUMNS = ("optimization_level", "num_capture_sizes", "concurrency", "gr
 
 
 def summary_frame(frame: pd.DataFrame, aliases: Mapping[str, list[str]] | None = None) -> pd.DataFrame:
-    """The rows of summary.csv (SUMMARY_COLUMNS) from results_frame: counts written as integers; a label
-    a result stands for repeats its rows under that label, same_engine_as naming the measured one."""
-    summary = with_aliases(frame[SUMMARY_COLUMNS].drop(columns="same_engine_as"), "label", aliases or {}, marked=False,
+    """The rows of summary.csv (SUMMARY_COLUMNS, with the GPU type after the model: two machines' rows of one
+    label are told apart) from results_frame: counts written as integers; a label a result stands for repeats
+    its rows under that label, same_engine_as naming the measured one."""
+    columns = [*SUMMARY_COLUMNS[:SUMMARY_COLUMNS.index("model") + 1], "gpu",
+               *SUMMARY_COLUMNS[SUMMARY_COLUMNS.index("model") + 1:]]
+    summary = with_aliases(frame[columns].drop(columns="same_engine_as"), "label", aliases or {}, marked=False,
                            measured_column="same_engine_as")
     for column in INTEGER_COLUMNS:
         values = pd.to_numeric(summary[column], errors="coerce")
