@@ -113,3 +113,26 @@ def test_summary_csv_names_each_rows_gpu_type():
     summary = summary_frame(report_data(results).frame)
     assert list(summary.columns[:4]) == ["label", "system", "model", "gpu"]
     assert sorted(zip(summary["label"], summary["gpu"])) == [("O2", H100), ("O2", H200)]
+
+
+def test_padding_chart_variants_and_cpu_lists_name_two_machines_apart():
+    # "asked for by O2_default, O2_default": two machines' points named alike in the padding chart's title,
+    # and likewise in the compile_sizes variants table and the list of points that ran on the CPU
+    from graphbench.reports.banner import cpu_points
+    from graphbench.reports.charts_padding import ladders
+    from graphbench.reports.variants_table import variants_table
+
+    h100 = merge_rounds(_on(_ladder_pair([100.0] * 3, [100.0] * 3), H100))
+    h200 = merge_rounds(_on(_ladder_pair([200.0] * 3, [200.0] * 3), H200))
+    assert [lad.points for lad in ladders(h100 + h200)] == [
+        [f"O2_default @ {H100}", f"O2_default @ {H200}"], [f"O2_interactivity @ {H100}", f"O2_interactivity @ {H200}"]]
+    assert [lad.points for lad in ladders(h100)] == [["O2_default"], ["O2_interactivity"]]
+    variants = {"policy": "measured", "piece_sizes": [], "sizes": [{"size": 1, "static_ms": 1.0, "dynamic_ms": 1.1,
+                                                                    "kept": "static"}]}
+    for result in h100[:1] + h200[:1]:
+        result["startups"] = [dict(result["startups"][0], static_variants=variants)]
+    assert list(variants_table(h100 + h200)["point"]) == [f"O2_default @ {H100}", f"O2_default @ {H200}"]
+    two_models = _on(h100[:1], model="tiny-llama") + _on(h100[:1], model="tiny-qwen2")
+    for result in two_models:
+        result["environment"]["device"] = "cpu"
+    assert cpu_points(two_models) == ["O2_default (tiny-llama)", "O2_default (tiny-qwen2)"]

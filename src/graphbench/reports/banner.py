@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from graphbench.reports.frame import GRAPHBENCH, ok_results
+from graphbench.reports.point_names import point_namer
 
 CAN = ("compile start-up cold vs warm, the compile cache (a warm start loads the compiled code instead of "
        "compiling it again), eager and compiled tokens/s on this CPU, and the padding each ladder would pay "
@@ -19,9 +20,11 @@ CANNOT = "graph memory, capture time, graph replay speed, and measured padding"
 
 
 def cpu_points(results: list[Mapping[str, Any]]) -> list[str]:
-    """Labels of the successful graphbench points that ran on the CPU."""
-    return [str(r.get("label")) for r in ok_results(results)
-            if (r.get("system") or GRAPHBENCH) == GRAPHBENCH and (r.get("environment") or {}).get("device") == "cpu"]
+    """Labels of the successful graphbench points that ran on the CPU (with the model where they are of several,
+    reports.point_names)."""
+    on_cpu = [r for r in ok_results(results)
+              if (r.get("system") or GRAPHBENCH) == GRAPHBENCH and (r.get("environment") or {}).get("device") == "cpu"]
+    return list(map(point_namer(on_cpu), on_cpu))
 
 
 def cpu_banner(results: list[Mapping[str, Any]]) -> str:

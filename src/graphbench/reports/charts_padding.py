@@ -25,6 +25,7 @@ from graphbench.reports.aliases import alias_ladder, alias_map, ladder_mode
 from graphbench.reports.figures import NoData, ReportData, log2_axis, new_figure, save_figure
 from graphbench.reports.frame import GRAPHBENCH, asked_ladder, graphs_recorded
 from graphbench.reports.padding_table import ladder_name
+from graphbench.reports.point_names import point_namer
 
 PREDICTED_ONLY = "predicted: no CUDA graph was recorded on this device"
 
@@ -38,7 +39,7 @@ class LadderData:
     recorded: bool = True  # False: no graph was recorded (the curve is a prediction only)
     steps: dict[int, int] = field(default_factory=dict)  # measured batch size -> steps
     eager: set[int] = field(default_factory=set)  # batch sizes some point ran eager
-    points: list[str] = field(default_factory=list)  # the labels that asked for this ladder
+    points: list[str] = field(default_factory=list)  # the labels that asked for this ladder (point_names)
     sources: set[int] = field(default_factory=set)  # id() of the results whose steps are counted
 
 
@@ -73,14 +74,16 @@ def ladders(results: list[Mapping[str, Any]]) -> list[LadderData]:
     """Distinct ladders the graphbench points asked for (recorded or not), with their measured steps."""
     found: dict[tuple[tuple[int, ...], bool], LadderData] = {}
     aliases = alias_map(results)
+    name = point_namer([r for r in results if r.get("system") == GRAPHBENCH])  # (two machines' labels named apart)
     for result in results:
         own = asked_ladder(result)
         if result.get("system") != GRAPHBENCH or own is None:
             continue
         config = result.get("config") if isinstance(result.get("config"), Mapping) else {}
         label = str(result.get("label"))
-        asks = [(label, own, (config.get("compilation") or {}).get("performance_mode"))]
-        asks += [(alias, alias_ladder(result, alias), ladder_mode(alias)) for alias in aliases.get(label, [])]
+        asks = [(name(result), own, (config.get("compilation") or {}).get("performance_mode"))]
+        asks += [(name(dict(result, label=alias)), alias_ladder(result, alias), ladder_mode(alias))
+                 for alias in aliases.get(label, [])]
         recorded, steps = graphs_recorded(result), measured_steps(result)
         for who, sizes, mode in asks:
             if not sizes:
