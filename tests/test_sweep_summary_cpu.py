@@ -91,3 +91,19 @@ def test_the_reports_headline_gives_no_graph_memory_where_none_was_recorded(tmp_
     assert report.headline["graph_memory_bytes"].isna().all()
     row = next(line for line in (tmp_path / "report" / "report.md").read_text().splitlines() if "| O2_default |" in line)
     assert row.split("|")[6].strip() == "-", row  # graph memory (MiB): not 0.0
+
+
+def test_a_folder_of_two_machines_names_each_point_and_still_predicts_its_padding(tmp_path):
+    # a label on a CPU host and on a GPU host (a mixed Ray cluster, or a folder measured on two machines): two
+    # rows named "O2_default", and the predicted padding lost (the Padding table names them "@ ...")
+    write_result(tmp_path, "cpu", "O2_default", _cpu_result("O2_default", "FULL_AND_PIECEWISE", [1, 2, 4, 8]))
+    gpu = make_result("O2_default", repeats={"closed-c4": [(1000.0, 12.0), (1010.0, 12.0)]}, capture_s=1.5,
+                      graph_memory_bytes=300 * 2**20)
+    gpu["environment"] = {"device": "cuda", "gpu": "NVIDIA H200"}
+    for repeat in gpu["workloads"][0]["repeats"]:
+        repeat.update(padding_token_pct=9.4, batch_size_histogram={"3": 10})
+    gpu["workloads"][0]["summary"] = summarize(gpu["workloads"][0]["repeats"])
+    write_result(tmp_path, "gpu", "O2_default", gpu)
+    rows = _rows(tmp_path)
+    assert sorted(rows) == ["O2_default @ CPU", "O2_default @ NVIDIA H200"]
+    assert [rows[name][11] for name in sorted(rows)] == ["33.3 predicted", "9.4"]

@@ -18,9 +18,9 @@ def print_summary(console, results: Path) -> None:
     loaded = load_results([results])
     predicted = {(row["point"], row["workload"]): row["predicted padding %"]  # (the report's Padding table's)
                  for _, row in padding_table(loaded.results).iterrows()}
-    # (its points named as it names them: with their model or GPU type where the sweep's results hold several)
-    padding_name = point_namer(r for r in loaded.results
-                               if r.get("status", "ok") == "ok" and (r.get("system") or "graphbench") == "graphbench")
+    ok = [r for r in loaded.results if r["status"] == "ok"]
+    # a label measured on two GPU types (a mixed Ray cluster) is two points: named apart, as the report names them
+    name, engine_name = point_namer(ok), point_namer([r for r in ok if r["system"] == "graphbench"])
     table = Table("point", "system", "status", "start-up s\ncold / warm", "capture s", "graph MiB", "workload",
                   "output tok/s", "spread %\nprocesses", "TPOT p50 ms", "padding %\n(of tokens)", "batch sizes (share of steps)")
     num_unsteady = num_busy = num_outliers = num_unrecorded = 0
@@ -53,13 +53,14 @@ def print_summary(console, results: Path) -> None:
                 quiet = w.get("quiet_spread_pct")
                 spread_cell = (f"[yellow]busy host[/yellow] ({len(busy)}/{len(w['repeats'])})"
                                + (f"; {quiet:.1f} without" if quiet is not None else ""))
-            table.add_row(r["label"] if i == 0 else "", r["system"] if i == 0 else "", "ok" if i == 0 else "",
+            table.add_row(name(r) if i == 0 else "", r["system"] if i == 0 else "", "ok" if i == 0 else "",
                           _startup_cell(r) if i == 0 else "", capture if i == 0 else "", memory if i == 0 else "",
                           w["name"], f"{m['output_tokens_per_s']['median']:.0f}", spread_cell,
                           f"{m.get('tpot_p50_ms', {}).get('median', float('nan')):.2f}",
-                          _padding_cell(m, recorded, predicted.get((padding_name(r), w["name"]))), histogram_text(histogram(w)))
+                          _padding_cell(m, recorded, predicted.get((engine_name(r), w["name"]))),
+                          histogram_text(histogram(w)))
         for alias in stands_for(r):
-            table.add_row(alias, r["system"], f"[cyan]= {r['label']}[/cyan]", "", "", "",
+            table.add_row(name(dict(r, label=alias)), r["system"], f"[cyan]= {name(r)}[/cyan]", "", "", "",
                           "same engine, measured once", "", "", "", "", "")
     console.print(table)
     _print_notes(console, num_unsteady, num_busy, num_outliers)
