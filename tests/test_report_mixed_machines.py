@@ -136,3 +136,30 @@ def test_padding_chart_variants_and_cpu_lists_name_two_machines_apart():
     for result in two_models:
         result["environment"]["device"] = "cpu"
     assert cpu_points(two_models) == ["O2_default (tiny-llama)", "O2_default (tiny-qwen2)"]
+
+
+def test_a_label_one_machine_measured_once_for_another_is_that_machines_alias_only(tmp_path):
+    # a CPU sweep runs O2_interactivity as O2_default's engine (stands_for), a GPU sweep measures it: the label
+    # was "measured", so the CPU's alias vanished from every table; and an alias the CPU claimed was shown
+    # under the GPU's point of that label too
+    from graphbench.reports.report import write_report
+    from graphbench.reports.store import write_result
+    from tests.test_report_padding import _repeat, _result
+
+    cpu = [_result("O2_default", 2, "default", DEFAULT_4, [_repeat(50.0, 8.0)] * 3, stands_for=["O2_interactivity"]),
+           _result("O0_default", 0, "default", DEFAULT_4, [_repeat(40.0, 9.0)] * 3, requested="NONE",
+                   stands_for=["O0_interactivity"])]
+    gpu = merge_rounds(_on(_ladder_pair([100.0] * 3, [100.0] * 3), H200))
+    for result in cpu:
+        write_result(tmp_path / "r", "cpu", result["label"], result)
+    for result in gpu:
+        write_result(tmp_path / "r", "gpu", result["label"], result)
+    report = write_report([tmp_path / "r"], tmp_path / "out")
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "O2_interactivity @ CPU = O2_default @ CPU (same engine, measured once)" in md
+    assert f"O0_interactivity @ {H200}" not in md  # the GPU measured no O0_default: nothing stands for it there
+    also = {(row.gpu, row.best): row.best_also for row in report.headline.itertuples()}
+    assert also[("", "O2_default")] == "O2_interactivity"
+    summary = report.summary
+    aliases = summary[summary["same_engine_as"] != ""]
+    assert sorted(zip(aliases["label"], aliases["gpu"])) == [("O0_interactivity", ""), ("O2_interactivity", "")]

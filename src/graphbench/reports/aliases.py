@@ -24,7 +24,8 @@ import pandas as pd
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.sizes import PERFORMANCE_MODES, capture_sizes
 from graphbench.reports.frame import GRAPHBENCH, ok_results
-from graphbench.reports.point_names import point_namer
+from graphbench.reports.point_names import point_namer, result_model
+from graphbench.reports.rounds import result_gpu
 
 SAME_ENGINE = "same engine, measured once"
 
@@ -51,18 +52,27 @@ def alias_map(results: list[Mapping[str, Any]]) -> dict[str, list[str]]:
     return out
 
 
-def named_aliases(results: list[Mapping[str, Any]], aliases: Mapping[str, list[str]]) -> dict[str, list[str]]:
-    """aliases (alias_map) keyed and named as the tables name points (point_names.point_namer over the successful
-    graphbench results): a label of two models or on two GPU types stands for its aliases under each name."""
+def alias_groups(results: list[Mapping[str, Any]]) -> dict[tuple[str, str], dict[str, list[str]]]:
+    """alias_map of each model's results on each GPU type, by (model, GPU type): which labels one engine stands
+    for is one machine's (a CPU runs -O1 and -O2 as one engine, a GPU apart), so a label another machine
+    measured, or measured once for another, says nothing here."""
+    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for result in ok_results(results):
+        groups.setdefault((result_model(result), result_gpu(result)), []).append(result)
+    return {key: aliases for key, group in groups.items() if (aliases := alias_map(group))}
+
+
+def aliases_of(result: Mapping[str, Any], groups: Mapping[tuple[str, str], Mapping[str, list[str]]]) -> list[str]:
+    """The labels this result stands for, of its own model and GPU type (alias_groups)."""
+    return list(groups.get((result_model(result), result_gpu(result)), {}).get(str(result.get("label")), []))
+
+
+def named_aliases(results: list[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """with_aliases' map for tables whose rows are named by reports.point_names (the label, with the model and
+    GPU type where the results hold several): measured point's name -> its aliases' names."""
     ours = [r for r in ok_results(results) if (r.get("system") or GRAPHBENCH) == GRAPHBENCH]
-    name = point_namer(ours)
-    out: dict[str, list[str]] = {}
-    for result in ours:
-        named = out.setdefault(name(result), [])
-        for alias in aliases.get(str(result.get("label")), []):
-            if name(dict(result, label=alias)) not in named:
-                named.append(name(dict(result, label=alias)))
-    return {label: named for label, named in out.items() if named}
+    name, groups = point_namer(ours), alias_groups(ours)
+    return {name(r): [name(dict(r, label=a)) for a in aliases_of(r, groups)] for r in ours if aliases_of(r, groups)}
 
 
 def alias_text(alias: str, measured: str) -> str:
@@ -102,15 +112,17 @@ def with_aliases(table: pd.DataFrame, column: str, aliases: Mapping[str, list[st
 
 
 def alias_notes(results: list[Mapping[str, Any]]) -> list[str]:
-    """One line per result that stands for others: which labels, and why (its same_engine_reason)."""
-    aliases = alias_map(results)
-    lines = []
-    for result in ok_results(results):
-        label = str(result.get("label"))
-        if label in aliases:
+    """One line per result that stands for others: which labels, and why (its same_engine_reason); named with
+    the model and GPU type where the results hold several."""
+    named = named_aliases(results)
+    ours = [r for r in ok_results(results) if (r.get("system") or GRAPHBENCH) == GRAPHBENCH]
+    name, lines = point_namer(ours), []
+    for result in ours:
+        label = name(result)
+        if label in named:
             reason = result.get("same_engine_reason")
             why = f": {reason}" if isinstance(reason, str) and reason else ""
-            lines.append(f"{', '.join(aliases.pop(label))} = {label} ({SAME_ENGINE}){why}.")
+            lines.append(f"{', '.join(named.pop(label))} = {label} ({SAME_ENGINE}){why}.")
     return lines
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from graphbench.ladders import waste
 from graphbench.ladders.padding import token_waste
-from graphbench.reports.aliases import alias_ladder, alias_map, ladder_mode
+from graphbench.reports.aliases import alias_groups, alias_ladder, aliases_of, ladder_mode
 from graphbench.reports.figures import NoData, ReportData, log2_axis, new_figure, save_figure
 from graphbench.reports.frame import GRAPHBENCH, asked_ladder, graphs_recorded
 from graphbench.reports.padding_table import ladder_name
@@ -73,17 +73,16 @@ def measured_steps(result: Mapping[str, Any]) -> dict[int, int]:
 def ladders(results: list[Mapping[str, Any]]) -> list[LadderData]:
     """Distinct ladders the graphbench points asked for (recorded or not), with their measured steps."""
     found: dict[tuple[tuple[int, ...], bool], LadderData] = {}
-    aliases = alias_map(results)
+    aliases = alias_groups(results)
     name = point_namer([r for r in results if r.get("system") == GRAPHBENCH])  # (two machines' labels named apart)
     for result in results:
         own = asked_ladder(result)
         if result.get("system") != GRAPHBENCH or own is None:
             continue
         config = result.get("config") if isinstance(result.get("config"), Mapping) else {}
-        label = str(result.get("label"))
         asks = [(name(result), own, (config.get("compilation") or {}).get("performance_mode"))]
         asks += [(name(dict(result, label=alias)), alias_ladder(result, alias), ladder_mode(alias))
-                 for alias in aliases.get(label, [])]
+                 for alias in aliases_of(result, aliases)]
         recorded, steps = graphs_recorded(result), measured_steps(result)
         for who, sizes, mode in asks:
             if not sizes:

@@ -75,11 +75,11 @@ def _startup(points: pd.DataFrame, label: str, cold: bool) -> float:
 
 
 def headline_table(frame: pd.DataFrame, points: pd.DataFrame,
-                   aliases: Mapping[str, list[str]] | None = None) -> pd.DataFrame:
+                   aliases: Mapping[tuple[str, str], Mapping[str, list[str]]] | None = None) -> pd.DataFrame:
     """One row per measured (GPU, workload shape, concurrency), ascending; see HEADLINE_COLUMNS.
 
     Configurations are only compared on the same prompt/output shape. NaN / '' where absent.
-    aliases: measured label -> the labels it stands for (reports.aliases.alias_map)."""
+    aliases: (model, GPU type) -> measured label -> the labels it stands for (reports.aliases.alias_groups)."""
     rows = frame[frame["concurrency"].notna() & frame["output_tokens_per_s"].notna()]
     # each GPU type is ranked apart under its own GPU column: its series without the GPU's name
     rows = rows.assign(series=[s.removesuffix(gpu_suffix(g)) for s, g in zip(rows["series"], rows["gpu"])])
@@ -106,7 +106,7 @@ def headline_table(frame: pd.DataFrame, points: pd.DataFrame,
             row.update(best=series, output_tokens_per_s=tps, startup_cold_s=_startup(on_gpu, label, True),
                        startup_warm_s=_startup(on_gpu, label, False),
                        graph_memory_bytes=float(memory.max()) if memory.notna().any() else math.nan,
-                       best_also=", ".join((aliases or {}).get(label, [])),
+                       best_also=", ".join((aliases or {}).get((model, gpu), {}).get(label, [])),
                        tied_with=_tied(at[at["system"] == GRAPHBENCH], series))  # fmt: skip
         if peer is not None:
             row.update(best_peer=peer[0], peer_output_tokens_per_s=peer[1])

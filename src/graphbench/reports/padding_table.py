@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from graphbench.ladders.padding import pad_to, token_waste
-from graphbench.reports.aliases import alias_ladder, alias_map, alias_text, ladder_mode, rule_ladder
+from graphbench.reports.aliases import alias_groups, alias_ladder, alias_text, aliases_of, ladder_mode, rule_ladder
 from graphbench.reports.frame import (
     GRAPHBENCH,
     asked_ladder,
@@ -137,7 +137,7 @@ _EMPTY = {"paid padding %": math.nan, "predicted padding %": math.nan, "batch si
 
 def padding_table(results: list[Mapping[str, Any]]) -> pd.DataFrame:
     """See the module doc; PADDING_COLUMNS."""
-    aliases = alias_map(results)
+    aliases = alias_groups(results)  # (each machine's and model's own)
     rows = []
     ours = [r for r in ok_results(results) if (r.get("system") or GRAPHBENCH) == GRAPHBENCH]
     name = point_namer(ours)  # a label of two models or on two GPU types: its rows named apart
@@ -150,7 +150,7 @@ def padding_table(results: list[Mapping[str, Any]]) -> pd.DataFrame:
         mixed = (result.get("startup") or {}).get("mixed_capture_sizes")
         two = f"; mixed {len(mixed)} sizes" + (f", top {max(mixed)}" if mixed else " (eager)") if isinstance(mixed, list) else ""
         ladders = [(label, own, ladder_name(config, mode, own) + two)]
-        for alias in aliases.get(str(result.get("label")), []):
+        for alias in aliases_of(result, aliases):
             sizes = alias_ladder(result, alias) if own is not None else None
             ladder = ladder_name(config, ladder_mode(alias), sizes) if sizes or own is None else "not told by its label"
             ladders.append((alias_text(name(dict(result, label=alias)), label), sizes, ladder))

@@ -19,7 +19,7 @@ import pandas as pd
 
 from graphbench.errors import GraphbenchError
 from graphbench.files import write_atomic
-from graphbench.reports.aliases import alias_map, alias_notes, named_aliases, with_aliases
+from graphbench.reports.aliases import alias_groups, alias_notes, named_aliases, with_aliases
 from graphbench.reports.banner import cpu_banner
 from graphbench.reports.capture_plan_table import capture_plan_table
 from graphbench.reports.charts import render_charts
@@ -103,14 +103,18 @@ def skipped_warnings(loaded: LoadedResults) -> list[str]:
 INTEGER_COLUMNS = ("optimization_level", "num_capture_sizes", "concurrency", "graph_memory_bytes", "busy_host_repeats")
 
 
-def summary_frame(frame: pd.DataFrame, aliases: Mapping[str, list[str]] | None = None) -> pd.DataFrame:
+def summary_frame(frame: pd.DataFrame,
+                  aliases: Mapping[tuple[str, str], Mapping[str, list[str]]] | None = None) -> pd.DataFrame:
     """The rows of summary.csv (SUMMARY_COLUMNS, with the GPU type after the model: two machines' rows of one
     label are told apart) from results_frame: counts written as integers; a label a result stands for repeats
     its rows under that label, same_engine_as naming the measured one."""
     columns = [*SUMMARY_COLUMNS[:SUMMARY_COLUMNS.index("model") + 1], "gpu",
                *SUMMARY_COLUMNS[SUMMARY_COLUMNS.index("model") + 1:]]
-    summary = with_aliases(frame[columns].drop(columns="same_engine_as"), "label", aliases or {}, marked=False,
-                           measured_column="same_engine_as")
+    table = frame[columns].drop(columns="same_engine_as")
+    # (aliases: alias_groups, each model's on each GPU type: one machine's alias is not the other's)
+    parts = [with_aliases(rows, "label", (aliases or {}).get(key, {}), marked=False, measured_column="same_engine_as")
+             for key, rows in table.groupby(["model", "gpu"], sort=False)]
+    summary = pd.concat(parts, ignore_index=True) if parts else table.assign(same_engine_as="")
     for column in INTEGER_COLUMNS:
         values = pd.to_numeric(summary[column], errors="coerce")
         if (values.dropna() % 1 == 0).all():
@@ -161,7 +165,7 @@ def write_report(
     data = report_data(loaded.results)
     failures = failures_frame(loaded.results)
     charts = render_charts(data, out, progress)
-    aliases = alias_map(data.results)
+    aliases = alias_groups(data.results)
     summary = summary_frame(data.frame, aliases)
     try:
         write_atomic(out / SUMMARY_CSV, summary.map(csv_text).to_csv(index=False))  # no formulas for a spreadsheet
@@ -171,7 +175,8 @@ def write_report(
     n_ok = len(data.results)
     counts = f"{n_ok} points ok, {len(failures)} failed"
     if aliases:
-        counts += f" (+{sum(map(len, aliases.values()))} labels that ran the same engine as one of them)"
+        counts += (f" (+{sum(len(a) for group in aliases.values() for a in group.values())} labels that ran the "
+                   "same engine as one of them)")
     if loaded.skipped:
         counts += f"; {len(loaded.skipped)} malformed files skipped"
     repeats, padding = repeats_table(data.results), padding_table(data.results)
@@ -186,7 +191,7 @@ def write_report(
         summary=summary,
         summary_file=SUMMARY_CSV,
         ladders=ladder_table(data.points, data.frame, data.results),
-        repeats=with_aliases(repeats, "point", named_aliases(data.results, aliases), collapse="workload"),
+        repeats=with_aliases(repeats, "point", named_aliases(data.results), collapse="workload"),
         steadiness=steadiness_note(repeats),  # (each measurement once)
         variants=variants_table(data.results),
         capture_plan=capture_plan_table(data.results),
