@@ -163,3 +163,19 @@ def test_a_label_one_machine_measured_once_for_another_is_that_machines_alias_on
     summary = report.summary
     aliases = summary[summary["same_engine_as"] != ""]
     assert sorted(zip(aliases["label"], aliases["gpu"])) == [("O0_interactivity", ""), ("O2_interactivity", "")]
+
+
+def test_a_gpu_result_without_its_gpu_type_is_not_named_the_cpus():
+    # environment.device "cuda" with no environment.gpu was named "@ CPU" (and "cpu" in the headline's GPU
+    # column) beside an H100's results: a claim the result does not make
+    from graphbench.ladders.memory_model import memory_source
+    from graphbench.reports.point_names import point_namer
+    from graphbench.reports.rounds import result_gpu
+    from tests.test_gate import make_result
+
+    known, unknown, cpu = (make_result("O2") for _ in range(3))
+    known["environment"] = {"device": "cuda", "gpu": H100}
+    unknown["environment"] = {"device": "cuda"}
+    assert [result_gpu(r) for r in (known, unknown, cpu)] == [H100, "cuda (GPU type not recorded)", ""]
+    assert point_namer([known, unknown])(unknown) == "O2 @ cuda (GPU type not recorded)"
+    assert memory_source(unknown) == ("tiny-llama", "cuda (GPU type not recorded)")

@@ -71,12 +71,13 @@ def _memory_point(result: Mapping[str, Any]) -> tuple[int, int, float] | None:
 
 
 def memory_source(result: Mapping[str, Any]) -> tuple[str, str]:
-    """(model, GPU type) of a result: graph memory is one model's on one GPU type, never a pool of several."""
+    """(model, GPU type) of a result: graph memory is one model's on one GPU type, never a pool of several (the
+    GPU type as the reports name it, reports.rounds.result_gpu)."""
+    from graphbench.reports.rounds import result_gpu
+
     config_model = ((result.get("config") or {}).get("model") or {}) if isinstance(result.get("config"), Mapping) else {}
     model = result.get("model") or (config_model.get("model") if isinstance(config_model, Mapping) else None)
-    environment = result.get("environment")
-    gpu = environment.get("gpu") if isinstance(environment, Mapping) else None
-    return str(model or "?"), str(gpu or "")
+    return str(model or "?"), result_gpu(result)
 
 
 # the terms of the model, in the order a tie between equally good fits is broken: fewer terms first,

@@ -58,9 +58,13 @@ def _merge_key(result: Mapping[str, Any]) -> tuple[str, ...] | None:
 
 
 def result_gpu(result: Mapping[str, Any]) -> str:
-    """The GPU type a result ran on ('' on the CPU, or where its environment does not say)."""
-    environment = result.get("environment")
-    return str((environment.get("gpu") if isinstance(environment, Mapping) else None) or "")
+    """The GPU type a result ran on ('' on the CPU, or where its environment does not say); a result of a GPU
+    device whose GPU type is not recorded is "<device> (GPU type not recorded)", never the CPU's."""
+    environment = result.get("environment") if isinstance(result.get("environment"), Mapping) else {}
+    if environment.get("gpu"):
+        return str(environment["gpu"])
+    device = environment.get("device")
+    return f"{device} (GPU type not recorded)" if isinstance(device, str) and device not in ("", "cpu") else ""
 
 
 def merge_rounds(results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
