@@ -59,3 +59,17 @@ def test_a_gpu_type_only_one_side_ran_on_is_not_compared_nor_a_vanished_point(tm
     single = compare_sets(load_results([other]), load_results([cur]), metrics=["output_tokens_per_s"])
     assert [c.gpu for c in single.comparisons] == [None]
     assert any("environment gpu differs" in w for w in single.warnings)
+
+
+def test_no_gpu_type_in_common_says_so(tmp_path):
+    # two GPU types a side, none in common: not "no benchmark point is in both", which reads as other labels
+    import pytest
+
+    from graphbench.errors import GraphbenchError
+
+    base = write_set(tmp_path / "b", _machines([1000.0, 1010.0, 990.0], [2000.0, 2020.0, 1990.0], "b"))
+    a100 = _point("NVIDIA A100", [900.0, 905.0, 910.0], "a100")
+    cur = write_set(tmp_path / "c", a100 + _point("NVIDIA B200", [3000.0, 3010.0, 2990.0], "b200"))
+    with pytest.raises(GraphbenchError, match=r"on the same GPU type \(the baseline ran them on NVIDIA H100 80GB "
+                                              r"HBM3, NVIDIA H200; the current on NVIDIA A100, NVIDIA B200\)"):
+        run_gate(base, cur)

@@ -27,6 +27,7 @@ from graphbench.reports.compare import (
     format_value,
     load_side,
 )
+from graphbench.reports.compare_match import other_gpu_types
 from graphbench.reports.gate import (
     DEFAULT_THRESHOLDS,
     GateReport,
@@ -94,7 +95,8 @@ def compare_command(
                           bootstrap=bootstrap, seed=seed)
     warnings = bwarn + cwarn + result.warnings
     if not result.matching.pairs:
-        raise GraphbenchError(f"no benchmark point (label, system) is in both {baseline} and {current}")
+        raise GraphbenchError(f"no benchmark point (label, system) is in both {baseline} and {current}"
+                              + other_gpu_types(result.matching))
     for w in warnings:
         typer.echo(f"warning: {w}", err=True)
     comparisons = result.comparisons

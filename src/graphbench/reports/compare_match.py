@@ -179,6 +179,21 @@ def match_results(
     return Matching(pairs, only_b, only_c, base_failed + cur_failed, mismatches, warnings)
 
 
+def other_gpu_types(matching: Matching) -> str:
+    """Where no point matched because the sides ran the same points on different GPU types (points split per
+    GPU type, _per_gpu_type): ' on the same GPU type (the baseline ran them on A, B; the current on C)'; else ''."""
+    base = {p.key: p.gpu for p in matching.only_baseline if p.gpu is not None}
+    cur = {p.key: p.gpu for p in matching.only_current if p.gpu is not None}
+    if matching.pairs or not base.keys() & cur.keys():
+        return ""
+
+    def gpus(points: list[Point]) -> str:
+        return ", ".join(sorted({p.gpu or "the CPU" for p in points if p.gpu is not None}))
+
+    return (f" on the same GPU type (the baseline ran them on {gpus(matching.only_baseline)}; the current on "
+            f"{gpus(matching.only_current)})")
+
+
 def _order(point: Point) -> tuple[str, str, str]:
     return (*point.key, point.gpu or "")
 

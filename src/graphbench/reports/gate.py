@@ -36,7 +36,7 @@ from typing import Any
 from graphbench.errors import GraphbenchError
 from graphbench.reports.compare import DEFAULT_ALPHA, Comparison, compare_sets
 from graphbench.reports.compare_format import format_change, json_number
-from graphbench.reports.compare_match import load_side
+from graphbench.reports.compare_match import load_side, other_gpu_types
 from graphbench.reports.gate_render import (
     error_junit,
     error_markdown,
@@ -268,7 +268,8 @@ def run_gate(
         more = f" (and {len(result.matching.failed) - 1} more)" if len(result.matching.failed) > 1 else ""
         raise GraphbenchError(f"failed benchmark point: {result.matching.failed[0]}{more}")
     if not result.matching.pairs:
-        raise GraphbenchError("no benchmark point (label, system) is in both the baseline and the current results")
+        raise GraphbenchError("no benchmark point (label, system) is in both the baseline and the current results"
+                              + other_gpu_types(result.matching))
     # Peers are references, measured in one process of a sweep's first round: they do not change with
     # graphbench's code, and one process a side can never be judged. The gate checks graphbench's points.
     peers = sorted({c.point for c in result.comparisons if c.system != "graphbench"})
