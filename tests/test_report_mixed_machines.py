@@ -179,3 +179,18 @@ def test_a_gpu_result_without_its_gpu_type_is_not_named_the_cpus():
     assert [result_gpu(r) for r in (known, unknown, cpu)] == [H100, "cuda (GPU type not recorded)", ""]
     assert point_namer([known, unknown])(unknown) == "O2 @ cuda (GPU type not recorded)"
     assert memory_source(unknown) == ("tiny-llama", "cuda (GPU type not recorded)")
+
+
+def test_a_points_rounds_on_two_gpu_types_are_named_in_a_warning():
+    # a mixed Ray cluster ran round 1 on an H100 and rounds 2, 3 on an H200: two points of 1 and 2 processes,
+    # every verdict on them n/a, and nothing said why
+    from graphbench.reports.report import skipped_warnings
+    from graphbench.reports.store import LoadedResults
+
+    files = _ladder_pair([100.0] * 3, [100.0] * 3)[:3]  # O2_default's three rounds
+    for f in files:
+        f["environment"]["gpu"] = H100 if f["sweep"]["round"]["index"] == 1 else H200
+    warnings = skipped_warnings(LoadedResults(merge_rounds(files), []))
+    assert warnings == [f"point O2_default (graphbench): its processes ran on 2 GPU types ({H100}: round 1; {H200}: "
+                        "rounds 2, 3): each GPU type's are a point of their own, with fewer processes"]
+    assert skipped_warnings(LoadedResults(merge_rounds(_on(files, H200)), [])) == []

@@ -40,7 +40,7 @@ from graphbench.reports.padding_table import padding_table
 from graphbench.reports.point_names import point_namer, result_model
 from graphbench.reports.render import ReportContext, render_html, render_markdown
 from graphbench.reports.repeats_table import repeats_table, steadiness_note
-from graphbench.reports.rounds import result_gpu
+from graphbench.reports.rounds import result_gpu, round_info
 from graphbench.reports.rounds_table import rounds_table
 from graphbench.reports.safe_text import csv_text
 from graphbench.reports.speculative_table import speculative_table
@@ -97,7 +97,23 @@ def skipped_warnings(loaded: LoadedResults) -> list[str]:
         if len(times) > 1:
             warnings.append(f"point {label} ({system}) has {len(times)} results ({', '.join(sorted(times))}): "
                             "their runs are pooled; give one run per point (a fresh --results folder, or --resume)")
-    return warnings
+    return warnings + split_rounds_warnings(ok)
+
+
+def split_rounds_warnings(results: list[Mapping[str, Any]]) -> list[str]:
+    """Sweep points whose processes (rounds) ran on several GPU types (a mixed Ray cluster): each GPU type's are
+    a point of their own (reports/rounds.py), with fewer processes than the sweep measured: say so."""
+    split: dict[tuple[str, ...], dict[str, list[int]]] = {}
+    for result in results:
+        info = round_info(result)
+        if info is not None:
+            key = (str(info.get("id")), str(result.get("label")), str(result.get("system")), result_model(result))
+            split.setdefault(key, {})[result_gpu(result) or "the CPU"] = [e["index"] for e in result.get("rounds") or [info]]
+    return [f"point {label} ({system}): its processes ran on {len(gpus)} GPU types ("
+            + "; ".join(f"{gpu}: round{'s' * (len(rounds) > 1)} {', '.join(map(str, sorted(rounds)))}"
+                        for gpu, rounds in sorted(gpus.items()))
+            + "): each GPU type's are a point of their own, with fewer processes"
+            for (_id, label, system, _model), gpus in split.items() if len(gpus) > 1]
 
 
 INTEGER_COLUMNS = ("optimization_level", "num_capture_sizes", "concurrency", "graph_memory_bytes", "busy_host_repeats")
