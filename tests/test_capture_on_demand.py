@@ -125,3 +125,30 @@ def test_the_capture_plan_takes_medians_over_the_points_processes():
         [["FULL", 8, 0.2]], [["FULL", 8, 0.3], ["FULL", 16, 0.3]], [["FULL", 8, 0.1], ["FULL", 16, 0.2]]]
     row = capture_plan_table([point]).values.tolist()[0]
     assert row[4:] == [0.4, 80.0, 300, "-", "closed", 2, pytest.approx(0.3)]
+
+
+def test_a_capture_plan_is_set_against_every_key_at_start_up_on_its_own_gpu_type():
+    # two machines' folders: the H100's plan was set against the H200's point of the same ladders (the last
+    # read), "saved" being the two machines' difference
+    import copy
+
+    from graphbench.reports.capture_plan_table import capture_plan_table
+    from tests.test_tune_engine_limits import result
+
+    def on(point: dict, gpu: str, capture_s: float) -> dict:
+        point = copy.deepcopy(point)
+        point["environment"] = {"device": "cuda", "gpu": gpu}
+        point["startup"]["capture_s"] = capture_s
+        return point
+
+    planned = result("on-demand", {1: 5, 8: 3}, seqs=8)
+    planned["startup"].update(num_graphs={"FULL": 4}, deferred_recordings=2, capture_s=0.4,
+                              graph_memory_bytes=50 * 2**20, kv_cache_tokens=100000, capture_sizes=[1, 2, 4, 8])
+    everything = result("all-at-start", {1: 5, 8: 3}, seqs=8)
+    everything["startup"].update(num_graphs={"FULL": 4}, deferred_recordings=0, capture_s=1.0,
+                                 graph_memory_bytes=120 * 2**20, kv_cache_tokens=90000, capture_sizes=[1, 2, 4, 8])
+    rows = capture_plan_table([on(planned, "NVIDIA H100", 0.4), on(everything, "NVIDIA H100", 1.0),
+                               on(planned, "NVIDIA H200", 0.2), on(everything, "NVIDIA H200", 3.0)])
+    saved = {point: text for point, text in zip(rows["point"], rows["saved against every key at start-up"])}
+    assert saved == {"on-demand @ NVIDIA H100": "0.60 s, 70 MiB, +10,000 KV tokens",
+                     "on-demand @ NVIDIA H200": "2.80 s, 70 MiB, +10,000 KV tokens"}

@@ -28,7 +28,7 @@ CAPTURE_PLAN_NOTE = ("Two ladders: uniform decode steps pad to the decode ladder
                      "records only the sizes asked for; a step that first needs another key waits while it is "
                      "recorded (first use) or runs eager (never). Capture s, graph MiB and KV tokens are the "
                      "start-up's (warm), each the median over the point's processes. Saved: against the point of the same ladders "
-                     "that records every key at start-up (in this report), the capture seconds and graph memory a plan "
+                     "that records every key at start-up (in this report; of the same model on the same GPU type), the capture seconds and graph memory a plan "
                      "saved and the KV tokens it gained; the stall seconds are what that cost.")
 
 
@@ -58,8 +58,8 @@ def _saved(start: tuple, reference: tuple | None) -> str:
             f"{start[4] - reference[4]:+,.0f} KV tokens")
 
 
-def _source(result: Mapping[str, Any]) -> tuple[str, str]:
-    return result_model(result), result_gpu(result)
+def _source(result: Mapping[str, Any], start: tuple) -> tuple[str, str, str]:
+    return start[0], result_model(result), result_gpu(result)
 
 
 def capture_plan_table(results: list[Mapping[str, Any]]) -> pd.DataFrame:
@@ -67,8 +67,8 @@ def capture_plan_table(results: list[Mapping[str, Any]]) -> pd.DataFrame:
     points = [r for r in results
               if (r.get("system") or GRAPHBENCH) == GRAPHBENCH and r.get("status", "ok") == "ok"]
     starts = [_start(r) for r in points]
-    # same ladders, same model and GPU type, every key at start-up (another GPU's capture and memory are not its)
-    everything = {(start[0], *_source(r)): start for r, start in zip(points, starts) if start[1] == 0}
+    # the same ladders, every key at start-up, of the same model on the same GPU type (another's saves nothing)
+    everything = {_source(r, start): start for r, start in zip(points, starts) if start[1] == 0}
     rows = []
     name = point_namer(points)  # (one label on two GPU types, or of two models: named apart)
     for result, start in zip(points, starts):
@@ -76,7 +76,8 @@ def capture_plan_table(results: list[Mapping[str, Any]]) -> pd.DataFrame:
         if not start[1] and not isinstance(startup.get("mixed_capture_sizes"), list):
             continue
         graphs = sum(v for v in (startup.get("num_graphs") or {}).values() if isinstance(v, int))
-        head = [name(result), start[0], graphs - start[1], start[1], *start[2:], _saved(start, everything.get((start[0], *_source(result))))]
+        head = [name(result), start[0], graphs - start[1], start[1], *start[2:],
+                _saved(start, everything.get(_source(result, start)))]
         for workload in result.get("workloads") or []:
             per_process = workload.get("recorded_on_demand_rounds") or [workload.get("recorded_on_demand") or []]
             made = [[k for k in keys if isinstance(k, list) and len(k) == 3] for keys in per_process]
