@@ -103,3 +103,20 @@ def test_each_gpu_type_is_judged_against_its_own_first(tmp_path):
     for gpu in ("NVIDIA H200", "NVIDIA H100"):  # slower than its own machine's O2-a
         assert verdicts[f"O2-slow @ {gpu}"].endswith("% lower, beyond noise"), verdicts
     assert {c.gpu for c in plan.capacities} == {"NVIDIA H200", "NVIDIA H100"}
+
+
+def test_the_pareto_front_is_each_gpu_types_own(tmp_path):
+    # one front over two machines kept only the H200's points (twice as fast): the H100's own trade-off was
+    # not drawn, and a line joined points of two machines
+    from graphbench.reports.charts_plan import pareto_points
+
+    def on(gpu: str, files: list[dict]) -> list[dict]:
+        for f in files:
+            f["environment"] = dict(f["environment"], device="cuda", gpu=gpu)
+            f["sweep"]["round"]["id"] = gpu
+        return files
+
+    rng = random.Random(4)
+    files = on("NVIDIA H200", _rounds("O2-a", rng, 2.0)) + on("NVIDIA H100", _rounds("O2-a", rng, 1.0))
+    rows = pareto_points(plan_capacity([write_set(tmp_path / "results", files)], SLOS))
+    assert set(rows.loc[rows["front"], "gpu"]) == {"NVIDIA H200", "NVIDIA H100"}

@@ -24,6 +24,7 @@ from graphbench.reports.figures import (
     save_figure,
 )
 from graphbench.reports.plan import TARGET_KINDS, Capacity, Plan, ceil_tolerant
+from graphbench.reports.point_names import qualified_name
 from graphbench.reports.safe_text import csv_text
 
 PLAN_JSON, PLAN_CSV = "plan.json", "plan.csv"
@@ -35,12 +36,15 @@ CSV_COLUMNS = [
 
 
 def pareto_points(plan: Plan) -> pd.DataFrame:
-    """Every measured (series, concurrency): tokens/s per GPU and per user, and whether it is on the front."""
+    """Every measured (series, concurrency): tokens/s per GPU and per user, and whether it is on the front of its
+    model on its GPU type (one front over two machines or models would be neither's)."""
     rows = plan.measured.dropna(subset=["output_tokens_per_s"]).copy()
     rows = rows[rows["concurrency"] > 0]
     rows["per_gpu"] = rows["output_tokens_per_s"] / rows["tensor_parallel_size"]
     rows["per_user"] = rows["output_tokens_per_s"] / rows["concurrency"]
-    rows["front"] = pareto_front(list(zip(rows["per_user"], rows["per_gpu"])))
+    rows["front"] = False
+    for _, group in rows.groupby(["model", "gpu"], sort=False):
+        rows.loc[group.index, "front"] = pareto_front(list(zip(group["per_user"], group["per_gpu"])))
     return rows
 
 
@@ -69,10 +73,14 @@ def pareto_chart(plan: Plan, path: Path, environment: str) -> None:
     for series, sub in rows.groupby("series", sort=True):
         sub = sub.sort_values("concurrency")
         ax.plot(sub["per_user"], sub["per_gpu"], "-o", ms=4, color=colors[series], alpha=0.75, label=series)
-    front = rows[rows["front"]].sort_values("per_user")
-    ax.plot(front["per_user"], front["per_gpu"], "-", color="black", linewidth=2.2, alpha=0.5, zorder=2,
-            label="Pareto front")  # fmt: skip
-    ax.scatter(front["per_user"], front["per_gpu"], s=90, facecolors="none", edgecolors="black", zorder=4)
+    fronts = rows[rows["front"]].groupby(["model", "gpu"], sort=True)
+    for i, ((model, gpu), front) in enumerate(fronts):  # (a front per model and GPU type, named where several)
+        front = front.sort_values("per_user")
+        name = qualified_name("Pareto front", model if rows["model"].nunique() > 1 else None,
+                              gpu if rows["gpu"].nunique() > 1 else None)
+        ax.plot(front["per_user"], front["per_gpu"], ("-", "--", ":", "-.")[i % 4], color="black", linewidth=2.2,
+                alpha=0.5, zorder=2, label=name)  # fmt: skip
+        ax.scatter(front["per_user"], front["per_gpu"], s=90, facecolors="none", edgecolors="black", zorder=4)
     for cap in plan.capacities:
         if cap.max_concurrency > 0 and not math.isnan(cap.tokens_per_s_per_user):
             ax.scatter([cap.tokens_per_s_per_user], [cap.output_tokens_per_s_per_gpu], marker="*", s=160,
