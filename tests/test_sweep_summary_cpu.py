@@ -60,8 +60,8 @@ def test_a_sweep_of_two_models_still_shows_the_predicted_padding(tmp_path):
         result = _cpu_result(label, "FULL_AND_PIECEWISE", [1, 2, 4, 8])
         result["model"] = model
         write_result(tmp_path, "cpu", label, result)
-    rows = _rows(tmp_path)
-    assert rows["model=tiny-llama_O2"][11] == rows["model=tiny-qwen_O2"][11] == "33.3 predicted", rows
+    rows = _rows(tmp_path)  # (each row named with its model, as the report names the points of several)
+    assert rows["model=tiny-llama_O2 (tiny-llama)"][11] == rows["model=tiny-qwen_O2 (tiny-qwen)"][11] == "33.3 predicted", rows
 
 
 def test_a_point_that_recorded_graphs_still_shows_what_it_measured(tmp_path):
