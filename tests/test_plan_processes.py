@@ -85,18 +85,20 @@ def test_the_plan_files_carry_the_verdict_and_each_process(tmp_path):
     assert rows["O2-slow"]["vs_best"] == configs["O2-slow"]["vs_best"]
 
 
+def _on(gpu: str, files: list[dict]) -> list[dict]:
+    """The round files as one machine's, of that GPU type (its own sweep)."""
+    for f in files:
+        f["environment"] = dict(f["environment"], device="cuda", gpu=gpu)
+        f["sweep"]["round"]["id"] = gpu
+    return files
+
+
 def test_each_gpu_type_is_judged_against_its_own_first(tmp_path):
     # two machines' folders: the H200 (twice as fast) holds the plan's first row; the H100's best was judged
     # against it ("51.5% lower, beyond noise"), the hardware's gap, not a setting's
-    def on(gpu: str, files: list[dict]) -> list[dict]:
-        for f in files:
-            f["environment"] = dict(f["environment"], device="cuda", gpu=gpu)
-            f["sweep"]["round"]["id"] = gpu
-        return files
-
     rng = random.Random(3)
-    files = (on("NVIDIA H200", _rounds("O2-a", rng, 2.0) + _rounds("O2-slow", rng, 1.4))
-             + on("NVIDIA H100", _rounds("O2-a", rng, 1.0) + _rounds("O2-slow", rng, 0.7)))
+    files = (_on("NVIDIA H200", _rounds("O2-a", rng, 2.0) + _rounds("O2-slow", rng, 1.4))
+             + _on("NVIDIA H100", _rounds("O2-a", rng, 1.0) + _rounds("O2-slow", rng, 0.7)))
     plan = plan_capacity([write_set(tmp_path / "results", files)], SLOS)
     verdicts = {c.series: c.vs_best for c in plan.capacities}
     assert verdicts["O2-a @ NVIDIA H200"] == "best" and verdicts["O2-a @ NVIDIA H100"] == "best"
@@ -110,13 +112,7 @@ def test_the_pareto_front_is_each_gpu_types_own(tmp_path):
     # not drawn, and a line joined points of two machines
     from graphbench.reports.charts_plan import pareto_points
 
-    def on(gpu: str, files: list[dict]) -> list[dict]:
-        for f in files:
-            f["environment"] = dict(f["environment"], device="cuda", gpu=gpu)
-            f["sweep"]["round"]["id"] = gpu
-        return files
-
     rng = random.Random(4)
-    files = on("NVIDIA H200", _rounds("O2-a", rng, 2.0)) + on("NVIDIA H100", _rounds("O2-a", rng, 1.0))
+    files = _on("NVIDIA H200", _rounds("O2-a", rng, 2.0)) + _on("NVIDIA H100", _rounds("O2-a", rng, 1.0))
     rows = pareto_points(plan_capacity([write_set(tmp_path / "results", files)], SLOS))
     assert set(rows.loc[rows["front"], "gpu"]) == {"NVIDIA H200", "NVIDIA H100"}
