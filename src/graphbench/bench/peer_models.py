@@ -3,11 +3,10 @@ Hugging Face transformers model of an architecture (the hf-eager and hf-compile 
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import torch
 
-from graphbench.config.arch import ArchConfig
+from graphbench.config.arch import ArchConfig, checkpoint_folder
 
 
 def random_prompts(num: int, length: int, vocab_size: int, seed: int) -> list[list[int]]:
@@ -41,8 +40,8 @@ def build_hf_model(arch: ArchConfig, dtype: torch.dtype, device: str, seed: int 
     ("safetensors": the engine's weights too), else seeded random weights of the architecture ("dummy")."""
     import transformers
 
-    folder = Path(checkpoint).expanduser() if checkpoint else None
-    if folder is not None and folder.is_dir() and any(folder.glob("*.safetensors")):
+    folder = checkpoint_folder(checkpoint) if checkpoint else None
+    if folder is not None and any(folder.glob("*.safetensors")):
         model = transformers.AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype, local_files_only=True)
         return model.to(device).eval().requires_grad_(False), "safetensors"
     torch.manual_seed(seed)

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from graphbench.bench.sweep_grid import SweepPoint
+from graphbench.config.arch import checkpoint_folder
 from graphbench.errors import GraphbenchError
 from graphbench.reports.store import load_results
 
@@ -24,8 +25,8 @@ from graphbench.reports.store import load_results
 def _key(model: str) -> str:
     """A model as compared: a checkpoint folder by where it is (./ckpt and ckpt/ are one), a preset by name."""
     try:
-        path = Path(model).expanduser()
-        return str(path.resolve()) if path.is_dir() else model
+        folder = checkpoint_folder(model)
+        return str(folder.resolve()) if folder is not None else model
     except (OSError, RuntimeError):
         return model
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from graphbench.config.arch import checkpoint_folder
 from graphbench.errors import GraphbenchError
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
@@ -63,8 +64,8 @@ def _json(path: Path) -> dict:
 
 def stop_tokens(model: str) -> tuple[int, ...]:
     """The eos tokens a checkpoint folder's generation_config.json and config.json name (a preset: none)."""
-    folder = Path(model).expanduser()
-    if not folder.is_dir():
+    folder = checkpoint_folder(model)
+    if folder is None:
         return ()
     stops = [*_eos_ids(folder / "generation_config.json"), *_eos_ids(folder / "config.json")]
     return tuple(dict.fromkeys(stops))
@@ -72,8 +73,8 @@ def stop_tokens(model: str) -> tuple[int, ...]:
 
 def load_text(model: str) -> CheckpointText:
     """The tokenizer, stop tokens and generation defaults of a checkpoint folder (one line when it has none)."""
-    folder = Path(model).expanduser()
-    if not folder.is_dir():
+    folder = checkpoint_folder(model)
+    if folder is None:
         raise GraphbenchError(f"{model} is a preset with dummy weights: it has no tokenizer for text. Give a "
                               "checkpoint folder (graphbench convert makes one from a GGUF file)")
     if not any((folder / name).is_file() for name in TOKENIZER_FILES):

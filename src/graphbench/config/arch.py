@@ -26,11 +26,23 @@ def list_presets() -> list[str]:
     return sorted(p.stem for p in PRESET_DIR.glob("*.toml"))
 
 
+def checkpoint_folder(model: str) -> Path | None:
+    """The checkpoint folder `model` names, or None where it names a preset. A folder that shares a preset's name
+    but holds no config.json (a results folder named after its model, where a command runs) is not one: the
+    preset is meant, as it would be anywhere else."""
+    path = Path(model).expanduser()
+    if not path.is_dir():
+        return None
+    if (PRESET_DIR / f"{model}.toml").is_file() and not (path / "config.json").exists():
+        return None
+    return path
+
+
 def load_arch(model: str) -> ArchConfig:
     """Resolve a preset name or a checkpoint folder to its architecture (folders are read afresh)."""
     path = Path(model).expanduser()
-    if path.is_dir():
-        return arch_from_hf_dir(path)
+    if (folder := checkpoint_folder(model)) is not None:
+        return arch_from_hf_dir(folder)
     if (PRESET_DIR / f"{model}.toml").is_file():
         return _load_preset(model)
     if path.exists() or "/" in model:
@@ -47,9 +59,10 @@ def auto_dtype(model: str, device_type: str) -> str:
     On the CPU float32 (what the CPU path is tested and compiled in)."""
     if device_type != "cuda":
         return "float32"
-    config = Path(model).expanduser() / "config.json"
+    folder = checkpoint_folder(model)
+    config = folder / "config.json" if folder is not None else None
     try:
-        data = json.loads(config.read_text(encoding="utf-8")) if config.is_file() else {}
+        data = json.loads(config.read_text(encoding="utf-8")) if config is not None and config.is_file() else {}
     except (OSError, ValueError):
         data = {}  # (the architecture's own reading of the file says what is wrong with it)
     # (a null dtype is an absent one: transformers 5 writes dtype, older versions torch_dtype)

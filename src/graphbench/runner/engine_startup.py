@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import atexit
 import logging
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from graphbench import env
 from graphbench.config import CompileMode
+from graphbench.config.arch import checkpoint_folder
 from graphbench.errors import GraphbenchError
 from graphbench.runner.compile.startup import compile_at_startup
 from graphbench.runner.compile.variant_choice import choose_static_variants
@@ -131,12 +131,12 @@ def capture_graphs(engine: Engine) -> None:
 def load_weights(engine: Engine) -> None:
     """The checkpoint's weights, or seeded random ones (load_format dummy, or "auto" with a preset)."""
     fmt = engine.config.model.load_format
-    folder = Path(engine.config.model.model).expanduser()
+    folder = checkpoint_folder(engine.config.model.model)
     if fmt == "auto":
-        fmt = "safetensors" if folder.is_dir() else "dummy"
+        fmt = "safetensors" if folder is not None else "dummy"
     if fmt == "dummy":
         fill_dummy_weights(engine.model, engine.config.model.seed, engine.arch)
-    elif not folder.is_dir():
+    elif folder is None:
         raise GraphbenchError(
             f"--load-format safetensors needs a checkpoint folder; {engine.config.model.model!r} is a preset "
             "(presets have no weights here: use --load-format dummy)")

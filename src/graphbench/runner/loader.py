@@ -230,6 +230,7 @@ def check_start_inputs(config) -> None:
     when it compiles, the compile cache's root (as compile_at_startup checks it)."""
     from graphbench import env
     from graphbench.config import CompileMode, load_arch
+    from graphbench.config.arch import checkpoint_folder
     from graphbench.runner.compile.cache_trust import check_private_root
 
     if config.resolve().compilation.mode == CompileMode.COMPILE:
@@ -237,8 +238,8 @@ def check_start_inputs(config) -> None:
 
     arch = load_arch(config.model.model)
     check_context(arch, config.scheduler.max_model_len or arch.max_position_embeddings)
-    folder = Path(config.model.model).expanduser()
-    if config.model.load_format != "dummy" and folder.is_dir():
+    folder = checkpoint_folder(config.model.model)
+    if config.model.load_format != "dummy" and folder is not None:
         check_checkpoint(arch, folder, config.model.kernels)
     if config.lora.enabled:
         from graphbench.runner.lora.adapters import load_adapter
