@@ -71,13 +71,12 @@ def _memory_point(result: Mapping[str, Any]) -> tuple[int, int, float] | None:
 
 
 def memory_source(result: Mapping[str, Any]) -> tuple[str, str]:
-    """(model, GPU type) of a result: graph memory is one model's on one GPU type, never a pool of several (the
-    GPU type as the reports name it, reports.rounds.result_gpu)."""
+    """(model, GPU type) of a result, as the reports name them ('?' and '' where it does not say): graph memory is
+    one model's on one GPU type, never a pool of several."""
+    from graphbench.reports.point_names import result_model
     from graphbench.reports.rounds import result_gpu
 
-    config_model = ((result.get("config") or {}).get("model") or {}) if isinstance(result.get("config"), Mapping) else {}
-    model = result.get("model") or (config_model.get("model") if isinstance(config_model, Mapping) else None)
-    return str(model or "?"), result_gpu(result)
+    return result_model(result), result_gpu(result)
 
 
 # the terms of the model, in the order a tie between equally good fits is broken: fewer terms first,
@@ -89,14 +88,14 @@ _SUBSETS = [("a",), ("b",), ("c",), ("a", "b"), ("c", "a"), ("c", "b"), ("c", "a
 def fit_memory_model(results: Iterable[Mapping[str, Any]]) -> MemoryModel:
     """Least-squares c, a, b >= 0 in graph_memory_bytes = c + a * count + b * sum(sizes) (see the module
     docstring)."""
-    results = list(results)
-    points = memory_points(results)
+    measured = [(result, point) for result in results if (point := _memory_point(result)) is not None]
+    points = [point for _, point in measured]
     if not points:
         raise GraphbenchError(
             "no result with captured graphs (startup.capture_sizes and graph_memory_bytes > 0) to fit "
             "the graph-memory model"
         )
-    sources = sorted({memory_source(r) for r in results if _memory_point(r) is not None})
+    sources = sorted({memory_source(result) for result, _ in measured})
     # a result that does not say its model or GPU (written before they were recorded) is no other one's
     models, gpus = sorted({m for m, _ in sources if m != "?"}), sorted({g for _, g in sources if g})
     if len(models) > 1 or len(gpus) > 1:

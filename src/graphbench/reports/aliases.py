@@ -72,7 +72,7 @@ def named_aliases(results: list[Mapping[str, Any]]) -> dict[str, list[str]]:
     GPU type where the results hold several): measured point's name -> its aliases' names."""
     ours = [r for r in ok_results(results) if (r.get("system") or GRAPHBENCH) == GRAPHBENCH]
     name, groups = point_namer(ours), alias_groups(ours)
-    return {name(r): [name(dict(r, label=a)) for a in aliases_of(r, groups)] for r in ours if aliases_of(r, groups)}
+    return {name(r): [name(dict(r, label=a)) for a in aliases] for r in ours if (aliases := aliases_of(r, groups))}
 
 
 def alias_text(alias: str, measured: str) -> str:

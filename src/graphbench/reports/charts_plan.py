@@ -24,7 +24,7 @@ from graphbench.reports.figures import (
     save_figure,
 )
 from graphbench.reports.plan import TARGET_KINDS, Capacity, Plan, ceil_tolerant
-from graphbench.reports.point_names import qualified_name
+from graphbench.reports.point_names import namer
 from graphbench.reports.safe_text import csv_text
 
 PLAN_JSON, PLAN_CSV = "plan.json", "plan.csv"
@@ -74,10 +74,10 @@ def pareto_chart(plan: Plan, path: Path, environment: str) -> None:
         sub = sub.sort_values("concurrency")
         ax.plot(sub["per_user"], sub["per_gpu"], "-o", ms=4, color=colors[series], alpha=0.75, label=series)
     fronts = rows[rows["front"]].groupby(["model", "gpu"], sort=True)
+    front_name = namer(rows["model"], rows["gpu"])
     for i, ((model, gpu), front) in enumerate(fronts):  # (a front per model and GPU type, named where several)
         front = front.sort_values("per_user")
-        name = qualified_name("Pareto front", model if rows["model"].nunique() > 1 else None,
-                              gpu if rows["gpu"].nunique() > 1 else None)
+        name = front_name("Pareto front", model, gpu)
         ax.plot(front["per_user"], front["per_gpu"], ("-", "--", ":", "-.")[i % 4], color="black", linewidth=2.2,
                 alpha=0.5, zorder=2, label=name)  # fmt: skip
         ax.scatter(front["per_user"], front["per_gpu"], s=90, facecolors="none", edgecolors="black", zorder=4)

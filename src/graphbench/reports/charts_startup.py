@@ -10,7 +10,7 @@ import pandas as pd
 
 from graphbench.reports.figures import NoData, ReportData, new_figure, save_figure
 from graphbench.reports.frame import GRAPHBENCH, STARTUP_PARTS, flag_is
-from graphbench.reports.point_names import qualified_name
+from graphbench.reports.point_names import namer
 from graphbench.reports.ladder_table import graph_rows
 
 PART_NAMES = {
@@ -74,8 +74,8 @@ def startup_chart(data: ReportData, path: Path) -> None:
     for x, total, top in zip(xs, rows["startup_s"], bottom):
         ax.annotate(f"{max(total, top):.1f}", (x, max(total, top)), ha="center", va="bottom", fontsize=7,
                     xytext=(0, 2), textcoords="offset points")  # fmt: skip
-    many_models, many_gpus = rows["model"].nunique() > 1, rows["gpu"].nunique() > 1  # (a bar each, named apart)
-    ticks = [f"{qualified_name(label, model if many_models else None, gpu if many_gpus else None)}\n{_kind(cold)}"
+    name = namer(rows["model"], rows["gpu"])  # (a bar each, named apart)
+    ticks = [f"{name(label, model, gpu)}\n{_kind(cold)}"
              for label, model, gpu, cold in zip(rows["label"], rows["model"], rows["gpu"], rows["startup_cold"])]
     ax.set_xticks(xs, ticks, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("startup time (s; label: total)")
@@ -99,14 +99,14 @@ def graph_memory_chart(data: ReportData, path: Path) -> None:
 
     # a line per mode, and per model and GPU type where the results span several (memory and capture are theirs)
     ours = data.points[data.points["system"] == GRAPHBENCH]  # (named as the ladders table names them)
-    many_gpus, many_models = ours["gpu"].nunique() > 1, ours["model"].nunique() > 1
+    name = namer(ours["model"], ours["gpu"])
     lines = sorted(set(zip(rows["cudagraph_mode_resolved"], rows["model"], rows["gpu"])))
     cmap = colormaps["Set1"]
     fig, (ax_mem, ax_time) = new_figure(1, 2, figsize=(13, 5.5))
     for i, (mode_only, model, gpu) in enumerate(lines):
         color = cmap(i % cmap.N)
         sub = rows[(rows["cudagraph_mode_resolved"] == mode_only) & (rows["model"] == model) & (rows["gpu"] == gpu)]
-        mode = qualified_name(mode_only, model if many_models else None, gpu if many_gpus else None)
+        mode = name(mode_only, model, gpu)
         _line(ax_mem, sub, "graph_memory_mib", color, "-", "o", f"{mode}: graph memory")
         _line(ax_mem, sub, "beyond_pool_mib", color, "--", "x", f"{mode}: beyond the shared pool")
         cold = sub[[flag_is(c, True) for c in sub["startup_cold"]]]

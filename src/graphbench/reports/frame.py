@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from graphbench.reports.point_names import qualified_name, result_model
+from graphbench.reports.point_names import namer, result_model
 from graphbench.reports.rounds import included_rounds, result_gpu, workload_samples
 from graphbench.reports.stats import spread_pct
 from graphbench.env import hatches_text
@@ -244,12 +244,11 @@ def results_frame(results: Iterable[Mapping[str, Any]], extra_metrics: Iterable[
     frame = pd.DataFrame(rows, columns=[*SUMMARY_COLUMNS, *extra, "tensor_parallel_size", "gpu", "path", "shape",
                                         "output_tokens_per_s_samples", "round_medians"])
     shapes = set(frame.loc[frame["workload"] != "", "shape"])
-    many, models = len(shapes) > 1, frame["model"].nunique() > 1
+    many = len(shapes) > 1
     frame["series"] = [f"{lbl} [{shp}]" if many and shp else lbl for lbl, shp in zip(frame["label"], frame["shape"])]
-    many_gpus = frame["gpu"].nunique() > 1  # the same label on two GPU types (two machines' folders)
-    # the same label of two models, or on two GPU types: never one series
-    frame["series"] = [qualified_name(series, model if models else None, gpu if many_gpus else None)
-                       for series, model, gpu in zip(frame["series"], frame["model"], frame["gpu"])]
+    # the same label of two models, or on two GPU types (two machines' folders): never one series
+    name = namer(frame["model"], frame["gpu"])
+    frame["series"] = [name(series, model, gpu) for series, model, gpu in zip(frame["series"], frame["model"], frame["gpu"])]
     return frame
 
 

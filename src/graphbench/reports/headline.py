@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 
 from graphbench.reports.frame import GRAPHBENCH, flag_is, series_samples
-from graphbench.reports.point_names import gpu_suffix
+from graphbench.reports.point_names import gpu_suffix, result_model
 from graphbench.reports.gate_thresholds import min_effect_pct
 
 HEADLINE_COLUMNS = [
@@ -57,14 +57,8 @@ def _best(table: pd.DataFrame) -> tuple[str, float] | None:
 
 
 def covered_models(results: Iterable[Mapping[str, Any]]) -> list[str]:
-    """The models of the results, sorted (each result's `model`, else its config's)."""
-    models = set()
-    for result in results:
-        config = result.get("config") if isinstance(result.get("config"), Mapping) else {}
-        model = result.get("model") or (config.get("model") if isinstance(config.get("model"), Mapping) else {}).get("model")
-        if model:
-            models.add(str(model))
-    return sorted(models)
+    """The models of the results, sorted (each result's `model`, else its config's: point_names.result_model)."""
+    return sorted({model for result in results if (model := result_model(result)) != "?"})
 
 
 def _startup(points: pd.DataFrame, label: str, cold: bool) -> float:

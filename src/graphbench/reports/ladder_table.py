@@ -20,7 +20,7 @@ import math
 import pandas as pd
 
 from graphbench.reports.frame import GRAPHBENCH, flag_is
-from graphbench.reports.point_names import qualified_name
+from graphbench.reports.point_names import namer
 
 MIB = 2**20
 LADDER_COLUMNS = [
@@ -58,7 +58,7 @@ def ladder_table(points: pd.DataFrame, frame: pd.DataFrame, results: list | None
     # one ladder of two models, or on two GPU types: a row each, compared within its own (named as the other
     # tables name the point: by what all the graphbench points differ in, point_names.point_namer)
     ours = points[points["system"] == GRAPHBENCH]
-    many_gpus, many_models = ours["gpu"].nunique() > 1, ours["model"].nunique() > 1
+    name = namer(ours["model"], ours["gpu"])
     rows, sources = [], []
     for (label, model, gpu), starts in graphs.groupby(["label", "model", "gpu"], sort=False):
         first = starts.iloc[0]
@@ -68,7 +68,7 @@ def ladder_table(points: pd.DataFrame, frame: pd.DataFrame, results: list | None
         on = (frame["label"] == label) & (frame["system"] == GRAPHBENCH) & (frame["gpu"] == gpu) & (frame["model"] == model)
         waste = frame.loc[on, "padding_waste_pct"]
         rows.append({
-            "ladder": qualified_name(label, model if many_models else None, gpu if many_gpus else None),
+            "ladder": name(label, model, gpu),
             "-O": first["optimization_level"],
             "mode": first["cudagraph_mode_resolved"],
             "sizes": int(first["num_capture_sizes"]), "capture s (warm)": _median(warm["capture_s"]),

@@ -16,14 +16,19 @@ def gpu_suffix(gpu: str) -> str:
     return f" @ {gpu or 'CPU'}"
 
 
+def namer(models: Iterable[str], gpus: Iterable[str]) -> Callable[[str, str, str], str]:
+    """(name, model, GPU type) -> the name, with the model and the GPU type where these (a table's or a chart's
+    models and GPU types) hold several (qualified_name)."""
+    many_models, many_gpus = len(set(models)) > 1, len(set(gpus)) > 1
+    return lambda name, model, gpu: qualified_name(name, model if many_models else None, gpu if many_gpus else None)
+
+
 def point_namer(results: Iterable[Mapping[str, Any]]) -> Callable[[Mapping[str, Any]], str]:
-    """result -> its label, with its model and GPU type where these results hold several (qualified_name): a
-    table's rows of one label on two GPU types, or of two models, named apart."""
+    """result -> its label, with its model and GPU type where these results hold several: a table's rows of one
+    label on two GPU types, or of two models, named apart."""
     results = list(results)
-    many_models = len({result_model(r) for r in results}) > 1
-    many_gpus = len({result_gpu(r) for r in results}) > 1
-    return lambda r: qualified_name(str(r.get("label")), result_model(r) if many_models else None,
-                                    result_gpu(r) if many_gpus else None)
+    name = namer(map(result_model, results), map(result_gpu, results))
+    return lambda r: name(str(r.get("label")), result_model(r), result_gpu(r))
 
 
 def result_model(result: Mapping[str, Any]) -> str:

@@ -49,12 +49,19 @@ def curve_summary(step_curve, path: Path, dist, top: int, ladders) -> dict[str, 
 
     every = expected_step_ms(range(1, top + 1), dist, step_curve)
     return {
-        "file": str(path), "model": step_curve.meta.get("model"),
-        "gpu": (step_curve.meta.get("environment") or {}).get("gpu"), "date": step_curve.meta.get("date"),
+        "file": str(path), "model": step_curve.meta.get("model"), "gpu": _curve_gpu(step_curve) or None,
+        "date": step_curve.meta.get("date"),
         "every_size_ms": every,
         "vs_every_size_pct": {name: 100 * (ladder.expected_step_ms / every - 1) for name, ladder in ladders.items()
                               if ladder.expected_step_ms is not None},
     }
+
+
+def _curve_gpu(step_curve) -> str:
+    """The GPU type a curve was measured on ('' where it does not say; a curve file's own keys are not checked
+    when it is read, so its environment may be anything)."""
+    environment = step_curve.meta.get("environment")
+    return str((environment.get("gpu") if isinstance(environment, dict) else None) or "")
 
 
 def check_sources(step_curve, memory_model: MemoryModel | None, warnings: list[str]) -> None:
@@ -62,9 +69,7 @@ def check_sources(step_curve, memory_model: MemoryModel | None, warnings: list[s
     other GPU types: the ladders are then weighed with two machines' figures."""
     if step_curve is None or memory_model is None:
         return
-    curve_model = str(step_curve.meta.get("model") or "")
-    environment = step_curve.meta.get("environment")  # (a curve file's own keys: not checked when it is read)
-    curve_gpu = str((environment.get("gpu") if isinstance(environment, dict) else None) or "")
+    curve_model, curve_gpu = str(step_curve.meta.get("model") or ""), _curve_gpu(step_curve)
     differ = [f"{what} {a!r} against {b!r}" for what, a, b in (("model", curve_model, memory_model.model),
                                                              ("GPU", curve_gpu, memory_model.gpu)) if a and b and a != b]
     if differ:
