@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from graphbench.errors import GraphbenchError
+from graphbench.reports.kernel_choices_diff import choices_differ
 from graphbench.reports.point_names import gpu_suffix
 from graphbench.reports.rounds import result_gpu
 from graphbench.reports.store import LoadedResults, load_results
@@ -141,6 +142,7 @@ def match_results(
     only_c = sorted(only_c + [cur_points[k] for k in cur_points.keys() - base_points.keys()], key=_order)
     warnings: list[str] = []
     mismatches: list[str] = []
+    kernel_lines: dict[str, list[str]] = {}
     for b, c in pairs:
         for fld, what in (("model", "model"), ("config_hash", "config hash")):
             bv, cv = b.values(fld), c.values(fld)
@@ -162,6 +164,10 @@ def match_results(
                 name = "debug hatches differ" if fld == "switches" else f"environment {fld} differs"
                 warnings.append(f"{b.name}: {name}: baseline {'/'.join(map(str, bv))} "
                                 f"vs current {'/'.join(map(str, cv))}")
+        kernels = choices_differ(b.results, c.results) if b.system == "graphbench" else None
+        if kernels:  # one GPU's choices serve every config on it: the same line for many points, said once
+            kernel_lines.setdefault(kernels, []).append(b.name)
+    warnings += [f"{_names(points)}: {line}" for line, points in kernel_lines.items()]
     if mismatches and not allow_mismatch:
         more = f" (and {len(mismatches) - 1} more)" if len(mismatches) > 1 else ""
         raise GraphbenchError(f"matched points were run with different settings: {mismatches[0]}{more}; "
@@ -192,6 +198,13 @@ def other_gpu_types(matching: Matching) -> str:
 
     return (f" on the same GPU type (the baseline ran them on {gpus(matching.only_baseline)}; the current on "
             f"{gpus(matching.only_current)})")
+
+
+def _names(points: list[str]) -> str:
+    """'A', 'A and B', or 'A, B and 3 more points'."""
+    if len(points) <= 2:
+        return " and ".join(points)
+    return f"{points[0]}, {points[1]} and {len(points) - 2} more point{'s' if len(points) > 3 else ''}"
 
 
 def _order(point: Point) -> tuple[str, str, str]:
