@@ -90,3 +90,10 @@ def test_results_without_choices_or_with_malformed_ones_say_nothing():
     broken[0]["startup"] = {"kernel_choices": {"choices": {"not": "a list"}}}
     assert choices_by_shape(broken) == {("linear", 2048, 2048, 64): {("skinny", (32, 128, 1, 4, 5))}}
     assert choices_differ(broken, _results(MAIN, [1000.0], "c")) is None
+
+
+def test_the_example_is_another_kernel_before_other_blocks():
+    both = _other_search()
+    both[2].update(blocks=[16, 128, 1, 4, 5])  # o's blocks moved too; o (n 2048) sorts before qkv (n 3072)
+    line = choices_differ(_results(MAIN, [1000.0], "b"), _results(both, [1000.0], "c"))
+    assert "differ on 2 of 4" in line and "(e.g. linear 3072x2048 at 64 rows: baseline skinny" in line

@@ -42,9 +42,11 @@ def choices_differ(baseline: Iterable[Mapping[str, Any]], current: Iterable[Mapp
     differ = [shape for shape in shared if len(base[shape]) == len(cur[shape]) == 1 and base[shape] != cur[shape]]
     if not differ:
         return None
-    op, n, k, rows = differ[0]
-    example = (f"{op} {n}x{k} at {rows} row{'s' if rows > 1 else ''}: baseline {_kernels(base[differ[0]])}, "
-               f"current {_kernels(cur[differ[0]])}")
+    # the example: another kernel (cuBLAS for the skinny GEMM) before other blocks of one, then the most rows
+    shape = min(differ, key=lambda s: (next(iter(base[s]))[0] == next(iter(cur[s]))[0], shared.index(s)))
+    op, n, k, rows = shape
+    example = (f"{op} {n}x{k} at {rows} row{'s' if rows > 1 else ''}: baseline {_kernels(base[shape])}, "
+               f"current {_kernels(cur[shape])}")
     return (f"start-up's kernel choices differ on {len(differ)} of {len(shared)} projection shapes (e.g. "
             f"{example}): a difference there may be start-up's search, not the code (one run's processes share "
             "its choices, so its noise leaves that out); to compare the code alone, start both runs from the same "
