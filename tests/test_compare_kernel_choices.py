@@ -14,18 +14,23 @@ from graphbench.reports.store import load_results
 from tests.test_gate import POINTS, make_rounds, write_set
 
 GPU = "NVIDIA H200"
-MAIN = [  # a cold start's choices: the one-row GEMV, the skinny GEMM at 64 rows, the add-norm fold at one row
-    {"op": "linear", "n": 3072, "k": 2048, "rows": 1, "kernel": "gemv", "blocks": [8, 1024, 8], "us": 4.8},
-    {"op": "linear", "n": 3072, "k": 2048, "rows": 64, "kernel": "skinny", "blocks": [32, 128, 1, 4, 5], "us": 6.8},
-    {"op": "linear", "n": 2048, "k": 2048, "rows": 64, "kernel": "skinny", "blocks": [32, 128, 1, 4, 5], "us": 6.0},
-    {"op": "norm_linear", "n": 3072, "k": 2048, "rows": 1, "kernel": "norm_gemv", "blocks": [8, 1024, 8], "us": 5.5},
+MAIN = [  # a cold start's choices (us, and cuBLAS's torch_us): the one-row GEMV, the skinny GEMM at 64 rows, the
+    # add-norm fold at one row
+    {"op": "linear", "n": 3072, "k": 2048, "rows": 1, "kernel": "gemv", "blocks": [8, 1024, 8], "us": 4.8,
+     "torch_us": 7.3},
+    {"op": "linear", "n": 3072, "k": 2048, "rows": 64, "kernel": "skinny", "blocks": [32, 128, 1, 4, 5], "us": 6.8,
+     "torch_us": 7.5},
+    {"op": "linear", "n": 2048, "k": 2048, "rows": 64, "kernel": "skinny", "blocks": [32, 128, 1, 4, 5], "us": 6.0,
+     "torch_us": 6.5},
+    {"op": "norm_linear", "n": 3072, "k": 2048, "rows": 1, "kernel": "norm_gemv", "blocks": [8, 1024, 8], "us": 5.5,
+     "torch_us": 7.3},
 ]
 
 
 def _other_search() -> list[dict[str, Any]]:
     """MAIN as another cold search ended: qkv at 64 rows on cuBLAS (as a real one did: RESULTS, 2026-12-06)."""
     choices = copy.deepcopy(MAIN)
-    choices[1].update(kernel="torch", blocks=[], us=7.6)
+    choices[1].update(kernel="torch", blocks=[], us=7.6, torch_us=7.6)
     return choices
 
 
@@ -60,7 +65,8 @@ def test_choices_that_differ_are_named_once_for_every_point_with_an_example(tmp_
     line = lines[0]
     assert line.startswith("O0-default (graphbench) and O2-default (graphbench): ")
     assert "differ on 1 of 4 projection shapes" in line
-    assert "linear 3072x2048 at 64 rows: baseline skinny (32, 128, 1, 4, 5), current cuBLAS" in line
+    assert ("linear 3072x2048 at 64 rows: baseline skinny (32, 128, 1, 4, 5), current cuBLAS, 0.91 against 1.00 of "
+            "cuBLAS's time)") in line
     assert "GRAPHBENCH_CACHE_ROOT" in line
     # compare says it too
     sets = compare_sets(load_results([base]), load_results([cur]), metrics=["output_tokens_per_s"])
@@ -72,7 +78,7 @@ def test_a_shape_one_side_chose_two_ways_is_left_out():
     mixed = _results(MAIN, [1000.0], "b1") + _results(_other_search(), [1000.0], "b2")
     assert choices_differ(mixed, _results(MAIN, [1000.0], "c")) is None
     other = copy.deepcopy(MAIN)
-    other[2].update(blocks=[16, 128, 1, 4, 5])  # o at 64 rows: one choice a side, not the same
+    other[2].update(blocks=[16, 128, 1, 4, 5], us=5.0)  # o at 64 rows: one choice a side, 17% faster
     line = choices_differ(mixed, _results(other, [1000.0], "c"))
     assert line is not None and "differ on 1 of 4" in line
     assert "linear 2048x2048 at 64 rows: baseline skinny (32, 128, 1, 4, 5), current skinny (16, 128, 1, 4, 5)" in line
@@ -92,8 +98,18 @@ def test_results_without_choices_or_with_malformed_ones_say_nothing():
     assert choices_differ(broken, _results(MAIN, [1000.0], "c")) is None
 
 
-def test_the_example_is_another_kernel_before_other_blocks():
+def test_near_ties_are_counted_not_named_and_the_example_is_the_widest_gap():
+    ties = copy.deepcopy(MAIN)
+    ties[0].update(blocks=[4, 2048, 4], us=4.9)  # another search's equal: 2% slower against cuBLAS
+    assert choices_differ(_results(MAIN, [1000.0], "b"), _results(ties, [1000.0], "c")) is None
     both = _other_search()
-    both[2].update(blocks=[16, 128, 1, 4, 5])  # o's blocks moved too; o (n 2048) sorts before qkv (n 3072)
+    both[0].update(blocks=[4, 2048, 4], us=4.9)
+    both[2].update(blocks=[16, 128, 1, 4, 5], us=5.0)  # o: 0.92 against 0.77 of cuBLAS, a wider gap than qkv's
     line = choices_differ(_results(MAIN, [1000.0], "b"), _results(both, [1000.0], "c"))
-    assert "differ on 2 of 4" in line and "(e.g. linear 3072x2048 at 64 rows: baseline skinny" in line
+    assert "differ on 2 of 4" in line and "(e.g. linear 2048x2048 at 64 rows: baseline skinny" in line
+    assert "; 1 more within 3%, timing ties)" in line
+    # a choice without cuBLAS's time (an older file) cannot be called a tie
+    old = copy.deepcopy(MAIN)
+    old[0].update(blocks=[4, 2048, 4], us=4.9)
+    del old[0]["torch_us"]
+    assert "differ on 1 of 4" in choices_differ(_results(MAIN, [1000.0], "b"), _results(old, [1000.0], "c"))

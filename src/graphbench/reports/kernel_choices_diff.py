@@ -12,16 +12,70 @@ read as possibly start-up's and not only the code's.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 Shape = tuple[str, int, int, int]  # (op, n, k, rows)
 Kernel = tuple[str, tuple[int, ...]]  # (kernel, blocks)
+NEAR_TIE = 0.03  # two choices' times against cuBLAS's this close: a timing tie, whichever a search kept
 
 
 def choices_by_shape(results: Iterable[Mapping[str, Any]]) -> dict[Shape, set[Kernel]]:
     """Every kernel the results' starts chose for each (op, n, k, rows); a malformed entry is passed over."""
     out: dict[Shape, set[Kernel]] = {}
+    for shape, kernel, _choice in _choices(results):
+        out.setdefault(shape, set()).add(kernel)
+    return out
+
+
+def choices_differ(baseline: Iterable[Mapping[str, Any]], current: Iterable[Mapping[str, Any]]) -> str | None:
+    """One line on the shapes both sides timed whose chosen kernels differ by more than a timing tie, or None
+    (none do, or a side chose nothing: the CPU, -O0, model.kernels = torch). A choice's time is read against
+    cuBLAS's on its own machine (both recorded by start-up), so two machines' speeds cancel; within NEAR_TIE of
+    each other the two searches found equals (counted, not named). A shape whose processes on one side chose
+    differently is left out: that side's noise has sampled the search already."""
+    base, cur = choices_by_shape(baseline), choices_by_shape(current)
+    base_rel, cur_rel = _against_cublas(baseline), _against_cublas(current)
+    shared = sorted(base.keys() & cur.keys(), key=lambda s: (-s[3], s))
+    differ = [shape for shape in shared if len(base[shape]) == len(cur[shape]) == 1 and base[shape] != cur[shape]]
+
+    def gap(shape: Shape) -> float:  # how far apart the two choices' times against cuBLAS are (inf: unknown)
+        b, c = base_rel.get(shape), cur_rel.get(shape)
+        return abs(b / c - 1.0) if b and c else math.inf
+
+    material = sorted((s for s in differ if gap(s) > NEAR_TIE), key=lambda s: (-gap(s), shared.index(s)))
+    if not material:
+        return None
+    shape = material[0]
+    op, n, k, rows = shape
+    times = (f", {base_rel[shape]:.2f} against {cur_rel[shape]:.2f} of cuBLAS's time"
+             if math.isfinite(gap(shape)) else "")
+    example = (f"{op} {n}x{k} at {rows} row{'s' if rows > 1 else ''}: baseline {_kernels(base[shape])}, "
+               f"current {_kernels(cur[shape])}{times}")
+    ties = len(differ) - len(material)
+    also = f"; {ties} more within {NEAR_TIE:.0%}, timing ties" if ties else ""
+    return (f"start-up's kernel choices differ on {len(material)} of {len(shared)} projection shapes (e.g. "
+            f"{example}{also}): a difference there may be start-up's search, not the code (one run's processes "
+            "share its choices, so its noise leaves that out); to compare the code alone, start both runs from the "
+            "same kernel choices (one GRAPHBENCH_CACHE_ROOT; a change to the kernels' sources times them again)")
+
+
+def _against_cublas(results: Iterable[Mapping[str, Any]]) -> dict[Shape, float]:
+    """Each shape's chosen time over cuBLAS's, as its first start recorded them."""
+    out: dict[Shape, float] = {}
+    for shape, _kernel, choice in _choices(results):
+        try:
+            ratio = float(choice["us"]) / float(choice["torch_us"])
+        except (KeyError, TypeError, ValueError, ZeroDivisionError, OverflowError):
+            continue
+        if math.isfinite(ratio) and ratio > 0:
+            out.setdefault(shape, ratio)
+    return out
+
+
+def _choices(results: Iterable[Mapping[str, Any]]) -> Iterator[tuple[Shape, Kernel, Mapping[str, Any]]]:
+    """(shape, kernel, the choice's record) of every well-formed choice of every start of the results."""
     for result in results:
         for start in _starts(result):
             record = start.get("kernel_choices")
@@ -29,28 +83,7 @@ def choices_by_shape(results: Iterable[Mapping[str, Any]]) -> dict[Shape, set[Ke
             for choice in choices if isinstance(choices, list) else []:
                 parsed = _parse(choice)
                 if parsed is not None:
-                    out.setdefault(parsed[0], set()).add(parsed[1])
-    return out
-
-
-def choices_differ(baseline: Iterable[Mapping[str, Any]], current: Iterable[Mapping[str, Any]]) -> str | None:
-    """One line on the shapes both sides timed whose chosen kernels differ, or None (none differ, or a side
-    chose nothing: the CPU, -O0, model.kernels = torch). A shape whose processes on one side chose differently
-    is left out: that side's noise has sampled the search already."""
-    base, cur = choices_by_shape(baseline), choices_by_shape(current)
-    shared = sorted(base.keys() & cur.keys(), key=lambda s: (-s[3], s))
-    differ = [shape for shape in shared if len(base[shape]) == len(cur[shape]) == 1 and base[shape] != cur[shape]]
-    if not differ:
-        return None
-    # the example: another kernel (cuBLAS for the skinny GEMM) before other blocks of one, then the most rows
-    shape = min(differ, key=lambda s: (next(iter(base[s]))[0] == next(iter(cur[s]))[0], shared.index(s)))
-    op, n, k, rows = shape
-    example = (f"{op} {n}x{k} at {rows} row{'s' if rows > 1 else ''}: baseline {_kernels(base[shape])}, "
-               f"current {_kernels(cur[shape])}")
-    return (f"start-up's kernel choices differ on {len(differ)} of {len(shared)} projection shapes (e.g. "
-            f"{example}): a difference there may be start-up's search, not the code (one run's processes share "
-            "its choices, so its noise leaves that out); to compare the code alone, start both runs from the same "
-            "kernel choices (one GRAPHBENCH_CACHE_ROOT; a change to the kernels' sources times them again)")
+                    yield parsed[0], parsed[1], choice
 
 
 def _starts(result: Mapping[str, Any]) -> list[Mapping[str, Any]]:
