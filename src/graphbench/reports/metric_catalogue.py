@@ -80,7 +80,7 @@ CATALOGUE: tuple[Metric, ...] = (
     _r("output_tokens_per_s", ("output_tokens_per_s",), "tok/s", True, "generated tokens per second"),
     _r("total_tokens_per_s", ("total_tokens_per_s",), "tok/s", True, "prompt + generated tokens per second"),
     _r("duration_s", ("duration_s",), "s", False, "wall time of the workload"),
-    _r("step_p50_ms", ("step_ms", "p50"), "ms", False, "median engine step time"),
+    _r("step_p50_ms", ("step_ms", "p50"), "ms", False, "median engine step time (from the last step's end while busy)"),
     _r("step_p99_ms", ("step_ms", "p99"), "ms", False, "p99 engine step time"),
     _r("ttft_p50_ms", ("ttft_ms", "p50"), "ms", False, "median time to first token"),
     _r("ttft_p99_ms", ("ttft_ms", "p99"), "ms", False, "p99 time to first token"),

@@ -41,7 +41,7 @@ from graphbench.runner.parallel import (
     close_tensor_parallel,
 )
 from graphbench.runner.request import PENDING_TOKEN, Request, RequestStatus, SamplingParams, check_prompt
-from graphbench.runner.records import StartupReport, StepRecord
+from graphbench.runner.records import StartupReport, StepClock, StepRecord
 from graphbench.runner.scheduler import Scheduler
 from graphbench.runner.speculative.decoding import speculative_step
 
@@ -126,6 +126,7 @@ class Engine:
             self.report.kernel_choices = without_entry(self.model)  # no cache entry (-O0): nothing timed
         self.records: list[StepRecord] = []
         self._in_flight = None  # the launched step whose tokens are not on the host yet
+        self.step_clock = StepClock()
         self._ids = itertools.count()
         self.report.total_seconds = time.perf_counter() - started
         log.info("KV cache: %d blocks of %d = %d tokens", num_blocks, block_size, num_blocks * block_size)
@@ -220,10 +221,13 @@ class Engine:
                 self._in_flight = launched
             else:
                 finished += self._take_tokens(launched)
-            self.records.append(StepRecord(batch.descriptor, time.perf_counter() - started,
-                                           launched.runtime_mode.value, launched.padded_tokens, launch_seconds,
-                                           self.runner.take_capture_stall()))
-        elif not finished and self.scheduler.has_unfinished():
+            begun = self.step_clock.began(started)
+            seconds = self.step_clock.ended(self.scheduler.has_unfinished()) - begun
+            self.records.append(StepRecord(batch.descriptor, seconds, launched.runtime_mode.value,
+                                           launched.padded_tokens, launch_seconds, self.runner.take_capture_stall()))
+            return finished
+        self.step_clock.ended(self.scheduler.has_unfinished())
+        if not finished and self.scheduler.has_unfinished():
             raise GraphbenchError("the scheduler cannot make progress: the KV cache is too small for any waiting request")
         return finished
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -12,16 +13,40 @@ from graphbench.runner.scheduler import BatchDescriptor
 
 @dataclass
 class StepRecord:
-    """What one step was and how long it took (host wall time, synchronised by the sampled tokens)."""
+    """What one step was and how long it took (host wall time, synchronised by the sampled tokens; from the end
+    of the step before while requests were running: StepClock)."""
 
     descriptor: BatchDescriptor
     seconds: float
     runtime_mode: str = "NONE"
     padded_tokens: int = 0
-    # of `seconds`, the host's scheduling and launching of this step; the rest is waiting for tokens
-    # (with asynchronous scheduling: the previous step's)
+    # of `seconds`, the host's scheduling and launching of this step; the rest is waiting for tokens (with
+    # asynchronous scheduling: the previous step's) and what the caller did since the step before
     launch_seconds: float = 0.0
     capture_seconds: float = 0.0  # of `seconds`, recording a key this step was the first to need (capture on demand)
+
+
+class StepClock:
+    """When a step began, for its record: at the end of the step before while requests were running, else at
+    its own start (the engine sat idle: no request, or the caller waiting for arrivals). Timed from its own
+    start alone, a step hid what the caller did between steps: with asynchronous scheduling the device
+    finished meanwhile and the step's wait for tokens shrank by as much, so 0.3 ms of host delay a step made
+    SmolLM2's decode steps read 61% shorter while its tokens/s fell 18% (benchmarks/RESULTS.md, 2026-12-06,
+    the gate's A/A and A/B on an H100)."""
+
+    __slots__ = ("_busy_since",)
+
+    def __init__(self) -> None:
+        self._busy_since: float | None = None
+
+    def began(self, started: float) -> float:
+        return started if self._busy_since is None else self._busy_since
+
+    def ended(self, busy: bool) -> float:
+        """Now; the next step begins here if busy (requests still running), else at its own start."""
+        now = time.perf_counter()
+        self._busy_since = now if busy else None
+        return now
 
 
 @dataclass

@@ -104,6 +104,7 @@ def speculative_step(engine) -> list[Request]:
     started = time.perf_counter()
     batch = engine.scheduler.schedule()
     if batch is None:
+        engine.step_clock.ended(engine.scheduler.has_unfinished())
         if engine.scheduler.has_unfinished():
             raise GraphbenchError("the scheduler cannot make progress: the KV cache is too small for any waiting request")
         return []
@@ -130,8 +131,10 @@ def speculative_step(engine) -> list[Request]:
                 engine.speculative.forget(request)
                 finished.append(request)
                 break
-    engine.records.append(StepRecord(batch.descriptor, time.perf_counter() - started, mode.value, padded,
-                                     launch_seconds, engine.runner.take_capture_stall()))
+    begun = engine.step_clock.began(started)
+    seconds = engine.step_clock.ended(engine.scheduler.has_unfinished()) - begun
+    engine.records.append(StepRecord(batch.descriptor, seconds, mode.value, padded, launch_seconds,
+                                     engine.runner.take_capture_stall()))
     return finished
 
 
