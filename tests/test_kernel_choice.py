@@ -53,6 +53,42 @@ def test_candidates_fit_their_shape():
                 assert kc.blocks_fit("skinny", b, n, k, rows), (n, k, b)
 
 
+# odd shapes of checkpoints nobody measured: hidden sizes 200, 960, 1000, 2560, 3584; intermediate sizes 1000,
+# 4864, 5632, 8960, 18944; qkv widths of odd head counts; vocabularies 32001, 49152, 151936; N below any BLOCK_N
+ODD_N = (1, 3, 7, 17, 100, 200, 280, 960, 1000, 2560, 3584, 4608, 4864, 9728, 11264, 37888, 32001, 151936)
+ODD_K = (2, 30, 48, 96, 192, 200, 576, 896, 960, 1000, 1120, 2560, 3584, 4864, 5632, 8960, 14336, 18944)
+
+
+def test_every_block_proposed_for_an_odd_shape_fits_it():
+    # what start-up times (kernel_timing._searches: the GEMVs at one row, the skinny GEMMs at 16..64 rows; the
+    # fold's coarse GEMV blocks and their neighbours) and what the rules run must all run on the shape
+    for n in ODD_N:
+        for k in ODD_K:
+            for b in kc.gemv_candidates(n, k):
+                assert b[1] >= 64 or b[1] == kc.next_power_of_2(k), (n, k, b)  # no rule tile of 2 or 8 (K 30, 200)
+                assert kc.blocks_fit("gemv", b, n, k, 1) and kc.blocks_fit("norm_gemv", b, n, k, 1), (n, k, b)
+                assert all(kc.blocks_fit("gemv", nb, n, k, 1) for nb in kc.gemv_neighbours(b, k)), (n, k, b)
+                assert all(kc.blocks_fit("norm_gemv", nb, n, k, 1) for nb in kc.gemv_neighbours(b)), (n, k, b)
+            for b in kc.gated_gemv_candidates(2 * n, k):
+                assert kc.blocks_fit("gated_gemv", b, 2 * n, k, 1) and kc.blocks_fit("norm_gated_gemv", b, 2 * n, k, 1)
+                assert all(kc.blocks_fit("gated_gemv", nb, 2 * n, k, 1) for nb in kc.gemv_neighbours(b, k))
+            for num_sms in (132, 78, 8):
+                for b in kc.skinny_candidates(n, k, num_sms):
+                    fits = [b, *kc.skinny_neighbours(b, k)]
+                    assert all(kc.blocks_fit("skinny", f, n, k, rows) for f in fits for rows in (16, 32, 64)), (n, k, b)
+                for op in kc.OPS:
+                    for rows, on_gpu in ((1, True), (16, True), (65, True), (16, False), (64, False)):
+                        c = kc.choice_for(op, 2 * n if "gate" in op else n, k, rows, on_gpu, num_sms)
+                        assert kc.blocks_fit(c.kernel, c.blocks, c.n, c.k, c.rows), c
+                        assert KernelChoice.from_dict(c.to_dict()) == c
+            for b in kc.gated_skinny_candidates(k):
+                assert all(kc.blocks_fit("gated_skinny", f, 2 * n, k, 32) for f in (b, *kc.gated_skinny_neighbours(b)))
+    # K = 200 and 1000 have no K tile of 64 or more but the whole row (256, 1024): the rule's 8 is not timed
+    assert {b[1] for b in kc.gemv_candidates(280, 200)} == {256}
+    assert {b[1] for b in kc.gemv_candidates(200, 1000)} == {1024}
+    assert kc.rule_choice("linear", 200, 1000, 1, True).kernel == "torch"  # (and the rule runs cuBLAS there)
+
+
 def test_split_count_fills_the_gpu_in_powers_of_two():
     assert [kc.split_count(n, k, 132) for n, k in ((2048, 2048), (3072, 2048), (16384, 2048), (2048, 8192))] == [8, 4, 1, 8]
     assert kc.split_count(576, 576, 132, 64, 64) == 3 and kc.split_count(576, 576, 132, 64, 128) == 1  # 576 = 4.5 x 128
