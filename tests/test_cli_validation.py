@@ -107,10 +107,12 @@ def test_unbounded_or_non_finite_options_are_one_line_errors(args, message):
 
 
 def test_a_dry_run_counts_the_processes_that_will_run(tmp_path):
-    # on the CPU -O1 and -O2 (x both ladders) are one engine: 3 engines x 3 rounds = 9 processes (a sweep of
-    # these 8 labels writes 9 result files), not the 8 labels + 2 later rounds of each engine
+    # on the CPU -O1 and -O2 (x both ladders) are one engine: 3 engines x 5 rounds (the CPU's default) = 15
+    # processes (a sweep of these 8 labels writes 15 result files), not the 8 labels + 4 later rounds of each
     result = runner.invoke(app, ["sweep", "--device", "cpu", "--results", str(tmp_path), "--dry-run"])
     assert result.exit_code == 0, result.output
+    assert "8 points, 15 processes (5 round(s) of each graphbench point;" in " ".join(result.output.split())
+    result = runner.invoke(app, ["sweep", "--device", "cpu", "--results", str(tmp_path), "--dry-run", "--rounds", "3"])
     assert "8 points, 9 processes (3 round(s) of each graphbench point;" in " ".join(result.output.split())
 
 

@@ -20,7 +20,8 @@ from graphbench.reports.store import load_results
 
 pytestmark = pytest.mark.slow
 ARGS = ["sweep", "--device", "cpu", "--levels", "0", "--ladders", "default", "--grid", "max_num_seqs=4,8,16",
-        "--concurrency", "1,2", "--prompt-len", "8", "--output-len", "4", "--repeats", "1", "--peers", "none"]
+        "--concurrency", "1,2", "--prompt-len", "8", "--output-len", "4", "--repeats", "1", "--peers", "none",
+        "--rounds", "3"]
 ROOT = Path(__file__).resolve().parents[1]
 LABELS = {"O0_default_max_num_seqs=4", "O0_default_max_num_seqs=8", "O0_default_max_num_seqs=16"}
 
@@ -44,7 +45,7 @@ def test_kill_at_random_moments_then_resume(tmp_path):
     assert not loaded.skipped  # no half-written result file (writes go to a hidden temp file, then a link)
     ok = [r["label"] for r in loaded.results if r["status"] == "ok"]
     assert set(ok) == LABELS and len(ok) == len(LABELS)  # every point once: none lost, none duplicated
-    # ... and every point's processes (3 rounds by default) once each, all of one sweep
+    # ... and every point's processes (3 rounds) once each, all of one sweep
     for r in [r for r in loaded.results if r["status"] == "ok"]:
         assert sorted(x["index"] for x in r["rounds"]) == [1, 2, 3], (r["label"], r["rounds"])
 

@@ -17,6 +17,13 @@ from graphbench.errors import GraphbenchError
 
 EXECUTORS = ("local", "ray")
 MAX_ROUNDS = 100
+# Processes per graphbench point by default. On a CPU a process's speed is bimodal: on a 2-core host a quarter
+# of -O0's sweep processes ran ~15% slower than the rest, each for its whole life (2026-12-06: 5 of 21); a
+# side of 3 processes all in one mode made the noise floor miss the other, and an A/A pair of the README's
+# main job failed the gate (-12.7% against a noise floor of 7.9%). Resampling those 21 processes, an A/A
+# comparison alarms 0.6-1.0% of the time at 3 a side and 0-0.1% at 5 (benchmarks/RESULTS.md, 2026-12-06,
+# the README's main job on a CPU after the step clock). A GPU's A/A sweeps agreed at 3.
+GPU_ROUNDS, CPU_ROUNDS = 3, 5
 # The most grid points a sweep plans: at ~15 s a process and 3 rounds, 4096 points are over two days of one
 # GPU; a grid of 9 axes x 10 values (10^9 points) hung even --dry-run before this bound.
 MAX_POINTS = 4096
@@ -38,7 +45,7 @@ class SweepRequest:
     output_len: Optional[str] = None
     num_requests: Optional[int] = None
     repeats: int = 2
-    rounds: int = 3
+    rounds: Optional[int] = None  # GPU_ROUNDS or CPU_ROUNDS
     order_seed: Optional[int] = None
     aa: bool = False
     prompt_kind: Optional[str] = None
@@ -66,6 +73,7 @@ class SweepPlan:
     folders: tuple[str, ...]
     gpu: bool
     gpu_ids: list[str] = field(default_factory=list)
+    rounds: int = GPU_ROUNDS  # processes per graphbench point
 
     @property
     def run_args(self) -> list[str]:
@@ -89,7 +97,7 @@ def _check_numbers(r: SweepRequest) -> None:
             raise GraphbenchError(f"{name} names nothing (got {text!r}): give at least one, e.g. --levels 2")
     if r.max_num_seqs is not None and r.max_num_seqs < 1:
         raise GraphbenchError(f"--max-num-seqs must be >= 1, got {r.max_num_seqs}")
-    if not 1 <= r.rounds <= MAX_ROUNDS:
+    if r.rounds is not None and not 1 <= r.rounds <= MAX_ROUNDS:
         raise GraphbenchError(f"--rounds must be in 1..{MAX_ROUNDS}, got {r.rounds}")
 
 
@@ -160,7 +168,9 @@ def plan_sweep(r: SweepRequest) -> SweepPlan:
             load_text(model)
     seed = r.order_seed if r.order_seed is not None else random.SystemRandom().randrange(2**31)
     folders = ("a", "b") if r.aa else ("",)
-    return SweepPlan(points, plan_rounds(points, r.rounds, seed, "", folders), run_values, seed, folders, gpu, gpu_ids)
+    rounds = r.rounds if r.rounds is not None else GPU_ROUNDS if gpu else CPU_ROUNDS
+    return SweepPlan(points, plan_rounds(points, rounds, seed, "", folders), run_values, seed, folders, gpu, gpu_ids,
+                     rounds)
 
 
 def _parse_values(text: str) -> list:

@@ -36,7 +36,7 @@ def sweep(
     output_len: Annotated[Optional[str], typer.Option(help="Output length, drawn per request (default uniform:32-72; CPU uniform:8-24).")] = None,
     num_requests: Annotated[Optional[int], typer.Option(help="Requests per workload (default 3 x concurrency; CPU 2 x; Poisson 32).")] = None,
     repeats: Annotated[int, typer.Option(help="Repeats per workload in each round (within-process spread only).")] = 2,
-    rounds: Annotated[int, typer.Option(help="Processes per graphbench point: the samples every comparison uses (a warm start each after the first; rounds interleaved across points, shuffled).")] = 3,
+    rounds: Annotated[Optional[int], typer.Option(help="Processes per graphbench point: the samples every comparison uses (a warm start each after the first; rounds interleaved across points, shuffled). Default 3 on a GPU, 5 on a CPU (its processes' speed is bimodal).")] = None,
     order_seed: Annotated[Optional[int], typer.Option(help="Seed of each round's shuffled point order (default: drawn, and recorded in every result).")] = None,
     aa: Annotated[bool, typer.Option("--aa", help="A/A run: the grid twice, interleaved, into RESULTS/a and RESULTS/b; prints how many verdicts compare and gate call between identical configurations.")] = False,
     prompt_kind: Annotated[Optional[str], typer.Option(help="random (default); repeated: a 16-token span repeated (n-gram drafting finds it); text: real text through the checkpoint's tokenizer, outputs ending at its eos.")] = None,
@@ -70,9 +70,10 @@ def sweep(
     if not plan.gpu:
         console.print(CPU_BANNER)
     if dry_run:
-        _print_plan(console, plan, rounds, aa)
+        _print_plan(console, plan, plan.rounds, aa)
         return
-    result, received = _run_with_progress(console, plan, results, timeout, resume, executor, ray_address, rounds)
+    result, received = _run_with_progress(console, plan, results, timeout, resume, executor, ray_address,
+                                          plan.rounds)
     if not any(o.status in ("ok", "failed", "same-engine", "skipped") for o in result.outcomes):
         console.print("[yellow]interrupted before any point finished: no report[/yellow]")
         raise typer.Exit(128 + (received[0] if received else signal.SIGINT))
