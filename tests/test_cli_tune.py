@@ -267,3 +267,20 @@ def test_help_lists_the_options() -> None:
                    "--max-num-seqs", "--top", "--multiple-of", "--require", "--memory-budget-mib",
                    "--memory-from", "--plot", "--format"):
         assert option in result.stdout
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="no FIFOs here")
+@pytest.mark.parametrize("flags", [["--from"], ["--model", "uniform:1-64", "--max-graphs", "4", "--memory-from"]])
+def test_a_fifo_as_results_is_refused_unread(tmp_path, flags):
+    """Naming a --from file that is no source, tune read its first bytes to say what it was: on a FIFO the
+    open blocked until something wrote to it (the fuzz suite's hostile file, 2026-12-06)."""
+    import os
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    done = subprocess.run([sys.executable, "-m", "graphbench", "tune", *flags, str(fifo)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "not a graphbench result (not a regular file)" in done.stderr and "Traceback" not in done.stderr

@@ -50,11 +50,13 @@ def load_run_results(paths: Iterable[str | Path]) -> tuple[list[dict[str, Any]],
 
 def _not_a_source(path: Path, reason: str) -> str:
     """Why a --from file is none of the kinds tune reads, naming `vllm bench serve`'s console output."""
+    text = ""
     try:
-        with open(path, "rb") as head:
-            text = head.read(1 << 16).decode("utf-8", "replace")
+        if path.is_file():  # (a regular file only: opening a FIFO blocks until something writes to it)
+            with open(path, "rb") as head:
+                text = head.read(1 << 16).decode("utf-8", "replace")
     except OSError:
-        text = ""
+        pass
     if BENCH_SUMMARY in text:
         return (f"{path} is the console output of `vllm bench serve` (its {BENCH_SUMMARY!r}), which holds no "
                 "per-request lengths")
