@@ -66,8 +66,59 @@ def test_the_clock_alone(monkeypatch):
     fake = FakeTime()
     monkeypatch.setattr(records, "time", fake)
     clock = StepClock()
-    assert clock.began(5.0) == 5.0  # never ran: its own start
-    end = clock.ended(busy=True)
-    assert clock.began(end + 1.0) == end  # busy: from the end of the step before
-    clock.ended(busy=False)
-    assert clock.began(end + 2.0) == end + 2.0  # idle: its own start again
+    start = fake.perf_counter()
+    fake.sleep(1.0)
+    assert 1.0 <= clock.lap(start, busy=True) < 1.5  # never ran: from its own start
+    fake.sleep(DELAY)  # the caller, between two running steps
+    assert DELAY <= clock.lap(fake.perf_counter(), busy=False) < DELAY + 0.5  # busy: from the end of the step before
+    fake.sleep(DELAY)  # idle
+    assert clock.lap(fake.perf_counter(), busy=True) < 0.5  # idle: its own start again
+    fake.sleep(DELAY)
+    clock.ended(busy=False)  # a step that ran nothing, or a drain() that took the last tokens
+    assert clock.lap(fake.perf_counter(), busy=False) < 0.5
+
+
+def test_a_drain_that_takes_the_last_tokens_leaves_the_engine_idle(fake_time):
+    # asynchronous scheduling: the last step launched the last tokens; the caller takes them with drain()
+    # (as the decode pool of `graphbench curve` does) and then waits: that wait is no step's time
+    engine = tiny_engine(**{"scheduler.async_scheduling": True})
+    request = engine.add_request(PROMPTS[0], SamplingParams(max_tokens=3))
+    while len(request.output_token_ids) < 3:
+        engine.step()
+    assert engine.has_unfinished()  # its last token is still in flight
+    assert engine.drain() == [request] and not engine.has_unfinished()
+    fake_time.sleep(DELAY)
+    engine.add_request(PROMPTS[2], SamplingParams(max_tokens=2))
+    engine.step()
+    assert engine.records[-1].seconds < DELAY
+
+
+def test_a_drain_between_running_steps_is_the_next_steps_time(fake_time):
+    engine = tiny_engine(**{"scheduler.async_scheduling": True})
+    engine.add_request(PROMPTS[0], SamplingParams(max_tokens=8))
+    engine.step()
+    engine.step()
+    engine.drain()
+    assert engine.has_unfinished()
+    fake_time.sleep(DELAY)
+    engine.step()
+    assert DELAY <= engine.records[-1].seconds < 2 * DELAY
+
+
+def test_speculative_steps_run_on_the_same_clock(fake_time, monkeypatch):
+    from graphbench.runner.speculative import decoding
+
+    monkeypatch.setattr(decoding, "time", fake_time)
+    engine = tiny_engine(**{"speculative.method": "ngram", "speculative.num_speculative_tokens": 2})
+    engine.add_request(PROMPTS[3], SamplingParams(max_tokens=6))
+    engine.step()
+    assert engine.records[-1].seconds < DELAY
+    fake_time.sleep(DELAY)
+    engine.step()
+    assert DELAY <= engine.records[-1].seconds < 2 * DELAY
+    while engine.has_unfinished():
+        engine.step()
+    fake_time.sleep(DELAY)  # idle: every request finished
+    engine.add_request(PROMPTS[2], SamplingParams(max_tokens=2))
+    engine.step()
+    assert engine.records[-1].seconds < DELAY

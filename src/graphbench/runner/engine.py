@@ -221,8 +221,7 @@ class Engine:
                 self._in_flight = launched
             else:
                 finished += self._take_tokens(launched)
-            begun = self.step_clock.began(started)
-            seconds = self.step_clock.ended(self.scheduler.has_unfinished()) - begun
+            seconds = self.step_clock.lap(started, self.scheduler.has_unfinished())
             self.records.append(StepRecord(batch.descriptor, seconds, launched.runtime_mode.value,
                                            launched.padded_tokens, launch_seconds, self.runner.take_capture_stall()))
             return finished
@@ -237,7 +236,10 @@ class Engine:
     def drain(self) -> list[Request]:
         """Take in the tokens of a launched step still in flight (asynchronous scheduling); finished requests."""
         self._mirror("drain")
-        return self._drain()
+        finished = self._drain()
+        if not self.scheduler.has_unfinished():  # the last tokens taken: a wait from here is no step's time
+            self.step_clock.ended(busy=False)
+        return finished
 
     def _drain(self) -> list[Request]:
         step, self._in_flight = self._in_flight, None

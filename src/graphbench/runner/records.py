@@ -39,11 +39,14 @@ class StepClock:
     def __init__(self) -> None:
         self._busy_since: float | None = None
 
-    def began(self, started: float) -> float:
-        return started if self._busy_since is None else self._busy_since
+    def lap(self, started: float, busy: bool) -> float:
+        """Seconds of the step that started at `started` and ends now (from the end of the step before, if the
+        engine was busy then); the next step begins now if busy (requests still running), else at its own start."""
+        begun = started if self._busy_since is None else self._busy_since
+        return self.ended(busy) - begun
 
     def ended(self, busy: bool) -> float:
-        """Now; the next step begins here if busy (requests still running), else at its own start."""
+        """Now; the next step begins here if busy, else at its own start (a step that ran nothing; drain())."""
         now = time.perf_counter()
         self._busy_since = now if busy else None
         return now

@@ -131,8 +131,7 @@ def speculative_step(engine) -> list[Request]:
                 engine.speculative.forget(request)
                 finished.append(request)
                 break
-    begun = engine.step_clock.began(started)
-    seconds = engine.step_clock.ended(engine.scheduler.has_unfinished()) - begun
+    seconds = engine.step_clock.lap(started, engine.scheduler.has_unfinished())
     engine.records.append(StepRecord(batch.descriptor, seconds, mode.value, padded, launch_seconds,
                                      engine.runner.take_capture_stall()))
     return finished
