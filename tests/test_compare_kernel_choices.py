@@ -113,3 +113,16 @@ def test_near_ties_are_counted_not_named_and_the_example_is_the_widest_gap():
     old[0].update(blocks=[4, 2048, 4], us=4.9)
     del old[0]["torch_us"]
     assert "differ on 1 of 4" in choices_differ(_results(MAIN, [1000.0], "b"), _results(old, [1000.0], "c"))
+
+
+def test_two_gpu_types_say_gpu_differs_and_nothing_of_a_search(tmp_path):
+    # another GPU type chooses other kernels by itself: one cache root cannot make them equal, and the
+    # "environment gpu differs" warning already says the verdicts are the hardware's
+    base = write_set(tmp_path / "b", _results(MAIN, [1000.0, 1010.0, 990.0], "b"))
+    other_gpu = _results(_other_search(), [1005.0, 995.0, 1000.0], "c")
+    for result in other_gpu:
+        result["environment"]["gpu"] = "NVIDIA H100 80GB HBM3"
+    cur = write_set(tmp_path / "c", other_gpu)
+    report = run_gate(base, cur)
+    assert any("environment gpu differs" in w for w in report.warnings), report.warnings
+    assert not any("kernel choices" in w for w in report.warnings), report.warnings
