@@ -122,3 +122,33 @@ def test_speculative_steps_run_on_the_same_clock(fake_time, monkeypatch):
     engine.add_request(PROMPTS[2], SamplingParams(max_tokens=2))
     engine.step()
     assert engine.records[-1].seconds < DELAY
+
+
+def test_compare_and_gate_say_where_one_side_timed_its_steps_before_the_step_clock(tmp_path):
+    # a baseline written before the step clock timed each step from its own start: its step times leave out the
+    # caller's time between steps, so step_*_ms and full_step_ms moved with the clock, not the code
+    from graphbench.reports.compare import compare_sets
+    from graphbench.reports.gate import run_gate
+    from graphbench.reports.store import load_results
+    from tests.test_gate import make_rounds, write_set
+
+    def side(name: str, clock: int | None) -> list:
+        results = make_rounds("O2-default", [{"closed-c4": [(t, 12.0)] * 2} for t in (1000.0, 1010.0, 990.0)],
+                              sweep_id=name)
+        for result in results:
+            result["environment"].pop("step_clock", None)
+            if clock is not None:
+                result["environment"]["step_clock"] = clock
+        return results
+
+    old = write_set(tmp_path / "old", side("old", None))
+    new = write_set(tmp_path / "new", side("new", StepClock.VERSION))
+    again = write_set(tmp_path / "again", side("again", StepClock.VERSION))
+    for base, cur in ((old, new), (new, old)):
+        lines = [w for w in run_gate(base, cur).warnings if "step times" in w]
+        assert len(lines) == 1 and lines[0].startswith("O2-default (graphbench): "), lines
+        assert "from each step's own start" in lines[0] and "from the end of the step before" in lines[0]
+    assert not any("step times" in w for w in run_gate(new, again).warnings)
+    assert not any("step times" in w for w in run_gate(old, old).warnings)
+    sets = compare_sets(load_results([old]), load_results([new]), metrics=["output_tokens_per_s"])
+    assert any("step times" in w for w in sets.warnings)

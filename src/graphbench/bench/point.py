@@ -108,7 +108,9 @@ def run_point(spec: PointSpec, results_dir: str | Path,
         progress(f"{kind} start")
         engine, startup = start_engine(spec.config, kind == "cold")
         startups.append(startup)
-    env = environment(engine.device.type)
+    from graphbench.runner.records import StepClock
+
+    env = dict(environment(engine.device.type), step_clock=StepClock.VERSION)  # how its steps were timed
     workloads = []
     # The engine and torch's compile stack live until the point ends: frozen out of the collector's walk,
     # the collection before each repeat takes microseconds instead of ~0.4 s (hundreds of thousands

@@ -142,7 +142,7 @@ def match_results(
     only_c = sorted(only_c + [cur_points[k] for k in cur_points.keys() - base_points.keys()], key=_order)
     warnings: list[str] = []
     mismatches: list[str] = []
-    kernel_lines: dict[str, list[str]] = {}
+    said: dict[str, list[str]] = {}  # a line for many points (one GPU's kernel choices, one clock): said once
     for b, c in pairs:
         for fld, what in (("model", "model"), ("config_hash", "config hash")):
             bv, cv = b.values(fld), c.values(fld)
@@ -168,9 +168,12 @@ def match_results(
                                 f"vs current {'/'.join(map(str, cv))}")
         # (two GPU types choose apart by themselves: no cache root makes them equal; the line above says it)
         kernels = choices_differ(b.results, c.results) if b.system == "graphbench" and "gpu" not in differ else None
-        if kernels:  # one GPU's choices serve every config on it: the same line for many points, said once
-            kernel_lines.setdefault(kernels, []).append(b.name)
-    warnings += [f"{_names(points)}: {line}" for line, points in kernel_lines.items()]
+        if kernels:  # one GPU's choices serve every config on it
+            said.setdefault(kernels, []).append(b.name)
+        clocks = _step_clocks(b, c) if b.system == "graphbench" else None
+        if clocks:
+            said.setdefault(clocks, []).append(b.name)
+    warnings += [f"{_names(points)}: {line}" for line, points in said.items()]
     if mismatches and not allow_mismatch:
         more = f" (and {len(mismatches) - 1} more)" if len(mismatches) > 1 else ""
         raise GraphbenchError(f"matched points were run with different settings: {mismatches[0]}{more}; "
@@ -201,6 +204,22 @@ def other_gpu_types(matching: Matching) -> str:
 
     return (f" on the same GPU type (the baseline ran them on {gpus(matching.only_baseline)}; the current on "
             f"{gpus(matching.only_current)})")
+
+
+def _step_clocks(base: Point, cur: Point) -> str | None:
+    """A line where the sides timed their steps two ways (environment.step_clock: absent before 2026-12-06)."""
+    def how(point: Point) -> str:
+        clocks = {_env_value(r, "step_clock") for r in point.results}
+        if clocks == {None}:
+            return "from each step's own start (written before the step clock, 2026-12-06)"
+        return "from the end of the step before while requests ran" if None not in clocks else "both ways (pooled)"
+
+    b, c = how(base), how(cur)
+    if b == c:
+        return None
+    return (f"step times timed two ways: the baseline's {b}, the current's {c}; step_*_ms and the per-mode step "
+            "means (full_step_ms) moved with the clock (the caller's time between steps), not only with the code: "
+            "measure the baseline again to compare them")
 
 
 def _names(points: list[str]) -> str:

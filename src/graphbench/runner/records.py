@@ -35,6 +35,9 @@ class StepClock:
     the gate's A/A and A/B on an H100)."""
 
     __slots__ = ("_busy_since",)
+    # a result's environment.step_clock (bench/point.py): this clock; absent in files written before it, whose
+    # steps ran from their own start (compare and gate warn across the two: reports/compare_match.py)
+    VERSION = 2
 
     def __init__(self) -> None:
         self._busy_since: float | None = None
