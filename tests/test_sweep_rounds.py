@@ -138,3 +138,24 @@ def test_an_empty_results_folder_or_grid_value_is_one_line(tmp_path, monkeypatch
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 2 and "error:" in result.output and "Traceback" not in result.output, (args, result.output)
     assert list(tmp_path.iterdir()) == [loop]  # nothing written into the current folder
+
+
+def test_the_default_rounds_follow_the_device_and_an_explicit_count_wins(monkeypatch):
+    from graphbench.bench import sweep_options
+    from graphbench.bench.sweep_options import SweepRequest, plan_sweep
+    from graphbench.errors import GraphbenchError
+    import pytest
+
+    def processes(plan) -> int:  # a graphbench point's rounds (same-engine labels and peers run once)
+        labels = [p.label for p in plan.planned if p.system == "graphbench" and p.same_as is None]
+        return max(labels.count(label) for label in labels)
+
+    cpu = plan_sweep(SweepRequest(device="cpu", peers="none"))
+    assert cpu.rounds == processes(cpu) == sweep_options.CPU_ROUNDS == 5
+    monkeypatch.setattr(sweep_options, "_has_gpu", lambda device: True)  # planning a GPU's sweep needs no GPU
+    gpu = plan_sweep(SweepRequest(device="cuda", peers="none"))
+    assert gpu.gpu and gpu.rounds == processes(gpu) == sweep_options.GPU_ROUNDS == 3
+    for device in ("cpu", "cuda"):
+        assert plan_sweep(SweepRequest(device=device, peers="none", rounds=4)).rounds == 4
+    with pytest.raises(GraphbenchError, match="--rounds must be in 1"):
+        plan_sweep(SweepRequest(device="cuda", peers="none", rounds=0))
