@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from graphbench.reports.point_names import namer, result_model
-from graphbench.reports.rounds import included_rounds, result_gpu, workload_samples
+from graphbench.reports.rounds import included_rounds, result_gpu, startups_of, workload_samples
 from graphbench.reports.stats import spread_pct
 from graphbench.env import hatches_text
 
@@ -150,14 +150,6 @@ def busy_repeats(workload: Mapping[str, Any]) -> dict[int, str]:
 def flag_is(value: Any, flag: bool) -> bool:
     """True when a startup_cold cell (bool, numpy bool, NA) is exactly flag."""
     return type(value).__name__ in ("bool", "bool_") and bool(value) is flag
-
-
-def startups_of(result: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """Every start-up a point measured: its `startups` list (cold then warm), else its one `startup`."""
-    starts = result.get("startups")
-    if isinstance(starts, list) and any(isinstance(s, Mapping) for s in starts):
-        return [s for s in starts if isinstance(s, Mapping)]
-    return [result["startup"]] if isinstance(result.get("startup"), Mapping) else []
 
 
 def _start_total(result: Mapping[str, Any], cold: bool) -> float:

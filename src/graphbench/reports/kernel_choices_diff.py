@@ -16,6 +16,9 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from graphbench.env import CACHE_ROOT
+from graphbench.reports.rounds import startups_of
+
 Shape = tuple[str, int, int, int]  # (op, n, k, rows)
 Kernel = tuple[str, tuple[int, ...]]  # (kernel, blocks)
 NEAR_TIE = 0.03  # two choices' times against cuBLAS's this close: a timing tie, whichever a search kept
@@ -23,10 +26,7 @@ NEAR_TIE = 0.03  # two choices' times against cuBLAS's this close: a timing tie,
 
 def choices_by_shape(results: Iterable[Mapping[str, Any]]) -> dict[Shape, set[Kernel]]:
     """Every kernel the results' starts chose for each (op, n, k, rows); a malformed entry is passed over."""
-    out: dict[Shape, set[Kernel]] = {}
-    for shape, kernel, _choice in _choices(results):
-        out.setdefault(shape, set()).add(kernel)
-    return out
+    return _read(results)[0]
 
 
 def choices_differ(baseline: Iterable[Mapping[str, Any]], current: Iterable[Mapping[str, Any]]) -> str | None:
@@ -35,8 +35,7 @@ def choices_differ(baseline: Iterable[Mapping[str, Any]], current: Iterable[Mapp
     cuBLAS's on its own machine (both recorded by start-up), so two machines' speeds cancel; within NEAR_TIE of
     each other the two searches found equals (counted, not named). A shape whose processes on one side chose
     differently is left out: that side's noise has sampled the search already."""
-    base, cur = choices_by_shape(baseline), choices_by_shape(current)
-    base_rel, cur_rel = _against_cublas(baseline), _against_cublas(current)
+    (base, base_rel), (cur, cur_rel) = _read(baseline), _read(current)
     shared = sorted(base.keys() & cur.keys(), key=lambda s: (-s[3], s))
     differ = [shape for shape in shared if len(base[shape]) == len(cur[shape]) == 1 and base[shape] != cur[shape]]
 
@@ -44,7 +43,7 @@ def choices_differ(baseline: Iterable[Mapping[str, Any]], current: Iterable[Mapp
         b, c = base_rel.get(shape), cur_rel.get(shape)
         return abs(b / c - 1.0) if b and c else math.inf
 
-    material = sorted((s for s in differ if gap(s) > NEAR_TIE), key=lambda s: (-gap(s), shared.index(s)))
+    material = sorted((s for s in differ if gap(s) > NEAR_TIE), key=lambda s: -gap(s))  # (stable: rows first)
     if not material:
         return None
     shape = material[0]
@@ -58,39 +57,35 @@ def choices_differ(baseline: Iterable[Mapping[str, Any]], current: Iterable[Mapp
     return (f"start-up's kernel choices differ on {len(material)} of {len(shared)} projection shapes (e.g. "
             f"{example}{also}): a difference there may be start-up's search, not the code (one run's processes "
             "share its choices, so its noise leaves that out); to compare the code alone, start both runs from the "
-            "same kernel choices (one GRAPHBENCH_CACHE_ROOT; a change to the kernels' sources times them again)")
+            f"same kernel choices (one {CACHE_ROOT}; a change to the kernels' sources times them again)")
 
 
-def _against_cublas(results: Iterable[Mapping[str, Any]]) -> dict[Shape, float]:
-    """Each shape's chosen time over cuBLAS's, as its first start recorded them."""
-    out: dict[Shape, float] = {}
-    for shape, _kernel, choice in _choices(results):
+def _read(results: Iterable[Mapping[str, Any]]) -> tuple[dict[Shape, set[Kernel]], dict[Shape, float]]:
+    """Every kernel chosen for each shape, and each shape's chosen time over cuBLAS's as its first start
+    recorded them."""
+    kernels: dict[Shape, set[Kernel]] = {}
+    against_cublas: dict[Shape, float] = {}
+    for shape, kernel, choice in _choices(results):
+        kernels.setdefault(shape, set()).add(kernel)
         try:
             ratio = float(choice["us"]) / float(choice["torch_us"])
         except (KeyError, TypeError, ValueError, ZeroDivisionError, OverflowError):
             continue
         if math.isfinite(ratio) and ratio > 0:
-            out.setdefault(shape, ratio)
-    return out
+            against_cublas.setdefault(shape, ratio)
+    return kernels, against_cublas
 
 
 def _choices(results: Iterable[Mapping[str, Any]]) -> Iterator[tuple[Shape, Kernel, Mapping[str, Any]]]:
     """(shape, kernel, the choice's record) of every well-formed choice of every start of the results."""
     for result in results:
-        for start in _starts(result):
+        for start in startups_of(result):
             record = start.get("kernel_choices")
             choices = record.get("choices") if isinstance(record, Mapping) else None
             for choice in choices if isinstance(choices, list) else []:
                 parsed = _parse(choice)
                 if parsed is not None:
                     yield parsed[0], parsed[1], choice
-
-
-def _starts(result: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """Every start a result records: a merged point's `startups` (each process's), else its `startup`."""
-    starts = [s for s in result.get("startups") or [] if isinstance(s, Mapping)] \
-        if isinstance(result.get("startups"), list) else []
-    return starts or ([result["startup"]] if isinstance(result.get("startup"), Mapping) else [])
 
 
 def _parse(choice: Any) -> tuple[Shape, Kernel] | None:

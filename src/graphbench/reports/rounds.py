@@ -259,3 +259,11 @@ def busy_processes(result: Mapping[str, Any]) -> int:
     if isinstance(rounds, list) and rounds:
         return sum(1 for r in rounds if isinstance(r, Mapping) and r.get("busy_host_repeats"))
     return 1 if any(w.get("busy_host_repeats") for w in result.get("workloads") or [] if isinstance(w, Mapping)) else 0
+
+
+def startups_of(result: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Every start-up a point measured: its `startups` list (cold then warm), else its one `startup`."""
+    starts = result.get("startups")
+    if isinstance(starts, list) and any(isinstance(s, Mapping) for s in starts):
+        return [s for s in starts if isinstance(s, Mapping)]
+    return [result["startup"]] if isinstance(result.get("startup"), Mapping) else []
