@@ -234,3 +234,25 @@ def test_variants_are_the_pieces_where_graphbench_kernels_run_every_projection(c
                                                 "compilation.static_variants": "always"})
     assert vllm_like.compiled.stats.num_static_variants > 0
     assert not any(r.static_fns[8] is r.graph for r in vllm_like.compiled.backend.runners)
+
+
+def test_cache_diff_predicts_the_entry_a_compiling_start_wrote(compiled, cache_root, tmp_path):
+    """`cache diff`'s config side is computed without torch, the way the engine computes its hash: a config
+    written as the compiled engine's overrides names that engine's entry, with the factors it recorded."""
+    from pathlib import Path
+
+    from graphbench.runner.compile.cache_diff import Machine, config_factor_set, diff_factors, entry_factor_set
+
+    entry = Path(compiled.report.compile_cache_dir).parent
+    config = tmp_path / "compiled.toml"
+    config.write_text("optimization_level = 2\n[model]\ndevice = \"cpu\"\ndtype = \"float32\"\n"
+                      "[scheduler]\nmax_num_seqs = 8\nmax_num_batched_tokens = 128\n"
+                      "[compilation]\nmax_autotune = false\ncompile_sizes = [8]\n")
+    predicted = config_factor_set(config, Machine("cpu", "x86_64"))
+    recorded = entry_factor_set(entry)
+    assert f"compiles to entry {entry.name} here" in predicted.notes[-1]
+    assert recorded.factors and diff_factors(predicted, recorded) == []
+    other = tmp_path / "other.toml"
+    other.write_text(config.read_text().replace("max_num_seqs = 8", "max_num_seqs = 4"))
+    assert [d.name for d in diff_factors(config_factor_set(other, Machine("cpu", "x86_64")), recorded)] \
+        == ["scheduler.max_num_seqs"]
