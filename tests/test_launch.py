@@ -167,8 +167,12 @@ def test_a_real_kernel_signature_is_read_with_its_constexprs():
 
 
 def test_listed_launches_are_not_made_and_compile_ahead_once_per_key(direct, monkeypatch):
-    """list_launches (runner/kernel_bench.precompile's pass): launches are listed, not made; distinct_launches
-    keeps one per launch key; precompile compiles those (compile_only: Triton's warmup) and nothing else."""
+    """list_launches (runner/kernel_bench.precompile's pass): launches are listed, not made, one per launch
+    key, and a repeated key's arguments are not held (a pass over every captured size held every size's
+    activations); precompile compiles those (compile_only: Triton's warmup) and nothing else."""
+    import gc
+    import weakref
+
     from graphbench.runner import kernel_bench
 
     kernel = FakeKernel()
@@ -178,10 +182,15 @@ def test_listed_launches_are_not_made_and_compile_ahead_once_per_key(direct, mon
     x, out = torch.zeros(8), torch.zeros(8)
     with launch.list_launches() as listed:
         launcher[(4,)](x, out, 8, 1e-6, BLOCK=64)
-        launcher[(4,)](torch.ones(8), out, 8, 2e-6, BLOCK=64)  # the same key: other values
+        repeated = torch.ones(8)
+        launcher[(4,)](repeated, out, 8, 2e-6, BLOCK=64)  # the same key: other values
+        held = weakref.ref(repeated)
+        del repeated
+        gc.collect()
+        assert held() is None  # not kept by the listing
         launcher[(2,)](x, out, 8, 1e-6, BLOCK=128)  # another constexpr: another key
-    assert len(listed) == 3 and kernel.jit_calls == [] and launcher.num_direct == 0  # nothing launched
-    assert [m["BLOCK"] for _, _, _, m in launch.distinct_launches(listed)] == [64, 128]
+    assert kernel.jit_calls == [] and launcher.num_direct == 0  # nothing launched
+    assert [(g, m["BLOCK"]) for _, g, _, m in listed] == [((4,), 64), ((2,), 128)]
     monkeypatch.setattr(kernel_bench, "compile_all", lambda calls: [call() for call in calls])
     with launch.compile_only():  # (compile_all's own context, which the stand-in above leaves out)
         count = kernel_bench.precompile(lambda: (launcher[(4,)](x, out, 8, 1e-6, BLOCK=64),

@@ -267,11 +267,21 @@ def test_a_cold_capture_compiles_its_kernels_ahead_and_a_warm_one_does_not(tmp_p
     """The capture of a start without a compile-cache entry compiles the kernels its batches launch from
     threads first (kernel_bench.precompile); a warm start of the same config skips that pass."""
     monkeypatch.setenv("GRAPHBENCH_CACHE_ROOT", str(tmp_path))
+    torch.cuda.reset_peak_memory_stats()
     cold = make_engine(2, "FULL_AND_PIECEWISE", **{"model.dtype": "bfloat16"})
+    cold_peak = torch.cuda.max_memory_reserved()
     count, seconds = cold.report.capture_precompiled
     assert count > 10 and 0 < seconds <= cold.report.capture_seconds
     tokens = cold.generate([[5, 6, 7]], SamplingParams(max_tokens=8))
     cold.close()
+    torch.cuda.reset_peak_memory_stats()
     warm = make_engine(2, "FULL_AND_PIECEWISE", **{"model.dtype": "bfloat16"})
+    warm_peak = torch.cuda.max_memory_reserved()
     assert warm.report.compile_from_cache and warm.report.capture_precompiled == [0, 0.0]
     assert warm.generate([[5, 6, 7]], SamplingParams(max_tokens=8)) == tokens
+    # the pass holds one launch's arguments per launch key, not every captured size's activations (which
+    # had filled the memory the KV cache leaves), and the recordings are measured from an emptied cache
+    print(f"peak reserved cold {cold_peak / 2**20:.0f} MiB, warm {warm_peak / 2**20:.0f} MiB; graphs cold "
+          f"{cold.report.graph_memory_bytes / 2**20:.0f} MiB, warm {warm.report.graph_memory_bytes / 2**20:.0f}", flush=True)
+    assert cold_peak - warm_peak < 512 * 2**20
+    assert cold.report.graph_memory_bytes > 0 and warm.report.graph_memory_bytes > 0

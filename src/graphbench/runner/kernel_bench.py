@@ -141,7 +141,7 @@ def precompile(run: Callable[[], object]) -> int:
     """Compile, from several threads, the kernels of graphbench's that run() launches (run() itself goes
     through with those launches left out: what it computes is garbage) -> how many distinct launches. A
     failing pass compiles nothing: the launches after it compile their kernels one by one, as without it."""
-    from graphbench.runner.kernels.launch import distinct_launches, list_launches
+    from graphbench.runner.kernels.launch import list_launches
 
     try:
         with list_launches() as launches:
@@ -149,9 +149,8 @@ def precompile(run: Callable[[], object]) -> int:
     except Exception as exc:  # noqa: BLE001 - an optimisation of the start-up, never its failure
         log.debug("precompile pass failed (kernels compile at their first launch): %s", exc)
         return 0
-    distinct = distinct_launches(launches)
-    compile_all([functools.partial(launcher.launch, grid, args, meta) for launcher, grid, args, meta in distinct])
-    return len(distinct)
+    compile_all([functools.partial(launcher.launch, grid, args, meta) for launcher, grid, args, meta in launches])
+    return len(launches)
 
 
 def compile_all(calls: list[Callable[[], object]]) -> None:

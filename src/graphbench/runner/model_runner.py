@@ -230,6 +230,10 @@ class ModelRunner:
             for batch in warmup_batches(list(batches)):
                 self._warm_up(batch, batches[batch])
             torch.cuda.synchronize(self.device)
+            # the warm-ups' cached blocks go back first: the recordings' pool cannot reuse them, and the
+            # allocator would free them the first time the pool finds the GPU full, inside the free-memory
+            # delta below (a cold start once read -8.4 GB of graphs: benchmarks/RESULTS.md, 2026-12-06)
+            torch.cuda.empty_cache()
             free_before = free_memory()
             reserved_before = torch.cuda.memory_reserved(self.device)
             # One pool per engine: a pool shared across engines dies with the first engine's graphs.

@@ -135,31 +135,39 @@ def compile_only() -> Iterator[None]:
         _compile_only = previous
 
 
-_listed: list | None = None  # inside list_launches: the launches made there, none of them launched
+class LaunchList(list):
+    """The launches listed inside list_launches, one per (launcher, launch key) (a launch without a key kept
+    as is): a listed launch holds its arguments, so a pass over every captured size that kept each launch
+    held every size's activations at once (8 GiB of SmolLM2's at 51 sizes on an H100, beyond the memory the
+    KV cache leaves: benchmarks/RESULTS.md, 2026-12-06)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys: set[tuple] = set()
+
+    def add(self, launcher: DirectLauncher, grid: Any, args: tuple, meta: dict) -> None:
+        key = launcher._key(grid, args, meta) if launcher.keyable else None
+        if key is not None:
+            if (id(launcher), key) in self.keys:
+                return
+            self.keys.add((id(launcher), key))
+        self.append((launcher, grid, args, meta))
+
+
+_listed: LaunchList | None = None  # inside list_launches: the launches made there, none of them launched
 
 
 @contextmanager
-def list_launches() -> Iterator[list[tuple]]:
-    """Launches inside are listed as (launcher, grid, args, meta) and not made (their outputs keep whatever
-    they held): what a pass over a phase would launch, for compiling it ahead from several threads
-    (runner/kernel_bench.precompile)."""
+def list_launches() -> Iterator[LaunchList]:
+    """Launches inside are listed as (launcher, grid, args, meta), one per launch key, and not made (their
+    outputs keep whatever they held): what a pass over a phase would launch, for compiling it ahead from
+    several threads (runner/kernel_bench.precompile)."""
     global _listed
-    previous, _listed = _listed, []
+    previous, _listed = _listed, LaunchList()
     try:
         yield _listed
     finally:
         _listed = previous
-
-
-def distinct_launches(launches: list[tuple]) -> list[tuple]:
-    """One launch of each (launcher, launch key) among list_launches' (a launch without a key kept as is)."""
-    seen, out = set(), []
-    for launcher, grid, args, meta in launches:
-        key = launcher._key(grid, args, meta) if launcher.keyable else None
-        if key is None or (id(launcher), key) not in seen:
-            seen.add((id(launcher), key))
-            out.append((launcher, grid, args, meta))
-    return out
 
 
 class DirectLauncher:
@@ -186,7 +194,7 @@ class DirectLauncher:
 
     def launch(self, grid: tuple, args: tuple, meta: dict) -> None:
         if _listed is not None:
-            _listed.append((self, grid, args, meta))
+            _listed.add(self, grid, args, meta)
             return
         if _compile_only:
             self.kernel.warmup(*args, grid=grid, **meta)
