@@ -232,7 +232,7 @@ class ModelRunner:
             torch.cuda.synchronize(self.device)
             # the warm-ups' cached blocks go back first: the recordings' pool cannot reuse them, and the
             # allocator would free them the first time the pool finds the GPU full, inside the free-memory
-            # delta below (a cold start once read -8.4 GB of graphs: benchmarks/RESULTS.md, 2026-12-06)
+            # delta below (a cold start once read -8.35 GB of graphs: benchmarks/RESULTS.md, 2026-12-06)
             torch.cuda.empty_cache()
             free_before = free_memory()
             reserved_before = torch.cuda.memory_reserved(self.device)
