@@ -166,7 +166,7 @@ def test_a_real_kernel_signature_is_read_with_its_constexprs():
     assert launcher.defaults[-1] is False
 
 
-def test_listed_launches_are_not_made_and_compile_ahead_once_per_key(direct, monkeypatch):
+def test_listed_launches_are_not_made_and_compile_ahead_once_per_key(direct, monkeypatch, caplog):
     """list_launches (runner/kernel_bench.precompile's pass): launches are listed, not made, one per launch
     key, and a repeated key's arguments are not held (a pass over every captured size held every size's
     activations); precompile compiles those (compile_only: Triton's warmup) and nothing else."""
@@ -196,5 +196,7 @@ def test_listed_launches_are_not_made_and_compile_ahead_once_per_key(direct, mon
         count = kernel_bench.precompile(lambda: (launcher[(4,)](x, out, 8, 1e-6, BLOCK=64),
                                                  launcher[(4,)](x, out, 9, 1e-6, BLOCK=64)))
     assert count == 1 and [(g, m["BLOCK"]) for g, _, m in warmed] == [((4,), 64)] and kernel.jit_calls == []
-    # a pass that fails compiles nothing, and the start goes on
-    assert kernel_bench.precompile(lambda: 1 / 0) == 0 and len(warmed) == 1
+    # a pass that fails compiles nothing, and the start goes on, saying so
+    with caplog.at_level("WARNING", logger="graphbench.engine"):
+        assert kernel_bench.precompile(lambda: 1 / 0) == 0 and len(warmed) == 1
+    assert "ahead failed" in caplog.text and "ZeroDivisionError" in caplog.text

@@ -147,7 +147,9 @@ def precompile(run: Callable[[], object]) -> int:
         with list_launches() as launches:
             run()
     except Exception as exc:  # noqa: BLE001 - an optimisation of the start-up, never its failure
-        log.debug("precompile pass failed (kernels compile at their first launch): %s", exc)
+        # a warning: the pass that held every batch's activations ran out of memory here unseen (RESULTS, 2026-12-06)
+        log.warning("compiling the capture's kernels ahead failed (they compile at their first launch): %s: %s",
+                    type(exc).__name__, exc)
         return 0
     compile_all([functools.partial(launcher.launch, grid, args, meta) for launcher, grid, args, meta in launches])
     return len(launches)
