@@ -200,3 +200,24 @@ def test_listed_launches_are_not_made_and_compile_ahead_once_per_key(direct, mon
     with caplog.at_level("WARNING", logger="graphbench.engine"):
         assert kernel_bench.precompile(lambda: 1 / 0) == 0 and len(warmed) == 1
     assert "ahead failed" in caplog.text and "ZeroDivisionError" in caplog.text
+
+
+def test_a_candidate_out_of_memory_is_skipped_aloud(monkeypatch, caplog):
+    """A candidate that does not compile is skipped quietly (its shape's property); one that ran out of device
+    memory is skipped with a warning (the start-up's memory, not the candidate, decided it)."""
+    from graphbench.runner import kernel_bench
+
+    timer = kernel_bench.ProjectionTimer(torch.zeros(4, 8), None)
+
+    def failing(error):
+        def graph_time_us(*args, **kwargs):
+            raise error
+        return graph_time_us
+
+    with caplog.at_level("DEBUG", logger="graphbench.engine"):
+        monkeypatch.setattr(kernel_bench, "graph_time_us", failing(RuntimeError("out of resources: shared memory")))
+        assert timer.time_run(lambda w: w, "skinny (64,)") is None
+        monkeypatch.setattr(kernel_bench, "graph_time_us", failing(torch.OutOfMemoryError("CUDA out of memory")))
+        assert timer.time_run(lambda w: w, "skinny (128,)") is None
+    levels = {r.getMessage().split(" for ")[0]: r.levelname for r in caplog.records}
+    assert levels == {"kernel candidate skinny (64,)": "DEBUG", "kernel candidate skinny (128,)": "WARNING"}

@@ -78,7 +78,9 @@ class ProjectionTimer:
         try:
             return graph_time_us(lambda i: run(self.copies[i % len(self.copies)]), self.calls, replays=5, repeats=3)
         except Exception as exc:
-            log.debug("kernel candidate %s for %dx%d skipped: %s", what, self.n, self.k, exc)
+            # out of device memory is no property of the candidate: the choice is then made without it, said aloud
+            level = logging.WARNING if isinstance(exc, torch.OutOfMemoryError) else logging.DEBUG
+            log.log(level, "kernel candidate %s for %dx%d skipped: %s", what, self.n, self.k, exc)
             return None
 
 
