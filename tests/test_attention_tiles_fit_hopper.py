@@ -51,7 +51,9 @@ def _shared_bytes(fn, constexprs: dict, num_warps: int, num_stages: int, cache_d
 
 
 def _common(head_dim: int, group: int) -> dict:
-    return dict(GROUP=group, HEAD_DIM=head_dim, BLOCK_D=max(16, 1 << (head_dim - 1).bit_length()), BLOCK_SIZE=16,
+    from graphbench.runner.kernels.util import next_power_of_2
+
+    return dict(GROUP=group, HEAD_DIM=head_dim, BLOCK_D=max(16, next_power_of_2(head_dim)), BLOCK_SIZE=16,
                 PRECISION="tf32", INTERPRET=False)
 
 
@@ -73,9 +75,10 @@ def test_the_unified_kernels_tiles_fit(head_dim, group, tokens, requests, tmp_pa
 def test_the_decode_kernels_tiles_fit(head_dim, group, rows, tmp_path):
     import torch
     from graphbench.runner.kernels import paged_decode as pd
+    from graphbench.runner.kernels.util import next_power_of_2
 
     cfg = pd.decode_config(rows, 8, head_dim, torch.bfloat16, NUM_SMS)
-    constexprs = dict(_common(head_dim, group), BLOCK_M=max(16, 1 << (group - 1).bit_length()),
+    constexprs = dict(_common(head_dim, group), BLOCK_M=max(16, next_power_of_2(group)),
                       TILE_N=cfg["TILE_N"], SPLIT=cfg["NUM_SPLITS"] > 1, MIN_TILES=pd.MIN_TILES_PER_SPLIT,
                       ROTARY=True, EARLY_TILE=rows * 8 <= NUM_SMS, PDL=True)
     shared = _shared_bytes(pd._decode_kernel, constexprs, cfg["num_warps"], cfg["num_stages"], tmp_path)
