@@ -35,6 +35,6 @@ engine = Engine(load_engine_config(overrides={"model.model": "llama-3.2-1b", "mo
                                               "optimization_level": 2, "scheduler.max_num_seqs": 256}))
 r = engine.report
 print(json.dumps({"mode": mode, "from_cache": r.compile_from_cache, "graph_mib": r.graph_memory_bytes / MiB,
-                  "pool_mib": r.graph_pool_bytes / MiB,
+                  "pool_mib": r.graph_pool_bytes / MiB, "setup_mib": r.graph_setup_bytes / MiB,
                   "first_keys": [[k[0], k[1], round(k[3] / MiB, 1)] for k in r.capture_log[:4]]}), flush=True)
 engine.close()

@@ -144,6 +144,30 @@ class CaptureReport:
     per_key: list[list] = field(default_factory=list)
     deferred: int = 0  # keys left for their first use (capture on demand)
     precompiled: list = field(default_factory=lambda: [0, 0.0])  # [launches compiled ahead (cold), seconds]
+    setup_bytes: int = 0  # the process's first capture of a cuBLAS call, paid before the reading (pay_first_capture)
+
+
+def pay_first_capture(device: torch.device, dtype: torch.dtype, size: int) -> int:
+    """Record and replay one cuBLAS matmul ([64, size] x [size, size]) on a stream of its own; the device
+    memory it kept. A process's first capture of a cuBLAS call keeps ~70-90 MiB outside the caching
+    allocator: a warm start's first recording read 162 MiB where a cold one's read 72, its kernel-choice
+    timing having paid it (H100, benchmarks/RESULTS.md, 2026-12-06). Paid before the capture's free-memory
+    reading, every start reads its recordings alone; about 0 where something in the process paid it."""
+    free_before = torch.cuda.mem_get_info(device)[0]
+    x = torch.ones(64, size, device=device, dtype=dtype)
+    w = torch.ones(size, size, device=device, dtype=dtype)
+    stream = torch.cuda.Stream(device=device)
+    stream.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(stream):  # eager first: its workspace comes from the allocator, not a graph's pool
+        torch.nn.functional.linear(x, w)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        torch.nn.functional.linear(x, w)
+    graph.replay()
+    torch.cuda.synchronize(device)
+    del graph, x, w
+    torch.cuda.empty_cache()
+    return free_before - torch.cuda.mem_get_info(device)[0]
 
 
 def warmup_batches(batches: list[tuple[int, int, bool, bool]]) -> list[tuple[int, int, bool, bool]]:

@@ -123,6 +123,7 @@ def capture_graphs(engine: Engine) -> None:
     engine.report.capture_precompiled = report.precompiled
     engine.report.graph_memory_bytes = report.memory_bytes
     engine.report.graph_pool_bytes = report.pool_bytes
+    engine.report.graph_setup_bytes = report.setup_bytes
     engine.report.capture_log = report.per_key
     engine.report.num_recordings = report.num_graphs
     log.info("Graph capturing finished in %.0f secs, took %.2f GiB", report.seconds, report.memory_bytes / 2**30)

@@ -75,6 +75,7 @@ class StartupReport:
     capture_precompiled: list = field(default_factory=lambda: [0, 0.0])
     graph_memory_bytes: int = 0  # free device memory before capture minus after (docs/MACHINERY.md §1.7)
     graph_pool_bytes: int = 0  # of which the allocator reserved for the recordings' pool
+    graph_setup_bytes: int = 0  # the process's first cuBLAS capture, paid before that reading (cudagraph.pay_first_capture)
     capture_log: list = field(default_factory=list)  # [mode, num_tokens, seconds, memory bytes] per key
     num_graphs: dict = field(default_factory=dict)  # dispatcher keys per runtime mode
     num_recordings: dict = field(default_factory=dict)  # CUDA graphs recorded (piecewise: per piece)
@@ -107,7 +108,8 @@ def startup_record(report: StartupReport, capture_sizes: Sequence[int], mixed_si
         "dynamo_s": r.dynamo_seconds, "inductor_s": r.inductor_seconds, "compile_sizes_s": r.compile_sizes_seconds,
         "compile_import_s": r.compile_import_seconds,
         "loaded_s": r.compile_loaded_seconds, "compile_loaded": r.compile_loaded, "capture_s": r.capture_seconds,
-        "graph_memory_bytes": r.graph_memory_bytes, "graph_pool_bytes": r.graph_pool_bytes, "num_graphs": r.num_graphs, "num_recordings": r.num_recordings,
+        "graph_memory_bytes": r.graph_memory_bytes, "graph_pool_bytes": r.graph_pool_bytes,
+        "graph_setup_bytes": r.graph_setup_bytes, "num_graphs": r.num_graphs, "num_recordings": r.num_recordings,
         "cudagraph_mode": r.cudagraph_mode, "kv_cache_tokens": r.num_kv_tokens, "kv_cache_bytes": r.kv_cache_bytes, "weights_bytes": r.weights_bytes,
         "compile_cache_dir": r.compile_cache_dir,
         "capture_sizes": list(capture_sizes),
