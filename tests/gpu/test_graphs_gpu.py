@@ -285,8 +285,8 @@ def test_a_cold_capture_compiles_its_kernels_ahead_and_a_warm_one_does_not(tmp_p
           f"{cold.report.graph_memory_bytes / 2**20:.0f} MiB, warm {warm.report.graph_memory_bytes / 2**20:.0f}", flush=True)
     assert cold_peak - warm_peak < 512 * 2**20
     assert cold.report.graph_memory_bytes > 0 and warm.report.graph_memory_bytes > 0
-    # the process's first cuBLAS capture is paid before the reading: a cold start (whose kernel-choice timing
-    # paid it) and a warm one read the same recordings (a warm start's first recording had read ~90 MiB more)
+    # a process's first cuBLAS capture is paid before anything records and counted alike: a cold start (whose
+    # kernel-choice timing had paid it unseen) and a warm one read the same (a warm one had read ~90 MiB more)
     assert abs(cold.report.graph_memory_bytes - warm.report.graph_memory_bytes) <= 16 * 2**20
 
 

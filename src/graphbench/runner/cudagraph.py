@@ -150,9 +150,9 @@ class CaptureReport:
 def pay_first_capture(device: torch.device, dtype: torch.dtype, size: int) -> int:
     """Record and replay one cuBLAS matmul ([64, size] x [size, size]) on a stream of its own; the device
     memory it kept. A process's first capture of a cuBLAS call keeps ~70-90 MiB outside the caching
-    allocator: a warm start's first recording read 162 MiB where a cold one's read 72, its kernel-choice
-    timing having paid it (H100, benchmarks/RESULTS.md, 2026-12-06). Paid before the capture's free-memory
-    reading, every start reads its recordings alone; about 0 where something in the process paid it."""
+    allocator, once: a warm start paid it in its first recording (162 MiB where a cold start's read 72), a
+    cold start in its kernel-choice timing, before the capture's reading (H100, benchmarks/RESULTS.md,
+    2026-12-06). About 0 where something in the process paid it before."""
     free_before = torch.cuda.mem_get_info(device)[0]
     x = torch.ones(64, size, device=device, dtype=dtype)
     w = torch.ones(size, size, device=device, dtype=dtype)

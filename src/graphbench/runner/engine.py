@@ -30,6 +30,7 @@ from graphbench.runner.engine_startup import (
     load_engine_adapters,
     load_weights,
     make_dispatcher,
+    pay_graph_setup,
     start_compiled,
     start_speculative,
     start_tensor_parallel,
@@ -103,6 +104,7 @@ class Engine:
         self.runner = ModelRunner(self.model, self.kv_cache, self.backend, self.inputs, self.config.model.seed,
                                   self.dispatcher)
         self.compiled: CompiledForward | None = None
+        pay_graph_setup(self)
         if self.config.compilation.mode == CompileMode.COMPILE:
             start_compiled(self)
         if self.dispatcher.mode != CUDAGraphMode.NONE:

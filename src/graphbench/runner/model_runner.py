@@ -16,7 +16,7 @@ from graphbench.config.modes import CUDAGraphMode
 from graphbench.runner.attention.backend import AttentionBackend
 from graphbench.runner.attention.op import ForwardContext, forward_context
 from graphbench.runner.cudagraph import (CaptureReport, CUDAGraphWrapper, capture_session, graph_launches_if_triton,
-                                         graph_runtime, pay_first_capture, runtime, warmup_batches)
+                                         graph_runtime, runtime, warmup_batches)
 from graphbench.runner.dispatcher import CudagraphDispatcher
 from graphbench.runner.in_flight import InFlightStep
 from graphbench.runner.inputs import StepInputs
@@ -230,8 +230,6 @@ class ModelRunner:
             for batch in warmup_batches(list(batches)):
                 self._warm_up(batch, batches[batch])
             torch.cuda.synchronize(self.device)
-            embed = self.model.embed_tokens.weight  # (the model's dtype and hidden size)
-            report.setup_bytes = pay_first_capture(self.device, embed.dtype, embed.shape[1])
             # the warm-ups' cached blocks go back first: the recordings' pool cannot reuse them, and the
             # allocator would free them the first time the pool finds the GPU full, inside the free-memory
             # delta below (a cold start once read -8.35 GB of graphs: benchmarks/RESULTS.md, 2026-12-06)
