@@ -144,30 +144,35 @@ class CaptureReport:
     per_key: list[list] = field(default_factory=list)
     deferred: int = 0  # keys left for their first use (capture on demand)
     precompiled: list = field(default_factory=lambda: [0, 0.0])  # [launches compiled ahead (cold), seconds]
-    setup_bytes: int = 0  # the process's first capture of a cuBLAS call, paid before the reading (pay_first_capture)
 
 
 def pay_first_capture(device: torch.device, dtype: torch.dtype, size: int) -> int:
     """Record and replay one cuBLAS matmul ([64, size] x [size, size]) on a stream of its own; the device
-    memory it kept. A process's first capture of a cuBLAS call keeps ~70-90 MiB outside the caching
-    allocator, once: a warm start paid it in its first recording (162 MiB where a cold start's read 72), a
-    cold start in its kernel-choice timing, before the capture's reading (H100, benchmarks/RESULTS.md,
+    memory the recording kept (not the eager run's before it: cuBLAS's handle, workspace and code, which an
+    engine without graphs pays too). A process's first capture of a cuBLAS call keeps ~70-90 MiB outside the
+    caching allocator, once: a warm start paid it in its first recording (162 MiB where a cold start's read
+    72), a cold start in its kernel-choice timing, before the capture's reading (H100, benchmarks/RESULTS.md,
     2026-12-06). About 0 where something in the process paid it before."""
-    free_before = torch.cuda.mem_get_info(device)[0]
     x = torch.ones(64, size, device=device, dtype=dtype)
     w = torch.ones(size, size, device=device, dtype=dtype)
     stream = torch.cuda.Stream(device=device)
     stream.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(stream):  # eager first: its workspace comes from the allocator, not a graph's pool
+    with torch.cuda.stream(stream):  # eager first, outside the reading (and its workspace outside a graph's pool)
         torch.nn.functional.linear(x, w)
+    torch.cuda.synchronize(device)
+    torch.cuda.empty_cache()  # (torch.cuda.graph empties it on entry: cached blocks would read as negative cost)
+    free_before = torch.cuda.mem_get_info(device)[0]
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, stream=stream):
         torch.nn.functional.linear(x, w)
     graph.replay()
     torch.cuda.synchronize(device)
-    del graph, x, w
+    del graph
+    torch.cuda.empty_cache()  # the recording's pool: what stays is what the first capture keeps
+    kept = free_before - torch.cuda.mem_get_info(device)[0]
+    del x, w
     torch.cuda.empty_cache()
-    return free_before - torch.cuda.mem_get_info(device)[0]
+    return kept
 
 
 def warmup_batches(batches: list[tuple[int, int, bool, bool]]) -> list[tuple[int, int, bool, bool]]:
