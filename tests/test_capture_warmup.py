@@ -1,4 +1,5 @@
-"""cudagraph.warmup_batches: which batches the capture runs eagerly before recording them."""
+"""What the capture does before its recordings: cudagraph.warmup_batches (which batches run eagerly first) and
+engine_startup.pay_graph_setup (the process's first cuBLAS capture, counted alike in every start)."""
 
 from __future__ import annotations
 
@@ -27,3 +28,41 @@ def test_the_row_classes_follow_the_skinny_gemm():
 
     assert CHOICE_MAX_ROWS == MAX_ROWS == 64
     assert [row_class(r) for r in (1, 2, 16, 17, 32, 33, 64, 65)] == [1, 16, 16, 32, 32, 64, 64, None]
+
+
+def test_a_start_that_captures_pays_the_first_cublas_capture_and_counts_it(monkeypatch):
+    """engine_startup.pay_graph_setup: on a GPU with a cudagraph mode, before anything records, with the model's
+    dtype and hidden size; capture_graphs counts it in the graph memory. Elsewhere nothing is paid."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from graphbench.config import CUDAGraphMode
+    from graphbench.runner import engine_startup
+    from graphbench.runner.cudagraph import CaptureReport
+    from graphbench.runner.records import StartupReport
+
+    calls = []
+    monkeypatch.setattr(engine_startup, "pay_first_capture",
+                        lambda device, dtype, size: calls.append((device.type, dtype, size)) or 72 * 2**20)
+    embed = torch.empty(10, 48, dtype=torch.float16)
+
+    def engine(device: str, mode: CUDAGraphMode):
+        return SimpleNamespace(device=torch.device(device), dispatcher=SimpleNamespace(mode=mode),
+                               model=SimpleNamespace(embed_tokens=SimpleNamespace(weight=embed)),
+                               report=StartupReport())
+
+    for device, mode in (("cpu", CUDAGraphMode.FULL), ("cuda", CUDAGraphMode.NONE)):
+        quiet = engine(device, mode)
+        engine_startup.pay_graph_setup(quiet)
+        assert quiet.report.graph_setup_bytes == 0
+    assert calls == []
+    gpu = engine("cuda", CUDAGraphMode.FULL_AND_PIECEWISE)
+    engine_startup.pay_graph_setup(gpu)
+    assert calls == [("cuda", torch.float16, 48)] and gpu.report.graph_setup_bytes == 72 * 2**20
+
+    gpu.config = SimpleNamespace(compilation=SimpleNamespace(deferred_capture="never", startup_capture_sizes=None))
+    gpu.runner = SimpleNamespace(capture=lambda *args, **kwargs: CaptureReport(memory_bytes=284 * 2**20, pool_bytes=160 * 2**20))
+    gpu.dispatcher.capture_list = lambda *args: []
+    engine_startup.capture_graphs(gpu)
+    assert gpu.report.graph_memory_bytes == (284 + 72) * 2**20 and gpu.report.graph_pool_bytes == 160 * 2**20
