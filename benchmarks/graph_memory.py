@@ -27,6 +27,7 @@ def worker(args: argparse.Namespace) -> None:
     r = engine.report
     out = {"mode": args.worker, "graph_memory_bytes": r.graph_memory_bytes, "graph_pool_bytes": r.graph_pool_bytes,
            "capture_s": r.capture_seconds, "num_graphs": r.num_graphs, "capture_log": r.capture_log,
+           "graph_setup_bytes": r.graph_setup_bytes,
            "capture_sizes": list(engine.dispatcher.capture_sizes)}
     engine.close()
     print("RESULT " + json.dumps(out), flush=True)
@@ -56,7 +57,8 @@ def main() -> None:
             print(f"{mode}: failed (exit {proc.returncode})\n{proc.stderr[-2000:]}", flush=True)
             continue
         result = json.loads(lines[-1][len("RESULT "):])
-        prediction = predict_from_log(result["capture_log"], result["graph_memory_bytes"])
+        prediction = predict_from_log(result["capture_log"], result["graph_memory_bytes"],
+                                      setup_bytes=result["graph_setup_bytes"])
         result.update(vllm_bytes=prediction.vllm_bytes, graphbench_bytes=prediction.graphbench_bytes,
                       vllm_error_pct=prediction.error_pct(prediction.vllm_bytes),
                       graphbench_error_pct=prediction.error_pct(prediction.graphbench_bytes), counts=prediction.counts)

@@ -128,9 +128,14 @@ class MemoryPrediction:
         return 100 * (predicted / self.measured_bytes - 1)
 
 
-def predict_from_log(log: Sequence[Sequence], measured_bytes: int, fit_graphs: int = FIT_GRAPHS) -> MemoryPrediction:
-    """Both predictions from a capture log's first graphs, against the measured total."""
+def predict_from_log(log: Sequence[Sequence], measured_bytes: int, fit_graphs: int = FIT_GRAPHS,
+                     setup_bytes: int = 0) -> MemoryPrediction:
+    """Both predictions from a capture log's first graphs, against the measured total. setup_bytes
+    (`startup.graph_setup_bytes`): the process's first cuBLAS capture, which the measured total counts and
+    the log's first row no longer does (paid before the recordings): added to both, as a capture whose
+    first recording paid it would have shown it."""
     rows = capture_rows(log)
     counts = {mode: len(r) for mode, r in _by_mode(rows).items()}
     model = fit_pool_model(rows, fit_graphs)
-    return MemoryPrediction(int(measured_bytes), vllm_estimate(rows), model.predict(counts), counts)
+    return MemoryPrediction(int(measured_bytes), vllm_estimate(rows) + setup_bytes, model.predict(counts) + setup_bytes,
+                            counts)
