@@ -44,13 +44,14 @@ def test_a_start_that_captures_pays_the_first_cublas_capture_and_counts_it(monke
 
     calls = []
     monkeypatch.setattr(engine_startup, "pay_first_capture",
-                        lambda device, dtype, size: calls.append((device.type, dtype, size)) or 72 * 2**20)
+                        lambda stream, dtype, size: calls.append((stream, dtype, size)) or 72 * 2**20)
+    monkeypatch.setattr(torch.cuda, "Stream", lambda device: SimpleNamespace(device=device))  # (no GPU here)
     embed = torch.empty(10, 48, dtype=torch.float16)
 
     def engine(device: str, mode: CUDAGraphMode):
         return SimpleNamespace(device=torch.device(device), dispatcher=SimpleNamespace(mode=mode),
                                model=SimpleNamespace(embed_tokens=SimpleNamespace(weight=embed)),
-                               report=StartupReport())
+                               report=StartupReport(), runner=SimpleNamespace(capture_stream=None))
 
     for device, mode in (("cpu", CUDAGraphMode.FULL), ("cuda", CUDAGraphMode.NONE)):
         quiet = engine(device, mode)
@@ -59,10 +60,12 @@ def test_a_start_that_captures_pays_the_first_cublas_capture_and_counts_it(monke
     assert calls == []
     gpu = engine("cuda", CUDAGraphMode.FULL_AND_PIECEWISE)
     engine_startup.pay_graph_setup(gpu)
-    assert calls == [("cuda", torch.float16, 48)] and gpu.report.graph_setup_bytes == 72 * 2**20
+    # on the stream the recordings will use (their cuBLAS workspace made here, outside their reading)
+    assert calls == [(gpu.runner.capture_stream, torch.float16, 48)] and gpu.report.graph_setup_bytes == 72 * 2**20
+    assert gpu.runner.capture_stream.device == torch.device("cuda")
 
     gpu.config = SimpleNamespace(compilation=SimpleNamespace(deferred_capture="never", startup_capture_sizes=None))
-    gpu.runner = SimpleNamespace(capture=lambda *args, **kwargs: CaptureReport(memory_bytes=284 * 2**20, pool_bytes=160 * 2**20))
+    gpu.runner.capture = lambda *args, **kwargs: CaptureReport(memory_bytes=284 * 2**20, pool_bytes=160 * 2**20)
     gpu.dispatcher.capture_list = lambda *args: []
     engine_startup.capture_graphs(gpu)
     assert gpu.report.graph_memory_bytes == (284 + 72) * 2**20 and gpu.report.graph_pool_bytes == 160 * 2**20

@@ -450,3 +450,24 @@ def test_latency_chart_draws_what_was_measured(tmp_path, missing):
     assert latency.written, latency.note
     kept = "TPOT" if missing == "ttft" else "TTFT"
     assert png_text(tmp_path / "out" / "latency.png")["Title"] == f"{kept} p50 / p99 vs concurrency"
+
+
+def test_the_first_capture_is_no_rungs_memory():
+    """graph_setup_bytes (a process's first cuBLAS capture, counted in graph memory since 2026-12-06) is left
+    out of the memory beyond the pool, which is what fewer rungs can save."""
+    from pathlib import Path
+
+    from graphbench.reports.ladder_table import ladder_table
+    from graphbench.reports.report import report_data
+    from graphbench.reports.store import load_results
+
+    folder = Path(__file__).resolve().parents[1] / "benchmarks/results/2026-11-29-tune-llama-3.2-1b-abaddfd"
+    results = load_results([folder]).results
+    for result in results:
+        for start in [result.get("startup") or {}, *(result.get("startups") or [])]:
+            if start.get("graph_memory_bytes"):
+                start["graph_memory_bytes"] += 70 * 2**20
+                start["graph_setup_bytes"] = 70 * 2**20
+    data = report_data(results)
+    table = ladder_table(data.points, data.frame).set_index("ladder")
+    assert (table.loc["O2_default", "graph MiB"], table.loc["O2_default", "beyond pool MiB"]) == (354.0, 208.0)

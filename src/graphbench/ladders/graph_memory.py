@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from graphbench.errors import GraphbenchError
 
@@ -132,10 +132,10 @@ def predict_from_log(log: Sequence[Sequence], measured_bytes: int, fit_graphs: i
                      setup_bytes: int = 0) -> MemoryPrediction:
     """Both predictions from a capture log's first graphs, against the measured total. setup_bytes
     (`startup.graph_setup_bytes`): the process's first cuBLAS capture, which the measured total counts and
-    the log's first row no longer does (paid before the recordings): added to both, as a capture whose
-    first recording paid it would have shown it."""
+    the log's first row no longer does (paid before the recordings): put back in that row, as a capture
+    whose first recording paid it would have shown it to both."""
     rows = capture_rows(log)
+    rows[0] = replace(rows[0], memory_bytes=rows[0].memory_bytes + setup_bytes)
     counts = {mode: len(r) for mode, r in _by_mode(rows).items()}
     model = fit_pool_model(rows, fit_graphs)
-    return MemoryPrediction(int(measured_bytes), vllm_estimate(rows) + setup_bytes, model.predict(counts) + setup_bytes,
-                            counts)
+    return MemoryPrediction(int(measured_bytes), vllm_estimate(rows), model.predict(counts), counts)

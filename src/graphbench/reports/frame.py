@@ -40,7 +40,8 @@ SUMMARY_COLUMNS = [
     "performance_mode", "num_capture_sizes", "workload", "workload_kind", "concurrency", "request_rate",
     "output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "ttft_p50_ms", "ttft_p99_ms",
     "tpot_p50_ms", "tpot_p99_ms", "padding_waste_pct", "padding_token_pct", "eager_fraction", "startup_cold",
-    "startup_s", "startup_cold_s", "startup_warm_s", "graph_memory_bytes", "graph_pool_bytes", "busy_host_repeats",
+    "startup_s", "startup_cold_s", "startup_warm_s", "graph_memory_bytes", "graph_pool_bytes", "graph_setup_bytes",
+    "busy_host_repeats",
     "same_engine_as", "rounds", "round_spread_pct",
 ]  # fmt: skip
 
@@ -180,6 +181,7 @@ def _point_fields(result: Mapping[str, Any]) -> dict[str, Any]:
         "startup_warm_s": _start_total(result, False),
         "graph_memory_bytes": _num(startup.get("graph_memory_bytes")),
         "graph_pool_bytes": _num(startup.get("graph_pool_bytes")),
+        "graph_setup_bytes": _num(startup.get("graph_setup_bytes", 0)),  # (absent before 2026-12-06: none counted)
         "gpu": result_gpu(result),
         "path": str(result.get("_path", "")),
     }

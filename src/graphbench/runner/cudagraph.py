@@ -146,18 +146,20 @@ class CaptureReport:
     precompiled: list = field(default_factory=lambda: [0, 0.0])  # [launches compiled ahead (cold), seconds]
 
 
-def pay_first_capture(device: torch.device, dtype: torch.dtype, size: int) -> int:
-    """Record and replay one cuBLAS matmul ([64, size] x [size, size]) on a stream of its own; the device
-    memory the recording kept (not the eager run's before it: cuBLAS's handle, workspace and code, which an
-    engine without graphs pays too). A process's first capture of a cuBLAS call keeps ~70-90 MiB outside the
-    caching allocator, once: a warm start paid it in its first recording (162 MiB where a cold start's read
-    72), a cold start in its kernel-choice timing, before the capture's reading (H100, benchmarks/RESULTS.md,
-    2026-12-06). About 0 where something in the process paid it before."""
+def pay_first_capture(stream: torch.cuda.Stream, dtype: torch.dtype, size: int) -> int:
+    """Record and replay one cuBLAS matmul ([64, size] x [size, size]) on the stream the engine's recordings
+    will use; the device memory the recording kept. The eager run before it is not counted: cuBLAS's handle
+    and code, and the stream's workspace (one a stream, 32 MiB on Hopper), which would otherwise land in the
+    recordings' pool or not as the stream pool's rotation met a stream the kernel-choice timing had used. A
+    process's first capture of a cuBLAS call keeps ~70 MiB outside the caching allocator, once: a warm start
+    paid it in its first recording (162 MiB where a cold start's read 72), a cold start in its kernel-choice
+    timing, before the capture's reading (H100, benchmarks/RESULTS.md, 2026-12-06). About 0 where something
+    in the process paid it before."""
+    device = stream.device
     x = torch.ones(64, size, device=device, dtype=dtype)
     w = torch.ones(size, size, device=device, dtype=dtype)
-    stream = torch.cuda.Stream(device=device)
     stream.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(stream):  # eager first, outside the reading (and its workspace outside a graph's pool)
+    with torch.cuda.stream(stream):
         torch.nn.functional.linear(x, w)
     torch.cuda.synchronize(device)
     torch.cuda.empty_cache()  # (torch.cuda.graph empties it on entry: cached blocks would read as negative cost)
@@ -172,7 +174,7 @@ def pay_first_capture(device: torch.device, dtype: torch.dtype, size: int) -> in
     kept = free_before - torch.cuda.mem_get_info(device)[0]
     del x, w
     torch.cuda.empty_cache()
-    return kept
+    return max(0, kept)
 
 
 def warmup_batches(batches: list[tuple[int, int, bool, bool]]) -> list[tuple[int, int, bool, bool]]:

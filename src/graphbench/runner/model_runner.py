@@ -44,6 +44,7 @@ class ModelRunner:
         self.dispatcher = dispatcher
         self.forward_fn = forward_fn or model  # the eager module, or the compiled forward once started
         self.full_graph = CUDAGraphWrapper(self._call_forward, FULL, "full") if dispatcher.keys[FULL] else None
+        self.capture_stream = None  # the recordings' stream (set before them by engine_startup.pay_graph_setup)
         # capture on demand: the keys recorded (None: every key, or no capture), what a deferred key does
         # when a step first needs it (record it then, or run eager), and what those recordings cost
         self.recorded: set | None = None
@@ -239,7 +240,7 @@ class ModelRunner:
             # One pool per engine: a pool shared across engines dies with the first engine's graphs.
             # (Keys recorded on demand later go into the same pool.)
             self.graph_pool = torch.cuda.graph_pool_handle()
-            self.capture_stream = torch.cuda.Stream(device=self.device)
+            self.capture_stream = self.capture_stream or torch.cuda.Stream(device=self.device)
             with capture_session(self.graph_pool, self.capture_stream):
                 free_last = free_before
                 for mode, desc, num_reqs in plan:
