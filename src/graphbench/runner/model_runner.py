@@ -240,7 +240,8 @@ class ModelRunner:
             # One pool per engine: a pool shared across engines dies with the first engine's graphs.
             # (Keys recorded on demand later go into the same pool.)
             self.graph_pool = torch.cuda.graph_pool_handle()
-            self.capture_stream = self.capture_stream or torch.cuda.Stream(device=self.device)
+            if self.capture_stream is None:  # (an engine made it before, for pay_graph_setup)
+                self.capture_stream = torch.cuda.Stream(device=self.device)
             with capture_session(self.graph_pool, self.capture_stream):
                 free_last = free_before
                 for mode, desc, num_reqs in plan:
