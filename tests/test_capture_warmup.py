@@ -45,13 +45,13 @@ def test_a_start_that_captures_pays_the_first_cublas_capture_and_counts_it(monke
     calls = []
     monkeypatch.setattr(engine_startup, "pay_first_capture",
                         lambda stream, dtype, size: calls.append((stream, dtype, size)) or 72 * 2**20)
-    monkeypatch.setattr(torch.cuda, "Stream", lambda device: SimpleNamespace(device=device))  # (no GPU here)
     embed = torch.empty(10, 48, dtype=torch.float16)
 
     def engine(device: str, mode: CUDAGraphMode):
         return SimpleNamespace(device=torch.device(device), dispatcher=SimpleNamespace(mode=mode),
                                model=SimpleNamespace(embed_tokens=SimpleNamespace(weight=embed)),
-                               report=StartupReport(), runner=SimpleNamespace(capture_stream=None))
+                               report=StartupReport(),
+                               runner=SimpleNamespace(capture_stream=SimpleNamespace(device=torch.device(device))))
 
     for device, mode in (("cpu", CUDAGraphMode.FULL), ("cuda", CUDAGraphMode.NONE)):
         quiet = engine(device, mode)

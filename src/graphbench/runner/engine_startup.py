@@ -117,9 +117,6 @@ def pay_graph_setup(engine: Engine) -> None:
     stream the recordings will use: its cuBLAS workspace is then made here, outside their reading, in every
     start."""
     if engine.device.type == "cuda" and engine.dispatcher.mode != CUDAGraphMode.NONE:
-        import torch
-
-        engine.runner.capture_stream = torch.cuda.Stream(device=engine.device)
         embed = engine.model.embed_tokens.weight  # (the model's dtype and hidden size)
         engine.report.graph_setup_bytes = pay_first_capture(engine.runner.capture_stream, embed.dtype, embed.shape[1])
 

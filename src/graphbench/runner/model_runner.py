@@ -44,7 +44,8 @@ class ModelRunner:
         self.dispatcher = dispatcher
         self.forward_fn = forward_fn or model  # the eager module, or the compiled forward once started
         self.full_graph = CUDAGraphWrapper(self._call_forward, FULL, "full") if dispatcher.keys[FULL] else None
-        self.capture_stream = None  # the recordings' stream (set before them by engine_startup.pay_graph_setup)
+        # the recordings' stream (engine_startup.pay_graph_setup makes its cuBLAS workspace before them)
+        self.capture_stream = torch.cuda.Stream(device=self.device) if self.device.type == "cuda" else None
         # capture on demand: the keys recorded (None: every key, or no capture), what a deferred key does
         # when a step first needs it (record it then, or run eager), and what those recordings cost
         self.recorded: set | None = None
@@ -240,8 +241,6 @@ class ModelRunner:
             # One pool per engine: a pool shared across engines dies with the first engine's graphs.
             # (Keys recorded on demand later go into the same pool.)
             self.graph_pool = torch.cuda.graph_pool_handle()
-            if self.capture_stream is None:  # (an engine made it before, for pay_graph_setup)
-                self.capture_stream = torch.cuda.Stream(device=self.device)
             with capture_session(self.graph_pool, self.capture_stream):
                 free_last = free_before
                 for mode, desc, num_reqs in plan:
