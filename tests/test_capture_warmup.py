@@ -1,5 +1,5 @@
 """What the capture does before its recordings: cudagraph.warmup_batches (which batches run eagerly first) and
-engine_startup.pay_graph_setup (the process's first cuBLAS capture, counted alike in every start)."""
+engine_startup.pay_graph_setup (the capture stream's cuBLAS setup, counted alike in every start)."""
 
 from __future__ import annotations
 

@@ -145,10 +145,10 @@ def test_startup_lines_of_a_gpu_start():
         "Inductor 12.00 s, capture 2.50 s (14 kernels compiled ahead in 1.2 s), other 0.47 s",
         "CUDA graphs: FULL 35, PIECEWISE 51 keys (902 recordings), graph memory 0.250 GiB (pool 0.062 GiB)",
         "KV cache 1024 tokens (1.000 GiB), weights 2.000 GiB"]
-    # the part a process's first cuBLAS capture keeps is named (from 1 MiB on)
+    # the part the capture stream's cuBLAS setup takes is named (from 1 MiB on)
     assert startup_lines({**record, "graph_setup_bytes": 72 * 2**20})[1] == (
         "CUDA graphs: FULL 35, PIECEWISE 51 keys (902 recordings), graph memory 0.250 GiB (pool 0.062 GiB); "
-        "of it 0.070 GiB the process's first capture")
+        "of it 0.070 GiB the capture stream's cuBLAS setup")
     assert startup_lines({**record, "graph_setup_bytes": 2**19})[1].endswith("(pool 0.062 GiB)")
     assert runtime_modes_line({"decode": {"FULL": 15}, "mixed": {"NONE": 1, "PIECEWISE": 2}}) == (
         "steps by runtime mode: decode FULL 15; mixed (prefill) NONE 1, PIECEWISE 2")

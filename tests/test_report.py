@@ -453,7 +453,7 @@ def test_latency_chart_draws_what_was_measured(tmp_path, missing):
 
 
 def test_the_first_capture_is_no_rungs_memory():
-    """graph_setup_bytes (a process's first cuBLAS capture, counted in graph memory since 2026-12-06) is left
+    """graph_setup_bytes (the capture stream's cuBLAS setup, counted in graph memory since 2026-12-06) is left
     out of the memory beyond the pool, which is what fewer rungs can save."""
     from pathlib import Path
 

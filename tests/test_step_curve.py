@@ -140,7 +140,7 @@ def test_graph_memory_predictions_from_the_first_captures() -> None:
     # fitted on the first 2 graphs after the pool only: FULL's line through 4, 6 is 2 + 2 * 4 all the same
     model = fit_pool_model(capture_rows(log), fit_graphs=2)
     assert model.per_mode["FULL"] == pytest.approx((2 * mib, 2 * mib))
-    # a process's first cuBLAS capture paid before the recordings: in the measured total, not in the log's rows
+    # the capture stream's cuBLAS setup, paid before the recordings: in the measured total, not in the log's rows
     paid_first = predict_from_log(log, 193 * mib, setup_bytes=70 * mib)
     assert (paid_first.vllm_bytes, paid_first.graphbench_bytes) == (189 * mib, pytest.approx(193 * mib))
     with pytest.raises(GraphbenchError, match="capture_log row 0"):

@@ -299,10 +299,10 @@ print("REPORT " + json.dumps({"cold": not r.compile_from_cache, "memory": r.grap
 
 
 def test_a_cold_and_a_warm_start_read_the_same_graph_memory(tmp_path):
-    """Each start in its own process, as a sweep's: a process's first cuBLAS capture (~70 MiB outside the
-    allocator) and the recordings' stream's cuBLAS workspace (32 MiB) are paid before anything records, so a
-    cold start, whose kernel-choice timing had paid them before the capture's reading, and a warm one read the
-    same (they read 0.248 and 0.350 GiB on an H100 before: benchmarks/RESULTS.md, 2026-12-06)."""
+    """Each start in its own process, as a sweep's: the recordings' stream's first cuBLAS call (~100 MiB: its
+    workspace and ~70 MiB outside the allocator) is paid and counted before anything records, so a cold start,
+    whose kernel-choice timing had paid it before the capture's reading, and a warm one read the same (they
+    read 0.248 and 0.350 GiB on an H100 before: benchmarks/RESULTS.md, 2026-12-06)."""
     import json
     import os
     import subprocess
@@ -320,7 +320,7 @@ def test_a_cold_and_a_warm_start_read_the_same_graph_memory(tmp_path):
     cold, warm = starts
     print(f"\ncold {cold}\nwarm {warm}", flush=True)
     assert cold["cold"] and not warm["cold"]
-    assert cold["setup"] > 0 and warm["setup"] > 0  # each process paid it once
+    assert cold["setup"] >= 16 * 2**20 and warm["setup"] >= 16 * 2**20  # each process paid it once, counted
     assert abs(cold["memory"] - warm["memory"]) <= 16 * 2**20 and abs(cold["pool"] - warm["pool"]) <= 16 * 2**20
 
 

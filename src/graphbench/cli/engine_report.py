@@ -97,6 +97,6 @@ def kernel_choices_line(record: dict) -> str:
 
 
 def _setup_note(startup: dict) -> str:
-    """The part of graph memory a process's first cuBLAS capture keeps, once (absent in older results)."""
+    """The part of graph memory the capture stream's cuBLAS setup takes, once (absent in older results)."""
     setup = startup.get("graph_setup_bytes") or 0
-    return f"; of it {setup / GIB:.3f} GiB the process's first capture" if setup >= 2**20 else ""
+    return f"; of it {setup / GIB:.3f} GiB the capture stream's cuBLAS setup" if setup >= 2**20 else ""

@@ -131,7 +131,7 @@ class MemoryPrediction:
 def predict_from_log(log: Sequence[Sequence], measured_bytes: int, fit_graphs: int = FIT_GRAPHS,
                      setup_bytes: int = 0) -> MemoryPrediction:
     """Both predictions from a capture log's first graphs, against the measured total. setup_bytes
-    (`startup.graph_setup_bytes`): the process's first cuBLAS capture, which the measured total counts and
+    (`startup.graph_setup_bytes`): the capture stream's cuBLAS setup, which the measured total counts and
     the log's first row no longer does (paid before the recordings): put back in that row, as a capture
     whose first recording paid it would have shown it to both."""
     rows = capture_rows(log)

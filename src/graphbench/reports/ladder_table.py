@@ -46,7 +46,7 @@ def graph_rows(points: pd.DataFrame) -> pd.DataFrame:
     rows = points[mask].copy()
     rows["num_capture_sizes"] = rows["num_capture_sizes"].astype(float)
     rows["graph_memory_mib"] = rows["graph_memory_bytes"] / MIB
-    # the process's first cuBLAS capture is no rung's: what fewer rungs can save leaves it out
+    # the capture stream's cuBLAS setup is no rung's: what fewer rungs can save leaves it out
     rows["beyond_pool_mib"] = (rows["graph_memory_bytes"] - rows["graph_pool_bytes"]
                                - rows["graph_setup_bytes"].fillna(0)) / MIB
     return rows[rows["graph_memory_mib"].notna() | rows["capture_s"].notna()]

@@ -147,30 +147,30 @@ class CaptureReport:
 
 
 def pay_first_capture(stream: torch.cuda.Stream, dtype: torch.dtype, size: int) -> int:
-    """Record and replay one cuBLAS matmul ([64, size] x [size, size]) on the stream the engine's recordings
-    will use; the device memory the recording kept. The eager run before it is not counted: cuBLAS's handle
-    and code, and the stream's workspace (one a stream, 32 MiB on Hopper), which would otherwise land in the
-    recordings' pool or not as the stream pool's rotation met a stream the kernel-choice timing had used. A
-    process's first capture of a cuBLAS call keeps ~70 MiB outside the caching allocator, once: a warm start
-    paid it in its first recording (162 MiB where a cold start's read 72), a cold start in its kernel-choice
-    timing, before the capture's reading (H100, benchmarks/RESULTS.md, 2026-12-06). About 0 where something
-    in the process paid it before."""
+    """Run and record one cuBLAS matmul ([64, size] x [size, size]) on the stream the engine's recordings
+    will use; the device memory that cost. A stream's first cuBLAS call costs ~100 MiB once: its workspace
+    in the caching allocator (32 MiB on Hopper) and ~70 MiB outside it (H100, torch 2.11: 102 MiB for an
+    eager call on a second stream, 106 for a first capture on one; benchmarks/RESULTS.md, 2026-12-06). A
+    warm start had paid it inside its first recording, a cold start in its kernel-choice timing, before the
+    capture's reading. Not counted: cuBLAS's handle and code, paid first on the current stream, as any engine
+    pays them, graphs or not."""
     device = stream.device
     x = torch.ones(64, size, device=device, dtype=dtype)
     w = torch.ones(size, size, device=device, dtype=dtype)
-    stream.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(stream):
-        torch.nn.functional.linear(x, w)
+    torch.nn.functional.linear(x, w)
     torch.cuda.synchronize(device)
     torch.cuda.empty_cache()  # (torch.cuda.graph empties it on entry: cached blocks would read as negative cost)
     free_before = torch.cuda.mem_get_info(device)[0]
+    stream.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(stream):
+        torch.nn.functional.linear(x, w)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, stream=stream, capture_error_mode="relaxed"):  # (as the engine's recordings)
         torch.nn.functional.linear(x, w)
     graph.replay()
     torch.cuda.synchronize(device)
     del graph
-    torch.cuda.empty_cache()  # the recording's pool: what stays is what the first capture keeps
+    torch.cuda.empty_cache()  # the recording's pool: what stays is the stream's cuBLAS setup
     kept = free_before - torch.cuda.mem_get_info(device)[0]
     del x, w
     torch.cuda.empty_cache()

@@ -111,11 +111,10 @@ def start_compiled(engine: Engine) -> None:
 
 
 def pay_graph_setup(engine: Engine) -> None:
-    """Pay a process's first capture of a cuBLAS call (cudagraph.pay_first_capture) before anything of this
-    start records a graph (a cold start's kernel-choice timing, -O3's variant choice): every start then
-    counts it alike in its graph memory, where a cold start had read ~100 MiB less than a warm one. On the
-    stream the recordings will use: its cuBLAS workspace is then made here, outside their reading, in every
-    start."""
+    """Pay the recordings' stream's first cuBLAS call (cudagraph.pay_first_capture) before anything of this
+    start records a graph or times a kernel (a cold start's kernel-choice timing, -O3's variant choice), and
+    count it: every start then reads it alike in its graph memory, where a cold start had read ~100 MiB
+    less than a warm one."""
     if engine.device.type == "cuda" and engine.dispatcher.mode != CUDAGraphMode.NONE:
         embed = engine.model.embed_tokens.weight  # (the model's dtype and hidden size)
         engine.report.graph_setup_bytes = pay_first_capture(engine.runner.capture_stream, embed.dtype, embed.shape[1])

@@ -75,7 +75,7 @@ class StartupReport:
     capture_precompiled: list = field(default_factory=lambda: [0, 0.0])
     graph_memory_bytes: int = 0  # free device memory before capture minus after, + graph_setup_bytes (MACHINERY §1.7)
     graph_pool_bytes: int = 0  # of which the allocator reserved for the recordings' pool
-    graph_setup_bytes: int = 0  # of graph memory: the process's first cuBLAS capture (engine_startup.pay_graph_setup)
+    graph_setup_bytes: int = 0  # of graph memory: the capture stream's cuBLAS setup (engine_startup.pay_graph_setup)
     capture_log: list = field(default_factory=list)  # [mode, num_tokens, seconds, memory bytes] per key
     num_graphs: dict = field(default_factory=dict)  # dispatcher keys per runtime mode
     num_recordings: dict = field(default_factory=dict)  # CUDA graphs recorded (piecewise: per piece)
