@@ -299,8 +299,8 @@ print("REPORT " + json.dumps({"cold": not r.compile_from_cache, "memory": r.grap
 
 
 def test_a_cold_and_a_warm_start_read_the_same_graph_memory(tmp_path):
-    """Each start in its own process, as a sweep's: the recordings' stream's first cuBLAS call (~100 MiB: its
-    workspace and ~70 MiB outside the allocator) is paid and counted before anything records, so a cold start,
+    """Each start in its own process, as a sweep's: the recordings' stream's first cuBLAS call (its workspace,
+    32 MiB on an H100) is paid and counted before anything records, so a cold start,
     whose kernel-choice timing had paid it before the capture's reading, and a warm one read the same (they
     read 0.248 and 0.350 GiB on an H100 before: benchmarks/RESULTS.md, 2026-12-06)."""
     import json

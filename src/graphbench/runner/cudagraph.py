@@ -148,12 +148,11 @@ class CaptureReport:
 
 def pay_first_capture(stream: torch.cuda.Stream, dtype: torch.dtype, size: int) -> int:
     """Run and record one cuBLAS matmul ([64, size] x [size, size]) on the stream the engine's recordings
-    will use; the device memory that cost. A stream's first cuBLAS call costs ~100 MiB once: its workspace
-    in the caching allocator (32 MiB on Hopper) and ~70 MiB outside it (H100, torch 2.11: 102 MiB for an
-    eager call on a second stream, 106 for a first capture on one; benchmarks/RESULTS.md, 2026-12-06). A
-    warm start had paid it inside its first recording, a cold start in its kernel-choice timing, before the
-    capture's reading. Not counted: cuBLAS's handle and code, paid first on the current stream, as any engine
-    pays them, graphs or not."""
+    will use; the device memory that cost: the stream's cuBLAS workspace (32 MiB on an H100 in the engine;
+    a bare process's second stream paid ~70 MiB more outside the allocator, which an engine's start has paid
+    before this: benchmarks/RESULTS.md, 2026-12-06). A warm start had paid it inside its first recording, a
+    cold start in its kernel-choice timing, before the capture's reading. Not counted: cuBLAS's handle and
+    code, paid first on the current stream, as any engine pays them, graphs or not."""
     device = stream.device
     x = torch.ones(64, size, device=device, dtype=dtype)
     w = torch.ones(size, size, device=device, dtype=dtype)
