@@ -406,11 +406,35 @@ def test_graph_memory_zero_on_both_sides_passes(tmp_path):
 
 
 def test_graph_memory_from_nothing_to_something_regresses(tmp_path):
-    b, c = _two_sets(tmp_path, _rounds(BASE5[:3], graph_memory_bytes=0), _rounds(BASE5[:3], graph_memory_bytes=1000))
+    b, c = _two_sets(tmp_path, _rounds(BASE5[:3], graph_memory_bytes=0), _rounds(BASE5[:3], graph_memory_bytes=40 * MIB))
     report = run_gate(b, c)
     mem = next(r for r in report.checks if r.metric == "graph_memory_bytes")
     assert mem.status == "regressed"  # from nothing to something: +inf %, on 3 processes a side
     assert "inf" in report.to_markdown()
+
+
+MIB = 2**20
+
+
+def _graph_memory_check(tmp_path: Path, base_mib: float, cur_mib: float, threshold_pct: float):
+    b, c = _two_sets(tmp_path, _rounds(BASE5[:4], graph_memory_bytes=int(base_mib * MIB)),
+                     _rounds(BASE5[:4], graph_memory_bytes=int(cur_mib * MIB)))
+    return next(r for r in run_gate(b, c, thresholds={"graph_memory_bytes": threshold_pct}).checks
+                if r.metric == "graph_memory_bytes")
+
+
+def test_graph_memory_one_page_apart_is_no_change_even_under_a_tight_threshold(tmp_path):
+    """Two sweeps of one commit on an H100 read 254 and 256 MiB, every process of each alike (a range of 0
+    a side): the driver maps memory in 2 MiB pages, so a page is the reading's resolution and no change."""
+    mem = _graph_memory_check(tmp_path, 254, 256, threshold_pct=0.5)
+    assert mem.status == "pass" and mem.comparison.verdict == "tie"
+    assert mem.comparison.noise_pct == pytest.approx(100 * NOISE_RANGES * 2 / 254)
+    assert "within noise" in mem.comparison.note
+
+
+def test_graph_memory_grown_by_pages_beyond_the_resolution_regresses(tmp_path):
+    mem = _graph_memory_check(tmp_path, 254, 262, threshold_pct=0.5)  # 4 pages: +3.1% against a 1.6% floor
+    assert mem.status == "regressed" and mem.comparison.verdict == "regressed"
 
 
 # ------------------------------------------------------------------ unusable input

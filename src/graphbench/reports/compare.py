@@ -132,7 +132,7 @@ def _compare(
     point: Point, workload: str | None, metric: Metric, base: list[float], cur: list[float],
     alpha: float, bootstrap: int, seed: int, busy: tuple[int, int] = (0, 0), min_effect_pct: float = 0.0,
 ) -> Comparison:
-    v = judge(base, cur, metric.higher_is_better, alpha, min_effect_pct)
+    v = judge(base, cur, metric.higher_is_better, alpha, min_effect_pct, metric.resolution)
     bm = median(base) if base else None
     cm = median(cur) if cur else None
     r = ratio(cm, bm) if bm is not None and cm is not None else None

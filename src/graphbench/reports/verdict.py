@@ -2,7 +2,8 @@
 
 The samples are per process (one per round: reports/rounds.py). A difference is called only when it is
 significant over those samples AND larger than the noise floor measured in the same data (twice the
-larger range, max - min, between the processes of either side, in % of the baseline) AND at least the
+larger range, max - min, between the processes of either side, a range counting at least the metric's
+resolution, in % of the baseline) AND at least the
 metric's minimum effect (as asv's factor: the gate's threshold for a gated metric, else 5%), so that
 compare and gate call the same rows. Anything else is a tie, shown with its reason ("within noise: x% vs
 noise y%"). The test: Mann-Whitney U when the sample sizes
@@ -47,12 +48,18 @@ NOISE_RANGES = 2.0
 MIN_PROCESSES = 3  # a side with fewer has no usable spread: 2 vs 2 gave Welch p = 0.04 for an A/A pair
 
 
-def noise_floor(base: Sequence[float], cur: Sequence[float]) -> float | None:
+def _ranges(base: Sequence[float], cur: Sequence[float], resolution: float) -> list[float]:
+    """Each side's between-process range (max - min), at least the metric's resolution (a reading that moves
+    in steps has a range of 0 on a side whose processes all read one step and the other side's the next)."""
+    return [max(max(side) - min(side), resolution) for side in (base, cur) if len(side) >= MIN_PROCESSES]
+
+
+def noise_floor(base: Sequence[float], cur: Sequence[float], resolution: float = 0.0) -> float | None:
     """NOISE_RANGES x the larger between-process range (max - min) of the two sides, in % of the baseline's
     median (in the metric's units first: a side ten times slower has a range ten times smaller, and the
     verdict is the same both ways round); None when neither side has MIN_PROCESSES samples or the
     baseline's median is 0."""
-    ranges = [max(side) - min(side) for side in (base, cur) if len(side) >= MIN_PROCESSES]
+    ranges = _ranges(base, cur, resolution)
     center = median(base) if base else 0.0
     return 100.0 * NOISE_RANGES * max(ranges) / abs(center) if ranges and center else None
 
@@ -72,7 +79,7 @@ def difference_test(base: Sequence[float], cur: Sequence[float], alpha: float) -
 
 
 def judge(base: Sequence[float], cur: Sequence[float], higher_is_better: bool, alpha: float = 0.05,
-          min_effect_pct: float = 0.0) -> Verdict:
+          min_effect_pct: float = 0.0, resolution: float = 0.0) -> Verdict:
     """The verdict on current against baseline (see the module's docstring)."""
     if not base or not cur:
         side = "baseline" if not base else "current"
@@ -83,14 +90,14 @@ def judge(base: Sequence[float], cur: Sequence[float], higher_is_better: bool, a
     # from 0 to something (graph memory where none was recorded): an infinite change, judged by the
     # test and by the noise in the metric's units
     change = (cm / bm - 1.0) * 100.0 if bm else math.copysign(math.inf, cm)
-    noise = noise_floor(base, cur)
+    noise = noise_floor(base, cur, resolution)
     p, test = difference_test(base, cur, alpha)
     if p is None:
         why = (f"{len(base)} vs {len(cur)} processes: no test, no noise estimate (>= {MIN_PROCESSES} a side, or "
                f"{MIN_PROCESSES} against 1)")
         return Verdict(change, noise, p, test, None, NA, why)
     significant = p < alpha
-    spread = max((max(s) - min(s) for s in (base, cur) if len(s) >= MIN_PROCESSES), default=None)
+    spread = max(_ranges(base, cur, resolution), default=None)
     within = (noise is not None and abs(change) <= noise) if bm else \
         (spread is not None and abs(cm - bm) <= NOISE_RANGES * spread)
     text = f"{change:+.1f}% vs noise {noise:.1f}%" if noise is not None else f"{change:+.1f}%"
