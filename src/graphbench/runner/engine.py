@@ -16,27 +16,22 @@ import torch
 
 from graphbench.config import CompileMode, CUDAGraphMode, EngineConfig, load_arch
 from graphbench.errors import GraphbenchError
-from graphbench.ladders.phases import resolve_mixed_ladder
 from graphbench.runner.attention.selection import create_backend
-from graphbench.runner.compile.cache import cache_root
 from graphbench.runner.compile.compiler import CompiledForward
 from graphbench.runner.compile.startup import sign_cache_entry
-from graphbench.runner.device import device_info, dtype_name, resolve_device, resolve_dtype
 from graphbench.runner.inputs import StepInputs
 from graphbench.runner.block_allocator import BlockAllocator
-from graphbench.runner.kernels.triton_key import remember_triton_key
 from graphbench.runner.engine_startup import (
     capture_graphs,
-    load_engine_adapters,
-    load_weights,
+    load_model,
     make_dispatcher,
     pay_graph_setup,
+    resolve_engine_config,
     start_compiled,
     start_speculative,
     start_tensor_parallel,
 )
 from graphbench.runner.kv_startup import allocate_kv_cache, grow_after_capture
-from graphbench.runner.loader import build_model
 from graphbench.runner.model_runner import ModelRunner
 from graphbench.runner.parallel import (
     close_tensor_parallel,
@@ -54,39 +49,14 @@ class Engine:
         """Start the engine. fresh_compile: clear this config's compile cache first (a cold start)."""
         started = time.perf_counter()
         self._fresh_compile = fresh_compile
-        self.device = resolve_device(config.model.device)
-        self.dtype = resolve_dtype(config.model.dtype, self.device, config.model.model)
-        self.device_info = device_info(self.device)
-        if self.device.type == "cuda":  # before the first kernel loads (kernels/triton_key.py says why)
-            remember_triton_key(cache_root() / "triton-key")
-        info = self.device_info
-        self.config = config.resolve(blackwell=info.is_blackwell_datacenter, device_name=info.name,
-                                     device_memory=info.total_memory, device_type=self.device.type)
-        self.config.model.device, self.config.model.dtype = self.device.type, dtype_name(self.dtype)
-        for warning in resolve_mixed_ladder(config.compilation.mixed_capture_sizes,
-                                            self.config.scheduler.max_num_batched_tokens).warnings:
-            log.warning("%s", warning)  # (the resolved config keeps the sizes that stayed)
-        if self.device.type == "cpu":
-            torch.set_num_threads(self.config.parallel.cpu_threads)
-        if self.device.type != "cuda" and self.config.compilation.max_autotune:
-            # Inductor's autotuning targets GPU kernels; on the CPU it costs minutes and buys little.
-            self.config.compilation.max_autotune = False
-            log.info("max_autotune is off on the CPU")
+        resolve_engine_config(self, config)
         self.arch = load_arch(self.config.model.model)
         sched = self.config.scheduler
         self.max_model_len = sched.max_model_len or self.arch.max_position_embeddings
         self.report = StartupReport()
         start_tensor_parallel(self)
 
-        t0 = time.perf_counter()
-        self.model = build_model(self.local_arch, self.max_model_len, self.dtype, self.device, self.shard,
-                                 self.config.model.kernels)
-        load_weights(self)
-        self.lora_slots = load_engine_adapters(self)
-        if self.device.type == "cuda":
-            torch.cuda.synchronize()
-        self.report.load_seconds = time.perf_counter() - t0
-        self.report.weights_bytes = sum(p.numel() * p.element_size() for p in self.model.parameters())
+        load_model(self)
 
         t0 = time.perf_counter()
         self.backend = create_backend(self.config.model.attention_backend, self.device.type)

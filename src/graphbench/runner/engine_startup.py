@@ -1,23 +1,29 @@
-"""The engine's start-up steps apart from the order Engine.__init__ runs them in: tensor parallelism, the
-weights, the LoRA adapters, the dispatcher, speculative decoding, the compiled forward and the capture. Each takes the engine
+"""The engine's start-up steps apart from the order Engine.__init__ runs them in: the resolved config, tensor
+parallelism, the model with its weights and LoRA adapters, the dispatcher, speculative decoding, the compiled forward and the capture. Each takes the engine
 being started and sets what it makes on it."""
 
 from __future__ import annotations
 
 import atexit
 import logging
+import time
 from typing import TYPE_CHECKING
 
+import torch
+
 from graphbench import env
-from graphbench.config import CompileMode, CUDAGraphMode
+from graphbench.config import CompileMode, CUDAGraphMode, EngineConfig
 from graphbench.config.arch import checkpoint_folder
 from graphbench.errors import GraphbenchError
+from graphbench.ladders.phases import resolve_mixed_ladder
+from graphbench.runner.compile.cache import cache_root
 from graphbench.runner.compile.startup import compile_at_startup
 from graphbench.runner.compile.variant_choice import choose_static_variants
 from graphbench.runner.cudagraph import pay_first_capture
-from graphbench.runner.device import free_memory
+from graphbench.runner.device import device_info, dtype_name, free_memory, resolve_device, resolve_dtype
 from graphbench.runner.dispatcher import CudagraphDispatcher, resolve_cudagraph_mode
-from graphbench.runner.loader import fill_dummy_weights, load_checkpoint
+from graphbench.runner.kernels.triton_key import remember_triton_key
+from graphbench.runner.loader import build_model, fill_dummy_weights, load_checkpoint
 from graphbench.runner.parallel import Shard, init_tensor_parallel, local_arch
 from graphbench.runner.speculative.decoding import SpeculativeDecoder
 
@@ -25,6 +31,27 @@ if TYPE_CHECKING:
     from graphbench.runner.engine import Engine
 
 log = logging.getLogger("graphbench.engine")
+
+
+def resolve_engine_config(engine: Engine, config: EngineConfig) -> None:
+    """The device and dtype, and the config resolved for them (engine.config: what this engine runs)."""
+    engine.device = resolve_device(config.model.device)
+    engine.dtype = resolve_dtype(config.model.dtype, engine.device, config.model.model)
+    engine.device_info = info = device_info(engine.device)
+    if engine.device.type == "cuda":  # before the first kernel loads (kernels/triton_key.py says why)
+        remember_triton_key(cache_root() / "triton-key")
+    engine.config = config.resolve(blackwell=info.is_blackwell_datacenter, device_name=info.name,
+                                   device_memory=info.total_memory, device_type=engine.device.type)
+    engine.config.model.device, engine.config.model.dtype = engine.device.type, dtype_name(engine.dtype)
+    for warning in resolve_mixed_ladder(config.compilation.mixed_capture_sizes,
+                                        engine.config.scheduler.max_num_batched_tokens).warnings:
+        log.warning("%s", warning)  # (the resolved config keeps the sizes that stayed)
+    if engine.device.type == "cpu":
+        torch.set_num_threads(engine.config.parallel.cpu_threads)
+    if engine.device.type != "cuda" and engine.config.compilation.max_autotune:
+        # Inductor's autotuning targets GPU kernels; on the CPU it costs minutes and buys little.
+        engine.config.compilation.max_autotune = False
+        log.info("max_autotune is off on the CPU")
 
 
 def start_tensor_parallel(engine: Engine) -> None:
@@ -137,6 +164,19 @@ def capture_graphs(engine: Engine) -> None:
     engine.report.capture_log = report.per_key
     engine.report.num_recordings = report.num_graphs
     log.info("Graph capturing finished in %.0f secs, took %.2f GiB", report.seconds, engine.report.graph_memory_bytes / 2**30)
+
+
+def load_model(engine: Engine) -> None:
+    """Build the model, load its weights and adapters; the seconds and bytes in the start-up report."""
+    started = time.perf_counter()
+    engine.model = build_model(engine.local_arch, engine.max_model_len, engine.dtype, engine.device, engine.shard,
+                               engine.config.model.kernels)
+    load_weights(engine)
+    engine.lora_slots = load_engine_adapters(engine)
+    if engine.device.type == "cuda":
+        torch.cuda.synchronize()
+    engine.report.load_seconds = time.perf_counter() - started
+    engine.report.weights_bytes = sum(p.numel() * p.element_size() for p in engine.model.parameters())
 
 
 def load_weights(engine: Engine) -> None:
