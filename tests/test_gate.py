@@ -71,6 +71,7 @@ def make_result(
     startup_s: float | None = 2.0,
     capture_s: float = 0.5,
     graph_memory_bytes: int | None = 329_000_000,
+    graph_setup_bytes: int | None = None,
     status: str = "ok",
 ) -> dict[str, Any]:
     """A result dict (one process: no `sweep.round`); repeats maps workload name -> [(tokens/s, tpot p99 ms), ...]."""
@@ -91,6 +92,8 @@ def make_result(
         del startup["total_s"]
     if graph_memory_bytes is None:
         del startup["graph_memory_bytes"]
+    if graph_setup_bytes is not None:  # (absent from results written before 2026-12-06)
+        startup["graph_setup_bytes"] = graph_setup_bytes
     workloads = []
     for name, reps in repeats.items():
         concurrency = int(name.rsplit("c", 1)[-1]) if name.rsplit("c", 1)[-1].isdigit() else 1
@@ -430,6 +433,30 @@ def test_graph_memory_one_page_apart_is_no_change_even_under_a_tight_threshold(t
     assert mem.status == "pass" and mem.comparison.verdict == "tie"
     assert mem.comparison.noise_pct == pytest.approx(100 * NOISE_RANGES * 2 / 254)
     assert "within noise" in mem.comparison.note
+
+
+def test_graph_memory_across_the_setup_change_is_not_judged(tmp_path):
+    """A baseline from before graph_setup_bytes (its cold starts left the capture stream's cuBLAS setup out)
+    against one that counts it: +12.6% is a change of measurement, so the check cannot judge (exit 3), and
+    the other way round it is no improvement either."""
+    old = _rounds(BASE5[:4], graph_memory_bytes=254 * MIB)
+    new = _rounds(BASE5[:4], graph_memory_bytes=286 * MIB, graph_setup_bytes=32 * MIB)
+    report = run_gate(*_two_sets(tmp_path / "forward", old, new))
+    mem = next(r for r in report.checks if r.metric == "graph_memory_bytes")
+    assert mem.comparison.verdict == "n/a" and mem.status == "inconclusive" and report.exit_code == 3
+    assert "measured two ways: the baseline results hold starts from before 2026-12-06" in mem.reason
+    older_warm = _rounds(BASE5[:4], graph_memory_bytes=350 * MIB)
+    back = next(r for r in run_gate(*_two_sets(tmp_path / "back", older_warm, new)).checks
+                if r.metric == "graph_memory_bytes")
+    assert back.comparison.verdict == "n/a" and back.status == "untestable"
+    # both sides counted alike (one of them a history holding both kinds is not): judged as before
+    alike = next(r for r in run_gate(*_two_sets(tmp_path / "alike", new, _rounds(
+        BASE5[:4], graph_memory_bytes=320 * MIB, graph_setup_bytes=32 * MIB))).checks if r.metric == "graph_memory_bytes")
+    assert alike.status == "regressed"
+    mixed = next(r for r in run_gate(*_two_sets(tmp_path / "mixed", new, new[:2] + old[2:])).checks
+                 if r.metric == "graph_memory_bytes")
+    assert mixed.comparison.verdict == "n/a" and "the current results hold starts" in mixed.reason
+    assert not any("too few processes" in w for w in report.warnings)  # 4 a side: the n/a is the measurement's
 
 
 def test_graph_memory_grown_by_pages_beyond_the_resolution_regresses(tmp_path):

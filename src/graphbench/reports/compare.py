@@ -15,7 +15,7 @@ both are re-exported here.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from graphbench.errors import GraphbenchError
@@ -36,6 +36,7 @@ from graphbench.reports.compare_match import (
     result_where,
 )
 from graphbench.reports.gate_thresholds import min_effect_pct
+from graphbench.reports.graph_memory_measure import unlike_measurements
 from graphbench.reports.metric_catalogue import CATALOGUE, POINT, REPEAT, Metric, resolve_metric
 from graphbench.reports.point_names import gpu_suffix
 from graphbench.reports.rounds import busy_processes, busy_rounds, point_samples, workload_samples
@@ -131,8 +132,12 @@ class Comparison:
 def _compare(
     point: Point, workload: str | None, metric: Metric, base: list[float], cur: list[float],
     alpha: float, bootstrap: int, seed: int, busy: tuple[int, int] = (0, 0), min_effect_pct: float = 0.0,
+    unlike: str | None = None,
 ) -> Comparison:
+    """unlike: why the two sides measured the metric differently (the verdict is then n/a, with that reason)."""
     v = judge(base, cur, metric.higher_is_better, alpha, min_effect_pct, metric.resolution)
+    if unlike is not None:
+        v = replace(v, significant=None, verdict=NA, reason=unlike)
     bm = median(base) if base else None
     cm = median(cur) if cur else None
     r = ratio(cm, bm) if bm is not None and cm is not None else None
@@ -216,7 +221,7 @@ def compare_sets(
             if base or cur:
                 busy = (sum(map(busy_processes, b.results)), sum(map(busy_processes, c.results)))
                 comparisons.append(_compare(b, None, metric, base, cur, alpha, bootstrap, seed, busy,
-                                            effect(metric.name)))
+                                            effect(metric.name), unlike_measurements(metric.name, b.results, c.results)))
         bw, cw = _workloads(b), _workloads(c)
         for name in sorted(bw.keys() - cw.keys()):
             warnings.append(f"{b.name}: workload {name} is only in the baseline: not compared")

@@ -7,8 +7,9 @@ with a history baseline, every round of every run: reports/rounds.py):
   floor, the larger between-process spread of the two sides, AND beyond the metric's threshold, which
   is compare's minimum effect: reports/verdict.py); "improved" likewise in the good direction;
 - INCONCLUSIVE when the change is beyond the threshold in the bad direction but the data cannot judge
-  it: a regressed (or improved) verdict measured on a busy host (a repeat of those processes flagged busy_host), or
-  one process a side (no test, no noise estimate);
+  it: a regressed (or improved) verdict measured on a busy host (a repeat of those processes flagged busy_host),
+  one process a side (no test, no noise estimate), or graph memory measured two ways
+  (reports/graph_memory_measure.py);
 - everything else passes, the reason saying which: within noise, not significant, within threshold.
 
 Exit codes: 1 when a check regressed, else 3 when one is inconclusive (the machine could not judge:
@@ -120,7 +121,7 @@ def _check(c: Comparison, metric: Metric, threshold: float) -> GateCheck:
     if c.verdict == NA:
         if bad:
             return GateCheck(c, threshold, RULE, "inconclusive",
-                             f"change {change} beyond threshold {thr}, but {c.note}: cannot judge (run >= 3 rounds)")
+                             f"change {change} beyond threshold {thr}, but {c.note}: cannot judge")
         return GateCheck(c, threshold, RULE, "untestable", c.note)
     if (c.verdict == REGRESSED and bad) or (c.verdict == IMPROVED and good):
         if any(c.busy_rounds):  # a host too busy to measure on: neither a regression nor an improvement
@@ -219,7 +220,8 @@ def gate_comparisons(
                     f"metric {metric.name} is missing in the {side} results for {c.where} "
                     f"(present in the {other}): cannot gate it")
             checks.append(_check(c, metric, threshold))
-    untestable = [r for r in checks if r.comparison.verdict == NA]
+    untestable = [r for r in checks if r.comparison.verdict == NA
+                  and min(r.comparison.n_baseline, r.comparison.n_current) < MIN_PROCESSES]
     if untestable:
         metrics = ", ".join(sorted({r.metric for r in untestable}))
         warnings.append(f"{len(untestable)} check(s) had too few processes for a verdict ({metrics}): no test and "

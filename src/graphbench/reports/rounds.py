@@ -115,8 +115,10 @@ def _round_entry(result: Mapping[str, Any], index: int) -> dict[str, Any]:
     startup = result.get("startup") if isinstance(result.get("startup"), Mapping) else {}
     busy = sum(len(w.get("busy_host_repeats") or []) for w in result.get("workloads") or [])
     repeats = sum(len(w.get("repeats") or []) for w in result.get("workloads") or [])
-    return {"index": index, "position": info.get("position"), "path": result.get("_path"),
-            "startup": {k: startup.get(k) for k in ("total_s", "capture_s", "graph_memory_bytes", "cold")},
+    kept = {k: startup.get(k) for k in ("total_s", "capture_s", "graph_memory_bytes", "cold")}
+    if "graph_setup_bytes" in startup:  # (its absence marks a start before 2026-12-06: graph_memory_measure.py)
+        kept["graph_setup_bytes"] = startup["graph_setup_bytes"]
+    return {"index": index, "position": info.get("position"), "path": result.get("_path"), "startup": kept,
             "busy_host_repeats": busy, "repeats": repeats}
 
 

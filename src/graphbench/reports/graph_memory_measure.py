@@ -1,0 +1,49 @@
+"""Whether two sides measured graph memory alike (no torch).
+
+Results written since 2026-12-06 carry `startup.graph_setup_bytes`: every start counts the capture
+stream's cuBLAS setup in its graph memory. Before, a warm start's reading held it (its first recording paid
+it) and a cold start's did not (its kernel-choice timing had), ~100 MiB apart on an H100 (benchmarks/
+RESULTS.md, 2026-12-06). Graph memory across that change compares two measurements, not two codes: compare
+and gate call it n/a with this reason rather than a regression or an improvement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+SETUP_FIELD = "graph_setup_bytes"
+SINCE = "2026-12-06"
+METRIC = "graph_memory_bytes"
+
+
+def _processes(results: Iterable[Mapping[str, Any]]) -> Iterable[Mapping[str, Any]]:
+    for result in results:
+        rounds = result.get("rounds")
+        if isinstance(rounds, list) and rounds:
+            yield from (r for r in rounds if isinstance(r, Mapping))
+        else:
+            yield result
+
+
+def _setup_counted(results: Iterable[Mapping[str, Any]]) -> set[bool]:
+    """For each process that recorded graph memory: whether its start counted the setup (the field is there)."""
+    counted = set()
+    for process in _processes(results):
+        startup = process.get("startup")
+        if isinstance(startup, Mapping) and (startup.get(METRIC) or 0) > 0:
+            counted.add(SETUP_FIELD in startup)
+    return counted
+
+
+def unlike_measurements(metric: str, baseline: Iterable[Mapping[str, Any]],
+                        current: Iterable[Mapping[str, Any]]) -> str | None:
+    """Why the two sides' graph memory cannot be compared (None: measured alike, or not graph memory)."""
+    if metric != METRIC:
+        return None
+    sides = {"baseline": _setup_counted(baseline), "current": _setup_counted(current)}
+    if not all(sides.values()) or (len(sides["baseline"]) == 1 and sides["baseline"] == sides["current"]):
+        return None
+    older = " and ".join(name for name, counted in sides.items() if False in counted)
+    return (f"graph memory measured two ways: the {older} results hold starts from before {SINCE} (no "
+            f"{SETUP_FIELD}: only warm starts counted the capture stream's cuBLAS setup); rerun that side")
