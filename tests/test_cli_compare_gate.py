@@ -156,6 +156,7 @@ def test_compare_closes_with_the_verdicts_counted_and_the_thresholds(sets):
     assert data["counts"] == counts and counts["regressed"] == 12 and sum(counts.values()) == len(verdicts)
     effects = data["thresholds"]["min_effect_pct"]
     assert data["thresholds"]["alpha"] == 0.05 and data["thresholds"]["noise_ranges"] == 2.0
+    assert data["thresholds"]["resolution"] == {"graph_memory_bytes": 2 * 2**20}  # (a page: metric_catalogue)
     assert effects["output_tokens_per_s"] == 5.0 and effects["tpot_p99_ms"] == 10.0 and effects["startup_s"] == 20.0
     assert set(effects) == {x["metric"] for x in data["comparisons"]}
     r = runner.invoke(app, ["compare", b, c])

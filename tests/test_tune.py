@@ -437,6 +437,14 @@ def test_memory_model_is_one_models_on_one_gpu_type() -> None:
         fit_memory_model([*one, point([1, 2], 30, model="other")])
     # a result without graphs is no source: it does not make the fit refuse
     assert fit_memory_model([*one, point([], 0, gpu="NVIDIA A100")]).per_graph_bytes == pytest.approx(5 * MiB)
+    # nor one measurement with another: results from before graph_setup_bytes against newer ones
+    newer = point([1, 2, 4], 47)
+    newer["startup"]["graph_setup_bytes"] = 32 * MiB
+    with pytest.raises(GraphbenchError, match="graph memory measured two ways"):
+        fit_memory_model([*one, newer])
+    for p in one:
+        p["startup"]["graph_setup_bytes"] = 32 * MiB
+    assert fit_memory_model([*one, newer]).per_graph_bytes > 0
 
 
 def test_a_result_that_does_not_say_its_gpu_or_model_is_no_other_source() -> None:

@@ -10,7 +10,8 @@ c, a, b are the least-squares fit constrained to be non-negative (the best over 
 three terms). Where the data cannot tell terms apart (one ladder shape, collinear shapes) the fit
 with fewer terms wins, per-graph first.
 One model's results on one GPU type only: a fit over several would be none of theirs (a result that does not
-say its model or GPU, written before they were recorded, counts as the others').
+say its model or GPU, written before they were recorded, counts as the others'); and of one measurement
+(results from before 2026-12-06, without `startup.graph_setup_bytes`, are not fitted with newer ones).
 """
 
 from __future__ import annotations
@@ -79,6 +80,8 @@ def memory_source(result: Mapping[str, Any]) -> tuple[str, str]:
     return result_model(result), result_gpu(result)
 
 
+SETUP_FIELD = "graph_setup_bytes"  # (reports/graph_memory_measure.py: results without it measured otherwise)
+
 # the terms of the model, in the order a tie between equally good fits is broken: fewer terms first,
 # then per-graph before per-token before fixed
 _TERMS = {"a": lambda k, s: k, "b": lambda k, s: s, "c": lambda k, s: 1.0}
@@ -102,6 +105,10 @@ def fit_memory_model(results: Iterable[Mapping[str, Any]]) -> MemoryModel:
         named = "; ".join(f"{model} on {gpu or 'the CPU'}" for model, gpu in sources[:4])
         raise GraphbenchError(f"graph memory measured for {len(sources)} models or GPU types ({named}): a memory "
                               "model is one model's on one GPU type; give the results of one")
+    if len({SETUP_FIELD in result["startup"] for result, _ in measured}) > 1:
+        raise GraphbenchError(
+            f"graph memory measured two ways: some results are from before 2026-12-06 (no startup.{SETUP_FIELD}: "
+            "only their warm starts counted the capture stream's cuBLAS setup); fit results of one measurement")
     fits = [fit for subset in _SUBSETS if (fit := _least_squares(points, subset)) is not None]
     tie = 1e-9 * math.fsum(m * m for _, _, m in points)
     feasible = [f for f in fits if all(v >= 0 for v in f[1].values())]

@@ -37,7 +37,7 @@ from graphbench.reports.compare_match import (
 )
 from graphbench.reports.gate_thresholds import min_effect_pct
 from graphbench.reports.graph_memory_measure import unlike_measurements
-from graphbench.reports.metric_catalogue import CATALOGUE, POINT, REPEAT, Metric, resolve_metric
+from graphbench.reports.metric_catalogue import CATALOGUE, METRICS, POINT, REPEAT, Metric, resolve_metric
 from graphbench.reports.point_names import gpu_suffix
 from graphbench.reports.rounds import busy_processes, busy_rounds, point_samples, workload_samples
 from graphbench.reports.stats import bootstrap_ratio_ci, median, ratio
@@ -174,9 +174,12 @@ class CompareResult:
 
     def thresholds(self, alpha: float) -> dict[str, Any]:
         """What a difference had to beat (reports/verdict.py): the test's alpha, the noise floor's multiple of
-        the larger range between processes, and each compared metric's minimum effect in %."""
+        the larger range between processes, the smallest range a metric's readings count (its resolution, in
+        its unit, where it has one) and each compared metric's minimum effect in %."""
         compared = dict.fromkeys(c.metric for c in self.comparisons)
         return {"alpha": alpha, "noise_ranges": NOISE_RANGES,
+                "resolution": {name: METRICS[name].resolution for name in compared
+                               if name in METRICS and METRICS[name].resolution},
                 "min_effect_pct": {name: self.min_effects[name] for name in compared}}
 
 

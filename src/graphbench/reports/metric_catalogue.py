@@ -81,7 +81,7 @@ def _p(name: str, path: tuple[str, ...], unit: str, higher: bool, description: s
     return Metric(name, POINT, path, unit, higher, description, resolution)
 
 
-# Device memory is read from the driver (free memory before and after), which maps it in 2 MiB pages: two
+# Graph memory is read from the driver (free memory before and after), which maps it in 2 MiB pages: two
 # sweeps of one commit on an H100 read 254 and 256 MiB of graph memory, each the same in all its 4 processes
 # (benchmarks/RESULTS.md, 2026-12-06, the capture stream's first cuBLAS call).
 MEMORY_PAGE_BYTES = 2 * 2**20
@@ -106,7 +106,7 @@ CATALOGUE: tuple[Metric, ...] = (
     _r("eager_step_ms", ("step_ms_by_mode", "NONE", "mean"), "ms", False, "mean eager step"),
     _r("padding_waste_pct", ("padding_waste_pct",), "%", False, "mean padding waste per step"),
     _r("eager_fraction", ("eager_fraction",), "fraction", False, "fraction of steps that ran eager"),
-    _r("peak_memory_bytes", ("peak_memory_bytes",), "bytes", False, "peak device memory", MEMORY_PAGE_BYTES),
+    _r("peak_memory_bytes", ("peak_memory_bytes",), "bytes", False, "peak device memory"),
     _p("startup_s", ("startup", "total_s"), "s", False, "start-up time (load + compile + capture)"),
     _p("capture_s", ("startup", "capture_s"), "s", False, "CUDA-graph capture time"),
     _p("graph_memory_bytes", ("startup", "graph_memory_bytes"), "bytes", False, "memory taken by the graphs",

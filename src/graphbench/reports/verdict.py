@@ -97,7 +97,7 @@ def judge(base: Sequence[float], cur: Sequence[float], higher_is_better: bool, a
                f"{MIN_PROCESSES} against 1)")
         return Verdict(change, noise, p, test, None, NA, why)
     significant = p < alpha
-    spread = max(_ranges(base, cur, resolution), default=None)
+    spread = max(_ranges(base, cur, 0.0 if not bm else resolution), default=None)  # (a 0 is no reading)
     within = (noise is not None and abs(change) <= noise) if bm else \
         (spread is not None and abs(cm - bm) <= NOISE_RANGES * spread)
     text = f"{change:+.1f}% vs noise {noise:.1f}%" if noise is not None else f"{change:+.1f}%"
