@@ -29,6 +29,9 @@
 #   bash benchmarks/gpu_checks.sh lora      # LoRA's graph keys, capture, memory and step cost (benchmarks/lora.py), then the LoRA-share sweep (~6 min)
 #   bash benchmarks/gpu_checks.sh acceptance  # issue 45's open H200 figures in one call: LoRA's step cost (no adapters, 1, 4;
 #                                      # 3 processes) then qwen2.5-0.5b beside gpt-fast at batch 1 and 64 (~8-9 min)
+#   bash benchmarks/gpu_checks.sh gate-memory  # the gate on graph memory: A/A (two sweeps of one config: PASS) and A/B
+#                                      # (max_num_seqs 512 against 256, more rungs: graph memory FAILs), 4 processes a
+#                                      # sweep, -O2 at C = 16 (~4 min on a fresh machine)
 #   bash benchmarks/gpu_checks.sh lora-ab   # LoRA's step cost (no adapters, 1, 4) in this tree and in .ab-base/src (`git archive REV src |
 #                                      # tar -x -C .ab-base`, carried), 3 processes each (LORA_ROUNDS), interleaved, with
 #                                      # verdicts (~8 min)
@@ -110,6 +113,15 @@ case "${1:-}" in
     timeout $(( SECONDS < 560 ? 585 - SECONDS : 20 )) python3 benchmarks/decode.py --model qwen2.5-0.5b --batches 1,64 \
       --levels 2 --peers gpt-fast --out "$OUT/decode-qwen2.5-0.5b.json" --timeout 200 2>&1 | grep -v "^DEBUG" \
       | tee "$OUT/decode-qwen2.5-0.5b.log" | tail -8 ;;
+  gate-memory)  # A/A then A/B of the gate's graph-memory check; each gate's table and exit code in gate-*.log
+    for side in a256 b256 c512; do
+      timeout 200 python3 -m graphbench sweep --model llama-3.2-1b --levels 2 --ladders default --peers none \
+        --concurrency 16 --repeats 1 --rounds 4 --max-num-seqs ${side:1} --results "$OUT/gm-$side" 2>&1 | tail -3
+    done
+    python3 -m graphbench gate -b "$OUT/gm-a256" -c "$OUT/gm-b256" > "$OUT/gate-aa.log" 2>&1; echo "A/A exit $?" | tee -a "$OUT/gate-aa.log"
+    python3 -m graphbench gate -b "$OUT/gm-a256" -c "$OUT/gm-c512" --allow-mismatch > "$OUT/gate-ab.log" 2>&1
+    echo "A/B exit $?" | tee -a "$OUT/gate-ab.log"; grep -h graph_memory "$OUT"/gate-a?.log
+    tar czf "$OUT/gate-memory.tgz" -C "$OUT" gm-a256 gm-b256 gm-c512 2>/dev/null && rm -rf "$OUT"/gm-* ;;
   lora-roofline)
     for spec in none dummy:r=16 dummy:r=16,n=4; do
       name=${spec//[:=,]/-}; lora=(); [ "$spec" = none ] || lora=(--lora "$spec")
@@ -139,5 +151,5 @@ case "${1:-}" in
       --out "$OUT/roofline-$model-nopdl.json" 2>&1 | grep -v -E "^DEBUG|[Ww]arn" | tee "$OUT/roofline-$model.log" | tail -30
     timeout 150 python3 benchmarks/roofline.py --model $model --level 2 --batches $batches \
       --out "$OUT/roofline-$model-pdl.json" 2>&1 | grep -E "^batch" ;;
-  *) echo "usage: bash benchmarks/gpu_checks.sh tests|suite|sweep|decode|startup|starts|profile|tune|speculative|lora|acceptance|lora-ab|lora-roofline|curve|decode-ab|roofline|peers|peers-8b" >&2; exit 2 ;;
+  *) echo "usage: bash benchmarks/gpu_checks.sh tests|suite|sweep|decode|startup|starts|profile|tune|speculative|lora|acceptance|lora-ab|lora-roofline|curve|decode-ab|roofline|peers|peers-8b|gate-memory" >&2; exit 2 ;;
 esac
