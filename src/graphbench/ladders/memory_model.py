@@ -80,8 +80,6 @@ def memory_source(result: Mapping[str, Any]) -> tuple[str, str]:
     return result_model(result), result_gpu(result)
 
 
-SETUP_FIELD = "graph_setup_bytes"  # (reports/graph_memory_measure.py: results without it measured otherwise)
-
 # the terms of the model, in the order a tie between equally good fits is broken: fewer terms first,
 # then per-graph before per-token before fixed
 _TERMS = {"a": lambda k, s: k, "b": lambda k, s: s, "c": lambda k, s: 1.0}
@@ -105,9 +103,11 @@ def fit_memory_model(results: Iterable[Mapping[str, Any]]) -> MemoryModel:
         named = "; ".join(f"{model} on {gpu or 'the CPU'}" for model, gpu in sources[:4])
         raise GraphbenchError(f"graph memory measured for {len(sources)} models or GPU types ({named}): a memory "
                               "model is one model's on one GPU type; give the results of one")
-    if len({SETUP_FIELD in result["startup"] for result, _ in measured}) > 1:
+    from graphbench.reports.graph_memory_measure import SETUP_FIELD, SINCE, setup_counted
+
+    if len(setup_counted(result for result, _ in measured)) > 1:
         raise GraphbenchError(
-            f"graph memory measured two ways: some results are from before 2026-12-06 (no startup.{SETUP_FIELD}: "
+            f"graph memory measured two ways: some results are from before {SINCE} (no startup.{SETUP_FIELD}: "
             "only their warm starts counted the capture stream's cuBLAS setup); fit results of one measurement")
     fits = [fit for subset in _SUBSETS if (fit := _least_squares(points, subset)) is not None]
     tie = 1e-9 * math.fsum(m * m for _, _, m in points)

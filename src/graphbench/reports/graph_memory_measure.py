@@ -26,8 +26,9 @@ def _processes(results: Iterable[Mapping[str, Any]]) -> Iterable[Mapping[str, An
             yield result
 
 
-def _setup_counted(results: Iterable[Mapping[str, Any]]) -> set[bool]:
-    """For each process that recorded graph memory: whether its start counted the setup (the field is there)."""
+def setup_counted(results: Iterable[Mapping[str, Any]]) -> set[bool]:
+    """For each process that recorded graph memory: whether its start counted the setup (the field is there);
+    more than one value: the results measured graph memory two ways."""
     counted = set()
     for process in _processes(results):
         startup = process.get("startup")
@@ -41,8 +42,8 @@ def unlike_measurements(metric: str, baseline: Iterable[Mapping[str, Any]],
     """Why the two sides' graph memory cannot be compared (None: measured alike, or not graph memory)."""
     if metric != METRIC:
         return None
-    sides = {"baseline": _setup_counted(baseline), "current": _setup_counted(current)}
-    if not all(sides.values()) or (len(sides["baseline"]) == 1 and sides["baseline"] == sides["current"]):
+    sides = {"baseline": setup_counted(baseline), "current": setup_counted(current)}
+    if not all(sides.values()) or len(sides["baseline"] | sides["current"]) == 1:
         return None
     older = " and ".join(name for name, counted in sides.items() if False in counted)
     return (f"graph memory measured two ways: the {older} results hold starts from before {SINCE} (no "
