@@ -1,7 +1,6 @@
 """kernels/norm_gemv.py in the Triton interpreter: the one-row GEMVs with the residual add + RMSNorm in front
 compute the add-norm launch + the GEMV's result bit for bit (plain and gated, with bias, N not a multiple of
-the block, one and several K tiles, K not a power of two, in K tiles (one to three in flight) or the whole row in
-pieces), and program 0 alone writes the next residual."""
+the block, one and several K tiles, K not a power of two, in K tiles or the whole row in pieces), and program 0 alone writes the next residual."""
 
 from __future__ import annotations
 
@@ -14,8 +13,7 @@ from graphbench.runner.kernels.gemv import launch_gated_gemv, launch_gemv
 from graphbench.runner.kernels.norm_gemv import launch_norm_gemv
 g = torch.Generator().manual_seed(0)
 for dtype in (torch.bfloat16, torch.float32):
-    for n, k, block_n, block_k, stages in ((37, 576, 4, 64, 1), (48, 512, 16, 512, 1), (20, 768, 2, 256, 1),
-                                           (37, 576, 4, 1024, 1), (37, 576, 4, 64, 3), (20, 768, 2, 128, 2)):
+    for n, k, block_n, block_k in ((37, 576, 4, 64), (48, 512, 16, 512), (20, 768, 2, 256), (37, 576, 4, 1024)):
         x, res = torch.randn(1, k, generator=g).to(dtype), torch.randn(1, k, generator=g).to(dtype)
         nw = (1 + 0.1 * torch.randn(k, generator=g)).to(dtype)
         w, b = torch.randn(2 * n, k, generator=g).to(dtype), torch.randn(2 * n, generator=g).to(dtype)
@@ -23,15 +21,15 @@ for dtype in (torch.bfloat16, torch.float32):
         launch_add_rmsnorm(x, res, nw, 1e-6, normed, h)
         for bias in (None, b):
             want = torch.empty(1, 2 * n, dtype=dtype)
-            launch_gemv(normed, w, bias, want, block_n, block_k, 2, stages, interpret=True)
+            launch_gemv(normed, w, bias, want, block_n, block_k, 2, interpret=True)
             got, got_h = torch.empty(1, 2 * n, dtype=dtype), torch.full_like(x, float("nan"))
-            launch_norm_gemv(x, res, nw, 1e-6, w, bias, got, got_h, block_n, block_k, 2, stages, interpret=True)
-            assert torch.equal(got, want) and torch.equal(got_h, h), (dtype, n, k, stages, (got.float() - want.float()).abs().max())
+            launch_norm_gemv(x, res, nw, 1e-6, w, bias, got, got_h, block_n, block_k, 2, interpret=True)
+            assert torch.equal(got, want) and torch.equal(got_h, h), (dtype, n, k, (got.float() - want.float()).abs().max())
         want = torch.empty(1, n, dtype=dtype)
-        launch_gated_gemv(normed, w, want, block_n, block_k, 2, stages, interpret=True)
+        launch_gated_gemv(normed, w, want, block_n, block_k, 2, interpret=True)
         got, got_h = torch.empty(1, n, dtype=dtype), torch.full_like(x, float("nan"))
-        launch_norm_gemv(x, res, nw, 1e-6, w, None, got, got_h, block_n, block_k, 2, stages, gated=True, interpret=True)
-        assert torch.equal(got, want) and torch.equal(got_h, h), ("gated", dtype, n, k, stages)
+        launch_norm_gemv(x, res, nw, 1e-6, w, None, got, got_h, block_n, block_k, 2, gated=True, interpret=True)
+        assert torch.equal(got, want) and torch.equal(got_h, h), ("gated", dtype, n, k)
 print("ok")
 """
 

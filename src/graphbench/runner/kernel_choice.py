@@ -4,8 +4,7 @@ warm start loads the choice instead of timing again. No torch import: choices an
 
 An op is "linear" (x @ w.T) or "gate_up" (silu(x @ gate.T) * (x @ up.T) from w = [gate; up]); "norm_linear"
 and "norm_gate_up" are the same after the layer's residual add + RMSNorm, at one row: "unfused" (the add-norm
-launch, then the op's own choice) or "norm_gemv" / "norm_gated_gemv" (kernels/norm_gemv.py: one launch; blocks as
-the GEMV's, stages included). A row class
+launch, then the op's own choice) or "norm_gemv" / "norm_gated_gemv" (kernels/norm_gemv.py: one launch). A row class
 is the tile of rows the skinny GEMM computes (1: the one-row GEMV; 16, 32, 64: the skinny GEMM's BLOCK_M);
 more rows always run cuBLAS. The kernels a choice names:
 - "gemv" (blocks BLOCK_N, BLOCK_K, num_warps, and where a neighbour's search added them the stages: weight
@@ -101,8 +100,10 @@ def blocks_fit(kernel: str, blocks: tuple[int, ...], n: int, k: int, rows: int) 
     warps, stages = (blocks[2], 1) if len(blocks) == 3 else blocks[-2:]
     if warps not in (1, 2, 4, 8, 16) or stages > 8 or not _power_of_two(blocks[0]):
         return False
-    if kernel in ("gemv", "gated_gemv", "norm_gemv", "norm_gated_gemv"):  # (block_n, block_k, warps[, stages])
+    if kernel in ("gemv", "gated_gemv"):  # (block_n, block_k, warps[, stages])
         return rows == 1 and len(blocks) in (3, 4) and tile_fits(k, blocks[1]) and stages <= MAX_GEMV_STAGES
+    if kernel in ("norm_gemv", "norm_gated_gemv"):
+        return rows == 1 and len(blocks) == 3 and tile_fits(k, blocks[1])
     if kernel == "skinny":
         return rows > 1 and len(blocks) == 5 and blocks[2] <= 8 and k % (blocks[1] * blocks[2]) == 0
     if kernel == "gated_skinny":

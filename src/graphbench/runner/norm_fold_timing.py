@@ -64,7 +64,7 @@ def choose_fold(op: str, timer: ProjectionTimer, plain: KernelChoice) -> KernelC
     if unfused_us is not None:
         kernel = "norm_gated_gemv" if op == "gate_up" else "norm_gemv"
         coarse = kc.gated_gemv_candidates(n, k) if op == "gate_up" else kc.gemv_candidates(n, k)
-        found = search(lambda b: time_norm(timer, op, kernel, b, plain), coarse, lambda b: kc.gemv_neighbours(b, k),
+        found = search(lambda b: time_norm(timer, op, kernel, b, plain), coarse, kc.gemv_neighbours,
                        lambda blocks: compile_all([lambda b=b: norm_runner(timer, op, kernel, b, plain)(timer.copies[0])
                                                    for b in blocks]))
     timed = 1 + (found[2] if found else 0)

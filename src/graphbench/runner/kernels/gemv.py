@@ -44,7 +44,7 @@ def _tile_ahead(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K):
 
 
 @triton.jit
-def next_tiles(w, w1, w2, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K: tl.constexpr,
+def _next_tiles(w, w1, w2, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K: tl.constexpr,
                 STAGES: tl.constexpr, BLOCK_K: tl.constexpr):
     """The tiles in flight when the one at k0 is to be summed: each moves up one place and the tile STAGES - 1
     tiles past k0 is loaded (w1, w2 are unused below STAGES 2, 3)."""
@@ -62,7 +62,7 @@ def next_tiles(w, w1, w2, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K:
 
 
 @triton.jit
-def first_tiles(w_ptr, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K: tl.constexpr, STAGES: tl.constexpr,
+def _first_tiles(w_ptr, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K: tl.constexpr, STAGES: tl.constexpr,
                  BLOCK_K: tl.constexpr):
     """The first STAGES tiles of the rows, loaded before the PDL wait (no kernel writes weights)."""
     w = weight_tile(w_ptr, 0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K)
@@ -91,8 +91,8 @@ def _gemv_step(acc, x_ptr, w, k0, offs_k, K, EVEN_K: tl.constexpr):
 @triton.jit
 def _next_step(acc, w, w1, w2, x_ptr, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K: tl.constexpr,
                STAGES: tl.constexpr, BLOCK_K: tl.constexpr):
-    """One K-loop step at k0: the tiles in flight move up (next_tiles), and the one at k0 is summed."""
-    w, w1, w2 = next_tiles(w, w1, w2, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
+    """One K-loop step at k0: the tiles in flight move up (_next_tiles), and the one at k0 is summed."""
+    w, w1, w2 = _next_tiles(w, w1, w2, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
     return _gemv_step(acc, x_ptr, w, k0, offs_k, K, EVEN_K), w, w1, w2
 
 
@@ -112,7 +112,7 @@ def _gemv_kernel(x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_wn, HAS_BIAS: tl.const
     else:
         offs_k = tl.arange(0, BLOCK_K)
         acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
-        w, w1, w2 = first_tiles(w_ptr, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
+        w, w1, w2 = _first_tiles(w_ptr, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
         pdl_enter(PDL)
         acc = _gemv_step(acc, x_ptr, w, 0, offs_k, K, EVEN_K)
         if INTERPRET:  # numpy >= 2.4 cannot turn the interpreter's 1-element scalars into range bounds
@@ -131,7 +131,7 @@ def _gemv_kernel(x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_wn, HAS_BIAS: tl.const
     tl.store(y_ptr + offs_n, y.to(y_ptr.dtype.element_ty), mask=n_ok)
 
 
-def row_layout(k: int, block_k: int, stages: int) -> dict:
+def _row_layout(k: int, block_k: int, stages: int) -> dict:
     """The launch's K constexprs: a tile dividing K (its stages capped at the loop's tiles), or the whole row
     in pieces."""
     even = k % block_k == 0
@@ -150,15 +150,15 @@ def launch_gemv(x: torch.Tensor,  # [1, K] contiguous
     _gemv_launch[(cdiv(n, block_n),)](
         x, weight, bias if bias is not None else out, out, n, k, weight.stride(0),
         HAS_BIAS=bias is not None, BLOCK_N=block_n, BLOCK_K=block_k, INTERPRET=interpret,
-        **row_layout(k, block_k, stages), num_warps=num_warps, num_stages=1, **pdl_arguments(out))
+        **_row_layout(k, block_k, stages), num_warps=num_warps, num_stages=1, **pdl_arguments(out))
 
 
 @triton.jit
 def _next_gated_step(gate, up, g, g1, g2, u, u1, u2, x_ptr, w_ptr, k0, offs_n, up_rows, offs_k, n_ok, stride_wn, K,
                      EVEN_K: tl.constexpr, STAGES: tl.constexpr, BLOCK_K: tl.constexpr):
     """_next_step for gate's and up's rows, both tiles' loads before either sum."""
-    g, g1, g2 = next_tiles(g, g1, g2, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
-    u, u1, u2 = next_tiles(u, u1, u2, w_ptr, k0, up_rows, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
+    g, g1, g2 = _next_tiles(g, g1, g2, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
+    u, u1, u2 = _next_tiles(u, u1, u2, w_ptr, k0, up_rows, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
     gate = _gemv_step(gate, x_ptr, g, k0, offs_k, K, EVEN_K)
     up = _gemv_step(up, x_ptr, u, k0, offs_k, K, EVEN_K)
     return gate, up, g, g1, g2, u, u1, u2
@@ -186,8 +186,8 @@ def _gated_gemv_kernel(x_ptr, w_ptr, y_ptr, N, K, stride_wn, BLOCK_N: tl.constex
         offs_k = tl.arange(0, BLOCK_K)
         gate = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
         up = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
-        g, g1, g2 = first_tiles(w_ptr, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
-        u, u1, u2 = first_tiles(w_ptr, up_rows, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
+        g, g1, g2 = _first_tiles(w_ptr, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
+        u, u1, u2 = _first_tiles(w_ptr, up_rows, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
         pdl_enter(PDL)
         gate = _gemv_step(gate, x_ptr, g, 0, offs_k, K, EVEN_K)
         up = _gemv_step(up, x_ptr, u, 0, offs_k, K, EVEN_K)
@@ -222,7 +222,7 @@ def launch_gated_gemv(x: torch.Tensor,  # [1, K] contiguous
     assert tile_fits(k, block_k) and x.shape == (1, k) and out.shape == (1, n) and weight.shape[0] == 2 * n
     assert 1 <= stages <= MAX_STAGES
     _gated_gemv_launch[(cdiv(n, block_n),)](x, weight, out, n, k, weight.stride(0), BLOCK_N=block_n, BLOCK_K=block_k,
-                                            INTERPRET=interpret, **row_layout(k, block_k, stages),
+                                            INTERPRET=interpret, **_row_layout(k, block_k, stages),
                                             num_warps=num_warps, num_stages=1, **pdl_arguments(out))
 
 

@@ -16,10 +16,10 @@ import torch
 import triton
 import triton.language as tl
 
-from graphbench.runner.kernels.gemv import MAX_STAGES, first_tiles, next_tiles, row_chunk, row_layout
+from graphbench.runner.kernels.gemv import row_chunk, weight_tile
 from graphbench.runner.kernels.launch import DirectLauncher
 from graphbench.runner.kernels.pdl import pdl_arguments, pdl_enter
-from graphbench.runner.kernels.row_pieces import load_row_pieces
+from graphbench.runner.kernels.row_pieces import load_row_pieces, piece_constexprs
 from graphbench.runner.kernels.util import cdiv, next_power_of_2, tile_fits
 
 
@@ -57,85 +57,64 @@ def _norm_gemv_step(acc, up, x_ptr, r_ptr, nw_ptr, w, w_up, k0, offs_k, rstd, K,
 
 
 @triton.jit
-def _normed_piece_dots(x_ptr, r_ptr, nw_ptr, w, u, start, rstd, K, SIZE: tl.constexpr, EVEN: tl.constexpr,
-                       GATED: tl.constexpr):
-    """[rows] float32: normed[start:start + SIZE] . w (and . u where GATED, from the same normed values: the
-    piece's x, residual and norm weight are read once for both), summed as row_pieces.row_pieces_dot sums a piece
-    (the GEMV's order, so the fold equals it bit for bit)."""
+def _normed_piece_dot(x_ptr, r_ptr, nw_ptr, w, start, rstd, K, SIZE: tl.constexpr, EVEN: tl.constexpr):
+    """[rows] float32: normed[start:start + SIZE] . w, summed as row_pieces.row_pieces_dot sums a piece (the
+    GEMV's order, so the fold equals it bit for bit)."""
     xn = _normed_chunk(x_ptr, r_ptr, nw_ptr, start, tl.arange(0, SIZE), rstd, K, EVEN)
-    y = tl.sum(w.to(tl.float32) * xn, axis=1)
-    v = y
-    if GATED:
-        v = tl.sum(u.to(tl.float32) * xn, axis=1)
-    return y, v
+    return tl.sum(w.to(tl.float32) * xn, axis=1)
 
 
 @triton.jit
-def _normed_pieces_dots(x_ptr, r_ptr, nw_ptr, wa, wb, wc, ua, ub, uc, rstd, K, A: tl.constexpr, B: tl.constexpr,
-                        C: tl.constexpr, GATED: tl.constexpr):
-    """(normed . w, normed . u) for the pieces row_pieces.load_row_pieces gave (u: w again where not GATED)."""
-    y, v = _normed_piece_dots(x_ptr, r_ptr, nw_ptr, wa, ua, 0, rstd, K, A, True, GATED)
+def _normed_pieces_dot(x_ptr, r_ptr, nw_ptr, wa, wb, wc, rstd, K, A: tl.constexpr, B: tl.constexpr,
+                       C: tl.constexpr):
+    """normed . w for the pieces row_pieces.load_row_pieces gave."""
+    y = _normed_piece_dot(x_ptr, r_ptr, nw_ptr, wa, 0, rstd, K, A, True)
     if B > 0:
-        yb, vb = _normed_piece_dots(x_ptr, r_ptr, nw_ptr, wb, ub, A, rstd, K, B, True, GATED)
-        y += yb
-        v += vb
+        y += _normed_piece_dot(x_ptr, r_ptr, nw_ptr, wb, A, rstd, K, B, True)
     if C > 0:
-        yc, vc = _normed_piece_dots(x_ptr, r_ptr, nw_ptr, wc, uc, A + B, rstd, K, C, False, GATED)
-        y += yc
-        v += vc
-    return y, v
-
-
-@triton.jit
-def _norm_gemv_next(acc, up, w, w1, w2, u, u1, u2, x_ptr, r_ptr, nw_ptr, w_ptr, k0, offs_n, offs_k, n_ok, N,
-                    stride_wn, rstd, K, EVEN_K: tl.constexpr, GATED: tl.constexpr, STAGES: tl.constexpr,
-                    BLOCK_K: tl.constexpr):
-    """One K-loop step at k0: the tiles in flight move up (gemv.next_tiles; up's too where GATED, both loads
-    before either sum) and the ones at k0 are summed."""
-    w, w1, w2 = next_tiles(w, w1, w2, w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
-    if GATED:
-        u, u1, u2 = next_tiles(u, u1, u2, w_ptr, k0, offs_n + N, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
-    acc, up = _norm_gemv_step(acc, up, x_ptr, r_ptr, nw_ptr, w, u, k0, offs_k, rstd, K, EVEN_K, GATED)
-    return acc, up, w, w1, w2, u, u1, u2
+        y += _normed_piece_dot(x_ptr, r_ptr, nw_ptr, wc, A + B, rstd, K, C, False)
+    return y
 
 
 @triton.jit
 def _norm_gemv_loop(x_ptr, r_ptr, nw_ptr, h_ptr, w_ptr, offs_n, n_ok, N, K, stride_wn, eps, GATED: tl.constexpr,
                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr, ROW_BLOCK: tl.constexpr,
-                    INTERPRET: tl.constexpr, STAGES: tl.constexpr, PDL: tl.constexpr):
-    """(gate or y, up) float32 sums over K in BLOCK_K tiles (up: gate again where not GATED), STAGES weight
-    tiles in flight, the first ones loaded before the PDL wait (as the GEMV's)."""
+                    INTERPRET: tl.constexpr, PDL: tl.constexpr):
+    """(gate or y, up) float32 sums over K in BLOCK_K tiles (up: gate again where not GATED)."""
     offs_k = tl.arange(0, BLOCK_K)
     acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
     up = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
-    w, w1, w2 = first_tiles(w_ptr, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
-    u, u1, u2 = w, w1, w2
+    w = weight_tile(w_ptr, 0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K)  # weights before the PDL wait (gemv.py)
+    w_up = w
     if GATED:
-        u, u1, u2 = first_tiles(w_ptr, offs_n + N, offs_k, n_ok, stride_wn, K, EVEN_K, STAGES, BLOCK_K)
+        w_up = weight_tile(w_ptr, 0, offs_n + N, offs_k, n_ok, stride_wn, K, EVEN_K)
     pdl_enter(PDL)
     rstd = _row_rstd(x_ptr, r_ptr, h_ptr, K, eps, ROW_BLOCK)
-    acc, up = _norm_gemv_step(acc, up, x_ptr, r_ptr, nw_ptr, w, u, 0, offs_k, rstd, K, EVEN_K, GATED)
+    acc, up = _norm_gemv_step(acc, up, x_ptr, r_ptr, nw_ptr, w, w_up, 0, offs_k, rstd, K, EVEN_K, GATED)
     if INTERPRET:  # numpy >= 2.4 cannot turn the interpreter's 1-element scalars into range bounds (gemv.py)
         k0 = BLOCK_K
         while k0 < K:
-            acc, up, w, w1, w2, u, u1, u2 = _norm_gemv_next(acc, up, w, w1, w2, u, u1, u2, x_ptr, r_ptr, nw_ptr, w_ptr,
-                                                            k0, offs_n, offs_k, n_ok, N, stride_wn, rstd, K, EVEN_K,
-                                                            GATED, STAGES, BLOCK_K)
+            w = weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K)
+            w_up = w
+            if GATED:
+                w_up = weight_tile(w_ptr, k0, offs_n + N, offs_k, n_ok, stride_wn, K, EVEN_K)
+            acc, up = _norm_gemv_step(acc, up, x_ptr, r_ptr, nw_ptr, w, w_up, k0, offs_k, rstd, K, EVEN_K, GATED)
             k0 += BLOCK_K
     else:
         for k0 in range(BLOCK_K, K, BLOCK_K):
-            acc, up, w, w1, w2, u, u1, u2 = _norm_gemv_next(acc, up, w, w1, w2, u, u1, u2, x_ptr, r_ptr, nw_ptr, w_ptr,
-                                                            k0, offs_n, offs_k, n_ok, N, stride_wn, rstd, K, EVEN_K,
-                                                            GATED, STAGES, BLOCK_K)
+            w = weight_tile(w_ptr, k0, offs_n, offs_k, n_ok, stride_wn, K, EVEN_K)
+            w_up = w
+            if GATED:
+                w_up = weight_tile(w_ptr, k0, offs_n + N, offs_k, n_ok, stride_wn, K, EVEN_K)
+            acc, up = _norm_gemv_step(acc, up, x_ptr, r_ptr, nw_ptr, w, w_up, k0, offs_k, rstd, K, EVEN_K, GATED)
     return tl.sum(acc, axis=1), tl.sum(up, axis=1)
 
 
 @triton.jit
 def _norm_gemv_kernel(x_ptr, r_ptr, nw_ptr, h_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_wn, eps, HAS_BIAS: tl.constexpr,
                       GATED: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
-                      ROW_BLOCK: tl.constexpr, INTERPRET: tl.constexpr, STAGES: tl.constexpr = 1,
-                      PIECE_A: tl.constexpr = 0, PIECE_B: tl.constexpr = 0, PIECE_C: tl.constexpr = 0,
-                      PDL: tl.constexpr = False):
+                      ROW_BLOCK: tl.constexpr, INTERPRET: tl.constexpr, PIECE_A: tl.constexpr = 0,
+                      PIECE_B: tl.constexpr = 0, PIECE_C: tl.constexpr = 0, PDL: tl.constexpr = False):
     """y[n] = normed . w[n] (+ b[n]); GATED: y[j] = silu(normed . w[j]) * (normed . w[N + j]) (w = [gate; up]).
     The whole row (PIECE_A > 0) in K's power-of-two pieces, as the GEMV loads it (kernels/row_pieces.py)."""
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -147,11 +126,13 @@ def _norm_gemv_kernel(x_ptr, r_ptr, nw_ptr, h_ptr, w_ptr, b_ptr, y_ptr, N, K, st
             ua, ub, uc = load_row_pieces(w_ptr, offs_n + N, n_ok, stride_wn, K, PIECE_A, PIECE_B, PIECE_C)
         pdl_enter(PDL)
         rstd = _row_rstd(x_ptr, r_ptr, h_ptr, K, eps, ROW_BLOCK)
-        y, u = _normed_pieces_dots(x_ptr, r_ptr, nw_ptr, wa, wb, wc, ua, ub, uc, rstd, K, PIECE_A, PIECE_B, PIECE_C,
-                                   GATED)
+        y = _normed_pieces_dot(x_ptr, r_ptr, nw_ptr, wa, wb, wc, rstd, K, PIECE_A, PIECE_B, PIECE_C)
+        u = y
+        if GATED:
+            u = _normed_pieces_dot(x_ptr, r_ptr, nw_ptr, ua, ub, uc, rstd, K, PIECE_A, PIECE_B, PIECE_C)
     else:
         y, u = _norm_gemv_loop(x_ptr, r_ptr, nw_ptr, h_ptr, w_ptr, offs_n, n_ok, N, K, stride_wn, eps, GATED,
-                               BLOCK_N, BLOCK_K, EVEN_K, ROW_BLOCK, INTERPRET, STAGES, PDL)
+                               BLOCK_N, BLOCK_K, EVEN_K, ROW_BLOCK, INTERPRET, PDL)
     dtype = y_ptr.dtype.element_ty
     if GATED:  # both products rounded first, as the projection's output is before the silu-mul launch
         g = y.to(dtype).to(tl.float32)
@@ -164,8 +145,7 @@ def _norm_gemv_kernel(x_ptr, r_ptr, nw_ptr, h_ptr, w_ptr, b_ptr, y_ptr, N, K, st
 
 def launch_norm_gemv(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
                      weight: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor, h_out: torch.Tensor,
-                     block_n: int, block_k: int, num_warps: int, stages: int = 1, *, gated: bool = False,
-                     interpret: bool = False) -> None:
+                     block_n: int, block_k: int, num_warps: int, *, gated: bool = False, interpret: bool = False) -> None:
     """h_out = x + residual; out = rmsnorm(h_out) * norm_weight @ weight.T (+ bias), or with gated the
     activation silu(gate) * up of weight = [gate; up]; x, residual, h_out [1, K] contiguous; block_k divides K
     or covers it (gemv.tile_fits: the whole row, in pieces). Under PDL the first weight tiles load before the
@@ -174,11 +154,12 @@ def launch_norm_gemv(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch
     rows, k = weight.shape
     n = rows // 2 if gated else rows
     assert tile_fits(k, block_k) and x.shape == residual.shape == h_out.shape == (1, k) and out.shape == (1, n)
-    assert not (gated and bias is not None) and 1 <= stages <= MAX_STAGES
+    assert not (gated and bias is not None)
     _norm_gemv_launch[(cdiv(n, block_n),)](
         x, residual, norm_weight, h_out, weight, bias if bias is not None else out, out, n, k, weight.stride(0), eps,
-        HAS_BIAS=bias is not None, GATED=gated, BLOCK_N=block_n, BLOCK_K=block_k, ROW_BLOCK=next_power_of_2(k),
-        INTERPRET=interpret, **row_layout(k, block_k, stages), num_warps=num_warps, num_stages=1, **pdl_arguments(out))
+        HAS_BIAS=bias is not None, GATED=gated, BLOCK_N=block_n, BLOCK_K=block_k, EVEN_K=k % block_k == 0,
+        ROW_BLOCK=next_power_of_2(k), INTERPRET=interpret, **piece_constexprs(k, block_k), num_warps=num_warps,
+        num_stages=1, **pdl_arguments(out))
 
 
 # launched through kernels/launch.py (a cached direct launch)
