@@ -12,25 +12,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from graphbench.reports.rounds import processes
+
 SETUP_FIELD = "graph_setup_bytes"
 SINCE = "2026-12-06"
 METRIC = "graph_memory_bytes"
-
-
-def _processes(results: Iterable[Mapping[str, Any]]) -> Iterable[Mapping[str, Any]]:
-    for result in results:
-        rounds = result.get("rounds")
-        if isinstance(rounds, list) and rounds:
-            yield from (r for r in rounds if isinstance(r, Mapping))
-        else:
-            yield result
 
 
 def setup_counted(results: Iterable[Mapping[str, Any]]) -> set[bool]:
     """For each process that recorded graph memory: whether its start counted the setup (the field is there);
     more than one value: the results measured graph memory two ways."""
     counted = set()
-    for process in _processes(results):
+    for process in (p for result in results for p in processes(result)):
         startup = process.get("startup")
         if isinstance(startup, Mapping) and (startup.get(METRIC) or 0) > 0:
             counted.add(SETUP_FIELD in startup)

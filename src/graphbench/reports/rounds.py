@@ -255,11 +255,18 @@ def busy_rounds(workload: Mapping[str, Any]) -> int:
     return 1 if workload.get("busy_host_repeats") else 0
 
 
-def busy_processes(result: Mapping[str, Any]) -> int:
-    """How many of a point's processes had a repeat flagged busy_host (for its per-point metrics)."""
+def processes(result: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """A point's record of each process: its rounds (merge_point's entries), else the result itself (one)."""
     rounds = result.get("rounds")
     if isinstance(rounds, list) and rounds:
-        return sum(1 for r in rounds if isinstance(r, Mapping) and r.get("busy_host_repeats"))
+        return [r for r in rounds if isinstance(r, Mapping)]
+    return [result]
+
+
+def busy_processes(result: Mapping[str, Any]) -> int:
+    """How many of a point's processes had a repeat flagged busy_host (for its per-point metrics)."""
+    if isinstance(result.get("rounds"), list) and result["rounds"]:
+        return sum(1 for r in processes(result) if r.get("busy_host_repeats"))
     return 1 if any(w.get("busy_host_repeats") for w in result.get("workloads") or [] if isinstance(w, Mapping)) else 0
 
 
