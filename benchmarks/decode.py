@@ -22,6 +22,10 @@ The gpt-fast peer (`--peers gpt-fast`) runs gpt-fast's own model.py, unmodified,
 forward compiled with mode="reduce-overhead", as its generate.py does, greedy; timed under math SDPA (as its
 generate.py decodes) and under PyTorch's default SDPA choice, the faster being its figure (the row names both).
 
+`--cold` starts every graphbench process from its own empty cache root: each compiles and searches its kernel
+choices again, so the rounds' spread includes the start-up's search (two machines, or a sweep's measured cold
+starts, each search their own; without it every process after the first loads the first one's choices).
+
 `--model` takes a preset or a checkpoint folder; `--load-format dummy` runs a folder's shape with seeded
 random weights (graphbench and the transformers peers alike).
 """
@@ -31,8 +35,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 
@@ -108,6 +114,8 @@ def main() -> None:
     p.add_argument("--timeout", type=int, default=600)
     p.add_argument("--order", default="", help="systems to run first, e.g. graphbench-O2,hf-compile")
     p.add_argument("--rounds", type=int, default=1, help="processes per graphbench system, interleaved")
+    p.add_argument("--cold", action="store_true",
+                   help="every graphbench process from its own empty cache root (its own kernel search)")
     p.add_argument("--variant", action="append", default=[], metavar="NAME=VAR=VALUE[,VAR=VALUE]",
                    help="also run each level with these environment variables, as graphbench-O<level>+NAME")
     p.add_argument("--worker", dest="system", default=None, help=argparse.SUPPRESS)
@@ -135,13 +143,16 @@ def main() -> None:
         if args.cudagraph_mode:
             cmd += ["--cudagraph-mode", args.cudagraph_mode]
         cmd += ["--tp", str(args.tp), "--gpt-fast-dir", args.gpt_fast_dir]
-        env = dict(os.environ, **variants.get(system.partition("+")[2], {}))
+        env, cold_root = process_env(system, variants, args.cold)
         started = time.perf_counter()
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
         except subprocess.TimeoutExpired:
             print(f"{system}: timed out after {args.timeout} s", flush=True)
             continue
+        finally:
+            if cold_root:
+                shutil.rmtree(cold_root, ignore_errors=True)
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
         if proc.returncode or not lines:
             print(f"{system}: failed (exit {proc.returncode})\n{proc.stderr[-3000:]}", flush=True)
@@ -155,6 +166,16 @@ def main() -> None:
                   f"{t['dynamic_ms']:.3f} ms dynamic: {t['kept']} kept", flush=True)
         report(results, args, quiet=True)  # partial results survive a time limit
     report(results, args)
+
+
+def process_env(system: str, variants: dict[str, dict[str, str]], cold: bool) -> tuple[dict[str, str], str | None]:
+    """The environment of one system's process (its variant's variables), and with cold a graphbench
+    process's own empty cache root (returned, to be removed after the process)."""
+    env = dict(os.environ, **variants.get(system.partition("+")[2], {}))
+    if not (cold and system.startswith("graphbench-")):
+        return env, None
+    env["GRAPHBENCH_CACHE_ROOT"] = tempfile.mkdtemp(prefix="graphbench-cold-")
+    return env, env["GRAPHBENCH_CACHE_ROOT"]
 
 
 def merge_rounds(results: list[dict]) -> list[dict]:
@@ -195,11 +216,12 @@ def report(results: list[dict], args: argparse.Namespace, quiet: bool = False) -
     if quiet:
         if args.out:
             with open(args.out, "w") as f:
-                json.dump({"model": args.model, "copy_gbs": bandwidth, "floor_ms": floor_ms, "results": results}, f,
-                          indent=1)
+                json.dump({"model": args.model, "cold": getattr(args, "cold", False), "copy_gbs": bandwidth,
+                           "floor_ms": floor_ms, "results": results}, f, indent=1)
         return
     print(f"\nmodel {args.model}, prompt {args.prompt_len}; weights {weights / 1e9:.2f} GB; copy bandwidth "
-          f"{bandwidth or 0:.0f} GB/s; floor {floor_ms or 0:.3f} ms/step")
+          f"{bandwidth or 0:.0f} GB/s; floor {floor_ms or 0:.3f} ms/step"
+          f"{'; every graphbench process from a cold start' if getattr(args, 'cold', False) else ''}")
     width = max([16] + [len(s) + 2 for s in by_system])
     header = (f"{'system':<{width}}{'batch':>6}{'step ms':>10}{'tok/s':>11}{'floor %':>9}{'vs hf-eager':>12}"
               f"{'vs hf-compile':>14}{'vs base':>9}{'  rounds (min-max ms)' if args.rounds > 1 else ''}")
@@ -229,7 +251,7 @@ def report(results: list[dict], args: argparse.Namespace, quiet: bool = False) -
         print(f"{v['system']} batch {v['batch']} against {v['base']}: {v['verdict']} ({v['reason']})")
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"model": args.model, "copy_gbs": bandwidth, "floor_ms": floor_ms, "results": results,
+            json.dump({"model": args.model, "cold": getattr(args, "cold", False), "copy_gbs": bandwidth, "floor_ms": floor_ms, "results": results,
                        "verdicts": verdicts}, f, indent=1)
 
 

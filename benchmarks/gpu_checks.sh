@@ -23,7 +23,8 @@
 #   bash benchmarks/gpu_checks.sh decode-ab # the -O2 decode step in this tree against each carried .ab-NAME/src (`git
 #                                      # archive REV src | tar -x -C .ab-NAME`: variant NAME), 3 processes a side, interleaved,
 #                                      # with verdicts; AB_MODEL (smollm2-135m), AB_BATCHES (1,16,64), DECODE_ROUNDS (3)
-#                                      # (~4 min for one tree)
+#                                      # (~4 min for one tree); DECODE_COLD=1: each process its own cold start and
+#                                      # kernel search (decode.py --cold; a qwen2.5-0.5b cold process ~70-80 s on an H100)
 #   bash benchmarks/gpu_checks.sh roofline  # a decode step's kernels per layer part at batch 1 and 64, bytes, TB/s, gaps (~1 min);
 #                                      # ROOFLINE_MODEL=smollm2-135m ROOFLINE_BATCHES=64 for another preset and batch
 #   bash benchmarks/gpu_checks.sh lora      # LoRA's graph keys, capture, memory and step cost (benchmarks/lora.py), then the LoRA-share sweep (~6 min)
@@ -143,7 +144,7 @@ case "${1:-}" in
     [ ${#trees[@]} -gt 0 ] || { echo "decode-ab needs a carried .ab-NAME/src (a tree to compare against)" >&2; exit 2; }
     model=${AB_MODEL:-smollm2-135m}
     timeout ${AB_TIMEOUT:-400} python3 benchmarks/decode.py --model $model --batches ${AB_BATCHES:-1,16,64} --levels 2 \
-      --peers "" --rounds ${DECODE_ROUNDS:-3} "${trees[@]}" \
+      --peers "" --rounds ${DECODE_ROUNDS:-3} ${DECODE_COLD:+--cold} "${trees[@]}" \
       --out "$OUT/decode-ab-$model.json" --timeout 200 2>&1 | grep -v "^DEBUG" | tee "$OUT/decode-ab-$model.log" | tail -14 ;;
   roofline)  # per-kernel spans need PDL off (with PDL a kernel's span counts its wait); the second run is as the engine runs
     model=${ROOFLINE_MODEL:-llama-3.2-1b}; batches=${ROOFLINE_BATCHES:-1,64}

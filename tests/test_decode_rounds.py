@@ -188,3 +188,25 @@ def test_a_decode_variant_gets_a_verdict_over_its_processes(capsys, monkeypatch)
     assert time_verdict([0.40], [0.445, 0.452, 0.441], "full_step_ms")["verdict"] == "n/a"
     out = capsys.readouterr().out
     assert "graphbench-O2+slow batch 1 against graphbench-O2: slower (+" in out
+
+
+def test_cold_gives_each_graphbench_process_its_own_empty_cache_root(monkeypatch):
+    """decode.py --cold: a graphbench process (base or variant) gets a fresh cache root of its own, a peer's
+    environment is left alone, and a variant's variables are kept."""
+    import os
+
+    decode = _decode_script()
+    monkeypatch.setenv("GRAPHBENCH_CACHE_ROOT", "/shared/root")
+    monkeypatch.delenv("GRAPHBENCH_PDL", raising=False)
+    variants = {"x": {"GRAPHBENCH_PDL": "0"}}
+    roots = []
+    for system in ("graphbench-O2", "graphbench-O2+x", "graphbench-O2"):
+        env, root = decode.process_env(system, variants, cold=True)
+        assert root and env["GRAPHBENCH_CACHE_ROOT"] == root and os.path.isdir(root) and not os.listdir(root)
+        roots.append(root)
+        os.rmdir(root)
+        assert env.get("GRAPHBENCH_PDL") == ("0" if system.endswith("+x") else None)
+    assert len(set(roots)) == 3
+    for system, cold in (("gpt-fast", True), ("graphbench-O2", False)):
+        env, root = decode.process_env(system, variants, cold)
+        assert root is None and env["GRAPHBENCH_CACHE_ROOT"] == "/shared/root"
