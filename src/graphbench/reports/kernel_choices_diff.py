@@ -7,7 +7,9 @@ Two runs on two fresh machines (a CI baseline and its current run) each search, 
 other blocks or on cuBLAS for the same shape: llama-3.2-1b's qkv at 64 rows took cuBLAS at 7.58 us where
 another search found the skinny GEMM at 6.81, a step 4.7% slower (benchmarks/RESULTS.md, 2026-12-06, the
 skinny GEMM's block grid). compare and gate say where the sides' choices differ, so that a verdict there is
-read as possibly start-up's and not only the code's.
+read as possibly start-up's and not only the code's. Choices that time alike alone are said too: qwen2.5-0.5b's
+folded add-norm GEMVs had candidates within a few percent of each other alone that moved its batch-1 step by
+1.2% (H100) to ~5% (H200; benchmarks/RESULTS.md, 2026-12-07).
 """
 
 from __future__ import annotations
@@ -30,11 +32,12 @@ def choices_by_shape(results: Iterable[Mapping[str, Any]]) -> dict[Shape, set[Ke
 
 
 def choices_differ(baseline: Iterable[Mapping[str, Any]], current: Iterable[Mapping[str, Any]]) -> str | None:
-    """One line on the shapes both sides timed whose chosen kernels differ by more than a timing tie, or None
-    (none do, or a side chose nothing: the CPU, -O0, model.kernels = torch). A choice's time is read against
-    cuBLAS's on its own machine (both recorded by start-up), so two machines' speeds cancel; within NEAR_TIE of
-    each other the two searches found equals (counted, not named). A shape whose processes on one side chose
-    differently is left out: that side's noise has sampled the search already."""
+    """One line on the shapes both sides timed whose chosen kernels differ, or None (none do, or a side chose
+    nothing: the CPU, -O0, model.kernels = torch). A choice's time is read against cuBLAS's on its own machine
+    (both recorded by start-up), so two machines' speeds cancel; the example is the widest gap, and choices
+    within NEAR_TIE of each other alone are counted beside it, or named where they are all that differs (alike
+    alone is not alike in the step). A shape whose processes on one side chose differently is left out: that
+    side's noise has sampled the search already."""
     (base, base_rel), (cur, cur_rel) = _read(baseline), _read(current)
     shared = sorted(base.keys() & cur.keys(), key=lambda s: (-s[3], s))
     differ = [shape for shape in shared if len(base[shape]) == len(cur[shape]) == 1 and base[shape] != cur[shape]]
@@ -43,21 +46,26 @@ def choices_differ(baseline: Iterable[Mapping[str, Any]], current: Iterable[Mapp
         b, c = base_rel.get(shape), cur_rel.get(shape)
         return abs(b / c - 1.0) if b and c else math.inf
 
-    material = sorted((s for s in differ if gap(s) > NEAR_TIE), key=lambda s: -gap(s))  # (stable: rows first)
-    if not material:
+    if not differ:
         return None
-    shape = material[0]
+    material = sorted((s for s in differ if gap(s) > NEAR_TIE), key=lambda s: -gap(s))  # (stable: rows first)
+    shape = (material or differ)[0]
     op, n, k, rows = shape
     times = (f", {base_rel[shape]:.2f} against {cur_rel[shape]:.2f} of cuBLAS's time"
              if math.isfinite(gap(shape)) else "")
     example = (f"{op} {n}x{k} at {rows} row{'s' if rows > 1 else ''}: baseline {_kernels(base[shape])}, "
                f"current {_kernels(cur[shape])}{times}")
     ties = len(differ) - len(material)
-    also = f"; {ties} more within {NEAR_TIE:.0%}, timing ties" if ties else ""
-    return (f"start-up's kernel choices differ on {len(material)} of {len(shared)} projection shapes (e.g. "
-            f"{example}{also}): a difference there may be start-up's search, not the code (one run's processes "
-            "share its choices, so its noise leaves that out); to compare the code alone, start both runs from the "
-            f"same kernel choices (one {CACHE_ROOT}; a change to the kernels' sources times them again)")
+    if material:
+        also = f"; {ties} more within {NEAR_TIE:.0%} alone" if ties else ""
+        head = (f"start-up's kernel choices differ on {len(material)} of {len(shared)} projection shapes "
+                f"(e.g. {example}{also})")
+    else:
+        head = (f"start-up's kernel choices differ on {ties} of {len(shared)} projection shapes, each within "
+                f"{NEAR_TIE:.0%} of the other alone (e.g. {example}), which has moved a one-row step by up to 5%")
+    return (f"{head}: a difference there may be start-up's search, not the code (one run's processes share its "
+            "choices, so its noise leaves that out); to compare the code alone, start both runs from the same "
+            f"kernel choices (one {CACHE_ROOT}; a change to the kernels' sources times them again)")
 
 
 def _read(results: Iterable[Mapping[str, Any]]) -> tuple[dict[Shape, set[Kernel]], dict[Shape, float]]:
