@@ -206,6 +206,16 @@ def merge_rounds(results: list[dict]) -> list[dict]:
     return list(merged.values())
 
 
+def choice_sets(processes: list[dict]) -> int:
+    """How many different sets of start-up kernel choices these processes ran (0: none recorded)."""
+    sets = set()
+    for process in processes:
+        choices = ((process.get("startup") or {}).get("kernel_choices") or {}).get("choices") or []
+        if choices:
+            sets.add(frozenset((c["op"], c["n"], c["k"], c["rows"], c["kernel"], tuple(c["blocks"])) for c in choices))
+    return len(sets)
+
+
 def report(results: list[dict], args: argparse.Namespace, quiet: bool = False) -> None:
     results = merge_rounds(results)
     bandwidth = next((r["copy_gbs"] for r in results if r["system"] == "bandwidth"), None)
@@ -246,13 +256,16 @@ def report(results: list[dict], args: argparse.Namespace, quiet: bool = False) -
     for row in rows:
         if row.get("note"):
             print(f"{row['system']}: {row['note']}")
+        sets = choice_sets(row.get("rounds", []))
+        if sets > 1:  # (with --cold: each process searched its own)
+            print(f"{row['system']}: its {len(row['rounds'])} processes chose {sets} different sets of kernels at start-up")
     verdicts = variant_verdicts(by_system)
     for v in verdicts:
         print(f"{v['system']} batch {v['batch']} against {v['base']}: {v['verdict']} ({v['reason']})")
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"model": args.model, "cold": getattr(args, "cold", False), "copy_gbs": bandwidth, "floor_ms": floor_ms, "results": results,
-                       "verdicts": verdicts}, f, indent=1)
+            json.dump({"model": args.model, "cold": getattr(args, "cold", False), "copy_gbs": bandwidth,
+                       "floor_ms": floor_ms, "results": results, "verdicts": verdicts}, f, indent=1)
 
 
 def variant_verdicts(by_system: dict[str, dict[int, dict]]) -> list[dict]:

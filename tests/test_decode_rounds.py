@@ -210,3 +210,25 @@ def test_cold_gives_each_graphbench_process_its_own_empty_cache_root(monkeypatch
     for system, cold in (("gpt-fast", True), ("graphbench-O2", False)):
         env, root = decode.process_env(system, variants, cold)
         assert root is None and env["GRAPHBENCH_CACHE_ROOT"] == "/shared/root"
+
+
+def test_processes_that_chose_different_kernels_at_start_up_are_said(capsys):
+    """decode.py's report: a system whose processes ran different start-up kernel choices (each its own cold
+    search, --cold) says how many sets they chose; one set says nothing."""
+    import argparse
+
+    decode = _decode_script()
+
+    def process(ms: float, blocks: list[int]) -> dict:
+        choice = {"op": "norm_linear", "n": 1152, "k": 896, "rows": 1, "kernel": "norm_gemv", "blocks": blocks}
+        return dict(_run("graphbench-O2", (1, ms)), weights_bytes=10**9, startup={"kernel_choices": {"choices": [choice]}})
+
+    processes = [process(0.617, [4, 1024, 4]), process(0.610, [8, 1024, 8]), process(0.618, [4, 1024, 4])]
+    assert decode.choice_sets(processes) == 2 and decode.choice_sets(processes[::2]) == 1
+    assert decode.choice_sets([_run("graphbench-O2", (1, 0.6))]) == 0
+    bandwidth = {"system": "bandwidth", "copy_gbs": 3000.0, "results": []}
+    decode.report([bandwidth, *processes], argparse.Namespace(model="qwen2.5-0.5b", prompt_len=128, rounds=3, out=None))
+    assert "graphbench-O2: its 3 processes chose 2 different sets of kernels at start-up" in capsys.readouterr().out
+    decode.report([bandwidth, *processes[::2]], argparse.Namespace(model="qwen2.5-0.5b", prompt_len=128, rounds=2,
+                                                                  out=None))
+    assert "different sets of kernels" not in capsys.readouterr().out
