@@ -258,7 +258,8 @@ def report(results: list[dict], args: argparse.Namespace, quiet: bool = False) -
             print(f"{row['system']}: {row['note']}")
         sets = choice_sets(row.get("rounds", []))
         if sets > 1:  # (with --cold: each process searched its own)
-            print(f"{row['system']}: its {len(row['rounds'])} processes chose {sets} different sets of kernels at start-up")
+            print(f"{row['system']}: its {len(row['rounds'])} processes chose {sets} different sets of kernels "
+                  "at start-up")
     verdicts = variant_verdicts(by_system)
     for v in verdicts:
         print(f"{v['system']} batch {v['batch']} against {v['base']}: {v['verdict']} ({v['reason']})")

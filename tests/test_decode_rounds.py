@@ -221,7 +221,8 @@ def test_processes_that_chose_different_kernels_at_start_up_are_said(capsys):
 
     def process(ms: float, blocks: list[int]) -> dict:
         choice = {"op": "norm_linear", "n": 1152, "k": 896, "rows": 1, "kernel": "norm_gemv", "blocks": blocks}
-        return dict(_run("graphbench-O2", (1, ms)), weights_bytes=10**9, startup={"kernel_choices": {"choices": [choice]}})
+        return dict(_run("graphbench-O2", (1, ms)), weights_bytes=10**9,
+                    startup={"kernel_choices": {"choices": [choice]}})
 
     processes = [process(0.617, [4, 1024, 4]), process(0.610, [8, 1024, 8]), process(0.618, [4, 1024, 4])]
     assert decode.choice_sets(processes) == 2 and decode.choice_sets(processes[::2]) == 1
