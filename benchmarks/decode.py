@@ -208,12 +208,11 @@ def merge_rounds(results: list[dict]) -> list[dict]:
 
 def choice_sets(processes: list[dict]) -> int:
     """How many different sets of start-up kernel choices these processes ran (0: none recorded)."""
-    sets = set()
-    for process in processes:
-        choices = ((process.get("startup") or {}).get("kernel_choices") or {}).get("choices") or []
-        if choices:
-            sets.add(frozenset((c["op"], c["n"], c["k"], c["rows"], c["kernel"], tuple(c["blocks"])) for c in choices))
-    return len(sets)
+    from graphbench.reports.kernel_choices_diff import choices_by_shape
+
+    sets = {frozenset((shape, kernel) for shape, kernels in choices_by_shape([p]).items() for kernel in kernels)
+            for p in processes}
+    return len(sets - {frozenset()})
 
 
 def report(results: list[dict], args: argparse.Namespace, quiet: bool = False) -> None:
@@ -223,15 +222,16 @@ def report(results: list[dict], args: argparse.Namespace, quiet: bool = False) -
     by_system = {r["system"]: {x["batch"]: x for x in r["results"]} for r in rows}
     weights = rows[0]["weights_bytes"] if rows else 0
     floor_ms = weights / (bandwidth * 1e9) * 1e3 if bandwidth else None
+    cold = getattr(args, "cold", False)
+    summary = {"model": args.model, "cold": cold, "copy_gbs": bandwidth, "floor_ms": floor_ms, "results": results}
     if quiet:
         if args.out:
             with open(args.out, "w") as f:
-                json.dump({"model": args.model, "cold": getattr(args, "cold", False), "copy_gbs": bandwidth,
-                           "floor_ms": floor_ms, "results": results}, f, indent=1)
+                json.dump(summary, f, indent=1)
         return
     print(f"\nmodel {args.model}, prompt {args.prompt_len}; weights {weights / 1e9:.2f} GB; copy bandwidth "
           f"{bandwidth or 0:.0f} GB/s; floor {floor_ms or 0:.3f} ms/step"
-          f"{'; every graphbench process from a cold start' if getattr(args, 'cold', False) else ''}")
+          f"{'; every graphbench process from a cold start' if cold else ''}")
     width = max([16] + [len(s) + 2 for s in by_system])
     header = (f"{'system':<{width}}{'batch':>6}{'step ms':>10}{'tok/s':>11}{'floor %':>9}{'vs hf-eager':>12}"
               f"{'vs hf-compile':>14}{'vs base':>9}{'  rounds (min-max ms)' if args.rounds > 1 else ''}")
@@ -265,8 +265,7 @@ def report(results: list[dict], args: argparse.Namespace, quiet: bool = False) -
         print(f"{v['system']} batch {v['batch']} against {v['base']}: {v['verdict']} ({v['reason']})")
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"model": args.model, "cold": getattr(args, "cold", False), "copy_gbs": bandwidth,
-                       "floor_ms": floor_ms, "results": results, "verdicts": verdicts}, f, indent=1)
+            json.dump(dict(summary, verdicts=verdicts), f, indent=1)
 
 
 def variant_verdicts(by_system: dict[str, dict[int, dict]]) -> list[dict]:
