@@ -324,6 +324,47 @@ def test_a_cold_and_a_warm_start_read_the_same_graph_memory(tmp_path):
     assert abs(cold["memory"] - warm["memory"]) <= 16 * 2**20 and abs(cold["pool"] - warm["pool"]) <= 16 * 2**20
 
 
+_HELD_REPORT = """
+import json, sys, torch
+torch.cuda.init(); torch.ones(1, device="cuda"); torch.cuda.synchronize()
+free_at_start = torch.cuda.mem_get_info()[0]
+from graphbench.config import load_engine_config
+from graphbench.runner.engine import Engine
+engine = Engine(load_engine_config(overrides=json.loads(sys.argv[1])))
+r = engine.report
+torch.cuda.synchronize(); torch.cuda.empty_cache()
+held = free_at_start - torch.cuda.mem_get_info()[0]
+print("REPORT " + json.dumps({"cold": not r.compile_from_cache, "memory": r.graph_memory_bytes,
+                             "rest": held - r.weights_bytes - r.kv_cache_bytes}), flush=True)
+"""
+
+
+def test_a_start_with_graphs_holds_its_graph_memory_more_than_one_without(tmp_path):
+    """Graph memory is what graphs cost: a warm start with them holds that much more than a warm start without
+    (each its own process, the KV cache's size fixed). Before every start paid cuBLAS's handle ahead of its KV
+    cache, one without graphs ran no cuBLAS call and held ~100 MiB less than graph memory accounted for on an
+    H100 (390 MiB more with graphs, graph memory 288: benchmarks/RESULTS.md, 2026-12-07)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, GRAPHBENCH_CACHE_ROOT=str(tmp_path))
+    values = dict(BASE, optimization_level=2, **{"model.dtype": "bfloat16", "compilation.max_autotune": False})
+    held = {}
+    for mode in ("NONE", "NONE", None, None):  # the second of each is warm
+        overrides = dict(values, **({"compilation.cudagraph_mode": mode} if mode else {}))
+        done = subprocess.run([sys.executable, "-c", _HELD_REPORT, json.dumps(overrides)], capture_output=True,
+                              text=True, env=env, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        held[mode or "graphs"] = json.loads(next(line for line in done.stdout.splitlines()
+                                                 if line.startswith("REPORT "))[7:])
+    none, graphs = held["NONE"], held["graphs"]
+    print(f"\nwithout graphs {none}\nwith graphs {graphs}", flush=True)
+    assert not none["cold"] and not graphs["cold"] and none["memory"] == 0 and graphs["memory"] > 0
+    assert abs(graphs["rest"] - none["rest"] - graphs["memory"]) <= 16 * 2**20
+
+
 def _reset_peak_reserved():
     """The peak from here counts this engine alone: blocks earlier tests' engines left in the allocator's
     cache would otherwise be in it (run after the rest of this file, the cold side read 15 GB more)."""

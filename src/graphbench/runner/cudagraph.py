@@ -19,6 +19,7 @@ import torch
 
 from graphbench import env
 from graphbench.config.modes import CUDAGraphMode
+from graphbench.runner.device import pay_cublas_handle
 from graphbench.runner.kernel_choice import row_class
 from graphbench.runner.scheduler import BatchDescriptor
 
@@ -148,16 +149,14 @@ class CaptureReport:
 
 def pay_first_capture(stream: torch.cuda.Stream, dtype: torch.dtype, size: int) -> int:
     """Run and record one cuBLAS matmul ([64, size] x [size, size]) on the stream the engine's recordings
-    will use; the device memory that cost: the stream's cuBLAS workspace (32 MiB on an H100 in the engine;
-    a bare process's second stream paid ~70 MiB more outside the allocator, which an engine's start has paid
-    before this: benchmarks/RESULTS.md, 2026-12-06). A warm start had paid it inside its first recording, a
-    cold start in its kernel-choice timing, before the capture's reading. Not counted: cuBLAS's handle and
-    code, paid first on the current stream, as any engine pays them, graphs or not."""
+    will use; the device memory that cost: the stream's cuBLAS workspace (32 MiB on an H100; benchmarks/
+    RESULTS.md, 2026-12-06). A warm start had paid it inside its first recording, a cold start in its
+    kernel-choice timing, before the capture's reading. Not counted: cuBLAS's handle and code and the current
+    stream's workspace (device.pay_cublas_handle, ~100 MiB), which every CUDA start pays, graphs or not."""
     device = stream.device
+    pay_cublas_handle(device, dtype, size)  # (the engine has paid it: here for a caller that has not)
     x = torch.ones(64, size, device=device, dtype=dtype)
     w = torch.ones(size, size, device=device, dtype=dtype)
-    torch.nn.functional.linear(x, w)
-    torch.cuda.synchronize(device)
     torch.cuda.empty_cache()  # (torch.cuda.graph empties it on entry: cached blocks would read as negative cost)
     free_before = torch.cuda.mem_get_info(device)[0]
     stream.wait_stream(torch.cuda.current_stream(device))

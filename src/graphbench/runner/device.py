@@ -59,3 +59,16 @@ def free_memory(device: torch.device) -> int:
     torch.cuda.synchronize(device)
     free, _total = torch.cuda.mem_get_info(device)
     return free
+
+
+def pay_cublas_handle(device: torch.device, dtype: torch.dtype, size: int) -> None:
+    """One cuBLAS matmul ([64, size] x [size, size]) on the current stream: cuBLAS's handle, code and this
+    stream's workspace (~100 MiB on an H100), which any CUDA engine pays at its first cuBLAS call. A start
+    pays it before its KV cache is sized: a warm start without graphs ran no cuBLAS call and paid it at its
+    first prefill, out of memory its KV cache had been given (benchmarks/RESULTS.md, 2026-12-07)."""
+    x = torch.ones(64, size, device=device, dtype=dtype)
+    w = torch.ones(size, size, device=device, dtype=dtype)
+    torch.nn.functional.linear(x, w)
+    torch.cuda.synchronize(device)
+    del x, w
+    torch.cuda.empty_cache()

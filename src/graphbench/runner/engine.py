@@ -25,6 +25,7 @@ from graphbench.runner.engine_startup import (
     capture_graphs,
     load_model,
     make_dispatcher,
+    pay_cublas_setup,
     pay_graph_setup,
     resolve_engine_config,
     start_compiled,
@@ -57,6 +58,7 @@ class Engine:
         start_tensor_parallel(self)
 
         load_model(self)
+        pay_cublas_setup(self)
 
         t0 = time.perf_counter()
         self.backend = create_backend(self.config.model.attention_backend, self.device.type)

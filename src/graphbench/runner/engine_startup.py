@@ -20,7 +20,14 @@ from graphbench.runner.compile.cache import cache_root
 from graphbench.runner.compile.startup import compile_at_startup
 from graphbench.runner.compile.variant_choice import choose_static_variants
 from graphbench.runner.cudagraph import pay_first_capture
-from graphbench.runner.device import device_info, dtype_name, free_memory, resolve_device, resolve_dtype
+from graphbench.runner.device import (
+    device_info,
+    dtype_name,
+    free_memory,
+    pay_cublas_handle,
+    resolve_device,
+    resolve_dtype,
+)
 from graphbench.runner.dispatcher import CudagraphDispatcher, resolve_cudagraph_mode
 from graphbench.runner.kernels.triton_key import remember_triton_key
 from graphbench.runner.loader import build_model, fill_dummy_weights, load_checkpoint
@@ -135,6 +142,16 @@ def start_compiled(engine: Engine) -> None:
     for timing in choice.sizes:
         log.info("compile_sizes %d: variants %.3f ms, dynamic %.3f ms a step: %s kept", timing.size,
                  timing.static_ms, timing.dynamic_ms, timing.kept)
+
+
+def pay_cublas_setup(engine: Engine) -> None:
+    """On CUDA, pay cuBLAS's handle and the current stream's workspace (device.pay_cublas_handle) before the
+    KV cache takes what is left: a warm start without graphs had paid them at its first prefill, so its
+    cache counted on ~100 MiB it would not have, and graphs against none differed by more than graph memory
+    (benchmarks/RESULTS.md, 2026-12-07)."""
+    if engine.device.type == "cuda":
+        embed = engine.model.embed_tokens.weight  # (the model's dtype and hidden size)
+        pay_cublas_handle(engine.device, embed.dtype, embed.shape[1])
 
 
 def pay_graph_setup(engine: Engine) -> None:
