@@ -215,17 +215,17 @@ def test_clear_all_confirmation_shows_everything_and_total(entries: Path) -> Non
     assert "remove 3 entries, 5.0 MiB? [y/N]" in out
 
 
-@pytest.mark.parametrize("answer", ["n\n", "\n", ""], ids=["no", "default", "eof"])
-def test_declined_confirmation_removes_nothing(entries: Path, answer: str) -> None:
+@pytest.mark.parametrize(("answer", "code"), [("n\n", 1), ("\n", 1), ("", 2)], ids=["no", "default", "eof"])
+def test_declined_confirmation_removes_nothing(entries: Path, answer: str, code: int) -> None:
     before = existing(entries)
     result = invoke("clear", input=answer)
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == code, result.output
     assert isinstance(result.exception, SystemExit), result.exception  # no escaped Abort
     assert not [line for line in result.stdout.splitlines() if line.startswith(("removed ", "freed "))]
     assert result.stdout.splitlines()[-1].startswith("aborted: nothing removed")
     assert existing(entries) == before == set(FAKE)
     result = invoke("clear", "aaaa111111", input=answer)
-    assert result.exit_code == 1
+    assert result.exit_code == code
     assert existing(entries) == set(FAKE)
 
 
@@ -245,10 +245,11 @@ def test_declined_confirmation_output(entries: Path) -> None:
     assert result.stderr == ""
 
 
-def test_unanswered_confirmation_is_a_clean_exit_1(entries: Path) -> None:
-    # stdin empty (CI without --yes): typer.confirm raises typer.Abort, which must not escape.
+def test_unanswered_confirmation_is_a_clean_usage_error(entries: Path) -> None:
+    # stdin empty (CI without --yes): typer.confirm raises typer.Abort, which must not escape; exit 2, as
+    # every usage error (1 is the gate's regression)
     result = invoke("clear", "aaaa111111", input="")
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert isinstance(result.exception, SystemExit)
     assert result.stdout.splitlines() == [
         f"will remove 1 entry from {entries / 'torch_compile_cache'}:",
@@ -267,7 +268,7 @@ def test_clear_without_a_terminal_has_no_traceback(entries: Path) -> None:
            "GRAPHBENCH_CACHE_ROOT": str(entries)}
     proc = subprocess.run([sys.executable, "-m", "graphbench", "cache", "clear"], stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, env=env, timeout=60, check=False)  # fmt: skip
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 2, proc.stderr
     assert proc.stderr == ""
     lines = proc.stdout.splitlines()
     assert lines[0] == f"will remove 3 entries from {entries / 'torch_compile_cache'}:"

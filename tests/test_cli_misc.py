@@ -69,7 +69,7 @@ def test_an_abort_is_one_line_and_exit_1(command: str) -> None:
         ("y\n", 0, ["go on? [y/N]: y", "done"]),
         ("n\n", 1, ["go on? [y/N]: n", "aborted: nothing done"]),
         ("\n", 1, ["go on? [y/N]: ", "aborted: nothing done"]),
-        ("", 1, ["go on? [y/N]: ", "aborted: nothing done (no answer; use --yes when not interactive)"]),
+        ("", 2, ["go on? [y/N]: ", "aborted: nothing done (no answer; use --yes when not interactive)"]),
     ],
     ids=["yes", "no", "default", "no-answer"],
 )

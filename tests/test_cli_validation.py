@@ -61,8 +61,11 @@ def test_run_checks_a_traces_lengths_and_its_results_folder(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--repeats", "-3"], "error: --repeats must be in 1..1000, got -3"),
     (["--concurrency", "x"], "error: --concurrency must be comma-separated integers like 1,2,4; got 'x'"),
-    (["--prompt-len", "-1"], "error: --prompt-len must be positive, got fixed:-1,0"),
+    (["--prompt-len", "-1"], "error: --prompt-len must be at least 1 token, got -1"),
     (["--num-requests", "-1"], "error: --num-requests must be >= 1, got -1"),
+    (["--num-requests", "0"], "error: --num-requests must be >= 1, got 0"),
+    (["--order-seed", "-1"], "error: --order-seed must be in 0..2**63-1, got -1"),
+    (["--prompt-len", "0"], "error: --prompt-len must be at least 1 token, got 0"),
     (["--target-repeat-s", "-1"], "error: --target-repeat-s must be in 0..3600 seconds, got -1.0"),
     (["--timeout", "0"], "error: --timeout must be in (0, 604800] seconds, got 0"),
     (["--gpus", "0,1"], "error: --gpus 0,1: no CUDA GPU is visible (--device cpu)"),

@@ -82,3 +82,19 @@ def test_a_damaged_summary_outside_its_samples_still_charts(tmp_path):
     write_result(tmp_path / "results", "h200", damaged["label"], damaged)
     report = write_report([tmp_path / "results"], tmp_path / "report")
     assert (report.out_dir / "throughput.png").is_file()
+
+
+def test_a_peer_run_under_a_graphbench_points_label_charts_apart(tmp_path):
+    """`graphbench run --system hf-eager --label O2_default` into a sweep's folder: one label of two systems
+    made one chart series, and the speed-up chart's lookup of the peer's value got two (a traceback)."""
+    from graphbench.reports.frame import results_frame
+
+    ours = make_result("O2_default")
+    peer = make_result("O2_default", system="hf-eager", repeats={"closed-c1": [(900.0, 30.0)] * 3,
+                                                                  "closed-c4": [(1500.0, 40.0)] * 3})
+    results = write_set(tmp_path / "results", [ours, peer])
+    report = write_report([results], tmp_path / "report")
+    assert (report.out_dir / "speedup.png").is_file()
+    frame = results_frame(load_results([results]).results)
+    assert sorted(set(zip(frame["series"], frame["system"]))) == [
+        ("O2_default", "graphbench"), ("O2_default (hf-eager)", "hf-eager")]

@@ -102,6 +102,14 @@ BROKEN: list[tuple[str, Mutation, str]] = [
      "workload 'closed-c1': repeat #2: step_ms_by_mode 'FULL': 'total_ms' is not a number"),
     ("slowest-step-without-ms", _repeat("closed-c1", 0, "slowest_steps", [{"num_tokens": 4}]),
      "workload 'closed-c1': repeat #1: a slowest step: 'ms' is not a number"),
+    # what compare matches points by, and what the capture plan's table counts (a fuzz pass crashed both)
+    ("config-hash-object", _top("config_hash", {}), "'config_hash' is not a string"),
+    ("capture-sizes-number", _set(lambda d: d["startup"], "capture_sizes", -1),
+     "'startup': 'capture_sizes' is not a list of whole numbers >= 1"),
+    ("capture-sizes-mixed", _set(lambda d: d["startups"][0], "capture_sizes", [1, "a"]),
+     "'startups' item #1: 'capture_sizes' is not a list of whole numbers >= 1"),
+    ("mixed-capture-sizes-zero", _set(lambda d: d["startup"], "mixed_capture_sizes", [0, 8]),
+     "'startup': 'mixed_capture_sizes' is not a list of whole numbers >= 1"),
 ]
 # The six shapes of the UX audit that crashed `report` / `tune` (or were dropped silently by `plan`).
 AUDIT = ["config-string", "startup-list", "repeats-item-string", "workloads-object", "workloads-item-string",

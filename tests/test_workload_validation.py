@@ -16,7 +16,9 @@ from graphbench.errors import GraphbenchError
     ("normal:nan,3", "must be finite numbers"),
     ("normal:128,inf", "must be finite numbers"),
     ("uniform:1-1000000000000", "must stay within 1048576 tokens"),
-    ("0", "must be positive"),
+    ("0", "must be at least 1 token, got 0"),
+    ("uniform:0-8", "must be at least 1 token, got uniform:0-8"),
+    ("normal:128,-3", "spread must be >= 0, got normal:128,-3"),
 ])
 def test_length_distributions(text, message):
     with pytest.raises(GraphbenchError, match=message):

@@ -97,6 +97,10 @@ def _check_numbers(r: SweepRequest) -> None:
             raise GraphbenchError(f"{name} names nothing (got {text!r}): give at least one, e.g. --levels 2")
     if r.max_num_seqs is not None and r.max_num_seqs < 1:
         raise GraphbenchError(f"--max-num-seqs must be >= 1, got {r.max_num_seqs}")
+    if r.num_requests is not None and r.num_requests < 1:  # (0 had read as "not given": the default traffic's)
+        raise GraphbenchError(f"--num-requests must be >= 1, got {r.num_requests}")
+    if r.order_seed is not None and not 0 <= r.order_seed < 2**63:  # (as run's --seed)
+        raise GraphbenchError(f"--order-seed must be in 0..2**63-1, got {r.order_seed}")
     if r.rounds is not None and not 1 <= r.rounds <= MAX_ROUNDS:
         raise GraphbenchError(f"--rounds must be in 1..{MAX_ROUNDS}, got {r.rounds}")
 

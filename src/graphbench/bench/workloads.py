@@ -100,12 +100,15 @@ class LengthDist:
 
     @classmethod
     def _checked(cls, dist: str, a: float, b: float, what: str) -> "LengthDist":
+        given = f"{a:g}" if dist == "fixed" else f"{dist}:{a:g}-{b:g}" if dist == "uniform" else f"{dist}:{a:g},{b:g}"
         if not (math.isfinite(a) and math.isfinite(b)):
-            raise GraphbenchError(f"{what} must be finite numbers, got {dist}:{a:g},{b:g}")
-        if a < 1 or b < 0:
-            raise GraphbenchError(f"{what} must be positive, got {dist}:{a:g},{b:g}")
+            raise GraphbenchError(f"{what} must be finite numbers, got {given}")
+        if a < 1:
+            raise GraphbenchError(f"{what} must be at least 1 token, got {given}")
+        if b < 0:  # (normal's standard deviation)
+            raise GraphbenchError(f"{what}'s spread must be >= 0, got {given}")
         if a > MAX_TOKENS or b > MAX_TOKENS:
-            raise GraphbenchError(f"{what} must stay within {MAX_TOKENS} tokens, got {dist}:{a:g},{b:g}")
+            raise GraphbenchError(f"{what} must stay within {MAX_TOKENS} tokens, got {given}")
         return cls(dist, a, b)
 
     def sample(self, rng: random.Random) -> int:

@@ -42,7 +42,8 @@ ABORTS: tuple[type[BaseException], ...] = _abort_classes()
 def confirm_or_exit(question: str, *, declined: str, hint: str = NOT_INTERACTIVE_HINT) -> None:
     """Ask `question [y/N]` and return on yes. No prints `declined` and exits 1. No answer at all
     (stdin not a terminal and empty, as in CI, or Ctrl-C / Ctrl-D at the prompt) prints
-    `declined (no answer; <hint>)` on a line of its own and exits 1: never a traceback."""
+    `declined (no answer; <hint>)` on a line of its own and exits 2, a usage error (the hint says what
+    to give): never a traceback."""
     import typer
 
     try:
@@ -50,7 +51,7 @@ def confirm_or_exit(question: str, *, declined: str, hint: str = NOT_INTERACTIVE
     except ABORTS:
         typer.echo()  # end the prompt's line: nothing was typed after it
         typer.echo(f"{declined} (no answer; {hint})")
-        raise typer.Exit(1) from None
+        raise typer.Exit(2) from None
     if not answer:
         typer.echo(declined)
         raise typer.Exit(1)

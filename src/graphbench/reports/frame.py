@@ -243,6 +243,11 @@ def results_frame(results: Iterable[Mapping[str, Any]], extra_metrics: Iterable[
     # the same label of two models, or on two GPU types (two machines' folders): never one series
     name = namer(frame["model"], frame["gpu"])
     frame["series"] = [name(series, model, gpu) for series, model, gpu in zip(frame["series"], frame["model"], frame["gpu"])]
+    # one label run by graphbench and by a peer (`run --system hf-eager --label O2_default`): never one series
+    systems = frame.groupby("series")["system"].nunique()
+    shared = set(systems[systems > 1].index)
+    frame["series"] = [f"{series} ({system})" if series in shared and system != GRAPHBENCH else series
+                       for series, system in zip(frame["series"], frame["system"])]
     return frame
 
 

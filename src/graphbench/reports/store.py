@@ -138,7 +138,7 @@ def check_shape(result: dict[str, Any]) -> None:
     (a repeat's output_tokens_per_s and duration_s, step totals, a slowest step's ms), and so are each
     workload's summary and the catalogue's metrics (reports/result_numbers.py)."""
     _check_fields(result, "", objects=("config", "environment", "startup", "sweep"), lists=("startups", "workloads"))
-    for key in ("label", "system", "status", "model"):
+    for key in ("label", "system", "status", "model", "config_hash"):  # (compare matches points by them)
         _check_text(result.get(key), f"{key!r}")
     sweep = result.get("sweep") or {}
     if sweep.get("round") is not None and not isinstance(sweep.get("round"), dict):
@@ -153,9 +153,9 @@ def check_shape(result: dict[str, Any]) -> None:
     if len(aliases) > MAX_ALIASES:  # (100,000 made a report take minutes)
         raise ValueError(f"'stands_for' names {len(aliases)} labels: more than a sweep's {MAX_ALIASES} points")
     _check_fields(result.get("config") or {}, "'config'", objects=("compilation", "speculative"))
-    _check_fields(result.get("startup") or {}, "'startup'", objects=("cudagraph_mode",))
+    _check_start(result.get("startup") or {}, "'startup'")
     for index, start in enumerate(result.get("startups") or [], 1):
-        _check_fields(start, f"'startups' item #{index}", objects=("cudagraph_mode",))
+        _check_start(start, f"'startups' item #{index}")
     for index, workload in enumerate(result.get("workloads") or [], 1):
         name = workload.get("name")
         if name is not None and not isinstance(name, str):
@@ -191,6 +191,16 @@ def check_shape(result: dict[str, Any]) -> None:
     for index, start in enumerate([result.get("startup"), *(result.get("startups") or [])]):
         if isinstance(start, dict):
             check_metrics({"startup": start}, "'startup'" if index == 0 else f"'startups' item #{index}", point=True)
+
+
+def _check_start(start: dict[str, Any], where: str) -> None:
+    """A start-up record's containers: cudagraph_mode an object; the ladders' sizes (capture_sizes,
+    mixed_capture_sizes) lists of whole numbers >= 1, which the capture plan's table counts and tops."""
+    _check_fields(start, where, objects=("cudagraph_mode",))
+    for key in ("capture_sizes", "mixed_capture_sizes"):
+        sizes = start.get(key)
+        if sizes is not None and not (isinstance(sizes, list) and all(type(s) is int and s >= 1 for s in sizes)):
+            raise ValueError(f"{where}: {key!r} is not a list of whole numbers >= 1")
 
 
 def iter_result_files(paths: Iterable[str | Path], unlisted: list[tuple[Path, str]] | None = None) -> list[Path]:
