@@ -284,3 +284,13 @@ def test_a_fifo_as_results_is_refused_unread(tmp_path, flags):
                           text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert "not a graphbench result (not a regular file)" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_server_log_whose_ladder_line_is_cut_says_so(tmp_path: Path) -> None:
+    # (the ladder was dropped without a word: the tuned top and the "server log" row went with it)
+    cut = tmp_path / "cut.log"
+    cut.write_text(LOG.read_text().replace("Capture sizes: [1, 2, 4, 8, 16]", "Capture sizes: [1, 2, 4"))
+    result = tune("--from", cut, "--max-graphs", "4")
+    assert result.exit_code == 0, result.output
+    assert f"{cut}:5: a '- Capture sizes:' line holds no list of sizes (cut short?)" in result.output
+    assert "cut short" not in tune("--from", LOG, "--max-graphs", "4").output

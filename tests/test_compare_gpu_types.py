@@ -73,3 +73,16 @@ def test_no_gpu_type_in_common_says_so(tmp_path):
     with pytest.raises(GraphbenchError, match=r"on the same GPU type \(the baseline ran them on NVIDIA H100 80GB "
                                               r"HBM3, NVIDIA H200; the current on NVIDIA A100, NVIDIA B200\)"):
         run_gate(base, cur)
+
+
+def test_compare_of_a_folder_whose_only_point_failed_names_the_failure(tmp_path):
+    # (it said only that no point was in both folders, which reads as two folders of other labels)
+    from typer.testing import CliRunner
+
+    from graphbench.cli.main import app
+    from tests.test_gate import make_result
+
+    folder = write_set(tmp_path / "f", [make_result("O2-default", status="failed")])
+    result = CliRunner().invoke(app, ["compare", str(folder), str(folder)])
+    assert result.exit_code == 2
+    assert "that ran: failed benchmark point: " in result.output and "O2-default" in result.output

@@ -89,3 +89,25 @@ def test_a_trace_is_parsed_once_a_version_of_its_file(tmp_path, monkeypatch):
     assert len(load_trace(path)) == 3 and len(reads) == 1
     write(tmp_path, bench_result(output_lens=[32, 16, 0, 480], errors=None))  # a new version: parsed again
     assert [s.output_len for s in load_trace(path)][-1] == 480 and len(reads) == 2
+
+
+def test_an_sglang_result_without_send_times_is_named_sglang(tmp_path):
+    from pathlib import Path
+
+    sglang = Path(__file__).parent / "data" / "sglang" / "bench-serving-output-details.jsonl"
+    with pytest.raises(GraphbenchError) as caught:  # (max_concurrency 2: its send order is unknown)
+        load_trace(str(sglang))
+    message = str(caught.value)
+    assert "a result of SGLang bench_serving without start_times" in message and "vLLM" not in message
+
+
+def test_a_graphbench_result_is_named_as_one_wherever_a_trace_or_distribution_is_read(tmp_path):
+    from graphbench.ladders.distributions import load_distribution
+    from graphbench.reports.store import write_result
+    from tests.test_gate import make_result
+
+    path = write_result(tmp_path / "results", "h200", "O2", make_result("O2"))
+    with pytest.raises(GraphbenchError, match=r"a graphbench result, not a request trace: give it to `graphbench tune --from`"):
+        load_trace(str(path))
+    with pytest.raises(GraphbenchError, match=r"a graphbench result, not batch sizes: give it to `graphbench tune --from`"):
+        load_distribution(str(path))

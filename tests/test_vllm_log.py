@@ -69,20 +69,22 @@ def test_tune_from_a_server_log(tmp_path):
     assert re.search(r"^server log\s+5\s", table.stdout, re.M), table.stdout
     assert runner.invoke(app, ["tune", "--from", str(LOG), "--top", "64", "--emit", "vllm"]).stdout.count("64") == 2
     mixed = runner.invoke(app, ["tune", "--from", str(LOG), "--from", "tests/data/tune/results", "--max-graphs", "2"])
-    assert mixed.exit_code == 2 and "mixes vLLM logs" in mixed.stderr
+    assert mixed.exit_code == 2 and "mixes vLLM server logs" in mixed.stderr
 
 
 def test_the_servers_ladder_is_the_largest_its_records_name(tmp_path):
     # CUDAGraphLogging.settings_header: "- Capture sizes: {str(cg_capture_sizes or [])}" before each table
     from graphbench.ladders.vllm_log import read_server_log
 
-    assert read_server_log(LOG) == ({3: 150, 5: 40, 700: 2, 16: 8}, (1, 2, 4, 8, 16))
+    assert read_server_log(LOG) == ({3: 150, 5: 40, 700: 2, 16: 8}, (1, 2, 4, 8, 16), ())
     text = LOG.read_text()
     log = tmp_path / "server.log"
     log.write_text(text.replace("[1, 2, 4, 8, 16]", "[]"))  # cudagraphs off: no ladder
     assert read_server_log(log).capture_sizes is None
     log.write_text(text.replace("[1, 2, 4, 8, 16]", "[8, 1, x]") + text.replace("16]", "16, 24, 32]"))
-    assert read_server_log(log).capture_sizes == (1, 2, 4, 8, 16, 24, 32)  # a line it cannot read names none
+    read = read_server_log(log)
+    assert read.capture_sizes == (1, 2, 4, 8, 16, 24, 32)  # a line it cannot read names none, and is counted
+    assert read.unread_ladder_lines == (5,)
 
 
 def test_a_log_redirected_by_windows_powershell_is_read_as_utf16(tmp_path):

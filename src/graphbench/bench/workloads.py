@@ -10,6 +10,7 @@ import functools
 import json
 import math
 import random
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -248,6 +249,9 @@ def _parsed_trace(path: Path, resolved: Path, mtime_ns: int, size: int) -> tuple
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise GraphbenchError(f"trace {path} is not UTF-8 text") from None
+    if re.search(r'"kind"\s*:\s*"graphbench-result"', text):
+        raise GraphbenchError(f"trace {path}: a graphbench result, not a request trace: give it to `graphbench "
+                              "tune --from`, which reads its batch sizes")
     specs = _bench_serve_requests(text, path) if '"input_lens"' in text else _jsonl_requests(text, path)
     if not specs:
         raise GraphbenchError(f"trace {path} holds no requests")
@@ -287,11 +291,12 @@ def _bench_serve_requests(text: str, path: Path) -> list[RequestSpec]:
     arrivals = trace.arrival_s
     if arrivals is None:
         if trace.request_rate is not None or trace.max_concurrency is not None:
+            vllm = trace.tool == "vLLM bench serve"
             raise GraphbenchError(
-                f"trace {path}: a vLLM bench serve result without start_times (an older vLLM), sent at "
-                f"{trace.request_rate or 'inf'} requests/s with max_concurrency {trace.max_concurrency}: its send "
-                "times are unknown. Rerun it with a vLLM that saves start_times, or replay its traffic with "
-                "--request-rate or --concurrency and --prompt-len / --output-len")
+                f"trace {path}: a result of {trace.tool} without start_times{' (an older vLLM)' if vllm else ''}, sent "
+                f"at {trace.request_rate or 'inf'} requests/s with max_concurrency {trace.max_concurrency}: its send "
+                f"times are unknown. {'Rerun it with a vLLM that saves start_times, or replay' if vllm else 'Replay'} "
+                "its traffic with --request-rate or --concurrency and --prompt-len / --output-len")
         arrivals = (0.0,) * len(trace)  # rate inf, no cap: vLLM sent every request at once
     return [_request(a, p, o, f"{path}: request {i}")
             for i, (a, p, o) in enumerate(zip(arrivals, trace.input_lens, trace.output_lens))]

@@ -95,7 +95,9 @@ def compare_command(
                           bootstrap=bootstrap, seed=seed)
     warnings = bwarn + cwarn + result.warnings
     if not result.matching.pairs:
+        failed = result.matching.failed
         raise GraphbenchError(f"no benchmark point (label, system) is in both {baseline} and {current}"
+                              + (f" that ran: failed benchmark point: {failed[0]}" if failed else "")
                               + other_gpu_types(result.matching))
     for w in warnings:
         typer.echo(f"warning: {w}", err=True)

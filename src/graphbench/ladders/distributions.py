@@ -141,9 +141,11 @@ def load_distribution(path: str | Path) -> BatchSizeDistribution:
                                   "(the one kind read compressed): decompress it") from None
         raise GraphbenchError(f"cannot read distribution file {p}: {exc}") from None
     suffix = p.suffix.lower()
+    if re.search(r'"kind"\s*:\s*"graphbench-result"', text):  # (written with sorted keys: anywhere)
+        raise GraphbenchError(f"{name}: a graphbench result, not batch sizes: give it to `graphbench tune --from`")
     if is_request_trace(text):
-        raise GraphbenchError(f"{name}: a per-request trace (request lengths), not batch sizes: replay it through "
-                              "the scheduler (tuning/trace_replay.py; `graphbench tune --from` does)")
+        raise GraphbenchError(f"{name}: a per-request trace (request lengths), not batch sizes: `graphbench tune "
+                              "--from` replays it through the scheduler")
     if suffix == ".json":
         return BatchSizeDistribution(_parse_json(text, name), source=name)
     if suffix in (".jsonl", ".ndjson"):

@@ -50,6 +50,7 @@ class RequestTrace:
     seconds_per_step: float | None = None  # the median recorded inter-token latency
     num_failed: int = 0  # failed requests (vLLM: an error, no output), left out
     arrival_s: tuple[float, ...] | None = None  # each request's send time after the first's (start_times)
+    tool: str = "vLLM bench serve"  # what wrote it: "vLLM bench serve", "SGLang bench_serving" or "request lengths"
 
     def __post_init__(self) -> None:
         if self.request_rate is not None and self.seconds_per_step and len(self) > 1:
@@ -129,11 +130,14 @@ def _lengths(record: object, where: str) -> tuple[int, int]:
 def _from_pairs(pairs: list[tuple[int, int]], name: str) -> RequestTrace:
     if not pairs:
         raise GraphbenchError(f"{name}: no requests in the file")
-    return RequestTrace(tuple(p for p, _ in pairs), tuple(o for _, o in pairs), name)
+    return RequestTrace(tuple(p for p, _ in pairs), tuple(o for _, o in pairs), name, tool="request lengths")
 
 
 def _bench_result(data: dict[str, Any], name: str) -> RequestTrace:
     """One `vllm bench serve` result (see the module docstring)."""
+    if data.get("kind") == "graphbench-result":
+        raise GraphbenchError(f"{name}: a graphbench result, not a request trace: give it to `graphbench tune "
+                              "--from`, which reads its batch sizes")
     if "input_lens" in data and "output_lens" not in data:  # serve.py's pooling result keeps input_lens only
         raise GraphbenchError(f"{name}: a vLLM bench serve result with input_lens but no output_lens (a pooling "
                               "or embedding run): it generated no tokens, so there is nothing to replay")
@@ -177,7 +181,8 @@ def _bench_result(data: dict[str, Any], name: str) -> RequestTrace:
                         request_rate=_rate(data.get("request_rate", "inf"), name),
                         seconds_per_step=_median_itl(data.get("itls"), name),
                         num_failed=len(inputs) - len(kept),
-                        arrival_s=tuple(t - first for _, _, t in kept) if starts else None)
+                        arrival_s=tuple(t - first for _, _, t in kept) if starts else None,
+                        tool="SGLang bench_serving" if sglang else "vLLM bench serve")
 
 
 def _start_times(value: object, n: int, name: str) -> list[float] | None:

@@ -63,10 +63,11 @@ def _not_a_source(path: Path, reason: str) -> str:
     return f"{path} is not a graphbench result ({reason}) and holds no vLLM log line among its first lines"
 
 
-def server_logs(paths: list[Path]) -> tuple[BatchSizeDistribution, tuple[int, ...] | None] | None:
+def server_logs(paths: list[Path], warnings: list[str]) -> tuple[BatchSizeDistribution, tuple[int, ...] | None] | None:
     """--from files that are vLLM server logs with --cudagraph-metrics tables (plain or gzip, streamed),
     summed into one distribution, with the largest capture ladder their records announce (None: none
-    does); None when none is (then they are graphbench results)."""
+    does); None when none is (then they are graphbench results). A `- Capture sizes:` line that holds no
+    list of sizes is named in warnings (its ladder is not compared against)."""
     logs, others = [], []
     for path in paths:
         log = read_server_log(path) if path.is_file() and path.suffix.lower() != ".json" else None
@@ -74,11 +75,15 @@ def server_logs(paths: list[Path]) -> tuple[BatchSizeDistribution, tuple[int, ..
     if not logs:
         return None
     if others:
-        raise GraphbenchError(f"--from mixes vLLM logs ({logs[0][0]}) with graphbench results ({others[0][0]}): "
-                              "give one kind")
+        raise GraphbenchError(f"--from mixes vLLM server logs ({logs[0][0]}) with files of another kind "
+                              f"({others[0][0]}: graphbench results or request traces): give one kind")
     total: Counter[int] = Counter()
-    for _, log in logs:
+    for path, log in logs:
         total.update(log.counts)
+        if log.unread_ladder_lines:
+            more = len(log.unread_ladder_lines) - 1
+            warnings.append(f"{path}:{log.unread_ladder_lines[0]}: a '- Capture sizes:' line holds no list of sizes "
+                            f"(cut short?){f' (and {more} more)' if more else ''}: the server's ladder there is not read")
     ladder = max((log.capture_sizes for _, log in logs if log.capture_sizes), key=len, default=None)
     return BatchSizeDistribution(total, source=", ".join(str(p) for p, _ in logs)), ladder
 

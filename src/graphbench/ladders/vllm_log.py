@@ -68,6 +68,7 @@ def parse_cudagraph_metrics(text: str, name: str) -> Counter[int]:
 class ServerLog(NamedTuple):
     counts: Counter[int]  # unpadded token count -> steps
     capture_sizes: tuple[int, ...] | None  # the largest ladder its records announce; None: none announced
+    unread_ladder_lines: tuple[int, ...] = ()  # `- Capture sizes:` lines that hold no list of sizes
 
 
 def read_cudagraph_log(path: Path) -> Counter[int] | None:
@@ -90,7 +91,7 @@ def read_server_log(path: Path) -> ServerLog | None:
     except OSError as exc:  # unreadable
         raise GraphbenchError(f"cannot read {path}: {exc}") from None
     largest = max(scan.ladders, key=lambda ladder: (len(ladder), ladder), default=None)
-    return ServerLog(scan.result(), largest) if scan.tables or scan.server_log else None
+    return ServerLog(scan.result(), largest, tuple(scan.unread_ladders)) if scan.tables or scan.server_log else None
 
 
 def is_gzip(path: Path) -> bool:
@@ -176,6 +177,7 @@ class _Scan:
         self.server_log = False  # a vLLM log line seen among the first lines
         self.bench_console = False  # `vllm bench serve`'s printed summary seen (its console output, not a log)
         self.ladders: set[tuple[int, ...]] = set()  # the capture sizes the settings headers name
+        self.unread_ladders: list[int] = []  # the numbers of `- Capture sizes:` lines that hold no list of sizes
 
     def read(self, lines: Iterable[str]) -> None:
         """Feed the lines, each with its "\n" (a file's, or _text_lines'), so that a cut last line shows."""
@@ -184,8 +186,12 @@ class _Scan:
                 self.server_log = _VLLM_LINE.search(_clean(raw)) is not None  # not inside JSON's strings
             if BENCH_SUMMARY in raw:
                 self.bench_console = True
-            if LADDER_LINE in raw and (ladder := _ladder(_clean(raw))):
-                self.ladders.add(ladder)
+            if LADDER_LINE in raw:
+                ladder = _ladder(_clean(raw))
+                if ladder is None:
+                    self.unread_ladders.append(number)
+                elif ladder:  # (() : "[]", nothing captured)
+                    self.ladders.add(ladder)
             # the fast path of a long log: a line that neither starts a table nor can be in one
             if self.open or "Unpadded Tokens" in raw or SETTINGS_LINE in raw:
                 self.feed(number, raw, not raw.endswith("\n"))  # unfinished: the file's last line, cut
@@ -271,10 +277,13 @@ class _Scan:
 
 
 def _ladder(line: str) -> tuple[int, ...] | None:
-    """The sizes of a settings header's `- Capture sizes: [...]` line; None for none, or any it cannot be."""
+    """The sizes of a settings header's `- Capture sizes: [...]` line (() for "[]": none captured); None where
+    the line holds no such list (cut short, or a size that cannot be)."""
     found = _LADDER.search(line)
-    cells = found.group(1).replace(",", " ").split() if found else []
-    if not cells or any(len(cell) > 7 or not 0 < int(cell) <= MAX_TOKENS for cell in cells):
+    if not found:
+        return None
+    cells = found.group(1).replace(",", " ").split()
+    if any(len(cell) > 7 or not 0 < int(cell) <= MAX_TOKENS for cell in cells):
         return None
     return tuple(sorted({int(cell) for cell in cells}))
 

@@ -122,7 +122,7 @@ def _check(r: TuneRequest) -> None:
 def _distribution(r: TuneRequest, warnings: list[str]):
     """(measured results, a trace's or server log's distribution or None, the server log's ladder or None):
     --from, --distribution or --model."""
-    server_log, ladder = (server_logs(r.from_results) if r.from_results else None) or (None, None)
+    server_log, ladder = (server_logs(r.from_results, warnings) if r.from_results else None) or (None, None)
     replayed = None
     if server_log is None and (r.from_results or r.distribution):
         limits = (r.max_num_seqs, r.max_num_batched_tokens, r.block_size, r.num_kv_blocks)
