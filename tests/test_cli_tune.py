@@ -244,6 +244,9 @@ def test_plot_writes_a_png(tmp_path: Path) -> None:
         (["--distribution", DATA / "missing.csv", "--max-graphs", 4], "distribution file not found"),
         (["--model", "closed:4", "--max-graphs", 4, "--top", 7, "--multiple-of", 2], "not a multiple of 2"),
         (["--model", "closed:4", "--max-graphs", 1, "--require", "2"], "fewer than the 2 sizes"),
+        # (it listed --from's kinds, server logs among them, which --memory-from does not read)
+        (["--model", "closed:4", "--max-graphs", 4, "--memory-from", LOG],
+         "--memory-from reads graphbench result JSON (a sweep's results folder)"),
     ],
 )
 def test_errors_exit_2(args, message) -> None:

@@ -232,6 +232,10 @@ def test_plot_writes_a_png(tmp_path: Path) -> None:
         (["--format", "yaml"], "unknown format 'yaml'"),
         (["--plot", "/no/such/dir/out.png"], "plot directory does not exist"),
         (["--plot", "out.gif"], "plot file must end in"),
+        # what a fuzz pass found accepted without a word
+        (["--capture-sizes", "1,2", "--performance-mode", "interactivity"], "give one of them"),
+        (["--mixed-ladder", ""], "--mixed-ladder takes shared, tokens, none or token counts"),
+        (["--batches", "99999999999999999999999"], "more tokens than one step holds"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:

@@ -70,6 +70,9 @@ def ladder_command(
     if emit is not None and emit not in SERVERS:
         raise GraphbenchError(f"unknown server {emit!r} for --emit; choose from {', '.join(SERVERS)}")
     check_emit_alone(emit, output_format, plot)
+    if capture_sizes is not None and performance_mode != "default":  # (the custom ladder is the one selected)
+        raise GraphbenchError(f"--performance-mode {performance_mode} and --capture-sizes both choose the selected "
+                              "ladder: give one of them (both modes' ladders are shown either way)")
     if plot is not None:
         check_plot_path(plot)  # fail before printing anything
     comparison = compare_ladders(
@@ -165,6 +168,10 @@ def _parse_ints(option: str, text: str) -> list[int]:
 def _batch_sizes(text: str) -> list[int]:
     """--batches: the sizes in increasing order, each once (a size given twice printed its row twice)."""
     values = _parse_ints("--batches", text)
+    from graphbench.ladders.distributions import MAX_BATCH_SIZE
+
+    if too_large := [v for v in values if v > MAX_BATCH_SIZE]:
+        raise GraphbenchError(f"--batches {too_large[0]} is more tokens than one step holds (at most {MAX_BATCH_SIZE})")
     if twice := sorted({v for v in values if values.count(v) > 1}):
         raise GraphbenchError(f"--batches gives {', '.join(map(str, twice))} twice; give each batch size once")
     return sorted(values)

@@ -76,7 +76,10 @@ def parse_mixed_option(text: str) -> list[int] | str:
     if text in MIXED_LAYOUT_NAMES:
         return text
     try:
-        return [int(part) for part in text.split(",") if part.strip()]
+        sizes = [int(part) for part in text.split(",") if part.strip()]
+        if not sizes:  # ("" had read as none: no ladder, every mixed step eager)
+            raise ValueError(text)
+        return sizes
     except ValueError:
         raise GraphbenchError(f"--mixed-ladder takes {', '.join(MIXED_LAYOUT_NAMES)} or token counts like "
                               f"4,8,16,32; got {text!r}") from None

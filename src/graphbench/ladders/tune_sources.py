@@ -32,8 +32,9 @@ FROM_KINDS = ("graphbench result JSON, vLLM server logs with --cudagraph-metrics
               "(`vllm bench serve --save-result --save-detailed` JSON, lists of input_len/output_len)")
 
 
-def load_run_results(paths: Iterable[str | Path]) -> tuple[list[dict[str, Any]], list[str]]:
-    """Successful results under the given files or folders, and one warning per skipped file."""
+def load_run_results(paths: Iterable[str | Path], option: str = "--from") -> tuple[list[dict[str, Any]], list[str]]:
+    """Successful results under the given files or folders, and one warning per skipped file; option: the
+    flag that named them (--from reads other kinds too, --memory-from graphbench results only)."""
     from graphbench.reports.store import load_results  # the reports package stays out of plain ladder use
 
     paths = list(paths)
@@ -41,10 +42,13 @@ def load_run_results(paths: Iterable[str | Path]) -> tuple[list[dict[str, Any]],
     warnings = [f"skipped {file}: {why}" for file, why in loaded.skipped]
     ok = [r for r in loaded.results if r.get("status", "ok") == "ok"]
     if not ok:
-        why = "".join(f"; {_not_a_source(Path(file), reason)}" for file, reason in loaded.skipped[:3])
+        first = loaded.skipped[:3]
+        why = "".join(f"; {_not_a_source(Path(file), reason) if option == '--from' else f'{file} is not a graphbench result ({reason})'}"
+                      for file, reason in first)
         more = f"; and {len(loaded.skipped) - 3} more skipped" if len(loaded.skipped) > 3 else ""
-        raise GraphbenchError(f"no successful graphbench result in {', '.join(map(str, paths))}{why}{more}. --from "
-                              f"reads {FROM_KINDS}")
+        reads = FROM_KINDS if option == "--from" else "graphbench result JSON (a sweep's results folder)"
+        raise GraphbenchError(f"no successful graphbench result in {', '.join(map(str, paths))}{why}{more}. "
+                              f"{option} reads {reads}")
     return ok, warnings
 
 

@@ -87,7 +87,7 @@ def memory_model_for(memory_from, from_results, budget_mib, warnings) -> MemoryM
         if budget_mib is not None:
             raise GraphbenchError("--memory-budget-mib needs measured results to fit graph memory: give --memory-from")
         return None
-    results, skipped = load_run_results(paths)
+    results, skipped = load_run_results(paths, "--memory-from" if memory_from else "--from")
     if memory_from:
         warnings += skipped
     try:
