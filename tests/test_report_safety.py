@@ -98,3 +98,24 @@ def test_a_peer_run_under_a_graphbench_points_label_charts_apart(tmp_path):
     frame = results_frame(load_results([results]).results)
     assert sorted(set(zip(frame["series"], frame["system"]))) == [
         ("O2_default", "graphbench"), ("O2_default (hf-eager)", "hf-eager")]
+
+
+def test_a_baseline_of_zero_tokens_per_second_draws_no_bar_and_warns_nothing(tmp_path):
+    # (the speed-up chart divided by it: numpy's RuntimeWarning on stderr)
+    import warnings
+
+    zero = make_result("O0_default", repeats={"closed-c1": [(1.0, 12.0)] * 3, "closed-c4": [(1.0, 12.0)] * 3})
+    for workload in zero["workloads"]:  # (make_repeat divides by the rate: set 0 after)
+        workload["summary"]["output_tokens_per_s"] = {"median": 0.0}
+        for repeat in workload["repeats"]:
+            repeat["output_tokens_per_s"] = 0.0
+    ours = make_result("O2_default")
+    for result, level in ((zero, 0), (ours, 2)):
+        result["config"]["optimization_level"] = level
+        for workload in result["workloads"]:
+            workload["concurrency"] = int(workload["name"].removeprefix("closed-c"))
+    results = write_set(tmp_path / "results", [zero, ours])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        report = write_report([results], tmp_path / "report")
+    assert (report.out_dir / "speedup.png").is_file()

@@ -345,3 +345,13 @@ def test_the_sweep_id_file_another_program_left_is_replaced_or_one_line(tmp_path
     (tmp_path / "b" / ".sweep").write_text("a file where the folder goes")
     with pytest.raises(GraphbenchError, match=r"cannot write .*sweep-id"):
         sweep_id_for(tmp_path / "b", resume=True)
+
+
+def test_an_integer_of_thousands_of_digits_is_named_as_such(tmp_path):
+    # (the reason was Python's own advice to raise sys.set_int_max_str_digits)
+    record = {"kind": "graphbench-result", "schema_version": 2, "label": "a", "system": "graphbench", "status": "ok",
+              "workloads": []}
+    text = json.dumps(record).replace('"workloads": []', '"workloads": [], "seed": ' + "7" * 5000)
+    (tmp_path / "0001_a.json").write_text(text)
+    loaded = load_results([tmp_path])
+    assert loaded.results == [] and loaded.skipped[0][1] == "an integer of more than 4300 digits, which no result holds"

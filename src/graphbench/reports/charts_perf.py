@@ -96,7 +96,7 @@ def speedup_chart(data: ReportData, path: Path) -> None:
         same = comparable(data, base, candidates)
         width = 0.8 / max(1, len(same))
         for j, cand in enumerate(same):
-            ratios = [value.get((cand, c), np.nan) / value[(base, c)] for c in levels]
+            ratios = [_ratio(value.get((cand, c), np.nan), value[(base, c)]) for c in levels]
             xs = np.arange(len(levels)) + (j - (len(same) - 1) / 2) * width
             bars = ax.bar(xs, ratios, width, color=data.colors.get(cand), label=cand)
             for bar, c in zip(bars, levels):
@@ -120,6 +120,11 @@ def speedup_chart(data: ReportData, path: Path) -> None:
                          "between processes (or\ntoo few to tell)"))
     fig.legend(handles=handles, loc="outside right upper", fontsize=8, title="configuration")
     save_figure(fig, path, "Speed-up in output tokens/s over -O0 and over each peer", data.environment)
+
+
+def _ratio(candidate: float, base: float) -> float:
+    """candidate / base; NaN (no bar) where the baseline made no tokens (a result of 0 tokens/s)."""
+    return float(candidate) / float(base) if base > 0 else float("nan")
 
 
 def beyond_noise(frame: pd.DataFrame, base: str, cand: str, concurrency: float) -> bool:

@@ -249,8 +249,11 @@ def load_results(paths: Iterable[str | Path], merge: bool = True) -> LoadedResul
             check_shape(data)
             data["_path"] = str(file)
             results.append(data)
-        except (OSError, ValueError, UnicodeDecodeError) as exc:
-            skipped.append((file, str(exc)))
+        except OSError as exc:
+            skipped.append((file, f"unreadable ({exc.strerror or exc})"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            digits = isinstance(exc, ValueError) and "integer string conversion" in str(exc)
+            skipped.append((file, "an integer of more than 4300 digits, which no result holds" if digits else str(exc)))
         except RecursionError:
             skipped.append((file, "JSON nested too deeply for a result file"))
     if merge:
