@@ -116,3 +116,10 @@ def test_the_kernel_set_is_a_factor_and_the_debug_hatches_are_not(monkeypatch, t
         monkeypatch.setenv(name, "0")
     monkeypatch.setenv("GRAPHBENCH_CHECK_GRAPH_INPUTS", "1")
     assert environment_factors("2.11.0") == default_factors and compile_hash("c0ffee", "2.11.0") == default_hash
+
+
+def test_an_empty_argument_is_not_the_working_folder(root):
+    # (Path("") is "."; the error named "." as the entry looked for)
+    result = CliRunner().invoke(app, ["cache", "diff", "", "x"])
+    assert result.exit_code == 2
+    assert "got an empty one" in result.output

@@ -64,6 +64,9 @@ def diff_factors(a: FactorSet, b: FactorSet) -> list[FactorDiff]:
 
 def factor_set(text: str) -> FactorSet:
     """A cache entry (hash, unique hash prefix, or its directory) or an engine config (TOML file)."""
+    if not text.strip():  # (Path("") is ".", the working directory)
+        raise GraphbenchError("cache diff takes two entries (a hash, a unique hash prefix or a folder) or config "
+                              "files; got an empty one")
     path = Path(text).expanduser()
     if path.is_file() and path.name != META_FILE:
         return config_factor_set(path)
