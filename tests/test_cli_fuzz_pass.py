@@ -111,6 +111,11 @@ def test_distribution_files_read_sizes_as_ascii_digits_as_step_curves_do(tmp_pat
         ("sizes.csv", "batch_size,count\n1_000,5\n", "sizes.csv:2: batch_size must be a positive integer, got '1_000'"),
         ("sizes.csv", "batch_size,count\n8,1_000\n", "sizes.csv:2: count must be a number, got '1_000'"),
         ("sizes.json", '{"1_000": 3}', "sizes.json: key '1_000' must be a positive integer, got '1_000'"),
+        # two columns for one value: the first had been read, the other passed over
+        ("sizes.csv", "batch_size,count,count\n8,1,5\n", "sizes.csv:1: the header names count and count: give one "
+                                                          "column of count or weight or frequency"),
+        ("sizes.csv", "batch_size,num_tokens,count\n8,9,1\n", "sizes.csv:1: the header names batch_size and "
+                                                               "num_tokens: give one column of batch_size or num_tokens"),
     ]
     for name, text, message in cases:
         path = tmp_path / name

@@ -297,3 +297,10 @@ def test_a_server_log_whose_ladder_line_is_cut_says_so(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert f"{cut}:5: a '- Capture sizes:' line holds no list of sizes (cut short?)" in result.output
     assert "cut short" not in tune("--from", LOG, "--max-graphs", "4").output
+
+
+def test_candidates_above_the_top_are_named_not_dropped_in_silence() -> None:
+    result = tune("--model", "closed:16", "--candidates", "1,4,16,1000", "--max-graphs", 3)
+    assert result.exit_code == 0, result.output
+    assert "--candidates 1000 above the top (512): not used" in result.stderr
+    assert "above the top" not in tune("--model", "closed:16", "--candidates", "1,4,16", "--max-graphs", 3).stderr

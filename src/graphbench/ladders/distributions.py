@@ -212,6 +212,10 @@ def _parse_text(text: str, name: str) -> Counter[int]:
     rows = lines[1:]
     if len(header) == 2 and _parses(header[0], int) and _parses(header[1], float):  # no header: size,count rows
         header, rows = ["batch_size", "count"], lines
+    for columns in (SIZE_COLUMNS, COUNT_COLUMNS):  # (the first had been taken: the others' values unused)
+        if len(named := [h for h in header if h in columns]) > 1:
+            raise GraphbenchError(f"{name}:{first_no}: the header names {' and '.join(named)}: give one column of "
+                                  f"{' or '.join(columns)}")
     size_col = next((header.index(c) for c in SIZE_COLUMNS if c in header), None)
     if size_col is None:
         raise GraphbenchError(f"{name}:{first_no}: not a batch-size distribution, got {first!r}; expected one of: "

@@ -174,6 +174,8 @@ def run_tune(r: TuneRequest) -> TuneResult:
         candidates=_candidates(r.candidates, comparisons), memory_model=memory_model,
         memory_budget_bytes=None if r.memory_budget_mib is None else r.memory_budget_mib * MIB,
         step_curve=step_curve, capture_budget_s=r.max_capture_s)
+    if r.candidates is not None and (above := sorted({c for c in options["candidates"] if c > bounds.top})):
+        warnings.append(f"--candidates {', '.join(map(str, above))} above the top ({bounds.top}): not used")
     max_graphs, max_graphs_from = (r.max_graphs, "--max-graphs") if r.max_graphs is not None else default_max_graphs(
         logged_ladder, comparisons["default"].sizes, len(set(options["required"]) | {bounds.top}))
     pareto = pareto_curve(dist, max_graphs, **options)
