@@ -110,6 +110,8 @@ BROKEN: list[tuple[str, Mutation, str]] = [
      "'startups' item #1: 'capture_sizes' is not a list of whole numbers >= 1"),
     ("mixed-capture-sizes-zero", _set(lambda d: d["startup"], "mixed_capture_sizes", [0, 8]),
      "'startup': 'mixed_capture_sizes' is not a list of whole numbers >= 1"),
+    ("deferred-recordings-string", _set(lambda d: d["startup"], "deferred_recordings", "x"),
+     "'startup': 'deferred_recordings' must be a whole number >= 0, got 'x'"),
 ]
 # The six shapes of the UX audit that crashed `report` / `tune` (or were dropped silently by `plan`).
 AUDIT = ["config-string", "startup-list", "repeats-item-string", "workloads-object", "workloads-item-string",

@@ -195,8 +195,12 @@ def check_shape(result: dict[str, Any]) -> None:
 
 def _check_start(start: dict[str, Any], where: str) -> None:
     """A start-up record's containers: cudagraph_mode an object; the ladders' sizes (capture_sizes,
-    mixed_capture_sizes) lists of whole numbers >= 1, which the capture plan's table counts and tops."""
+    mixed_capture_sizes) lists of whole numbers >= 1, and deferred_recordings a count, which the capture plan's
+    table counts, tops and subtracts."""
     _check_fields(start, where, objects=("cudagraph_mode",))
+    deferred = start.get("deferred_recordings")
+    if deferred is not None and (type(deferred) is not int or deferred < 0):
+        raise ValueError(f"{where}: 'deferred_recordings' must be a whole number >= 0, got {deferred!r}")
     for key in ("capture_sizes", "mixed_capture_sizes"):
         sizes = start.get(key)
         if sizes is not None and not (isinstance(sizes, list) and all(type(s) is int and s >= 1 for s in sizes)):
