@@ -88,3 +88,12 @@ def test_steadiness_note_lists_unsteady_workloads_and_the_hosts_own_steadiness()
                                              charts=[], failures=pd.DataFrame(), skipped=[], summary=pd.DataFrame(),
                                              repeats=table))
     assert "2 of 3 workloads spread more than 3%" in markdown
+
+
+def test_a_repeat_with_null_figures_counts_as_not_measured():
+    # (a mutation pass: float(None) raised a traceback out of the report)
+    repeats = [_repeat(100.0, 320.0, 120.0, 8.0), _repeat(90.0, 322.0, 150.0, 15.5), _repeat(96.0, 321.0, 125.0, 9.0)]
+    repeats[0]["output_tokens_per_s"] = None
+    repeats[1]["step_ms_by_mode"]["NONE"]["total_ms"] = None
+    row = repeats_table([_result("O2_default", repeats)]).iloc[0]
+    assert row["output tok/s"] == 93.0 and row["FULL ms"] == 321.0

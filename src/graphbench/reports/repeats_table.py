@@ -51,11 +51,16 @@ def _busy_text(busy: Mapping[int, str], repeats: list[Mapping[str, Any]], calm: 
     if not busy:
         return ""
     which = "; ".join(f"repeat {i + 1} of {len(repeats)}: {why}" for i, why in busy.items())
-    spread = _spread([float(r["output_tokens_per_s"]) for r in repeats])
+    spread = _spread(_tokens_per_s(repeats))
     with_them = f"with {'it' if len(busy) == 1 else 'them'} the spread is {spread:.1f}%"
     if calm >= 2:
         return f"{which}; left out ({with_them})"
     return f"{which}; too few other repeats for a spread ({with_them})"
+
+
+def _tokens_per_s(repeats: list[Mapping[str, Any]]) -> list[float]:
+    """The repeats' output tokens/s, those that hold one (a null is a repeat that measured none)."""
+    return [float(r["output_tokens_per_s"]) for r in repeats if r.get("output_tokens_per_s") is not None]
 
 
 def _row(label: Any, workload: Any, repeats: list[Mapping[str, Any]], busy: Mapping[int, str]) -> dict[str, Any]:
@@ -64,13 +69,14 @@ def _row(label: Any, workload: Any, repeats: list[Mapping[str, Any]], busy: Mapp
     steady = len(calm) >= 2
     if busy and steady:
         repeats = calm
-    tokens_per_s = [float(r["output_tokens_per_s"]) for r in repeats]
+    tokens_per_s = _tokens_per_s(repeats)
     durations = [float(r["duration_s"]) for r in repeats if r.get("duration_s") is not None]
     row: dict[str, Any] = {"point": label, "workload": workload, "repeats": len(repeats),
                            "repeat s": median(durations) if durations else math.nan,
-                           "output tok/s": median(tokens_per_s), "spread %": _spread(tokens_per_s) if steady else math.nan}
+                           "output tok/s": median(tokens_per_s) if tokens_per_s else math.nan,
+                           "spread %": _spread(tokens_per_s) if steady and len(tokens_per_s) >= 2 else math.nan}
     for mode in MODES:
-        totals = [float((r["step_ms_by_mode"].get(mode) or {}).get("total_ms", 0.0)) for r in repeats]
+        totals = [float((r["step_ms_by_mode"].get(mode) or {}).get("total_ms") or 0.0) for r in repeats]  # (null: none)
         present = any(totals)
         row[f"{mode} ms"] = median(totals) if present else math.nan
         row[f"{mode} spread %"] = _spread(totals) if present and steady else math.nan
