@@ -10,7 +10,6 @@ import functools
 import json
 import math
 import random
-import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -245,13 +244,13 @@ def load_trace(path: str | Path) -> list[RequestSpec]:
 def _parsed_trace(path: Path, resolved: Path, mtime_ns: int, size: int) -> tuple[RequestSpec, ...]:
     """load_trace's requests, parsed once a version of the file: a run checks a trace before its start-up,
     checks its lengths against the model and replays it (a file of up to 256 MiB)."""
+    from graphbench.ladders.request_trace import check_not_a_result
+
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise GraphbenchError(f"trace {path} is not UTF-8 text") from None
-    if re.search(r'"kind"\s*:\s*"graphbench-result"', text):
-        raise GraphbenchError(f"trace {path}: a graphbench result, not a request trace: give it to `graphbench "
-                              "tune --from`, which reads its batch sizes")
+    check_not_a_result(text, f"trace {path}", "a request trace")
     specs = _bench_serve_requests(text, path) if '"input_lens"' in text else _jsonl_requests(text, path)
     if not specs:
         raise GraphbenchError(f"trace {path} holds no requests")

@@ -19,7 +19,7 @@ from graphbench.ascii_numbers import ascii_int
 from graphbench.cli.output import console as make_console
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.ladder_comparison import DEFAULT_BATCHES, LadderComparison, LadderSummary, compare_ladders
-from graphbench.ladders.distributions import FILE_FORMATS, load_distribution
+from graphbench.ladders.distributions import FILE_FORMATS, MAX_BATCH_SIZE, load_distribution
 from graphbench.ladders.emit import SERVERS, check_emit_alone
 from graphbench.ladders.plot import check_plot_path
 
@@ -168,8 +168,6 @@ def _parse_ints(option: str, text: str) -> list[int]:
 def _batch_sizes(text: str) -> list[int]:
     """--batches: the sizes in increasing order, each once (a size given twice printed its row twice)."""
     values = _parse_ints("--batches", text)
-    from graphbench.ladders.distributions import MAX_BATCH_SIZE
-
     if too_large := [v for v in values if v > MAX_BATCH_SIZE]:
         raise GraphbenchError(f"--batches {too_large[0]} is more tokens than one step holds (at most {MAX_BATCH_SIZE})")
     if twice := sorted({v for v in values if values.count(v) > 1}):

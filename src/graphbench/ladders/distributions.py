@@ -32,7 +32,7 @@ from pathlib import Path
 
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.jsonl import json_lines, loads, unique_keys
-from graphbench.ladders.request_trace import is_request_trace
+from graphbench.ladders.request_trace import check_not_a_result, is_request_trace
 from graphbench.ladders.vllm_log import is_gzip, read_cudagraph_log
 
 SIZE_COLUMNS = ("batch_size", "num_tokens")
@@ -141,8 +141,7 @@ def load_distribution(path: str | Path) -> BatchSizeDistribution:
                                   "(the one kind read compressed): decompress it") from None
         raise GraphbenchError(f"cannot read distribution file {p}: {exc}") from None
     suffix = p.suffix.lower()
-    if re.search(r'"kind"\s*:\s*"graphbench-result"', text):  # (written with sorted keys: anywhere)
-        raise GraphbenchError(f"{name}: a graphbench result, not batch sizes: give it to `graphbench tune --from`")
+    check_not_a_result(text, name, "batch sizes")
     if is_request_trace(text):
         raise GraphbenchError(f"{name}: a per-request trace (request lengths), not batch sizes: `graphbench tune "
                               "--from` replays it through the scheduler")

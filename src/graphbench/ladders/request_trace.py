@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 from dataclasses import dataclass
 from typing import Any
@@ -65,6 +66,16 @@ class RequestTrace:
         return len(self.input_lens)
 
 
+_GRAPHBENCH_RESULT = re.compile(r'"kind"\s*:\s*"graphbench-result"')  # (written with sorted keys: anywhere)
+
+
+def check_not_a_result(text: str, name: str, what: str) -> None:
+    """GraphbenchError where the text is a graphbench result given as a trace or distribution (what)."""
+    if _GRAPHBENCH_RESULT.search(text):
+        raise GraphbenchError(f"{name}: a graphbench result, not {what}: give it to `graphbench tune --from`, which "
+                              "reads its batch sizes")
+
+
 def is_request_trace(text: str) -> bool:
     """Whether the text looks like a bench serve result or a list of request lengths (a cheap sniff)."""
     head = text.lstrip()[:1]
@@ -77,6 +88,7 @@ def is_request_trace(text: str) -> bool:
 
 def parse_request_trace(text: str, name: str) -> list[RequestTrace]:
     """The traces in a file's text: one per bench serve result, one for a list of request lengths."""
+    check_not_a_result(text, name, "a request trace")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -135,9 +147,6 @@ def _from_pairs(pairs: list[tuple[int, int]], name: str) -> RequestTrace:
 
 def _bench_result(data: dict[str, Any], name: str) -> RequestTrace:
     """One `vllm bench serve` result (see the module docstring)."""
-    if data.get("kind") == "graphbench-result":
-        raise GraphbenchError(f"{name}: a graphbench result, not a request trace: give it to `graphbench tune "
-                              "--from`, which reads its batch sizes")
     if "input_lens" in data and "output_lens" not in data:  # serve.py's pooling result keeps input_lens only
         raise GraphbenchError(f"{name}: a vLLM bench serve result with input_lens but no output_lens (a pooling "
                               "or embedding run): it generated no tokens, so there is nothing to replay")
