@@ -87,7 +87,8 @@ def kernel_choices_line(record: dict) -> str:
         if choice not in folds:
             counts[choice["kernel"]] = counts.get(choice["kernel"], 0) + 1
     kinds = ", ".join(f"{kernel} {n}" for kernel, n in sorted(counts.items()))
-    if folds:  # at one row, the add-norm before qkv and gate/up: folded into the GEMV where that was faster
+    if folds:  # at one row, the add-norm before qkv and gate/up: folded into the GEMV where that was clearly
+        # faster (runner/norm_fold_timing.FOLD_MIN_GAIN)
         kinds += f"; add-norm folded into {sum(c['kernel'] != 'unfused' for c in folds)} of {len(folds)} one-row GEMVs"
     how = {"measured": "timed", "loaded": "loaded", "shared": "loaded as this GPU timed them for another config"}
     source = record.get("source")
