@@ -144,6 +144,13 @@ def test_unknown_toml_key_names_the_closest(tmp_path):
     path.write_text("[schedular]\n")
     with pytest.raises(GraphbenchError, match="did you mean 'scheduler'"):
         load_engine_config(path)
+    # a section's key written above every section: named with the section it belongs in
+    path.write_text("max_num_seq = 4\n[model]\n")
+    with pytest.raises(GraphbenchError, match=r"unknown key 'max_num_seq' \(did you mean 'max_num_seqs' in \[scheduler\]\?\)"):
+        load_engine_config(path)
+    path.write_text("optimisation_level = 2\n")
+    with pytest.raises(GraphbenchError, match="did you mean 'optimization_level'"):
+        load_engine_config(path)
 
 
 def test_malformed_toml(tmp_path):

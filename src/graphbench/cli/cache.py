@@ -140,7 +140,7 @@ def clear_command(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
     """Remove compile-cache entries (all of them: the kernel choices each GPU timed too). Asks first unless
-    --yes; a declined or unanswered confirmation exits 1."""
+    --yes; a declined confirmation exits 1, an unanswered one (no terminal, no --yes) exits 2."""
     hashes = list(hashes or [])
     if hashes and all_entries:
         raise GraphbenchError("give entry hashes or --all, not both")

@@ -258,8 +258,8 @@ def gate_command(
     The samples are processes (a sweep's rounds; every run in a history --baseline folder). A metric
     regresses only when its change is significant over the processes, larger than the noise floor (the
     larger between-process spread of the two sides) AND beyond its threshold in the bad direction. A
-    change beyond the threshold that the data cannot judge (measured on a busy host, or one process a
-    side) exits 3.
+    change beyond the threshold that the data cannot judge (measured on a busy host, or fewer than 3
+    processes a side, unless one side is a single run against 3 or more) exits 3.
     """
     _check_outputs({"--markdown": markdown, "--junit": junit, "--json": json_path}, [*baseline, *current])
     try:

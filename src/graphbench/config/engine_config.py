@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import enum
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -150,14 +151,23 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _unknown_top_level(key: str, value: Any, source: str) -> str:
+    """The error for a top-level name that is no section: the closest section, or where a section's key was
+    written at the top level (max_num_seqs outside [scheduler]), that key in its section."""
+    kind = "section" if isinstance(value, dict) else "key"
+    near = suggest(key, [*SECTIONS, "optimization_level"])
+    if not near and kind == "key":
+        owner = {f.name: name for name, cls in SECTIONS.items() for f in dataclasses.fields(cls)}
+        close = difflib.get_close_matches(key, list(owner), n=1, cutoff=0.6)
+        near = f" (did you mean {close[0]!r} in [{owner[close[0]]}]?)" if close else ""
+    return f"{source}: unknown {kind} {key!r}{near}"
+
+
 def config_from_dict(data: dict[str, Any], *, source: str = "config") -> EngineConfig:
     """Build an EngineConfig from nested sections; unknown keys fail with the closest valid name."""
     unknown = [k for k in data if k not in SECTIONS and k != "optimization_level"]
     if unknown:
-        key = unknown[0]
-        raise GraphbenchError(
-            f"{source}: unknown section {key!r}{suggest(key, [*SECTIONS, 'optimization_level'])}"
-        )
+        raise GraphbenchError(_unknown_top_level(unknown[0], data[unknown[0]], source))
     parts: dict[str, Any] = {}
     for name, cls in SECTIONS.items():
         section = data.get(name, {})

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from graphbench.reports.compare_format import format_change, format_p, format_value
 from graphbench.reports.gate_thresholds import threshold_text
 from graphbench.reports.safe_text import markdown_text
+from graphbench.reports.verdict import MIN_PROCESSES
 
 if TYPE_CHECKING:
     from graphbench.reports.gate import GateReport
@@ -31,7 +32,8 @@ def gate_markdown(report: GateReport) -> str:
         f"The samples are processes (a sweep's rounds). A metric regresses only when its change is beyond "
         f"its threshold in the bad direction **and** significant over the processes (p < {report.alpha:g}) "
         f"**and** larger than the noise floor (the larger between-process spread of the two sides); one "
-        f"the data cannot judge (busy host, one process a side) is **inconclusive** (exit 3).")
+        f"the data cannot judge (busy host, fewer than {MIN_PROCESSES} processes a side) is **inconclusive** "
+        f"(exit 3).")
     lines.append("")
     if report.regressions:
         lines.append("### Regressions")
