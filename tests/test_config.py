@@ -136,20 +136,17 @@ def test_validation(overrides, message):
         load_engine_config(overrides=overrides)
 
 
-def test_unknown_toml_key_names_the_closest(tmp_path):
-    path = tmp_path / "c.toml"
-    path.write_text("[scheduler]\nmax_num_seq = 4\n")
-    with pytest.raises(GraphbenchError, match=r"scheduler.max_num_seq.*did you mean 'max_num_seqs'"):
-        load_engine_config(path)
-    path.write_text("[schedular]\n")
-    with pytest.raises(GraphbenchError, match="did you mean 'scheduler'"):
-        load_engine_config(path)
+@pytest.mark.parametrize("text, message", [
+    ("[scheduler]\nmax_num_seq = 4\n", r"scheduler.max_num_seq.*did you mean 'max_num_seqs'"),
+    ("[schedular]\n", "did you mean 'scheduler'"),
     # a section's key written above every section: named with the section it belongs in
-    path.write_text("max_num_seq = 4\n[model]\n")
-    with pytest.raises(GraphbenchError, match=r"unknown key 'max_num_seq' \(did you mean 'max_num_seqs' in \[scheduler\]\?\)"):
-        load_engine_config(path)
-    path.write_text("optimisation_level = 2\n")
-    with pytest.raises(GraphbenchError, match="did you mean 'optimization_level'"):
+    ("max_num_seq = 4\n[model]\n", r"unknown key 'max_num_seq' \(did you mean 'max_num_seqs' in \[scheduler\]\?\)"),
+    ("optimisation_level = 2\n", "did you mean 'optimization_level'"),
+])
+def test_unknown_toml_key_names_the_closest(tmp_path, text, message):
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    with pytest.raises(GraphbenchError, match=message):
         load_engine_config(path)
 
 
