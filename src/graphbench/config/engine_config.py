@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import enum
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,7 @@ from graphbench.config.parts import (
 )
 from graphbench.config.lora import LoRAConfig
 from graphbench.config.tomlio import read_toml
-from graphbench.config.validate import suggest
+from graphbench.config.validate import closest, suggest
 from graphbench.errors import GraphbenchError
 
 SECTIONS: dict[str, type] = {
@@ -158,8 +157,8 @@ def _unknown_top_level(key: str, value: Any, source: str) -> str:
     near = suggest(key, [*SECTIONS, "optimization_level"])
     if not near and kind == "key":
         owner = {f.name: name for name, cls in SECTIONS.items() for f in dataclasses.fields(cls)}
-        close = difflib.get_close_matches(key, list(owner), n=1, cutoff=0.6)
-        near = f" (did you mean {close[0]!r} in [{owner[close[0]]}]?)" if close else ""
+        close = closest(key, owner)
+        near = f" (did you mean {close!r} in [{owner[close]}]?)" if close else ""
     return f"{source}: unknown {kind} {key!r}{near}"
 
 

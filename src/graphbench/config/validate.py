@@ -34,10 +34,16 @@ def require_choice(name: str, value: str | None, choices: Iterable[str]) -> None
     raise GraphbenchError(f"unknown {name} {value!r}{suggest(str(value), choices)}; choose from {', '.join(choices)}")
 
 
+def closest(word: str, choices: Iterable[str]) -> str | None:
+    """The choice closest to word, or None where none is close."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
 def suggest(word: str, choices: Iterable[str]) -> str:
     """Return ' (did you mean X?)' for the closest choice, or ''."""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    close = closest(word, choices)
+    return f" (did you mean {close!r}?)" if close else ""
 
 
 MAX_LIST = 4096  # sizes in a capture or compile list

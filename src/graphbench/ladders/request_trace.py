@@ -66,12 +66,12 @@ class RequestTrace:
         return len(self.input_lens)
 
 
-_GRAPHBENCH_RESULT = re.compile(r'"kind"\s*:\s*"graphbench-result"')  # (written with sorted keys: anywhere)
+_RESULT_KIND_FIELD = re.compile(r'"kind"\s*:\s*"graphbench-result"')  # (written with sorted keys: anywhere)
 
 
 def check_not_a_result(text: str, name: str, what: str) -> None:
     """GraphbenchError where the text is a graphbench result given as a trace or distribution (what)."""
-    if _GRAPHBENCH_RESULT.search(text):
+    if _RESULT_KIND_FIELD.search(text):
         raise GraphbenchError(f"{name}: a graphbench result, not {what}: give it to `graphbench tune --from`, which "
                               "reads its batch sizes")
 

@@ -42,14 +42,17 @@ def load_run_results(paths: Iterable[str | Path], option: str = "--from") -> tup
     warnings = [f"skipped {file}: {why}" for file, why in loaded.skipped]
     ok = [r for r in loaded.results if r.get("status", "ok") == "ok"]
     if not ok:
-        first = loaded.skipped[:3]
-        why = "".join(f"; {_not_a_source(Path(file), reason) if option == '--from' else f'{file} is not a graphbench result ({reason})'}"
-                      for file, reason in first)
+        why = "".join(f"; {_skipped_because(Path(file), reason, option)}" for file, reason in loaded.skipped[:3])
         more = f"; and {len(loaded.skipped) - 3} more skipped" if len(loaded.skipped) > 3 else ""
         reads = FROM_KINDS if option == "--from" else "graphbench result JSON (a sweep's results folder)"
         raise GraphbenchError(f"no successful graphbench result in {', '.join(map(str, paths))}{why}{more}. "
                               f"{option} reads {reads}")
     return ok, warnings
+
+
+def _skipped_because(path: Path, reason: str, option: str) -> str:
+    """Why a file named by option was skipped: --from reads several kinds, --memory-from results only."""
+    return _not_a_source(path, reason) if option == "--from" else f"{path} is not a graphbench result ({reason})"
 
 
 def _not_a_source(path: Path, reason: str) -> str:
