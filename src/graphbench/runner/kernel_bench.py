@@ -113,27 +113,12 @@ def launcher(op: str, kernel: str, blocks: tuple, x: torch.Tensor, bias: torch.T
             "gated_skinny": lambda w: skinny_gemm.skinny_gate_up(x, w, config=blocks)}[kernel]
 
 
-# Candidates timed within this fraction of the fastest are near-ties: two processes time one candidate ~1-1.5%
-# apart (the same kernel's time in two cold starts, benchmarks/RESULTS.md 2026-12-07, fold margin), so the
-# fastest of near-ties is the timing noise's pick and two cold searches chose apart (on an H100, llama-3.2-1b's o
-# GEMV at 3.68 against 3.69 us in two searches, steps 0.5% apart beyond the processes' noise). Of the near-ties a
-# search keeps the first in a fixed order, which two searches agree on whatever the noise's order.
-TIE_BAND = 0.02
-
-
-def steady_pick(times: dict, order: Callable = lambda candidate: candidate):
-    """The candidate to keep of times (candidate -> us): the first by order (default: the candidate's own, a
-    blocks tuple's) of those within TIE_BAND of the fastest."""
-    fastest = min(times.values())
-    return min((c for c, us in times.items() if us <= fastest * (1 + TIE_BAND)), key=order)
-
-
 def search(time_one: Callable[[tuple], float | None], coarse: list[tuple],
            neighbours: Callable[[tuple], list[tuple]],
            prepare: Callable[[list[tuple]], None] = lambda blocks: None) -> tuple[tuple, float, int] | None:
-    """(blocks, us, candidates timed) of the fastest (of near-ties, the steady_pick): the coarse grid, then the
-    neighbours of the two fastest so far, up to three rounds (until a round has none new). prepare(blocks)
-    compiles a round's candidates first. Two leaders, not one: with one, timing noise between near-ties sent the search down different paths
+    """(blocks, us, candidates timed) of the fastest: the coarse grid, then the neighbours of the two fastest
+    so far, up to three rounds (until a round has none new). prepare(blocks) compiles a round's candidates
+    first. Two leaders, not one: with one, timing noise between near-ties sent the search down different paths
     in different processes (on the H200, SmolLM2's qkv at 32 rows ended 9% slower in 2 of 4 cold starts:
     benchmarks/RESULTS.md, 2026-12-04, whole-row GEMV tiles)."""
     prepare(coarse)
@@ -150,7 +135,7 @@ def search(time_one: Callable[[tuple], float | None], coarse: list[tuple],
         prepare(new)
         timed.update((b, time_one(b)) for b in new)
     ok = {b: t for b, t in timed.items() if t is not None}
-    best = steady_pick(ok)
+    best = min(ok, key=ok.get)
     return best, ok[best], len(ok)  # (candidates that failed to compile or run are not counted as timed)
 
 
