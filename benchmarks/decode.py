@@ -215,6 +215,16 @@ def choice_sets(processes: list[dict]) -> int:
     return len(sets - {frozenset()})
 
 
+def shapes_chosen_apart(processes: list[dict]) -> tuple[list[str], int]:
+    """(the shapes whose kernel the processes chose differently, as "op NxK at R rows", widest rows first; how
+    many shapes were chosen) over these processes' start-ups."""
+    from graphbench.reports.kernel_choices_diff import choices_by_shape
+
+    by_shape = choices_by_shape(processes)
+    apart = sorted((s for s, kernels in by_shape.items() if len(kernels) > 1), key=lambda s: (-s[3], s))
+    return [f"{op} {n}x{k} at {rows} row{'s' if rows > 1 else ''}" for op, n, k, rows in apart], len(by_shape)
+
+
 def report(results: list[dict], args: argparse.Namespace, quiet: bool = False) -> None:
     results = merge_rounds(results)
     bandwidth = next((r["copy_gbs"] for r in results if r["system"] == "bandwidth"), None)
@@ -258,8 +268,9 @@ def report(results: list[dict], args: argparse.Namespace, quiet: bool = False) -
             print(f"{row['system']}: {row['note']}")
         sets = choice_sets(row.get("rounds", []))
         if sets > 1:  # (with --cold: each process searched its own)
+            apart, shapes = shapes_chosen_apart(row["rounds"])
             print(f"{row['system']}: its {len(row['rounds'])} processes chose {sets} different sets of kernels "
-                  "at start-up")
+                  f"at start-up ({len(apart)} of {shapes} shapes apart: {', '.join(apart)})")
     verdicts = variant_verdicts(by_system)
     for v in verdicts:
         print(f"{v['system']} batch {v['batch']} against {v['base']}: {v['verdict']} ({v['reason']})")

@@ -229,7 +229,13 @@ def test_processes_that_chose_different_kernels_at_start_up_are_said(capsys):
     assert decode.choice_sets([_run("graphbench-O2", (1, 0.6))]) == 0
     bandwidth = {"system": "bandwidth", "copy_gbs": 3000.0, "results": []}
     decode.report([bandwidth, *processes], argparse.Namespace(model="qwen2.5-0.5b", prompt_len=128, rounds=3, out=None))
-    assert "graphbench-O2: its 3 processes chose 2 different sets of kernels at start-up" in capsys.readouterr().out
+    assert ("graphbench-O2: its 3 processes chose 2 different sets of kernels at start-up (1 of 1 shapes apart: "
+            "norm_linear 1152x896 at 1 row)") in capsys.readouterr().out
+    same = dict(processes[0]["startup"]["kernel_choices"]["choices"][0], op="linear", n=896, rows=64, kernel="skinny",
+                blocks=[32, 64, 4, 4, 5])
+    for p in processes:  # a second shape every process chose alike: counted, not named
+        p["startup"]["kernel_choices"]["choices"].append(same)
+    assert decode.shapes_chosen_apart(processes) == (["norm_linear 1152x896 at 1 row"], 2)
     decode.report([bandwidth, *processes[::2]], argparse.Namespace(model="qwen2.5-0.5b", prompt_len=128, rounds=2,
                                                                   out=None))
     assert "different sets of kernels" not in capsys.readouterr().out
