@@ -120,8 +120,11 @@ def main() -> None:
                    help="also run each level with these environment variables, as graphbench-O<level>+NAME")
     p.add_argument("--worker", dest="system", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
+    from preflight import check_model_and_gpu, one_line_errors
+
     if args.system:
-        worker(args)
+        with one_line_errors():
+            worker(args)
         return
     from variants import parse_variants
 
@@ -129,6 +132,7 @@ def main() -> None:
     levels = [lvl for lvl in args.levels.split(",") if lvl]
     if args.rounds < 1:
         raise SystemExit("--rounds must be >= 1")
+    check_model_and_gpu(args.model, args.load_format, "decode.py")
     ours = [f"graphbench-O{lvl}{suffix}" for lvl in levels for suffix in ["", *(f"+{n}" for n in variants)]]
     systems = ["bandwidth"] + ours + [s for s in args.peers.split(",") if s]
     if args.order:  # run these first (so that a time limit cuts the least important ones)
@@ -155,7 +159,9 @@ def main() -> None:
                 shutil.rmtree(cold_root, ignore_errors=True)
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
         if proc.returncode or not lines:
-            print(f"{system}: failed (exit {proc.returncode})\n{proc.stderr[-3000:]}", flush=True)
+            said = proc.stderr.strip().splitlines()[-1:] if proc.returncode == 2 else []  # one line: graphbench's
+            print(f"{system}: failed (exit {proc.returncode})" + (f": {said[0]}" if said else f"\n{proc.stderr[-3000:]}"),
+                  flush=True)
             continue
         result = json.loads(lines[-1][len("RESULT "):])
         result["wall_seconds"] = time.perf_counter() - started
@@ -166,6 +172,8 @@ def main() -> None:
                   f"{t['dynamic_ms']:.3f} ms dynamic: {t['kept']} kept", flush=True)
         report(results, args, quiet=True)  # partial results survive a time limit
     report(results, args)
+    if not any(r["system"] in ours for r in results):
+        raise SystemExit(f"no graphbench system ran ({', '.join(ours)}): see each one's failure above")
 
 
 def process_env(system: str, variants: dict[str, dict[str, str]], cold: bool) -> tuple[dict[str, str], str | None]:

@@ -279,6 +279,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="processes per side, interleaved (with --variant)")
     parser.add_argument("--no-replay-check", action="store_true", help="skip the replay-equals-uncaptured check")
     args = parser.parse_args()
+    from preflight import check_model_and_gpu
+
+    check_model_and_gpu(args.model, "auto", "lora.py")
     if args.variant or args.rounds > 1:
         result = run_sides(args)
         with open(args.out, "w") as f:
@@ -341,4 +344,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from preflight import one_line_errors
+
+    with one_line_errors():
+        main()

@@ -198,6 +198,9 @@ def main() -> None:
             with open(args.out, "w") as f:
                 json.dump(saved, f, indent=1)
         return
+    from preflight import check_model_and_gpu
+
+    check_model_and_gpu(args.model, args.load_format, "roofline.py")
     from decode_timing import copy_bandwidth_gbs
     from graphbench.bench.curve_measure import DecodePool
     from graphbench.config import load_engine_config
@@ -244,4 +247,7 @@ def print_tables(results: list[dict], copy_gbs: float, context: int) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from preflight import one_line_errors
+
+    with one_line_errors():
+        main()

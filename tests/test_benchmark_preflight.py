@@ -1,0 +1,43 @@
+"""The GPU benchmark scripts (benchmarks/decode.py, roofline.py, lora.py) refuse a model they cannot build, and a
+machine without CUDA, in one line and exit 2, before starting any process of their own."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(script: str, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args], capture_output=True, text=True,
+                          env=env, timeout=120, cwd=ROOT)
+
+
+@pytest.mark.parametrize("script", ["decode.py", "roofline.py", "lora.py"])
+def test_an_unknown_model_is_one_line_and_exit_2(script):
+    done = _run(script, "--model", "no-such-model")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()]
+    assert done.stderr.startswith("error: unknown model 'no-such-model'") and "smollm2-135m" in done.stderr
+
+
+def test_a_checkpoint_folder_without_the_shape_is_named(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama", "hidden_size": 64}))
+    done = _run("decode.py", "--model", str(tmp_path), "--load-format", "dummy", "--levels", "2", "--peers", "")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("error: model config") and str(tmp_path) in done.stderr
+
+
+@pytest.mark.skipif(subprocess.run([sys.executable, "-c", "import torch, sys; sys.exit(torch.cuda.is_available())"])
+                    .returncode != 0, reason="CUDA is here")
+def test_a_machine_without_cuda_is_told_so():
+    done = _run("roofline.py", "--model", "smollm2-135m")
+    assert done.returncode == 2 and done.stderr.startswith("error: roofline.py times a CUDA GPU's")
+    assert "this machine has none" in done.stderr and "Traceback" not in done.stderr
