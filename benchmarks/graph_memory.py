@@ -42,6 +42,9 @@ def main() -> None:
     p.add_argument("--out", default=None)
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
+    from preflight import check_model
+
+    check_model(args.model, "auto")
     if args.worker:
         worker(args)
         return
@@ -76,4 +79,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from preflight import one_line_errors
+
+    with one_line_errors():
+        main()

@@ -1,6 +1,7 @@
 """What a GPU benchmark script checks before it starts: a model it can build (a preset or a checkpoint folder) and
 a CUDA device, each refused in one line naming the problem (exit 2), not as a traceback from every process it
-would start (benchmarks/decode.py, roofline.py, lora.py)."""
+would start (benchmarks/decode.py, roofline.py and lora.py check both; startup.py, graph_memory.py, tune_time.py,
+speculative.py and profile_step.py the model)."""
 
 from __future__ import annotations
 
@@ -26,13 +27,18 @@ def one_line_errors() -> Iterator[None]:
         refuse(str(exc))
 
 
-def check_model_and_gpu(model: str, load_format: str, script: str) -> None:
-    """The model's shape and config resolve (its weights are read later, by the engine), and CUDA is here."""
+def check_model(model: str, load_format: str = "auto") -> None:
+    """The model's shape and config resolve (its weights are read later, by the engine)."""
     from graphbench.config import load_arch, load_engine_config
 
     with one_line_errors():
         load_engine_config(overrides={"model.model": model, "model.load_format": load_format})
         load_arch(model)
+
+
+def check_model_and_gpu(model: str, load_format: str, script: str) -> None:
+    """check_model, and CUDA is here."""
+    check_model(model, load_format)
     import torch
 
     if not torch.cuda.is_available():

@@ -217,6 +217,9 @@ def main() -> None:
                    help="cProfile the synchronous steps' host side: PREFIX-batchN (pstats) and PREFIX-batchN.txt")
     p.add_argument("--set", action="append", default=[], help="extra config override key=value (strings)")
     args = p.parse_args()
+    from preflight import check_model
+
+    check_model(args.model, "auto")
     from graphbench.config import load_engine_config
     from graphbench.runner.engine import Engine
 
@@ -248,4 +251,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from preflight import one_line_errors
+
+    with one_line_errors():
+        main()

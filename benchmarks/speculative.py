@@ -60,6 +60,9 @@ def main() -> None:
     parser.add_argument("--level", type=int, default=2, help="-O level (2: FULL_AND_PIECEWISE on a GPU).")
     parser.add_argument("--out", default="speculative.json")
     args = parser.parse_args()
+    from preflight import check_model
+
+    check_model(args.model, "auto")
 
     from graphbench.config import load_engine_config
     from graphbench.runner.engine import Engine
@@ -93,4 +96,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from preflight import one_line_errors
+
+    with one_line_errors():
+        main()

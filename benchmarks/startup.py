@@ -126,6 +126,9 @@ def main() -> None:
     p.add_argument("--warm-rounds", type=int, default=3, help="rounds of those warm starts (with --warm-variant)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
+    from preflight import check_model
+
+    check_model(args.model, "auto")
     if args.worker:
         worker(args)
         return
@@ -166,4 +169,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from preflight import one_line_errors
+
+    with one_line_errors():
+        main()

@@ -47,6 +47,9 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=3000, help="replayed steps per traffic and ladder")
     p.add_argument("--out-dir", default="tune-time")
     args = p.parse_args()
+    from preflight import check_model
+
+    check_model(args.model, "auto")
 
     from graphbench.bench.curve_measure import DecodePool, derived_config, measure_step_curve, replay_batch_sizes
     from graphbench.config import load_engine_config
@@ -105,4 +108,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from preflight import one_line_errors
+
+    with one_line_errors():
+        main()

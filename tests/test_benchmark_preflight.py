@@ -1,5 +1,5 @@
-"""The GPU benchmark scripts (benchmarks/decode.py, roofline.py, lora.py) refuse a model they cannot build, and a
-machine without CUDA, in one line and exit 2, before starting any process of their own."""
+"""The benchmark scripts that start an engine refuse a model they cannot build in one line and exit 2, before
+starting any process of their own; decode.py, roofline.py and lora.py a machine without CUDA too."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ def _run(script: str, *args: str) -> subprocess.CompletedProcess:
                           env=env, timeout=120, cwd=ROOT)
 
 
-@pytest.mark.parametrize("script", ["decode.py", "roofline.py", "lora.py"])
+@pytest.mark.parametrize("script", ["decode.py", "roofline.py", "lora.py", "startup.py", "graph_memory.py", "tune_time.py",
+                                    "speculative.py", "profile_step.py"])
 def test_an_unknown_model_is_one_line_and_exit_2(script):
     done = _run(script, "--model", "no-such-model")
     assert done.returncode == 2 and done.stdout == ""
