@@ -233,6 +233,17 @@ def shapes_chosen_apart(processes: list[dict]) -> tuple[list[str], int]:
     return [f"{op} {n}x{k} at {rows} row{'s' if rows > 1 else ''}" for op, n, k, rows in apart], len(by_shape)
 
 
+def search_seconds(processes: list[dict]) -> list[float]:
+    """The seconds each of these processes' start-ups spent searching its kernel choices (those that searched:
+    a cold start, not one that loaded them)."""
+    out = []
+    for p in processes:
+        record = (p.get("startup") or {}).get("kernel_choices") or {}
+        if record.get("source") == "measured" and isinstance(record.get("seconds"), (int, float)):
+            out.append(float(record["seconds"]))
+    return out
+
+
 def report(results: list[dict], args: argparse.Namespace, quiet: bool = False) -> None:
     results = merge_rounds(results)
     bandwidth = next((r["copy_gbs"] for r in results if r["system"] == "bandwidth"), None)
@@ -279,6 +290,8 @@ def report(results: list[dict], args: argparse.Namespace, quiet: bool = False) -
             apart, shapes = shapes_chosen_apart(row["rounds"])
             print(f"{row['system']}: its {len(row['rounds'])} processes chose {sets} different sets of kernels "
                   f"at start-up ({len(apart)} of {shapes} shapes apart: {', '.join(apart)})")
+        if searched := search_seconds(row.get("rounds", [row])):
+            print(f"{row['system']}: start-up's kernel search took " + ", ".join(f"{s:.1f}" for s in searched) + " s")
     verdicts = variant_verdicts(by_system)
     for v in verdicts:
         print(f"{v['system']} batch {v['batch']} against {v['base']}: {v['verdict']} ({v['reason']})")

@@ -236,6 +236,11 @@ def test_processes_that_chose_different_kernels_at_start_up_are_said(capsys):
     for p in processes:  # a second shape every process chose alike: counted, not named
         p["startup"]["kernel_choices"]["choices"].append(same)
     assert decode.shapes_chosen_apart(processes) == (["norm_linear 1152x896 at 1 row"], 2)
+    processes[0]["startup"]["kernel_choices"].update(source="measured", seconds=31.25)
+    processes[1]["startup"]["kernel_choices"].update(source="loaded", seconds=0.01)
+    assert decode.search_seconds(processes) == [31.25]  # a start that loaded its choices searched nothing
+    decode.report([bandwidth, *processes], argparse.Namespace(model="qwen2.5-0.5b", prompt_len=128, rounds=3, out=None))
+    assert "graphbench-O2: start-up's kernel search took 31.2 s" in capsys.readouterr().out
     decode.report([bandwidth, *processes[::2]], argparse.Namespace(model="qwen2.5-0.5b", prompt_len=128, rounds=2,
                                                                   out=None))
     assert "different sets of kernels" not in capsys.readouterr().out
