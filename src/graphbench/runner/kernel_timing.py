@@ -210,7 +210,9 @@ def _choose(op: str, timer: ProjectionTimer, rows: int, num_sms: int) -> KernelC
         fastest[kernel, blocks] = us
     if not fastest:  # nothing ran, cuBLAS included: cuBLAS, untimed
         return KernelChoice(op, n, k, rows, "torch", (), None, None, timed)
-    (kernel, blocks), us = final_pick(lambda pick: timer.time(op, pick[0], pick[1], rows), fastest)
+    # each kernel's best is already a median of its close finalists (search): only cuBLAS's one timing is retaken
+    (kernel, blocks), us = final_pick(lambda pick: timer.time(op, "torch", (), rows) if pick[0] == "torch" else None,
+                                      fastest)
     if kernel == kc.EPILOGUE_KERNELS.get(op):
         epilogue = ()  # the chosen blocks are the epilogue's
     return KernelChoice(op, n, k, rows, kernel, blocks, us, torch_us, timed, epilogue)
