@@ -42,12 +42,12 @@ def main() -> None:
     p.add_argument("--out", default=None)
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
-    from preflight import check_model
-
-    check_model(args.model, "auto")
     if args.worker:
         worker(args)
         return
+    from preflight import check_model
+
+    check_model(args.model, "auto")
     from graphbench.ladders.graph_memory import predict_from_log
 
     rows = []

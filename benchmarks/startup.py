@@ -126,12 +126,12 @@ def main() -> None:
     p.add_argument("--warm-rounds", type=int, default=3, help="rounds of those warm starts (with --warm-variant)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
-    from preflight import check_model
-
-    check_model(args.model, "auto")
     if args.worker:
         worker(args)
         return
+    from preflight import check_model
+
+    check_model(args.model, "auto")
     env = dict(os.environ, GRAPHBENCH_CACHE_ROOT=tempfile.mkdtemp(prefix="graphbench-cache-"))
     n = args.max_num_seqs
     runs = [start(args, "O2 cold", 2, None, n, env), start(args, "O2 warm", 2, None, n, env),

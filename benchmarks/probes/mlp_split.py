@@ -27,7 +27,8 @@ import sys
 
 SHAPES = {"qwen2.5-0.5b": (896, 4864), "smollm2-135m": (576, 1536), "llama-3.2-1b": (2048, 8192),
           "llama-3.1-8b": (4096, 14336)}  # (hidden, intermediate); the first two are the targets left
-FIXED_POINT_BITS = 24  # the accumulator's fraction: range +-5e11, resolution 6e-8 (bf16 outputs keep 8 bits)
+FIXED_POINT_BITS = 24  # the accumulator's fraction: range +-5e11, resolution 6e-8 (bf16 outputs keep 8 bits);
+# a NaN partial becomes 0 here where the two launches would pass it on (a probe's simplification)
 
 
 if "--check" in sys.argv:  # the interpreter must be on before Triton is imported
@@ -79,7 +80,9 @@ def mlp_split_kernel(x_ptr, wgu_ptr, wd_ptr, acc_ptr, count_ptr, y_ptr, I, K, H,
                          mask=(hs < H)[:, None] & i_ok[None, :], other=0.0)
         part = tl.sum(d_tile.to(tl.float32) * act[None, :], axis=1)
         tl.atomic_add(acc_ptr + hs, tl.floor(part * SCALE + 0.5).to(tl.int64), mask=hs < H, sem="relaxed")
-    # the last program to arrive (acq_rel: every program's adds before its arrival are visible to it)
+    # the last program to arrive (acq_rel: every program's adds before its arrival are visible to it; the
+    # barrier first, so that every thread's adds come before the program's arrival)
+    tl.debug_barrier()
     arrived = tl.atomic_add(count_ptr, 1, sem="acq_rel")
     if arrived == tl.num_programs(0) - 1:
         for h0 in range(0, H, BLOCK_H):
