@@ -205,6 +205,17 @@ def device_timeline(prof, num_steps: int) -> dict | None:
             "largest_gaps": [{"us": round(g, 1), "after": a[:70], "before": b[:70]} for g, a, b in gaps[:12]]}
 
 
+def _override(text: str) -> tuple[str, object]:
+    """--set key=value: the value as JSON where it parses, else the string."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise SystemExit(f"--set {text!r}: expected key=value")
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="llama-3.2-1b")
@@ -215,18 +226,21 @@ def main() -> None:
     p.add_argument("--out", default=None)
     p.add_argument("--host-profile", default=None, metavar="PREFIX",
                    help="cProfile the synchronous steps' host side: PREFIX-batchN (pstats) and PREFIX-batchN.txt")
-    p.add_argument("--set", action="append", default=[], help="extra config override key=value (strings)")
+    p.add_argument("--set", action="append", default=[],
+                   help="extra config override key=value (the value as JSON where it parses: 2048, true, [1, 2]; else a string)")
     args = p.parse_args()
     from preflight import check_model
 
     check_model(args.model, "auto")
-    from graphbench.config import load_engine_config
+    from graphbench.config import load_arch, load_engine_config
     from graphbench.runner.engine import Engine
 
     batches = [int(b) for b in args.batches.split(",")]
+    max_len = min(4096, load_arch(args.model).max_position_embeddings)  # (the CPU's tiny-llama: 2048)
     engine = Engine(load_engine_config(overrides={
         "model.model": args.model, "optimization_level": args.level, "scheduler.max_num_seqs": max(batches),
-        "scheduler.max_num_batched_tokens": 8192, "scheduler.max_model_len": 4096, **dict(o.split("=", 1) for o in args.set)}))
+        "scheduler.max_num_batched_tokens": 8192, "scheduler.max_model_len": max_len,
+        **dict(_override(o) for o in args.set)}))
     results = [profile_batch(engine, b, args.prompt_len, args.steps, args.host_profile) for b in batches]
     for r in results:
         ph = r["phases_ms"]

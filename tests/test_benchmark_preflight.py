@@ -42,3 +42,14 @@ def test_a_machine_without_cuda_is_told_so():
     done = _run("roofline.py", "--model", "smollm2-135m")
     assert done.returncode == 2 and done.stderr.startswith("error: roofline.py times a CUDA GPU's")
     assert "this machine has none" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_profile_step_runs_the_cpu_s_built_in_model_with_typed_overrides():
+    """profile_step.py on the CPU with tiny-llama (2048 positions: the context is capped to them), and a --set
+    value that is a number reaches the config as one."""
+    done = _run("profile_step.py", "--model", "tiny-llama", "--level", "0", "--batches", "1", "--steps", "3",
+                "--set", "scheduler.max_num_batched_tokens=2048")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "batch 1 (NONE, padded 1): engine step" in done.stdout
+    bad = _run("profile_step.py", "--model", "tiny-llama", "--set", "no-equals-sign")
+    assert bad.returncode != 0 and "expected key=value" in bad.stderr
