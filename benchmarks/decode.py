@@ -55,11 +55,12 @@ def worker(args: argparse.Namespace) -> None:
         out["copy_gbs"] = copy_bandwidth_gbs()
     elif args.system.startswith("graphbench"):
         from graphbench.runner.engine import Engine
+        from preflight import context_for
 
         level = int(args.system.split("-O")[1].split("+")[0])  # graphbench-O2 or graphbench-O2+variant
         overrides = {"model.model": args.model, "model.load_format": args.load_format, "optimization_level": level,
                      "scheduler.max_num_seqs": max(batches), "scheduler.max_num_batched_tokens": 8192,
-                     "scheduler.max_model_len": 4096}
+                     "scheduler.max_model_len": context_for(args.model, 4096)}
         if args.cudagraph_mode:
             overrides["compilation.cudagraph_mode"] = args.cudagraph_mode
         if args.tp > 1:

@@ -30,7 +30,7 @@ def measure(batch: int, steps: int, packed: bool) -> dict:
 
     config = load_engine_config(overrides={
         "model.model": "tiny-llama", "model.device": "cpu", "optimization_level": 0, "scheduler.max_num_seqs": batch,
-        "scheduler.max_num_batched_tokens": max(2048, 128 * batch), "scheduler.max_model_len": 4096,
+        "scheduler.max_num_batched_tokens": max(2048, 128 * batch), "scheduler.max_model_len": 2048,
         "cache.num_blocks": batch * 300})
     if packed:  # the GPU's packed upload: its host side (the packet), a CPU copy, and no kernel
         import graphbench.runner.kernels.step_inputs as unpack_module

@@ -279,7 +279,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="processes per side, interleaved (with --variant)")
     parser.add_argument("--no-replay-check", action="store_true", help="skip the replay-equals-uncaptured check")
     args = parser.parse_args()
-    from preflight import check_model_and_gpu
+    from preflight import check_model_and_gpu, context_for
 
     check_model_and_gpu(args.model, "auto", "lora.py")
     if args.variant or args.rounds > 1:
@@ -298,7 +298,7 @@ def main() -> None:
     from graphbench.runner.lora.weights import use_lora_kernel
 
     base = {"model.model": args.model, "optimization_level": 2, "scheduler.max_num_seqs": 64,
-            "scheduler.max_model_len": 1024, "lora.max_lora_rank": args.rank}
+            "scheduler.max_model_len": context_for(args.model, 1024), "lora.max_lora_rank": args.rank}
     chosen = [name.strip() for name in args.setups.split(",")]
     if chosen[0] != "none" or any(name not in SETUPS for name in chosen):
         raise SystemExit(f"--setups: comma-separated, from {', '.join(SETUPS)}, none first; got {args.setups!r}")

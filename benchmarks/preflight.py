@@ -44,3 +44,11 @@ def check_model_and_gpu(model: str, load_format: str, script: str) -> None:
     if not torch.cuda.is_available():
         refuse(f"{script} times a CUDA GPU's decode step, and this machine has none "
                f"(torch {torch.__version__}, CUDA build: {'yes' if torch.version.cuda else 'no'})")
+
+
+def context_for(model: str, wanted: int) -> int:
+    """The scheduler's max_model_len a script asks for, capped to the model's positions (tiny-llama's 2048, a
+    checkpoint's max_position_embeddings): a context above them is refused by the engine."""
+    from graphbench.config import load_arch
+
+    return min(wanted, load_arch(model).max_position_embeddings)

@@ -232,11 +232,12 @@ def main() -> None:
     from preflight import check_model
 
     check_model(args.model, "auto")
-    from graphbench.config import load_arch, load_engine_config
+    from graphbench.config import load_engine_config
     from graphbench.runner.engine import Engine
+    from preflight import context_for
 
     batches = [int(b) for b in args.batches.split(",")]
-    max_len = min(4096, load_arch(args.model).max_position_embeddings)  # (the CPU's tiny-llama: 2048)
+    max_len = context_for(args.model, 4096)
     engine = Engine(load_engine_config(overrides={
         "model.model": args.model, "optimization_level": args.level, "scheduler.max_num_seqs": max(batches),
         "scheduler.max_num_batched_tokens": 8192, "scheduler.max_model_len": max_len,

@@ -66,13 +66,14 @@ def main() -> None:
 
     from graphbench.config import load_engine_config
     from graphbench.runner.engine import Engine
+    from preflight import context_for
 
     batches = [int(b) for b in args.batches.split(",")]
     rows = []
     for k in [int(x) for x in args.ks.split(",")]:
         for method in (["none"] if k == 0 else args.methods.split(",")):
             overrides = {"model.model": args.model, "optimization_level": args.level, "scheduler.max_num_seqs": max(batches),
-                         "scheduler.max_model_len": 1024, "speculative.num_speculative_tokens": k}
+                         "scheduler.max_model_len": context_for(args.model, 1024), "speculative.num_speculative_tokens": k}
             if k:
                 overrides.update({"speculative.method": method, "speculative.replay_acceptance": args.replay_acceptance})
             started = time.perf_counter()

@@ -32,10 +32,11 @@ def worker(args: argparse.Namespace) -> None:
     torch_imported = time.time()
     from graphbench.config import load_engine_config
     from graphbench.runner.engine import Engine
+    from preflight import context_for
 
     overrides = {"model.model": args.model, "optimization_level": args.level,
                  "scheduler.max_num_seqs": args.max_num_seqs, "scheduler.max_num_batched_tokens": 8192,
-                 "scheduler.max_model_len": 4096, "cache.gpu_memory_utilization": 0.5}
+                 "scheduler.max_model_len": context_for(args.model, 4096), "cache.gpu_memory_utilization": 0.5}
     if args.mode:
         overrides["compilation.cudagraph_mode"] = args.mode
     started, engine_started = time.perf_counter(), time.time()

@@ -53,3 +53,10 @@ def test_profile_step_runs_the_cpu_s_built_in_model_with_typed_overrides():
     assert "batch 1 (NONE, padded 1): engine step" in done.stdout
     bad = _run("profile_step.py", "--model", "tiny-llama", "--set", "no-equals-sign")
     assert bad.returncode != 0 and "expected key=value" in bad.stderr
+
+
+def test_host_step_runs_its_own_model_within_the_model_s_positions():
+    """host_step.py times the host's side of a step on tiny-llama (2048 positions): its context fits them."""
+    done = _run("host_step.py", "--batches", "1", "--steps", "20")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "batch    1: step" in done.stdout
