@@ -102,14 +102,29 @@ class FusedMLP:
         self.acc = torch.zeros(hidden, dtype=torch.int64, device=device)
         self.count = torch.zeros(1, dtype=torch.int32, device=device)
 
-    def __call__(self, x, wgu, wd, y, block_i: int, block_k: int, block_h: int, warps: int) -> None:
+    def __call__(self, x, wgu, wd, y, block_i: int, block_k: int, block_h: int, warps: int, warmup: bool = False):
         from graphbench.runner.kernels.pdl import pdl_arguments
 
         inter, hidden = wd.shape[1], wd.shape[0]
         grid = (-(-inter // block_i),)
-        self.kernel[grid](x, wgu, wd, self.acc, self.count, y, inter, x.shape[-1], hidden, float(2 ** FIXED_POINT_BITS),
-                          BLOCK_I=block_i, BLOCK_K=block_k, BLOCK_H=block_h, num_warps=warps, num_stages=1,
-                          **pdl_arguments(y))
+        args = (x, wgu, wd, self.acc, self.count, y, inter, x.shape[-1], hidden, float(2 ** FIXED_POINT_BITS))
+        options = dict(BLOCK_I=block_i, BLOCK_K=block_k, BLOCK_H=block_h, num_warps=warps, num_stages=1,
+                       **pdl_arguments(y))
+        if warmup:  # compile only
+            return self.kernel.warmup(*args, grid=grid, **options)
+        self.kernel[grid](*args, **options)
+
+    def compile_all(self, x, wgu, wd, y, configs: list[tuple]) -> None:
+        """Compile every config from several threads (Triton compiles mostly outside the GIL); one that does not
+        compile is left to its launch to fail."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(len(configs), os.cpu_count() or 1, 16)) as pool:
+            for future in [pool.submit(self, x, wgu, wd, y, *blocks, warmup=True) for blocks in configs]:
+                try:
+                    future.result()
+                except Exception:  # noqa: BLE001 - its launch says why
+                    pass
 
 
 def reference(x, wgu, wd):
@@ -197,21 +212,20 @@ def measure(model: str, layers: int) -> dict:
         ref = reference(xs[0], wgus[0], wds[0])
         fused = FusedMLP(mlp_split_kernel, hidden, dev)
         results = []
-        for block_i in (16, 32, 64):  # (16 columns of down's rows: one 32-byte sector a row)
-            for block_k in (128, 256):
-                for block_h in (64, 128):
-                    for warps in (4, 8):
-                        blocks = (block_i, block_k, block_h, warps)
-                        try:
-                            y = torch.empty(1, hidden, dtype=torch.bfloat16, device=dev)
-                            fused(xs[0], wgus[0], wds[0], y, *blocks)
-                            err = ((y.float() - ref.float()).norm() / ref.float().norm()).item()
-                            us = graph_time_us(lambda i: fused(xs[i], wgus[i], wds[i], xs[i + 1], *blocks), layers,
-                                               replays=10, repeats=5)
-                        except Exception as exc:  # noqa: BLE001 - a config that does not compile (shared memory)
-                            results.append({"blocks": list(blocks), "error": str(exc)[:200]})
-                            continue
-                        results.append({"blocks": list(blocks), "us": us, "rel_err": err})
+        configs = [(block_i, block_k, block_h, warps) for block_i in (16, 32, 64)  # (16: one 32-byte sector a row
+                   for block_k in (128, 256) for block_h in (64, 128) for warps in (4, 8)]  # of down's weight)
+        fused.compile_all(xs[0], wgus[0], wds[0], xs[1], configs)
+        for blocks in configs:
+            try:
+                y = torch.empty(1, hidden, dtype=torch.bfloat16, device=dev)
+                fused(xs[0], wgus[0], wds[0], y, *blocks)
+                err = ((y.float() - ref.float()).norm() / ref.float().norm()).item()
+                us = graph_time_us(lambda i: fused(xs[i], wgus[i], wds[i], xs[i + 1], *blocks), layers,
+                                   replays=10, repeats=5)
+            except Exception as exc:  # noqa: BLE001 - a config that does not compile (shared memory)
+                results.append({"blocks": list(blocks), "error": str(exc)[:200]})
+                continue
+            results.append({"blocks": list(blocks), "us": us, "rel_err": err})
         ok = [r for r in results if "us" in r]
         out["fused"] = sorted(ok, key=lambda r: r["us"])[:8]
         out["fused_failed"] = len(results) - len(ok)
