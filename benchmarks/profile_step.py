@@ -229,12 +229,11 @@ def main() -> None:
     p.add_argument("--set", action="append", default=[],
                    help="extra config override key=value (the value as JSON where it parses: 2048, true, [1, 2]; else a string)")
     args = p.parse_args()
-    from preflight import check_model
+    from preflight import check_model, context_for
 
     check_model(args.model, "auto")
     from graphbench.config import load_engine_config
     from graphbench.runner.engine import Engine
-    from preflight import context_for
 
     batches = [int(b) for b in args.batches.split(",")]
     max_len = context_for(args.model, 4096)

@@ -60,13 +60,11 @@ def main() -> None:
     parser.add_argument("--level", type=int, default=2, help="-O level (2: FULL_AND_PIECEWISE on a GPU).")
     parser.add_argument("--out", default="speculative.json")
     args = parser.parse_args()
-    from preflight import check_model
+    from preflight import check_model, context_for
 
     check_model(args.model, "auto")
-
     from graphbench.config import load_engine_config
     from graphbench.runner.engine import Engine
-    from preflight import context_for
 
     batches = [int(b) for b in args.batches.split(",")]
     rows = []

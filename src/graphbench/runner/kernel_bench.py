@@ -142,9 +142,9 @@ def search(time_one: Callable[[tuple], float | None], coarse: list[tuple],
            prepare: Callable[[list[tuple]], None] = lambda blocks: None) -> tuple[tuple, float, int] | None:
     """(blocks, us, candidates timed) of the fastest: the coarse grid, then the neighbours of the two fastest
     so far, up to three rounds (until a round has none new), then the fastest few timed again (final_pick).
-    prepare(blocks) compiles a round's candidates first. Two leaders, not one: with one, timing noise between near-ties sent the search down different paths
-    in different processes (on the H200, SmolLM2's qkv at 32 rows ended 9% slower in 2 of 4 cold starts:
-    benchmarks/RESULTS.md, 2026-12-04, whole-row GEMV tiles)."""
+    prepare(blocks) compiles a round's candidates first. Two leaders, not one: with one, timing noise between
+    near-ties sent the search down different paths in different processes (on the H200, SmolLM2's qkv at 32
+    rows ended 9% slower in 2 of 4 cold starts: benchmarks/RESULTS.md, 2026-12-04, whole-row GEMV tiles)."""
     prepare(coarse)
     timed: dict[tuple, float | None] = {b: time_one(b) for b in coarse}
     for _ in range(3):
