@@ -113,38 +113,14 @@ def launcher(op: str, kernel: str, blocks: tuple, x: torch.Tensor, bias: torch.T
             "gated_skinny": lambda w: skinny_gemm.skinny_gate_up(x, w, config=blocks)}[kernel]
 
 
-# The fastest few candidates, where they timed close, are timed again, interleaved, and judged by the median of
-# their timings: the fastest of single timings is as much the luckiest as the fastest. One candidate's single
-# timing differed by 2.5-4% between two cold starts on an H100, enough that 3-5 of qwen2.5-0.5b's 22 shapes chose
-# differently in each three cold starts and the batch-1 step spread 1-2% (benchmarks/RESULTS.md, 2026-12-07,
-# near-ties kept in a fixed order). Candidates further than FINAL_BAND from the fastest are not timed again.
-FINALISTS, FINAL_TIMINGS, FINAL_BAND = 3, 2, 0.05  # (each finalist judged by the median of 3 timings)
-
-
-def final_pick(time_one: Callable, timed: dict) -> tuple:
-    """(candidate, us) of the FINALISTS fastest of timed (candidate -> us) within FINAL_BAND of the fastest, by the
-    median of their timings after FINAL_TIMINGS more each, interleaved (a timing that fails now is left out)."""
-    fastest = min(timed.values())
-    finalists = [c for c in sorted(timed, key=timed.get)[:FINALISTS] if timed[c] <= fastest * (1 + FINAL_BAND)]
-    samples = {c: [timed[c]] for c in finalists}
-    if len(finalists) > 1:
-        for _ in range(FINAL_TIMINGS):
-            for c in finalists:
-                if (us := time_one(c)) is not None:
-                    samples[c].append(us)
-    medians = {c: statistics.median(times) for c, times in samples.items()}
-    best = min(medians, key=medians.get)
-    return best, medians[best]
-
-
 def search(time_one: Callable[[tuple], float | None], coarse: list[tuple],
            neighbours: Callable[[tuple], list[tuple]],
            prepare: Callable[[list[tuple]], None] = lambda blocks: None) -> tuple[tuple, float, int] | None:
     """(blocks, us, candidates timed) of the fastest: the coarse grid, then the neighbours of the two fastest
-    so far, up to three rounds (until a round has none new), then the fastest few timed again (final_pick).
-    prepare(blocks) compiles a round's candidates first. Two leaders, not one: with one, timing noise between
-    near-ties sent the search down different paths in different processes (on the H200, SmolLM2's qkv at 32
-    rows ended 9% slower in 2 of 4 cold starts: benchmarks/RESULTS.md, 2026-12-04, whole-row GEMV tiles)."""
+    so far, up to three rounds (until a round has none new). prepare(blocks) compiles a round's candidates
+    first. Two leaders, not one: with one, timing noise between near-ties sent the search down different paths
+    in different processes (on the H200, SmolLM2's qkv at 32 rows ended 9% slower in 2 of 4 cold starts:
+    benchmarks/RESULTS.md, 2026-12-04, whole-row GEMV tiles)."""
     prepare(coarse)
     timed: dict[tuple, float | None] = {b: time_one(b) for b in coarse}
     for _ in range(3):
@@ -159,8 +135,8 @@ def search(time_one: Callable[[tuple], float | None], coarse: list[tuple],
         prepare(new)
         timed.update((b, time_one(b)) for b in new)
     ok = {b: t for b, t in timed.items() if t is not None}
-    best, us = final_pick(time_one, ok)
-    return best, us, len(ok)  # (candidates that failed to compile or run are not counted as timed)
+    best = min(ok, key=ok.get)
+    return best, ok[best], len(ok)  # (candidates that failed to compile or run are not counted as timed)
 
 
 def precompile(run: Callable[[], object]) -> int:

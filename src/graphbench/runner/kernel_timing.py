@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import statistics
 import time
 from pathlib import Path
 from typing import Callable
@@ -22,7 +21,7 @@ import torch
 
 from graphbench.runner import kernel_choice as kc
 from graphbench.runner import kernel_choice_store as store
-from graphbench.runner.kernel_bench import ProjectionTimer, compile_all, final_pick, launcher, search
+from graphbench.runner.kernel_bench import ProjectionTimer, compile_all, launcher, search
 from graphbench.runner.kernel_choice import KernelChoice
 from graphbench.runner.norm_fold_timing import choose_fold, norm_projections
 
@@ -197,7 +196,7 @@ def _choose(op: str, timer: ProjectionTimer, rows: int, num_sms: int) -> KernelC
     kernel wins, the LoRA epilogue kernel's fastest blocks too (kernel_choice.EPILOGUE_KERNELS)."""
     n, k = timer.n, timer.k
     torch_us = timer.time(op, "torch", (), rows)
-    fastest = {} if torch_us is None else {("torch", ()): torch_us}  # (kernel, blocks) -> us: each kernel's best
+    best = KernelChoice(op, n, k, rows, "torch", (), torch_us, torch_us, 1)
     timed, epilogue = 1, ()
     for kernel, (coarse, neighbours) in _searches(op, n, k, rows, timer.dtype, num_sms).items():
         found = search(lambda b, kernel=kernel: timer.time(op, kernel, b, rows), coarse, neighbours,
@@ -208,21 +207,8 @@ def _choose(op: str, timer: ProjectionTimer, rows: int, num_sms: int) -> KernelC
         timed += count
         if kernel == kc.EPILOGUE_KERNELS.get(op):
             epilogue = blocks
-        fastest[kernel, blocks] = us
-    if not fastest:  # nothing ran, cuBLAS included: cuBLAS, untimed
-        return KernelChoice(op, n, k, rows, "torch", (), None, None, timed)
-    # the kernels' bests and cuBLAS, where close, timed again side by side (a best may be one lucky timing: its own
-    # search's finalists were all further than the band behind); cuBLAS's time is then the median of its timings
-    cublas = [torch_us] if torch_us is not None else []
-
-    def again(pick: tuple) -> float | None:
-        us = timer.time(op, pick[0], pick[1], rows)
-        if pick[0] == "torch" and us is not None:
-            cublas.append(us)
-        return us
-
-    (kernel, blocks), us = final_pick(again, fastest)
-    if kernel == kc.EPILOGUE_KERNELS.get(op):
+        if best.us is None or us < best.us:
+            best = KernelChoice(op, n, k, rows, kernel, blocks, us, torch_us)
+    if best.kernel == kc.EPILOGUE_KERNELS.get(op):
         epilogue = ()  # the chosen blocks are the epilogue's
-    torch_us = statistics.median(cublas) if cublas else None
-    return KernelChoice(op, n, k, rows, kernel, blocks, us, torch_us, timed, epilogue)
+    return KernelChoice(best.op, n, k, rows, best.kernel, best.blocks, best.us, torch_us, timed, epilogue)

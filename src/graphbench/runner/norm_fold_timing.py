@@ -5,13 +5,12 @@ both timed at a cold start (runner/kernel_bench.py), the fold kept only where it
 from __future__ import annotations
 
 import logging
-import statistics
 from typing import Callable
 
 import torch
 
 from graphbench.runner import kernel_choice as kc
-from graphbench.runner.kernel_bench import FINAL_TIMINGS, ProjectionTimer, compile_all, launcher, search
+from graphbench.runner.kernel_bench import ProjectionTimer, compile_all, launcher, search
 from graphbench.runner.kernel_choice import KernelChoice
 
 log = logging.getLogger("graphbench.engine")
@@ -69,10 +68,7 @@ def choose_fold(op: str, timer: ProjectionTimer, plain: KernelChoice) -> KernelC
     faster; torch_us holds the unfused path's time."""
     n, k = timer.n, timer.k
     norm_op = kc.NORM_OPS[op]
-    # the unfused path timed as the fold's finalists are (kernel_bench.final_pick): a median of 1 + FINAL_TIMINGS
-    unfused_times = [t for t in (time_norm(timer, op, "unfused", (), plain) for _ in range(1 + FINAL_TIMINGS))
-                     if t is not None]
-    unfused_us = statistics.median(unfused_times) if unfused_times else None
+    unfused_us = time_norm(timer, op, "unfused", (), plain)
     found = None
     if unfused_us is not None:
         kernel = "norm_gated_gemv" if op == "gate_up" else "norm_gemv"
