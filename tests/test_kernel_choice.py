@@ -429,3 +429,31 @@ def test_the_add_norm_is_folded_into_the_gemv_only_where_that_was_clearly_faster
     assert KernelChoice.from_dict(dict(got.to_dict(), kernel="norm_gated_gemv", blocks=[2, 64, 2])).kernel == "norm_gated_gemv"
     with pytest.raises(ValueError):
         KernelChoice.from_dict(dict(got.to_dict(), kernel="gemv", blocks=[2, 64, 2]))  # not a norm op's kernel
+
+
+def test_a_start_on_a_named_search_loads_that_search_and_leaves_its_entry_alone(tmp_path, timing, caplog):
+    """config.model.kernel_search: a sweep round's start loads the choices its round's search apart stored
+    under that name (a store file of its own), never its entry's, and does not overwrite the entry's."""
+    from graphbench.runner import kernel_choice_store as store
+
+    kernel_timing, calls = timing
+    model = _model_of(SMOLLM2)
+    entry = _entry(tmp_path, "a")
+    assert kernel_timing.load_or_measure(model, entry, "NVIDIA H200", 8192)["source"] == "measured"  # round 1's cold start
+    entry_text = (entry / kernel_timing.CHOICES_FILE).read_text()
+    searched = kernel_timing.search_apart(model, "NVIDIA H200", 8192, "f00d-r2")  # the round's search, apart
+    assert searched["choices"] == len(_made(kernel_timing, model, 8192)) and calls == [8192, 8192]
+    path = store.store_path(kernel_timing.timing_conditions("NVIDIA H200", "f00d-r2"))
+    assert path.name.endswith("-f00d-r2.json") and json.loads(path.read_text())["search"] == "f00d-r2"
+    got = kernel_timing.load_or_measure(model, entry, "NVIDIA H200", 8192, search="f00d-r2")  # the round's warm start
+    assert (got["source"], got["search"]) == ("shared", "f00d-r2") and len(calls) == 2  # nothing timed
+    assert (entry / kernel_timing.CHOICES_FILE).read_text() == entry_text  # the entry keeps its cold start's
+    assert kernel_timing.load_or_measure(model, entry, "NVIDIA H200", 8192)["source"] == "loaded"
+    # the unnamed store does not answer for a name, nor a name for another name or GPU: timed, with a warning
+    with caplog.at_level("WARNING", logger="graphbench.engine"):
+        other = kernel_timing.load_or_measure(model, entry, "NVIDIA H200", 8192, search="f00d-r3")
+        assert other["source"] == "measured" and len(calls) == 3
+        assert kernel_timing.load_or_measure(model, entry, "NVIDIA H100 80GB HBM3", 8192,
+                                             search="f00d-r2")["source"] == "measured"
+    assert sum("no kernel choices stored under the search" in r.message for r in caplog.records) == 2
+    assert kernel_timing.load_or_measure(model, entry, "NVIDIA H200", 8192, search="f00d-r3")["source"] == "shared"

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from graphbench.bench.point_process import CHILD_ENV, exit_reason, point_args, point_command, run_child
+from graphbench.bench.round_searches import assign_searches, remove_searches, run_searches
 from graphbench.bench.sweep_folder import check_folder_takes
 from graphbench.bench.sweep_grid import (
     AXIS_ALIASES,
@@ -99,13 +100,16 @@ def run_sweep(points: list[SweepPoint], results_dir: str | Path, run_args: list[
               resume: bool, on_start: Callable[[SweepPoint], None] = lambda p: None,
               on_done: Callable[[SweepOutcome], None] = lambda o: None, gpus: list[str] | None = None,
               executor: str = "local", ray_address: str | None = None, rounds: int = 1, seed: int = 0,
-              folders: tuple[str, ...] = ("",)) -> SweepResult:
+              folders: tuple[str, ...] = ("",), search_rounds: bool = False,
+              on_search: Callable[[str], None] = lambda line: None) -> SweepResult:
     """Run each point as `graphbench run` in its own process, in `rounds` interleaved rounds
     (plan_rounds); record failures; go on.
 
     gpus: device ids to spread the points over (one point per GPU, or per tensor-parallel group, at a time).
     executor "ray": each point is a Ray task on the cluster at ray_address (bench/sweep_ray.py).
-    folders: sub-folders each point is measured into (sweep --aa: two copies of the grid)."""
+    folders: sub-folders each point is measured into (sweep --aa: two copies of the grid).
+    search_rounds (a GPU sweep): each round after the first, and each folder's, runs on kernel choices
+    searched for it alone before the points start (bench/round_searches.py); on_search gets a line on each."""
     results_dir = Path(results_dir)
     _STOP.clear()
     _FAILED.clear()
@@ -113,12 +117,31 @@ def run_sweep(points: list[SweepPoint], results_dir: str | Path, run_args: list[
         raise GraphbenchError(f"unknown executor {executor!r}; choose from local, ray")
     with sweep_lock(results_dir):
         check_folder_takes(results_dir, points)  # (under the lock: no sweep is writing there now)
-        points = plan_rounds(points, rounds, seed, sweep_id_for(results_dir, resume), folders)
+        sweep_id = sweep_id_for(results_dir, resume)
+        points = plan_rounds(points, rounds, seed, sweep_id, folders)
         if executor == "ray":
             return _run_points_ray(points, results_dir, run_args, timeout_s, resume, on_start, on_done, ray_address)
-        if gpus:
-            return _run_points_spread(points, results_dir, run_args, timeout_s, resume, on_start, on_done, gpus)
-        return _run_points(points, results_dir, run_args, timeout_s, resume, on_start, on_done)
+        searches = _round_searches(points, sweep_id, folders, resume, results_dir, run_args) if search_rounds else {}
+        try:
+            if searches:
+                run_searches(searches, results_dir / ".sweep", on_search=on_search, stop=_STOP.is_set,
+                             extra_env={"CUDA_VISIBLE_DEVICES": gpus[0]} if gpus else None)
+            if gpus:
+                return _run_points_spread(points, results_dir, run_args, timeout_s, resume, on_start, on_done, gpus)
+            return _run_points(points, results_dir, run_args, timeout_s, resume, on_start, on_done)
+        finally:
+            remove_searches(list(searches))
+
+
+def _round_searches(points: list[SweepPoint], sweep_id: str, folders: tuple[str, ...], resume: bool,
+                    results_dir: Path, run_args: list[str]) -> dict[str, list[SweepPoint]]:
+    """The rounds that get a search of their own (bench/round_searches.py), less those --resume will not run."""
+    rounds = assign_searches(points, sweep_id, folders)
+    if resume:
+        done = measured_identities(results_dir, _folders(points))
+        pending = {id(p) for p in points if _skipped(p, done, point_identity(p, run_args)) is None}
+        rounds = {name: members for name, members in rounds.items() if any(id(p) in pending for p in members)}
+    return rounds
 
 
 def _run_points_spread(points, results_dir: Path, run_args, timeout_s, resume, on_start, on_done,

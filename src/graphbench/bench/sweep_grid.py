@@ -45,6 +45,7 @@ class SweepPoint:
     same_engine_reason: str = ""  # why those points are this engine (one line)
     round: dict[str, Any] | None = None  # {id, index, of, seed, position}: which process of the point this is
     folder: str = ""  # a sub-folder of the results folder (sweep --aa: "a" or "b")
+    kernel_search: str = ""  # the round's own kernel search (bench/round_searches.py): config.model.kernel_search
 
     @property
     def key(self) -> tuple[str, str, int]:

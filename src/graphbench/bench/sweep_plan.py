@@ -71,13 +71,23 @@ def toml_value(value: Any) -> str:
 
 
 def write_point_config(point: SweepPoint, directory: Path) -> Path:
-    """The point's engine config as a TOML file the child reads with --config."""
+    """The point's engine config as a TOML file the child reads with --config (with its round's own kernel
+    search, a file per round: rounds on several GPUs may run one point at once)."""
     data = nest_overrides(point.overrides)
+    name = safe_label(point.label)  # a label may hold a checkpoint's path
+    if point.kernel_search:
+        data.setdefault("model", {})["kernel_search"] = point.kernel_search
+        name += f".{point.kernel_search}"
+    return toml_file(data, directory / f"{name}.toml")
+
+
+def toml_file(data: dict[str, Any], path: Path) -> Path:
+    """A nested config dict ({section: {key: value}}, optimization_level at the top) as a TOML file."""
+    data = dict(data)
     lines = [f"optimization_level = {data.pop('optimization_level')}"] if "optimization_level" in data else []
     for section, values in data.items():
         lines.append(f"[{section}]")
         lines += [f"{key} = {toml_value(value)}" for key, value in values.items()]
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{safe_label(point.label)}.toml"  # a label may hold a checkpoint's path
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
     return path

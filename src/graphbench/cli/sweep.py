@@ -98,6 +98,9 @@ def _print_plan(console, plan, rounds: int, aa: bool) -> None:
     console.print(f"[dim]{len(plan.points)} points, {processes} processes ({rounds} round(s) of each graphbench "
                   f"point{', twice: A/A' if aa else ''}; order seed {plan.seed}); each runs: graphbench run "
                   f"{' '.join(plan.run_args)}[/dim]")
+    if plan.gpu and (rounds > 1 or aa):
+        console.print("[dim]before the points: a kernel search apart for each round after the first"
+                      f"{' and for the second copy' if aa else ''} (~40-50 s each; not on Ray)[/dim]")
 
 
 def _point_text(point) -> str:
@@ -142,7 +145,8 @@ def _run_with_progress(console, plan, results: Path, timeout: float, resume: boo
         with _stop_on_signals() as received:
             result = run_sweep(plan.points, results, plan.run_args, timeout_s=timeout, resume=resume,
                                on_start=started, on_done=done, gpus=plan.gpu_ids, executor=executor,
-                               ray_address=ray_address, rounds=rounds, seed=plan.seed, folders=plan.folders)
+                               ray_address=ray_address, rounds=rounds, seed=plan.seed, folders=plan.folders,
+                               search_rounds=plan.gpu, on_search=lambda line: progress.console.print(f"[dim]{line}[/dim]"))
     return result, received
 
 

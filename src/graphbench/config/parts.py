@@ -6,6 +6,7 @@ add it to that class's ``compute_hash`` factors (see docs/CONFIG.md for the list
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from graphbench.config.hashing import hash_factors
@@ -43,6 +44,10 @@ class ModelConfig:
     # the skinny GEMM, the fused add-norm); torch: every one as torch ops (cuBLAS; Inductor's fusions when
     # compiled), to see what the kernels buy or rule them out
     kernels: str = "graphbench"
+    # whose timed kernel choices the projections run (GPU, -O1..-O3): "" those of this config's cold start (its
+    # compile-cache entry); a name: those a search apart stored under that name on this GPU (a sweep round's own
+    # search, bench/round_searches.py), so that each round samples the search as it samples the process
+    kernel_search: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -52,12 +57,16 @@ class ModelConfig:
         require_choice("device", self.device, DEVICES)
         require_choice("attention backend", self.attention_backend, ATTENTION_BACKENDS)
         require_choice("kernels", self.kernels, KERNEL_SETS)
+        if not isinstance(self.kernel_search, str) or not re.fullmatch(r"[A-Za-z0-9._-]{0,64}", self.kernel_search):
+            raise GraphbenchError(f"kernel_search must be a name of at most 64 letters, digits, '.', '_' or '-' "
+                                  f"(or empty), got {self.kernel_search!r}")
         require_int("seed", self.seed)
         if not 0 <= self.seed < 2**63:
             raise GraphbenchError(f"seed must be in 0..2**63-1, got {self.seed}")
 
     def compute_hash(self) -> str:
-        """Architecture, dtype and kernels change the code; the path, seed and load format do not."""
+        """Architecture, dtype and kernels change the code; the path, seed, load format and kernel search do not
+        (the kernel choices are looked up when a projection runs, not traced into the compiled code)."""
         from graphbench.config.arch import load_arch  # local: reads a file
 
         arch = load_arch(self.model)

@@ -1,8 +1,10 @@
 """Whether the two sides of a comparison ran the same projection kernels (no torch).
 
 A cold start on a GPU times graphbench's projection kernels and keeps the fastest per shape and row class
-(runner/kernel_timing.py); every later start on that machine loads them. The processes of one run therefore
-share one search's choices, and the noise a run measures leaves out how another search would have chosen.
+(runner/kernel_timing.py); every later start on that machine loads them. The processes of one `graphbench run`
+(or of a sweep's first round) therefore share one search's choices, and their noise leaves out how another
+search would have chosen; a sweep's later rounds each run on a search of their own (bench/round_searches.py),
+and a shape they chose differently is left out here, since that side's noise has sampled it.
 Two runs on two fresh machines (a CI baseline and its current run) each search, and a search can land on
 other blocks or on cuBLAS for the same shape: llama-3.2-1b's qkv at 64 rows took cuBLAS at 7.58 us where
 another search found the skinny GEMM at 6.81, a step 4.7% slower (benchmarks/RESULTS.md, 2026-12-06, the
@@ -63,8 +65,8 @@ def choices_differ(baseline: Iterable[Mapping[str, Any]], current: Iterable[Mapp
     else:
         head = (f"start-up's kernel choices differ on {ties} of {len(shared)} projection shapes, each within "
                 f"{NEAR_TIE:.0%} of the other alone (e.g. {example}), which has moved a one-row step by up to 5%")
-    return (f"{head}: a difference there may be start-up's search, not the code (one run's processes share its "
-            "choices, so its noise leaves that out); to compare the code alone, start both runs from the same "
+    return (f"{head}: a difference there may be start-up's search, not the code (processes that share a search "
+            "leave it out of their noise); to compare the code alone, start both runs from the same "
             f"kernel choices (one {CACHE_ROOT}; a change to the kernels' sources times them again)")
 
 

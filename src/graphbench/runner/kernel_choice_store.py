@@ -31,10 +31,12 @@ log = logging.getLogger("graphbench.engine")
 
 
 def store_path(conditions: dict) -> Path:
-    """The file for this GPU, launch mode and kernel sources (conditions: kernel_timing.timing_conditions)."""
+    """The file for this GPU, launch mode and kernel sources, and the named search apart where there is one
+    (conditions: kernel_timing.timing_conditions)."""
     name = re.sub(r"[^A-Za-z0-9.]+", "-", conditions["device"]).strip("-") or "gpu"
     sources = re.sub(r"[^0-9a-f]", "", str(conditions["sources"]))[:12]
-    return kernel_choices_dir() / f"{name}-{'pdl' if conditions['pdl'] else 'no-pdl'}-{sources}.json"
+    search = re.sub(r"[^A-Za-z0-9._-]", "", str(conditions.get("search") or ""))[:64]
+    return kernel_choices_dir() / f"{name}-{'pdl' if conditions['pdl'] else 'no-pdl'}-{sources}{'-' + search if search else ''}.json"
 
 
 def signature(projections: list[tuple[str, int, int, bool, str]], classes: list[int]) -> str:

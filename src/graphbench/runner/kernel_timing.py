@@ -54,25 +54,32 @@ def model_projections(model) -> list[tuple[str, torch.Tensor, torch.Tensor | Non
     return out
 
 
-def timing_conditions(device_name: str) -> dict:
+def timing_conditions(device_name: str, search: str = "") -> dict:
     """What a stored choice was timed under and must match to be loaded: the GPU, the kernels' sources,
     torch (its cuBLAS) and Triton, and whether the launches used PDL (GRAPHBENCH_PDL=0 times them without,
     and chooses differently: cuBLAS at 32 and 64 rows of SmolLM2's projections where the engine's PDL
-    launches favour the skinny GEMM)."""
+    launches favour the skinny GEMM); and the named search apart they came from (config.model.kernel_search),
+    where there is one."""
     import triton
 
     from graphbench import env
 
-    return {"device": device_name, "sources": sources_hash(), "torch": torch.__version__, "triton": triton.__version__,
-            "pdl": env.hatch(env.PDL)}
+    conditions = {"device": device_name, "sources": sources_hash(), "torch": torch.__version__,
+                  "triton": triton.__version__, "pdl": env.hatch(env.PDL)}
+    return {**conditions, "search": search} if search else conditions
 
 
-def load_or_measure(model, directory: Path, device_name: str, max_rows: int, shared: bool = True) -> dict:
+def load_or_measure(model, directory: Path, device_name: str, max_rows: int, shared: bool = True,
+                    search: str = "") -> dict:
     """The kernel choices for this model: loaded from the cache entry when it holds them timed under these
     conditions, else from the GPU's shared store (another config's cold start timed the same shapes:
     runner/kernel_choice_store.py; not where shared is False: a cold start that cleared its entry to be
-    measured as a first start), else measured and written to both; installed either way. -> the start-up
-    report's record."""
+    measured as a first start), else measured and written to both; installed either way. search: the
+    choices a search apart stored under this name (config.model.kernel_search): from the store only, the
+    entry's own left as they are (measured and stored under the name where that search is missing). -> the
+    start-up report's record."""
+    if search:
+        return _load_or_measure_searched(model, device_name, max_rows, search)
     started = time.perf_counter()
     conditions = timing_conditions(device_name)
     # a file per PDL setting: a run with the hatch and the next without do not re-time each other's choices
@@ -94,6 +101,31 @@ def load_or_measure(model, directory: Path, device_name: str, max_rows: int, sha
 
     write_atomic(path, json.dumps({**conditions, "seconds": round(seconds, 3), "choices": [c.to_dict() for c in choices]}, indent=1))
     return {"source": source, "seconds": seconds, "choices": [c.to_dict() for c in choices]}
+
+
+def _load_or_measure_searched(model, device_name: str, max_rows: int, search: str) -> dict:
+    started = time.perf_counter()
+    conditions = timing_conditions(device_name, search)
+    key = store.signature(projection_shapes(model), row_classes(max_rows))
+    choices, source = store.lookup(conditions, key, expected_keys(model, max_rows)), "shared"
+    if choices is None:  # (a search apart that failed or was not run: this start pays it, and says so)
+        log.warning("no kernel choices stored under the search %r for this model on this GPU: timing them now", search)
+        choices, source = measure(model, max_rows), "measured"
+        store.remember(conditions, key, choices, time.perf_counter() - started)
+    kc.install(choices)
+    return {"source": source, "search": search, "seconds": time.perf_counter() - started,
+            "choices": [c.to_dict() for c in choices]}
+
+
+def search_apart(model, device_name: str, max_rows: int, search: str) -> dict:
+    """Time this model's projection shapes now and store the choices under the name search (what a start
+    with config.model.kernel_search = search loads), replacing any stored there. -> {seconds, choices}."""
+    started = time.perf_counter()
+    choices = measure(model, max_rows)
+    seconds = time.perf_counter() - started
+    store.remember(timing_conditions(device_name, search), store.signature(projection_shapes(model), row_classes(max_rows)),
+                   choices, seconds)
+    return {"seconds": seconds, "choices": len(choices)}
 
 
 def projection_shapes(model) -> list[tuple[str, int, int, bool, str]]:

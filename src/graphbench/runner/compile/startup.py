@@ -101,7 +101,8 @@ def _compile_into(engine, directory: Path) -> None:
         # a start that cleared its entry (a measured cold start) times them again: a first start, whole
         engine.report.kernel_choices = load_or_measure(engine.model, directory, engine.device_info.name,
                                                        engine.config.scheduler.max_num_batched_tokens,
-                                                       shared=not engine._fresh_compile)
+                                                       shared=not engine._fresh_compile,
+                                                       search=engine.config.model.kernel_search)
     _compile(engine)
 
 

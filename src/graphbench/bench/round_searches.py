@@ -1,0 +1,124 @@
+"""Each sweep round on kernel choices of its own: a kernel search apart before the points start.
+
+A GPU's cold start times graphbench's projection kernels and keeps the fastest (runner/kernel_timing.py);
+later starts load that search's choices. So a sweep's rounds, all warm after the first, would share one
+search, and the noise its verdicts are judged against would leave out how differently another search
+chooses: on an H100, cold searches of one commit chose 3-7 of qwen2.5-0.5b's 22 shapes differently and
+stepped 1-2% apart at batch 1, where processes sharing one search stepped within 0.3-0.5%
+(benchmarks/RESULTS.md, 2026-12-07). Two sweeps on two machines differ by that much and more; the unit of
+replication is the process, with the search it would have made.
+
+So before the points run, one process per round after the first (and per --aa folder, whose first round
+would otherwise share the other folder's cold start) searches the kernels of every config the round runs
+(runner/kernel_search.py: one layer, no start measured) and stores them under the round's name; the round's
+points run with config.model.kernel_search set to it and load them as shared choices, so their warm starts
+stay warm. The first round keeps its cold starts' own searches. The names carry the sweep's id, and the
+stored files are removed when the sweep ends. On Ray each node keeps its own store, which a search on this
+host cannot fill: there the rounds share their cold starts' searches, as before.
+
+    python -m graphbench.bench.round_searches NAME OUT.json CONFIG.toml [CONFIG.toml ...]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from graphbench.bench.point_process import CHILD_ENV, exit_reason, run_child
+from graphbench.bench.sweep_grid import SweepPoint, nest_overrides
+
+SEARCH_TIMEOUT_S = 900.0  # one round's search: ~40-50 s a model shape on an H100 (qwen2.5-0.5b, 2026-12-07)
+
+
+def search_name(sweep_id: str, folder: str, index: int) -> str:
+    """The name a round's choices are stored under (config.model.kernel_search)."""
+    return f"{sweep_id[:12]}-{folder + '-' if folder else ''}r{index}"
+
+
+def assign_searches(planned: list[SweepPoint], sweep_id: str, folders: tuple[str, ...]) -> dict[str, list[SweepPoint]]:
+    """Give every graphbench process after the first round (and of every --aa folder but the first) its
+    round's search name; -> name -> the processes that run on it."""
+    rounds: dict[str, list[SweepPoint]] = {}
+    for point in planned:
+        index = (point.round or {}).get("index", 1)
+        if point.system != "graphbench" or point.same_as is not None or (index == 1 and point.folder == folders[0]):
+            continue
+        point.kernel_search = search_name(sweep_id, point.folder, index)
+        rounds.setdefault(point.kernel_search, []).append(point)
+    return rounds
+
+
+def run_searches(rounds: dict[str, list[SweepPoint]], work_dir: Path, timeout_s: float = SEARCH_TIMEOUT_S,
+                 on_search: Callable[[str], None] = lambda line: None, stop: Callable[[], bool] = lambda: False,
+                 extra_env: dict[str, str] | None = None) -> None:
+    """Run each round's search in a process of its own, one after another (each a sample of its own, as a
+    machine's cold start is). A round whose search fails runs on its first round's choices: its points'
+    kernel_search is cleared, and on_search says so."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, **CHILD_ENV, PYTHONUNBUFFERED="1", **(extra_env or {}))
+    for number, (name, points) in enumerate(rounds.items(), 1):
+        if stop():
+            return
+        on_search(f"kernel search {number} of {len(rounds)} ({name}): timing the projection kernels")
+        configs = _write_configs(points, work_dir)
+        out = work_dir / f"search-{name}.json"
+        out.unlink(missing_ok=True)
+        child = run_child([sys.executable, "-m", "graphbench.bench.round_searches", name, str(out), *map(str, configs)],
+                          env, timeout_s, stop)
+        summary = _read_summary(out)
+        if child.returncode != 0 or summary is None:
+            reason = f"timed out after {timeout_s:g} s" if child.timed_out else exit_reason(child.returncode, child.stderr)
+            for point in points:
+                point.kernel_search = ""
+            on_search(f"kernel search {name} failed ({reason}): its round runs on its first round's choices")
+            continue
+        timed = [s for s in summary if s.get("seconds") is not None]
+        on_search(f"kernel search {name}: {len(timed)} model shape(s) timed in "
+                  f"{sum(s['seconds'] for s in timed):.0f} s" if timed else f"kernel search {name}: nothing to time")
+
+
+def remove_searches(names: list[str]) -> None:
+    """Remove the choices stored under these names (every GPU's; a file that will not go is left)."""
+    from graphbench.runner.compile.cache import kernel_choice_files
+
+    for path in kernel_choice_files():
+        if any(path.name.endswith(f"-{name}.json") for name in names):
+            try:
+                path.unlink()
+            except OSError:
+                pass
+
+
+def _write_configs(points: list[SweepPoint], work_dir: Path) -> list[Path]:
+    """One config file per distinct engine the round runs (a search covers each model shape once)."""
+    from graphbench.bench.sweep_plan import toml_file
+
+    distinct = {json.dumps(nest_overrides(p.overrides), sort_keys=True, default=str): p for p in points}
+    return [toml_file(nest_overrides(p.overrides), work_dir / f"search-{i}.toml") for i, p in enumerate(distinct.values())]
+
+
+def _read_summary(path: Path) -> list[dict] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, list) and all(isinstance(s, dict) for s in data) else None
+
+
+def main(argv: list[str]) -> None:
+    from graphbench.config import load_engine_config
+    from graphbench.files import write_atomic
+    from graphbench.runner.kernel_search import search_apart_for
+
+    name, out, configs = argv[0], Path(argv[1]), argv[2:]
+    done: set[str] = set()
+    summary = [search_apart_for(load_engine_config(path), name, done) or {"config": path, "seconds": None}
+               for path in configs]
+    write_atomic(out, json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
