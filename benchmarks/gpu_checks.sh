@@ -33,6 +33,8 @@
 #   bash benchmarks/gpu_checks.sh gate-memory  # the gate on graph memory: A/A (two sweeps of one config: PASS) and A/B
 #                                      # (max_num_seqs 512 against 256, more rungs: graph memory FAILs), 4 processes a
 #                                      # sweep, -O2 at C = 16 (~4 min on a fresh machine)
+#   bash benchmarks/gpu_checks.sh round-searches  # sweeps whose rounds each run on their own kernel search: A/A and gate both
+#                                      # ways (~8 min); RS_SIDES=slow with a carried .rs-a: A/B against 0.3 ms a step
 #   bash benchmarks/gpu_checks.sh lora-ab   # LoRA's step cost (no adapters, 1, 4) in this tree and in .ab-base/src (`git archive REV src |
 #                                      # tar -x -C .ab-base`, carried), 3 processes each (LORA_ROUNDS), interleaved, with
 #                                      # verdicts (~8 min)
@@ -123,6 +125,25 @@ case "${1:-}" in
     python3 -m graphbench gate -b "$OUT/gm-a256" -c "$OUT/gm-c512" --allow-mismatch > "$OUT/gate-ab.log" 2>&1
     echo "A/B exit $?" | tee -a "$OUT/gate-ab.log"; grep -h graph_memory "$OUT"/gate-a?.log
     tar czf "$OUT/gate-memory.tgz" -C "$OUT" gm-a256 gm-b256 gm-c512 2>/dev/null && rm -rf "$OUT"/gm-* ;;
+  round-searches)  # sweeps whose rounds each run on a kernel search of their own: A/A (two sweeps, gate both ways) and,
+                   # with RS_SIDES="slow" and a carried .rs-a (the A side of an earlier call), A/B against 0.3 ms of host
+                   # delay a step; RS_MODEL (qwen2.5-0.5b); -O2, C = 1 and 64, 3 processes a sweep (~3.5-4 min a sweep on an H100)
+    model=${RS_MODEL:-qwen2.5-0.5b}; mkdir -p /tmp/slow-step
+    cp benchmarks/results/2026-12-06-gate-aa-ab-cpu-06c4ba4/slow_step_sitecustomize.py /tmp/slow-step/sitecustomize.py
+    for side in ${RS_SIDES:-a b}; do
+      slow=(); [ "$side" = slow ] && slow=(env "PYTHONPATH=/tmp/slow-step:$PYTHONPATH")
+      "${slow[@]}" timeout 285 python3 -m graphbench sweep --model $model --levels 2 --ladders default --peers none \
+        --concurrency 1,64 --repeats 1 --rounds 3 --max-num-seqs 64 --results "$OUT/rs-$side" 2>&1 | grep -v "^DEBUG" \
+        | tee "$OUT/rs-$side.log" | grep -E "kernel search|ok |failed" | tail -8
+    done
+    base="$OUT/rs-a"; [ -d .rs-a ] && base=.rs-a
+    for side in ${RS_SIDES:-b}; do
+      [ "$side" = a ] && continue
+      python3 -m graphbench gate -b "$base" -c "$OUT/rs-$side" > "$OUT/gate-a-$side.log" 2>&1; echo "gate a $side exit $?" | tee -a "$OUT/gate-a-$side.log"
+      python3 -m graphbench compare "$base" "$OUT/rs-$side" > "$OUT/compare-a-$side.log" 2>&1
+      [ "$side" = b ] && { python3 -m graphbench gate -b "$OUT/rs-b" -c "$base" > "$OUT/gate-b-a.log" 2>&1; echo "gate b a exit $?" | tee -a "$OUT/gate-b-a.log"; }
+    done
+    grep -h -E "PASS|FAIL|CANNOT|regress" "$OUT"/gate-*.log | head -12 ;;
   lora-roofline)
     for spec in none dummy:r=16 dummy:r=16,n=4; do
       name=${spec//[:=,]/-}; lora=(); [ "$spec" = none ] || lora=(--lora "$spec")
@@ -152,5 +173,5 @@ case "${1:-}" in
       --out "$OUT/roofline-$model-nopdl.json" 2>&1 | grep -v -E "^DEBUG|[Ww]arn" | tee "$OUT/roofline-$model.log" | tail -30
     timeout 150 python3 benchmarks/roofline.py --model $model --level 2 --batches $batches \
       --out "$OUT/roofline-$model-pdl.json" 2>&1 | grep -E "^batch" ;;
-  *) echo "usage: bash benchmarks/gpu_checks.sh tests|suite|sweep|decode|startup|starts|profile|tune|speculative|lora|acceptance|lora-ab|lora-roofline|curve|decode-ab|roofline|peers|peers-8b|gate-memory" >&2; exit 2 ;;
+  *) echo "usage: bash benchmarks/gpu_checks.sh tests|suite|sweep|decode|startup|starts|profile|tune|speculative|lora|acceptance|lora-ab|lora-roofline|curve|decode-ab|roofline|peers|peers-8b|gate-memory|round-searches" >&2; exit 2 ;;
 esac
