@@ -34,7 +34,7 @@
 #                                      # (max_num_seqs 512 against 256, more rungs: graph memory FAILs), 4 processes a
 #                                      # sweep, -O2 at C = 16 (~4 min on a fresh machine)
 #   bash benchmarks/gpu_checks.sh round-searches  # sweeps whose rounds each run on their own kernel search: A/A and gate both
-#                                      # ways (~8 min); RS_SIDES=slow with a carried .rs-a: A/B against 0.3 ms a step
+#                                      # ways (~4 min); RS_SIDES="c slow": A/B against 0.3 ms of host delay a step
 #   bash benchmarks/gpu_checks.sh lora-ab   # LoRA's step cost (no adapters, 1, 4) in this tree and in .ab-base/src (`git archive REV src |
 #                                      # tar -x -C .ab-base`, carried), 3 processes each (LORA_ROUNDS), interleaved, with
 #                                      # verdicts (~8 min)
@@ -125,9 +125,9 @@ case "${1:-}" in
     python3 -m graphbench gate -b "$OUT/gm-a256" -c "$OUT/gm-c512" --allow-mismatch > "$OUT/gate-ab.log" 2>&1
     echo "A/B exit $?" | tee -a "$OUT/gate-ab.log"; grep -h graph_memory "$OUT"/gate-a?.log
     tar czf "$OUT/gate-memory.tgz" -C "$OUT" gm-a256 gm-b256 gm-c512 2>/dev/null && rm -rf "$OUT"/gm-* ;;
-  round-searches)  # sweeps whose rounds each run on a kernel search of their own: A/A (two sweeps, gate both ways) and,
-                   # with RS_SIDES="slow" and a carried .rs-a (the A side of an earlier call), A/B against 0.3 ms of host
-                   # delay a step; RS_MODEL (qwen2.5-0.5b); -O2, C = 1 and 64, 3 processes a sweep (~3.5-4 min a sweep on an H100)
+  round-searches)  # sweeps whose rounds each run on a kernel search of their own, each later side gated against the
+                   # first: RS_SIDES="a b" (default) an A/A, gated both ways; RS_SIDES="c slow" an A/B against 0.3 ms of host
+                   # delay a step; RS_MODEL (qwen2.5-0.5b); -O2, C = 1 and 64, 3 processes a sweep (~1.5-2 min a sweep on an H100)
     model=${RS_MODEL:-qwen2.5-0.5b}; mkdir -p /tmp/slow-step
     cp benchmarks/results/2026-12-06-gate-aa-ab-cpu-06c4ba4/slow_step_sitecustomize.py /tmp/slow-step/sitecustomize.py
     for side in ${RS_SIDES:-a b}; do
@@ -136,14 +136,31 @@ case "${1:-}" in
         --concurrency 1,64 --repeats 1 --rounds 3 --max-num-seqs 64 --results "$OUT/rs-$side" 2>&1 | grep -v "^DEBUG" \
         | tee "$OUT/rs-$side.log" | grep -E "kernel search|ok |failed" | tail -8
     done
-    base="$OUT/rs-a"; [ -d .rs-a ] && base=.rs-a
-    for side in ${RS_SIDES:-b}; do
-      [ "$side" = a ] && continue
-      python3 -m graphbench gate -b "$base" -c "$OUT/rs-$side" > "$OUT/gate-a-$side.log" 2>&1; echo "gate a $side exit $?" | tee -a "$OUT/gate-a-$side.log"
-      python3 -m graphbench compare "$base" "$OUT/rs-$side" > "$OUT/compare-a-$side.log" 2>&1
-      [ "$side" = b ] && { python3 -m graphbench gate -b "$OUT/rs-b" -c "$base" > "$OUT/gate-b-a.log" 2>&1; echo "gate b a exit $?" | tee -a "$OUT/gate-b-a.log"; }
+    sides=(${RS_SIDES:-a b}); base="$OUT/rs-${sides[0]}"  # every later side gated against the first
+    for side in "${sides[@]:1}"; do
+      python3 -m graphbench gate -b "$base" -c "$OUT/rs-$side" > "$OUT/gate-${sides[0]}-$side.log" 2>&1
+      echo "gate ${sides[0]} $side exit $?" | tee -a "$OUT/gate-${sides[0]}-$side.log"
+      python3 -m graphbench compare "$base" "$OUT/rs-$side" > "$OUT/compare-${sides[0]}-$side.log" 2>&1
+      [ "$side" = slow ] && continue  # an A/A is gated both ways
+      python3 -m graphbench gate -b "$OUT/rs-$side" -c "$base" > "$OUT/gate-$side-${sides[0]}.log" 2>&1
+      echo "gate $side ${sides[0]} exit $?" | tee -a "$OUT/gate-$side-${sides[0]}.log"
     done
-    grep -h -E "PASS|FAIL|CANNOT|regress" "$OUT"/gate-*.log | head -12 ;;
+    grep -h -E "PASS|FAIL|CANNOT|regress" "$OUT"/gate-*.log | head -12
+    python3 - "$OUT"/rs-* <<'PY' | tee "$OUT/round-choices.txt"
+import sys
+from graphbench.reports.rounds import startups_of
+from graphbench.reports.store import load_results
+for folder in sys.argv[1:]:  # each process's kernel choices: where they came from, and the shapes the rounds chose apart
+    sets = {}
+    for r in sorted(load_results([folder], merge=False).results, key=lambda r: r["sweep"]["round"]["index"]):
+        start = startups_of(r)[-1]["kernel_choices"]
+        sets[r["sweep"]["round"]["index"]] = {(c["op"], c["n"], c["k"], c["rows"]): (c["kernel"], tuple(c["blocks"])) for c in start["choices"]}
+        print(folder, "round", r["sweep"]["round"]["index"], start["source"], start.get("search", ""), f"{start['seconds']:.2f} s")
+    shapes = set().union(*sets.values())
+    apart = [s for s in sorted(shapes) if len({v.get(s) for v in sets.values()}) > 1]
+    print(folder, f"{len(apart)} of {len(shapes)} shapes chosen apart across rounds:", apart)
+PY
+    tar czf "$OUT/round-searches.tgz" -C "$OUT" $(cd "$OUT" && ls -d rs-*/) && rm -rf "$OUT"/rs-*/ ;;
   lora-roofline)
     for spec in none dummy:r=16 dummy:r=16,n=4; do
       name=${spec//[:=,]/-}; lora=(); [ "$spec" = none ] || lora=(--lora "$spec")
