@@ -146,7 +146,7 @@ case "${1:-}" in
       echo "gate $side ${sides[0]} exit $?" | tee -a "$OUT/gate-$side-${sides[0]}.log"
     done
     grep -h -E "PASS|FAIL|CANNOT|regress" "$OUT"/gate-*.log | head -12
-    python3 - "$OUT"/rs-* <<'PY' | tee "$OUT/round-choices.txt"
+    python3 - "$OUT"/rs-*/ <<'PY' | tee "$OUT/round-choices.txt"
 import sys
 from graphbench.reports.rounds import startups_of
 from graphbench.reports.store import load_results
