@@ -34,7 +34,7 @@
 #                                      # (max_num_seqs 512 against 256, more rungs: graph memory FAILs), 4 processes a
 #                                      # sweep, -O2 at C = 16 (~4 min on a fresh machine)
 #   bash benchmarks/gpu_checks.sh round-searches  # sweeps whose rounds each run on their own kernel search: A/A and gate both
-#                                      # ways (~4 min); RS_SIDES="c slow": A/B against 0.3 ms of host delay a step
+#                                      # ways (~4 min); RS_SIDES="c slow": A/B against ~65 us of GPU time a step
 #   bash benchmarks/gpu_checks.sh lora-ab   # LoRA's step cost (no adapters, 1, 4) in this tree and in .ab-base/src (`git archive REV src |
 #                                      # tar -x -C .ab-base`, carried), 3 processes each (LORA_ROUNDS), interleaved, with
 #                                      # verdicts (~8 min)
@@ -126,10 +126,14 @@ case "${1:-}" in
     echo "A/B exit $?" | tee -a "$OUT/gate-ab.log"; grep -h graph_memory "$OUT"/gate-a?.log
     tar czf "$OUT/gate-memory.tgz" -C "$OUT" gm-a256 gm-b256 gm-c512 2>/dev/null && rm -rf "$OUT"/gm-* ;;
   round-searches)  # sweeps whose rounds each run on a kernel search of their own, each later side gated against the
-                   # first: RS_SIDES="a b" (default) an A/A, gated both ways; RS_SIDES="c slow" an A/B against 0.3 ms of host
-                   # delay a step; RS_MODEL (qwen2.5-0.5b); -O2, C = 1 and 64, 3 processes a sweep (~1.5-2 min a sweep on an H100)
+                   # first: RS_SIDES="a b" (default) an A/A, gated both ways; RS_SIDES="c slow" an A/B against ~65 us of GPU
+                   # time a step; RS_MODEL (qwen2.5-0.5b); -O2, C = 1 and 64, 3 processes a sweep (~1.5-2 min a sweep on an H100)
+    # the slow side: every Engine.step first spins the GPU RS_SLOW_CYCLES clock cycles on the step's stream (~60-70 us
+    # at 120000 on an H100): device time a step, which asynchronous scheduling cannot hide as it hides a host delay
     model=${RS_MODEL:-qwen2.5-0.5b}; mkdir -p /tmp/slow-step
-    cp benchmarks/results/2026-12-06-gate-aa-ab-cpu-06c4ba4/slow_step_sitecustomize.py /tmp/slow-step/sitecustomize.py
+    printf '%s\n' "import torch" "from graphbench.runner import engine as _e" "_orig = _e.Engine.step" \
+      "def _slow(self, *a, **k):" "    torch.cuda._sleep(${RS_SLOW_CYCLES:-120000})" "    return _orig(self, *a, **k)" \
+      "_e.Engine.step = _slow" > /tmp/slow-step/sitecustomize.py
     for side in ${RS_SIDES:-a b}; do
       slow=(); [ "$side" = slow ] && slow=(env "PYTHONPATH=/tmp/slow-step:$PYTHONPATH")
       "${slow[@]}" timeout 285 python3 -m graphbench sweep --model $model --levels 2 --ladders default --peers none \
