@@ -30,7 +30,7 @@ from pathlib import Path
 from graphbench.bench.point_process import CHILD_ENV, exit_reason, run_child
 from graphbench.bench.sweep_grid import SweepPoint, nest_overrides
 
-SEARCH_TIMEOUT_S = 900.0  # one round's search: ~40-50 s a model shape on an H100 (qwen2.5-0.5b, 2026-12-07)
+SEARCH_TIMEOUT_S = 900.0  # one round's search: 5-6 s for qwen2.5-0.5b on an H100, 33 s the machine's first (2026-12-07)
 
 
 def search_name(sweep_id: str, folder: str, index: int) -> str:

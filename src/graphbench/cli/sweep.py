@@ -100,7 +100,7 @@ def _print_plan(console, plan, rounds: int, aa: bool) -> None:
                   f"{' '.join(plan.run_args)}[/dim]")
     if plan.gpu and (rounds > 1 or aa):
         console.print("[dim]before the points: a kernel search apart for each round after the first"
-                      f"{' and for the second copy' if aa else ''} (~40-50 s each; not on Ray)[/dim]")
+                      f"{' and for the second copy' if aa else ''} (5-35 s each; not on Ray)[/dim]")
 
 
 def _point_text(point) -> str:
