@@ -12,7 +12,7 @@ import pytest
 from graphbench.bench import round_searches
 from graphbench.bench.sweep_grid import build_grid
 from graphbench.bench.sweep_plan import plan_rounds, write_point_config
-from graphbench.config import EngineConfig, load_engine_config
+from graphbench.config import load_engine_config
 from graphbench.config.parts import ModelConfig
 from graphbench.errors import GraphbenchError
 
@@ -53,10 +53,11 @@ def test_a_round_s_config_names_its_search_and_keeps_its_hash(tmp_path):
             ModelConfig(kernel_search=bad)
 
 
-def test_the_search_process_times_nothing_without_a_gpu_and_a_failed_search_leaves_its_round_on_the_first(
+def test_the_search_process_times_nothing_without_a_gpu_and_a_config_that_fails_leaves_its_points_on_round_1(
         tmp_path, monkeypatch):
-    """The real search process: on the CPU no engine times kernels, so it answers 'nothing to time'; a search
-    that fails (here: a model it cannot build) clears its round's name, so the round runs on round 1's choices."""
+    """The real search process: on the CPU no engine times kernels, so it answers 'nothing to time'; a config it
+    cannot build (here: a checkpoint folder that is not there) clears that config's points' name alone, so they
+    run on round 1's choices while the round's other configs keep their search."""
     monkeypatch.setenv("GRAPHBENCH_CACHE_ROOT", str(tmp_path / "root"))
     planned = _planned(2)
     rounds = round_searches.assign_searches(planned, "0123456789abcdef", ("",))
@@ -65,15 +66,45 @@ def test_the_search_process_times_nothing_without_a_gpu_and_a_failed_search_leav
     assert lines == ["kernel search 1 of 1 (0123456789ab-r2): timing the projection kernels",
                      "kernel search 0123456789ab-r2: nothing to time"], lines
     summary = json.loads((tmp_path / "work" / "search-0123456789ab-r2.json").read_text())
-    assert len(summary) == 2 and all(s["seconds"] is None for s in summary)  # O1 and O2: one file each
+    assert summary == [{"seconds": None}, {"seconds": None}]  # O1 and O2: one config file each
     assert {p.kernel_search for p in rounds["0123456789ab-r2"]} == {"0123456789ab-r2"}
-    for point in rounds["0123456789ab-r2"]:
-        point.overrides = {**point.overrides, "model.model": str(tmp_path / "no-such-checkpoint")}
+    o1 = next(p for p in rounds["0123456789ab-r2"] if p.label == "O1_default")
+    o1.overrides = {**o1.overrides, "model.model": str(tmp_path / "no-such-checkpoint")}
     lines.clear()
     round_searches.run_searches(rounds, tmp_path / "work", on_search=lines.append)
-    assert lines[1].startswith("kernel search 0123456789ab-r2 failed (exit code 1") and \
-        lines[1].endswith("its round runs on its first round's choices"), lines
-    assert {p.kernel_search for p in rounds["0123456789ab-r2"]} == {""}
+    assert len(lines) == 3 and lines[1].startswith("kernel search 0123456789ab-r2 failed for O1_default (") and \
+        "no-such-checkpoint" in lines[1] and lines[1].endswith("run on their first round's choices"), lines
+    assert {p.label: p.kernel_search for p in rounds["0123456789ab-r2"]} == {"O1_default": "",
+                                                                             "O2_default": "0123456789ab-r2"}
+
+
+def test_a_search_process_that_dies_leaves_its_round_on_round_1_and_a_stop_is_no_failure(tmp_path, monkeypatch):
+    rounds = round_searches.assign_searches(_planned(3), "0123456789abcdef", ("",))
+    real = round_searches.run_child
+    monkeypatch.setattr(round_searches, "run_child",
+                        lambda cmd, *a, **k: real([sys.executable, "-c", "import sys; sys.exit('CUDA error: out of memory')"], *a, **k))
+    lines = []
+    round_searches.run_searches(rounds, tmp_path, on_search=lines.append)
+    assert lines[1].startswith("kernel search 0123456789ab-r2 failed (") and "CUDA error: out of memory" in lines[1]
+    assert lines[1].endswith("its round runs on its first round's choices") and len(lines) == 4, lines
+    assert {p.kernel_search for points in rounds.values() for p in points} == {""}
+    rounds = round_searches.assign_searches(_planned(3), "0123456789abcdef", ("",))
+    monkeypatch.setattr(round_searches, "run_child",
+                        lambda cmd, *a, **k: real([sys.executable, "-c", "import time; time.sleep(30)"], *a, **k))
+    stops = iter([False, True])  # stopped during the first search: it is interrupted, the second never starts
+    lines.clear()
+    round_searches.run_searches(rounds, tmp_path, on_search=lines.append, stop=lambda: next(stops, True))
+    assert lines == ["kernel search 1 of 2 (0123456789ab-r2): timing the projection kernels",
+                     "kernel search 0123456789ab-r2 failed (interrupted): its round runs on its first round's choices"]
+
+
+def test_engines_that_time_no_kernels_or_compile_sizes_get_no_search():
+    points = build_grid({"model.model": "tiny-llama"}, {"level": [0, 1, 2, 3], "ladder": ["default"]}, [])
+    points += build_grid({"model.model": "tiny-llama", "model.kernels": "torch"}, {"level": [2]}, [])
+    points += build_grid({"model.model": "tiny-llama", "model.device": "cpu"}, {"level": [2]}, [])
+    planned = plan_rounds(points, 2, 0, "0123456789abcdef", ("",))
+    rounds = round_searches.assign_searches(planned, "0123456789abcdef", ("",))
+    assert sorted(p.label for p in rounds["0123456789ab-r2"]) == ["O1_default", "O2_default"]
 
 
 def test_a_search_that_hangs_is_stopped_at_its_timeout(tmp_path, monkeypatch):
@@ -95,33 +126,59 @@ def test_a_sweep_s_searches_are_removed_when_it_ends(tmp_path, monkeypatch):
     monkeypatch.setenv("GRAPHBENCH_CACHE_ROOT", str(tmp_path))
     folder = kernel_choices_dir()
     folder.mkdir(parents=True)
-    names = ["GPU-pdl-abc.json", "GPU-pdl-abc-0123456789ab-r2.json", "GPU-no-pdl-abc-0123456789ab-r3.json",
+    names = ["GPU-pdl-abc.json", "GPU-pdl-abc-0123456789ab-r2.json", "GPU-no-pdl-abc-0123456789ab-b-r1.json",
              "GPU-pdl-abc-ffffffffffff-r2.json"]
     for name in names:
         (folder / name).write_text("{}")
-    round_searches.remove_searches(["0123456789ab-r2", "0123456789ab-r3"])
+    round_searches.remove_searches("0123456789abcdef")
     assert sorted(p.name for p in folder.iterdir()) == ["GPU-pdl-abc-ffffffffffff-r2.json", "GPU-pdl-abc.json"]
 
 
 def test_a_cpu_sweep_with_round_searches_runs_its_rounds_and_leaves_no_search_behind(tmp_path, monkeypatch):
-    """run_sweep(search_rounds=True) end to end on the CPU (where the searches time nothing): every round
-    runs, round 2's process ran with its round's name in its config, and the progress lines say so."""
+    """run_sweep(search_rounds=True) end to end on the CPU, with every point taken to run on a search (on the CPU
+    the search process times nothing): every round runs, round 2's process ran with its round's name in its
+    config, the progress lines say so, and the sweep's stored searches are gone at its end (another sweep's
+    stay); with --resume only the rounds still to run are searched."""
+    from graphbench.bench import sweep_resume
     from graphbench.bench.sweep import run_sweep
     from graphbench.reports.store import load_results
+    from graphbench.runner.compile.cache import kernel_choices_dir
 
     monkeypatch.setenv("GRAPHBENCH_CACHE_ROOT", str(tmp_path / "root"))
+    monkeypatch.setattr(round_searches, "runs_on_a_search", lambda point: True)
+    monkeypatch.setattr(sweep_resume.uuid, "uuid4", lambda: type("U", (), {"hex": "feedfacecafe" + "0" * 20})())
+    kernel_choices_dir().mkdir(parents=True)
+    (kernel_choices_dir() / "GPU-pdl-abc-feedfacecafe-r2.json").write_text("{}")  # (as a search would leave it)
+    (kernel_choices_dir() / "GPU-pdl-abc-0123456789ab-r2.json").write_text("{}")  # another sweep's
     points = build_grid({"model.model": "tiny-llama", "scheduler.max_num_seqs": 4}, {"level": [0], "ladder": ["default"]}, [])
     lines = []
     args = ["--device", "cpu", "--concurrency", "1", "--prompt-len", "8", "--output-len", "2", "--repeats", "1"]
     result = run_sweep(points, tmp_path / "r", args, timeout_s=300, resume=False, rounds=2, search_rounds=True,
                        on_search=lines.append)
     assert [o.status for o in result.outcomes] == ["ok", "ok"], [o.reason for o in result.outcomes]
-    assert len(lines) == 2 and lines[1].endswith("nothing to time")
+    assert lines == ["kernel search 1 of 1 (feedfacecafe-r2): timing the projection kernels",
+                     "kernel search feedfacecafe-r2: nothing to time"]
     files = load_results([tmp_path / "r"], merge=False).results
     searches = {f["sweep"]["round"]["index"]: f["config"]["model"]["kernel_search"] for f in files}
-    assert searches[1] == "" and searches[2].endswith("-r2")
-    assert not any((tmp_path / "root" / "kernel_choices").glob("*-r2.json"))
+    assert searches == {1: "", 2: "feedfacecafe-r2"}
+    assert [p.name for p in kernel_choices_dir().iterdir()] == ["GPU-pdl-abc-0123456789ab-r2.json"]
+    lines.clear()  # --resume with every round measured: nothing to search
+    run_sweep(points, tmp_path / "r", args, timeout_s=300, resume=True, rounds=2, search_rounds=True, on_search=lines.append)
+    assert lines == []
 
 
-def test_config_files_list_every_field_a_round_sets():
-    assert "kernel_search" in EngineConfig().to_dict()["model"]
+def test_reports_tell_engines_apart_without_the_round_s_search():
+    """A merged record keeps its first round's config, which in --aa's second folder names that folder's search:
+    tables that pair engines (ladder pairs, speculative k = 0) must not take that as another engine."""
+    from graphbench.reports.ladder_pairs import _engine_key
+    from graphbench.reports.point_names import engine_config
+
+    a = {"config": {"model": {"model": "tiny-llama", "kernel_search": ""}, "compilation": {"cudagraph_capture_sizes": [1]}},
+         "system": "graphbench"}
+    b = {**a, "config": {**a["config"], "model": {"model": "tiny-llama", "kernel_search": "0123456789ab-b-r1"}}}
+    assert engine_config(a) == engine_config(b) == {"model": {"model": "tiny-llama"},
+                                                    "compilation": {"cudagraph_capture_sizes": [1]}}
+    assert _engine_key(a) == _engine_key(b)
+    other = {**a, "config": {**a["config"], "model": {"model": "tiny-llama", "kernels": "torch"}}}
+    assert _engine_key(other) != _engine_key(a)
+    assert a["config"]["model"]["kernel_search"] == ""  # (a copy: the result is left as it was)

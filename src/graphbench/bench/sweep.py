@@ -122,7 +122,8 @@ def run_sweep(points: list[SweepPoint], results_dir: str | Path, run_args: list[
         if executor == "ray":
             return _run_points_ray(points, results_dir, run_args, timeout_s, resume, on_start, on_done, ray_address)
         searches = _round_searches(points, sweep_id, folders, resume, results_dir, run_args) if search_rounds else {}
-        try:
+        try:  # (a resumed sweep searches its unfinished rounds again: an earlier run's searches are gone)
+            remove_searches(sweep_id)
             if searches:
                 run_searches(searches, results_dir / ".sweep", on_search=on_search, stop=_STOP.is_set,
                              extra_env={"CUDA_VISIBLE_DEVICES": gpus[0]} if gpus else None)
@@ -130,7 +131,7 @@ def run_sweep(points: list[SweepPoint], results_dir: str | Path, run_args: list[
                 return _run_points_spread(points, results_dir, run_args, timeout_s, resume, on_start, on_done, gpus)
             return _run_points(points, results_dir, run_args, timeout_s, resume, on_start, on_done)
         finally:
-            remove_searches(list(searches))
+            remove_searches(sweep_id)
 
 
 def _round_searches(points: list[SweepPoint], sweep_id: str, folders: tuple[str, ...], resume: bool,

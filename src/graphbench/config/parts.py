@@ -66,7 +66,8 @@ class ModelConfig:
 
     def compute_hash(self) -> str:
         """Architecture, dtype and kernels change the code; the path, seed, load format and kernel search do not
-        (the kernel choices are looked up when a projection runs, not traced into the compiled code)."""
+        (a projection looks its kernel choice up when it runs; only -O3's compiled sizes are built by the choices
+        installed at their compile, and a sweep gives those points no search of their own)."""
         from graphbench.config.arch import load_arch  # local: reads a file
 
         arch = load_arch(self.model)

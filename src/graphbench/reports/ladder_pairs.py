@@ -25,7 +25,7 @@ import pandas as pd
 from graphbench.reports.aliases import SAME_ENGINE, alias_map, ladder_mode
 from graphbench.reports.frame import GRAPHBENCH, asked_ladder, capture_sizes_of, metric_median, ok_results
 from graphbench.reports.gate_thresholds import min_effect_pct
-from graphbench.reports.point_names import point_namer, result_model
+from graphbench.reports.point_names import engine_config, point_namer, result_model
 from graphbench.reports.rounds import result_gpu, workload_samples
 from graphbench.reports.stats import median
 from graphbench.reports.verdict import IMPROVED, NA, REGRESSED, TIE, Verdict, judge
@@ -58,7 +58,7 @@ def pairs_note(pairs: pd.DataFrame) -> str:
 
 
 def _engine_key(result: Mapping[str, Any]) -> str:
-    config = json.loads(json.dumps(result.get("config") or {}))
+    config = engine_config(result)
     comp = config.get("compilation") if isinstance(config.get("compilation"), dict) else {}
     for key in LADDER_KEYS:
         comp.pop(key, None)

@@ -4,6 +4,8 @@ alike). No torch."""
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,16 @@ def result_model(result: Mapping[str, Any]) -> str:
     config = result.get("config")
     model = config.get("model") if isinstance(config, Mapping) else None
     return str(result.get("model") or (model.get("model") if isinstance(model, Mapping) else None) or "?")
+
+
+def engine_config(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A result's recorded config less what a sweep sets for one round alone (model.kernel_search: whose kernel
+    choices it loaded, bench/round_searches.py): what tells two results' engines apart (a copy)."""
+    config = json.loads(json.dumps(result.get("config") if isinstance(result.get("config"), Mapping) else {},
+                                   default=str))
+    if isinstance(config.get("model"), dict):
+        config["model"].pop("kernel_search", None)
+    return config
 
 
 def qualified_name(name: str, model: str | None = None, gpu: str | None = None) -> str:

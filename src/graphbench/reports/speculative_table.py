@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from graphbench.reports.frame import GRAPHBENCH, metric_median, ok_results
-from graphbench.reports.point_names import point_namer, result_model
+from graphbench.reports.point_names import engine_config, point_namer, result_model
 from graphbench.reports.rounds import result_gpu
 from graphbench.reports.stats import percent_change
 
@@ -68,7 +68,7 @@ def speculative_table(results: list[Mapping[str, Any]]) -> pd.DataFrame:
         return pd.DataFrame(columns=SPECULATIVE_COLUMNS)
     def key(r: Mapping[str, Any], w: Mapping[str, Any]) -> tuple[str, ...]:
         # (k = 0 of the same model on the same GPU type: another machine's is the hardware's gap)
-        return (repr(_without_drafts(r.get("config"))), result_model(r), result_gpu(r), str(w.get("name")))
+        return (repr(_without_drafts(engine_config(r))), result_model(r), result_gpu(r), str(w.get("name")))
 
     baselines: dict[tuple[str, ...], tuple[float, float]] = {}
     for r in points:
