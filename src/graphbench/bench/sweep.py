@@ -41,26 +41,9 @@ from graphbench.reports.store import check_shape, load_results, write_result
 from graphbench.env import hatches_set
 
 __all__ = [
-    "AXIS_ALIASES",
-    "CHILD_ENV",
-    "PEERS",
-    "SweepOutcome",
-    "SweepPoint",
-    "SweepResult",
-    "build_grid",
-    "canonical_axis",
-    "check_folder_takes",
-    "measured_identities",
-    "plan_rounds",
-    "point_identity",
-    "rerun_reason",
-    "load_sweep_file",
-    "point_label",
-    "request_stop",
-    "run_sweep",
-    "sweep_id_for",
-    "sweep_lock",
-    "tune_point",
+    "AXIS_ALIASES", "CHILD_ENV", "PEERS", "SweepOutcome", "SweepPoint", "SweepResult", "build_grid",
+    "canonical_axis", "check_folder_takes", "measured_identities", "plan_rounds", "point_identity", "rerun_reason",
+    "load_sweep_file", "point_label", "request_stop", "run_sweep", "sweep_id_for", "sweep_lock", "tune_point",
     "write_point_config",
 ]
 
