@@ -162,6 +162,7 @@ def test_a_cpu_sweep_with_round_searches_runs_its_rounds_and_leaves_no_search_be
     searches = {f["sweep"]["round"]["index"]: f["config"]["model"]["kernel_search"] for f in files}
     assert searches == {1: "", 2: "feedfacecafe-r2"}
     assert [p.name for p in kernel_choices_dir().iterdir()] == ["GPU-pdl-abc-0123456789ab-r2.json"]
+    assert not list((tmp_path / "r").rglob("search-*"))  # (JSON files in a results folder read as foreign results)
     lines.clear()  # --resume with every round measured: nothing to search
     run_sweep(points, tmp_path / "r", args, timeout_s=300, resume=True, rounds=2, search_rounds=True, on_search=lines.append)
     assert lines == []

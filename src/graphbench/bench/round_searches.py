@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -72,12 +73,16 @@ def runs_on_a_search(point: SweepPoint) -> bool:
             and config.model.device != "cpu" and not config.compilation.compile_sizes)
 
 
-def run_searches(rounds: dict[str, list[SweepPoint]], work_dir: Path, timeout_s: float = SEARCH_TIMEOUT_S,
-                 on_search: Callable[[str], None] = lambda line: None, stop: Callable[[], bool] = lambda: False,
-                 extra_env: dict[str, str] | None = None) -> None:
+def run_searches(rounds: dict[str, list[SweepPoint]], work_dir: Path | None = None,
+                 timeout_s: float = SEARCH_TIMEOUT_S, on_search: Callable[[str], None] = lambda line: None,
+                 stop: Callable[[], bool] = lambda: False, extra_env: dict[str, str] | None = None) -> None:
     """Run each round's search in a process of its own, one after another (each a sample of its own, as a
     machine's cold start is). The points of a config whose search fails run on their first round's choices:
-    their kernel_search is cleared, and on_search says so."""
+    their kernel_search is cleared, and on_search says so. work_dir: where the searches' config files and
+    summaries go (None: a temporary folder, not the results folder, whose JSON files are results)."""
+    if work_dir is None:
+        with tempfile.TemporaryDirectory(prefix="graphbench-searches-") as folder:
+            return run_searches(rounds, Path(folder), timeout_s, on_search, stop, extra_env)
     work_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, **CHILD_ENV, PYTHONUNBUFFERED="1", **(extra_env or {}))
     for number, (name, points) in enumerate(rounds.items(), 1):

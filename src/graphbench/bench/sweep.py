@@ -108,7 +108,7 @@ def run_sweep(points: list[SweepPoint], results_dir: str | Path, run_args: list[
         try:  # (a resumed sweep searches its unfinished rounds again: an earlier run's searches are gone)
             remove_searches(sweep_id)
             if searches:
-                run_searches(searches, results_dir / ".sweep", on_search=on_search, stop=_STOP.is_set,
+                run_searches(searches, on_search=on_search, stop=_STOP.is_set,
                              extra_env={"CUDA_VISIBLE_DEVICES": gpus[0]} if gpus else None)
             if gpus:
                 return _run_points_spread(points, results_dir, run_args, timeout_s, resume, on_start, on_done, gpus)
