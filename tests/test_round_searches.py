@@ -183,3 +183,18 @@ def test_reports_tell_engines_apart_without_the_round_s_search():
     other = {**a, "config": {**a["config"], "model": {"model": "tiny-llama", "kernels": "torch"}}}
     assert _engine_key(other) != _engine_key(a)
     assert a["config"]["model"]["kernel_search"] == ""  # (a copy: the result is left as it was)
+
+
+def test_the_sweep_summary_says_on_how_many_shapes_the_rounds_searches_chose_apart():
+    from graphbench.reports.kernel_choices_diff import round_searches_note
+
+    def start(search, kernel):
+        choices = [{"op": "linear", "n": 960, "k": 576, "rows": 1, "kernel": kernel, "blocks": [8, 64, 2]},
+                   {"op": "linear", "n": 576, "k": 576, "rows": 1, "kernel": "gemv", "blocks": [8, 64, 2]}]
+        return {"kernel_choices": {"source": "shared" if search else "loaded", "search": search, "choices": choices}}
+
+    searched = {"label": "O2_default", "startups": [start("", "gemv"), start("ab-r2", "torch"), start("ab-r3", "gemv")]}
+    shared = {"label": "O1_default", "startups": [start("", "gemv"), start("", "gemv")]}
+    note = round_searches_note([searched, shared], lambda r: r["label"])
+    assert note is not None and "O2_default 1 of 2 projection shapes" in note and "O1_default" not in note
+    assert round_searches_note([shared], lambda r: r["label"]) is None  # a CPU or Ray sweep's: no line

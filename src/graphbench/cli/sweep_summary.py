@@ -10,6 +10,7 @@ def print_summary(console, results: Path) -> None:
 
     from graphbench.reports.aliases import stands_for
     from graphbench.reports.frame import graphs_recorded
+    from graphbench.reports.kernel_choices_diff import round_searches_note
     from graphbench.reports.padding_table import histogram, histogram_text, padding_table
     from graphbench.reports.point_names import point_namer
     from graphbench.reports.stats import MAX_STEADY_SPREAD_PCT
@@ -68,6 +69,8 @@ def print_summary(console, results: Path) -> None:
         console.print("[dim]-: not measured (no CUDA graph was recorded: the CPU, cudagraph mode NONE, a peer); "
                       "predicted: the padding the point's ladder would pay for these batch sizes on a GPU (the "
                       "report's Padding table)[/dim]")
+    if (note := round_searches_note([r for r in ok if r["system"] == "graphbench"], engine_name)) is not None:
+        console.print(f"[dim]{escape(note)}[/dim]")
     _print_ladder_pairs(console, loaded.results)
     for path, why in loaded.skipped:
         console.print(f"[yellow]skipped malformed result {escape(str(path))}: {escape(why)}[/yellow]")

@@ -17,7 +17,7 @@ folded add-norm GEMVs had candidates within a few percent of each other alone th
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from graphbench.env import CACHE_ROOT
@@ -68,6 +68,21 @@ def choices_differ(baseline: Iterable[Mapping[str, Any]], current: Iterable[Mapp
     return (f"{head}: a difference there may be start-up's search, not the code (processes that share a search "
             "leave it out of their noise); to compare the code alone, start both runs from the same "
             f"kernel choices (one {CACHE_ROOT}; a change to the kernels' sources times them again)")
+
+
+def round_searches_note(results: Iterable[Mapping[str, Any]], name: Callable[[Mapping[str, Any]], str]) -> str | None:
+    """One line on the points whose later rounds ran on kernel searches of their own (bench/round_searches.py):
+    on how many (op, shape, rows) their starts chose apart, the spread their noise now holds; None: no such point."""
+    parts = []
+    for result in results:
+        if any(isinstance(s.get("kernel_choices"), Mapping) and s["kernel_choices"].get("search")
+               for s in startups_of(result)):
+            by_shape = choices_by_shape([result])
+            parts.append(f"{name(result)} {sum(len(k) > 1 for k in by_shape.values())} of {len(by_shape)}")
+    if not parts:
+        return None
+    return ("kernel choices: each round after the first ran on a kernel search of its own; the rounds chose apart on "
+            + ", ".join(parts) + " projection shapes (a spread the noise between processes includes)")
 
 
 def _read(results: Iterable[Mapping[str, Any]]) -> tuple[dict[Shape, set[Kernel]], dict[Shape, float]]:
