@@ -12,9 +12,11 @@ So before the points run, one process per round after the first (and per --aa fo
 would otherwise share the other folder's cold start) searches the kernels of every config the round runs
 (runner/kernel_search.py: one layer, no start measured) and stores them under the round's name; the round's
 points run with config.model.kernel_search set to it and load them as shared choices, so their warm starts
-stay warm. The first round keeps its cold starts' own searches. The names carry the sweep's id, and the
-stored files are removed when the sweep ends. On Ray each node keeps its own store, which a search on this
-host cannot fill: there the rounds share their cold starts' searches, as before.
+stay warm. The first round keeps its cold starts' own searches, and so do -O3 points (runs_on_a_search says
+why). A gate A/A of two such sweeps passed and ~65 us of GPU time a step was caught (H100, qwen2.5-0.5b,
+benchmarks/RESULTS.md, 2026-12-07). The names carry the sweep's id, and the stored files are removed when the
+sweep starts and ends. On Ray each node keeps its own store, which a search on this host cannot fill: there the
+rounds share their cold starts' searches, as before.
 
     python -m graphbench.bench.round_searches NAME OUT.json CONFIG.toml [CONFIG.toml ...]
 """
