@@ -376,6 +376,9 @@ def test_the_run_summary_names_the_choices():
     assert kernel_choices_line(dict(record, source="loaded", seconds=0.01)).endswith("): loaded in 0.0 s")
     assert kernel_choices_line(dict(record, source="shared", seconds=0.02)).endswith(
         "): loaded as this GPU timed them for another config in 0.0 s")
+    assert kernel_choices_line(dict(record, source="shared", search="ab-r2", seconds=0.02)).endswith(
+        "): loaded from the search ab-r2 in 0.0 s")  # a sweep round's own search
+    assert kernel_choices_line(dict(record, search="ab-r2")).endswith("): timed (the search ab-r2 was not stored) in 3.2 s")
     assert "rules" in kernel_choices_line({"source": "rules"}) and kernel_choices_line({}) == ""
     folded = dict(record, choices=record["choices"] + [{"op": "norm_linear", "kernel": "norm_gemv"},
                                                         {"op": "norm_gate_up", "kernel": "unfused"}])

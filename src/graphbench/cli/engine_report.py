@@ -91,6 +91,9 @@ def kernel_choices_line(record: dict) -> str:
         # faster (runner/norm_fold_timing.FOLD_MIN_GAIN)
         kinds += f"; add-norm folded into {sum(c['kernel'] != 'unfused' for c in folds)} of {len(folds)} one-row GEMVs"
     how = {"measured": "timed", "loaded": "loaded", "shared": "loaded as this GPU timed them for another config"}
+    if record.get("search"):  # (model.kernel_search: a sweep round's own search, bench/round_searches.py)
+        how = {**how, "shared": f"loaded from the search {record['search']}",
+               "measured": f"timed (the search {record['search']} was not stored)"}
     source = record.get("source")
     if source not in how:
         return f"projection kernels ({kinds}): as an earlier engine of this process timed them"
