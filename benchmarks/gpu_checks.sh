@@ -159,7 +159,9 @@ for folder in sys.argv[1:]:  # each process's kernel choices: where they came fr
     for r in sorted(load_results([folder], merge=False).results, key=lambda r: r["sweep"]["round"]["index"]):
         start = startups_of(r)[-1]["kernel_choices"]
         sets[r["sweep"]["round"]["index"]] = {(c["op"], c["n"], c["k"], c["rows"]): (c["kernel"], tuple(c["blocks"])) for c in start["choices"]}
-        print(folder, "round", r["sweep"]["round"]["index"], start["source"], start.get("search", ""), f"{start['seconds']:.2f} s")
+        warm = startups_of(r)[-1]
+        print(folder, "round", r["sweep"]["round"]["index"], start["source"], start.get("search", ""), f"{start['seconds']:.2f} s;",
+              f"warm start {warm.get('total_s', 0):.2f} s, capture {warm.get('capture_s', 0):.2f} s, primed {warm.get('primed_s')}")
     shapes = set().union(*sets.values())
     apart = [s for s in sorted(shapes) if len({v.get(s) for v in sets.values()}) > 1]
     print(folder, f"{len(apart)} of {len(shapes)} shapes chosen apart across rounds:", apart)

@@ -297,3 +297,22 @@ def test_gpt_fast_peer_needs_a_checkout_and_builds_the_architectures_shapes(tmp_
         arch.hidden_size, arch.intermediate_size)
     assert c.rope_base == arch.rope_theta and model.output.weight.dtype == torch.bfloat16
     assert (model.output.weight is model.tok_embeddings.weight) == arch.tie_word_embeddings
+
+
+def test_a_round_on_its_own_kernel_search_starts_warm_once_unmeasured_before_the_measured_start(tmp_path, monkeypatch):
+    """A sweep round whose config names its own kernel search: a warm start in a child process first (it compiles
+    the round's kernels into the entry; on the CPU there are none), then the measured warm start, which records
+    the child's seconds as primed_s. Forced into a child here on the CPU, as on CUDA."""
+    monkeypatch.setattr(cold_start, "wants_own_process", lambda device_type: True)
+    monkeypatch.setenv("GRAPHBENCH_CACHE_ROOT", str(tmp_path / "cache"))
+    (tmp_path / "round.toml").write_text('[model]\nkernel_search = "0123456789ab-r2"\n')
+    args = ["run", "--device", "cpu", "-O1", "--max-num-seqs", "4", "--max-num-batched-tokens", "32", "--concurrency",
+            "1", "--prompt-len", "4", "--output-len", "2", "--repeats", "1", "-q"]
+    first = runner.invoke(app, [*args, "--results", str(tmp_path / "r1"), "--cold"])
+    assert first.exit_code == 0, first.output
+    later = runner.invoke(app, [*args, "--results", str(tmp_path / "r2"), "--config", str(tmp_path / "round.toml")])
+    assert later.exit_code == 0, later.output
+    (warm,) = load_results([tmp_path / "r2"]).results[0]["startups"]
+    assert warm["primed_s"] > 0 and warm["compile_loaded"] and not warm["cold"] and "own_process" not in warm
+    (plain,) = [s for s in load_results([tmp_path / "r1"]).results[0]["startups"] if not s["cold"]]
+    assert "primed_s" not in plain  # a start on its entry's own choices: nothing to compile first

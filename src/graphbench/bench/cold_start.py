@@ -7,6 +7,11 @@ cold one here, in a child process, and the warm one (which then serves the workl
 process's first start: every reported start is a fresh-process start.
 
     python -m graphbench.bench.cold_start CONFIG.json   # prints "RESULT {startup}" on success
+
+A sweep round that runs on a kernel search of its own (config.model.kernel_search) starts warm here first
+(`--warm`), unmeasured: its choices may name blocks the compile-cache entry's Triton cache lacks, and the
+measured warm start would compile them (0.1-0.7 s of a 1.8 s qwen2.5-0.5b warm start on an H100,
+benchmarks/RESULTS.md, 2026-12-07); this start compiles them into the entry, as its cold start did its own.
 """
 
 from __future__ import annotations
@@ -41,6 +46,11 @@ def die_with_parent() -> None:
 
 def cold_start_in_child(config: EngineConfig) -> dict[str, Any]:
     """Start `config` cold in a child process; return its startup record (see engine_start.startup_dict)."""
+    return start_in_child(config, cold=True)
+
+
+def start_in_child(config: EngineConfig, cold: bool) -> dict[str, Any]:
+    """Start `config` in a child process, cold (its compile cache cleared first) or warm; its startup record."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(config.to_dict(), f)
     try:
@@ -48,7 +58,8 @@ def cold_start_in_child(config: EngineConfig) -> dict[str, Any]:
         # workers) may still be running while this process measures its warm start and workloads
         # (output to files, not pipes: a leftover worker holding a pipe open would keep us waiting)
         with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-            child = subprocess.Popen([sys.executable, "-m", "graphbench.bench.cold_start", f.name], stdout=out,
+            child = subprocess.Popen([sys.executable, "-m", "graphbench.bench.cold_start", f.name,
+                                      *([] if cold else ["--warm"])], stdout=out,
                                      stderr=err, text=True, start_new_session=os.name == "posix",
                                      preexec_fn=die_with_parent if os.name == "posix" else None)
             try:
@@ -64,7 +75,7 @@ def cold_start_in_child(config: EngineConfig) -> dict[str, Any]:
     if proc.returncode != 0 or not lines:
         sys.stderr.write(proc.stderr[-6000:])  # the point's stderr tail then explains the failure
         tail = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()][-1:] or [f"exit code {proc.returncode}"]
-        raise GraphbenchError(f"the cold start (own process) failed: {tail[0][:300]}")
+        raise GraphbenchError(f"the {'cold' if cold else 'warm'} start (own process) failed: {tail[0][:300]}")
     return json.loads(lines[-1][len("RESULT "):])
 
 
@@ -83,9 +94,10 @@ def main(argv: list[str]) -> None:
 
     with open(argv[0]) as f:
         config = config_from_dict(json.load(f), source=argv[0])
+    cold = "--warm" not in argv[1:]
     started = time.perf_counter()
-    engine = Engine(config, fresh_compile=True)
-    startup = dict(startup_dict(engine, True, time.perf_counter() - started), own_process=True)
+    engine = Engine(config, fresh_compile=cold)
+    startup = dict(startup_dict(engine, cold, time.perf_counter() - started), own_process=True)
     engine.close()
     print("RESULT " + json.dumps(startup), flush=True)
 

@@ -87,7 +87,7 @@ def inject_fault(label: str) -> None:
 def run_point(spec: PointSpec, results_dir: str | Path,
               progress: Callable[[str], None] = lambda message: None) -> Path:
     """Measure one point and write its result file; return the file."""
-    from graphbench.bench.cold_start import cold_start_in_child, wants_own_process
+    from graphbench.bench.cold_start import cold_start_in_child, start_in_child, wants_own_process
     from graphbench.bench.driver import run_engine_workload, warm_up
     from graphbench.bench.engine_start import start_engine
     from graphbench.bench.repeats import measure_repeats, workload_record
@@ -101,13 +101,17 @@ def run_point(spec: PointSpec, results_dir: str | Path,
             progress("cold start (own process)")
             startups.append(cold_start_in_child(spec.config))
             continue
+        primed = None
+        if kind == "warm" and own_process and spec.config.model.kernel_search:
+            progress("the round's kernels into the compile cache (own process, unmeasured)")
+            primed = start_in_child(spec.config, cold=False)["total_s"]
         if engine is not None:
             engine.close()  # tensor-parallel workers stop (no-op otherwise)
             del engine  # free its memory (graphs, KV cache) before the next start
             gc.collect()
         progress(f"{kind} start")
         engine, startup = start_engine(spec.config, kind == "cold")
-        startups.append(startup)
+        startups.append(startup if primed is None else dict(startup, primed_s=primed))
     from graphbench.runner.records import StepClock
 
     env = dict(environment(engine.device.type), step_clock=StepClock.VERSION)  # how its steps were timed
