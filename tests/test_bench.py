@@ -310,9 +310,28 @@ def test_a_round_on_its_own_kernel_search_starts_warm_once_unmeasured_before_the
             "1", "--prompt-len", "4", "--output-len", "2", "--repeats", "1", "-q"]
     first = runner.invoke(app, [*args, "--results", str(tmp_path / "r1"), "--cold"])
     assert first.exit_code == 0, first.output
+    from graphbench.bench import engine_start
+
+    order, real_child, real_start = [], cold_start.start_in_child, engine_start.start_engine
+
+    def child(config, cold):  # the real child process, watched
+        record = real_child(config, cold)
+        order.append(("child", cold, record))
+        return record
+
+    def measured(config, cold):
+        order.append(("measured", cold, None))
+        return real_start(config, cold)
+
+    monkeypatch.setattr(cold_start, "start_in_child", child)
+    monkeypatch.setattr(engine_start, "start_engine", measured)
     later = runner.invoke(app, [*args, "--results", str(tmp_path / "r2"), "--config", str(tmp_path / "round.toml")])
     assert later.exit_code == 0, later.output
     (warm,) = load_results([tmp_path / "r2"]).results[0]["startups"]
     assert warm["primed_s"] > 0 and warm["compile_loaded"] and not warm["cold"] and "own_process" not in warm
+    assert [(who, cold) for who, cold, _ in order] == [("child", False), ("measured", False)]  # the child first, warm
+    primed = order[0][2]
+    assert not primed["cold"] and primed["compile_loaded"] and primed["own_process"]
+    assert primed["compile_cache_dir"] == warm["compile_cache_dir"] and warm["primed_s"] == primed["total_s"]
     (plain,) = [s for s in load_results([tmp_path / "r1"]).results[0]["startups"] if not s["cold"]]
     assert "primed_s" not in plain  # a start on its entry's own choices: nothing to compile first

@@ -82,3 +82,31 @@ def test_parse_gpus(text, expected):
 def test_parse_gpus_rejects_bad_lists(text):
     with pytest.raises(GraphbenchError, match="--gpus"):
         parse_gpus(text)
+
+
+def test_a_round_on_its_own_kernel_search_waits_for_the_earlier_processes_of_its_engine():
+    """Its unmeasured start writes the round's kernels into the engine's compile-cache entry: no other process of
+    that engine runs beside it. Other engines still run side by side."""
+    spans, lock = {}, threading.Lock()
+
+    def rec(p: SweepPoint, env: dict) -> str:
+        start = time.perf_counter()
+        time.sleep(0.15)
+        with lock:
+            spans[p.label, p.kernel_search] = (start, time.perf_counter())
+        return p.label
+
+    def proc(label, search=""):
+        p = point(label)
+        p.kernel_search = search
+        return p
+
+    points = [proc("O2"), proc("O1"), proc("O2", "x-r2"), proc("O1", "x-r2"), proc("O2", "x-r3")]
+    run_spread(points, ["0", "1", "2"], rec, lambda p: None)
+
+    def overlap(a, b):
+        return spans[a][0] < spans[b][1] and spans[b][0] < spans[a][1]
+
+    assert not overlap(("O2", ""), ("O2", "x-r2")) and not overlap(("O2", "x-r2"), ("O2", "x-r3"))
+    assert not overlap(("O1", ""), ("O1", "x-r2"))
+    assert overlap(("O2", ""), ("O1", ""))  # two engines side by side

@@ -10,8 +10,9 @@ process's first start: every reported start is a fresh-process start.
 
 A sweep round that runs on a kernel search of its own (config.model.kernel_search) starts warm here first
 (`--warm`), unmeasured: its choices may name blocks the compile-cache entry's Triton cache lacks, and the
-measured warm start would compile them (0.1-0.7 s of a 1.8 s qwen2.5-0.5b warm start on an H100,
-benchmarks/RESULTS.md, 2026-12-07); this start compiles them into the entry, as its cold start did its own.
+measured warm start would compile them (inferred from capture times: up to ~0.8 s more than round 1's on a
+1.8 s qwen2.5-0.5b warm start on an H100, benchmarks/RESULTS.md, 2026-12-07); this start compiles them into the
+entry, as its cold start did its own.
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ def start_in_child(config: EngineConfig, cold: bool) -> dict[str, Any]:
     if proc.returncode != 0 or not lines:
         sys.stderr.write(proc.stderr[-6000:])  # the point's stderr tail then explains the failure
         tail = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()][-1:] or [f"exit code {proc.returncode}"]
-        raise GraphbenchError(f"the {'cold' if cold else 'warm'} start (own process) failed: {tail[0][:300]}")
+        what = "the cold start" if cold else "the unmeasured warm start before the measured one"
+        raise GraphbenchError(f"{what} (own process) failed: {tail[0][:300]}")
     return json.loads(lines[-1][len("RESULT "):])
 
 

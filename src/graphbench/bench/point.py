@@ -102,7 +102,8 @@ def run_point(spec: PointSpec, results_dir: str | Path,
             startups.append(cold_start_in_child(spec.config))
             continue
         primed = None
-        if kind == "warm" and own_process and spec.config.model.kernel_search:
+        if (kind == "warm" and own_process and spec.config.model.kernel_search and "cold" not in spec.startups
+                and spec.config.model.kernels == "graphbench"):  # (a cold start compiles what it loads itself)
             progress("the round's kernels into the compile cache (own process, unmeasured)")
             primed = start_in_child(spec.config, cold=False)["total_s"]
         if engine is not None:

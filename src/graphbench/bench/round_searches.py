@@ -13,7 +13,8 @@ would otherwise share the other folder's cold start) searches the kernels of eve
 (runner/kernel_search.py: one layer, no start measured) and stores them under the round's name; the round's
 points run with config.model.kernel_search set to it and load them as shared choices, each after an unmeasured
 warm start in a child process that compiles into the compile-cache entry the kernels those choices name
-(bench/cold_start.py; without it the measured warm start compiled them: 0.1-0.7 s of qwen2.5-0.5b's 1.8 s). The first round keeps its cold starts' own searches, and so do -O3 points (runs_on_a_search says
+(bench/cold_start.py; without it the measured warm start compiled them: up to ~0.8 s of qwen2.5-0.5b's 1.8 s,
+inferred from capture times). The first round keeps its cold starts' own searches, and so do -O3 points (runs_on_a_search says
 why). A gate A/A of two such sweeps passed and ~65 us of GPU time a step was caught (H100, qwen2.5-0.5b,
 benchmarks/RESULTS.md, 2026-12-07). The names carry the sweep's id, and the stored files are removed when the
 sweep starts and ends. On Ray each node keeps its own store, which a search on this host cannot fill: there the

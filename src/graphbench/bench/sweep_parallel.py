@@ -2,7 +2,8 @@
 
 Each child sees only its GPUs (CUDA_VISIBLE_DEVICES). Order is kept where it matters: a warm point
 waits for every earlier cold point (so that it finds the compile cache those fill), a tuned:N point
-waits for every earlier point (its ladder is tuned on their measured batch sizes).
+waits for every earlier point (its ladder is tuned on their measured batch sizes), a round on its own kernel
+search for the earlier processes of its engine.
 """
 
 from __future__ import annotations
@@ -60,8 +61,11 @@ def run_spread(points: list[SweepPoint], gpus: list[str], run_one: Callable[[Swe
     futures: list[Future] = []
 
     def task(index: int, point: SweepPoint):
+        # (and a round on its own kernel search after the earlier processes of its engine: its unmeasured start
+        # writes the round's kernels into the compile-cache entry, which a start beside it would find half-written)
         waits = [f for j, f in enumerate(futures[:index])
-                 if point.tuned_graphs is not None or (not point.cold and points[j].cold)]
+                 if point.tuned_graphs is not None or (not point.cold and points[j].cold)
+                 or (point.kernel_search and points[j].label == point.label)]
         for f in waits:
             f.exception()  # wait (a failed dependency still lets this point run)
         taken = pool.take(gpus_needed(point))
