@@ -40,8 +40,12 @@ SEARCH_TIMEOUT_S = 900.0  # one round's search: 5-6 s for qwen2.5-0.5b on an H10
 
 
 def search_name(sweep_id: str, folder: str, index: int) -> str:
-    """The name a round's choices are stored under (config.model.kernel_search)."""
-    return f"{sweep_id[:12]}-{folder + '-' if folder else ''}r{index}"
+    """The name a round's choices are stored under (config.model.kernel_search): the sweep's, then its round's."""
+    return f"{_sweep_part(sweep_id)}-{folder + '-' if folder else ''}r{index}"
+
+
+def _sweep_part(sweep_id: str) -> str:
+    return sweep_id[:12]
 
 
 def assign_searches(planned: list[SweepPoint], sweep_id: str, folders: tuple[str, ...]) -> dict[str, list[SweepPoint]]:
@@ -118,15 +122,9 @@ def run_searches(rounds: dict[str, list[SweepPoint]], work_dir: Path | None = No
 def remove_searches(sweep_id: str) -> None:
     """Remove the choices stored under this sweep's names (every GPU's, every round's; a file that will not go
     is left)."""
-    from graphbench.runner.compile.cache import kernel_choice_files
+    from graphbench.runner.compile.cache import clear_kernel_choices, kernel_choice_files
 
-    mark = f"-{search_name(sweep_id, '', 0).rsplit('-', 1)[0]}-"  # "-<the sweep id's 12 characters>-"
-    for path in kernel_choice_files():
-        if mark in path.name:
-            try:
-                path.unlink()
-            except OSError:
-                pass
+    clear_kernel_choices([path for path in kernel_choice_files() if f"-{_sweep_part(sweep_id)}-" in path.name])
 
 
 def _clear(points: list[SweepPoint]) -> None:

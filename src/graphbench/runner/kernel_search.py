@@ -25,8 +25,7 @@ def search_apart_for(config: EngineConfig, name: str, done: set[str]) -> dict | 
     unless done holds its model shapes' signature (searched in this process already; added here).
     -> {seconds, choices}, or None where nothing was timed (no CUDA, model.kernels = torch, -O0, done)."""
     from graphbench.runner.engine_startup import resolve_engine_config
-    from graphbench.runner.kernel_choice_store import signature
-    from graphbench.runner.kernel_timing import projection_shapes, row_classes, search_apart
+    from graphbench.runner.kernel_timing import search_apart, store_key
     from graphbench.runner.loader import build_model, fill_dummy_weights
     from graphbench.runner.parallel import Shard, local_arch
 
@@ -42,7 +41,7 @@ def search_apart_for(config: EngineConfig, name: str, done: set[str]) -> dict | 
     max_positions = resolved.scheduler.max_model_len or arch.max_position_embeddings
     model = build_model(one_layer, max_positions, engine.dtype, engine.device, shard, resolved.model.kernels)
     max_rows = resolved.scheduler.max_num_batched_tokens
-    key = signature(projection_shapes(model), row_classes(max_rows))
+    key = store_key(model, max_rows)
     if key in done:
         return None
     done.add(key)

@@ -89,7 +89,7 @@ def load_or_measure(model, directory: Path, device_name: str, max_rows: int, sha
     if stored is not None:
         kc.install(stored)
         return {"source": "loaded", "seconds": time.perf_counter() - started, "choices": [c.to_dict() for c in stored]}
-    key = store.signature(projection_shapes(model), row_classes(max_rows))
+    key = store_key(model, max_rows)
     choices, source = (store.lookup(conditions, key, expected) if shared else None), "shared"
     if choices is None:
         choices, source = measure(model, max_rows), "measured"
@@ -106,7 +106,7 @@ def load_or_measure(model, directory: Path, device_name: str, max_rows: int, sha
 def _load_or_measure_searched(model, device_name: str, max_rows: int, search: str) -> dict:
     started = time.perf_counter()
     conditions = timing_conditions(device_name, search)
-    key = store.signature(projection_shapes(model), row_classes(max_rows))
+    key = store_key(model, max_rows)
     choices, source = store.lookup(conditions, key, expected_keys(model, max_rows)), "shared"
     if choices is None:  # (a search apart that failed or was not run: this start pays it, and says so)
         log.warning("no kernel choices stored under the search %r for this model on this GPU: timing them now", search)
@@ -123,9 +123,13 @@ def search_apart(model, device_name: str, max_rows: int, search: str) -> dict:
     started = time.perf_counter()
     choices = measure(model, max_rows)
     seconds = time.perf_counter() - started
-    store.remember(timing_conditions(device_name, search), store.signature(projection_shapes(model), row_classes(max_rows)),
-                   choices, seconds)
+    store.remember(timing_conditions(device_name, search), store_key(model, max_rows), choices, seconds)
     return {"seconds": seconds, "choices": len(choices)}
+
+
+def store_key(model, max_rows: int) -> str:
+    """This model's key in the GPU's store: its projection shapes and the row classes timed."""
+    return store.signature(projection_shapes(model), row_classes(max_rows))
 
 
 def projection_shapes(model) -> list[tuple[str, int, int, bool, str]]:
