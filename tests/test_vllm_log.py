@@ -131,3 +131,64 @@ def test_bench_serve_console_output_behind_vllm_log_lines_is_named_as_such(tmp_p
     assert "the console output of `vllm bench serve`" in out.output and "--save-detailed" in out.output
     with pytest.raises(GraphbenchError, match="console output of `vllm bench serve`"):
         load_distribution(console)
+
+
+def _record(tag: str, stamp: str, lines: list[str]) -> list[str]:
+    # one logger call through vLLM's NewLineFormatter (the prefix on every line, joined by "\r\n", a last line
+    # holding the prefix alone) and _add_prefix (the process tag on every line); the stat logger's file:line
+    prefix = f"{tag}INFO 12-02 16:51:{stamp} [loggers.py:257] "
+    return [prefix + text + "\r\n" for text in lines[:-1]] + [prefix + lines[-1] + "\n", prefix + "\n"]
+
+
+TABLE = ["**CUDAGraph Config Settings:**", "", "- Mode: CUDAGraphMode.FULL_AND_PIECEWISE", "- Capture sizes: [1, 2, 4, 8]",
+         "", "**CUDAGraph Stats:**", "",
+         "| Unpadded Tokens | Padded Tokens | Num Paddings | Runtime Mode            | Count |",
+         "|-----------------|---------------|--------------|-------------------------|-------|",
+         "| 3               | 4             | 1            | CUDAGraphMode.FULL      | 120   |",
+         "| 5               | 8             | 3            | CUDAGraphMode.FULL      | 40    |",
+         "| 700             | 700           | 0            | CUDAGraphMode.NONE      | 2     |",
+         "| 7               | 8             | 1            | CUDAGraphMode.PIECEWISE | 1     |"]
+
+
+def test_a_line_of_another_writer_inside_a_table_neither_ends_it_nor_is_counted():
+    # C libraries (NCCL, torch's C++ warnings) write to the same stdout without vLLM's process tag; an untagged
+    # table (one process, VLLM_ENABLE_V1_MULTIPROCESSING=0) goes on past their lines, and past another untagged
+    # vLLM line, whose record differs
+    lines = _record("", "04", TABLE)
+    for foreign in ("host:4242:4300 [0] NCCL INFO Channel 00/02 : 0 1\n",
+                    "[W1202 16:51:04.123456 ProcessGroupNCCL.cpp:1234] Warning: x | y |\n",
+                    "INFO 12-02 16:51:04 [core.py:99] engine core line\n"):
+        text = "".join(lines[:11] + [foreign] + lines[11:])
+        assert parse_cudagraph_metrics(text, "log") == {3: 120, 5: 40, 700: 2, 7: 1}, foreign
+
+
+def test_a_tag_written_apart_from_its_line_leaves_the_row_to_its_record():
+    # _add_prefix writes the tag and the rest of a line apart: unbuffered (PYTHONUNBUFFERED=1), another process's
+    # write lands between them, and a row of one process's table carries another's tag, or none
+    one = _record("(APIServer pid=1) ", "04", TABLE)
+    two = _record("(APIServer_1 pid=2) ", "07", TABLE[:-3])  # 3: 120 only
+    mixed = one[:10] + ["(APIServer pid=1) " + two[0]] + [two[1].split(") ", 1)[1]] + two[2:9] + [
+        one[10].split(") ", 1)[1], "(APIServer_1 pid=2) " + one[11].split(") ", 1)[1]] + two[9:] + one[12:]
+    assert parse_cudagraph_metrics("".join(mixed), "log") == {3: 240, 5: 40, 700: 2, 7: 1}
+
+
+def test_rows_a_broken_line_would_drop_are_an_error_never_missing():
+    lines = _record("(APIServer pid=1) ", "04", TABLE)
+    row = lines[11]  # another process's output inside a row (an 8 KiB buffer flushed mid-line)
+    broken = lines[:11] + [row[:60] + "(EngineCore_DP0 pid=42) INFO 12-02 16:51:04 [core.py:1] x\n", row[60:]] + lines[12:]
+    with pytest.raises(GraphbenchError, match="log:12: a cudagraph-metrics row broken by other output"):
+        parse_cudagraph_metrics("".join(broken), "log")
+    second = _record("", "09", TABLE)  # a row whose line lost the table's header (garbled): named, not dropped
+    garbled = _record("", "04", TABLE) + second[:7] + [second[7].replace("Tokens | Padded", "Tok\nens | Padded")] + second[8:]
+    with pytest.raises(GraphbenchError, match="a cudagraph-metrics row outside its table"):
+        parse_cudagraph_metrics("".join(garbled), "log")
+
+
+def test_data_parallel_tables_of_one_process_and_two_processes_in_one_second_are_each_counted_once():
+    # one API server's per-engine stat loggers log their tables one after the other, often in one second
+    # (one record prefix); two API servers' tables, in one second, interleave line by line
+    dp = _record("(APIServer pid=1) ", "04", TABLE) + _record("(APIServer pid=1) ", "04", TABLE[:-3])
+    assert parse_cudagraph_metrics("".join(dp), "log") == {3: 240, 5: 40, 700: 2, 7: 1}
+    a, b = _record("(APIServer pid=1) ", "04", TABLE), _record("(APIServer_1 pid=2) ", "04", TABLE[:-2])
+    both = [line for pair in zip(a, b) for line in pair] + a[len(b):]
+    assert parse_cudagraph_metrics("".join(both), "log") == {3: 240, 5: 80, 700: 2, 7: 1}

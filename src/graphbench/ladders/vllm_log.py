@@ -9,9 +9,10 @@ NewLineFormatter (vllm/logging_utils/formatter.py) repeats the record's prefix (
 [cuda_graph.py:118] `, ANSI-coloured or not) on every line, joins the lines with "\\r\\n" and, the message
 ending in a newline, ends the record with a line holding the prefix alone; a subprocess's lines also
 start with its tag (`(APIServer pid=1) `, `(EngineCore_DP0 pid=4242) `, `(API (0)) `; `_add_prefix`,
-vllm/utils/system_utils.py). Tables are read per process tag, so processes whose output interleaves
-line by line are each read whole; every table is summed: the distribution of the steps' unpadded token
-counts, which is what a ladder is tuned for. A table the file ends inside (the log copied while vLLM was
+vllm/utils/system_utils.py). Tables are read per process tag and record prefix, so processes whose output
+interleaves line by line (a tag written apart from its line, C libraries' untagged lines) are each read whole,
+and a row no table can own is an error, never dropped; every table is summed: the distribution of the steps'
+unpadded token counts, which is what a ladder is tuned for. A table the file ends inside (the log copied while vLLM was
 writing it) is left out: its missing rows are the rarest sizes. Files are streamed; gzip is read too, and
 UTF-16 with a byte-order mark (Windows PowerShell's redirection). The record's settings header names the
 server's ladder (`- Capture sizes: [1, 2, 4, ...]`): `read_server_log` returns it beside the counts.
@@ -19,7 +20,6 @@ server's ladder (`- Capture sizes: [1, 2, 4, ...]`): `read_server_log` returns i
 
 from __future__ import annotations
 
-import functools
 import gzip
 import re
 import zlib
@@ -28,33 +28,30 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from graphbench.ascii_numbers import INTEGER
 from graphbench.errors import GraphbenchError
-
-HEADER = ("Unpadded Tokens", "Padded Tokens", "Num Paddings", "Runtime Mode", "Count")
-# CUDAGraphMode's names (vllm/config/compilation.py): rows carry a runtime mode (the first three); the
-# others are accepted too, a row's count being the same whatever its mode
-MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
-MAX_TOKENS = 1 << 20
-MAX_COUNT = 10**15
+from graphbench.ladders.vllm_log_lines import (
+    HEADER,
+    VLLM_LINE,
+    check_row,
+    clean_line,
+    line_source,
+    line_sources,
+    of_record,
+    read_ladder,
+    record_prefix,
+    split_table,
+)
 
 _HEADER = re.compile(r"\|\s*" + r"\s*\|\s*".join(HEADER) + r"\s*\|\s*$")
-_ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[A-Za-z]?)?")  # colour codes; one cut short at the file's end too
-_TAG = re.compile(r"\((?:[^()]|\([^()]*\))*\)")  # (APIServer pid=1), (API (0)): one level of nesting
-_LEVEL = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\b")
 _SEPARATOR = re.compile(r":?-+:?")
 _NUMBER = re.compile(r"[-+]?\d+")
 _CUT = re.compile(r"\|\s*\d+\s*\|")
-# vLLM's logger prefix (vllm/logger.py: "%(levelname)s %(asctime)s [%(fileinfo)s:%(lineno)d] ", dates "%m-%d
-# %H:%M:%S"; older versions "%(filename)s:%(lineno)d]"): a file with such lines is a server log
-_VLLM_LINE = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? "
-                        r"\[?[\w./-]+\.py:\d+\]")
+_ROW = re.compile(r"\|(?:\s*\d+\s*\|){3}\s*[\w.]+\s*\|\s*\d+\s*\|\s*$")  # a table row as vLLM writes it
 SNIFF_LINES = 1000
 MAX_LINE = 1 << 20  # characters: a longer line is no table line, and is read past without being held whole
 UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 SETTINGS_LINE = "**CUDAGraph Config Settings:**"  # the first line of vLLM's record (CUDAGraphLogging.settings_header)
 LADDER_LINE = "- Capture sizes: ["  # the header's ladder, str() of a list of ints ("[]" when none is captured)
-_LADDER = re.compile(r"- Capture sizes: \[([0-9, ]*)\]\s*$")
 BENCH_SUMMARY = "Serving Benchmark Result"  # the banner over `vllm bench serve`'s printed summary
 
 
@@ -126,38 +123,15 @@ def _text_lines(text: str) -> Iterator[str]:
         yield parts[-1]
 
 
-def _clean(raw: str) -> str:
-    line = raw.rstrip("\r\n")
-    if "\r" in line:  # a progress bar's redraws: the terminal shows what follows the last "\r"
-        line = line[line.rfind("\r") + 1:]
-    return _ANSI.sub("", line) if "\x1b" in line else line
-
-
-@functools.lru_cache(maxsize=4096)  # a record's lines share one prefix
-def _source(head: str, pipes: int) -> str:
-    """Whose line it is: the columns an outer tool put before it (docker compose's `name  | `) and the
-    process tag before the log level ('' for none): each process's tables are read on their own when
-    processes' lines interleave (data-parallel API servers, engine cores)."""
-    *outer, rest = head.split("|", pipes)
-    level = _LEVEL.search(rest)
-    tag = _TAG.search(rest, 0, min(level.start() if level else len(rest), 256))  # a tag starts the line
-    return "|".join(outer).strip() + (tag.group() if tag else "")
-
-
-def _split(line: str, pipes: int) -> tuple[str, str | None]:
-    """(prefix, table part from the first '|' after the prefix's own `pipes` ones, or None)."""
-    at = -1
-    for _ in range(pipes + 1):
-        at = line.find("|", at + 1)
-        if at < 0:
-            return line, None
-    return line[:at], line[at:]
+Key = tuple[str, "str | None"]  # an open table's process tag and record prefix
 
 
 class _Table:
     def __init__(self, number: int, head: str, announced: bool) -> None:
         self.number, self.head, self.announced = number, head, announced
         self.pipes = head.count("|")
+        self.record = record_prefix(head)  # the prefix each line of its record repeats; None: its rows carry none
+        self.tags = line_sources(head, self.pipes)[1]  # its header line's process tags (several: writes interleaved)
         self.rows: Counter[int] = Counter()
         self.cut: tuple[int, str] | None = None  # the file's unfinished last line, begun inside it
         self.cut_row = False  # that line is a row cut short
@@ -170,10 +144,12 @@ class _Scan:
         self.name = name
         self.counts: Counter[int] = Counter()
         self.tables = 0
-        self.open: dict[str, _Table] = {}
+        self.open: dict[tuple[str, str | None], _Table] = {}  # by process tag and record prefix
         self.announced: set[str] = set()  # tags whose record began as vLLM's does, table not yet
         self.ended: list[_Table] = []
         self.cut_off: list[_Table] = []
+        # tables ended by a line not their record's last (its number): a row of theirs after it reopens them
+        self.stray: dict[Key, tuple[_Table, int]] = {}
         self.server_log = False  # a vLLM log line seen among the first lines
         self.bench_console = False  # `vllm bench serve`'s printed summary seen (its console output, not a log)
         self.ladders: set[tuple[int, ...]] = set()  # the capture sizes the settings headers name
@@ -183,44 +159,102 @@ class _Scan:
         """Feed the lines, each with its "\n" (a file's, or _text_lines'), so that a cut last line shows."""
         for number, raw in enumerate(lines, start=1):
             if number <= SNIFF_LINES and not self.server_log and not raw.lstrip().startswith(("{", "[")):
-                self.server_log = _VLLM_LINE.search(_clean(raw)) is not None  # not inside JSON's strings
+                self.server_log = VLLM_LINE.search(clean_line(raw)) is not None  # not inside JSON's strings
             if BENCH_SUMMARY in raw:
                 self.bench_console = True
             if LADDER_LINE in raw:
-                ladder = _ladder(_clean(raw))
+                ladder = read_ladder(clean_line(raw))
                 if ladder is None:
                     self.unread_ladders.append(number)
                 elif ladder:  # (() : "[]", nothing captured)
                     self.ladders.add(ladder)
             # the fast path of a long log: a line that neither starts a table nor can be in one
-            if self.open or "Unpadded Tokens" in raw or SETTINGS_LINE in raw:
+            if (self.open or self.stray or "Unpadded Tokens" in raw or SETTINGS_LINE in raw
+                    or (self.tables and raw.rstrip().endswith("|"))):
                 self.feed(number, raw, not raw.endswith("\n"))  # unfinished: the file's last line, cut
 
     def feed(self, number: int, raw: str, last: bool) -> None:
-        line = _clean(raw)
+        line = clean_line(raw)
         header = _HEADER.search(line) if "Unpadded Tokens" in line else None
         if header:
-            self._start(number, line[:header.start()])
-        elif SETTINGS_LINE in line:
+            return self._start(number, line[:header.start()])
+        if SETTINGS_LINE in line:
             head = line[:line.find(SETTINGS_LINE)]
-            self.announced.add(_source(head, head.count("|")))
-        for tag, table in list(self.open.items()):
-            head, part = _split(line, table.pipes)
-            if not header and _source(head, table.pipes) == tag:
-                self._line(tag, table, number, line, (head, part), last)
+            self.announced.add(line_source(head, head.count("|")))
+        owner = self._route(number, line, last)
+        if owner:
+            key, table, split = owner
+            self._line(key, table, number, line, split, last)
+        elif self.stray:
+            owner = self._reopen(number, line, last)
+        if not owner and self.tables and record_prefix(line.split("|", 1)[0]) and _ROW.search(line) and not last:
+            raise GraphbenchError(f"{self.name}:{number}: a cudagraph-metrics row outside its table: was a line of "
+                                  f"another process written inside the table? {line.strip()[:120]!r}")
+
+    def _route(self, number: int, line: str, last: bool) -> tuple[Key, _Table, tuple[str, str | None]] | None:
+        """The open table a line is of: by its process tag or, where the table's rows carry one, by its record's
+        prefix (processes' writes interleaved, vLLM writing a line's tag and its rest apart, a line's tags are
+        not its own), the tag telling apart two records alike; None: another writer's line. A line two tables
+        could own is an error, never counted twice. A log line of a table's process but of another record
+        ends that table (its own last line missing)."""
+        found = []
+        for key, table in list(self.open.items()):
+            head, part = split_table(line, table.pipes)
+            if table.record is None or last:
+                if line_source(head, table.pipes) == key[0]:
+                    found.append((key, table, (head, part)))
+                continue
+            columns, tags = line_sources(head, table.pipes)
+            tagged = not tags or not table.tags or set(tags) & set(table.tags)
+            if of_record(head, table.record) and (tagged or _ROW.search(line)):
+                found.append((key, table, (head, part)))  # (a row's tags may be others' its body came after)
+            elif (tags == table.tags == (key[0],)) or (not tags and not table.tags and VLLM_LINE.search(head)):
+                self._end(key, number)
+        if len(found) > 1:  # records alike (two processes' in one second): the tag tells
+            tags = line_sources(found[0][2][0], found[0][1].pipes)[1]
+            found = [owner for owner in found if owner[0][0] in tags]
+            if len(found) != 1:
+                raise GraphbenchError(f"{self.name}:{number}: a line of two processes' cudagraph-metrics tables alike "
+                                      f"(their lines interleaved): {line.strip()[:120]!r}")
+        return found[0] if found else None
+
+    def _reopen(self, number: int, line: str, last: bool) -> bool:
+        """A row of a table that a log line ended, not its record's last line: that line was another writer's
+        (an untagged process's, inside an untagged table), and the table goes on; a line of the process's
+        another record forgets the table."""
+        for key, (table, ended) in list(self.stray.items()):
+            head, part = split_table(line, table.pipes)
+            if ended == number:
+                continue
+            if part is not None and _CUT.search(part) and of_record(head, table.record):
+                del self.stray[key]
+                self.ended.remove(table)
+                self.open[key] = table
+                self._line(key, table, number, line, (head, part), last)
+                return True
+            if line_source(head, table.pipes) == key[0] and record_prefix(head) is not None:
+                del self.stray[key]
+        return False
 
     def _start(self, number: int, head: str) -> None:
-        tag = _source(head, head.count("|"))
-        if tag in self.open:  # a new table of the same process ends the one before
-            self._end(tag)
-        self.open[tag] = _Table(number, head, tag in self.announced)
+        tag = line_source(head, head.count("|"))
+        table = _Table(number, head, tag in self.announced)
+        key = (tag, table.record)
+        if key in self.open:  # a new table of the same process and record ends the one before
+            self._end(key)
+        self.stray.pop(key, None)
+        self.open[key] = table
         self.announced.discard(tag)
         self.tables += 1
 
-    def _end(self, tag: str) -> None:
-        self.ended.append(self.open.pop(tag))
+    def _end(self, key: Key, stray: int | None = None) -> None:
+        """The table ended; by line `stray`, not its record's last line: rows of its record after it reopen it."""
+        table = self.open.pop(key)
+        self.ended.append(table)
+        if stray is not None and table.record is not None:
+            self.stray[key] = (table, stray)
 
-    def _line(self, tag: str, table: _Table, number: int, line: str, split: tuple[str, str | None],
+    def _line(self, key: Key, table: _Table, number: int, line: str, split: tuple[str, str | None],
               last: bool) -> None:
         head, part = split
         whole = part is not None and part.rstrip().endswith("|")
@@ -229,23 +263,29 @@ class _Scan:
         if last and (cut_row or (_begun(table, head, part, line) and (table.announced or not whole))):
             table.cut, table.cut_row = (number, line), part is not None
         elif whole:
-            self._row(tag, table, number, line, part)
+            self._row(key, table, number, line, part)
         elif cut_row:  # a row cut short is not the table's end
             raise GraphbenchError(f"{self.name}:{number}: a cudagraph-metrics row cut short: {line.strip()[:120]!r}")
+        elif SETTINGS_LINE in line or "**CUDAGraph Stats:**" in line:
+            self._end(key, number)  # the next record of the process began: this one's last line is missing
+        elif table.record is not None and (part is not None or record_prefix(head) != table.record):
+            # a line of the record that is neither a row nor its last line (the prefix alone)
+            raise GraphbenchError(f"{self.name}:{number}: a cudagraph-metrics row broken by other output written "
+                                  f"into it (another process's?): {line.strip()[:120]!r}")
         else:
-            self._end(tag)  # any other line of the process: the table ended
+            self._end(key)  # its record's last line, or any other line of a process whose rows carry no prefix
 
-    def _row(self, tag: str, table: _Table, number: int, line: str, part: str) -> None:
+    def _row(self, key: Key, table: _Table, number: int, line: str, part: str) -> None:
         cells = [cell.strip() for cell in part.rstrip()[1:-1].split("|")]
         if all(_SEPARATOR.fullmatch(c) for c in cells):
             return  # the line under the header
         # one of our rows (its width, or a number first), checked: a bad cell names its line, never ends the table
         # (silently, dropping the rows after it)
-        if len(cells) == len(HEADER) or _NUMBER.fullmatch(cells[0]):
-            size, count = _row(cells, f"{self.name}:{number}", line)
+        if len(cells) == len(HEADER) or _NUMBER.fullmatch(cells[0]) or table.record is not None:
+            size, count = check_row(cells, f"{self.name}:{number}", line)
             table.rows[size] += count
         else:  # another markdown table's lines: ours ended
-            self._end(tag)
+            self._end(key)
 
     def result(self) -> Counter[int]:
         for table in self.open.values():
@@ -276,18 +316,6 @@ class _Scan:
         return f"{self.name}: {self.tables} cudagraph-metrics table(s), but no steps in them"
 
 
-def _ladder(line: str) -> tuple[int, ...] | None:
-    """The sizes of a settings header's `- Capture sizes: [...]` line (() for "[]": none captured); None where
-    the line holds no such list (cut short, or a size that cannot be)."""
-    found = _LADDER.search(line)
-    if not found:
-        return None
-    cells = found.group(1).replace(",", " ").split()
-    if any(len(cell) > 7 or not 0 < int(cell) <= MAX_TOKENS for cell in cells):
-        return None
-    return tuple(sorted({int(cell) for cell in cells}))
-
-
 def _shape(prefix: str) -> str:
     return re.sub(r"\d+", "", prefix).rstrip()  # a prefix less its numbers: per-line timestamps differ
 
@@ -298,28 +326,3 @@ def _begun(table: _Table, head: str, part: str | None, line: str) -> bool:
     if part is None:
         return _shape(table.head).startswith(_shape(line))
     return _shape(head) == _shape(table.head) and part.count("|") <= len(HEADER)
-
-
-def _row(cells: list[str], where: str, line: str) -> tuple[int, int]:
-    """A row's unpadded token count and its steps, checked as vLLM writes them."""
-    if len(cells) != len(HEADER):
-        raise GraphbenchError(f"{where}: a cudagraph-metrics row has {len(cells)} cells, expected "
-                              f"{len(HEADER)} ({' | '.join(HEADER)}): {line.strip()[:120]!r}")
-    unpadded, padded, paddings, mode, count = cells
-    # vLLM writes the mode as str() of its enum in some versions ("CUDAGraphMode.FULL")
-    mode = mode.removeprefix("CUDAGraphMode.")
-    try:  # ASCII digits, as vLLM writes them (int() also takes '1_000' and other scripts' digits, e.g. '\u0661')
-        if not all(INTEGER.fullmatch(cell) for cell in (unpadded, padded, paddings, count)):
-            raise ValueError(unpadded)
-        u, p, n, c = int(unpadded), int(padded), int(paddings), int(count)  # (past 4300 digits: ValueError)
-    except ValueError:
-        raise GraphbenchError(f"{where}: a cudagraph-metrics row needs integer tokens, paddings "
-                              f"and count, got {line.strip()[:120]!r}") from None
-    if not (0 < u <= MAX_TOKENS and u <= p <= MAX_TOKENS and 0 <= n and 0 <= c <= MAX_COUNT):
-        raise GraphbenchError(f"{where}: unpadded {u}, padded {p}, paddings {n} and count {c} "
-                              f"are not a possible row (1 <= unpadded <= padded <= {MAX_TOKENS})")
-    if n != p - u:  # vLLM's num_paddings is padded - unpadded (CUDAGraphStat, gpu_model_runner.py)
-        raise GraphbenchError(f"{where}: paddings {n} is not padded {p} - unpadded {u}")
-    if mode not in MODES:
-        raise GraphbenchError(f"{where}: unknown runtime mode {mode!r}; vLLM logs {', '.join(MODES[:3])}")
-    return u, c
