@@ -374,3 +374,96 @@ def test_run_on_cuda_without_one_is_one_line_before_any_progress(tmp_path):
     result = invoke("run", "--device", "cuda", "--concurrency", "1", "--results", tmp_path / "results")
     assert_one_error(result, "--device cuda was asked for but no CUDA device is available; use --device cpu")
     assert not (tmp_path / "results").exists()
+
+
+def rounds_of_one_point(tmp_path: Path, name: str, change=None) -> Path:
+    """The gate's current O0 point as three rounds of one sweep (three processes, so compare tests and
+    bootstraps), each a little faster than the last; `change(result)` applied to each."""
+    folder = tmp_path / name
+    folder.mkdir()
+    source = json.loads((GATE / "current" / "cpu-test" / "0001_O0-default.json").read_text())
+    for index in (1, 2, 3):
+        result = json.loads(json.dumps(source))
+        result["sweep"] = {"identity": {"config": {"optimization_level": 0}, "system": "graphbench"},
+                           "round": {"id": "0123456789ab", "index": index, "of": 3, "position": index, "seed": 1}}
+        for workload in result["workloads"]:
+            for repeat in workload["repeats"]:
+                repeat["output_tokens_per_s"] *= 1 + 0.05 * index
+        if change is not None:
+            change(result)
+        (folder / f"000{index}_O0-default.json").write_text(json.dumps(result))
+    return folder
+
+
+def test_compare_refuses_a_bootstrap_seed_numpy_cannot_take(tmp_path):
+    # --seed -1 reached numpy's default_rng: 'ValueError: expected non-negative integer' (a traceback, exit 1)
+    side = rounds_of_one_point(tmp_path, "side")
+    for seed in ("-1", str(2**64)):
+        assert_one_error(invoke("compare", side, side, "--bootstrap", 100, "--seed", seed),
+                         f"the bootstrap's seed (--seed) must be an integer in 0..2**63-1, got {seed}")
+    result = invoke("compare", side, side, "--bootstrap", 100, "--seed", 7)
+    assert result.exit_code == 0, result.output
+
+
+def test_a_rounds_startup_that_is_not_a_number_names_its_file(tmp_path):
+    # the error read 'round: startup.total_s is 'x', not a number': no file to fix
+    def text_startup(result):
+        result["startup"]["total_s"] = "x"
+
+    side = rounds_of_one_point(tmp_path, "side", text_startup)
+    assert_one_error(invoke("compare", GATE / "baseline", side, "--allow-mismatch"),
+                     f"{side}/0001_O0-default.json (round 1): startup.total_s is 'x', not a number")
+
+
+def test_run_refuses_an_empty_workload_option_instead_of_the_default_traffic(tmp_path):
+    # --request-rate '' (an unset shell variable) ran the whole default traffic (three levels and a rate);
+    # --trace '' and --lora-share '' were dropped silently; --request-rate 1,,2 read as 1,2
+    results = tmp_path / "results"
+    for option in ("--request-rate", "--trace", "--lora-share"):
+        for value in ("", " "):
+            assert_one_error(invoke("run", "--device", "cpu", option, value, "--results", results),
+                             f"{option} is empty (got {value!r}): give a value")
+    assert_one_error(invoke("run", "--device", "cpu", "--request-rate", "1,,2", "--results", results),
+                     "--request-rate must be numbers like 2,8.5; got '1,,2'")
+    assert not results.exists()
+
+
+def test_sweep_refuses_an_empty_workload_option_as_run_does(tmp_path):
+    # --concurrency '' (or --prompt-len '', ...) swept the default levels; `run --concurrency ''` refuses it
+    for option in ("--concurrency", "--prompt-len", "--output-len", "--prompt-kind", "--lora-share"):
+        assert_one_error(invoke("sweep", "--dry-run", "--levels", 0, "--ladders", "default", "--peers", "none",
+                                "--device", "cpu", option, "", "--results", tmp_path / "results"),
+                         f"{option} is empty (got ''): give a value")
+
+
+def test_a_lora_share_without_adapters_is_refused_before_the_start(tmp_path):
+    # the run started the engine (its progress lines), then failed at the first request; a sweep planned
+    # (and ran) every point to fail the same way
+    result = invoke("run", "--device", "cpu", "-O", 0, "--concurrency", 1, "--lora-share", "0,0.5",
+                    "--results", tmp_path / "results")
+    assert_one_error(result, "--lora-share 0.5 (workload closed-c1-lora0.5) needs adapters: give --lora-modules")
+    assert result.stdout == "" and not (tmp_path / "results").exists()
+    assert_one_error(invoke("sweep", "--dry-run", "--levels", 0, "--ladders", "default", "--peers", "none",
+                            "--device", "cpu", "--concurrency", 1, "--lora-share", "0.5"),
+                     "sweep point O0_default: --lora-share 0.5 (workload closed-c1-lora0.5) needs adapters")
+
+
+def test_a_tensor_parallel_size_the_model_cannot_split_is_refused_before_the_start(tmp_path):
+    # the error came after the start's progress line ('O2_default: warm start'); a sweep's dry run listed it
+    message = "--tensor-parallel-size 3 must divide the model's 4 attention heads"
+    result = invoke("run", "--device", "cpu", "--concurrency", 1, "--tensor-parallel-size", 3,
+                    "--results", tmp_path / "results")
+    assert_one_error(result, message)
+    assert not (tmp_path / "results").exists()
+    assert_one_error(invoke("sweep", "--dry-run", "--levels", 0, "--ladders", "default", "--peers", "none",
+                            "--device", "cpu", "--grid", "parallel.tensor_parallel_size=3"),
+                     "sweep point O0_default_tensor_parallel_size=3: " + message)
+
+
+def test_an_empty_workload_value_in_a_sweep_file_is_an_error_not_the_default_traffic(tmp_path):
+    # [workload] concurrency = "" (or []) swept the default levels and rate, as if the key were absent
+    for text in ('""', "[]", '" "'):
+        sweep_file = tmp_path / "sweep.toml"
+        sweep_file.write_text(f"[workload]\nconcurrency = {text}\n")
+        assert_one_error(invoke("sweep", "--dry-run", "--device", "cpu", "--sweep-file", sweep_file),
+                         f"{sweep_file}: workload.concurrency is empty (", "give a value, or leave the key out")

@@ -210,9 +210,11 @@ def load_sweep_file(path: str | Path) -> tuple[dict[str, Any], dict[str, list[An
         if not isinstance(values, list) or not values:
             raise GraphbenchError(f"{path}: grid.{axis} must be a non-empty list")
     base = {canonical_axis(k): v for k, v in data.get("base", {}).items()}
-    for key in data.get("workload", {}):
+    for key, value in data.get("workload", {}).items():
         if key not in WORKLOAD_KEYS:
             raise GraphbenchError(f"{path}: unknown key workload.{key}{suggest(key, WORKLOAD_KEYS)}; "
                                   f"choose from {', '.join(WORKLOAD_KEYS)}")
+        if value == [] or (isinstance(value, str) and not value.strip()):  # (read as absent: the default traffic)
+            raise GraphbenchError(f"{path}: workload.{key} is empty ({value!r}): give a value, or leave the key out")
     workload = dict(data.get("workload", {}), peers=data.get("peers", []))
     return base, grid, workload

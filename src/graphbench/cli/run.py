@@ -16,6 +16,14 @@ from graphbench.errors import GraphbenchError
 WORKLOAD = "Workload options"
 
 
+def refuse_empty(*options: tuple[str, Optional[str]]) -> None:
+    """An option given an empty value (`--request-rate ""`, an unset shell variable) is an error, never
+    read as the option left out (which runs the default traffic)."""
+    for option, text in options:
+        if text is not None and not text.strip():
+            raise GraphbenchError(f"{option} is empty (got {text!r}): give a value (see --help), or leave the option out")
+
+
 def build_workloads(concurrency: Optional[str], request_rate: Optional[str], trace: Optional[str], prompt_len: str,
                     output_len: str, num_requests: Optional[int], seed: int,
                     per_concurrency: int = GPU_TRAFFIC.requests_per_concurrency, prompt_kind: str = "random",
@@ -29,6 +37,7 @@ def build_workloads(concurrency: Optional[str], request_rate: Optional[str], tra
         raise GraphbenchError(f"--num-requests must be >= 1, got {num_requests}")
     if per_concurrency < 1:
         raise GraphbenchError(f"--num-requests-per-concurrency must be >= 1, got {per_concurrency}")
+    refuse_empty(("--request-rate", request_rate), ("--trace", trace), ("--lora-share", lora_shares))
     common = dict(prompt_len=prompt, output_len=output, num_requests=num_requests, seed=seed, prompt_kind=prompt_kind)
     if concurrency is None and not (request_rate or trace):
         concurrency, request_rate = GPU_TRAFFIC.concurrency, GPU_TRAFFIC.request_rate
@@ -38,15 +47,14 @@ def build_workloads(concurrency: Optional[str], request_rate: Optional[str], tra
         raise GraphbenchError(f"--concurrency levels must be >= 1, got {bad[0]}")
     workloads = [Workload(kind="closed", concurrency=c, **dict(common, num_requests=num_requests or per_concurrency * c))
                  for c in levels]
-    for text in (request_rate or "").split(","):
-        if text.strip():
-            try:
-                rate = ascii_float(text)
-            except ValueError:
-                raise GraphbenchError(f"--request-rate must be numbers like 2,8.5; got {text!r}") from None
-            if not rate > 0:
-                raise GraphbenchError(f"--request-rate must be > 0, got {text.strip()}")
-            workloads.append(Workload(kind="poisson", request_rate=rate, **common))
+    for text in request_rate.split(",") if request_rate else []:
+        try:
+            rate = ascii_float(text)
+        except ValueError:  # (an empty part too, as --concurrency 1,,2 is refused)
+            raise GraphbenchError(f"--request-rate must be numbers like 2,8.5; got {request_rate!r}") from None
+        if not rate > 0:
+            raise GraphbenchError(f"--request-rate must be > 0, got {text.strip()}")
+        workloads.append(Workload(kind="poisson", request_rate=rate, **common))
     if trace:
         load_trace(trace)  # a missing or malformed trace fails now, not after the other workloads
         workloads.append(Workload(kind="trace", trace=trace, seed=seed))
@@ -95,6 +103,15 @@ def check_lengths(workloads: list, max_model_len: int) -> None:
                      f"reach {longest} tokens")
         if longest > max_model_len:
             raise GraphbenchError(f"{given}, over max_model_len {max_model_len} (--max-model-len)")
+
+
+def check_lora_shares(workloads: list, config: EngineConfig,
+                      give: str = "--lora-modules NAME=PATH or dummy:r=RANK") -> None:
+    """A workload with a LoRA share needs adapters to share: refused before the start-up, not at its first request."""
+    shared = next((w for w in workloads if w.lora_share), None)
+    if shared is not None and not config.lora.enabled:
+        raise GraphbenchError(f"--lora-share {shared.lora_share:g} (workload {shared.name}) needs adapters: give "
+                              f"{give}, or leave --lora-share out")
 
 
 def check_text_prompts(prompt_kind: str, model: str) -> None:
@@ -164,6 +181,7 @@ def run(
     check_lengths(workloads, max_model_len(resolved))
     check_results_folder(results)
     if system == "graphbench":  # the checkpoint's files, names, shapes: before the start-up's progress lines
+        check_lora_shares(workloads, resolved)
         from graphbench.runner.device import resolve_device
         from graphbench.runner.loader import check_start_inputs  # (imports torch)
 

@@ -10,7 +10,7 @@ import typer
 
 from graphbench.cli.output import console as make_console
 from graphbench.cli.paths import check_output_folder
-from graphbench.cli.run import check_results_folder
+from graphbench.cli.run import check_results_folder, refuse_empty
 from graphbench.cli.sweep_summary import print_summary
 from graphbench.errors import GraphbenchError
 from graphbench.files import write_atomic
@@ -57,6 +57,8 @@ def sweep(
     from graphbench.bench.sweep_lock import check_unlocked
     from graphbench.bench.sweep_options import SweepRequest, plan_sweep
 
+    refuse_empty(("--concurrency", concurrency), ("--prompt-len", prompt_len), ("--output-len", output_len),
+                 ("--prompt-kind", prompt_kind), ("--lora-share", lora_share))  # (`run` refuses them too)
     plan = plan_sweep(SweepRequest.from_options(locals()))
     _check_run_values(plan.run_values, plan.points)
     if not dry_run:  # refused before anything is printed or made: the results' folder (a file, under /proc),
@@ -200,7 +202,13 @@ def _stop_on_signals():
 def _check_run_values(values: dict[str, str], points) -> None:
     """What each point's `graphbench run` would reject, rejected now (before any point starts)."""
     from graphbench.bench.sweep_grid import nest_overrides
-    from graphbench.cli.run import build_workloads, check_lengths, check_measure_options, max_model_len
+    from graphbench.cli.run import (
+        build_workloads,
+        check_lengths,
+        check_lora_shares,
+        check_measure_options,
+        max_model_len,
+    )
     from graphbench.config import config_from_dict
     from graphbench.runner.loader import check_start_inputs
 
@@ -224,6 +232,8 @@ def _check_run_values(values: dict[str, str], points) -> None:
         weights = (repr(config.model), repr(config.lora), config.compilation.mode, point.system)  # what it reads
         try:
             check_lengths(workloads, max_model_len(config))  # against its model's context
+            if point.system == "graphbench":
+                check_lora_shares(workloads, config, "--grid lora_modules=... or a [base] lora_modules")
             if point.system == "graphbench" and weights not in checked:
                 checked.add(weights)
                 check_start_inputs(config)  # its checkpoint, adapters, compile cache root

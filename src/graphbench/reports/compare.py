@@ -67,6 +67,7 @@ __all__ = [
 DEFAULT_ALPHA = 0.05
 
 MAX_BOOTSTRAP = 100_000  # resamples: a tighter CI than 3-5 repeats can support, in seconds
+MAX_SEED = 2**63 - 1  # the bootstrap's seed, as `run --seed` bounds it
 
 
 
@@ -205,6 +206,8 @@ def compare_sets(
         raise GraphbenchError(f"alpha must be in (0, 1), got {alpha}")
     if not 0 <= bootstrap <= MAX_BOOTSTRAP:
         raise GraphbenchError(f"bootstrap resamples must be in 0..{MAX_BOOTSTRAP}, got {bootstrap}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:  # (numpy's seeds are >= 0)
+        raise GraphbenchError(f"the bootstrap's seed (--seed) must be an integer in 0..2**63-1, got {seed!r}")
     selected = [resolve_metric(m) for m in metrics] if metrics is not None else list(CATALOGUE)
     selected = list({m.name: m for m in selected}.values())
     matching = match_results(baseline, current, allow_mismatch=allow_mismatch)

@@ -241,7 +241,8 @@ def point_samples(result: Mapping[str, Any], metric) -> list[float]:
         raise ValueError(f"{metric.name} is not a per-point metric")
     rounds = result.get("rounds")
     if isinstance(rounds, list) and rounds:
-        values = [metric._get(r, "round") for r in rounds if isinstance(r, Mapping)]
+        values = [metric._get(r, f"{r.get('path') or result.get('_path') or 'result'} (round {r.get('index')})")
+                  for r in rounds if isinstance(r, Mapping)]  # (a bad value named by its file)
         return [v for v in values if v is not None]
     value = metric.point_value(dict(result), str(result.get("_path") or "result"))
     return [] if value is None else [value]

@@ -238,6 +238,10 @@ def check_start_inputs(config) -> None:
 
     arch = load_arch(config.model.model)
     check_context(arch, config.scheduler.max_model_len or arch.max_position_embeddings)
+    if config.parallel.tensor_parallel_size > 1:  # a model the ranks cannot split: before the start's progress line
+        from graphbench.runner.parallel import Shard, local_arch
+
+        local_arch(arch, Shard(0, config.parallel.tensor_parallel_size))
     folder = checkpoint_folder(config.model.model)
     if config.model.load_format != "dummy" and folder is not None:
         check_checkpoint(arch, folder, config.model.kernels)
