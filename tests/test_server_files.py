@@ -209,9 +209,9 @@ def test_a_row_whose_first_cell_is_no_number_is_an_error_not_the_tables_end():
 def test_a_line_longer_than_any_log_line_is_read_past(tmp_path, monkeypatch):
     """A streamed log read holds at most MAX_LINE characters of a line: a longer one (a file of gigabytes without a
     line break) is skipped whole, and the tables around it still count."""
-    from graphbench.ladders import vllm_log
+    from graphbench.ladders import log_text, vllm_log
 
-    monkeypatch.setattr(vllm_log, "MAX_LINE", 128)  # (the header: 75 characters)
+    monkeypatch.setattr(log_text, "MAX_LINE", 128)  # (the header: 75 characters)
     table = ["| Unpadded Tokens | Padded Tokens | Num Paddings | Runtime Mode | Count |", "|---|---|---|---|---|",
              "| 3 | 4 | 1 | FULL | 2 |", "INFO done"]
     log = tmp_path / "server.log"

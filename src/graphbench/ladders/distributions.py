@@ -32,8 +32,9 @@ from pathlib import Path
 
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.jsonl import json_lines, loads, unique_keys
+from graphbench.ladders.log_text import is_gzip
 from graphbench.ladders.request_trace import check_not_a_result, is_request_trace
-from graphbench.ladders.vllm_log import is_gzip, read_cudagraph_log
+from graphbench.ladders.vllm_log import read_cudagraph_log
 
 SIZE_COLUMNS = ("batch_size", "num_tokens")
 COUNT_COLUMNS = ("count", "weight", "frequency")

@@ -24,11 +24,12 @@ import gzip
 import re
 import zlib
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
 from graphbench.errors import GraphbenchError
+from graphbench.ladders.log_text import bounded_lines, open_log, text_lines
 from graphbench.ladders.vllm_log_lines import (
     HEADER,
     VLLM_LINE,
@@ -48,8 +49,6 @@ _NUMBER = re.compile(r"[-+]?\d+")
 _CUT = re.compile(r"\|\s*\d+\s*\|")
 _ROW = re.compile(r"\|(?:\s*\d+\s*\|){3}\s*[\w.]+\s*\|\s*\d+\s*\|\s*$")  # a table row as vLLM writes it
 SNIFF_LINES = 1000
-MAX_LINE = 1 << 20  # characters: a longer line is no table line, and is read past without being held whole
-UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 SETTINGS_LINE = "**CUDAGraph Config Settings:**"  # the first line of vLLM's record (CUDAGraphLogging.settings_header)
 LADDER_LINE = "- Capture sizes: ["  # the header's ladder, str() of a list of ints ("[]" when none is captured)
 BENCH_SUMMARY = "Serving Benchmark Result"  # the banner over `vllm bench serve`'s printed summary
@@ -58,7 +57,7 @@ BENCH_SUMMARY = "Serving Benchmark Result"  # the banner over `vllm bench serve`
 def parse_cudagraph_metrics(text: str, name: str) -> Counter[int]:
     """Unpadded token count -> steps, summed over every table; GraphbenchError naming the line."""
     scan = _Scan(name)
-    scan.read(_text_lines(text))
+    scan.read(text_lines(text))
     return scan.result()
 
 
@@ -80,8 +79,8 @@ def read_server_log(path: Path) -> ServerLog | None:
     """read_cudagraph_log's counts and the server's capture ladder as its records' settings header gives it."""
     scan = _Scan(str(path))
     try:
-        with _open(path) as file:
-            scan.read(_bounded_lines(file))
+        with open_log(path) as file:
+            scan.read(bounded_lines(file))
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:  # a gzip stream corrupt or cut short
         raise GraphbenchError(f"cannot read {path}: {exc}: the gzip file is damaged; `gzip -dc {path} > log.txt` "
                               "keeps the part before the damage, or give the plain log") from None
@@ -89,38 +88,6 @@ def read_server_log(path: Path) -> ServerLog | None:
         raise GraphbenchError(f"cannot read {path}: {exc}") from None
     largest = max(scan.ladders, key=lambda ladder: (len(ladder), ladder), default=None)
     return ServerLog(scan.result(), largest, tuple(scan.unread_ladders)) if scan.tables or scan.server_log else None
-
-
-def is_gzip(path: Path) -> bool:
-    with open(path, "rb") as head:
-        return head.read(2) == b"\x1f\x8b"
-
-
-def _open(path: Path):
-    # lines end at "\n" only: a tty's "\r\n" after vLLM's own "\r\n" inside a record ("\r\r\n") is one end.
-    # A log redirected by Windows PowerShell 5 (`docker logs vllm > vllm.log`) is UTF-16 with a byte-order mark.
-    opener = gzip.open if is_gzip(path) else open
-    with opener(path, "rb") as head:
-        encoding = "utf-16" if head.read(2) in UTF16_BOMS else "utf-8-sig"
-    return opener(path, "rt", encoding=encoding, errors="replace", newline="\n")
-
-
-def _bounded_lines(file) -> Iterator[str]:
-    """The file's lines, each with its "\n", those longer than MAX_LINE left out (streaming bounds memory only
-    where lines end: a file of gigabytes without a line break would otherwise be read as one line)."""
-    while line := file.readline(MAX_LINE):
-        if len(line) == MAX_LINE and not line.endswith("\n"):
-            while (rest := file.readline(MAX_LINE)) and not rest.endswith("\n"):
-                pass
-            continue
-        yield line
-
-
-def _text_lines(text: str) -> Iterator[str]:
-    parts = text.split("\n")
-    yield from (part + "\n" for part in parts[:-1])
-    if parts[-1]:
-        yield parts[-1]
 
 
 Key = tuple[str, "str | None"]  # an open table's process tag and record prefix
@@ -156,7 +123,7 @@ class _Scan:
         self.unread_ladders: list[int] = []  # the numbers of `- Capture sizes:` lines that hold no list of sizes
 
     def read(self, lines: Iterable[str]) -> None:
-        """Feed the lines, each with its "\n" (a file's, or _text_lines'), so that a cut last line shows."""
+        """Feed the lines, each with its "\n" (a file's, or text_lines'), so that a cut last line shows."""
         for number, raw in enumerate(lines, start=1):
             if number <= SNIFF_LINES and not self.server_log and not raw.lstrip().startswith(("{", "[")):
                 self.server_log = VLLM_LINE.search(clean_line(raw)) is not None  # not inside JSON's strings
