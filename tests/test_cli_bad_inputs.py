@@ -467,3 +467,26 @@ def test_an_empty_workload_value_in_a_sweep_file_is_an_error_not_the_default_tra
         sweep_file.write_text(f"[workload]\nconcurrency = {text}\n")
         assert_one_error(invoke("sweep", "--dry-run", "--device", "cpu", "--sweep-file", sweep_file),
                          f"{sweep_file}: workload.concurrency is empty (", "give a value, or leave the key out")
+
+
+@pytest.mark.parametrize("args, named", [
+    (["report", "{r}", "-o", ""], "-o is empty"),
+    (["report", "{r}", "--output="], "--output is empty"),
+    (["plan", "{r}", "--output", " "], "--output is empty"),
+    (["ladder", "--max-num-seqs", "8", "--plot", ""], "--plot is empty"),
+    (["tune", "--from", "", "--max-graphs", "3"], "--from is empty"),
+    (["gate", "-b", "", "-c", "{r}"], "-b is empty"),
+    (["report", ""], "a path argument is empty"),
+    (["compare", "{r}", ""], "a path argument is empty"),
+])
+def test_an_empty_path_is_refused_not_read_as_the_current_folder(tmp_path, monkeypatch, args, named):
+    # `-o "$OUT"` with OUT unset: the parser turns "" into ".", and the command read or wrote the folder it ran in
+    monkeypatch.chdir(tmp_path)
+    result = invoke(*(a.format(r=tmp_path / "results") for a in args))
+    assert_one_error(result, named, "give a path")
+    assert list(tmp_path.iterdir()) == []  # nothing written where it ran
+
+
+def test_an_empty_value_of_an_option_that_is_no_path_is_left_to_that_option(tmp_path):
+    # --title "" is a title, not a path: the report reads its results as before (here: none there)
+    assert_one_error(invoke("report", "--title", "", tmp_path / "none"), "no such result file or folder")

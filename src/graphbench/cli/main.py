@@ -4,6 +4,8 @@ subcommands, registered here from the command modules (which know nothing of the
 from __future__ import annotations
 
 import sys
+import typing
+from pathlib import Path
 
 import typer
 from typer.core import TyperGroup
@@ -22,6 +24,41 @@ from graphbench.errors import GraphbenchError
 _NO_ARGS_IS_HELP = getattr(click_exceptions, "NoArgsIsHelpError", ())  # click >= 8.2
 # commands that read no variable run whatever the environment says (the ladder: a quick look)
 _NO_ENVIRONMENT = {"ladder"}
+
+
+def _takes_paths(param) -> bool:
+    """Whether an option's values are paths (Path, Optional[Path], list[Path]: typer's annotation, or click's
+    path type where typer gives none)."""
+    descriptor = getattr(param, "type_descriptor", None)
+    if descriptor is None:
+        return getattr(getattr(param, "type", None), "name", "") == "path"
+    pending = [descriptor.annotation]
+    while pending:
+        annotation = pending.pop()
+        if annotation is Path:
+            return True
+        pending += typing.get_args(annotation)
+    return False
+
+
+def _refuse_empty_paths(command, args: list[str]) -> None:
+    """A path given as "" (`-o "$OUT"` with OUT unset) is an error: the parser would read it as ".", the current
+    folder, and write or read there."""
+    params = list(getattr(command, "params", ()))
+    valued = {opt: _takes_paths(p) for p in params if p.param_type_name == "option" and not getattr(p, "is_flag", False)
+              for opt in p.opts}
+    path_arguments = any(p.param_type_name == "argument" and _takes_paths(p) for p in params)
+    at = 0
+    while at < len(args):
+        name, eq, value = args[at].partition("=")
+        if name in valued and not eq:  # the option's value is the next argument
+            value, at = (args[at + 1] if at + 1 < len(args) else "x"), at + 1
+        if (name in valued and valued[name] and not value.strip()) or (name not in valued and not args[at].strip()
+                                                                       and path_arguments and not eq):
+            what = name if name in valued else "a path argument"
+            raise click_exceptions.UsageError(f"{what} is empty (an unset variable?): give a path, or '.' for the "
+                                              f"current folder")
+        at += 1
 
 
 class _ErrorHandlingGroup(TyperGroup):
@@ -45,6 +82,7 @@ class _ErrorHandlingGroup(TyperGroup):
         checked before it starts: a bad value is one error line even where nothing would read it (PDL on the
         CPU); a name graphbench does not read is a warning."""
         name, command, rest = super().resolve_command(ctx, args)
+        _refuse_empty_paths(command, rest)
         if name not in _NO_ENVIRONMENT and not set(ctx.help_option_names) & set(rest):
             for unknown in env.check_all():
                 typer.echo(f"warning: {unknown} is not a variable graphbench reads (it reads "
