@@ -292,5 +292,46 @@ def test_other_safetensors_beside_model_safetensors_are_not_loaded(checkpoints, 
 ])
 def test_a_misshapen_or_non_float_weight_is_refused(checkpoints, tmp_path, tp, name, tensor, said):
     folder = _variant(checkpoints, tmp_path, "llama", lambda tensors, _: tensors.update({name: tensor}))
-    with pytest.raises(GraphbenchError, match=said):
+    with pytest.raises(GraphbenchError, match=said) as error:
         _load(folder, tp)
+    assert str(error.value).endswith(f"(in {folder / 'model.safetensors'})")  # the file, as a shard would be named
+
+
+def _resaved(folder, first, second):
+    """save_pretrained of `first`, then of `second` (either may be {"max_shard_size": ...}) into one folder:
+    transformers leaves the other form's files behind."""
+    for kwargs, seed in ((first, 6), (second, 7)):
+        load_hf(save_tiny_checkpoint(folder.parent / f"src{seed}", "llama", seed=seed)).save_pretrained(folder, **kwargs)
+    return folder
+
+
+def test_a_stale_index_beside_model_safetensors_loads_model_safetensors_as_transformers_does(tmp_path):
+    # sharded, then saved whole: the index is left, its shards deleted (was: refused, "missing shard(s)")
+    folder = _resaved(tmp_path / "ckpt", {"max_shard_size": "100KB"}, {})
+    assert (folder / "model.safetensors.index.json").is_file() and not list(folder.glob("model-*.safetensors"))
+    assert _parity(folder, [list(range(1, 30))]) < 1e-4
+
+
+def test_model_safetensors_and_an_indexs_shards_together_are_refused(tmp_path):
+    # saved whole, then sharded: model.safetensors is left beside the shards; transformers loads the stale
+    # model.safetensors, vLLM the shards (was: the shards, silently another model than transformers')
+    folder = _resaved(tmp_path / "ckpt", {}, {"max_shard_size": "100KB"})
+    with pytest.raises(GraphbenchError, match="holds both model.safetensors and the shards of "
+                                              "model.safetensors.index.json"):
+        make_engine(folder)
+
+
+def test_a_hub_cache_snapshot_whose_shards_are_links_loads(tmp_path):
+    # the hub cache links snapshots/REV/FILE to ../../blobs/HASH (was: refused, shards "outside the checkpoint folder")
+    import os
+
+    sharded = tmp_path / "sharded"
+    load_hf(save_tiny_checkpoint(tmp_path / "src", "qwen2", seed=8)).save_pretrained(sharded, max_shard_size="100KB")
+    snapshot, blobs = tmp_path / "hub" / "snapshots" / "rev", tmp_path / "hub" / "blobs"
+    snapshot.mkdir(parents=True)
+    blobs.mkdir()
+    for i, file in enumerate(sorted(sharded.iterdir())):
+        file.rename(blobs / f"blob{i}")
+        os.symlink(f"../../blobs/blob{i}", snapshot / file.name)
+    assert len(list(snapshot.glob("model-*.safetensors"))) > 1
+    assert _parity(snapshot, [list(range(1, 30)), [7, 3]]) < 1e-4

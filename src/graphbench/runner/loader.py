@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -82,8 +83,12 @@ def _stacked_target(name: str, arch: ArchConfig) -> tuple[str, int, int] | None:
 
 
 def checkpoint_files(folder: Path) -> list[Path]:
-    """The safetensors files of a checkpoint, from its index when sharded."""
+    """The safetensors files of a checkpoint, from its index when sharded. model.safetensors beside an index
+    (save_pretrained leaves the other form's files behind when it saves again) is loaded where the index's
+    shards are all gone, as transformers loads it; where both are there, which is stale is unknown (transformers
+    loads model.safetensors, vLLM the shards): refused."""
     index = folder / "model.safetensors.index.json"
+    single = folder / "model.safetensors"
     if index.is_file():
         try:
             weight_map = json.loads(index.read_text())["weight_map"]
@@ -91,16 +96,26 @@ def checkpoint_files(folder: Path) -> list[Path]:
             raise GraphbenchError(f"{index} is not a valid safetensors index: {type(exc).__name__} {exc}") from None
         if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
             raise GraphbenchError(f"{index}: weight_map must map tensor names to file names")
+        # an index may only name the checkpoint's own shards: by their bare names, which may be links (the hub
+        # cache's snapshot folders link each file to its blob elsewhere)
+        outside = [f for f in weight_map.values() if Path(f).name != f or f in ("", ".", "..")]
+        if outside:
+            raise GraphbenchError(f"{index} names {folder / outside[0]}, outside the checkpoint folder {folder}")
         files = sorted({folder / f for f in weight_map.values()})
-        outside = [f for f in files if f.resolve().parent != folder.resolve()]
-        if outside:  # an index may only name the checkpoint's own shards
-            raise GraphbenchError(f"{index} names {outside[0]}, outside the checkpoint folder {folder}")
         missing = [f.name for f in files if not f.is_file()]
+        if single.is_file() and single not in files:
+            if len(missing) == len(files):  # a stale index: its shards were replaced by model.safetensors
+                return [single]
+            raise GraphbenchError(f"checkpoint {folder} holds both model.safetensors and the shards of "
+                                  f"{index.name}, two copies of its weights (transformers loads the first, vLLM the "
+                                  "second): remove the stale one")
         if missing:
-            raise GraphbenchError(f"checkpoint {folder} is missing shard(s): {', '.join(missing)}")
+            more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+            raise GraphbenchError(f"checkpoint {folder} is missing shard(s) that {index.name} names: "
+                                  f"{', '.join(missing[:3])}{more}")
         return files
-    if (folder / "model.safetensors").is_file():  # as transformers: other files (consolidated.safetensors,
-        return [folder / "model.safetensors"]   # adapter_model.safetensors) are not this model's weights
+    if single.is_file():  # as transformers: other files (consolidated.safetensors,
+        return [single]   # adapter_model.safetensors) are not this model's weights
     files = sorted(f for f in folder.glob("*.safetensors") if f.is_file())
     if not files:
         raise GraphbenchError(f"checkpoint {folder} has no *.safetensors weights (only safetensors are supported)")
@@ -115,8 +130,9 @@ def load_checkpoint(model: CausalLM, folder: Path, arch: ArchConfig | None = Non
     params = dict(model.named_parameters())
     loaded: set[str] = set()
     tied_head: list[torch.Tensor] = []  # a tied model's lm_head.weight, when the checkpoint has one
-    for hf_name, tensor in _weights(folder, header_only=False):
-        _load_one(model, arch or model.arch, params, loaded, hf_name, tensor, tied_head)
+    for file, hf_name, tensor in _weights(folder, header_only=False):
+        with _naming(file):
+            _load_one(model, arch or model.arch, params, loaded, hf_name, tensor, tied_head)
     _check_complete(model, params, loaded, folder)
     if tied_head and not torch.equal(tied_head[0].to(params["embed_tokens.weight"]), params["embed_tokens.weight"]):
         # transformers 5 would untie them and use this lm_head; vLLM ignores it: refuse the ambiguity
@@ -131,23 +147,35 @@ def check_checkpoint(arch: ArchConfig, folder: Path, kernels: str = "graphbench"
     model = build_model(arch, 1, torch.float32, torch.device("meta"), kernels=kernels)
     params = dict(model.named_parameters())
     loaded: set[str] = set()
-    for hf_name, part in _weights(folder, header_only=True):
+    for file, hf_name, part in _weights(folder, header_only=True):
         dtype = part.get_dtype()  # safetensors' names: F16, BF16, F32, F8_E4M3, ... float; I*, U*, BOOL not
-        place = _checked(model, arch, params, hf_name, tuple(part.get_shape()), dtype.startswith(("F", "BF")), dtype)
+        with _naming(file):
+            place = _checked(model, arch, params, hf_name, tuple(part.get_shape()), dtype.startswith(("F", "BF")),
+                             dtype)
         if place is not None and not (arch.tie_word_embeddings and hf_name.removeprefix("model.") == "lm_head.weight"):
             loaded.update(_pieces(place) if _stacked_target(place, arch) is None else [place])
     _check_complete(model, params, loaded, folder)
 
 
+@contextmanager
+def _naming(file: Path):
+    """A weight's error with the file that holds it (a sharded checkpoint has many)."""
+    try:
+        yield
+    except GraphbenchError as exc:
+        raise GraphbenchError(f"{exc} (in {file})") from None
+
+
 def _weights(folder: Path, header_only: bool):
-    """(name, tensor) of every weight of the checkpoint, or (name, its safetensors slice) with header_only."""
+    """(file, name, tensor) of every weight of the checkpoint, or (file, name, its safetensors slice) with
+    header_only."""
     from safetensors import SafetensorError, safe_open
 
     for file in checkpoint_files(folder):
         try:
             with safe_open(str(file), framework="pt", device="cpu") as f:
                 for hf_name in f.keys():
-                    yield hf_name, (f.get_slice(hf_name) if header_only else f.get_tensor(hf_name))
+                    yield file, hf_name, (f.get_slice(hf_name) if header_only else f.get_tensor(hf_name))
         except SafetensorError as exc:
             raise GraphbenchError(f"cannot read {file}: {exc} (corrupt or truncated safetensors file?)") from None
         except OSError as exc:
