@@ -192,3 +192,48 @@ def test_data_parallel_tables_of_one_process_and_two_processes_in_one_second_are
     a, b = _record("(APIServer pid=1) ", "04", TABLE), _record("(APIServer_1 pid=2) ", "04", TABLE[:-2])
     both = [line for pair in zip(a, b) for line in pair] + a[len(b):]
     assert parse_cudagraph_metrics("".join(both), "log") == {3: 240, 5: 80, 700: 2, 7: 1}
+
+
+_HEAD = "| Unpadded Tokens | Padded Tokens | Num Paddings | Runtime Mode | Count |"
+_SEP = "|-----------------|---------------|--------------|--------------|-------|"
+_PREFIX = "INFO 12-02 16:51:04 [loggers.py:257] "
+
+
+def _lines(prefix: str, rows: list[str]) -> list[str]:
+    # one record as NewLineFormatter writes it: the prefix on every line, "\r\n" inside, a last line of the prefix
+    return [prefix + text + "\r\n" for text in [_HEAD, _SEP, *rows]] + [prefix + "\n"]
+
+
+def _row(unpadded: int, padded: int, count: int) -> str:
+    return f"| {unpadded:<15} | {padded:<13} | {padded - unpadded:<12} | FULL         | {count:<5} |"
+
+
+def test_tables_alike_of_processes_told_apart_by_their_sources():
+    # records of one second from a tagged and an untagged process, and from two compose containers (each
+    # container's column on every line): each line goes to its own source's table (found by a differential
+    # test against the reader that followed the process tag alone)
+    a, b = _lines("(APIServer pid=1) " + _PREFIX, [_row(7, 8, 2)]), _lines(_PREFIX, [_row(3, 4, 5)])
+    assert parse_cudagraph_metrics("".join([a[0], *b, *a[1:]]), "log") == {3: 5, 7: 2}
+    for tag in ("", "(APIServer pid=1) "):
+        a = _lines("vllm-a-1  | " + tag + _PREFIX, [_row(7, 8, 2)])
+        b = _lines("vllm-b-1  | " + tag + _PREFIX, [_row(3, 4, 5)])
+        assert parse_cudagraph_metrics("".join([*a[:2], *b, *a[2:]]), "log") == {3: 5, 7: 2}, tag
+    # another container's line of the same prefix, inside a table, neither ends it nor is counted
+    a = _lines("vllm-a-1  | (APIServer pid=1) " + _PREFIX, [_row(7, 8, 2), _row(9, 16, 3)])
+    assert parse_cudagraph_metrics("".join([*a[:3], "vllm-b-1  | " + _PREFIX + "\n", *a[3:]]), "log") == {7: 2, 9: 3}
+
+
+def test_another_records_lines_of_the_same_prefix_inside_a_table_are_not_its_rows():
+    a = _lines("(APIServer pid=1) " + _PREFIX, [_row(7, 8, 2)])
+    other = [_PREFIX + "| Batch | Latency (ms) |\r\n", _PREFIX + "|---|---|\r\n", _PREFIX + "\n"]
+    assert parse_cudagraph_metrics("".join([*a[:2], other[0], *a[2:], *other[1:]]), "log") == {7: 2}
+    b = _lines(_PREFIX, [_row(3, 4, 5)])
+    stats = "(EngineCore_DP0 pid=9) " + _PREFIX + "**Engine Stats:**\r\n"
+    assert parse_cudagraph_metrics("".join([*b[:2], stats, *b[2:]]), "log") == {3: 5}
+
+
+@pytest.mark.parametrize("tag", ["", "(APIServer pid=1) "])
+def test_a_formatter_writing_the_prefix_on_a_records_first_line_alone(tag):
+    # a logging config of one's own: the header line carries the prefix, the rows do not (read by process tag)
+    text = tag + _PREFIX + _HEAD + "\n" + tag + _SEP + "\n" + tag + _row(3, 4, 5) + "\n" + tag + "\n"
+    assert parse_cudagraph_metrics(text, "log") == {3: 5}
