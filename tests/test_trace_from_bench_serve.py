@@ -111,3 +111,11 @@ def test_a_graphbench_result_is_named_as_one_wherever_a_trace_or_distribution_is
         load_trace(str(path))
     with pytest.raises(GraphbenchError, match=r"a graphbench result, not batch sizes: give it to `graphbench tune --from`"):
         load_distribution(str(path))
+
+
+@pytest.mark.parametrize("throughput", ["request_throughput", "request_inthroughput"])  # (early 2024's spelling)
+def test_a_result_saved_without_its_per_request_lists_asks_for_them(tmp_path, throughput):
+    # `--save-result` alone writes the summary only: named as a bench serve result, not as a trace of wrong keys
+    summary = {k: v for k, v in bench_result().items() if not isinstance(v, list) and k != "request_throughput"}
+    with pytest.raises(GraphbenchError, match="without per-request lengths .* --save-detailed"):
+        load_trace(write(tmp_path, dict(summary, **{throughput: 1.5})))

@@ -184,3 +184,32 @@ def test_an_sglang_bench_serving_result_is_read_and_its_unreadable_kinds_say_why
         parse_request_trace(json.dumps(summary), "s.jsonl")
     with pytest.raises(GraphbenchError, match=r"sent at its trace's timestamps \(request_rate \"trace\"\)"):
         parse_request_trace(json.dumps(record | {"request_rate": "trace"}), "s.jsonl")
+
+
+def test_bench_serve_quirks_across_vllm_versions_are_read_as_vllm_wrote_them(tmp_path):
+    # vllm/benchmarks/serve.py (009e6d4a) and benchmarks/benchmark_serving.py: a failed request keeps the HTTP
+    # response's reason as its error, "" where the response gave none, with 0 tokens and ttft 0.0 (no first
+    # token); a success's input_lens is the client's count, 0 for an empty text in a chat template
+    record = {"completed": 3, "failed": 1, "request_throughput": 1.0, "total_input_tokens": 9,
+              "request_rate": "inf", "max_concurrency": None, "input_lens": [3, 5, 0, 4],
+              "output_lens": [2, 0, 3, 0], "ttfts": [0.01, 0.0, 0.02, 0.03], "errors": ["", "", "", ""],
+              "itls": [[0.004], [], [0.004, 0.004], []], "generated_texts": ["ab", "", "cde", ""]}
+    (trace,) = parse_request_trace(json.dumps(record), "r.json")
+    # request 1 failed (no error text, no first token); request 3 ran and counted no tokens: 1
+    assert trace.input_lens == (3, 1, 4) and trace.output_lens == (2, 3, 1) and trace.num_failed == 1
+    # benchmark_serving.py of early 2024 spelt request_throughput "request_inthroughput" and saved no lists
+    old = '{"completed": 4, "request_inthroughput": 1.0, "total_input_tokens": 9, "request_rate": "inf"}'
+    assert is_request_trace(old)
+    with pytest.raises(GraphbenchError, match="old.json: a vLLM bench serve result without per-request lengths"):
+        parse_request_trace(old, "old.json")
+
+
+def test_tune_from_a_bench_serve_result_it_cannot_read_says_why(tmp_path, monkeypatch):
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "run.json").write_text(BENCH.read_text())
+    result = CliRunner().invoke(app, ["tune", "--from", str(tmp_path / "runs"), "--max-graphs", "2"])
+    assert result.exit_code == 2
+    assert "run.json is a request trace (a `vllm bench serve` result): give it as a file of its own" in result.output
+    monkeypatch.setattr("graphbench.tuning.trace_replay.MAX_TRACE_BYTES", 1 << 10)  # (1 GiB: a file too big)
+    result = CliRunner().invoke(app, ["tune", "--from", str(tmp_path / "runs" / "run.json"), "--max-graphs", "2"])
+    assert result.exit_code == 2 and "over the 0 MiB a trace is read up to" in result.output

@@ -244,14 +244,14 @@ def load_trace(path: str | Path) -> list[RequestSpec]:
 def _parsed_trace(path: Path, resolved: Path, mtime_ns: int, size: int) -> tuple[RequestSpec, ...]:
     """load_trace's requests, parsed once a version of the file: a run checks a trace before its start-up,
     checks its lengths against the model and replays it (a file of up to 256 MiB)."""
-    from graphbench.ladders.request_trace import check_not_a_result
+    from graphbench.ladders.request_trace import check_not_a_result, is_bench_serve_text
 
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise GraphbenchError(f"trace {path} is not UTF-8 text") from None
     check_not_a_result(text, f"trace {path}", "a request trace")
-    specs = _bench_serve_requests(text, path) if '"input_lens"' in text else _jsonl_requests(text, path)
+    specs = _bench_serve_requests(text, path) if is_bench_serve_text(text) else _jsonl_requests(text, path)
     if not specs:
         raise GraphbenchError(f"trace {path} holds no requests")
     if len(specs) > MAX_REQUESTS:

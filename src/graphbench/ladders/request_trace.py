@@ -34,6 +34,7 @@ INPUT_KEYS = ("input_len", "prompt_len")
 MAX_LEN = 1 << 24  # tokens of one request's prompt
 MAX_OUTPUT_LEN = 1 << 20  # tokens one request generates: the engine's cap (runner/request.py's MAX_OUTPUT_TOKENS)
 BENCH_KEYS = ("request_throughput", "completed", "total_input_tokens")  # a bench serve result's summary
+OLD_THROUGHPUT = "request_inthroughput"  # request_throughput as benchmark_serving.py spelt it in early 2024
 # keys only SGLang's `python -m sglang.bench_serving` result has (sglang/bench_serving.py: its JSONL line, the
 # per-request lists only with --output-details, request_rate "trace" with --use-trace-timestamps)
 SGLANG_KEYS = ("dataset_name", "total_output_tokens_retokenized")
@@ -81,9 +82,19 @@ def is_request_trace(text: str) -> bool:
     head = text.lstrip()[:1]
     if head not in ("{", "["):
         return False
-    if '"input_lens"' in text or all(f'"{k}"' in text for k in BENCH_KEYS):
+    if is_bench_serve_text(text):
         return True
     return '"output_len"' in text and any(f'"{k}"' in text for k in INPUT_KEYS)
+
+
+def is_bench_serve_text(text: str) -> bool:
+    """Whether a file's text holds a bench serve result (its per-request lists, or its summary alone)."""
+    return '"input_lens"' in text or _bench_summary(lambda key: f'"{key}"' in text)
+
+
+def _bench_summary(has) -> bool:
+    """Whether a bench serve result's summary keys are there (has: key -> bool), in any vLLM's spelling."""
+    return all(has(k) for k in BENCH_KEYS[1:]) and (has(BENCH_KEYS[0]) or has(OLD_THROUGHPUT))
 
 
 def parse_request_trace(text: str, name: str) -> list[RequestTrace]:
@@ -119,7 +130,7 @@ def _parse_lines(text: str, name: str) -> list[RequestTrace]:
     pairs: list[tuple[int, int]] = []
     for lineno, record in json_lines(text, name):
         where = f"{name}:{lineno}"
-        if isinstance(record, dict) and ("input_lens" in record or all(k in record for k in BENCH_KEYS)):
+        if isinstance(record, dict) and ("input_lens" in record or _bench_summary(record.__contains__)):
             traces.append(_bench_result(record, where))
         else:
             pairs.append(_lengths(record, where))
@@ -173,14 +184,16 @@ def _bench_result(data: dict[str, Any], name: str) -> RequestTrace:
         raise GraphbenchError(f"{name}: key output_lens has {len(outputs)} entries but input_lens has {len(inputs)}")
     errors = _errors(data.get("errors"), len(inputs), name)
     starts = _start_times(data.get("start_times"), len(inputs), name)
+    ttfts = data.get("ttfts") if isinstance(data.get("ttfts"), list) and len(data["ttfts"]) == len(inputs) else None
     kept: list[tuple[int, int, float | None]] = []
     for i, (n_in, n_out) in enumerate(zip(inputs, outputs)):
         n_out = _count(n_out, name, f"output_lens[{i}]", 0, MAX_OUTPUT_LEN)
-        if errors[i] if errors is not None else n_out == 0:  # failed (vLLM records 0 tokens for it): never ran
+        if _failed(errors, i, n_out, ttfts):
             continue
         # a success counted 0 tokens when its text tokenized to nothing (an end-of-sequence token at once): the
-        # server still ran its prefill and sampled that one token
-        kept.append((_count(n_in, name, f"input_lens[{i}]", 1), max(n_out, 1), starts[i] if starts else None))
+        # server still ran its prefill and sampled that one token; a prompt counted 0 tokens on the client (an
+        # empty text in a chat template, an image-only prompt) still prefilled at least one on the server
+        kept.append((max(_count(n_in, name, f"input_lens[{i}]", 0), 1), max(n_out, 1), starts[i] if starts else None))
     if not kept:
         raise GraphbenchError(f"{name}: no successful request (every request has an error, or output_lens 0 "
                               "where no errors are recorded)")
@@ -192,6 +205,14 @@ def _bench_result(data: dict[str, Any], name: str) -> RequestTrace:
                         num_failed=len(inputs) - len(kept),
                         arrival_s=tuple(t - first for _, _, t in kept) if starts else None,
                         tool="SGLang bench_serving" if sglang else "vLLM bench serve")
+
+
+def _failed(errors: list[object] | None, i: int, n_out: int, ttfts: list[object] | None) -> bool:
+    """Whether request i failed: an error recorded; or no errors recorded and 0 tokens; or an empty error, 0
+    tokens and no first token (vLLM keeps an HTTP error's reason, "" where the response gave none)."""
+    if errors is not None and errors[i]:
+        return True
+    return n_out == 0 and (errors is None or (ttfts is not None and _number(ttfts[i]) == 0))
 
 
 def _start_times(value: object, n: int, name: str) -> list[float] | None:

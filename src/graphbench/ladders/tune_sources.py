@@ -23,6 +23,7 @@ from typing import Any
 
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.distributions import MAX_BATCH_SIZE, BatchSizeDistribution
+from graphbench.ladders.request_trace import is_request_trace
 from graphbench.ladders.vllm_log import BENCH_SUMMARY, read_server_log
 
 CLOSED_WEIGHT = 0.9
@@ -67,6 +68,15 @@ def _not_a_source(path: Path, reason: str) -> str:
     if BENCH_SUMMARY in text:
         return (f"{path} is the console output of `vllm bench serve` (its {BENCH_SUMMARY!r}), which holds no "
                 "per-request lengths")
+    if is_request_trace(text):  # (its head; tuning imports ladders, so its limit is imported here)
+        from graphbench.tuning.trace_replay import MAX_TRACE_BYTES
+
+        size = path.stat().st_size
+        if size > MAX_TRACE_BYTES:
+            return (f"{path} is a request trace (a `vllm bench serve` result) of {size >> 20} MiB, over the "
+                    f"{MAX_TRACE_BYTES >> 20} MiB a trace is read up to: save fewer requests (--num-prompts)")
+        return (f"{path} is a request trace (a `vllm bench serve` result): give it as a file of its own (a folder "
+                "is read for graphbench results only)")
     return f"{path} is not a graphbench result ({reason}) and holds no vLLM log line among its first lines"
 
 
