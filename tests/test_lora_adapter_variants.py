@@ -68,8 +68,12 @@ def _logits(checkpoint, folder, rank: int = 8):
     ({"target_modules": ALL, "layers_to_transform": [1], "layers_pattern": "layers"}, None, True),
     ({"target_modules": ALL, "exclude_modules": ["k_proj", "gate_proj"]}, None, True),
     ({"r": 8, "lora_alpha": 3, "use_rslora": True}, None, True),
+    # VeLoRA saves a lora_velora_embed per module, which only its training backward reads: refused before
+    ({"velora_config": {"num_groups": 4}}, None, True),
+    # a newer PEFT's fields left at their defaults (this PEFT drops them)
+    ({}, {"use_newer_thing": False, "newer_config": None, "newer_group_size": 32}, True),
 ], ids=["all-linear", "suffixes", "bin", "no-alpha", "no-r", "bias-lora-only", "fan-in-fan-out", "regex",
-        "layers-to-transform", "exclude-modules", "rslora"])
+        "layers-to-transform", "exclude-modules", "rslora", "velora", "newer-defaults"])
 def test_the_engine_computes_what_peft_computes(checkpoint, tmp_path, config, edit, safe):
     folder = _edit(save_peft_adapter(checkpoint, tmp_path / "a", safe=safe, **config), edit)
     ours, expected, base = _logits(checkpoint, folder)
@@ -110,6 +114,10 @@ VISION = "base_model.model.vision_tower.encoder.layers.0.self_attn.q_proj"
     ({"kasa_config": {}}, None, "kasa_config"),  # PEFT turns KaSA on with its defaults
     ({"init_lora_weights": "pissa"}, None, "PEFT rewrites the base weights"),
     ({"init_lora_weights": "olora"}, None, "PEFT rewrites the base weights"),
+    # a newer PEFT's variant switches: this PEFT drops them (plain LoRA), the adapter was trained with them (loaded
+    # as plain LoRA before)
+    ({"use_newer_variant": True}, None, "use_newer_variant in .*setting of a newer PEFT"),
+    ({"newer_config": {"groups": 2}}, None, "newer_config in .*setting of a newer PEFT"),
     ({"peft_type": "VERA"}, None, "peft_type 'VERA' is not supported"),
     ({"target_modules": ".*(q_proj|v_proj|lm_head)"}, None, "wraps lm_head, whose LoRA is not supported"),
     ({"target_modules": "(q_proj"}, None, "not a valid regular expression"),
@@ -198,3 +206,15 @@ def test_an_adapter_beyond_float16s_range_is_refused_for_a_float16_model(checkpo
         Engine(load_engine_config(overrides={
             "model.model": str(checkpoint), "model.device": "cpu", "model.dtype": "float16", "optimization_level": 0,
             "lora.modules": [f"big={folder}"], "lora.max_lora_rank": 8}))
+
+
+def test_an_adapter_saved_with_its_embedding_layers_is_refused_naming_the_tensor(checkpoint, tmp_path):
+    """save_embedding_layers=True writes whole embed_tokens / lm_head weights, which PEFT loads over the model's own:
+    refused as such (before: "not a LoRA A/B weight of a target module")."""
+    torch.manual_seed(0)
+    model = peft.get_peft_model(load_hf(checkpoint), peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj"]))
+    model.save_pretrained(tmp_path / "a", save_embedding_layers=True)
+    with pytest.raises(GraphbenchError, match=r"tensor base_model\.model\.(model\.embed_tokens|lm_head)\.weight .* "
+                                              "save_embedding_layers=False") as caught:
+        load_adapter("a", str(tmp_path / "a"), load_arch(str(checkpoint)), 16, 0)
+    assert "\n" not in str(caught.value)

@@ -21,16 +21,12 @@ import torch
 from graphbench.config.arch import ArchConfig
 from graphbench.config.lora import dummy_rank
 from graphbench.errors import GraphbenchError
+from graphbench.runner.lora.module_selection import PARENT, selected_modules
 
-TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-PARENT = {"q_proj": "self_attn", "k_proj": "self_attn", "v_proj": "self_attn", "o_proj": "self_attn",
-          "gate_proj": "mlp", "up_proj": "mlp", "down_proj": "mlp"}
 # The names PEFT's save_pretrained writes for a *ForCausalLM (the adapter name "default" in them or not). Others,
 # e.g. a vision tower's "...encoder.layers.0.self_attn.q_proj", are not this model's modules (and PEFT does not
 # load them): matched anywhere in the name they would land in a decoder layer, or overwrite its own weights.
 KEY = re.compile(r"base_model\.model\.model\.layers\.(\d+)\.(self_attn|mlp)\.(\w+)\.lora_([AB])(?:\.default)?\.weight")
-OTHERS = ("model.embed_tokens", "lm_head")  # modules PEFT can wrap whose LoRA graphbench does not compute
-DEFAULT_TARGETS = ["q_proj", "v_proj"]  # PEFT's target_modules for llama, mistral and qwen2 when none is given
 # adapter_config.json fields that change what the weights mean: loading them as plain LoRA would be wrong
 UNSUPPORTED = ("rank_pattern", "alpha_pattern", "use_dora", "modules_to_save", "lora_bias", "target_parameters",
                "layer_replication", "alora_invocation_tokens", "trainable_token_indices")
@@ -39,6 +35,22 @@ VARIANT_CONFIGS = ("use_bdlora", "arrow_config", "kasa_config", "monteclora_conf
 # init_lora_weights with which PEFT rewrites the base weights when it loads the adapter (the adapter is a delta on
 # that residual model, not on the checkpoint graphbench serves)
 BASE_REWRITING_INITS = ("pissa", "olora", "corda", "loftq")
+# LoraConfig's fields as of PEFT 0.21. A field a newer PEFT added that reads as a variant's switch (use_X true, an
+# X_config set) is refused: this PEFT would drop it and compute plain LoRA, not what the adapter was trained with.
+KNOWN_FIELDS = frozenset((
+    "task_type", "peft_type", "auto_mapping", "peft_version", "base_model_name_or_path", "revision", "inference_mode",
+    "r", "target_modules", "exclude_modules", "lora_alpha", "lora_dropout", "fan_in_fan_out", "bias", "use_rslora",
+    "modules_to_save", "init_lora_weights", "layers_to_transform", "layers_pattern", "rank_pattern", "alpha_pattern",
+    "megatron_config", "megatron_core", "trainable_token_indices", "loftq_config", "eva_config", "corda_config",
+    "lora_ga_config", "use_dora", "velora_config", "alora_invocation_tokens", "use_qalora", "qalora_group_size",
+    "monteclora_config", "layer_replication", "runtime_config", "lora_bias", "target_parameters", "use_bdlora",
+    "arrow_config", "kasa_config", "ensure_weight_tying"))
+# tensors PEFT saves beside A and B that change nothing at inference: VeLoRA's projection (its forward outside
+# training is plain LoRA)
+INFERENCE_UNUSED = {"lora_velora_embed": "velora_config"}
+EXTRA = re.compile(r"base_model\.model\.model\.layers\.(\d+)\.(self_attn|mlp)\.(\w+)\.(lora_\w+?)(?:\.default)?")
+# full weights of the model's own modules that save_pretrained's save_embedding_layers puts in an adapter
+EMBEDDINGS = re.compile(r"base_model\.model\.(model\.embed_tokens|lm_head)\.(?:base_layer\.)?weight")
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")  # PEFT reads the first one there
 MAX_ADAPTER_BYTES = 16 << 30
@@ -89,8 +101,8 @@ def load_adapter(name: str, source: str, arch: ArchConfig, max_rank: int, seed: 
     config = read_config(name, config_file)
     r, scale = check_config(name, config, config_file, max_rank)
     selected = selected_modules(name, config, config_file, arch)
-    return Adapter(name, r, pair_weights(name, read_tensors(name, weights_file), weights_file, arch, r, scale,
-                                         selected))
+    tensors = drop_unused(name, config, read_tensors(name, weights_file), weights_file, selected)
+    return Adapter(name, r, pair_weights(name, tensors, weights_file, arch, r, scale, selected))
 
 
 def read_config(name: str, config_file: Path) -> dict:
@@ -122,6 +134,9 @@ def check_config(name: str, config: dict, config_file: Path, max_rank: int) -> t
                                                             if config.get(k) not in (None, False)]:
         raise GraphbenchError(f"LoRA adapter {name}: {', '.join(used)} in {config_file} is not supported "
                               "(graphbench loads plain LoRA: one rank and alpha, A and B per target)")
+    if newer := [k for k in config if k not in KNOWN_FIELDS and _switches_on(k, config[k])]:
+        raise GraphbenchError(f"LoRA adapter {name}: {', '.join(newer)} in {config_file} is not supported (a "
+                              "setting of a newer PEFT that graphbench does not compute: it loads plain LoRA)")
     init = config.get("init_lora_weights")
     if isinstance(init, str) and init.lower().startswith(BASE_REWRITING_INITS):
         raise GraphbenchError(f"{where}: init_lora_weights {init!r} is not supported: PEFT rewrites the base "
@@ -130,92 +145,12 @@ def check_config(name: str, config: dict, config_file: Path, max_rank: int) -> t
     return r, alpha / math.sqrt(r) if config.get("use_rslora") else alpha / r
 
 
-def _names(value) -> bool:
-    return isinstance(value, list) and all(isinstance(v, str) for v in value)
-
-
-def _integer(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def check_selection_types(where: str, config: dict) -> None:
-    """The fields PEFT chooses the wrapped modules with, as the types it reads them as."""
-    names, indices = "a name (regular expression) or a list of names", "a layer index or a list of them"
-    fields = {"target_modules": (names, lambda v: isinstance(v, str) or _names(v)),
-              "exclude_modules": (names, lambda v: isinstance(v, str) or _names(v)),
-              "layers_pattern": (names, lambda v: isinstance(v, str) or _names(v)),
-              "layers_to_transform": (indices, lambda v: _integer(v) or isinstance(v, list) and all(map(_integer, v)))}
-    for field, (what, fits) in fields.items():
-        if config.get(field) is not None and not fits(config[field]):
-            raise GraphbenchError(f"{where}: {field} must be {what}, got {config[field]!r}")
-
-
-def module_name(layer: int, target: str) -> str:
-    """The module's name in the HF *ForCausalLM, which PEFT matches target_modules against."""
-    return f"model.layers.{layer}.{PARENT[target]}.{target}"
-
-
-def selected_modules(name: str, config: dict, config_file: Path, arch: ArchConfig) -> set[tuple[int, str]]:
-    """The (layer, target) modules PEFT wraps; refuses target_modules naming a module this model lacks, or
-    lm_head / embed_tokens (whose LoRA graphbench does not compute)."""
-    where = f"LoRA adapter {name}: {config_file}"
-    check_selection_types(where, config)
-    targets = config.get("target_modules")
-    if targets is None:
-        targets = DEFAULT_TARGETS
-    elif isinstance(targets, str) and targets.lower() == "all-linear":
-        targets = list(TARGETS)  # PEFT: every linear layer but the output layer
-    rule = {**config, "target_modules": targets}
-    ours = {(layer, t): module_name(layer, t) for layer in range(arch.num_hidden_layers) for t in TARGETS}
-    try:
-        lacking = [t for t in ([] if isinstance(targets, str) else targets)
-                   if not any(_listed([t], n) for n in [*ours.values(), *OTHERS])]
-        if lacking:
-            raise GraphbenchError(f"LoRA adapter {name}: target_modules {sorted(lacking)} in {config_file} are not "
-                                  f"modules of this model (it has {', '.join(TARGETS)})")
-        if others := [n for n in OTHERS if _selects(rule, n)]:
-            raise GraphbenchError(f"{where}: target_modules wraps {', '.join(others)}, whose LoRA is not "
-                                  f"supported (only {', '.join(TARGETS)})")
-        return {key for key, module in ours.items() if _selects(rule, module)}
-    except (re.error, OverflowError, RecursionError) as exc:
-        raise GraphbenchError(f"{where}: target_modules, exclude_modules or layers_pattern is not a valid "
-                              f"regular expression ({exc})") from None
-
-
-def _listed(names: list[str], key: str) -> bool:
-    return key in names or any(key.endswith(f".{n}") for n in names)
-
-
-def _selects(config: dict, key: str) -> bool:
-    """Whether PEFT wraps the module named key: peft's check_target_module_exists (modules_to_save, which it
-    also reads, is refused before)."""
-    exclude = config.get("exclude_modules")
-    if exclude and (re.fullmatch(exclude, key) if isinstance(exclude, str) else _listed(exclude, key)):
-        return False
-    targets = config["target_modules"]
-    if isinstance(targets, str):
-        return re.fullmatch(targets, key) is not None
-    if key in targets:
-        return True  # named in full: PEFT does not apply layers_to_transform then
-    if not _listed(targets, key):
-        return False
-    layers = config.get("layers_to_transform")
-    if layers is None or layers == []:
-        return True
-    index = _layer_index(key, config.get("layers_pattern"))
-    return index is not None and (index == layers if isinstance(layers, int) else index in layers)
-
-
-def _layer_index(key: str, patterns) -> int | None:
-    """The layer index in a module's name as PEFT finds it (the first numbered part, or the one after a
-    layers_pattern; an empty pattern means any)."""
-    if not patterns:
-        match = re.match(r".*?\.[^.]*\.(?P<idx>\d+)\.", key)
-        return int(match["idx"]) if match else None
-    for pattern in [patterns] if isinstance(patterns, str) else patterns:
-        if match := re.match(rf"(?:^|.*?\.){pattern}\.(?P<idx>\d+)\.", key):
-            return int(match["idx"])
-    return None
+def _switches_on(field: str, value) -> bool:
+    """Whether an unknown field reads as a LoRA variant turned on (PEFT's use_dora, kasa_config, ...); a newer
+    PEFT's other fields and their defaults (None, false, {}) are left to be ignored, as this PEFT ignores them."""
+    if field.startswith("use_"):
+        return value not in (None, False, 0, "", [], {})
+    return field.endswith("_config") and value not in (None, False, {})
 
 
 def read_tensors(name: str, weights_file: Path) -> dict[str, torch.Tensor]:
@@ -244,6 +179,26 @@ def _read_bin(name: str, weights_file: Path) -> dict[str, torch.Tensor]:
                                                 for k, v in tensors.items()):
         raise GraphbenchError(f"LoRA adapter {name}: {weights_file} must hold a state dict (tensor names to tensors)")
     return tensors
+
+
+def drop_unused(name: str, config: dict, tensors: dict[str, torch.Tensor], weights_file: Path,
+                selected: set[tuple[int, str]]) -> dict[str, torch.Tensor]:
+    """The tensors less those PEFT loads but does not compute with outside training (INFERENCE_UNUSED, of a
+    selected module, where the config turns their variant on); refuses save_embedding_layers' copies of the
+    model's embed_tokens / lm_head weights, which PEFT loads over the model's own."""
+    kept = {}
+    for key, tensor in tensors.items():
+        if embedding := EMBEDDINGS.fullmatch(key):
+            raise GraphbenchError(f"LoRA adapter {name}: tensor {key} in {weights_file} is a whole {embedding[1]} "
+                                  "weight (save_pretrained's save_embedding_layers), which PEFT loads over the "
+                                  "model's own and graphbench does not load: save the adapter with "
+                                  "save_embedding_layers=False")
+        extra = EXTRA.fullmatch(key)
+        variant = INFERENCE_UNUSED.get(extra[4]) if extra else None
+        if variant and config.get(variant) is not None and (int(extra[1]), extra[3]) in selected:
+            continue
+        kept[key] = tensor
+    return kept
 
 
 def pair_weights(name: str, tensors: dict[str, torch.Tensor], weights_file: Path, arch: ArchConfig, r: int,
