@@ -48,17 +48,21 @@ def _refuse_empty_paths(command, args: list[str]) -> None:
     valued = {opt: _takes_paths(p) for p in params if p.param_type_name == "option" and not getattr(p, "is_flag", False)
               for opt in p.opts}
     path_arguments = any(p.param_type_name == "argument" and _takes_paths(p) for p in params)
-    at = 0
-    while at < len(args):
-        name, eq, value = args[at].partition("=")
-        if name in valued and not eq:  # the option's value is the next argument
-            value, at = (args[at + 1] if at + 1 < len(args) else "x"), at + 1
-        if (name in valued and valued[name] and not value.strip()) or (name not in valued and not args[at].strip()
-                                                                       and path_arguments and not eq):
-            what = name if name in valued else "a path argument"
+    option = None  # the option whose value the next argument is
+    for arg in args:
+        name, eq, value = arg.partition("=")
+        if option is not None:
+            what, empty, option = option, valued[option] and not arg.strip(), None
+        elif name in valued:
+            if not eq:
+                option = name
+                continue
+            what, empty = name, valued[name] and not value.strip()
+        else:
+            what, empty = "a path argument", path_arguments and not arg.strip()
+        if empty:
             raise click_exceptions.UsageError(f"{what} is empty (an unset variable?): give a path, or '.' for the "
                                               f"current folder")
-        at += 1
 
 
 class _ErrorHandlingGroup(TyperGroup):

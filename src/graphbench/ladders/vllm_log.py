@@ -99,7 +99,8 @@ class _Table:
         self.pipes = head.count("|")
         self.record = record_prefix(head)  # the prefix each line of its record repeats; None: its rows carry none
         self.record_checked = False  # whether its next line said so (a formatter may write it on the first alone)
-        self.tags = line_sources(head, self.pipes)[1]  # its header line's process tags (several: writes interleaved)
+        # its header line's outer columns (docker compose's) and process tags (several: writes interleaved)
+        self.columns, self.tags = line_sources(head, self.pipes)
         self.rows: Counter[int] = Counter()
         self.cut: tuple[int, str] | None = None  # the file's unfinished last line, begun inside it
         self.cut_row = False  # that line is a row cut short
@@ -165,37 +166,38 @@ class _Scan:
         not its own), the tag telling apart two records alike; None: another writer's line. A line two tables
         could own is an error, never counted twice. A log line of a table's process but of another record
         ends that table (its own last line missing)."""
-        found = []
+        is_row = _ROW.search(line) is not None
+        found = []  # (whether the line is of the table's own source, the owner)
         for key, table in list(self.open.items()):
             head, part = split_table(line, table.pipes)
-            if not table.record_checked and part is not None and line_source(head, table.pipes) == key[0]:
-                table.record_checked = True  # the line under the header: its prefix, or none (rows read by tag)
-                table.record = table.record if record_prefix(head) is not None else None
-            if table.record is None or last:
-                if line_source(head, table.pipes) == key[0]:
-                    found.append((key, table, (head, part)))
-                continue
             columns, tags = line_sources(head, table.pipes)
-            if columns != line_sources(table.head, table.pipes)[0]:
+            own = (tags[0] if tags else columns) == key[0]  # (line_source)
+            if not table.record_checked and part is not None and own:
+                table.record_checked = True  # the line under the header: its prefix, or none (rows read by tag)
+                if record_prefix(head) is None:
+                    table.record = None
+            if table.record is None or last:
+                if own:
+                    found.append((own, (key, table, (head, part))))
+                continue
+            if columns != table.columns:
                 continue  # an outer tool's column (docker compose) is written on every line: another container's
-            own = line_source(head, table.pipes) == key[0]
             tagged = own or (not tags and table.tags) or set(tags) & set(table.tags)
-            if of_record(head, table.record) and (tagged or _ROW.search(line)):
-                if not own and not _ROW.search(line):
-                    continue  # another source's line that is no row: it neither ends nor breaks this table
-                found.append((key, table, (head, part)))  # (a row's tags may be others' its body came after)
+            if of_record(head, table.record) and (tagged or is_row):
+                if own or is_row:  # (another source's line that is no row neither ends nor breaks this table)
+                    found.append((own, (key, table, (head, part))))  # (a row's tags may be others' its body came after)
             elif (tags == table.tags == (key[0],)) or (not tags and not table.tags and VLLM_LINE.search(head)):
                 self._end(key, number)
         if len(found) > 1:  # records alike (two processes' in one second): the line's own source first, then its tags
-            mine = [owner for owner in found if line_source(owner[2][0], owner[1].pipes) == owner[0][0]]
+            mine = [owner for own, owner in found if own]
             if len(mine) == 1:
                 return mine[0]
-            tags = line_sources(found[0][2][0], found[0][1].pipes)[1]
-            found = [owner for owner in found if owner[0][0] in tags]
+            tags = line_sources(found[0][1][2][0], found[0][1][1].pipes)[1]
+            found = [(own, owner) for own, owner in found if owner[0][0] in tags]
             if len(found) != 1:
                 raise GraphbenchError(f"{self.name}:{number}: a line of two processes' cudagraph-metrics tables alike "
                                       f"(their lines interleaved): {line.strip()[:120]!r}")
-        return found[0] if found else None
+        return found[0][1] if found else None
 
     def _reopen(self, number: int, line: str, last: bool) -> bool:
         """A row of a table that a log line ended, not its record's last line: that line was another writer's
