@@ -33,6 +33,8 @@
 #   bash benchmarks/gpu_checks.sh gate-memory  # the gate on graph memory: A/A (two sweeps of one config: PASS) and A/B
 #                                      # (max_num_seqs 512 against 256, more rungs: graph memory FAILs), 4 processes a
 #                                      # sweep, -O2 at C = 16 (~4 min on a fresh machine)
+#   bash benchmarks/gpu_checks.sh startup-gate  # the gate on start-up: A/A (two sweeps, gated both ways) and A/B (a 0.6-s
+#                                      # sleep in every engine start), llama-3.2-1b -O2, C = 1, 3 processes a sweep (~5 min)
 #   bash benchmarks/gpu_checks.sh round-searches  # sweeps whose rounds each run on their own kernel search: A/A and gate both
 #                                      # ways (~4 min); RS_SIDES="c slow": A/B against ~65 us of GPU time a step
 #   bash benchmarks/gpu_checks.sh lora-ab   # LoRA's step cost (no adapters, 1, 4) in this tree and in .ab-base/src (`git archive REV src |
@@ -167,6 +169,39 @@ for folder in sys.argv[1:]:  # each process's kernel choices: where they came fr
     print(folder, f"{len(apart)} of {len(shapes)} shapes chosen apart across rounds:", apart)
 PY
     tar czf "$OUT/round-searches.tgz" -C "$OUT" $(cd "$OUT" && ls -d rs-*/) && rm -rf "$OUT"/rs-*/ ;;
+  startup-gate)  # the gate on start-up: sweeps a and b (A/A, gated both ways) and slow (A/B: Engine.__init__ sleeps
+                 # STARTUP_SLEEP_S, 0.6 s, patched when the engine module is imported so compile workers are untouched);
+                 # llama-3.2-1b -O2, C = 1, 3 processes a sweep (~1.5-2 min a sweep on an H100); STARTUP_SRC=.ab-NAME/src
+                 # runs every side on another tree (carried); each process's warm start in startups.txt
+    src=${STARTUP_SRC:-src}; mkdir -p /tmp/slow-start
+    printf '%s\n' "import importlib.abc, importlib.util, sys, time" "class _Patch(importlib.abc.MetaPathFinder):" \
+      "    def find_spec(self, name, path, target=None):" "        if name != 'graphbench.runner.engine':" "            return None" \
+      "        sys.meta_path.remove(self)" "        spec = importlib.util.find_spec(name)" "        real = spec.loader.exec_module" \
+      "        def exec_module(module):" "            real(module)" "            init = module.Engine.__init__" \
+      "            def slow(self, *a, **k):" "                time.sleep(${STARTUP_SLEEP_S:-0.6})" "                init(self, *a, **k)" \
+      "            module.Engine.__init__ = slow" "        spec.loader.exec_module = exec_module" "        return spec" \
+      "sys.meta_path.insert(0, _Patch())" > /tmp/slow-start/sitecustomize.py
+    for side in a slow b; do
+      pp="$PWD/$src:$PWD"; [ $side = slow ] && pp="/tmp/slow-start:$pp"
+      PYTHONPATH="$pp" timeout 180 python3 -m graphbench sweep --model llama-3.2-1b --levels 2 --ladders default --peers none \
+        --concurrency 1 --repeats 1 --rounds 3 --results "$OUT/sg-$side" 2>&1 | grep -v "^DEBUG" > "$OUT/sg-$side.log"
+      echo "$side exit $? at $SECONDS s"
+    done
+    for pair in "a b" "b a" "a slow"; do
+      set -- $pair; PYTHONPATH="$PWD/$src:$PWD" python3 -m graphbench gate -b "$OUT/sg-$1" -c "$OUT/sg-$2" > "$OUT/gate-$1-$2.log" 2>&1
+      echo "gate $1 $2 exit $?: $(grep -h startup_s "$OUT/gate-$1-$2.log" | head -1 | tr -s ' ' | cut -c1-160)"
+    done
+    PYTHONPATH="$PWD/$src:$PWD" python3 - "$OUT"/sg-*/ <<'PY' | tee "$OUT/startups.txt"
+import sys
+from graphbench.reports.rounds import startups_of
+from graphbench.reports.store import load_results
+for folder in sys.argv[1:]:  # each process's measured (last) start: total, capture, load, the unmeasured one before it
+    for r in sorted(load_results([folder], merge=False).results, key=lambda r: r["sweep"]["round"]["index"]):
+        s = startups_of(r)[-1]
+        print(folder, "round", r["sweep"]["round"]["index"], f"warm start {s['total_s']:.2f} s, capture {s['capture_s']:.2f},",
+              f"load {s['load_s']:.2f}, primed {s.get('primed_s')}")
+PY
+    tar czf "$OUT/startup-gate.tgz" -C "$OUT" $(cd "$OUT" && ls -d sg-*/) && rm -rf "$OUT"/sg-*/ ;;
   lora-roofline)
     for spec in none dummy:r=16 dummy:r=16,n=4; do
       name=${spec//[:=,]/-}; lora=(); [ "$spec" = none ] || lora=(--lora "$spec")

@@ -203,9 +203,7 @@ def test_a_schema_v1_result_is_migrated(tmp_path):
 
 
 def test_cold_start_in_its_own_process_then_warm_first_start(tmp_path, monkeypatch):
-    # on CUDA the cold start runs in a child process (so the warm start is its process's first);
-    # forced here on the CPU
-    monkeypatch.setattr(cold_start, "wants_own_process", lambda device_type: True)
+    # a compiled config's cold start runs in a child process, on every device (so the warm start is its process's first)
     monkeypatch.setenv("GRAPHBENCH_CACHE_ROOT", str(tmp_path / "cache"))
     result = runner.invoke(app, ["run", "--device", "cpu", "-O1", "--max-num-seqs", "4", "--max-num-batched-tokens", "32",
                                  "--concurrency", "1", "--prompt-len", "4", "--output-len", "2", "--repeats", "1",
@@ -220,8 +218,7 @@ def test_cold_start_in_its_own_process_then_warm_first_start(tmp_path, monkeypat
     assert warm["compile_cache_dir"] == cold["compile_cache_dir"]
 
 
-def test_without_compilation_the_cold_start_stays_in_process(tmp_path, monkeypatch):
-    monkeypatch.setattr(cold_start, "wants_own_process", lambda device_type: True)  # (-O0: no child anyway)
+def test_without_compilation_the_cold_start_stays_in_process(tmp_path):
     result = runner.invoke(app, ["run", "--device", "cpu", "-O0", "--concurrency", "1", "--prompt-len", "4",
                                  "--output-len", "2", "--repeats", "1", "--results", str(tmp_path), "--cold", "-q"])
     assert result.exit_code == 0, result.output
@@ -229,8 +226,7 @@ def test_without_compilation_the_cold_start_stays_in_process(tmp_path, monkeypat
     assert len(starts) == 2 and not any("own_process" in s for s in starts)
 
 
-def test_a_failed_cold_start_process_fails_the_point_with_its_reason(tmp_path, monkeypatch):
-    monkeypatch.setattr(cold_start, "wants_own_process", lambda device_type: True)
+def test_a_failed_cold_start_process_fails_the_point_with_its_reason(tmp_path):
     result = runner.invoke(app, ["run", "--device", "cpu", "-O1", "--attention-backend", "triton", "--concurrency", "1",
                                  "--results", str(tmp_path), "--cold", "-q"])
     assert result.exit_code == 2
@@ -302,8 +298,7 @@ def test_gpt_fast_peer_needs_a_checkout_and_builds_the_architectures_shapes(tmp_
 def test_a_round_on_its_own_kernel_search_starts_warm_once_unmeasured_before_the_measured_start(tmp_path, monkeypatch):
     """A sweep round whose config names its own kernel search: a warm start in a child process first (it compiles
     the round's kernels into the entry; on the CPU there are none), then the measured warm start, which records
-    the child's seconds as primed_s. Forced into a child here on the CPU, as on CUDA."""
-    monkeypatch.setattr(cold_start, "wants_own_process", lambda device_type: True)
+    the child's seconds as primed_s."""
     monkeypatch.setenv("GRAPHBENCH_CACHE_ROOT", str(tmp_path / "cache"))
     (tmp_path / "round.toml").write_text('[model]\nkernel_search = "0123456789ab-r2"\n')
     args = ["run", "--device", "cpu", "-O1", "--max-num-seqs", "4", "--max-num-batched-tokens", "32", "--concurrency",

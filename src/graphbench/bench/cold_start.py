@@ -1,10 +1,12 @@
 """A cold start in a process of its own, so that the warm start after it is a first start too.
 
-The first CUDA-graph capture in a process pays costs a second capture in the same process does not
-(measured on the H200: ~95 MiB of graph memory and Triton's kernel loading), and a second start skips
-importing torch's compile stack. A point that measures a cold and a warm start therefore runs the
-cold one here, in a child process, and the warm one (which then serves the workloads) as its own
-process's first start: every reported start is a fresh-process start.
+A second start in a process skips what a fresh process pays: importing torch's compile stack and loading
+the compiled code (on the CPU, tiny-llama at -O3: a warm start after the cold one in its process took 0.9 s,
+a fresh process's 5.0 s), and on CUDA the first graph capture's costs (measured on the H200: ~95 MiB of graph
+memory and Triton's kernel loading). A point that compiles and measures a cold and a warm start therefore runs
+the cold one here, in a child process, and the warm one (which then serves the workloads) as its own
+process's first start, on every device: every reported start is a fresh-process start, so a sweep's first
+round measures its warm start as the later rounds do theirs (benchmarks/RESULTS.md, 2026-12-07).
 
     python -m graphbench.bench.cold_start CONFIG.json   # prints "RESULT {startup}" on success
 
@@ -28,12 +30,6 @@ from typing import Any
 
 from graphbench.config import EngineConfig
 from graphbench.errors import GraphbenchError
-
-def wants_own_process(device_type: str) -> bool:
-    """On CUDA, so that the warm start after it is its own process's first, as every other point's is
-    (first-capture costs and all); on the CPU there are no graphs and the extra imports only cost time."""
-    return device_type == "cuda"
-
 
 def die_with_parent() -> None:
     """preexec_fn (Linux): the child is killed when the process that started it dies."""

@@ -47,15 +47,6 @@ def _compiles(config: EngineConfig) -> bool:
     return config.resolve().compilation.mode != CompileMode.NONE
 
 
-def _device_type(config: EngineConfig) -> str:
-    import torch
-
-    device = config.model.device
-    if device in (None, "auto"):
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return str(device).split(":")[0]
-
-
 # "label:kind[,label:kind]": kill | oom | compile-error | hang (in the point's process); worker-exit
 # (the Ray worker running the point exits while the point runs: bench/sweep_ray.py); the kinds are env.FAULT_KINDS,
 # which checks the value when a command starts
@@ -87,7 +78,7 @@ def inject_fault(label: str) -> None:
 def run_point(spec: PointSpec, results_dir: str | Path,
               progress: Callable[[str], None] = lambda message: None) -> Path:
     """Measure one point and write its result file; return the file."""
-    from graphbench.bench.cold_start import cold_start_in_child, start_in_child, wants_own_process
+    from graphbench.bench.cold_start import cold_start_in_child, start_in_child
     from graphbench.bench.driver import run_engine_workload, warm_up
     from graphbench.bench.engine_start import start_engine
     from graphbench.bench.repeats import measure_repeats, workload_record
@@ -96,7 +87,7 @@ def run_point(spec: PointSpec, results_dir: str | Path,
     startups, engine = [], None
     for kind in spec.startups:
         # (without compilation a cold start is a warm one: no child process for it)
-        own_process = engine is None and _compiles(spec.config) and wants_own_process(_device_type(spec.config))
+        own_process = engine is None and _compiles(spec.config)
         if kind == "cold" and own_process:
             progress("cold start (own process)")
             startups.append(cold_start_in_child(spec.config))
