@@ -238,6 +238,10 @@ def test_an_a_a_pair_of_sweeps_passes_both_ways_and_compare_calls_every_row_a_ti
         assert len(verdicts) > 20 and set(verdicts.values()) == {TIE}
     check = aa_check(a, b)
     assert check.false_alarms == 0 and check.gate_exit == 0 and check.compare_counts[TIE] == check.comparisons
+    # and how many of those passes could not have failed: the noise each pass had to beat, against its threshold
+    blind = [c for c in run_gate(a, b).checks if c.comparison.noise_pct > abs(c.threshold_pct)]
+    assert check.blind_checks == len(blind) and check.to_dict()["blind_checks"] == len(blind)
+    assert ("spread more than their threshold" in check.summary()) == bool(blind)
 
 
 def test_a_15_percent_drop_fails_and_compare_and_gate_call_the_same_rows(aa_sets, tmp_path):

@@ -9,7 +9,7 @@ from typing import Any
 
 from graphbench.reports.compare import compare_sets
 from graphbench.reports.compare_match import load_side
-from graphbench.reports.gate import run_gate
+from graphbench.reports.gate import blind_passes, run_gate
 from graphbench.reports.verdict import IMPROVED, NA, REGRESSED, TIE
 
 
@@ -21,6 +21,7 @@ class AACheck:
     gate_counts: dict[str, int]
     gate_exit: int
     alarms: list[str] = field(default_factory=list)
+    blind_checks: int = 0  # gate passes whose noise is wider than their threshold: they could not have failed
 
     @property
     def false_alarms(self) -> int:
@@ -29,14 +30,17 @@ class AACheck:
 
     def summary(self) -> str:
         c = self.compare_counts
+        gate = ", ".join(f"{n} {s}" for s, n in self.gate_counts.items() if n)
+        blind = (f"; {self.blind_checks} of them spread more than their threshold between processes (a regression "
+                 "of that size would pass them too)") if self.blind_checks else ""
         return (f"{self.false_alarms} false alarm(s). compare: {c[REGRESSED]} regressed, {c[IMPROVED]} improved, "
-                f"{c[TIE]} ties, {c[NA]} n/a of {self.comparisons}; gate: exit {self.gate_exit}, "
-                + ", ".join(f"{n} {s}" for s, n in self.gate_counts.items() if n) + f" of {self.gate_checks} checks")
+                f"{c[TIE]} ties, {c[NA]} n/a of {self.comparisons}; gate: exit {self.gate_exit}, {gate} of "
+                f"{self.gate_checks} checks{blind}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"false_alarms": self.false_alarms, "comparisons": self.comparisons, "compare": self.compare_counts,
                 "gate_checks": self.gate_checks, "gate": self.gate_counts, "gate_exit": self.gate_exit,
-                "alarms": self.alarms}
+                "blind_checks": self.blind_checks, "alarms": self.alarms}
 
 
 def aa_check(a: str | Path, b: str | Path) -> AACheck:
@@ -52,4 +56,5 @@ def aa_check(a: str | Path, b: str | Path) -> AACheck:
             alarms.append(f"compare {c.verdict}: {c.where} {c.metric}: {c.note}")
     report = run_gate(a, b, allow_missing=True)
     alarms += [f"gate regressed: {r.comparison.where} {r.metric}: {r.reason}" for r in report.regressions]
-    return AACheck(len(result.comparisons), counts, len(report.checks), report.counts(), report.exit_code, alarms)
+    return AACheck(len(result.comparisons), counts, len(report.checks), report.counts(), report.exit_code, alarms,
+                   len(blind_passes(report.checks)))

@@ -59,6 +59,7 @@ from graphbench.reports.verdict import IMPROVED, MIN_PROCESSES, NA, REGRESSED
 __all__ = [
     "DEFAULT_THRESHOLDS",
     "OFF",
+    "blind_passes",
     "RULE",
     "STATUSES",
     "GateCheck",
@@ -231,21 +232,24 @@ def gate_comparisons(
     if busy:
         warnings.append(f"{len(busy)} check(s) include processes measured on a busy host: a regression among them "
                         "is reported as inconclusive (exit 3), not as a regression")
-    blind = _blind_passes(checks)
+    blind = _blind_passes_warning(checks)
     if blind:
         warnings.append(blind)
     return checks, warnings
 
 
-def _blind_passes(checks: list[GateCheck]) -> str | None:
-    """A warning naming the passes whose noise floor is wider than their threshold: there a regression of the
-    threshold's size would have passed too (an H100's llama-3.2-1b warm starts spread 75% between processes
-    against start-up's 20%: benchmarks/RESULTS.md, 2026-12-07), so a pass says little of them."""
+def blind_passes(checks: Iterable[GateCheck]) -> list[GateCheck]:
+    """The passes whose noise floor is wider than their threshold: a regression of the threshold's size would have
+    passed too (an H100's llama-3.2-1b warm starts spread 75% between processes against start-up's 20%:
+    benchmarks/RESULTS.md, 2026-12-07), so such a pass says little."""
+    return [r for r in checks if r.status == "pass" and r.comparison.noise_pct is not None
+            and math.isfinite(r.comparison.noise_pct) and r.comparison.noise_pct > abs(r.threshold_pct)]
+
+
+def _blind_passes_warning(checks: list[GateCheck]) -> str | None:
     blind: dict[str, list[GateCheck]] = {}
-    for r in checks:
-        noise = r.comparison.noise_pct
-        if r.status == "pass" and noise is not None and math.isfinite(noise) and noise > abs(r.threshold_pct):
-            blind.setdefault(r.metric, []).append(r)
+    for r in blind_passes(checks):
+        blind.setdefault(r.metric, []).append(r)
     if not blind:
         return None
     parts = [f"{metric} ({len(rs)}: noise up to {max(r.comparison.noise_pct for r in rs):.0f}% against "
