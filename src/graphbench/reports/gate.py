@@ -59,11 +59,11 @@ from graphbench.reports.verdict import IMPROVED, MIN_PROCESSES, NA, REGRESSED
 __all__ = [
     "DEFAULT_THRESHOLDS",
     "OFF",
-    "blind_passes",
     "RULE",
     "STATUSES",
     "GateCheck",
     "GateReport",
+    "blind_passes",
     "error_junit",
     "error_markdown",
     "gate_comparisons",
