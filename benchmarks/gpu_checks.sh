@@ -172,7 +172,8 @@ PY
   startup-gate)  # the gate on start-up: sweeps a and b (A/A, gated both ways) and slow (A/B: Engine.__init__ sleeps
                  # STARTUP_SLEEP_S, 0.6 s, patched when the engine module is imported so compile workers are untouched);
                  # llama-3.2-1b -O2, C = 1, 3 processes a sweep (~1.5-2 min a sweep on an H100); STARTUP_SRC=.ab-NAME/src
-                 # runs every side on another tree (carried); each process's warm start in startups.txt
+                 # runs every side on another tree (carried); SG_SIDES="a p:.ab-NAME/src b ..." gives a side its own
+                 # tree, SG_PAIRS="a:b b:a ..." the gates (baseline:current); each process's warm start in startups.txt
     src=${STARTUP_SRC:-src}; mkdir -p /tmp/slow-start
     printf '%s\n' "import importlib.abc, importlib.util, sys, time" "class _Patch(importlib.abc.MetaPathFinder):" \
       "    def find_spec(self, name, path, target=None):" "        if name != 'graphbench.runner.engine':" "            return None" \
@@ -181,14 +182,15 @@ PY
       "            def slow(self, *a, **k):" "                time.sleep(${STARTUP_SLEEP_S:-0.6})" "                init(self, *a, **k)" \
       "            module.Engine.__init__ = slow" "        spec.loader.exec_module = exec_module" "        return spec" \
       "sys.meta_path.insert(0, _Patch())" > /tmp/slow-start/sitecustomize.py
-    for side in a slow b; do
-      pp="$PWD/$src:$PWD"; [ $side = slow ] && pp="/tmp/slow-start:$pp"
+    for spec in ${SG_SIDES:-a slow b}; do
+      side=${spec%%:*}; tree=$src; [ "$side" = "$spec" ] || tree=${spec#*:}
+      pp="$PWD/$tree:$PWD"; [ $side = slow ] && pp="/tmp/slow-start:$pp"
       PYTHONPATH="$pp" timeout 180 python3 -m graphbench sweep --model llama-3.2-1b --levels 2 --ladders default --peers none \
         --concurrency 1 --repeats 1 --rounds 3 --results "$OUT/sg-$side" 2>&1 | grep -v "^DEBUG" > "$OUT/sg-$side.log"
-      echo "$side exit $? at $SECONDS s"
+      echo "$side ($tree) exit $? at $SECONDS s"
     done
-    for pair in "a b" "b a" "a slow"; do
-      set -- $pair; PYTHONPATH="$PWD/$src:$PWD" python3 -m graphbench gate -b "$OUT/sg-$1" -c "$OUT/sg-$2" > "$OUT/gate-$1-$2.log" 2>&1
+    for pair in ${SG_PAIRS:-a:b b:a a:slow}; do
+      set -- ${pair/:/ }; PYTHONPATH="$PWD/$src:$PWD" python3 -m graphbench gate -b "$OUT/sg-$1" -c "$OUT/sg-$2" > "$OUT/gate-$1-$2.log" 2>&1
       echo "gate $1 $2 exit $?: $(grep -h startup_s "$OUT/gate-$1-$2.log" | head -1 | tr -s ' ' | cut -c1-160)"
     done
     PYTHONPATH="$PWD/$src:$PWD" python3 - "$OUT"/sg-*/ <<'PY' | tee "$OUT/startups.txt"
