@@ -171,7 +171,8 @@ PY
     tar czf "$OUT/round-searches.tgz" -C "$OUT" $(cd "$OUT" && ls -d rs-*/) && rm -rf "$OUT"/rs-*/ ;;
   startup-gate)  # the gate on start-up: sweeps a and b (A/A, gated both ways) and slow (A/B: Engine.__init__ sleeps
                  # STARTUP_SLEEP_S, 0.6 s, patched when the engine module is imported so compile workers are untouched);
-                 # llama-3.2-1b -O2, C = 1, 3 processes a sweep (~1.5-2 min a sweep on an H100); STARTUP_SRC=.ab-NAME/src
+                 # llama-3.2-1b -O2, C = 1, 3 processes a sweep (~1.5-2 min a sweep on an H100, 2 sides and the gates a call on a
+                 # slower one: 4 took 504 s on 2026-12-07); STARTUP_SRC=.ab-NAME/src
                  # runs every side on another tree (carried); SG_SIDES="a p:.ab-NAME/src b ..." gives a side its own
                  # tree, SG_PAIRS="a:b b:a ..." the gates (baseline:current); each process's warm start in startups.txt
     src=${STARTUP_SRC:-src}; mkdir -p /tmp/slow-start
@@ -182,28 +183,29 @@ PY
       "            def slow(self, *a, **k):" "                time.sleep(${STARTUP_SLEEP_S:-0.6})" "                init(self, *a, **k)" \
       "            module.Engine.__init__ = slow" "        spec.loader.exec_module = exec_module" "        return spec" \
       "sys.meta_path.insert(0, _Patch())" > /tmp/slow-start/sitecustomize.py
+    sg=/tmp/startup-gate; rm -rf $sg; mkdir -p $sg  # results outside $OUT: a call returns a few dozen files at most
     for spec in ${SG_SIDES:-a slow b}; do
       side=${spec%%:*}; tree=$src; [ "$side" = "$spec" ] || tree=${spec#*:}
       pp="$PWD/$tree:$PWD"; [ $side = slow ] && pp="/tmp/slow-start:$pp"
       PYTHONPATH="$pp" timeout 180 python3 -m graphbench sweep --model llama-3.2-1b --levels 2 --ladders default --peers none \
-        --concurrency 1 --repeats 1 --rounds 3 --results "$OUT/sg-$side" 2>&1 | grep -v "^DEBUG" > "$OUT/sg-$side.log"
+        --concurrency 1 --repeats 1 --rounds 3 --results "$sg/sg-$side" 2>&1 | grep -v "^DEBUG" > "$OUT/sg-$side.log"
       echo "$side ($tree) exit $? at $SECONDS s"
-    done
-    for pair in ${SG_PAIRS:-a:b b:a a:slow}; do
-      set -- ${pair/:/ }; PYTHONPATH="$PWD/$src:$PWD" python3 -m graphbench gate -b "$OUT/sg-$1" -c "$OUT/sg-$2" > "$OUT/gate-$1-$2.log" 2>&1
-      echo "gate $1 $2 exit $?: $(grep -h startup_s "$OUT/gate-$1-$2.log" | head -1 | tr -s ' ' | cut -c1-160)"
-    done
-    PYTHONPATH="$PWD/$src:$PWD" python3 - "$OUT"/sg-*/ <<'PY' | tee "$OUT/startups.txt"
+      # each side's result files and starts kept as it ends, so a call cut short keeps the sides before
+      tar czf "$OUT/sg-$side.tgz" -C $sg --exclude=report --exclude=.sweep "sg-$side"
+      PYTHONPATH="$PWD/$src:$PWD" python3 - "$sg/sg-$side" <<'PY' | tee -a "$OUT/startups.txt"
 import sys
 from graphbench.reports.rounds import startups_of
 from graphbench.reports.store import load_results
-for folder in sys.argv[1:]:  # each process's measured (last) start: total, capture, load, the unmeasured one before it
-    for r in sorted(load_results([folder], merge=False).results, key=lambda r: r["sweep"]["round"]["index"]):
-        s = startups_of(r)[-1]
-        print(folder, "round", r["sweep"]["round"]["index"], f"warm start {s['total_s']:.2f} s, capture {s['capture_s']:.2f},",
-              f"load {s['load_s']:.2f}, primed {s.get('primed_s')}")
+for r in sorted(load_results(sys.argv[1:], merge=False).results, key=lambda r: r["sweep"]["round"]["index"]):
+    s = startups_of(r)[-1]  # the process's measured (last) start: total, capture, load, the unmeasured one before it
+    print(sys.argv[1].split("/")[-1], "round", r["sweep"]["round"]["index"], f"warm start {s['total_s']:.2f} s,",
+          f"capture {s['capture_s']:.2f}, load {s['load_s']:.2f}, primed {s.get('primed_s')}")
 PY
-    tar czf "$OUT/startup-gate.tgz" -C "$OUT" $(cd "$OUT" && ls -d sg-*/) && rm -rf "$OUT"/sg-*/ ;;
+    done
+    for pair in ${SG_PAIRS:-a:b b:a a:slow}; do
+      set -- ${pair/:/ }; PYTHONPATH="$PWD/$src:$PWD" python3 -m graphbench gate -b "$sg/sg-$1" -c "$sg/sg-$2" > "$OUT/gate-$1-$2.log" 2>&1
+      echo "gate $1 $2 exit $?: $(grep -h startup_s "$OUT/gate-$1-$2.log" | head -1 | tr -s ' ' | cut -c1-160)"
+    done ;;
   lora-roofline)
     for spec in none dummy:r=16 dummy:r=16,n=4; do
       name=${spec//[:=,]/-}; lora=(); [ "$spec" = none ] || lora=(--lora "$spec")
