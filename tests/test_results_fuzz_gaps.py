@@ -92,6 +92,24 @@ def test_figures_past_any_measurement_skip_their_file_not_print_300_digits(tmp_p
     assert result.exit_code == 0 and ",1000.0,100000000000000.0," in result.stdout, result.output
 
 
+def test_a_negative_time_skips_its_file_by_name(tmp_path):
+    # a negative per-mode step total was summed into the report's time by mode as if measured
+    good = _planned_results(tmp_path / "good")
+    for name, edit, message in (
+            ("total", lambda r: r["workloads"][0]["repeats"][0].update(step_ms_by_mode={"FULL": {"total_ms": -3.0}}),
+             "repeat #1: step_ms_by_mode 'FULL': 'total_ms' is -3.0, a negative time or rate"),
+            ("duration", lambda r: r["workloads"][0]["repeats"][0].update(duration_s=-1),
+             "repeat #1: 'duration_s' is -1, a negative time or rate")):
+        folder = _planned_results(tmp_path / name, edit)
+        first = f"{folder}/cpu-test/0001_O0-default.json: workload 'closed-c1': {message}"
+        assert_one_error(invoke("report", folder, "-o", tmp_path / "report"), first)
+        assert_one_error(invoke("compare", good, folder), "no current results loaded", first)
+    zero = _planned_results(tmp_path / "zero", lambda r: r["workloads"][0]["repeats"][0].update(
+        step_ms_by_mode={"NONE": {"total_ms": 0.0}}))  # a mode no step ran in: 0, not an error
+    result = invoke("compare", good, zero, "--format", "csv")
+    assert result.exit_code == 0, result.output
+
+
 def test_a_copied_round_file_counts_once_and_is_named(tmp_path):
     # a copy of a round file beside it (or a results folder copied in twice) was a fourth process of the
     # point: 3/4 processes, its noise narrowed and Mann-Whitney's U in place of Welch's t
