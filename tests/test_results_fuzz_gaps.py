@@ -97,9 +97,9 @@ def test_a_negative_time_skips_its_file_by_name(tmp_path):
     good = _planned_results(tmp_path / "good")
     for name, edit, message in (
             ("total", lambda r: r["workloads"][0]["repeats"][0].update(step_ms_by_mode={"FULL": {"total_ms": -3.0}}),
-             "repeat #1: step_ms_by_mode 'FULL': 'total_ms' is -3.0, a negative time or rate"),
+             "repeat #1: step_ms_by_mode 'FULL': 'total_ms' is -3.0, a negative time"),
             ("duration", lambda r: r["workloads"][0]["repeats"][0].update(duration_s=-1),
-             "repeat #1: 'duration_s' is -1, a negative time or rate")):
+             "repeat #1: 'duration_s' is -1, a negative time")):
         folder = _planned_results(tmp_path / name, edit)
         first = f"{folder}/cpu-test/0001_O0-default.json: workload 'closed-c1': {message}"
         assert_one_error(invoke("report", folder, "-o", tmp_path / "report"), first)

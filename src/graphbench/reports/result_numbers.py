@@ -72,11 +72,12 @@ def check_summary(summary: dict[str, Any], where: str) -> None:
                                  f"{unit + ' ' if unit else ''}value")
 
 
-def check_numbers(data: dict[str, Any], where: str, keys: tuple[str, ...], required: bool = False) -> None:
-    """The leaf values the report's tables compute with (times and rates): finite numbers from 0 to MAX_MAGNITUDE
-    (absent or null allowed unless required). A NaN or an overflowed 1e400 (read as inf) skips the file by name
-    instead of failing the report, or printing +inf% in a comparison; a negative step total would have been
-    summed into the report's per-mode time as if measured."""
+def check_numbers(data: dict[str, Any], where: str, keys: tuple[str, ...], required: bool = False,
+                  times: bool = False) -> None:
+    """The leaf values the report's tables compute with: finite numbers within MAX_MAGNITUDE, and with times
+    not negative (absent or null allowed unless required). A NaN or an overflowed 1e400 (read as inf) skips the
+    file by name instead of failing the report, or printing +inf% in a comparison; a negative step total would
+    have been summed into the report's per-mode time as if measured."""
     for key in keys:
         value = data.get(key)
         if value is None and not required:
@@ -87,8 +88,8 @@ def check_numbers(data: dict[str, Any], where: str, keys: tuple[str, ...], requi
             raise ValueError(f"{where}: {key!r} is {_shown(value, number)}, not a finite number")
         if abs(number) > MAX_MAGNITUDE:
             raise ValueError(f"{where}: {key!r} is {value!r}, past any measurement (at most {MAX_MAGNITUDE:g})")
-        if number < 0:
-            raise ValueError(f"{where}: {key!r} is {value!r}, a negative time or rate")
+        if times and number < 0:
+            raise ValueError(f"{where}: {key!r} is {value!r}, a negative time")
 
 
 def as_float(value: int | float) -> float:
