@@ -51,8 +51,10 @@ def tune_command(
     objective: Annotated[str, _o("--objective", "tokens: expected padding tokens per step; "
                                  "waste: expected padding fraction; time: expected ms per step under a "
                                  "measured step-time curve (--curve).")] = "tokens",
-    curve: Annotated[Optional[Path], _o("--curve", "Step-time curve from `graphbench curve`: every ladder "
-                                        "gets its expected ms per step (needed by --objective time).")] = None,
+    curve: Annotated[Optional[list[Path]], _o("--curve", "Step-time curve from `graphbench curve`: every ladder "
+                                              "gets its expected ms per step (needed by --objective time); "
+                                              "repeated, each a process's curve of one measurement: their "
+                                              "medians, and each ladder judged against the tuned one.")] = None,
     max_capture_s: Annotated[Optional[float], _o("--max-capture-s", "Capture-time budget in seconds under "
                                                  "the curve's capture-time model.")] = None,
     max_num_seqs: Annotated[Optional[int], _o("--max-num-seqs", "For the default/interactivity ladders and the "

@@ -34,13 +34,16 @@ def print_tune_table(doc: dict[str, Any]) -> None:
             f"rms error {mm['rms_error_bytes'] / MIB:.3f} MiB{'; ' + mm['note'] if mm['note'] else ''})")
     timed = doc.get("curve")
     if timed is not None:
-        say(f"step-time curve: {timed['file']} ({timed['model']}, {timed['gpu']}, {timed['date']}); a ladder "
+        many = f"{timed['processes']} processes' curves, each size's median: " if timed.get("processes", 1) > 1 else ""
+        say(f"step-time curve: {many}{timed['file']} ({timed['model']}, {timed['gpu']}, {timed['date']}); a ladder "
             f"with every size 1..{doc['top']}: {timed['every_size_ms']:.4f} ms per step")
     say(f"tuned ladder ({doc['tuned']['num_sizes']} sizes): {' '.join(map(str, doc['tuned']['sizes']))}")
     say("")
     with_memory = doc["memory_model"] is not None
     head = f"{'ladder':<14}{'graphs':>7}{'pad tokens/step':>17}{'waste':>9}{'eager':>9}"
+    judged = bool(timed and timed.get("vs_tuned"))
     head += f"{'ms/step':>10}{'vs every':>10}{'capture s':>11}" if timed else ""
+    head += f"{'vs tuned':>11}" if judged else ""
     say(head + (f"{'graph MiB':>11}" if with_memory else ""))
     for row in doc["ladders"]:
         line = (f"{row['name']:<14}{row['num_sizes']:>7}{row['expected_padded_tokens']:>17.4f}"
@@ -51,7 +54,16 @@ def print_tune_table(doc: dict[str, Any]) -> None:
             capture = row["predicted_capture_s"]
             line += (f"{row['expected_step_ms']:>10.4f}{timed['vs_every_size_pct'][row['name']]:>+9.2f}%"
                      + (f"{capture:>11.2f}" if capture is not None else f"{'-':>11}"))
+        if judged:
+            verdict = timed["vs_tuned"].get(row["name"])
+            line += f"{_against(verdict) if verdict else ('-' if row['name'] != 'tuned' else ''):>11}"
         say(line + (f"{row['predicted_graph_memory_bytes'] / MIB:>11.1f}" if with_memory else ""))
+    if judged:
+        for name, verdict in timed["vs_tuned"].items():
+            say(f"  {name} against tuned: {_against(verdict)}, {verdict['reason']}")
+    elif timed:
+        say(f"  ms per step from {timed.get('processes', 1)} process(es)' curve: figures, not verdicts (give --curve "
+            "3 or more times, each a `graphbench curve` run, to judge the ladders against their noise)")
     say("")
     say("Pareto curve: best ladder with at most n graphs (* = knee)")
     say(f"{'graphs':>7}{'pad tokens/step':>17}{'waste':>9}" + (f"{'ms/step':>10}" if timed else "") + "  sizes")
@@ -87,3 +99,8 @@ def _print_startup(startup: dict[str, Any]) -> None:
         say(f"{name:<14}{len(plan['sizes']):>12}{len(plan['deferred']):>11}{len(plan['unused']):>8}"
             f"{plan['covered_pct']:>20.2f}%{plan['deferred_pct']:>10.2f}%{plan['eager_pct']:>7.2f}%  "
             + " ".join(map(str, plan["sizes"])))
+
+
+def _against(verdict: dict) -> str:
+    """A ladder's verdict against the tuned one, in step time: slower, faster, tie or n/a."""
+    return {"regressed": "slower", "improved": "faster"}.get(verdict["verdict"], verdict["verdict"])

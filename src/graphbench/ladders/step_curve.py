@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import statistics
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -165,6 +166,41 @@ def curve_from_dict(data: Any, where: str = "the curve") -> StepCurve:
             if k not in ("kind", "schema_version", "graph_ms", "eager_ms", "capture_s", "capture_bytes")}
     return StepCurve(graph, _sizes_map(data, "eager_ms", where), _sizes_map(data, "capture_s", where),
                      _sizes_map(data, "capture_bytes", where, integer=True), meta)
+
+
+def curve_gpu(curve: StepCurve) -> str:
+    """The GPU type a curve was measured on ('' where it does not say)."""
+    environment = curve.meta.get("environment")
+    return str((environment.get("gpu") if isinstance(environment, dict) else None) or "")
+
+
+def median_curve(curves: list[StepCurve], names: list[str]) -> StepCurve:
+    """Curves measured in separate processes (one `graphbench curve` each) as one: each size's median, over the
+    sizes every curve has. They must be one measurement repeated: one model, -O level, context and GPU type, and
+    no curve given twice (a copy would count one process twice)."""
+    first = curves[0]
+    for curve, name in zip(curves[1:], names[1:]):
+        for what, get in (("model", lambda c: c.meta.get("model")), ("-O level", lambda c: c.meta.get("optimization_level")),
+                          ("context", lambda c: c.meta.get("context_tokens")), ("GPU", curve_gpu)):
+            a, b = get(first), get(curve)
+            if a not in (None, "") and b not in (None, "") and a != b:
+                raise GraphbenchError(f"the step-time curves are not one measurement repeated: {names[0]} has {what} "
+                                      f"{a!r}, {name} {b!r}")
+    for i, curve in enumerate(curves):
+        for j in range(i):
+            if curve.graph_ms == curves[j].graph_ms:
+                raise GraphbenchError(f"{names[i]} holds the same times as {names[j]}: one process given twice "
+                                      "(each --curve must be a measurement of its own)")
+    top = min(c.max_size for c in curves)
+
+    def medians(key: str, sizes) -> dict[int, float]:
+        return {n: statistics.median(getattr(c, key)[n] for c in curves) for n in sizes
+                if all(n in getattr(c, key) for c in curves)}
+
+    return StepCurve(medians("graph_ms", range(1, top + 1)), medians("eager_ms", first.eager_ms),
+                     medians("capture_s", first.capture_s),
+                     {n: round(v) for n, v in medians("capture_bytes", first.capture_bytes).items()},
+                     dict(first.meta, processes=len(curves)))
 
 
 def load_curve(path: str | Path) -> StepCurve:

@@ -28,40 +28,72 @@ def compared_ladder(sizes, dist, objective, memory_model, step_curve, warnings) 
                                memory_model=memory_model)
 
 
-def step_curve_for(path: Path | None, objective: str, max_capture_s: float | None):
-    """The --curve file, checked against what asks for it."""
+def step_curves_for(paths: list[Path] | None, objective: str, max_capture_s: float | None) -> list:
+    """The --curve files (none, one, or several processes' curves of one measurement), checked against what
+    asks for them."""
     from graphbench.ladders.step_curve import load_curve
 
-    if path is None:
+    if not paths:
         if objective == "time":
             raise GraphbenchError("--objective time needs a measured step-time curve: give --curve FILE "
                                   "(make one on the GPU with `graphbench curve`)")
         if max_capture_s is not None:
             raise GraphbenchError("--max-capture-s needs a step-time curve with capture times: give --curve FILE")
+        return []
+    return [load_curve(path) for path in paths]
+
+
+def one_curve(curves: list, paths: list[Path] | None):
+    """The curve the ladders are weighed with: the one given, or the per-size medians of several."""
+    from graphbench.ladders.step_curve import median_curve
+
+    if not curves:
         return None
-    return load_curve(path)
+    return curves[0] if len(curves) == 1 else median_curve(curves, [str(p) for p in paths or []])
 
 
-def curve_summary(step_curve, path: Path, dist, top: int, ladders) -> dict[str, Any]:
-    """What the curve says: the expected ms per step of a ladder with every size up to the top, and
-    how far each ladder is from it."""
-    from graphbench.ladders.step_curve import expected_step_ms
+def curve_summary(step_curve, curves: list, paths: list[Path], dist, top: int, ladders) -> dict[str, Any]:
+    """What the curve says: the expected ms per step of a ladder with every size up to the top, how far each
+    ladder is from it, and with several processes' curves each ladder's verdict against the tuned one."""
+    from graphbench.ladders.step_curve import curve_gpu, expected_step_ms
 
     every = expected_step_ms(range(1, top + 1), dist, step_curve)
     return {
-        "file": str(path), "model": step_curve.meta.get("model"), "gpu": _curve_gpu(step_curve) or None,
+        "file": ", ".join(map(str, paths)), "files": [str(p) for p in paths], "processes": len(curves),
+        "model": step_curve.meta.get("model"), "gpu": curve_gpu(step_curve) or None,
         "date": step_curve.meta.get("date"),
         "every_size_ms": every,
         "vs_every_size_pct": {name: 100 * (ladder.expected_step_ms / every - 1) for name, ladder in ladders.items()
                               if ladder.expected_step_ms is not None},
+        "vs_tuned": ladder_verdicts(curves, dist, ladders),
     }
 
 
-def _curve_gpu(step_curve) -> str:
-    """The GPU type a curve was measured on ('' where it does not say; a curve file's own keys are not checked
-    when it is read, so its environment may be anything)."""
-    environment = step_curve.meta.get("environment")
-    return str((environment.get("gpu") if isinstance(environment, dict) else None) or "")
+def ladder_verdicts(curves: list, dist, ladders) -> dict[str, dict[str, Any]]:
+    """Each ladder's expected ms per step against the tuned ladder's, one sample a process's curve, judged by
+    the rule compare and gate use (reports/verdict.py: beyond the noise between processes, significant, and at
+    least the replayed FULL step's gate threshold): a difference one process's curve shows may be its noise.
+    Empty below 3 curves (no noise estimate)."""
+    from graphbench.ladders.step_curve import expected_step_ms
+    from graphbench.reports.gate_thresholds import min_effect_pct
+    from graphbench.reports.verdict import MIN_PROCESSES, judge
+
+    if len(curves) < MIN_PROCESSES:
+        return {}
+    samples: dict[str, list[float]] = {}
+    for name, ladder in ladders.items():
+        try:
+            samples[name] = [expected_step_ms(ladder.sizes, dist, curve) for curve in curves]
+        except GraphbenchError:  # a curve that cannot time this ladder (no eager times above its top)
+            continue
+    if "tuned" not in samples:
+        return {}
+    out = {}
+    for name, values in samples.items():
+        if name != "tuned":
+            v = judge(samples["tuned"], values, higher_is_better=False, min_effect_pct=min_effect_pct("full_step_ms"))
+            out[name] = {"verdict": v.verdict, "change_pct": v.change_pct, "noise_pct": v.noise_pct, "reason": v.reason}
+    return out
 
 
 def check_sources(step_curve, memory_model: MemoryModel | None, warnings: list[str]) -> None:
@@ -69,7 +101,9 @@ def check_sources(step_curve, memory_model: MemoryModel | None, warnings: list[s
     other GPU types: the ladders are then weighed with two machines' figures."""
     if step_curve is None or memory_model is None:
         return
-    curve_model, curve_gpu = str(step_curve.meta.get("model") or ""), _curve_gpu(step_curve)
+    from graphbench.ladders.step_curve import curve_gpu as gpu_of
+
+    curve_model, curve_gpu = str(step_curve.meta.get("model") or ""), gpu_of(step_curve)
     differ = [f"{what} {a!r} against {b!r}" for what, a, b in (("model", curve_model, memory_model.model),
                                                              ("GPU", curve_gpu, memory_model.gpu)) if a and b and a != b]
     if differ:

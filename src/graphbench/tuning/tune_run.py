@@ -32,7 +32,8 @@ from graphbench.tuning.tune_models import (
     compared_ladder,
     curve_summary,
     memory_model_for,
-    step_curve_for,
+    one_curve,
+    step_curves_for,
 )
 
 FORMATS = ("table", "json")
@@ -50,7 +51,7 @@ class TuneRequest:
     model: Optional[str] = None
     max_graphs: Optional[int] = None  # None: as many as the server's current ladder (tune_inputs.default_max_graphs)
     objective: str = "tokens"
-    curve: Optional[Path] = None
+    curve: Optional[list[Path]] = None  # one or more processes' curves of one measurement
     max_capture_s: Optional[float] = None
     max_num_seqs: Optional[int] = None
     top: Optional[int] = None
@@ -151,7 +152,8 @@ def run_tune(r: TuneRequest) -> TuneResult:
     """Tune the ladder the request asks for; GraphbenchError for unusable options or inputs."""
     warnings = list(r.warnings)
     _check(r)
-    step_curve = step_curve_for(r.curve, r.objective, r.max_capture_s)
+    curves = step_curves_for(r.curve, r.objective, r.max_capture_s)
+    step_curve = one_curve(curves, r.curve)
     measured, server_log, logged_ladder = _distribution(r, warnings)
     bounds = tune_bounds(measured, top=r.top, max_num_seqs=r.max_num_seqs, multiple_of=r.multiple_of,
                          server_ladder=logged_ladder)
@@ -191,7 +193,7 @@ def run_tune(r: TuneRequest) -> TuneResult:
     bend = knee(pareto, r.objective, dist.mean())
     doc = tune_document(dist, options, bounds, (max_graphs, max_graphs_from), ladders, points, bend, memory_model)
     if step_curve is not None:
-        doc["curve"] = curve_summary(step_curve, r.curve, dist, options["top"], ladders)
+        doc["curve"] = curve_summary(step_curve, curves, r.curve, dist, options["top"], ladders)
     if r.startup_coverage is not None:
         _plan_startup(doc, ladders, dist, r.startup_coverage)
     return TuneResult(doc, tuned, pareto, ladders, bend, bounds.multiple_of, step_curve, warnings)
