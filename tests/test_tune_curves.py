@@ -42,19 +42,29 @@ def test_the_median_of_each_size_over_the_processes() -> None:
     merged = median_curve(curves, ["a", "b", "c"])
     assert merged.graph_ms == {1: 1.1, 2: 2.0} and merged.eager_ms == {1: 5.0}
     assert merged.meta["processes"] == 3 and merged.meta["model"] == "tiny"
-    shorter = StepCurve({1: 1.0}, meta=META)  # sizes every curve has
-    assert median_curve([*curves[:2], shorter], ["a", "b", "s"]).graph_ms == {1: 1.0}
 
 
-def test_curves_of_other_measurements_or_one_curve_twice_are_refused() -> None:
+def test_curves_of_other_measurements_or_one_process_twice_are_refused() -> None:
     a = StepCurve({1: 1.0, 2: 2.0}, meta=META)
     other_gpu = StepCurve({1: 1.1, 2: 2.1}, meta=dict(META, environment={"gpu": "NVIDIA A100"}))
     with pytest.raises(GraphbenchError, match="not one measurement repeated: a has GPU 'NVIDIA H200', b 'NVIDIA A100'"):
         median_curve([a, other_gpu], ["a", "b"])
     with pytest.raises(GraphbenchError, match="-O level 2, b 3"):
         median_curve([a, StepCurve({1: 1.1, 2: 2.1}, meta=dict(META, optimization_level=3))], ["a", "b"])
-    with pytest.raises(GraphbenchError, match="b holds the same times as a: one process given twice"):
-        median_curve([a, StepCurve(dict(a.graph_ms), meta=META)], ["a", "b"])
+    # a curve that does not say its model counts as the others', which must still agree among themselves
+    silent = StepCurve({1: 0.9, 2: 2.2}, meta={})
+    with pytest.raises(GraphbenchError, match="b has model 'tiny', c 'big'"):
+        median_curve([silent, a, StepCurve({1: 1.1, 2: 2.1}, meta=dict(META, model="big"))], ["s", "b", "c"])
+    # other sizes timed: another --max-size or --eager-every, not the same measurement
+    with pytest.raises(GraphbenchError, match=r"a has recordings at 2 sizes \(1..2\), s at 1 \(1..1\)"):
+        median_curve([a, StepCurve({1: 1.1}, meta=META)], ["a", "s"])
+    with pytest.raises(GraphbenchError, match=r"eager times \(--eager-every\) at 0 sizes \(no sizes\), e at 1"):
+        median_curve([a, StepCurve({1: 1.1, 2: 2.1}, eager_ms={1: 3.0}, meta=META)], ["a", "e"])
+    # a copy, whole or changed at a size or two: one process counted twice
+    big = StepCurve({n: 1 + n / 10 for n in range(1, 11)}, meta=META)
+    edited = StepCurve({**big.graph_ms, 10: 9.0}, meta=META)
+    with pytest.raises(GraphbenchError, match="b holds the same times as a at 9 of 10 sizes: one process given twice"):
+        median_curve([big, edited], ["a", "b"])
 
 
 def test_a_difference_within_the_processes_noise_is_a_tie(tmp_path: Path) -> None:
@@ -77,7 +87,8 @@ def test_a_real_difference_beyond_the_noise_is_called(tmp_path: Path) -> None:
     assert default["verdict"] == "improved" and default["change_pct"] < -10
     table = tune(tmp_path, curves, "--max-graphs", "1")
     assert table.exit_code == 0, table.output
-    assert "vs tuned" in table.stdout and "default against tuned: faster" in table.stdout
+    assert "vs tuned" in table.stdout and "default against tuned, each process's ratio of ms per step (" in table.stdout
+    assert "%): faster, " in table.stdout
     # the same gap in processes that move by up to 40%: beyond what the noise lets one call
     noisy = tune(tmp_path, process_curves(tmp_path, noise=0.4, seed=1), "--max-graphs", "1", "--format", "json")
     assert json.loads(noisy.stdout)["curve"]["vs_tuned"]["default"]["verdict"] == "tie"
@@ -90,3 +101,20 @@ def test_one_curve_gives_figures_not_verdicts(tmp_path: Path) -> None:
     assert "figures, not verdicts" in result.stdout and "vs tuned" not in result.stdout
     doc = json.loads(tune(tmp_path, [one], "--max-graphs", "1", "--format", "json").stdout)
     assert doc["curve"]["processes"] == 1 and doc["curve"]["vs_tuned"] == {}
+
+
+def test_a_gap_every_process_shows_is_called_though_the_processes_differ_in_speed(tmp_path: Path) -> None:
+    # one process 3% and one 6% slower all over: each ladder's ratio to the tuned one is the same in every
+    # process, so the gap (the default ladder ~17% faster than one graph of 64) is called, not lost in the offset
+    base = {n: 1 + n / 100 for n in range(1, 65)}
+    files = [write_curve(tmp_path / f"clock-{i}.json", StepCurve({n: t * scale for n, t in base.items()}, meta=META))
+             for i, scale in enumerate((1.0, 1.03, 1.06))]
+    doc = json.loads(tune(tmp_path, files, "--max-graphs", "1", "--format", "json").stdout)
+    default = doc["curve"]["vs_tuned"]["default"]
+    assert default["verdict"] == "improved" and default["per_process_pct"] == pytest.approx([default["change_pct"]] * 3)
+
+
+def test_one_file_given_twice_is_refused_by_name(tmp_path: Path) -> None:
+    first, second, _ = process_curves(tmp_path, noise=0.02)
+    result = tune(tmp_path, [first, second, tmp_path / "." / first.name])
+    assert result.exit_code == 2 and "given again" in result.output and first.name in result.output

@@ -34,9 +34,11 @@ def print_tune_table(doc: dict[str, Any]) -> None:
             f"rms error {mm['rms_error_bytes'] / MIB:.3f} MiB{'; ' + mm['note'] if mm['note'] else ''})")
     timed = doc.get("curve")
     if timed is not None:
-        many = f"{timed['processes']} processes' curves, each size's median: " if timed.get("processes", 1) > 1 else ""
+        many = f"{timed['processes']} processes' curves: " if timed["processes"] > 1 else ""
+        median = " (the median over the processes; the Pareto curve below is weighed with each size's median)" \
+            if timed["processes"] > 1 else ""
         say(f"step-time curve: {many}{timed['file']} ({timed['model']}, {timed['gpu']}, {timed['date']}); a ladder "
-            f"with every size 1..{doc['top']}: {timed['every_size_ms']:.4f} ms per step")
+            f"with every size 1..{doc['top']}: {timed['every_size_ms']:.4f} ms per step{median}")
     say(f"tuned ladder ({doc['tuned']['num_sizes']} sizes): {' '.join(map(str, doc['tuned']['sizes']))}")
     say("")
     with_memory = doc["memory_model"] is not None
@@ -48,11 +50,11 @@ def print_tune_table(doc: dict[str, Any]) -> None:
     for row in doc["ladders"]:
         line = (f"{row['name']:<14}{row['num_sizes']:>7}{row['expected_padded_tokens']:>17.4f}"
                 f"{row['expected_waste_pct']:>8.2f}%{row['eager_pct']:>8.2f}%")
-        if timed and row["expected_step_ms"] is None:
+        if timed and row["name"] not in timed["ms_per_step"]:
             line += f"{'-':>10}{'-':>10}{'-':>11}"
         elif timed:
             capture = row["predicted_capture_s"]
-            line += (f"{row['expected_step_ms']:>10.4f}{timed['vs_every_size_pct'][row['name']]:>+9.2f}%"
+            line += (f"{timed['ms_per_step'][row['name']]:>10.4f}{timed['vs_every_size_pct'][row['name']]:>+9.2f}%"
                      + (f"{capture:>11.2f}" if capture is not None else f"{'-':>11}"))
         if judged:
             verdict = timed["vs_tuned"].get(row["name"])
@@ -60,9 +62,13 @@ def print_tune_table(doc: dict[str, Any]) -> None:
         say(line + (f"{row['predicted_graph_memory_bytes'] / MIB:>11.1f}" if with_memory else ""))
     if judged:
         for name, verdict in timed["vs_tuned"].items():
-            say(f"  {name} against tuned: {_against(verdict)}, {verdict['reason']}")
+            each = " / ".join(f"{x:+.1f}" for x in verdict["per_process_pct"])
+            say(f"  {name} against tuned, each process's ratio of ms per step ({each}%): {_against(verdict)}, "
+                f"{verdict['reason']}")
+    elif timed and timed["processes"] >= 3:
+        say("  no other ladder could be timed by the curves (batches above its top need eager times): no verdicts")
     elif timed:
-        say(f"  ms per step from {timed.get('processes', 1)} process(es)' curve: figures, not verdicts (give --curve "
+        say(f"  ms per step from {timed['processes']} process(es)' curve: figures, not verdicts (give --curve "
             "3 or more times, each a `graphbench curve` run, to judge the ladders against their noise)")
     say("")
     say("Pareto curve: best ladder with at most n graphs (* = knee)")

@@ -175,32 +175,41 @@ def curve_gpu(curve: StepCurve) -> str:
 
 
 def median_curve(curves: list[StepCurve], names: list[str]) -> StepCurve:
-    """Curves measured in separate processes (one `graphbench curve` each) as one: each size's median, over the
-    sizes every curve has. They must be one measurement repeated: one model, -O level, context and GPU type, and
-    no curve given twice (a copy would count one process twice)."""
+    """Curves measured in separate processes (one `graphbench curve` each) as one: each size's median. They must
+    be one measurement repeated: one model, -O level, context and GPU type where they say them, the same sizes
+    timed (graph, eager, capture), and no process given twice (a copy would count it twice as evidence)."""
+    _check_one_measurement(curves, names)
     first = curves[0]
-    for curve, name in zip(curves[1:], names[1:]):
-        for what, get in (("model", lambda c: c.meta.get("model")), ("-O level", lambda c: c.meta.get("optimization_level")),
-                          ("context", lambda c: c.meta.get("context_tokens")), ("GPU", curve_gpu)):
-            a, b = get(first), get(curve)
-            if a not in (None, "") and b not in (None, "") and a != b:
-                raise GraphbenchError(f"the step-time curves are not one measurement repeated: {names[0]} has {what} "
-                                      f"{a!r}, {name} {b!r}")
+
+    def medians(key: str) -> dict[int, float]:
+        return {n: statistics.median(getattr(c, key)[n] for c in curves) for n in getattr(first, key)}
+
+    return StepCurve(medians("graph_ms"), medians("eager_ms"), medians("capture_s"),
+                     {n: round(v) for n, v in medians("capture_bytes").items()}, dict(first.meta, processes=len(curves)))
+
+
+def _check_one_measurement(curves: list[StepCurve], names: list[str]) -> None:
+    for what, get in (("model", lambda c: c.meta.get("model")), ("-O level", lambda c: c.meta.get("optimization_level")),
+                      ("context", lambda c: c.meta.get("context_tokens")), ("GPU", curve_gpu)):
+        stated = [(name, get(c)) for c, name in zip(curves, names) if get(c) not in (None, "")]
+        for name, value in stated[1:]:  # (a curve that does not say counts as the others')
+            if value != stated[0][1]:
+                raise GraphbenchError(f"the step-time curves are not one measurement repeated: {stated[0][0]} has "
+                                      f"{what} {stated[0][1]!r}, {name} {value!r}")
+    for key, what in (("graph_ms", "recordings"), ("eager_ms", "eager times (--eager-every)"),
+                      ("capture_s", "capture times")):
+        for curve, name in zip(curves[1:], names[1:]):
+            a, b = getattr(curves[0], key), getattr(curve, key)
+            if set(a) != set(b):
+                raise GraphbenchError(f"the step-time curves are not one measurement repeated: {names[0]} has "
+                                      f"{what} at {len(a)} sizes ({_span(a)}), {name} at {len(b)} ({_span(b)})")
     for i, curve in enumerate(curves):
         for j in range(i):
-            if curve.graph_ms == curves[j].graph_ms:
-                raise GraphbenchError(f"{names[i]} holds the same times as {names[j]}: one process given twice "
-                                      "(each --curve must be a measurement of its own)")
-    top = min(c.max_size for c in curves)
-
-    def medians(key: str, sizes) -> dict[int, float]:
-        return {n: statistics.median(getattr(c, key)[n] for c in curves) for n in sizes
-                if all(n in getattr(c, key) for c in curves)}
-
-    return StepCurve(medians("graph_ms", range(1, top + 1)), medians("eager_ms", first.eager_ms),
-                     medians("capture_s", first.capture_s),
-                     {n: round(v) for n, v in medians("capture_bytes", first.capture_bytes).items()},
-                     dict(first.meta, processes=len(curves)))
+            same = sum(curve.graph_ms[n] == curves[j].graph_ms[n] for n in curve.graph_ms)
+            if same * 2 > len(curve.graph_ms):  # two processes' medians agree at a few sizes, not at most
+                raise GraphbenchError(f"{names[i]} holds the same times as {names[j]} at {same} of "
+                                      f"{len(curve.graph_ms)} sizes: one process given twice (each --curve must be a "
+                                      "measurement of its own)")
 
 
 def load_curve(path: str | Path) -> StepCurve:

@@ -5,6 +5,7 @@ printing, no torch)."""
 from __future__ import annotations
 
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 from graphbench.errors import GraphbenchError
@@ -40,6 +41,13 @@ def step_curves_for(paths: list[Path] | None, objective: str, max_capture_s: flo
         if max_capture_s is not None:
             raise GraphbenchError("--max-capture-s needs a step-time curve with capture times: give --curve FILE")
         return []
+    seen: dict[Path, Path] = {}
+    for path in paths:
+        key = path.resolve()
+        if key in seen:
+            raise GraphbenchError(f"--curve {path} is {seen[key]} given again: each --curve must be a process's curve "
+                                  "of its own")
+        seen[key] = path
     return [load_curve(path) for path in paths]
 
 
@@ -53,46 +61,58 @@ def one_curve(curves: list, paths: list[Path] | None):
 
 
 def curve_summary(step_curve, curves: list, paths: list[Path], dist, top: int, ladders) -> dict[str, Any]:
-    """What the curve says: the expected ms per step of a ladder with every size up to the top, how far each
-    ladder is from it, and with several processes' curves each ladder's verdict against the tuned one."""
+    """What the curves say, per process (each curve a process's; the figures are the medians over them): each
+    ladder's expected ms per step, how far it is from a ladder with every size up to the top, and from 3 curves each
+    ladder's verdict against the tuned one."""
     from graphbench.ladders.step_curve import curve_gpu, expected_step_ms
 
-    every = expected_step_ms(range(1, top + 1), dist, step_curve)
+    every = [expected_step_ms(range(1, top + 1), dist, curve) for curve in curves]
+    samples = process_samples(curves, dist, ladders)
+    dates = sorted({str(c.meta["date"]) for c in curves if c.meta.get("date")})
     return {
         "file": ", ".join(map(str, paths)), "files": [str(p) for p in paths], "processes": len(curves),
         "model": step_curve.meta.get("model"), "gpu": curve_gpu(step_curve) or None,
-        "date": step_curve.meta.get("date"),
-        "every_size_ms": every,
-        "vs_every_size_pct": {name: 100 * (ladder.expected_step_ms / every - 1) for name, ladder in ladders.items()
-                              if ladder.expected_step_ms is not None},
-        "vs_tuned": ladder_verdicts(curves, dist, ladders),
+        "date": " .. ".join(dict.fromkeys([dates[0], dates[-1]])) if dates else None,
+        "every_size_ms": median(every),
+        "ms_per_step": {name: median(values) for name, values in samples.items()},
+        "vs_every_size_pct": {name: median([100 * (v / e - 1) for v, e in zip(values, every)])
+                              for name, values in samples.items()},
+        "vs_tuned": ladder_verdicts(samples),
     }
 
 
-def ladder_verdicts(curves: list, dist, ladders) -> dict[str, dict[str, Any]]:
-    """Each ladder's expected ms per step against the tuned ladder's, one sample a process's curve, judged by
-    the rule compare and gate use (reports/verdict.py: beyond the noise between processes, significant, and at
-    least the replayed FULL step's gate threshold): a difference one process's curve shows may be its noise.
-    Empty below 3 curves (no noise estimate)."""
+def process_samples(curves: list, dist, ladders) -> dict[str, list[float]]:
+    """Each ladder's expected ms per step under each process's curve (a ladder no curve can time is left out:
+    the curves time the same sizes, so one fails where all do)."""
     from graphbench.ladders.step_curve import expected_step_ms
-    from graphbench.reports.gate_thresholds import min_effect_pct
-    from graphbench.reports.verdict import MIN_PROCESSES, judge
 
-    if len(curves) < MIN_PROCESSES:
-        return {}
     samples: dict[str, list[float]] = {}
     for name, ladder in ladders.items():
         try:
             samples[name] = [expected_step_ms(ladder.sizes, dist, curve) for curve in curves]
-        except GraphbenchError:  # a curve that cannot time this ladder (no eager times above its top)
+        except GraphbenchError:  # batches above the ladder's top and no eager times for them
             continue
-    if "tuned" not in samples:
+    return samples
+
+
+def ladder_verdicts(samples: dict[str, list[float]]) -> dict[str, dict[str, Any]]:
+    """Each ladder against the tuned one: in each process the ratio of their expected ms per step (paired, so a
+    process that is slower all over moves both), judged against no change by the rule compare and gate use
+    (reports/verdict.py: beyond twice the ratios' range, significant, and at least the replayed FULL step's gate
+    threshold). Empty below 3 processes (no noise estimate)."""
+    from graphbench.reports.gate_thresholds import min_effect_pct
+    from graphbench.reports.verdict import MIN_PROCESSES, judge
+
+    tuned = samples.get("tuned")
+    if tuned is None or len(tuned) < MIN_PROCESSES:
         return {}
     out = {}
     for name, values in samples.items():
         if name != "tuned":
-            v = judge(samples["tuned"], values, higher_is_better=False, min_effect_pct=min_effect_pct("full_step_ms"))
-            out[name] = {"verdict": v.verdict, "change_pct": v.change_pct, "noise_pct": v.noise_pct, "reason": v.reason}
+            ratios = [v / t for v, t in zip(values, tuned)]
+            v = judge([1.0] * len(ratios), ratios, higher_is_better=False, min_effect_pct=min_effect_pct("full_step_ms"))
+            out[name] = {"verdict": v.verdict, "change_pct": v.change_pct, "noise_pct": v.noise_pct, "reason": v.reason,
+                         "per_process_pct": [100 * (r - 1) for r in ratios]}
     return out
 
 
