@@ -58,8 +58,14 @@ def test_curves_of_other_measurements_or_one_process_twice_are_refused() -> None
     # other sizes timed: another --max-size or --eager-every, not the same measurement
     with pytest.raises(GraphbenchError, match=r"a has recordings at 2 sizes \(1..2\), s at 1 \(1..1\)"):
         median_curve([a, StepCurve({1: 1.1}, meta=META)], ["a", "s"])
-    with pytest.raises(GraphbenchError, match=r"eager times \(--eager-every\) at 0 sizes \(no sizes\), e at 1"):
+    with pytest.raises(GraphbenchError, match=r"eager times \(--eager-every\) at 0 sizes \(no sizes\), e at 1 "
+                                              r"\(1..1\); 1 size\(s\) in one only, the first 1"):
         median_curve([a, StepCurve({1: 1.1, 2: 2.1}, eager_ms={1: 3.0}, meta=META)], ["a", "e"])
+    with pytest.raises(GraphbenchError, match="capture memory readings at 0 sizes"):
+        median_curve([a, StepCurve({1: 1.1, 2: 2.1}, capture_bytes={1: 2}, meta=META)], ["a", "m"])
+    # what the merged curve says of itself: any curve's model and GPU where the first says none
+    said = median_curve([silent, a, StepCurve({1: 1.1, 2: 2.1}, meta=META)], ["s", "a", "c"])
+    assert said.meta["model"] == "tiny" and said.meta["environment"] == {"gpu": "NVIDIA H200"}
     # a copy, whole or changed at a size or two: one process counted twice
     big = StepCurve({n: 1 + n / 10 for n in range(1, 11)}, meta=META)
     edited = StepCurve({**big.graph_ms, 10: 9.0}, meta=META)
@@ -116,5 +122,7 @@ def test_a_gap_every_process_shows_is_called_though_the_processes_differ_in_spee
 
 def test_one_file_given_twice_is_refused_by_name(tmp_path: Path) -> None:
     first, second, _ = process_curves(tmp_path, noise=0.02)
-    result = tune(tmp_path, [first, second, tmp_path / "." / first.name])
-    assert result.exit_code == 2 and "given again" in result.output and first.name in result.output
+    result = tune(tmp_path, [first, second, tmp_path / "sub" / ".." / first.name])
+    assert result.exit_code == 2 and f"is {first} given again" in result.output
+    twice = tune(tmp_path, [first, second, first])
+    assert twice.exit_code == 2 and f"--curve {first} is given twice" in twice.output

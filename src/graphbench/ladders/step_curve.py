@@ -184,8 +184,12 @@ def median_curve(curves: list[StepCurve], names: list[str]) -> StepCurve:
     def medians(key: str) -> dict[int, float]:
         return {n: statistics.median(getattr(c, key)[n] for c in curves) for n in getattr(first, key)}
 
+    meta = dict(first.meta, processes=len(curves))
+    for key in ("model", "optimization_level", "context_tokens"):  # what any of them says (they agree where they do)
+        meta[key] = next((c.meta[key] for c in curves if c.meta.get(key) not in (None, "")), meta.get(key))
+    meta["environment"] = next((c.meta["environment"] for c in curves if curve_gpu(c)), meta.get("environment"))
     return StepCurve(medians("graph_ms"), medians("eager_ms"), medians("capture_s"),
-                     {n: round(v) for n, v in medians("capture_bytes").items()}, dict(first.meta, processes=len(curves)))
+                     {n: round(v) for n, v in medians("capture_bytes").items()}, meta)
 
 
 def _check_one_measurement(curves: list[StepCurve], names: list[str]) -> None:
@@ -197,12 +201,14 @@ def _check_one_measurement(curves: list[StepCurve], names: list[str]) -> None:
                 raise GraphbenchError(f"the step-time curves are not one measurement repeated: {stated[0][0]} has "
                                       f"{what} {stated[0][1]!r}, {name} {value!r}")
     for key, what in (("graph_ms", "recordings"), ("eager_ms", "eager times (--eager-every)"),
-                      ("capture_s", "capture times")):
+                      ("capture_s", "capture times"), ("capture_bytes", "capture memory readings")):
         for curve, name in zip(curves[1:], names[1:]):
             a, b = getattr(curves[0], key), getattr(curve, key)
             if set(a) != set(b):
+                apart = sorted(set(a) ^ set(b))
                 raise GraphbenchError(f"the step-time curves are not one measurement repeated: {names[0]} has "
-                                      f"{what} at {len(a)} sizes ({_span(a)}), {name} at {len(b)} ({_span(b)})")
+                                      f"{what} at {len(a)} sizes ({_span(a)}), {name} at {len(b)} ({_span(b)}); "
+                                      f"{len(apart)} size(s) in one only, the first {apart[0]}")
     for i, curve in enumerate(curves):
         for j in range(i):
             same = sum(curve.graph_ms[n] == curves[j].graph_ms[n] for n in curve.graph_ms)

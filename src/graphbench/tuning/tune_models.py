@@ -45,8 +45,8 @@ def step_curves_for(paths: list[Path] | None, objective: str, max_capture_s: flo
     for path in paths:
         key = path.resolve()
         if key in seen:
-            raise GraphbenchError(f"--curve {path} is {seen[key]} given again: each --curve must be a process's curve "
-                                  "of its own")
+            again = f"{path} is given twice" if str(path) == str(seen[key]) else f"{path} is {seen[key]} given again"
+            raise GraphbenchError(f"--curve {again}: each --curve must be a process's curve of its own")
         seen[key] = path
     return [load_curve(path) for path in paths]
 
