@@ -174,6 +174,10 @@ def curve_gpu(curve: StepCurve) -> str:
     return str((environment.get("gpu") if isinstance(environment, dict) else None) or "")
 
 
+# what a curve's meta says of the measurement (named as errors name it, then its key); the GPU is curve_gpu's
+_SAME_MEASUREMENT = (("model", "model"), ("-O level", "optimization_level"), ("context", "context_tokens"))
+
+
 def median_curve(curves: list[StepCurve], names: list[str]) -> StepCurve:
     """Curves measured in separate processes (one `graphbench curve` each) as one: each size's median. They must
     be one measurement repeated: one model, -O level, context and GPU type where they say them, the same sizes
@@ -185,7 +189,7 @@ def median_curve(curves: list[StepCurve], names: list[str]) -> StepCurve:
         return {n: statistics.median(getattr(c, key)[n] for c in curves) for n in getattr(first, key)}
 
     meta = dict(first.meta, processes=len(curves))
-    for key in ("model", "optimization_level", "context_tokens"):  # what any of them says (they agree where they do)
+    for _, key in _SAME_MEASUREMENT:  # what any of them says (they agree where they do)
         meta[key] = next((c.meta[key] for c in curves if c.meta.get(key) not in (None, "")), meta.get(key))
     meta["environment"] = next((c.meta["environment"] for c in curves if curve_gpu(c)), meta.get("environment"))
     return StepCurve(medians("graph_ms"), medians("eager_ms"), medians("capture_s"),
@@ -193,8 +197,8 @@ def median_curve(curves: list[StepCurve], names: list[str]) -> StepCurve:
 
 
 def _check_one_measurement(curves: list[StepCurve], names: list[str]) -> None:
-    for what, get in (("model", lambda c: c.meta.get("model")), ("-O level", lambda c: c.meta.get("optimization_level")),
-                      ("context", lambda c: c.meta.get("context_tokens")), ("GPU", curve_gpu)):
+    getters = [(what, lambda c, key=key: c.meta.get(key)) for what, key in _SAME_MEASUREMENT] + [("GPU", curve_gpu)]
+    for what, get in getters:
         stated = [(name, get(c)) for c, name in zip(curves, names) if get(c) not in (None, "")]
         for name, value in stated[1:]:  # (a curve that does not say counts as the others')
             if value != stated[0][1]:
