@@ -126,3 +126,12 @@ def test_one_file_given_twice_is_refused_by_name(tmp_path: Path) -> None:
     assert result.exit_code == 2 and f"is {first} given again" in result.output
     twice = tune(tmp_path, [first, second, first])
     assert twice.exit_code == 2 and f"--curve {first} is given twice" in twice.output
+
+
+def test_a_symlink_loop_as_a_curve_is_one_error_line(tmp_path: Path) -> None:
+    loop = tmp_path / "loop.json"
+    loop.symlink_to(loop)  # (the fuzz suite's hostile file: Path.resolve raised RuntimeError, a traceback)
+    result = tune(tmp_path, [loop, loop])
+    assert result.exit_code == 2 and result.exc_info[0] is SystemExit and "given twice" in result.output
+    single = tune(tmp_path, [loop])
+    assert single.exit_code == 2 and f"{loop}: not a file" in single.output

@@ -4,6 +4,7 @@ printing, no torch)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -43,7 +44,7 @@ def step_curves_for(paths: list[Path] | None, objective: str, max_capture_s: flo
         return []
     seen: dict[Path, Path] = {}
     for path in paths:
-        key = path.resolve()
+        key = Path(os.path.realpath(path))  # (Path.resolve raises on a symlink loop; load_curve names it)
         if key in seen:
             again = f"{path} is given twice" if str(path) == str(seen[key]) else f"{path} is {seen[key]} given again"
             raise GraphbenchError(f"--curve {again}: each --curve must be a process's curve of its own")
