@@ -36,7 +36,7 @@ def sweep(
     output_len: Annotated[Optional[str], typer.Option(help="Output length, drawn per request (default uniform:32-72; CPU uniform:8-24).")] = None,
     num_requests: Annotated[Optional[int], typer.Option(help="Requests per workload (default 3 x concurrency; CPU 2 x; Poisson 32).")] = None,
     repeats: Annotated[int, typer.Option(help="Repeats per workload in each round (within-process spread only).")] = 2,
-    rounds: Annotated[Optional[int], typer.Option(help="Processes per graphbench point: the samples every comparison uses (a warm start each after the first; rounds interleaved across points, shuffled). Default 3 on a GPU, 5 on a CPU (its processes' speed is bimodal).")] = None,
+    rounds: Annotated[Optional[int], typer.Option(help="Processes per graphbench point: the samples every comparison uses (a warm start each after the first; rounds interleaved across points, shuffled). Default 3 on a GPU, 5 on a CPU (shared hosts have shown whole processes ~15% slow).")] = None,
     order_seed: Annotated[Optional[int], typer.Option(help="Seed of each round's shuffled point order (default: drawn, and recorded in every result).")] = None,
     aa: Annotated[bool, typer.Option("--aa", help="A/A run: the grid twice, interleaved, into RESULTS/a and RESULTS/b; prints how many verdicts compare and gate call between identical configurations.")] = False,
     prompt_kind: Annotated[Optional[str], typer.Option(help="random (default); repeated: a 16-token span repeated (n-gram drafting finds it); text: real text through the checkpoint's tokenizer, outputs ending at its eos.")] = None,
