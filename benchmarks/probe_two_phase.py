@@ -29,64 +29,77 @@ def _two_phase(a_ptr, wo_ptr, r_ptr, h_ptr, nw_ptr, wgu_ptr, y_ptr, ready_ptr, d
                KO: tl.constexpr, H: tl.constexpr, I: tl.constexpr, ROWS: tl.constexpr, BN_A: tl.constexpr,
                BN_B: tl.constexpr, BK: tl.constexpr, PDL: tl.constexpr = False):
     pid = tl.program_id(0)
+    num_a = tl.cdiv(M, ROWS) * (H // BN_A)
+    pdl_enter(PDL)
+    if pid < num_a:
+        _phase_a(pid, a_ptr, wo_ptr, r_ptr, h_ptr, ready_ptr, M, KO, H, ROWS, BN_A, BK)
+    else:
+        _phase_b(pid - num_a, h_ptr, nw_ptr, wgu_ptr, y_ptr, ready_ptr, done_ptr, M, eps, H, I, ROWS, BN_A, BN_B, BK)
+
+
+@triton.jit
+def _phase_a(pid, a_ptr, wo_ptr, r_ptr, h_ptr, ready_ptr, M, KO: tl.constexpr, H: tl.constexpr,
+             ROWS: tl.constexpr, BN_A: tl.constexpr, BK: tl.constexpr):
+    """h[rows, cols] = (a @ wo.T)[rows, cols] + r, then count the row block's tile done."""
+    A_PER_RB: tl.constexpr = H // BN_A
+    rb = pid // A_PER_RB
+    offs_k = tl.arange(0, BK)
+    offs_m = rb * ROWS + tl.arange(0, ROWS)
+    offs_n = (pid % A_PER_RB) * BN_A + tl.arange(0, BN_A)
+    m_ok = offs_m < M
+    acc = tl.zeros([ROWS, BN_A], dtype=tl.float32)
+    for k0 in tl.range(0, KO, BK):
+        x = tl.load(a_ptr + offs_m[:, None] * KO + (k0 + offs_k)[None, :], mask=m_ok[:, None], other=0.0)
+        w = tl.load(wo_ptr + offs_n[None, :] * KO + (k0 + offs_k)[:, None])
+        acc = tl.dot(x, w, acc)
+    offs = offs_m[:, None] * H + offs_n[None, :]
+    r = tl.load(r_ptr + offs, mask=m_ok[:, None], other=0.0).to(tl.float32)
+    h = (acc.to(h_ptr.dtype.element_ty).to(tl.float32) + r).to(h_ptr.dtype.element_ty)
+    tl.store(h_ptr + offs, h, mask=m_ok[:, None])
+    tl.debug_barrier()
+    tl.atomic_add(ready_ptr + rb, 1, sem="release", scope="gpu")
+
+
+@triton.jit
+def _phase_b(q, h_ptr, nw_ptr, wgu_ptr, y_ptr, ready_ptr, done_ptr, M, eps, H: tl.constexpr, I: tl.constexpr,
+             ROWS: tl.constexpr, BN_A: tl.constexpr, BN_B: tl.constexpr, BK: tl.constexpr):
+    """Wait for the row block's h, normalise it, compute gate/up's columns and the activation."""
     A_PER_RB: tl.constexpr = H // BN_A
     B_PER_RB: tl.constexpr = I // BN_B
-    NUM_RB = tl.cdiv(M, ROWS)
+    rb = q // B_PER_RB
     offs_k = tl.arange(0, BK)
-    pdl_enter(PDL)
-    if pid < NUM_RB * A_PER_RB:  # phase A: h[rows, cols] = (a @ wo.T)[rows, cols] + r, then count the row block
-        rb = pid // A_PER_RB
-        offs_m = rb * ROWS + tl.arange(0, ROWS)
-        offs_n = (pid % A_PER_RB) * BN_A + tl.arange(0, BN_A)
-        m_ok = offs_m < M
-        acc = tl.zeros([ROWS, BN_A], dtype=tl.float32)
-        for k0 in tl.range(0, KO, BK):
-            x = tl.load(a_ptr + offs_m[:, None] * KO + (k0 + offs_k)[None, :], mask=m_ok[:, None], other=0.0)
-            w = tl.load(wo_ptr + offs_n[None, :] * KO + (k0 + offs_k)[:, None])
-            acc = tl.dot(x, w, acc)
-        dtype = h_ptr.dtype.element_ty
-        offs = offs_m[:, None] * H + offs_n[None, :]
-        r = tl.load(r_ptr + offs, mask=m_ok[:, None], other=0.0).to(tl.float32)
-        h = (acc.to(dtype).to(tl.float32) + r).to(dtype)
-        tl.store(h_ptr + offs, h, mask=m_ok[:, None])
-        tl.debug_barrier()
-        tl.atomic_add(ready_ptr + rb, 1, sem="release", scope="gpu")
-    else:  # phase B: wait for the row block's h, normalise it, gate/up's columns
-        q = pid - NUM_RB * A_PER_RB
-        rb = q // B_PER_RB
-        offs_m = rb * ROWS + tl.arange(0, ROWS)
-        offs_n = (q % B_PER_RB) * BN_B + tl.arange(0, BN_B)
-        m_ok = offs_m < M
+    offs_m = rb * ROWS + tl.arange(0, ROWS)
+    offs_n = (q % B_PER_RB) * BN_B + tl.arange(0, BN_B)
+    m_ok = offs_m < M
+    seen = tl.atomic_add(ready_ptr + rb, 0, sem="acquire", scope="gpu")
+    while seen < A_PER_RB:
         seen = tl.atomic_add(ready_ptr + rb, 0, sem="acquire", scope="gpu")
-        while seen < A_PER_RB:
-            seen = tl.atomic_add(ready_ptr + rb, 0, sem="acquire", scope="gpu")
-        tl.debug_barrier()
-        sq = tl.zeros([ROWS], dtype=tl.float32)
-        for k0 in tl.range(0, H, BK):
-            hk = tl.load(h_ptr + offs_m[:, None] * H + (k0 + offs_k)[None, :], mask=m_ok[:, None], other=0.0,
-                         cache_modifier=".cg").to(tl.float32)
-            sq += tl.sum(hk * hk, axis=1)
-        rstd = 1.0 / tl.sqrt(sq / H + eps)
-        dtype = y_ptr.dtype.element_ty
-        gate = tl.zeros([ROWS, BN_B], dtype=tl.float32)
-        up = tl.zeros([ROWS, BN_B], dtype=tl.float32)
-        for k0 in tl.range(0, H, BK):
-            hk = tl.load(h_ptr + offs_m[:, None] * H + (k0 + offs_k)[None, :], mask=m_ok[:, None], other=0.0,
-                         cache_modifier=".cg").to(tl.float32)
-            nw = tl.load(nw_ptr + k0 + offs_k).to(tl.float32)
-            x = ((hk * rstd[:, None]).to(dtype).to(tl.float32) * nw[None, :]).to(dtype)
-            wg = tl.load(wgu_ptr + offs_n[None, :] * H + (k0 + offs_k)[:, None])
-            wu = tl.load(wgu_ptr + (offs_n + I)[None, :] * H + (k0 + offs_k)[:, None])
-            gate = tl.dot(x, wg, gate)
-            up = tl.dot(x, wu, up)
-        gate = gate.to(dtype).to(tl.float32)
-        up = up.to(dtype).to(tl.float32)
-        tl.store(y_ptr + offs_m[:, None] * I + offs_n[None, :], (gate * tl.sigmoid(gate) * up).to(dtype),
-                 mask=m_ok[:, None])
-        # the last consumer of the row block zeroes its counts for the next launch
-        if tl.atomic_add(done_ptr + rb, 1, sem="acq_rel", scope="gpu") == B_PER_RB - 1:
-            tl.atomic_xchg(ready_ptr + rb, 0, sem="relaxed", scope="gpu")
-            tl.atomic_xchg(done_ptr + rb, 0, sem="relaxed", scope="gpu")
+    tl.debug_barrier()
+    sq = tl.zeros([ROWS], dtype=tl.float32)
+    for k0 in tl.range(0, H, BK):
+        hk = tl.load(h_ptr + offs_m[:, None] * H + (k0 + offs_k)[None, :], mask=m_ok[:, None], other=0.0,
+                     cache_modifier=".cg").to(tl.float32)
+        sq += tl.sum(hk * hk, axis=1)
+    rstd = 1.0 / tl.sqrt(sq / H + eps)
+    gate = tl.zeros([ROWS, BN_B], dtype=tl.float32)
+    up = tl.zeros([ROWS, BN_B], dtype=tl.float32)
+    for k0 in tl.range(0, H, BK):
+        hk = tl.load(h_ptr + offs_m[:, None] * H + (k0 + offs_k)[None, :], mask=m_ok[:, None], other=0.0,
+                     cache_modifier=".cg").to(tl.float32)
+        nw = tl.load(nw_ptr + k0 + offs_k).to(tl.float32)
+        x = ((hk * rstd[:, None]).to(y_ptr.dtype.element_ty).to(tl.float32) * nw[None, :]).to(y_ptr.dtype.element_ty)
+        wg = tl.load(wgu_ptr + offs_n[None, :] * H + (k0 + offs_k)[:, None])
+        wu = tl.load(wgu_ptr + (offs_n + I)[None, :] * H + (k0 + offs_k)[:, None])
+        gate = tl.dot(x, wg, gate)
+        up = tl.dot(x, wu, up)
+    gate = gate.to(y_ptr.dtype.element_ty).to(tl.float32)
+    up = up.to(y_ptr.dtype.element_ty).to(tl.float32)
+    tl.store(y_ptr + offs_m[:, None] * I + offs_n[None, :], (gate * tl.sigmoid(gate) * up).to(y_ptr.dtype.element_ty),
+             mask=m_ok[:, None])
+    # the last consumer of the row block zeroes its counts for the next launch
+    if tl.atomic_add(done_ptr + rb, 1, sem="acq_rel", scope="gpu") == B_PER_RB - 1:
+        tl.atomic_xchg(ready_ptr + rb, 0, sem="relaxed", scope="gpu")
+        tl.atomic_xchg(done_ptr + rb, 0, sem="relaxed", scope="gpu")
 
 
 def two_phase(a, wo, r, nw, wgu, eps, rows, bn_a, bn_b, warps, stages, counts):
