@@ -221,15 +221,15 @@ PY
       --out "$OUT/graph-memory.json" 2>&1 | grep -v -E "^DEBUG|[Ww]arn" | tee "$OUT/graph-memory.log" | tail -8 ;;
   tune-curves)  # six processes' step-time curves (llama-3.2-1b -O2, sizes 1..256), then tune --objective time on sets
                 # a (1-3) and b (4-6) at 4 and 16 graphs: the A/A is that both sets call the same verdicts against the
-                # tuned ladder (one graph, every batch padded to 256, is the A/B: called slower in both)
+                # tuned ladder (one graph, every batch padded to 256, is the A/B: called slower in both); TC_MAX=64: sizes 1..64
     for i in 1 2 3 4 5 6; do
-      timeout 150 python3 -m graphbench curve --model llama-3.2-1b -O 2 --max-size 256 --no-plot --out "$OUT/curve-$i.json" \
+      timeout 150 python3 -m graphbench curve --model llama-3.2-1b -O 2 --max-size ${TC_MAX:-256} --no-plot --out "$OUT/curve-$i.json" \
         2>&1 | grep -v "^DEBUG" | tail -1; echo "curve $i at $SECONDS s"
     done
     for set in a b; do
       flags=(); for i in $([ $set = a ] && echo 1 2 3 || echo 4 5 6); do flags+=(--curve "$OUT/curve-$i.json"); done
       for graphs in 1 4 16; do
-        python3 -m graphbench tune --model uniform:1-256 --max-num-seqs 256 --top 256 --objective time --max-graphs $graphs \
+        python3 -m graphbench tune --model uniform:1-${TC_MAX:-256} --max-num-seqs ${TC_MAX:-256} --top ${TC_MAX:-256} --objective time --max-graphs $graphs \
           "${flags[@]}" > "$OUT/tune-$set-g$graphs.log" 2>&1; echo "set $set, $graphs graphs:"; grep -h "against tuned" "$OUT/tune-$set-g$graphs.log"
       done
     done ;;
