@@ -36,7 +36,7 @@
 #   bash benchmarks/gpu_checks.sh startup-gate  # the gate on start-up: A/A (two sweeps, gated both ways) and A/B (a 0.6-s
 #                                      # sleep in every engine start), llama-3.2-1b -O2, C = 1, 3 processes a sweep (~5 min)
 #   bash benchmarks/gpu_checks.sh tune-curves  # six processes' step-time curves, tune's ladder verdicts from two sets of three
-#                                      # (A/A: the sets agree) (~6-8 min)
+#                                      # (A/A: the sets agree) (~2 min on an H100 with TC_MAX=64)
 #   bash benchmarks/gpu_checks.sh round-searches  # sweeps whose rounds each run on their own kernel search: A/A and gate both
 #                                      # ways (~4 min); RS_SIDES="c slow": A/B against ~65 us of GPU time a step
 #   bash benchmarks/gpu_checks.sh lora-ab   # LoRA's step cost (no adapters, 1, 4) in this tree and in .ab-base/src (`git archive REV src |
@@ -219,20 +219,22 @@ PY
       | grep -v -E "^DEBUG|[Ww]arn" | tee "$OUT/tune-time.log" | tail -16
     timeout $(( SECONDS < 560 ? 585 - SECONDS : 20 )) python3 benchmarks/graph_memory.py --model llama-3.2-1b \
       --out "$OUT/graph-memory.json" 2>&1 | grep -v -E "^DEBUG|[Ww]arn" | tee "$OUT/graph-memory.log" | tail -8 ;;
-  tune-curves)  # six processes' step-time curves (llama-3.2-1b -O2, sizes 1..256), then tune --objective time on sets
-                # a (1-3) and b (4-6) at 4 and 16 graphs: the A/A is that both sets call the same verdicts against the
-                # tuned ladder (one graph, every batch padded to 256, is the A/B: called slower in both); TC_MAX=64: sizes 1..64
+  tune-curves)  # six processes' step-time curves (llama-3.2-1b -O2, sizes 1..TC_MAX, default 256), then tune --objective time
+                # on sets a (1-3) and b (4-6) at 1, 4 and 16 graphs: the A/A is that both sets call the same verdicts against
+                # the tuned ladder; the A/B is the one-graph ladder (every batch padded to the top), called slower in both
+    tc=/tmp/tune-curves; rm -rf $tc; mkdir -p $tc  # outside $OUT (a call returns a dozen files at most), tarred at the end
     for i in 1 2 3 4 5 6; do
-      timeout 150 python3 -m graphbench curve --model llama-3.2-1b -O 2 --max-size ${TC_MAX:-256} --no-plot --out "$OUT/curve-$i.json" \
+      timeout 150 python3 -m graphbench curve --model llama-3.2-1b -O 2 --max-size ${TC_MAX:-256} --no-plot --out "$tc/curve-$i.json" \
         2>&1 | grep -v "^DEBUG" | tail -1; echo "curve $i at $SECONDS s"
     done
     for set in a b; do
-      flags=(); for i in $([ $set = a ] && echo 1 2 3 || echo 4 5 6); do flags+=(--curve "$OUT/curve-$i.json"); done
+      flags=(); for i in $([ $set = a ] && echo 1 2 3 || echo 4 5 6); do flags+=(--curve "$tc/curve-$i.json"); done
       for graphs in 1 4 16; do
         python3 -m graphbench tune --model uniform:1-${TC_MAX:-256} --max-num-seqs ${TC_MAX:-256} --top ${TC_MAX:-256} --objective time --max-graphs $graphs \
-          "${flags[@]}" > "$OUT/tune-$set-g$graphs.log" 2>&1; echo "set $set, $graphs graphs:"; grep -h "against tuned" "$OUT/tune-$set-g$graphs.log"
+          "${flags[@]}" > "$tc/tune-$set-g$graphs.log" 2>&1; echo "set $set, $graphs graphs:"; grep -h "against tuned" "$tc/tune-$set-g$graphs.log"
       done
-    done ;;
+    done
+    tar czf "$OUT/tune-curves.tgz" -C /tmp tune-curves ;;
   peers|peers-8b)  # gpt-fast's model.py must be at .peers/gpt-fast (a checkout; carry it to the device)
     model=${PEERS_MODEL:-llama-3.2-1b}; [ "$1" = peers-8b ] && model=llama-3.1-8b
     timeout ${PEERS_TIMEOUT:-400} python3 benchmarks/decode.py --model $model --batches 1,64 --levels 2 --peers gpt-fast \

@@ -122,11 +122,11 @@ def check_sources(step_curve, memory_model: MemoryModel | None, warnings: list[s
     other GPU types: the ladders are then weighed with two machines' figures."""
     if step_curve is None or memory_model is None:
         return
-    from graphbench.ladders.step_curve import curve_gpu as gpu_of
+    from graphbench.ladders.step_curve import curve_gpu
 
-    curve_model, curve_gpu = str(step_curve.meta.get("model") or ""), gpu_of(step_curve)
+    curve_model, gpu = str(step_curve.meta.get("model") or ""), curve_gpu(step_curve)
     differ = [f"{what} {a!r} against {b!r}" for what, a, b in (("model", curve_model, memory_model.model),
-                                                             ("GPU", curve_gpu, memory_model.gpu)) if a and b and a != b]
+                                                             ("GPU", gpu, memory_model.gpu)) if a and b and a != b]
     if differ:
         warnings.append(f"the step-time curve and the graph-memory model come from different runs ({'; '.join(differ)}, "
                         "curve first): each ladder is weighed with both")
