@@ -223,14 +223,15 @@ PY
                 # on sets a (1-3) and b (4-6) at 1, 4 and 16 graphs: the A/A is that both sets call the same verdicts against
                 # the tuned ladder; the A/B is the one-graph ladder (every batch padded to the top), called slower in both
     tc=/tmp/tune-curves; rm -rf $tc; mkdir -p $tc  # outside $OUT (a call returns a dozen files at most), tarred at the end
+    top=${TC_MAX:-256}
     for i in 1 2 3 4 5 6; do
-      timeout 150 python3 -m graphbench curve --model llama-3.2-1b -O 2 --max-size ${TC_MAX:-256} --no-plot --out "$tc/curve-$i.json" \
+      timeout 150 python3 -m graphbench curve --model llama-3.2-1b -O 2 --max-size $top --no-plot --out "$tc/curve-$i.json" \
         2>&1 | grep -v "^DEBUG" | tail -1; echo "curve $i at $SECONDS s"
     done
     for set in a b; do
       flags=(); for i in $([ $set = a ] && echo 1 2 3 || echo 4 5 6); do flags+=(--curve "$tc/curve-$i.json"); done
       for graphs in 1 4 16; do
-        python3 -m graphbench tune --model uniform:1-${TC_MAX:-256} --max-num-seqs ${TC_MAX:-256} --top ${TC_MAX:-256} --objective time --max-graphs $graphs \
+        python3 -m graphbench tune --model uniform:1-$top --max-num-seqs $top --top $top --objective time --max-graphs $graphs \
           "${flags[@]}" > "$tc/tune-$set-g$graphs.log" 2>&1; echo "set $set, $graphs graphs:"; grep -h "against tuned" "$tc/tune-$set-g$graphs.log"
       done
     done

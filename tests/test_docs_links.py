@@ -4,6 +4,7 @@ that RESULTS, the README and docs/ cite."""
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -18,16 +19,18 @@ def github_slug(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
-def heading_anchors(text: str) -> set[str]:
+@functools.cache
+def heading_anchors(document: Path) -> frozenset[str]:
+    """The anchors of a markdown file's headings (read once, however many links point into it)."""
     anchors, seen = set(), {}
-    for line in _prose(text).splitlines():
+    for line in _prose(document.read_text()).splitlines():
         match = re.match(r"^#{1,6}\s+(.*)", line)
         if match:
             slug = github_slug(match.group(1))
             count = seen.get(slug, 0)
             seen[slug] = count + 1
             anchors.add(slug if count == 0 else f"{slug}-{count}")
-    return anchors
+    return frozenset(anchors)
 
 
 def _prose(text: str) -> str:
@@ -46,7 +49,7 @@ def broken_references(document: Path, root: Path = ROOT) -> list[str]:
         linked = document.parent / path if path else document
         if not linked.exists():
             broken.append(f"{target}: no such file")
-        elif anchor and linked.suffix == ".md" and anchor not in heading_anchors(linked.read_text()):
+        elif anchor and linked.suffix == ".md" and anchor not in heading_anchors(linked.resolve()):
             broken.append(f"{target}: no such heading")
     for match in re.finditer(r"`(benchmarks/results/[^`\s]+)`", text):
         cited = match.group(1).rstrip("/")
@@ -66,4 +69,4 @@ def test_the_check_finds_a_missing_file_anchor_and_raw_result(tmp_path):
     doc.write_text("[ok](other.md#a-heading-with-code-and-parens) [gone](nothing.md) [bad](other.md#elsewhere)\n"
                    "`benchmarks/results/no-such-run/` and `x[i](...)` in code\n```\n[fenced](missing.md)\n```\n")
     assert broken_references(doc, root=tmp_path) == ["nothing.md: no such file", "other.md#elsewhere: no such heading",
-                                      "benchmarks/results/no-such-run: no such raw result"]
+                                                     "benchmarks/results/no-such-run: no such raw result"]
