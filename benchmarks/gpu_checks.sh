@@ -28,8 +28,10 @@
 #   bash benchmarks/gpu_checks.sh roofline  # a decode step's kernels per layer part at batch 1 and 64, bytes, TB/s, gaps (~1 min);
 #                                      # ROOFLINE_MODEL=smollm2-135m ROOFLINE_BATCHES=64 for another preset and batch
 #   bash benchmarks/gpu_checks.sh lora      # LoRA's graph keys, capture, memory and step cost (benchmarks/lora.py), then the LoRA-share sweep (~6 min)
-#   bash benchmarks/gpu_checks.sh acceptance  # issue 45's open H200 figures in one call: LoRA's step cost (no adapters, 1, 4;
-#                                      # 3 processes) then qwen2.5-0.5b beside gpt-fast at batch 1 and 64 (~8-9 min)
+#   bash benchmarks/gpu_checks.sh acceptance  # issue 45's decode figures on an H200: each of ACC_MODELS (llama-3.2-1b,
+#                                      # smollm2-135m, llama-3.1-8b, qwen2.5-0.5b) at batch 1 and 64 beside gpt-fast, as many as
+#                                      # start in 400 s (~3-5 min a model; carry .peers)
+#   bash benchmarks/gpu_checks.sh lora-acceptance  # LoRA's step cost, no adapters, 1 and 4, 3 processes each (~4 min)
 #   bash benchmarks/gpu_checks.sh gate-memory  # the gate on graph memory: A/A (two sweeps of one config: PASS) and A/B
 #                                      # (max_num_seqs 512 against 256, more rungs: graph memory FAILs), 4 processes a
 #                                      # sweep, -O2 at C = 16 (~4 min on a fresh machine)
@@ -114,12 +116,16 @@ case "${1:-}" in
     timeout 585 python3 benchmarks/lora.py --model llama-3.2-1b --rank 16 --concurrency 16 --setups none,1,4 --rounds ${LORA_ROUNDS:-3} --repeats 2 \
       --variant "base=PYTHONPATH=$PWD/.ab-base/src:$PWD" --out "$OUT/lora-ab.json" 2>&1 | grep -v -E "^DEBUG|[Ww]arn" \
       | tee "$OUT/lora-ab.log" | tail -12 ;;
-  acceptance)  # gpt-fast's model.py at .peers/gpt-fast (carried)
+  acceptance)  # gpt-fast's model.py at .peers/gpt-fast (carried); each model starts only while ACC_START_BEFORE (400) s
+               # have not passed, so a call runs what fits and the next call names the rest in ACC_MODELS
+    for model in ${ACC_MODELS:-llama-3.2-1b smollm2-135m llama-3.1-8b qwen2.5-0.5b}; do
+      [ $SECONDS -lt ${ACC_START_BEFORE:-400} ] || { echo "not started (no time left in this call): $model"; continue; }
+      timeout $(( 590 - SECONDS )) python3 benchmarks/decode.py --model $model --batches 1,64 --levels 2 --peers gpt-fast \
+        --out "$OUT/decode-$model.json" --timeout 200 2>&1 | grep -v "^DEBUG" | tee "$OUT/decode-$model.log" | tail -8
+    done ;;
+  lora-acceptance)  # LoRA's step cost (no adapters, 1, 4 adapters), every setup in 3 processes (~4 min)
     timeout 300 python3 benchmarks/lora.py --model llama-3.2-1b --rank 16 --concurrency 16 --setups none,1,4 --rounds 3 \
-      --repeats 2 --out "$OUT/lora.json" 2>&1 | grep -v -E "^DEBUG|[Ww]arn" | tee "$OUT/lora.log" | tail -8
-    timeout $(( SECONDS < 560 ? 585 - SECONDS : 20 )) python3 benchmarks/decode.py --model qwen2.5-0.5b --batches 1,64 \
-      --levels 2 --peers gpt-fast --out "$OUT/decode-qwen2.5-0.5b.json" --timeout 200 2>&1 | grep -v "^DEBUG" \
-      | tee "$OUT/decode-qwen2.5-0.5b.log" | tail -8 ;;
+      --repeats 2 --out "$OUT/lora.json" 2>&1 | grep -v -E "^DEBUG|[Ww]arn" | tee "$OUT/lora.log" | tail -8 ;;
   gate-memory)  # A/A then A/B of the gate's graph-memory check; each gate's table and exit code in gate-*.log
     for side in a256 b256 c512; do
       timeout 200 python3 -m graphbench sweep --model llama-3.2-1b --levels 2 --ladders default --peers none \
@@ -254,5 +260,5 @@ PY
       --out "$OUT/roofline-$model-nopdl.json" 2>&1 | grep -v -E "^DEBUG|[Ww]arn" | tee "$OUT/roofline-$model.log" | tail -30
     timeout 150 python3 benchmarks/roofline.py --model $model --level 2 --batches $batches \
       --out "$OUT/roofline-$model-pdl.json" 2>&1 | grep -E "^batch" ;;
-  *) echo "usage: bash benchmarks/gpu_checks.sh tests|suite|sweep|decode|startup|starts|profile|tune|speculative|lora|acceptance|lora-ab|lora-roofline|curve|decode-ab|roofline|peers|peers-8b|gate-memory|round-searches" >&2; exit 2 ;;
+  *) echo "usage: bash benchmarks/gpu_checks.sh tests|suite|sweep|decode|startup|starts|profile|tune|speculative|lora|acceptance|lora-acceptance|lora-ab|lora-roofline|curve|decode-ab|roofline|peers|peers-8b|gate-memory|round-searches" >&2; exit 2 ;;
 esac
