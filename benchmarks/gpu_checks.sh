@@ -58,6 +58,12 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/env
 lscpu -p=CPU,CORE,SOCKET 2>/dev/null | grep -v '^#' | tr '\n' ' ' >> "$OUT/env.txt"; echo >> "$OUT/env.txt"
 python3 -c "import torch, triton, transformers; print(torch.__version__, triton.__version__, transformers.__version__)" >> "$OUT/env.txt"
 echo "tree: ${COMMIT:-not given (COMMIT=<local commit>)}; device checkout HEAD (may be stale): $(git rev-parse --short HEAD 2>/dev/null)" >> "$OUT/env.txt"
+# beside_gpt_fast MODEL SECONDS: MODEL's -O2 decode step at batch 1 and 64 beside gpt-fast (its model.py at
+# .peers/gpt-fast), for at most SECONDS
+beside_gpt_fast() {
+  timeout "$2" python3 benchmarks/decode.py --model "$1" --batches 1,64 --levels 2 --peers gpt-fast ${DECODE_VARIANTS:-} \
+    --rounds ${DECODE_ROUNDS:-1} --out "$OUT/decode-$1.json" --timeout 200 2>&1 | grep -v "^DEBUG" | tee "$OUT/decode-$1.log" | tail -10
+}
 [ "${1:-}" = tests ] && [ $# -eq 1 ] && set -- tests tests/gpu
 case "${1:-}" in
   tests)  # -v names each test as it ends, and each failure's report lands in gpu-failures.log at once (a
@@ -120,8 +126,7 @@ case "${1:-}" in
                # have not passed, so a call runs what fits and the next call names the rest in ACC_MODELS
     for model in ${ACC_MODELS:-llama-3.2-1b smollm2-135m llama-3.1-8b qwen2.5-0.5b}; do
       [ $SECONDS -lt ${ACC_START_BEFORE:-400} ] || { echo "not started (no time left in this call): $model"; continue; }
-      timeout $(( 590 - SECONDS )) python3 benchmarks/decode.py --model $model --batches 1,64 --levels 2 --peers gpt-fast \
-        --out "$OUT/decode-$model.json" --timeout 200 2>&1 | grep -v "^DEBUG" | tee "$OUT/decode-$model.log" | tail -8
+      beside_gpt_fast $model $(( 590 - SECONDS ))
     done ;;
   lora-acceptance)  # LoRA's step cost (no adapters, 1, 4 adapters), every setup in 3 processes (~4 min)
     timeout 300 python3 benchmarks/lora.py --model llama-3.2-1b --rank 16 --concurrency 16 --setups none,1,4 --rounds 3 \
@@ -244,9 +249,7 @@ PY
     tar czf "$OUT/tune-curves.tgz" -C /tmp tune-curves ;;
   peers|peers-8b)  # gpt-fast's model.py must be at .peers/gpt-fast (a checkout; carry it to the device)
     model=${PEERS_MODEL:-llama-3.2-1b}; [ "$1" = peers-8b ] && model=llama-3.1-8b
-    timeout ${PEERS_TIMEOUT:-400} python3 benchmarks/decode.py --model $model --batches 1,64 --levels 2 --peers gpt-fast \
-      ${DECODE_VARIANTS:-} --rounds ${DECODE_ROUNDS:-1} --out "$OUT/decode-$model.json" --timeout 200 2>&1 | grep -v "^DEBUG" \
-      | tee "$OUT/decode-$model.log" | tail -10 ;;
+    beside_gpt_fast $model ${PEERS_TIMEOUT:-400} ;;
   decode-ab)  # kernel changes against this tree, each its own variant
     trees=(); for d in .ab-*/src; do [ -d "$d" ] && trees+=(--variant "$(basename "$(dirname "$d")" | cut -c5-)=PYTHONPATH=$PWD/$d:$PWD"); done
     [ ${#trees[@]} -gt 0 ] || { echo "decode-ab needs a carried .ab-NAME/src (a tree to compare against)" >&2; exit 2; }
