@@ -295,7 +295,7 @@ def test_a_server_log_whose_ladder_line_is_cut_says_so(tmp_path: Path) -> None:
     cut.write_text(LOG.read_text().replace("Capture sizes: [1, 2, 4, 8, 16]", "Capture sizes: [1, 2, 4"))
     result = tune("--from", cut, "--max-graphs", "4")
     assert result.exit_code == 0, result.output
-    assert f"{cut}:5: a '- Capture sizes:' line holds no list of sizes (cut short?)" in result.output
+    assert f"{cut}:5: a '- Capture sizes:' line holds no list of sizes a server captures (cut short" in result.output
     assert "cut short" not in tune("--from", LOG, "--max-graphs", "4").output
 
 

@@ -216,6 +216,9 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
         ("trace.jsonl", '{"batch_size": 1}\n{"batch_size": 8, "t": 0.1}\n\n{"batch_size": 8}\n{"batch_size": 8}\n'),
         ("trace.ndjson", '{"num_tokens": 1}\n{"num_tokens": 8}\n{"num_tokens": 8}\n{"num_tokens": 8}\n'),
         ("trace.log", '{"batch_size": 1}\n{"batch_size": 8}\n{"batch_size": 8}\n{"batch_size": 8}\n'),
+        ("hist.jsonl", '{"batch_size": 8, "count": 6}\n{"batch_size": 1, "count": 2}\n'),
+        ("weights.jsonl", '{"num_tokens": 8, "weight": 0.5}\n{"num_tokens": 1, "weight": 0.25}\n{"num_tokens": 8, "weight": 0.25}\n'),
+        ("freq.ndjson", '{"batch_size": 1, "frequency": 1}\n{"batch_size": 8}\n{"batch_size": 8, "frequency": 2}\n'),
     ],
 )
 def test_distribution_file_formats(tmp_path: Path, name: str, text: str) -> None:
@@ -248,6 +251,9 @@ def test_distribution_file_formats(tmp_path: Path, name: str, text: str) -> None
         ("trace2.jsonl", '{"batch_size": 1}\n\n{"batch_size": 0}\n', r"trace2\.jsonl:3: batch_size must be a positive integer, got 0"),
         ("trace3.jsonl", '{"batch_size": 1}\nnot json\n', r"trace3\.jsonl:2: invalid JSON"),
         ("trace4.jsonl", "[1]\n", r"trace4\.jsonl:1: expected a JSON object"),
+        ("two.jsonl", '{"batch_size": 1, "count": 2, "weight": 1}\n', r"two\.jsonl:1: the record has count and weight"),
+        ("negc.jsonl", '{"batch_size": 1, "count": -2}\n', r"negc\.jsonl:1: count of batch size 1 must be a non-negative"),
+        ("strc.jsonl", '{"batch_size": 1, "count": "2"}\n', r"strc\.jsonl:1: count of batch size 1 must be a non-negative"),
     ],
 )
 def test_distribution_file_errors(tmp_path: Path, name: str, text: str, message: str) -> None:

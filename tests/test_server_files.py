@@ -218,5 +218,5 @@ def test_a_line_longer_than_any_log_line_is_read_past(tmp_path, monkeypatch):
     log.write_text("\n".join(["x" * 1000, *table, "y" * 200, *table]) + "\n")
     read, seen = vllm_log._Scan.read, []
     monkeypatch.setattr(vllm_log._Scan, "read", lambda scan, lines: read(scan, [seen.append(n) or n for n in lines]))
-    assert vllm_log.read_cudagraph_log(log) == {3: 4}
+    assert vllm_log.read_server_log(log).counts == {3: 4}
     assert len(seen) == 2 * len(table) and max(map(len, seen)) <= 128  # the long lines never reached the scan

@@ -91,7 +91,23 @@ def test_lists_of_lengths_in_json_and_jsonl_whatever_the_suffix(tmp_path):
         assert {n: round(p * 3) for n, p in dist.items()} == {8: 1, 2: 1, 1: 1}
 
 
+def test_a_run_trace_is_read_and_its_send_times_are_said_to_be_dropped(tmp_path):
+    # `graphbench run --trace`'s layout (arrival_s, prompt_len, output_len) holds no step time: the replay
+    # cannot count its send times in steps, and says it replays them all at once rather than dropping them quietly
+    trace = tmp_path / "run_trace.jsonl"
+    trace.write_text('{"arrival_s": 0.25, "prompt_len": 5, "output_len": 3}\n'
+                     '{"arrival_s": 0.0, "prompt_len": 3, "output_len": 2}\n')
+    (parsed,) = parse_request_trace(trace.read_text(), str(trace))
+    assert parsed.input_lens == (3, 5) and parsed.arrival_s == (0.0, 0.25)  # in the order of their times
+    dist, warnings = replay_files([trace], SMALL)
+    assert {n: round(p * 3) for n, p in dist.items()} == {8: 1, 2: 1, 1: 1}
+    assert any("arrival_s (sends over 0.25 s) ignored" in w for w in warnings), warnings
+
+
 @pytest.mark.parametrize("text, message", [
+    ('{"input_len": 3, "output_len": 2, "arrival_s": 0}\n{"input_len": 3, "output_len": 2}',
+     "1 of 2 requests have arrival_s"),
+    ('{"input_len": 3, "output_len": 2, "arrival_s": -1}', r"x\.json:1: arrival_s must be a number of seconds"),
     ('{"input_lens": [3, 5], "output_lens": [2, -1]}', r"x\.json: output_lens\[1\] must be an integer"),
     ('{"input_lens": [3, 5], "output_lens": [2]}', r"x\.json: key output_lens has 1 entries but input_lens has 2"),
     ('{"input_lens": [3], "output_lens": [2], "max_concurrency": 0}', "key max_concurrency must be"),

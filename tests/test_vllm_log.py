@@ -32,6 +32,7 @@ def test_every_table_is_summed_behind_any_prefix():
     ("| 3 | 4 | 1 | FULL | 1 | 7 |", "log:3: a cudagraph-metrics row has 6 cells"),
     ("| 3 | 4 | 1 | FU", "log:3: a cudagraph-metrics row cut short"),
     ("| 3 | 8 | 1 | FULL | 1 |", "log:3: paddings 1 is not padded 8 - unpadded 3"),
+    ("| 3 | 4 | 1 | FULL | 10000000000000000 |", r"log:3: a count of 10000000000000000 steps is not a possible row's"),
 ])
 def test_a_bad_row_is_named_by_its_line(row, match):
     text = "| Unpadded Tokens | Padded Tokens | Num Paddings | Runtime Mode | Count |\n|---|---|---|---|---|\n" + row
@@ -76,7 +77,7 @@ def test_the_servers_ladder_is_the_largest_its_records_name(tmp_path):
     # CUDAGraphLogging.settings_header: "- Capture sizes: {str(cg_capture_sizes or [])}" before each table
     from graphbench.ladders.vllm_log import read_server_log
 
-    assert read_server_log(LOG) == ({3: 150, 5: 40, 700: 2, 16: 8}, (1, 2, 4, 8, 16), ())
+    assert read_server_log(LOG)[:3] == ({3: 150, 5: 40, 700: 2, 16: 8}, (1, 2, 4, 8, 16), ())
     text = LOG.read_text()
     log = tmp_path / "server.log"
     log.write_text(text.replace("[1, 2, 4, 8, 16]", "[]"))  # cudagraphs off: no ladder
@@ -180,8 +181,14 @@ def test_rows_a_broken_line_would_drop_are_an_error_never_missing():
         parse_cudagraph_metrics("".join(broken), "log")
     second = _record("", "09", TABLE)  # a row whose line lost the table's header (garbled): named, not dropped
     garbled = _record("", "04", TABLE) + second[:7] + [second[7].replace("Tokens | Padded", "Tok\nens | Padded")] + second[8:]
-    with pytest.raises(GraphbenchError, match="a cudagraph-metrics row outside its table"):
+    with pytest.raises(GraphbenchError, match="log:25: a cudagraph-metrics row whose table's header, line 23, was broken"):
         parse_cudagraph_metrics("".join(garbled), "log")
+    # the file's first table so garbled is named too (its rows had no table before them to be outside of)
+    first = second[:7] + [second[7].replace("Tokens | Padded", "Tok(EngineCore_DP0 pid=7) INFO 12-02 x\nens | Padded")]
+    with pytest.raises(GraphbenchError, match="log:11: .* header, line 9, was broken by another writer's output"):
+        parse_cudagraph_metrics("".join(first + second[8:]), "log")
+    stray = _record("", "04", TABLE)  # a row where no table began or was announced: the rest of a table before it
+    assert parse_cudagraph_metrics("".join(stray[10:] + stray), "log") == {3: 120, 5: 40, 700: 2, 7: 1}
 
 
 def test_data_parallel_tables_of_one_process_and_two_processes_in_one_second_are_each_counted_once():
@@ -237,3 +244,57 @@ def test_a_formatter_writing_the_prefix_on_a_records_first_line_alone(tag):
     # a logging config of one's own: the header line carries the prefix, the rows do not (read by process tag)
     text = tag + _PREFIX + _HEAD + "\n" + tag + _SEP + "\n" + tag + _row(3, 4, 5) + "\n" + tag + "\n"
     assert parse_cudagraph_metrics(text, "log") == {3: 5}
+
+
+def test_a_formatter_without_the_prefix_on_rows_keeps_rows_after_another_writers_line():
+    # the rows carry no prefix, so a C library's untagged line inside the table is told apart by its shape only:
+    # the rows after it are the table's, not dropped (a custom VLLM_LOGGING_CONFIG_PATH formatter)
+    rows = [_row(3, 4, 5) + "\n", "[W1130 10:05:00.123 ProcessGroupNCCL.cpp:1250] Warning: something\n",
+            _row(7, 8, 2) + "\n"]
+    text = "2025-11-30 10:05:00,123 - vllm - INFO - " + _HEAD + "\n" + _SEP + "\n" + "".join(rows) + "\n"
+    assert parse_cudagraph_metrics(text, "log") == {3: 5, 7: 2}
+    # a new record of the process between them forgets the table: a row after it is no longer its
+    record = text.replace("Warning: something", "x\n2025-11-30 10:05:01,000 - vllm - INFO - next record")
+    assert parse_cudagraph_metrics(record, "log") == {3: 5}
+
+
+def test_what_a_log_read_used_and_left_out_is_said(tmp_path):
+    from graphbench.ladders.vllm_log import read_server_log
+
+    text = LOG.read_text()
+    lines = text.splitlines(keepends=True)
+    head = next(i for i, line in enumerate(lines) if "Unpadded Tokens" in line)
+    log = tmp_path / "server.log"  # begun inside a table (rotated) and cut inside another (copied mid-write)
+    log.write_text("".join(lines[head + 2:head + 4]) + text + "".join(lines[:head + 3]))
+    read = read_server_log(log)
+    assert (read.tables, read.cut_off, read.rows_before) == (2, 1, 2)
+    assert read.summary() == ("2 cudagraph-metrics tables, 200 steps; 1 table the file ends inside left out; 2 rows "
+                              "before the first table's header left out (the log begins inside a table)")
+    assert load_distribution(log).source == f"{log}: {read.summary()}"
+    restarted = tmp_path / "restarted.log"  # two servers' settings: summed, with a warning
+    restarted.write_text(text + text.replace("[1, 2, 4, 8, 16]", "[1, 2, 4, 8, 16, 32]"))
+    out = CliRunner().invoke(app, ["tune", "--from", str(restarted), "--max-graphs", "2"])
+    assert out.exit_code == 0, out.output
+    assert "announce 2 different capture ladders" in out.stderr and "4 cudagraph-metrics tables, 400 steps" in out.stdout
+
+
+@pytest.mark.parametrize("line, server", [
+    ("[2025-11-30 10:05:01 TP0] Decode batch. #running-req: 16, #token: 4096, token usage: 0.05, cuda graph: True, "
+     "gen throughput (token/s): 1200.55, #queue-req: 0", "SGLang"),
+    ("[TensorRT-LLM][INFO] iter = 120, global_step = 120, num_scheduled_requests = 16", "TensorRT-LLM"),
+])
+def test_another_servers_log_is_named_not_parsed_as_json(tmp_path, line, server):
+    log = tmp_path / "server.log"
+    log.write_text(line + "\n" + line + "\n")
+    with pytest.raises(GraphbenchError, match=f"server.log: {server}'s server log: graphbench reads .* only"):
+        load_distribution(log)
+    out = CliRunner().invoke(app, ["tune", "--from", str(log)])
+    assert out.exit_code == 2 and f"{server}'s server log" in out.stderr
+
+
+@pytest.mark.parametrize("magic, name", [(b"\xfd7zXZ\x00", "xz"), (b"BZh91AY&SY", "bzip2"), (b"\x28\xb5\x2f\xfd\x00", "zstd")])
+def test_a_log_in_a_compression_other_than_gzip_is_named(tmp_path, magic, name):
+    packed = tmp_path / "server.log.x"
+    packed.write_bytes(magic + bytes(range(128, 256)))
+    with pytest.raises(GraphbenchError, match=f"server.log.x: {name}-compressed: decompress it"):
+        load_distribution(packed)

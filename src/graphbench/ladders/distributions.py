@@ -4,7 +4,8 @@ Pure Python, no torch import. Supported files (chosen by suffix, sniffed when th
 nothing):
 
 - ``.json``: an object ``{"<size>": count, ...}`` (or an array of batch sizes);
-- ``.jsonl`` / ``.ndjson``: a trace, one JSON object a line with ``batch_size`` (or ``num_tokens``);
+- ``.jsonl`` / ``.ndjson``: a trace, one JSON object a line with ``batch_size`` (or ``num_tokens``) and
+  optionally ``count`` (or ``weight``, ``frequency``: the steps of that size, 1 without);
 - anything else (``.csv``, ``.txt``, ...): a CSV with a header naming ``batch_size`` (or
   ``num_tokens``) and optionally ``count``, rows of ``size,count`` without a header, or a plain list of
   batch sizes, one per line;
@@ -32,9 +33,9 @@ from pathlib import Path
 
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.jsonl import json_lines, loads, unique_keys
-from graphbench.ladders.log_text import is_gzip
+from graphbench.ladders.log_text import compression, is_gzip, not_read_log, other_server
 from graphbench.ladders.request_trace import check_not_a_result, is_request_trace
-from graphbench.ladders.vllm_log import read_cudagraph_log
+from graphbench.ladders.vllm_log import read_server_log
 
 SIZE_COLUMNS = ("batch_size", "num_tokens")
 COUNT_COLUMNS = ("count", "weight", "frequency")
@@ -131,16 +132,21 @@ def load_distribution(path: str | Path) -> BatchSizeDistribution:
     if not p.is_file():
         raise GraphbenchError(f"distribution path is not a file: {p}")
     name = str(p)
-    log = read_cudagraph_log(p)  # a vLLM server log with --cudagraph-metrics tables, streamed (gzip too)
+    log = read_server_log(p)  # a vLLM server log with --cudagraph-metrics tables, streamed (gzip too)
     if log is not None:
-        return BatchSizeDistribution(log, source=name)
+        return BatchSizeDistribution(log.counts, source=f"{name}: {log.summary()}")
     try:
         text = p.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         if is_gzip(p):
             raise GraphbenchError(f"{name}: gzip-compressed, and not a vLLM log with --cudagraph-metrics tables "
                                   "(the one kind read compressed): decompress it") from None
+        if packed := compression(p):
+            raise GraphbenchError(f"{name}: {packed}-compressed: decompress it (of compressed files, vLLM logs in "
+                                  "gzip are read)") from None
         raise GraphbenchError(f"cannot read distribution file {p}: {exc}") from None
+    if server := other_server(text[:1 << 16]):
+        raise GraphbenchError(not_read_log(name, server))
     suffix = p.suffix.lower()
     check_not_a_result(text, name, "batch sizes")
     if is_request_trace(text):
@@ -193,11 +199,24 @@ def _parse_jsonl(text: str, name: str) -> Counter[int]:
     for lineno, record in json_lines(text, name):
         if not isinstance(record, dict):
             raise GraphbenchError(f"{name}:{lineno}: expected a JSON object with batch_size or num_tokens")
-        key = next((k for k in SIZE_COLUMNS if k in record), None)
+        where = f"{name}:{lineno}"
+        key = _one_field(record, SIZE_COLUMNS, where)
         if key is None:
-            raise GraphbenchError(f"{name}:{lineno}: record has neither batch_size nor num_tokens")
-        counts[_int_field(record[key], f"{name}:{lineno}", key)] += 1
+            raise GraphbenchError(f"{where}: record has neither batch_size nor num_tokens")
+        size = _int_field(record[key], where, key)
+        weight_key = _one_field(record, COUNT_COLUMNS, where)  # (as a CSV's count column: steps of that size)
+        weight = 1 if weight_key is None else record[weight_key]
+        _check_weight(weight, size, where)
+        counts[size] += weight
     return counts
+
+
+def _one_field(record: dict, names: tuple[str, ...], where: str) -> str | None:
+    """The one key of names the record has (None: none); two are an error, as two such CSV columns are."""
+    named = [k for k in names if k in record]
+    if len(named) > 1:
+        raise GraphbenchError(f"{where}: the record has {' and '.join(named)}: give one of {' or '.join(names)}")
+    return named[0] if named else None
 
 
 def _parse_text(text: str, name: str) -> Counter[int]:
@@ -279,7 +298,8 @@ MAX_WEIGHT = 1e18  # steps of one size: far past any log, and the sum over every
 LINE_FORMATS = ("a CSV with a header naming batch_size or num_tokens, and optionally count, weight or frequency "
                 "(`batch_size,count`); `size,count` rows without a header; one batch size per line")
 FILE_FORMATS = ("One of: " + LINE_FORMATS + "; a JSON object {\"size\": count} or array of sizes; JSONL, one object "
-                "a line with batch_size or num_tokens; a vLLM log with --cudagraph-metrics tables. Sizes are "
+                "a line with batch_size or num_tokens and optionally count, weight or frequency; a vLLM log with "
+                "--cudagraph-metrics tables. Sizes are "
                 f"integers 1..{MAX_BATCH_SIZE}, counts numbers >= 0 (1 a row without a count column); blank lines and lines "
                 "starting with # are skipped")
 

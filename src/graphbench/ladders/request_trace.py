@@ -15,7 +15,8 @@ Two layouts, told apart by their content, not by their suffix:
   lists, ``request_rate`` a number, ``Infinity`` or "trace"): read alike; without --output-details, or sent at
   a trace's timestamps (which it does not save), it is an error saying so.
 - Plain lists of lengths: a JSON array, or JSONL, of objects with ``input_len`` (or ``prompt_len``) and
-  ``output_len``.
+  ``output_len``, and optionally ``arrival_s`` on every one (`graphbench run --trace`'s layout: send times in
+  seconds; they record no step time, so a replay in steps cannot place them and says so).
 """
 
 from __future__ import annotations
@@ -109,6 +110,8 @@ def parse_request_trace(text: str, name: str) -> list[RequestTrace]:
     except (ValueError, RecursionError):  # an int past 4300 digits, or nesting past the recursion limit
         loads(text, name)  # raises it as a GraphbenchError naming the file
         raise
+    if isinstance(data, dict) and "output_len" in data and "input_lens" not in data:  # one request's lengths
+        return [_from_pairs([_lengths(data, f"{name}:1")], name)]
     if isinstance(data, dict):
         return [_bench_result(data, name)]
     if isinstance(data, list):
@@ -127,7 +130,7 @@ def _json_line(line: str) -> bool:
 
 def _parse_lines(text: str, name: str) -> list[RequestTrace]:
     traces: list[RequestTrace] = []
-    pairs: list[tuple[int, int]] = []
+    pairs: list[Request] = []
     for lineno, record in json_lines(text, name):
         where = f"{name}:{lineno}"
         if isinstance(record, dict) and ("input_lens" in record or _bench_summary(record.__contains__)):
@@ -141,19 +144,38 @@ def _parse_lines(text: str, name: str) -> list[RequestTrace]:
     return traces or [_from_pairs(pairs, name)]
 
 
-def _lengths(record: object, where: str) -> tuple[int, int]:
+Request = tuple[int, int, "float | None"]  # input length, output length, send time (arrival_s; None: not given)
+
+
+def _lengths(record: object, where: str) -> Request:
     if not isinstance(record, dict):
         raise GraphbenchError(f"{where}: expected an object with input_len (or prompt_len) and output_len")
     key = next((k for k in INPUT_KEYS if k in record), None)
     if key is None or "output_len" not in record:
         raise GraphbenchError(f"{where}: a request needs input_len (or prompt_len) and output_len")
-    return _count(record[key], where, key, 1), _count(record["output_len"], where, "output_len", 1, MAX_OUTPUT_LEN)
+    arrival = None
+    if "arrival_s" in record:  # `graphbench run --trace`'s layout: the request's send time, seconds
+        arrival = _number(record["arrival_s"])
+        if arrival is None or not 0 <= arrival < math.inf:
+            raise GraphbenchError(f"{where}: arrival_s must be a number of seconds >= 0, got {record['arrival_s']!r:.60}")
+    return (_count(record[key], where, key, 1), _count(record["output_len"], where, "output_len", 1, MAX_OUTPUT_LEN),
+            arrival)
 
 
-def _from_pairs(pairs: list[tuple[int, int]], name: str) -> RequestTrace:
-    if not pairs:
+def _from_pairs(requests: list[Request], name: str) -> RequestTrace:
+    if not requests:
         raise GraphbenchError(f"{name}: no requests in the file")
-    return RequestTrace(tuple(p for p, _ in pairs), tuple(o for _, o in pairs), name, tool="request lengths")
+    timed = sum(arrival is not None for _, _, arrival in requests)
+    if 0 < timed < len(requests):
+        raise GraphbenchError(f"{name}: {timed} of {len(requests)} requests have arrival_s: give it on every one, "
+                              "or on none")
+    arrival_s = None
+    if timed:  # sent in the order of their times, as `graphbench run --trace` replays them
+        requests = sorted(requests, key=lambda r: r[2])
+        first = requests[0][2]
+        arrival_s = tuple(t - first for _, _, t in requests)
+    return RequestTrace(tuple(p for p, _, _ in requests), tuple(o for _, o, _ in requests), name,
+                        arrival_s=arrival_s, tool="request lengths")
 
 
 def _bench_result(data: dict[str, Any], name: str) -> RequestTrace:

@@ -23,6 +23,7 @@ from typing import Any
 
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.distributions import MAX_BATCH_SIZE, BatchSizeDistribution
+from graphbench.ladders.log_text import compression, not_read_log, other_server
 from graphbench.ladders.request_trace import is_request_trace
 from graphbench.ladders.vllm_log import BENCH_SUMMARY, read_server_log
 
@@ -65,6 +66,10 @@ def _not_a_source(path: Path, reason: str) -> str:
                 text = head.read(1 << 16).decode("utf-8", "replace")
     except OSError:
         pass
+    if server := other_server(text):
+        return not_read_log(str(path), server)
+    if path.is_file() and (packed := compression(path)):  # (a FIFO's open would block)
+        return f"{path} is {packed}-compressed: decompress it (of compressed files, vLLM logs in gzip are read)"
     if BENCH_SUMMARY in text:
         return (f"{path} is the console output of `vllm bench serve` (its {BENCH_SUMMARY!r}), which holds no "
                 "per-request lengths")
@@ -100,9 +105,13 @@ def server_logs(paths: list[Path], warnings: list[str]) -> tuple[BatchSizeDistri
         if log.unread_ladder_lines:
             more = len(log.unread_ladder_lines) - 1
             warnings.append(f"{path}:{log.unread_ladder_lines[0]}: a '- Capture sizes:' line holds no list of sizes "
-                            f"(cut short?){f' (and {more} more)' if more else ''}: the server's ladder there is not read")
+                            f"a server captures (cut short, or a size outside 1..1048576){f' (and {more} more)' if more else ''}: the server's ladder there is not read")
+        if log.ladders > 1:
+            warnings.append(f"{path}: its records announce {log.ladders} different capture ladders (the server "
+                            "restarted with other settings?): the tables of every one are summed, and the largest "
+                            "ladder is the one compared against")
     ladder = max((log.capture_sizes for _, log in logs if log.capture_sizes), key=len, default=None)
-    return BatchSizeDistribution(total, source=", ".join(str(p) for p, _ in logs)), ladder
+    return BatchSizeDistribution(total, source=" | ".join(f"{p}: {log.summary()}" for p, log in logs)), ladder
 
 
 def workload_names(results: Iterable[Mapping[str, Any]]) -> list[str]:

@@ -26,13 +26,14 @@ import zlib
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
-from typing import NamedTuple
 
 from graphbench.errors import GraphbenchError
 from graphbench.ladders.log_text import bounded_lines, open_log, text_lines
+from graphbench.ladders.server_log import ServerLog
 from graphbench.ladders.vllm_log_lines import (
     HEADER,
     VLLM_LINE,
+    begun,
     check_row,
     clean_line,
     line_source,
@@ -61,22 +62,11 @@ def parse_cudagraph_metrics(text: str, name: str) -> Counter[int]:
     return scan.result()
 
 
-class ServerLog(NamedTuple):
-    counts: Counter[int]  # unpadded token count -> steps
-    capture_sizes: tuple[int, ...] | None  # the largest ladder its records announce; None: none announced
-    unread_ladder_lines: tuple[int, ...] = ()  # `- Capture sizes:` lines that hold no list of sizes
-
-
-def read_cudagraph_log(path: Path) -> Counter[int] | None:
-    """The file's tables read as parse_cudagraph_metrics does, streamed (plain or gzip text); None when
-    the file is no vLLM server log (no table header, no vLLM log line in its first lines); the error of
-    parse_cudagraph_metrics for a server log without tables."""
-    log = read_server_log(path)
-    return None if log is None else log.counts
-
-
 def read_server_log(path: Path) -> ServerLog | None:
-    """read_cudagraph_log's counts and the server's capture ladder as its records' settings header gives it."""
+    """The file's tables read as parse_cudagraph_metrics does, streamed (plain or gzip text), with the server's
+    capture ladder as its records' settings header gives it and what was read and left out; None when the file
+    is no vLLM server log (no table header, no vLLM log line in its first lines); the error of
+    parse_cudagraph_metrics for a server log without tables."""
     scan = _Scan(str(path))
     try:
         with open_log(path) as file:
@@ -86,8 +76,12 @@ def read_server_log(path: Path) -> ServerLog | None:
                               "keeps the part before the damage, or give the plain log") from None
     except OSError as exc:  # unreadable
         raise GraphbenchError(f"cannot read {path}: {exc}") from None
+    if not (scan.tables or scan.server_log):
+        return None
+    counts = scan.result()
     largest = max(scan.ladders, key=lambda ladder: (len(ladder), ladder), default=None)
-    return ServerLog(scan.result(), largest, tuple(scan.unread_ladders)) if scan.tables or scan.server_log else None
+    return ServerLog(counts, largest, tuple(scan.unread_ladders), len(scan.ended), len(scan.cut_off),
+                     scan.rows_before, len(scan.ladders))
 
 
 Key = tuple[str, "str | None"]  # an open table's process tag and record prefix
@@ -123,6 +117,8 @@ class _Scan:
         self.bench_console = False  # `vllm bench serve`'s printed summary seen (its console output, not a log)
         self.ladders: set[tuple[int, ...]] = set()  # the capture sizes the settings headers name
         self.unread_ladders: list[int] = []  # the numbers of `- Capture sizes:` lines that hold no list of sizes
+        self.broken_header = 0  # the last line holding part of a table header but not all of it
+        self.rows_before = 0  # rows before any table began (a log begun inside one): left out, counted
 
     def read(self, lines: Iterable[str]) -> None:
         """Feed the lines, each with its "\n" (a file's, or text_lines'), so that a cut last line shows."""
@@ -138,8 +134,8 @@ class _Scan:
                 elif ladder:  # (() : "[]", nothing captured)
                     self.ladders.add(ladder)
             # the fast path of a long log: a line that neither starts a table nor can be in one
-            if (self.open or self.stray or "Unpadded Tokens" in raw or SETTINGS_LINE in raw
-                    or (self.tables and raw.rstrip().endswith("|"))):
+            if (self.open or self.stray or "Unpadded" in raw or "Num Paddings" in raw or SETTINGS_LINE in raw
+                    or raw.rstrip().endswith("|")):
                 self.feed(number, raw, not raw.endswith("\n"))  # unfinished: the file's last line, cut
 
     def feed(self, number: int, raw: str, last: bool) -> None:
@@ -147,6 +143,8 @@ class _Scan:
         header = _HEADER.search(line) if "Unpadded Tokens" in line else None
         if header:
             return self._start(number, line[:header.start()])
+        if "Unpadded" in line or "Num Paddings" in line:
+            self.broken_header = number  # a header's part: another writer's output split its line
         if SETTINGS_LINE in line:
             head = line[:line.find(SETTINGS_LINE)]
             self.announced.add(line_source(head, head.count("|")))
@@ -156,9 +154,21 @@ class _Scan:
             self._line(key, table, number, line, split, last)
         elif self.stray:
             owner = self._reopen(number, line, last)
-        if not owner and self.tables and record_prefix(line.split("|", 1)[0]) and _ROW.search(line) and not last:
-            raise GraphbenchError(f"{self.name}:{number}: a cudagraph-metrics row outside its table: was a line of "
-                                  f"another process written inside the table? {line.strip()[:120]!r}")
+        if not owner and _ROW.search(line) and not last:
+            self._outside(number, line)
+
+    def _outside(self, number: int, line: str) -> None:
+        """A row no open table owns: an error where a table was begun or announced (its rows would be dropped in
+        silence); before any, the log begins inside a table, and the row is counted as left out."""
+        if self.broken_header:
+            raise GraphbenchError(f"{self.name}:{number}: a cudagraph-metrics row whose table's header, line "
+                                  f"{self.broken_header}, was broken by another writer's output: {line.strip()[:120]!r}")
+        if self.tables or self.announced:
+            if record_prefix(line.split("|", 1)[0]) or self.announced:
+                raise GraphbenchError(f"{self.name}:{number}: a cudagraph-metrics row outside its table: was a line of "
+                                      f"another process written inside the table? {line.strip()[:120]!r}")
+        else:
+            self.rows_before += 1
 
     def _route(self, number: int, line: str, last: bool) -> tuple[Key, _Table, tuple[str, str | None]] | None:
         """The open table a line is of: by its process tag or, where the table's rows carry one, by its record's
@@ -207,7 +217,9 @@ class _Scan:
             head, part = split_table(line, table.pipes)
             if ended == number:
                 continue
-            if part is not None and _CUT.search(part) and of_record(head, table.record):
+            if part is not None and _CUT.search(part) and (
+                    of_record(head, table.record) if table.record is not None  # a prefix-less row of its source:
+                    else record_prefix(head) is None and _ROW.search(line) and line_source(head, table.pipes) == key[0]):
                 del self.stray[key]
                 self.ended.remove(table)
                 self.open[key] = table
@@ -224,6 +236,7 @@ class _Scan:
         if key in self.open:  # a new table of the same process and record ends the one before
             self._end(key)
         self.stray.pop(key, None)
+        self.broken_header = 0
         self.open[key] = table
         self.announced.discard(tag)
         self.tables += 1
@@ -232,7 +245,7 @@ class _Scan:
         """The table ended; by line `stray`, not its record's last line: rows of its record after it reopen it."""
         table = self.open.pop(key)
         self.ended.append(table)
-        if stray is not None and table.record is not None:
+        if stray is not None:
             self.stray[key] = (table, stray)
 
     def _line(self, key: Key, table: _Table, number: int, line: str, split: tuple[str, str | None],
@@ -241,7 +254,7 @@ class _Scan:
         whole = part is not None and part.rstrip().endswith("|")
         cut_row = part is not None and not whole and _CUT.search(part) is not None
         # a line ending in '|' may be a row cut at a cell's end; unless vLLM wrote the table, it is a bad row
-        if last and (cut_row or (_begun(table, head, part, line) and (table.announced or not whole))):
+        if last and (cut_row or (begun(table.head, head, part, line) and (table.announced or not whole))):
             table.cut, table.cut_row = (number, line), part is not None
         elif whole:
             self._row(key, table, number, line, part)
@@ -253,8 +266,8 @@ class _Scan:
             # a line of the record that is neither a row nor its last line (the prefix alone)
             raise GraphbenchError(f"{self.name}:{number}: a cudagraph-metrics row broken by other output written "
                                   f"into it (another process's?): {line.strip()[:120]!r}")
-        else:
-            self._end(key)  # its record's last line, or any other line of a process whose rows carry no prefix
+        else:  # its record's last line; or, where its rows carry no prefix, a line of another writer (rows may follow)
+            self._end(key, number if table.record is None and line.strip() else None)
 
     def _row(self, key: Key, table: _Table, number: int, line: str, part: str) -> None:
         cells = [cell.strip() for cell in part.rstrip()[1:-1].split("|")]
@@ -295,15 +308,3 @@ class _Scan:
             return (f"{self.name}:{self.cut_off[0].number}: the only cudagraph-metrics table with steps is cut off "
                     "by the end of the file (vLLM ends each with a line of its own): was the log copied mid-write?")
         return f"{self.name}: {self.tables} cudagraph-metrics table(s), but no steps in them"
-
-
-def _shape(prefix: str) -> str:
-    return re.sub(r"\d+", "", prefix).rstrip()  # a prefix less its numbers: per-line timestamps differ
-
-
-def _begun(table: _Table, head: str, part: str | None, line: str) -> bool:
-    """Whether the file's unfinished last line began a line of the table: a row (the table's prefix, then
-    fewer '|' than a whole row has) or the line vLLM ends it with (a part of that prefix)."""
-    if part is None:
-        return _shape(table.head).startswith(_shape(line))
-    return _shape(head) == _shape(table.head) and part.count("|") <= len(HEADER)

@@ -56,9 +56,11 @@ def check_row(cells: list[str], where: str, line: str) -> tuple[int, int]:
     except ValueError:
         raise GraphbenchError(f"{where}: a cudagraph-metrics row needs integer tokens, paddings "
                               f"and count, got {line.strip()[:120]!r}") from None
-    if not (0 < u <= MAX_TOKENS and u <= p <= MAX_TOKENS and 0 <= n and 0 <= c <= MAX_COUNT):
-        raise GraphbenchError(f"{where}: unpadded {u}, padded {p}, paddings {n} and count {c} "
+    if not (0 < u <= MAX_TOKENS and u <= p <= MAX_TOKENS and 0 <= n):
+        raise GraphbenchError(f"{where}: unpadded {u}, padded {p} and paddings {n} "
                               f"are not a possible row (1 <= unpadded <= padded <= {MAX_TOKENS})")
+    if not 0 <= c <= MAX_COUNT:
+        raise GraphbenchError(f"{where}: a count of {c} steps is not a possible row's (0..{MAX_COUNT})")
     if n != p - u:  # vLLM's num_paddings is padded - unpadded (CUDAGraphStat, gpu_model_runner.py)
         raise GraphbenchError(f"{where}: paddings {n} is not padded {p} - unpadded {u}")
     if mode not in MODES:
@@ -115,3 +117,16 @@ def split_table(line: str, pipes: int) -> tuple[str, str | None]:
         if at < 0:
             return line, None
     return line[:at], line[at:]
+
+
+def _shape(prefix: str) -> str:
+    return re.sub(r"\d+", "", prefix).rstrip()  # a prefix less its numbers: per-line timestamps differ
+
+
+def begun(table_head: str, head: str, part: str | None, line: str) -> bool:
+    """Whether the file's unfinished last line began a line of the table whose header line's prefix is
+    table_head: a row (the table's prefix, then fewer '|' than a whole row has) or the line vLLM ends it with
+    (a part of that prefix)."""
+    if part is None:
+        return _shape(table_head).startswith(_shape(line))
+    return _shape(head) == _shape(table_head) and part.count("|") <= len(HEADER)

@@ -176,7 +176,8 @@ def trace_distribution(traces: Sequence[RequestTrace], limits: ReplayLimits,
             warnings.append(f"{trace.source}: request_rate {trace.request_rate:g}/s ignored (no recorded "
                             "inter-token latencies to count it in steps): requests replayed as sent all at once")
         elif recorded_arrivals(trace) and arrivals is None and max(trace.arrival_s or (0.0,)) > 0:
-            warnings.append(f"{trace.source}: start_times (sends over {max(trace.arrival_s or (0.0,)):g} s) ignored "
+            key = "arrival_s" if trace.tool == "request lengths" else "start_times"
+            warnings.append(f"{trace.source}: {key} (sends over {max(trace.arrival_s or (0.0,)):g} s) ignored "
                             "(no recorded inter-token latencies to count them in steps): requests replayed as sent "
                             "all at once")
         if trace.num_failed:
