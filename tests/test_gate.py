@@ -770,3 +770,24 @@ def test_re_runs_of_a_point_are_pooled_and_said_to_be():
     by = {(c.metric, c.workload): c for c in result.comparisons}
     assert by[("output_tokens_per_s", "closed-c4")].n_baseline == 2  # one process per run
     assert not any(w.startswith("current: point") for w in result.warnings)
+
+
+def test_a_workload_run_with_other_settings_is_a_mismatch_not_a_regression(tmp_path):
+    # a workload's name says its kind and concurrency, not its prompts: a run at 1000-token prompts against one at
+    # 64 measures other traffic, and the gate (as compare) refuses it like a config-hash difference
+    longer = _rounds([v * 0.2 for v in BASE5])
+    for result in longer:
+        for workload in result["workloads"]:
+            workload["prompt_len"] = {"dist": "uniform", "a": 900.0, "b": 1100.0, "sigma": None}
+    b, c = _two_sets(tmp_path, _rounds(BASE5), longer)
+    with pytest.raises(GraphbenchError, match=r"workload closed-c4 was run with other settings: prompt_len baseline "
+                                              r"64 vs current uniform:900-1100; pass --allow-mismatch"):
+        run_gate(b, c)
+    allowed = run_gate(b, c, allow_mismatch=True)
+    assert any("mismatch allowed" in w and "prompt_len" in w for w in allowed.warnings)
+    # settings an older result does not record are not compared
+    older = _rounds(BASE5)
+    for result in older:
+        for workload in result["workloads"]:
+            del workload["prompt_len"]
+    assert run_gate(write_set(tmp_path / "older", older), b).exit_code == 0

@@ -79,7 +79,7 @@ def compare_command(
     ] = None,
     alpha: Annotated[float, typer.Option("--alpha", help=ALPHA_HELP)] = DEFAULT_ALPHA,
     allow_mismatch: Annotated[
-        bool, typer.Option("--allow-mismatch", help="Compare points even if their model or config hash differ.")
+        bool, typer.Option("--allow-mismatch", help="Compare points even if their model, config hash or workload settings differ.")
     ] = False,
     bootstrap: Annotated[
         int, typer.Option("--bootstrap", help="Bootstrap resamples for a CI of the ratio of medians (0: off).")
@@ -241,7 +241,7 @@ def gate_command(
     ] = None,
     alpha: Annotated[float, typer.Option("--alpha", help=ALPHA_HELP)] = DEFAULT_ALPHA,
     allow_mismatch: Annotated[
-        bool, typer.Option("--allow-mismatch", help="Gate points even if their model or config hash differ.")
+        bool, typer.Option("--allow-mismatch", help="Gate points even if their model, config hash or workload settings differ.")
     ] = False,
     allow_missing: Annotated[
         bool, typer.Option("--allow-missing", help="Pass over baseline points missing from the current results "

@@ -129,7 +129,7 @@ def match_results(
     allow_mismatch: bool = False,
 ) -> Matching:
     """Pair points by (label, system), and by GPU type where a side holds several (see the module doc); model or
-    config hash differences raise unless allow_mismatch."""
+    config hash or workload settings differences raise unless allow_mismatch."""
     base_points, base_failed = index_points(_as_list(baseline), "baseline")
     cur_points, cur_failed = index_points(_as_list(current), "current")
     pairs, only_b, only_c = [], [], []
@@ -155,6 +155,7 @@ def match_results(
                 mismatches.append(
                     f"{b.name}: {what} differs: baseline {'/'.join(map(str, bv))} "
                     f"vs current {'/'.join(map(str, cv))}{among}")
+        mismatches += _workload_mismatches(b, c)
         # the engine's debug hatches (recorded as "switches") do not touch the transformers peers
         fields = ("gpu", "device", "torch", "switches") if b.system == "graphbench" else ("gpu", "device", "torch")
         differ = set()
@@ -189,6 +190,49 @@ def match_results(
     for p in only_c:
         warnings.append(f"point {p.name} is only in the current results: not compared")
     return Matching(pairs, only_b, only_c, base_failed + cur_failed, mismatches, warnings)
+
+
+# what makes two workloads of one name the same traffic (a trace's path differs between machines: not compared)
+WORKLOAD_SETTINGS = ("kind", "concurrency", "request_rate", "prompt_len", "output_len", "num_requests", "seed",
+                     "prompt_kind", "lora_share")
+
+
+def _workload_settings(point: Point) -> dict[str, list[dict[str, Any]]]:
+    """Each workload name's distinct settings over the point's pooled results."""
+    seen: dict[str, list[dict[str, Any]]] = {}
+    for result in point.results:
+        for workload in result.get("workloads") or []:
+            if isinstance(workload, dict):
+                settings = {k: workload[k] for k in WORKLOAD_SETTINGS if k in workload}
+                if settings not in (found := seen.setdefault(str(workload.get("name")), [])):
+                    found.append(settings)
+    return seen
+
+
+def _workload_mismatches(b: Point, c: Point) -> list[str]:
+    """A workload of one name run with other settings on the two sides (or among a side's pooled runs): its
+    figures measure other traffic, a difference no code made. Settings a side's results do not record (written
+    by an older graphbench) are not compared."""
+    base, cur = _workload_settings(b), _workload_settings(c)
+    out = []
+    for name in sorted(base.keys() & cur.keys()):
+        sides = base[name] + cur[name]
+        keys = [k for k in WORKLOAD_SETTINGS if all(k in settings for settings in sides)]
+        differ = [k for k in keys if len({repr(settings[k]) for settings in sides}) > 1]
+        if differ:
+            shown = "; ".join(f"{k} baseline {'/'.join(_setting(s[k]) for s in base[name])} vs current "
+                              f"{'/'.join(_setting(s[k]) for s in cur[name])}" for k in differ)
+            out.append(f"{b.name}: workload {name} was run with other settings: {shown}")
+    return out
+
+
+def _setting(value: Any) -> str:
+    if isinstance(value, dict) and value.get("dist") == "fixed":
+        return str(value.get("value"))
+    if isinstance(value, dict) and value.get("dist") in ("uniform", "normal") and all(
+            isinstance(value.get(k), (int, float)) for k in "ab"):
+        return f"{value['dist']}:{value['a']:g}{'-' if value['dist'] == 'uniform' else ','}{value['b']:g}"
+    return str(value)
 
 
 def other_gpu_types(matching: Matching) -> str:
