@@ -791,3 +791,11 @@ def test_a_workload_run_with_other_settings_is_a_mismatch_not_a_regression(tmp_p
         for workload in result["workloads"]:
             del workload["prompt_len"]
     assert run_gate(write_set(tmp_path / "older", older), b).exit_code == 0
+
+
+def test_a_folder_against_itself_is_said_to_be_the_same_files(tmp_path):
+    b = write_set(tmp_path / "one", _rounds(BASE5))
+    report = run_gate(b, b)
+    assert report.exit_code == 0 and "the same result files" in report.warnings[0]
+    c = write_set(tmp_path / "two", _rounds(BASE5))  # the same numbers in other files: an A/A, no such line
+    assert not any("the same result files" in w for w in run_gate(b, c).warnings)

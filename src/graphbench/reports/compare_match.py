@@ -180,6 +180,9 @@ def match_results(
         raise GraphbenchError(f"matched points were run with different settings: {mismatches[0]}{more}; "
                               "pass --allow-mismatch (allow_mismatch=True) to compare them anyway")
     warnings = [f"mismatch allowed: {m}" for m in mismatches] + warnings
+    if pairs and not only_b and not only_c and all(_files(b) == _files(c) and _files(b) for b, c in pairs):
+        warnings.insert(0, "the baseline and the current are the same result files: every row is the same data on "
+                           "both sides (for an A/A, measure the commit twice into two folders)")
     sides = (("baseline", [b for b, _ in pairs] + only_b), ("current", [c for _, c in pairs] + only_c))
     for side, points in sides:
         for p in sorted(points, key=_order):
@@ -190,6 +193,11 @@ def match_results(
     for p in only_c:
         warnings.append(f"point {p.name} is only in the current results: not compared")
     return Matching(pairs, only_b, only_c, base_failed + cur_failed, mismatches, warnings)
+
+
+def _files(point: Point) -> set[str]:
+    """The files a point's results were read from (none where they were given as dicts)."""
+    return {str(r["_path"]) for r in point.results if r.get("_path")}
 
 
 # what makes two workloads of one name the same traffic (a trace's path differs between machines: not compared)
