@@ -51,6 +51,21 @@ def test_trace_fields(tmp_path, row, message):
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_trace_replays_from_its_first_request_and_a_day_long_one_is_refused(tmp_path):
+    # an excerpt of a day's trace starts hours in: the replay once waited them out in silence (28 h for one
+    # request at 100000 s); it starts at the first request, and a span no benchmark means is refused
+    excerpt = tmp_path / "excerpt.jsonl"
+    excerpt.write_text('{"arrival_s": 36000.5, "prompt_len": 8, "output_len": 4}\n'
+                       '{"arrival_s": 36000.0, "prompt_len": 9, "output_len": 4}\n')
+    assert [(r.arrival_s, r.prompt_len) for r in load_trace(excerpt)] == [(0.0, 9), (0.5, 8)]
+    day = tmp_path / "day.jsonl"
+    day.write_text('{"arrival_s": 0, "prompt_len": 8, "output_len": 4}\n'
+                   '{"arrival_s": 90000, "prompt_len": 8, "output_len": 4}\n')
+    with pytest.raises(GraphbenchError, match=r"spans 25\.0 h from its first request to its last, replayed in real "
+                                              r"time: more than 24 h; give an excerpt"):
+        load_trace(day)
+
+
 def test_a_trace_that_is_not_a_regular_file_is_refused_unread(tmp_path):
     os.mkfifo(tmp_path / "t.jsonl")
     with pytest.raises(GraphbenchError, match="is not a regular file"):

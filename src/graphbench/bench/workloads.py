@@ -10,7 +10,7 @@ import functools
 import json
 import math
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ MAX_TOKENS = 1 << 20  # a prompt or output length
 MAX_CONCURRENCY = 1 << 16
 MAX_SEED = 2**40  # prompts are seeded with seed * 100003 + ..., which torch.Generator takes as an int64
 MAX_REQUESTS = 1 << 20  # requests of one workload
+MAX_TRACE_SPAN_S = 24 * 3600  # a trace is replayed in real time: a longer one is a mistake, not a benchmark
 # Poisson rates a run can honour, requests/s: below one request in ~17 minutes the arrivals outlast any run
 # (1e-300 overflowed the sleep: a traceback); above a million a second they all arrive at once
 MIN_RATE, MAX_RATE = 1e-3, 1e6
@@ -226,7 +227,7 @@ class Workload:
 
 
 def load_trace(path: str | Path) -> list[RequestSpec]:
-    """The requests to replay, sorted by arrival: JSONL lines {"arrival_s": float, "prompt_len": int,
+    """The requests to replay, sorted by arrival, the first at 0: JSONL lines {"arrival_s": float, "prompt_len": int,
     "output_len": int}, or a `vllm bench serve --save-result --save-detailed` result (its successful requests
     at their recorded send times, start_times; all at once where it sent them so: rate inf, no cap)."""
     path = Path(path)
@@ -256,7 +257,14 @@ def _parsed_trace(path: Path, resolved: Path, mtime_ns: int, size: int) -> tuple
         raise GraphbenchError(f"trace {path} holds no requests")
     if len(specs) > MAX_REQUESTS:
         raise GraphbenchError(f"trace {path} holds more than {MAX_REQUESTS} requests")
-    return tuple(sorted(specs, key=lambda s: s.arrival_s))
+    # the replay starts at the first request (an excerpt of a day's log starts hours in: it waited them out)
+    first = min(s.arrival_s for s in specs)
+    span = max(s.arrival_s for s in specs) - first
+    if span > MAX_TRACE_SPAN_S:
+        raise GraphbenchError(f"trace {path} spans {span / 3600:.1f} h from its first request to its last, replayed "
+                              f"in real time: more than {MAX_TRACE_SPAN_S // 3600} h; give an excerpt")
+    return tuple(sorted((replace(s, arrival_s=s.arrival_s - first) for s in specs),
+                        key=lambda s: s.arrival_s))
 
 
 def _jsonl_requests(text: str, path: Path) -> list[RequestSpec]:
