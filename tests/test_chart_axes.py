@@ -42,3 +42,21 @@ def test_too_many_measured_values_fall_back_to_powers_of_two():
     log2_axis(ax, at=values)
     labels = [label for label in _labels(ax.xaxis) if label]
     assert labels and all(int(label) & (int(label) - 1) == 0 for label in labels)
+
+
+def test_matplotlib_warnings_do_not_reach_the_user(tmp_path):
+    # a log axis over no positive value (a throughput of 0) and a label no font has a glyph for (CJK) were each
+    # a UserWarning with a source line on stderr; the chart is drawn all the same
+    import warnings
+
+    from graphbench.reports.figures import new_figure, plain_log_axis, save_figure
+
+    fig, ax = new_figure()
+    ax.plot([1, 2, 3], [0, 0, 0], label="点数")
+    ax.legend()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plain_log_axis(ax)
+        path = save_figure(fig, tmp_path / "chart.png", "吞吐量", "cpu")
+    assert path.stat().st_size > 0
+    assert [str(w.message) for w in caught if "matplotlib" in w.filename or "figures" in w.filename] == []

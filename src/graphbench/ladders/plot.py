@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,7 +41,9 @@ def save_figure(fig, out: Path) -> Path:
     """Write a matplotlib figure; a write failure is a one-line GraphbenchError."""
     try:
         buffer = io.BytesIO()
-        fig.savefig(buffer, dpi=100, format=(out.suffix.lstrip(".") or "png").lower())
+        with warnings.catch_warnings():  # a glyph no font has is drawn as a box, not a warning on stderr
+            warnings.simplefilter("ignore", UserWarning)
+            fig.savefig(buffer, dpi=100, format=(out.suffix.lstrip(".") or "png").lower())
         write_atomic(out, buffer.getvalue())
     except OSError as exc:
         raise GraphbenchError(f"cannot write plot {out}: {exc.strerror or exc}") from None

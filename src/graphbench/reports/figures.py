@@ -9,6 +9,7 @@ axes and the GPU and versions in a footnote (`save_figure`), also in the PNG's t
 from __future__ import annotations
 
 import io
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,7 +74,9 @@ def save_figure(fig: Any, path: Path, title: str, environment: str) -> Path:
     metadata = {"Title": title, "Description": environment, "Software": "graphbench"}
     try:
         buffer = io.BytesIO()
-        fig.savefig(buffer, dpi=DPI, format="png", metadata=metadata)
+        with warnings.catch_warnings():  # a glyph no font has (a label in CJK) is drawn as a box, not a warning
+            warnings.simplefilter("ignore", UserWarning)
+            fig.savefig(buffer, dpi=DPI, format="png", metadata=metadata)
         write_atomic(path, buffer.getvalue())
     except OSError as exc:
         raise GraphbenchError(f"cannot write chart {path}: {exc}") from None
@@ -108,7 +111,9 @@ def plain_log_axis(ax: Any, axis: str = "y") -> None:
 
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-    getattr(ax, f"set_{axis}scale")("log")
+    with warnings.catch_warnings():  # no positive value (a throughput of 0): matplotlib's own warning leaked
+        warnings.simplefilter("ignore", UserWarning)
+        getattr(ax, f"set_{axis}scale")("log")
     low, high = sorted(ax.get_ylim() if axis == "y" else ax.get_xlim())
     decades = math.log10(high / low) if low > 0 else 99.0
     subs = (1.0, 2.0, 3.0, 5.0, 7.0) if decades < 1.5 else (1.0, 2.0, 5.0) if decades < 3 else (1.0,)
