@@ -183,7 +183,7 @@ def test_speculative_blackwell_and_caps() -> None:
     assert doc["decode_query_len"] == 2
     doc = json.loads(run("--max-num-seqs", "1024", "--blackwell", "--format", "json").stdout)
     assert doc["max_capture_size"] == 1024
-    doc = json.loads(run("--max-num-batched-tokens", "100", "--format", "json").stdout)
+    doc = json.loads(run("--max-num-seqs", "64", "--max-num-batched-tokens", "100", "--format", "json").stdout)
     assert doc["max_capture_size"] == 96
     doc = json.loads(run("--max-capture-size", "64", "--format", "json").stdout)
     assert doc["max_capture_size"] == 64 and doc["ladders"][0]["sizes"][-1] == 64
@@ -227,6 +227,7 @@ def test_plot_writes_a_png(tmp_path: Path) -> None:
         (["--batches", "-1"], "batch sizes must be positive integers"),
         (["--num-speculative-tokens", "-1"], "num_speculative_tokens"),
         (["--max-num-batched-tokens", "0"], "max_num_batched_tokens"),
+        (["--max-num-batched-tokens", "1"], "max_num_batched_tokens (1) must be >= max_num_seqs (256)"),
         (["--max-capture-size", "0"], "max_capture_size"),
         (["--distribution", "/no/such/file.csv"], "distribution file not found"),
         (["--format", "yaml"], "unknown format 'yaml'"),

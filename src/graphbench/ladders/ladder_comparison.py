@@ -142,6 +142,10 @@ def compare_ladders(
     for n in batches:
         if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
             raise GraphbenchError(f"batch sizes must be positive integers, got {n!r}")
+    if max_num_batched_tokens is not None and not isinstance(max_num_seqs, bool) and isinstance(max_num_seqs, int) \
+            and max_num_batched_tokens < max_num_seqs:  # (vLLM's SchedulerConfig and the engine refuse it alike)
+        raise GraphbenchError(f"max_num_batched_tokens ({max_num_batched_tokens}) must be >= max_num_seqs "
+                              f"({max_num_seqs}): a decode step holds a token of every running request")
     common = dict(
         num_speculative_tokens=num_speculative_tokens,
         max_num_batched_tokens=max_num_batched_tokens,
