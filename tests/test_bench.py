@@ -40,7 +40,8 @@ def test_trace(tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_text('{"arrival_s": 0.5, "prompt_len": 10, "output_len": 4}\n\n{"arrival_s": 0.1, "prompt_len": 3, "output_len": 2}\n')
     specs = load_trace(path)
-    assert [(s.arrival_s, s.prompt_len, s.output_len) for s in specs] == [(0.1, 3, 2), (0.5, 10, 4)]
+    # sorted, and replayed from the first request
+    assert [(s.arrival_s, s.prompt_len, s.output_len) for s in specs] == [(0.0, 3, 2), (pytest.approx(0.4), 10, 4)]
     path.write_text('{"arrival_s": 0.5, "prompt_len": 10}\n')
     with pytest.raises(GraphbenchError, match="t.jsonl:1"):
         load_trace(path)
