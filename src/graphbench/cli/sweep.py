@@ -129,15 +129,23 @@ def _run_with_progress(console, plan, results: Path, timeout: float, resume: boo
                TextColumn("ETA"), TimeRemainingColumn()]
     styles = {"ok": "green", "failed": "red", "same-engine": "cyan", "skipped": "dim", "interrupted": "yellow"}
     with Progress(*columns, console=console) as progress:
-        task = progress.add_task("sweep", total=len(plan.planned))
+        # the bar counts processes that run: a same-engine label or a point --resume keeps runs none, and counted
+        # as done in no time they made the ETA say seconds with minutes left
+        to_run = [sum(1 for p in plan.planned if p.same_as is None)]
+        task = progress.add_task("sweep", total=to_run[0])
 
         def started(point):
             progress.update(task, description=f"{_point_text(point)} ({point.system})")
+            if not progress.console.is_terminal:  # a CI log gets no bar: say what runs through a long silence
+                progress.console.print(f"  start {_point_text(point)} ({point.system})")
 
         def done(outcome):
             if outcome.status == "interrupted":  # not measured: the bar keeps counting what was
                 progress.update(task, description="interrupted")
-            else:
+            elif outcome.status == "skipped":  # measured before (--resume): no process ran
+                to_run[0] = max(0, to_run[0] - 1)
+                progress.update(task, total=to_run[0])
+            elif outcome.status != "same-engine":
                 progress.advance(task)
             style, status = styles[outcome.status], "same" if outcome.status == "same-engine" else outcome.status
             progress.console.print(f"[{style}]{status:>7}[/{style}] {_point_text(outcome.point)}"
