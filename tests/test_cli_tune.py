@@ -129,7 +129,8 @@ def test_the_default_max_graphs_keeps_the_forced_sizes() -> None:
     assert default_max_graphs((1, 2, 4), (1, 2, 4, 8), 1) == (3, "the server log's capture sizes")
     assert default_max_graphs(None, (1, 2, 4, 8), 1) == (4, "the default ladder's")
     assert default_max_graphs((), (1, 2), 3) == (3, "the default ladder's")  # the top and two --require sizes
-    assert default_max_graphs(tuple(range(1, 5000)), (), 1)[0] == MAX_GRAPHS
+    assert default_max_graphs(tuple(range(1, 5000)), (), 1) == (
+        MAX_GRAPHS, f"the server log's capture sizes (4999), capped at the {MAX_GRAPHS} a tune takes")
 
 
 def test_waste_objective_and_default_top() -> None:

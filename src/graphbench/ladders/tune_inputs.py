@@ -167,7 +167,10 @@ def default_max_graphs(logged: Sequence[int] | None, default_ladder: Sequence[in
         count, source = len(logged), "the server log's capture sizes"
     else:
         count, source = len(default_ladder), "the default ladder's"
-    return min(max(count, forced), MAX_GRAPHS), source
+    count = max(count, forced)
+    if count > MAX_GRAPHS:  # (said: "as many as" a ladder of 4999 sizes was 4096 in silence)
+        source += f" ({count}), capped at the {MAX_GRAPHS} a tune takes"
+    return min(count, MAX_GRAPHS), source
 
 
 def _agreed(found: Mapping[EngineLimits, list[str]], key, what: str, flag, default):
