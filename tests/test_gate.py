@@ -421,8 +421,16 @@ def test_rounds_give_point_metrics_one_sample_per_process(tmp_path):
     assert _tokens(report).status == "pass"
 
 
+def _on_gpu(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for result in results:
+        result["environment"] = dict(result["environment"], device="cuda", gpu="NVIDIA H100 80GB HBM3")
+    return results
+
+
 def test_graph_memory_zero_on_both_sides_passes(tmp_path):
-    b, c = _two_sets(tmp_path, _rounds(BASE5[:3], graph_memory_bytes=0), _rounds(BASE5[:3], graph_memory_bytes=0))
+    # on a GPU, where a 0 is measured (cudagraph mode NONE); a CPU's 0 is no measurement (below)
+    b, c = _two_sets(tmp_path, _on_gpu(_rounds(BASE5[:3], graph_memory_bytes=0)),
+                     _on_gpu(_rounds(BASE5[:3], graph_memory_bytes=0)))
     mem = next(r for r in run_gate(b, c).checks if r.metric == "graph_memory_bytes")
     assert mem.comparison.ratio == 1.0 and mem.comparison.verdict == "tie" and mem.status == "pass"
 
@@ -799,3 +807,25 @@ def test_a_folder_against_itself_is_said_to_be_the_same_files(tmp_path):
     assert report.exit_code == 0 and "the same result files" in report.warnings[0]
     c = write_set(tmp_path / "two", _rounds(BASE5))  # the same numbers in other files: an A/A, no such line
     assert not any("the same result files" in w for w in run_gate(b, c).warnings)
+
+
+def test_graph_memory_and_capture_on_a_cpu_are_not_measured_not_a_tie(tmp_path):
+    # a CPU records no graph: its 0 bytes and 0 s on both sides were counted as ties and as the gate's passes
+    def on_cpu(results):
+        for result in results:
+            result["environment"] = {"device": "cpu"}
+            result["startup"].update(capture_s=0.0, graph_memory_bytes=0)
+        return results
+
+    b, c = _two_sets(tmp_path, on_cpu(_rounds(BASE5)), on_cpu(_rounds(BASE5)))
+    report = run_gate(b, c)
+    memory = next(r for r in report.checks if r.metric == "graph_memory_bytes")
+    assert memory.status == "untestable" and memory.reason == "not measured: a CPU records no CUDA graph"
+    assert report.exit_code == 0
+    capture = next(x for x in compare_results(load_results([b]).results, load_results([c]).results)
+                   if x.metric == "capture_s")
+    assert capture.verdict == "n/a"
+    # on a GPU, 0 on both sides (cudagraph mode NONE) is a measured 0
+    b, c = _two_sets(tmp_path / "gpu", _on_gpu(_rounds(BASE5, graph_memory_bytes=0)),
+                     _on_gpu(_rounds(BASE5, graph_memory_bytes=0)))
+    assert next(r for r in run_gate(b, c).checks if r.metric == "graph_memory_bytes").status == "pass"

@@ -30,9 +30,17 @@ def setup_counted(results: Iterable[Mapping[str, Any]]) -> set[bool]:
     return counted
 
 
+CAPTURE_METRICS = (METRIC, "capture_s")  # what only a GPU records: a CPU's 0 is no measurement
+
+
 def unlike_measurements(metric: str, baseline: Iterable[Mapping[str, Any]],
                         current: Iterable[Mapping[str, Any]]) -> str | None:
-    """Why the two sides' graph memory cannot be compared (None: measured alike, or not graph memory)."""
+    """Why the two sides' graph memory (or capture time) cannot be compared (None: measured alike, or another
+    metric): measured two ways, or not at all (every result of both sides ran on a CPU and recorded 0: a CPU
+    records no graph, and its 0 on both sides was counted as a tie, and among a CPU gate's passes)."""
+    baseline, current = list(baseline), list(current)
+    if metric in CAPTURE_METRICS and all(_on_cpu(r) and not _recorded(r, metric) for r in baseline + current):
+        return "not measured: a CPU records no CUDA graph"
     if metric != METRIC:
         return None
     sides = {"baseline": setup_counted(baseline), "current": setup_counted(current)}
@@ -41,3 +49,13 @@ def unlike_measurements(metric: str, baseline: Iterable[Mapping[str, Any]],
     older = " and ".join(name for name, counted in sides.items() if False in counted)
     return (f"graph memory measured two ways: the {older} results hold starts from before {SINCE} (no "
             f"{SETUP_FIELD}: only warm starts counted the capture stream's cuBLAS setup); rerun that side")
+
+
+def _recorded(result: Mapping[str, Any], metric: str) -> bool:
+    """Whether any start of the result's processes recorded something of the metric (not 0)."""
+    return any(isinstance(p.get("startup"), Mapping) and p["startup"].get(metric) for p in processes(result))
+
+
+def _on_cpu(result: Mapping[str, Any]) -> bool:
+    environment = result.get("environment")
+    return isinstance(environment, Mapping) and environment.get("device") == "cpu"
