@@ -200,22 +200,23 @@ def _parse_jsonl(text: str, name: str) -> Counter[int]:
         if not isinstance(record, dict):
             raise GraphbenchError(f"{name}:{lineno}: expected a JSON object with batch_size or num_tokens")
         where = f"{name}:{lineno}"
-        key = _one_field(record, SIZE_COLUMNS, where)
+        key = _one_of(record, SIZE_COLUMNS, where, "the record has", "give one of")
         if key is None:
             raise GraphbenchError(f"{where}: record has neither batch_size nor num_tokens")
         size = _int_field(record[key], where, key)
-        weight_key = _one_field(record, COUNT_COLUMNS, where)  # (as a CSV's count column: steps of that size)
+        weight_key = _one_of(record, COUNT_COLUMNS, where, "the record has", "give one of")  # (a CSV's count column)
         weight = 1 if weight_key is None else record[weight_key]
         _check_weight(weight, size, where)
         counts[size] += weight
     return counts
 
 
-def _one_field(record: dict, names: tuple[str, ...], where: str) -> str | None:
-    """The one key of names the record has (None: none); two are an error, as two such CSV columns are."""
-    named = [k for k in names if k in record]
+def _one_of(present: Iterable[str], names: tuple[str, ...], where: str, found: str, give: str) -> str | None:
+    """The one of names among present (a CSV header's columns, a JSONL record's keys; None: none of them); two
+    are an error: which one's values were meant?"""
+    named = [k for k in present if k in names]
     if len(named) > 1:
-        raise GraphbenchError(f"{where}: the record has {' and '.join(named)}: give one of {' or '.join(names)}")
+        raise GraphbenchError(f"{where}: {found} {' and '.join(named)}: {give} {' or '.join(names)}")
     return named[0] if named else None
 
 
@@ -231,15 +232,14 @@ def _parse_text(text: str, name: str) -> Counter[int]:
     rows = lines[1:]
     if len(header) == 2 and _parses(header[0], int) and _parses(header[1], float):  # no header: size,count rows
         header, rows = ["batch_size", "count"], lines
-    for columns in (SIZE_COLUMNS, COUNT_COLUMNS):  # (the first had been taken: the others' values unused)
-        if len(named := [h for h in header if h in columns]) > 1:
-            raise GraphbenchError(f"{name}:{first_no}: the header names {' and '.join(named)}: give one column of "
-                                  f"{' or '.join(columns)}")
-    size_col = next((header.index(c) for c in SIZE_COLUMNS if c in header), None)
-    if size_col is None:
-        raise GraphbenchError(f"{name}:{first_no}: not a batch-size distribution, got {first!r}; expected one of: "
+    where = f"{name}:{first_no}"  # (two size or count columns: the first had been taken, the others' values unused)
+    size_name = _one_of(header, SIZE_COLUMNS, where, "the header names", "give one column of")
+    if size_name is None:
+        raise GraphbenchError(f"{where}: not a batch-size distribution, got {first!r}; expected one of: "
                               f"{LINE_FORMATS} (or JSON, JSONL, a vLLM log)")
-    count_col = next((header.index(c) for c in COUNT_COLUMNS if c in header), None)
+    size_col = header.index(size_name)
+    count_name = _one_of(header, COUNT_COLUMNS, where, "the header names", "give one column of")
+    count_col = None if count_name is None else header.index(count_name)
     counts: Counter[int] = Counter()
     for lineno, line in rows:
         row = [cell.strip() for cell in next(csv.reader([line]))]

@@ -14,7 +14,7 @@ class ServerLog(NamedTuple):
     tables: int = 0  # the tables read (summed into counts)
     cut_off: int = 0  # tables the file ends inside, left out
     rows_before: int = 0  # rows before the file's first table header (a log begun inside a table), left out
-    ladders: int = 0  # the different capture ladders its records announce (> 1: the server restarted changed)
+    ladders: int = 0  # the different capture ladders its records announce (> 1: restarted with other settings)
 
     def summary(self) -> str:
         """What was read and what was left out, in words: `2 tables, 230 steps; 1 table cut off ... left out`."""

@@ -26,6 +26,7 @@ from graphbench.ladders.distributions import MAX_BATCH_SIZE, BatchSizeDistributi
 from graphbench.ladders.log_text import compression, not_read_log, other_server
 from graphbench.ladders.request_trace import is_request_trace
 from graphbench.ladders.vllm_log import BENCH_SUMMARY, read_server_log
+from graphbench.ladders.vllm_log_lines import MAX_TOKENS
 
 CLOSED_WEIGHT = 0.9
 MODEL_FORMS = "closed:C, closed:C:W or uniform:A-B"
@@ -105,7 +106,7 @@ def server_logs(paths: list[Path], warnings: list[str]) -> tuple[BatchSizeDistri
         if log.unread_ladder_lines:
             more = len(log.unread_ladder_lines) - 1
             warnings.append(f"{path}:{log.unread_ladder_lines[0]}: a '- Capture sizes:' line holds no list of sizes "
-                            f"a server captures (cut short, or a size outside 1..1048576){f' (and {more} more)' if more else ''}: the server's ladder there is not read")
+                            f"a server captures (cut short, or a size outside 1..{MAX_TOKENS}){f' (and {more} more)' if more else ''}: the server's ladder there is not read")
         if log.ladders > 1:
             warnings.append(f"{path}: its records announce {log.ladders} different capture ladders (the server "
                             "restarted with other settings?): the tables of every one are summed, and the largest "

@@ -163,11 +163,10 @@ class _Scan:
         if self.broken_header:
             raise GraphbenchError(f"{self.name}:{number}: a cudagraph-metrics row whose table's header, line "
                                   f"{self.broken_header}, was broken by another writer's output: {line.strip()[:120]!r}")
-        if self.tables or self.announced:
-            if record_prefix(line.split("|", 1)[0]) or self.announced:
-                raise GraphbenchError(f"{self.name}:{number}: a cudagraph-metrics row outside its table: was a line of "
-                                      f"another process written inside the table? {line.strip()[:120]!r}")
-        else:
+        if self.announced or (self.tables and record_prefix(line.split("|", 1)[0])):
+            raise GraphbenchError(f"{self.name}:{number}: a cudagraph-metrics row outside its table: was a line of "
+                                  f"another process written inside the table? {line.strip()[:120]!r}")
+        if not self.tables:
             self.rows_before += 1
 
     def _route(self, number: int, line: str, last: bool) -> tuple[Key, _Table, tuple[str, str | None]] | None:
@@ -217,9 +216,7 @@ class _Scan:
             head, part = split_table(line, table.pipes)
             if ended == number:
                 continue
-            if part is not None and _CUT.search(part) and (
-                    of_record(head, table.record) if table.record is not None  # a prefix-less row of its source:
-                    else record_prefix(head) is None and _ROW.search(line) and line_source(head, table.pipes) == key[0]):
+            if part is not None and _CUT.search(part) and self._its_row(key, table, head, line):
                 del self.stray[key]
                 self.ended.remove(table)
                 self.open[key] = table
@@ -228,6 +225,14 @@ class _Scan:
             if line_source(head, table.pipes) == key[0] and record_prefix(head) is not None:
                 del self.stray[key]
         return False
+
+    @staticmethod
+    def _its_row(key: Key, table: _Table, head: str, line: str) -> bool:
+        """Whether a row line after the table ended is its: of its record, or where its rows carry no prefix, a
+        whole row of its process that carries none either."""
+        if table.record is not None:
+            return of_record(head, table.record)
+        return record_prefix(head) is None and _ROW.search(line) is not None and line_source(head, table.pipes) == key[0]
 
     def _start(self, number: int, head: str) -> None:
         tag = line_source(head, head.count("|"))
